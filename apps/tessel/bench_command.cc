@@ -1,0 +1,78 @@
+// `tessel bench step`: times training steps after warm-up and prints one JSON
+// line with the median step time, throughput, achieved GFLOP/s and the
+// machine's measured FMA peak, so the fraction of peak is visible.
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "config_options.h"
+#include "tessel/runtime/machine_peak.h"
+#include "tessel/train/trainer.h"
+
+namespace tessel::cli {
+namespace {
+
+struct BenchOptions {
+  ConfigOptions config;
+  int64_t steps = 10, warmup = 3;
+};
+
+int run_bench_step(const BenchOptions& opt) {
+  TrainConfig config = opt.config.load();
+  config.steps = std::max<int64_t>(config.steps, opt.steps + opt.warmup);
+  config.eval_every = 0;
+  Trainer trainer(config);
+  const int threads = omp_get_max_threads();
+  std::vector<double> ms;
+  for (int64_t i = 0; i < opt.warmup + opt.steps; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    trainer.step();
+    double t =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (i >= opt.warmup) ms.push_back(t);
+  }
+  std::sort(ms.begin(), ms.end());
+  double median = ms[ms.size() / 2];
+  if (ms.size() % 2 == 0) median = 0.5 * (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]);
+  double gflops = trainer.flops_per_step() / (median / 1e3) / 1e9;
+  double peak1 = measure_fma_peak_gflops(1);
+  double peak_all = measure_fma_peak_gflops(threads);
+  nlohmann::json out = {
+      {"model", config.model},
+      {"threads", threads},
+      {"batch", config.batch},
+      {"parameters", trainer.params().parameter_count()},
+      {"steps_timed", opt.steps},
+      {"ms_per_step_median", median},
+      {"ms_per_step_min", ms.front()},
+      {std::string(trainer.task().item_name()) + "_per_s",
+       trainer.items_per_step() / (median / 1e3)},
+      {"gflop_per_step", trainer.flops_per_step() / 1e9},
+      {"gflops", gflops},
+      {"peak_gflops_1core", peak1},
+      {"peak_gflops_all_cores", peak_all},
+      {"fraction_of_peak", gflops / peak_all},
+      {"arena_mib", trainer.arena_bytes() / 1048576.0},
+  };
+  std::printf("%s\n", out.dump().c_str());
+  return 0;
+}
+
+}  // namespace
+
+Command add_bench_command(CLI::App& app) {
+  auto opt = std::make_shared<BenchOptions>();
+  CLI::App* bench = app.add_subcommand("bench", "benchmarks");
+  bench->require_subcommand(1);
+  CLI::App* step = bench->add_subcommand("step", "time training steps of a config");
+  opt->config.add_to(step, /*with_steps=*/false);
+  step->add_option("--steps", opt->steps, "timed steps")->check(CLI::PositiveNumber);
+  step->add_option("--warmup", opt->warmup, "untimed warm-up steps");
+  return {bench, [opt] { return run_bench_step(*opt); }};
+}
+
+}  // namespace tessel::cli

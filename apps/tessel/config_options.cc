@@ -1,0 +1,24 @@
+#include "config_options.h"
+
+#include <omp.h>
+
+namespace tessel::cli {
+
+void ConfigOptions::add_to(CLI::App* command, bool with_steps) {
+  command->add_option("--config", path, "training config (JSON)")->required();
+  command->add_option("--set", overrides, "override a config key: --set lr=3e-4 (repeatable)");
+  if (with_steps) command->add_option("--steps", steps, "number of training steps");
+  command->add_option("--threads", threads, "intra-op threads (default: all cores)");
+}
+
+TrainConfig ConfigOptions::load() const {
+  TrainConfig c = TrainConfig::from_file(path);
+  for (const std::string& o : overrides) c.set(o);
+  if (steps >= 0) c.set("steps=" + std::to_string(steps));
+  if (threads >= 0) c.set("threads=" + std::to_string(threads));
+  c.validate();
+  if (c.threads > 0) omp_set_num_threads(c.threads);
+  return c;
+}
+
+}  // namespace tessel::cli

@@ -1,0 +1,25 @@
+// Options shared by commands that read a training config: --config, --set,
+// --steps, --threads. Overrides apply on top of the file, key by key.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessel/train/config.h"
+
+namespace tessel::cli {
+
+struct ConfigOptions {
+  std::string path;
+  std::vector<std::string> overrides;
+  int64_t steps = -1;
+  int threads = -1;
+
+  void add_to(CLI::App* command, bool with_steps = true);
+  // The file, then --set, then --steps/--threads; validated.
+  TrainConfig load() const;
+};
+
+}  // namespace tessel::cli

@@ -1,0 +1,58 @@
+// `tessel sample` and `tessel eval`: use a trained text model's checkpoint.
+#include <cstdio>
+
+#include "commands.h"
+#include "tessel/train/data/text_corpus.h"
+#include "tessel/train/text_model.h"
+
+namespace tessel::cli {
+namespace {
+
+struct SampleOptions {
+  std::string checkpoint, prompt = "\n";
+  int64_t chars = 200;
+  float temperature = 0.8f;
+  uint64_t seed = 1;
+};
+
+struct EvalOptions {
+  std::string checkpoint, data;
+};
+
+}  // namespace
+
+Command add_sample_command(CLI::App& app) {
+  auto opt = std::make_shared<SampleOptions>();
+  CLI::App* sub = app.add_subcommand("sample", "generate text from a trained GPT checkpoint");
+  sub->add_option("--checkpoint", opt->checkpoint, "checkpoint directory")->required();
+  sub->add_option("--prompt", opt->prompt, "text to continue");
+  sub->add_option("--chars", opt->chars, "bytes to generate")->check(CLI::PositiveNumber);
+  sub->add_option("--temperature", opt->temperature, "sampling temperature (0: greedy)");
+  sub->add_option("--seed", opt->seed, "sampling seed");
+  return {sub, [opt] {
+            TextModel model(opt->checkpoint);
+            std::string text = model.sample(opt->prompt, opt->chars, opt->temperature, opt->seed);
+            std::printf("%s%s\n", opt->prompt.c_str(), text.c_str());
+            return 0;
+          }};
+}
+
+Command add_eval_command(CLI::App& app) {
+  auto opt = std::make_shared<EvalOptions>();
+  CLI::App* sub = app.add_subcommand("eval", "mean loss of a GPT checkpoint on a text file");
+  sub->add_option("--checkpoint", opt->checkpoint, "checkpoint directory")->required();
+  sub->add_option("--data", opt->data, "text file to score")->required();
+  return {sub, [opt] {
+            TextModel model(opt->checkpoint);
+            TextCorpus text = TextCorpus::from_file(opt->data);
+            TextModel::Score s = model.score(text.val);
+            std::printf(
+                "{\"file\": \"%s\", \"bytes_scored\": %lld, \"nats_per_byte\": %.6f, "
+                "\"bits_per_byte\": %.6f}\n",
+                opt->data.c_str(), static_cast<long long>(s.bytes_scored), s.nats_per_byte,
+                s.bits_per_byte);
+            return 0;
+          }};
+}
+
+}  // namespace tessel::cli

@@ -1,0 +1,99 @@
+// `tessel train`: the training loop with progress, metrics, evaluation,
+// checkpoint and (for text models) a sample at the end.
+#include <omp.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "config_options.h"
+#include "progress.h"
+#include "tessel/base/error.h"
+#include "tessel/train/checkpoint/checkpoint.h"
+#include "tessel/train/text_model.h"
+#include "tessel/train/trainer.h"
+
+namespace tessel::cli {
+namespace {
+
+struct TrainOptions {
+  ConfigOptions config;
+  std::string out = "runs/latest";
+};
+
+int run_train(const TrainOptions& opt) {
+  TrainConfig config = opt.config.load();
+  std::filesystem::create_directories(opt.out);
+  Trainer trainer(config);
+  const Task& task = trainer.task();
+  std::printf("tessel train: %s, %lld parameters, %.2f GFLOP/step, arena %.1f MiB, %d threads\n",
+              config.model.c_str(), static_cast<long long>(trainer.params().parameter_count()),
+              trainer.flops_per_step() / 1e9, trainer.arena_bytes() / 1048576.0,
+              config.threads > 0 ? config.threads : omp_get_max_threads());
+  std::printf("baseline loss to beat (%s): %.4f nats\n",
+              config.model == "gpt" ? "unigram entropy of the training text" : "chance",
+              task.baseline_loss());
+  std::fflush(stdout);
+
+  std::ofstream metrics(std::filesystem::path(opt.out) / "metrics.jsonl");
+  if (!metrics) TS_THROW("cannot write metrics to '", opt.out, "/metrics.jsonl'");
+  Progress progress(config.steps, task.item_name());
+  EvalResult last_eval{-1, -1};
+  double last_loss = 0;
+  for (int64_t s = 0; s < config.steps; ++s) {
+    auto t0 = std::chrono::steady_clock::now();
+    StepResult r = trainer.step();
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    last_loss = r.loss;
+    if (!std::isfinite(r.loss)) TS_THROW("step ", s, ": loss is ", r.loss, " (diverged)");
+    nlohmann::json line = {{"step", s},
+                           {"loss", r.loss},
+                           {"lr", r.lr},
+                           {"grad_norm", r.grad_norm},
+                           {"step_ms", seconds * 1e3},
+                           {"tokens_per_s", trainer.items_per_step() / seconds},
+                           {"gflops", trainer.flops_per_step() / seconds / 1e9}};
+    bool eval_now =
+        (config.eval_every > 0 && (s + 1) % config.eval_every == 0) || s + 1 == config.steps;
+    if (eval_now) {
+      last_eval = trainer.evaluate();
+      line["val_loss"] = last_eval.loss;
+      if (last_eval.accuracy >= 0) line["val_accuracy"] = last_eval.accuracy;
+    }
+    metrics << line.dump() << "\n";
+    metrics.flush();
+    progress.update(s + 1, r.loss, trainer.items_per_step() / seconds,
+                    trainer.flops_per_step() / seconds / 1e9, eval_now ? last_eval.loss : -1);
+  }
+  progress.finish();
+
+  std::string checkpoint = (std::filesystem::path(opt.out) / "checkpoint").string();
+  save_checkpoint(checkpoint, config, trainer.params(), trainer.steps_done());
+  std::printf("final: train loss %.4f, val loss %.4f nats (baseline %.4f)", last_loss,
+              last_eval.loss, task.baseline_loss());
+  if (last_eval.accuracy >= 0) std::printf(", val accuracy %.2f%%", 100 * last_eval.accuracy);
+  std::printf("\ncheckpoint: %s\nmetrics:    %s/metrics.jsonl\n", checkpoint.c_str(),
+              opt.out.c_str());
+  if (config.model == "gpt" && config.sample_chars > 0) {
+    TextModel model(checkpoint);
+    std::string text = model.sample(config.sample_prompt, config.sample_chars, 0.8f, config.seed);
+    std::printf("sample (temperature 0.8):\n%s%s\n", config.sample_prompt.c_str(), text.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command add_train_command(CLI::App& app) {
+  auto opt = std::make_shared<TrainOptions>();
+  CLI::App* sub = app.add_subcommand("train", "train a model from a JSON config");
+  opt->config.add_to(sub);
+  sub->add_option("--out", opt->out, "output directory (metrics.jsonl, checkpoint/)");
+  return {sub, [opt] { return run_train(*opt); }};
+}
+
+}  // namespace tessel::cli

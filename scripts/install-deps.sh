@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Tessel needs, skipping those already present.
+# Run as root (or with sudo available). Extra package names may be passed as
+# arguments (the benchmark script adds PyTorch this way).
+set -euo pipefail
+
+packages=(
+  g++ cmake make                      # toolchain
+  libdnnl-dev                         # oneDNN: GEMM
+  libopenmpi-dev openmpi-bin          # Open MPI: the distributed runtime
+  nlohmann-json3-dev                  # configs, manifests, safetensors headers
+  libcli11-dev                        # the tessel command line
+  libgtest-dev libbenchmark-dev       # tests and kernel micro-benchmarks
+  zlib1g-dev                          # reading the gzipped Fashion-MNIST files
+  fortunes fortunes-min               # the text the GPT trains on
+  dataset-fashion-mnist               # the images the MLP trains on
+  "$@"
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,56 @@
+#include "tessel/autodiff/backward.h"
+
+#include <optional>
+
+#include "tessel/autodiff/vjp_table.h"
+#include "tessel/base/error.h"
+
+namespace tessel {
+
+std::map<ValueId, ValueId> build_backward(GraphBuilder& builder, ValueId loss,
+                                          const std::vector<ValueId>& wrt) {
+  Graph& graph = builder.graph();
+  const Node& loss_node = graph.node(loss);
+  if (loss_node.shape.rank() != 0 || loss_node.dtype != DType::kF32)
+    TS_THROW("autodiff: the loss '", loss_node.name, "' must be an f32 scalar, got ",
+             dtype_name(loss_node.dtype), loss_node.shape);
+
+  // Which forward nodes lie on a path to the loss.
+  const int forward_size = loss + 1;
+  std::vector<bool> reaches_loss(forward_size, false);
+  reaches_loss[loss] = true;
+  for (ValueId id = loss; id >= 0; --id)
+    if (reaches_loss[id])
+      for (ValueId in : graph.node(id).inputs) reaches_loss[in] = true;
+
+  std::vector<std::optional<ValueId>> grad(forward_size);
+  grad[loss] = builder.fill(Shape{}, 1.0f);
+  for (ValueId id = loss; id >= 0; --id) {
+    if (!grad[id]) continue;
+    const Node node = graph.node(id);  // copy: the graph grows below
+    if (node.inputs.empty()) continue;
+    VjpRule rule = vjp_rule(node.kind);
+    if (!rule)
+      TS_THROW("autodiff: ", op_name(node.kind), " '", node.name,
+               "' has no gradient rule (is a gradient op on the path to the loss?)");
+    std::vector<std::optional<ValueId>> input_grads(node.inputs.size());
+    VjpContext ctx{builder, id, *grad[id], input_grads};
+    rule(ctx);
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      ValueId in = node.inputs[i];
+      if (!input_grads[i] || !reaches_loss[in]) continue;
+      grad[in] = grad[in]
+                     ? builder.add(*grad[in], *input_grads[i], graph.node(in).name + ".grad_sum")
+                     : *input_grads[i];
+    }
+  }
+
+  std::map<ValueId, ValueId> result;
+  for (ValueId v : wrt) {
+    TS_CHECK(v < forward_size, "autodiff: value %", v, " was added after the loss");
+    result[v] = grad[v] ? *grad[v] : builder.fill(graph.node(v).shape, 0.0f);
+  }
+  return result;
+}
+
+}  // namespace tessel

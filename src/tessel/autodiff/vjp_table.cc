@@ -1,0 +1,219 @@
+#include "tessel/autodiff/vjp_table.h"
+
+#include <array>
+
+#include "tessel/base/error.h"
+
+namespace tessel {
+namespace {
+
+// Sums `grad` over the dims `target` lacks, undoing a broadcast.
+ValueId unbroadcast(GraphBuilder& b, ValueId grad, const Shape& target) {
+  const Shape g = b.shape(grad);
+  std::vector<std::string> extra;
+  for (const Dim& d : g.dims())
+    if (!target.has(d.name)) extra.push_back(d.name);
+  ValueId reduced = extra.empty() ? grad : b.reduce_sum(grad, extra, "unbroadcast");
+  if (b.shape(reduced) == target) return reduced;
+  // Same dims, other order: an einsum with a ones-free identity is overkill;
+  // re-expanding to the target order is a pure copy.
+  return b.expand(reduced, target, "reorder");
+}
+
+Attrs attrs_of(const VjpContext& c) { return c.node().attrs; }
+std::string label(const VjpContext& c, const char* suffix) { return c.node().name + suffix; }
+
+void add_rule(VjpContext& c) {
+  c.input_grads[0] = unbroadcast(c.builder, c.grad, c.shape_of(c.in(0)));
+  c.input_grads[1] = unbroadcast(c.builder, c.grad, c.shape_of(c.in(1)));
+}
+
+void sub_rule(VjpContext& c) {
+  c.input_grads[0] = unbroadcast(c.builder, c.grad, c.shape_of(c.in(0)));
+  ValueId neg = c.builder.scale(c.grad, -1.0f, label(c, ".neg"));
+  c.input_grads[1] = unbroadcast(c.builder, neg, c.shape_of(c.in(1)));
+}
+
+void mul_rule(VjpContext& c) {
+  GraphBuilder& b = c.builder;
+  c.input_grads[0] =
+      unbroadcast(b, b.mul(c.grad, c.in(1), label(c, ".grad_lhs")), c.shape_of(c.in(0)));
+  c.input_grads[1] =
+      unbroadcast(b, b.mul(c.grad, c.in(0), label(c, ".grad_rhs")), c.shape_of(c.in(1)));
+}
+
+// y = a / b: da = g / b; db = -(g / b) * y.
+void div_rule(VjpContext& c) {
+  GraphBuilder& b = c.builder;
+  ValueId g_over_b = b.div(c.grad, c.in(1), label(c, ".grad_lhs"));
+  c.input_grads[0] = unbroadcast(b, g_over_b, c.shape_of(c.in(0)));
+  ValueId t = b.mul(g_over_b, c.output, label(c, ".grad_rhs"));
+  c.input_grads[1] = unbroadcast(b, b.scale(t, -1.0f, label(c, ".neg")), c.shape_of(c.in(1)));
+}
+
+// y = einsum(a, b): da = einsum(g, b) -> a's dims; db = einsum(a, g) -> b's dims.
+void einsum_rule(VjpContext& c) {
+  GraphBuilder& b = c.builder;
+  c.input_grads[0] = b.einsum(c.grad, c.in(1), c.shape_of(c.in(0)).names(), label(c, ".grad_lhs"));
+  c.input_grads[1] = b.einsum(c.in(0), c.grad, c.shape_of(c.in(1)).names(), label(c, ".grad_rhs"));
+}
+
+void scale_rule(VjpContext& c) {
+  c.input_grads[0] = c.builder.scale(c.grad, c.node().attrs.scalar, label(c, ".grad"));
+}
+
+void gelu_rule(VjpContext& c) {
+  c.input_grads[0] = c.builder.op(OpKind::kGeluGrad, {c.in(0), c.grad}, {}, label(c, ".grad"));
+}
+
+void relu_rule(VjpContext& c) {
+  c.input_grads[0] = c.builder.op(OpKind::kReluGrad, {c.in(0), c.grad}, {}, label(c, ".grad"));
+}
+
+void exp_rule(VjpContext& c) {
+  c.input_grads[0] = c.builder.mul(c.grad, c.output, label(c, ".grad"));
+}
+
+void log_rule(VjpContext& c) {
+  c.input_grads[0] = c.builder.div(c.grad, c.in(0), label(c, ".grad"));
+}
+
+void tanh_rule(VjpContext& c) {
+  c.input_grads[0] = c.builder.op(OpKind::kTanhGrad, {c.output, c.grad}, {}, label(c, ".grad"));
+}
+
+void bias_gelu_rule(VjpContext& c) {
+  GraphBuilder& b = c.builder;
+  ValueId dpre = b.op(OpKind::kBiasGeluGrad, {c.in(0), c.in(1), c.grad}, {}, label(c, ".grad"));
+  c.input_grads[0] = dpre;
+  c.input_grads[1] = unbroadcast(b, dpre, c.shape_of(c.in(1)));
+}
+
+// The mask is a pure function of (seed, key, index): the same dropout applied
+// to the gradient is the exact backward.
+void dropout_rule(VjpContext& c) {
+  c.input_grads[0] = c.builder.op(OpKind::kDropout, {c.grad}, attrs_of(c), label(c, ".grad"));
+}
+
+void reduce_sum_rule(VjpContext& c) {
+  c.input_grads[0] = c.builder.expand(c.grad, c.shape_of(c.in(0)), label(c, ".grad"));
+}
+
+void reduce_mean_rule(VjpContext& c) {
+  const Shape x = c.shape_of(c.in(0));
+  float count = static_cast<float>(x.numel() / c.shape_of(c.output).numel());
+  ValueId spread = c.builder.expand(c.grad, x, label(c, ".grad"));
+  c.input_grads[0] = c.builder.scale(spread, 1.0f / count, label(c, ".grad_scale"));
+}
+
+void reduce_max_rule(VjpContext& c) {
+  c.input_grads[0] = c.builder.op(OpKind::kReduceMaxGrad, {c.in(0), c.output, c.grad}, attrs_of(c),
+                                  label(c, ".grad"));
+}
+
+void expand_rule(VjpContext& c) {
+  c.input_grads[0] = unbroadcast(c.builder, c.grad, c.shape_of(c.in(0)));
+}
+
+void softmax_rule(VjpContext& c) {
+  c.input_grads[0] =
+      c.builder.op(OpKind::kSoftmaxGrad, {c.output, c.grad}, attrs_of(c), label(c, ".grad"));
+}
+
+void layernorm_rule(VjpContext& c) {
+  GraphBuilder& b = c.builder;
+  Attrs a = attrs_of(c);
+  c.input_grads[0] =
+      b.op(OpKind::kLayerNormGradInput, {c.in(0), c.in(1), c.grad}, a, label(c, ".grad_input"));
+  c.input_grads[1] =
+      b.op(OpKind::kLayerNormGradGamma, {c.in(0), c.grad}, a, label(c, ".grad_gamma"));
+  c.input_grads[2] = unbroadcast(b, c.grad, c.shape_of(c.in(2)));
+}
+
+void embedding_rule(VjpContext& c) {
+  Attrs a = attrs_of(c);
+  a.shape = c.shape_of(c.in(0));
+  c.input_grads[0] =
+      c.builder.op(OpKind::kEmbeddingGrad, {c.in(1), c.grad}, std::move(a), label(c, ".grad"));
+}
+
+void cross_entropy_rule(VjpContext& c) {
+  c.input_grads[0] = c.builder.op(OpKind::kCrossEntropyGrad, {c.in(0), c.in(1), c.grad},
+                                  attrs_of(c), label(c, ".grad"));
+}
+
+void split_rule(VjpContext& c) {
+  std::vector<std::string> parts = c.node().attrs.shape.names();
+  c.input_grads[0] = c.builder.merge_dims(c.grad, parts, c.node().attrs.dim, label(c, ".grad"));
+}
+
+void merge_rule(VjpContext& c) {
+  const Shape x = c.shape_of(c.in(0));
+  std::vector<Dim> parts;
+  for (const std::string& n : c.node().attrs.dims) parts.push_back(x.dim(n));
+  c.input_grads[0] =
+      c.builder.split_dim(c.grad, c.node().attrs.dim2, Shape(parts), label(c, ".grad"));
+}
+
+void rename_rule(VjpContext& c) {
+  c.input_grads[0] =
+      c.builder.rename(c.grad, c.node().attrs.dim2, c.node().attrs.dim, label(c, ".grad"));
+}
+
+struct Entry {
+  OpKind kind;
+  VjpRule rule;
+};
+
+constexpr std::array<Entry, static_cast<size_t>(OpKind::kCount)> kVjpTable = {{
+    {OpKind::kInput, nullptr},
+    {OpKind::kParam, nullptr},
+    {OpKind::kFill, nullptr},
+    {OpKind::kEinsum, einsum_rule},
+    {OpKind::kAdd, add_rule},
+    {OpKind::kSub, sub_rule},
+    {OpKind::kMul, mul_rule},
+    {OpKind::kDiv, div_rule},
+    {OpKind::kScale, scale_rule},
+    {OpKind::kGelu, gelu_rule},
+    {OpKind::kRelu, relu_rule},
+    {OpKind::kExp, exp_rule},
+    {OpKind::kLog, log_rule},
+    {OpKind::kTanh, tanh_rule},
+    {OpKind::kBiasGelu, bias_gelu_rule},
+    {OpKind::kDropout, dropout_rule},
+    {OpKind::kReduceSum, reduce_sum_rule},
+    {OpKind::kReduceMean, reduce_mean_rule},
+    {OpKind::kReduceMax, reduce_max_rule},
+    {OpKind::kExpand, expand_rule},
+    {OpKind::kSoftmax, softmax_rule},
+    {OpKind::kLayerNorm, layernorm_rule},
+    {OpKind::kEmbedding, embedding_rule},
+    {OpKind::kCrossEntropy, cross_entropy_rule},
+    {OpKind::kSplitDim, split_rule},
+    {OpKind::kMergeDims, merge_rule},
+    {OpKind::kRename, rename_rule},
+    {OpKind::kGeluGrad, nullptr},
+    {OpKind::kReluGrad, nullptr},
+    {OpKind::kTanhGrad, nullptr},
+    {OpKind::kBiasGeluGrad, nullptr},
+    {OpKind::kReduceMaxGrad, nullptr},
+    {OpKind::kSoftmaxGrad, nullptr},
+    {OpKind::kLayerNormGradInput, nullptr},
+    {OpKind::kLayerNormGradGamma, nullptr},
+    {OpKind::kEmbeddingGrad, nullptr},
+    {OpKind::kCrossEntropyGrad, nullptr},
+}};
+
+constexpr bool table_in_enum_order() {
+  for (size_t i = 0; i < kVjpTable.size(); ++i)
+    if (static_cast<size_t>(kVjpTable[i].kind) != i) return false;
+  return true;
+}
+static_assert(table_in_enum_order(), "kVjpTable must list every OpKind in enum order");
+
+}  // namespace
+
+VjpRule vjp_rule(OpKind kind) { return kVjpTable.at(static_cast<size_t>(kind)).rule; }
+
+}  // namespace tessel

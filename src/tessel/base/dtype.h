@@ -1,0 +1,40 @@
+// Element types. f32 is the training type; i32 holds token ids and labels.
+// bf16 is reserved in the enum so serialised formats and signatures can name
+// it, but no kernel accepts it yet.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace tessel {
+
+enum class DType { kF32, kI32, kBF16 };
+
+inline size_t dtype_size(DType t) { return t == DType::kBF16 ? 2 : 4; }
+
+inline const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::kF32:
+      return "f32";
+    case DType::kI32:
+      return "i32";
+    case DType::kBF16:
+      return "bf16";
+  }
+  return "?";
+}
+
+// The dtype spelling of the safetensors format ("F32", "I32", "BF16").
+inline const char* dtype_safetensors_name(DType t) {
+  switch (t) {
+    case DType::kF32:
+      return "F32";
+    case DType::kI32:
+      return "I32";
+    case DType::kBF16:
+      return "BF16";
+  }
+  return "?";
+}
+
+}  // namespace tessel

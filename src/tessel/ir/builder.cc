@@ -1,0 +1,161 @@
+#include "tessel/ir/builder.h"
+
+namespace tessel {
+
+GraphBuilder::Scope::Scope(GraphBuilder& builder, const std::string& name)
+    : builder_(builder), saved_length_(builder.prefix_.size()) {
+  builder_.prefix_ += name + ".";
+}
+
+GraphBuilder::Scope::~Scope() { builder_.prefix_.resize(saved_length_); }
+
+ValueId GraphBuilder::op(OpKind kind, std::vector<ValueId> inputs, Attrs attrs,
+                         const std::string& name) {
+  return graph_.add(kind, std::move(inputs), std::move(attrs), label(name));
+}
+
+ValueId GraphBuilder::input(const std::string& name, Shape shape, DType dtype) {
+  return graph_.add_input(label(name), std::move(shape), dtype);
+}
+
+ValueId GraphBuilder::param(const std::string& name, Shape shape, ParamInit init) {
+  return graph_.add_param(label(name), std::move(shape), init);
+}
+
+ValueId GraphBuilder::fill(Shape shape, float value) {
+  Attrs a;
+  a.shape = std::move(shape);
+  a.scalar = value;
+  return op(OpKind::kFill, {}, std::move(a), "fill");
+}
+
+ValueId GraphBuilder::einsum(ValueId a, ValueId b, std::vector<std::string> out_dims,
+                             const std::string& name) {
+  Attrs attrs;
+  attrs.dims = std::move(out_dims);
+  return op(OpKind::kEinsum, {a, b}, std::move(attrs), name);
+}
+
+ValueId GraphBuilder::add(ValueId a, ValueId b, const std::string& n) {
+  return op(OpKind::kAdd, {a, b}, {}, n);
+}
+ValueId GraphBuilder::sub(ValueId a, ValueId b, const std::string& n) {
+  return op(OpKind::kSub, {a, b}, {}, n);
+}
+ValueId GraphBuilder::mul(ValueId a, ValueId b, const std::string& n) {
+  return op(OpKind::kMul, {a, b}, {}, n);
+}
+ValueId GraphBuilder::div(ValueId a, ValueId b, const std::string& n) {
+  return op(OpKind::kDiv, {a, b}, {}, n);
+}
+
+ValueId GraphBuilder::scale(ValueId x, float alpha, const std::string& n) {
+  Attrs a;
+  a.scalar = alpha;
+  return op(OpKind::kScale, {x}, std::move(a), n);
+}
+
+ValueId GraphBuilder::gelu(ValueId x, const std::string& n) {
+  return op(OpKind::kGelu, {x}, {}, n);
+}
+ValueId GraphBuilder::relu(ValueId x, const std::string& n) {
+  return op(OpKind::kRelu, {x}, {}, n);
+}
+ValueId GraphBuilder::exp(ValueId x, const std::string& n) { return op(OpKind::kExp, {x}, {}, n); }
+ValueId GraphBuilder::log(ValueId x, const std::string& n) { return op(OpKind::kLog, {x}, {}, n); }
+ValueId GraphBuilder::tanh(ValueId x, const std::string& n) {
+  return op(OpKind::kTanh, {x}, {}, n);
+}
+
+ValueId GraphBuilder::bias_gelu(ValueId x, ValueId bias, const std::string& n) {
+  return op(OpKind::kBiasGelu, {x, bias}, {}, n);
+}
+
+ValueId GraphBuilder::dropout(ValueId x, float p, uint64_t seed, const std::string& key) {
+  Attrs a;
+  a.scalar = p;
+  a.seed = seed;
+  a.key = label(key);
+  return op(OpKind::kDropout, {x}, std::move(a), key);
+}
+
+namespace {
+Attrs dims_attrs(std::vector<std::string> dims) {
+  Attrs a;
+  a.dims = std::move(dims);
+  return a;
+}
+}  // namespace
+
+ValueId GraphBuilder::reduce_sum(ValueId x, std::vector<std::string> dims, const std::string& n) {
+  return op(OpKind::kReduceSum, {x}, dims_attrs(std::move(dims)), n);
+}
+ValueId GraphBuilder::reduce_mean(ValueId x, std::vector<std::string> dims, const std::string& n) {
+  return op(OpKind::kReduceMean, {x}, dims_attrs(std::move(dims)), n);
+}
+ValueId GraphBuilder::reduce_max(ValueId x, std::vector<std::string> dims, const std::string& n) {
+  return op(OpKind::kReduceMax, {x}, dims_attrs(std::move(dims)), n);
+}
+
+ValueId GraphBuilder::expand(ValueId x, Shape target, const std::string& n) {
+  Attrs a;
+  a.shape = std::move(target);
+  return op(OpKind::kExpand, {x}, std::move(a), n);
+}
+
+ValueId GraphBuilder::softmax(ValueId x, const std::string& dim, float scale,
+                              const std::string& causal_query_dim, const std::string& n) {
+  Attrs a;
+  a.dim = dim;
+  a.dim2 = causal_query_dim;
+  a.scalar = scale;
+  return op(OpKind::kSoftmax, {x}, std::move(a), n);
+}
+
+ValueId GraphBuilder::layernorm(ValueId x, ValueId gamma, ValueId beta, const std::string& dim,
+                                float eps, const std::string& n) {
+  Attrs a;
+  a.dim = dim;
+  a.scalar = eps;
+  return op(OpKind::kLayerNorm, {x, gamma, beta}, std::move(a), n);
+}
+
+ValueId GraphBuilder::embedding(ValueId table, ValueId ids, const std::string& vocab_dim,
+                                const std::string& n) {
+  Attrs a;
+  a.dim = vocab_dim;
+  return op(OpKind::kEmbedding, {table, ids}, std::move(a), n);
+}
+
+ValueId GraphBuilder::cross_entropy(ValueId logits, ValueId labels, const std::string& vocab_dim,
+                                    const std::string& n) {
+  Attrs a;
+  a.dim = vocab_dim;
+  return op(OpKind::kCrossEntropy, {logits, labels}, std::move(a), n);
+}
+
+ValueId GraphBuilder::split_dim(ValueId x, const std::string& dim, Shape parts,
+                                const std::string& n) {
+  Attrs a;
+  a.dim = dim;
+  a.shape = std::move(parts);
+  return op(OpKind::kSplitDim, {x}, std::move(a), n);
+}
+
+ValueId GraphBuilder::merge_dims(ValueId x, std::vector<std::string> dims,
+                                 const std::string& merged, const std::string& n) {
+  Attrs a;
+  a.dims = std::move(dims);
+  a.dim2 = merged;
+  return op(OpKind::kMergeDims, {x}, std::move(a), n);
+}
+
+ValueId GraphBuilder::rename(ValueId x, const std::string& from, const std::string& to,
+                             const std::string& n) {
+  Attrs a;
+  a.dim = from;
+  a.dim2 = to;
+  return op(OpKind::kRename, {x}, std::move(a), n);
+}
+
+}  // namespace tessel

@@ -1,0 +1,89 @@
+// GraphBuilder: the model-writing API over a Graph.
+//
+// Each method adds one node and returns its value; shapes are checked as the
+// model is built (the op table's rules), so a wrong dim name or size fails
+// here, naming the op, its label and the dims. A label prefix (`scope`) names
+// nodes and parameters hierarchically ("block0.attn.wq").
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tessel/ir/graph.h"
+
+namespace tessel {
+
+class GraphBuilder {
+ public:
+  explicit GraphBuilder(Graph& graph) : graph_(graph) {}
+
+  Graph& graph() { return graph_; }
+  // The reference is invalidated by the next node added.
+  const Shape& shape(ValueId v) const { return graph_.node(v).shape; }
+
+  // Labels of nodes added while a Scope is alive get "<prefix>." in front.
+  class Scope {
+   public:
+    Scope(GraphBuilder& builder, const std::string& name);
+    ~Scope();
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    GraphBuilder& builder_;
+    size_t saved_length_;
+  };
+  std::string label(const std::string& name) const { return prefix_ + name; }
+
+  ValueId input(const std::string& name, Shape shape, DType dtype = DType::kF32);
+  ValueId param(const std::string& name, Shape shape, ParamInit init = {});
+  ValueId fill(Shape shape, float value);
+
+  // Contracts every dim present in both operands but absent from `out_dims`.
+  ValueId einsum(ValueId a, ValueId b, std::vector<std::string> out_dims,
+                 const std::string& name = "einsum");
+  ValueId add(ValueId a, ValueId b, const std::string& name = "add");
+  ValueId sub(ValueId a, ValueId b, const std::string& name = "sub");
+  ValueId mul(ValueId a, ValueId b, const std::string& name = "mul");
+  ValueId div(ValueId a, ValueId b, const std::string& name = "div");
+  ValueId scale(ValueId x, float alpha, const std::string& name = "scale");
+  ValueId gelu(ValueId x, const std::string& name = "gelu");
+  ValueId relu(ValueId x, const std::string& name = "relu");
+  ValueId exp(ValueId x, const std::string& name = "exp");
+  ValueId log(ValueId x, const std::string& name = "log");
+  ValueId tanh(ValueId x, const std::string& name = "tanh");
+  ValueId bias_gelu(ValueId x, ValueId bias, const std::string& name = "bias_gelu");
+  ValueId dropout(ValueId x, float p, uint64_t seed, const std::string& key);
+
+  ValueId reduce_sum(ValueId x, std::vector<std::string> dims, const std::string& name = "sum");
+  ValueId reduce_mean(ValueId x, std::vector<std::string> dims, const std::string& name = "mean");
+  ValueId reduce_max(ValueId x, std::vector<std::string> dims, const std::string& name = "max");
+  ValueId expand(ValueId x, Shape target, const std::string& name = "expand");
+
+  // Softmax of scale*x over `dim`; with `causal_query_dim`, key positions
+  // after the query position are masked out.
+  ValueId softmax(ValueId x, const std::string& dim, float scale = 1.0f,
+                  const std::string& causal_query_dim = "", const std::string& name = "softmax");
+  ValueId layernorm(ValueId x, ValueId gamma, ValueId beta, const std::string& dim,
+                    float eps = 1e-5f, const std::string& name = "layernorm");
+  ValueId embedding(ValueId table, ValueId ids, const std::string& vocab_dim,
+                    const std::string& name = "embedding");
+  ValueId cross_entropy(ValueId logits, ValueId labels, const std::string& vocab_dim,
+                        const std::string& name = "cross_entropy");
+
+  ValueId split_dim(ValueId x, const std::string& dim, Shape parts,
+                    const std::string& name = "split");
+  ValueId merge_dims(ValueId x, std::vector<std::string> dims, const std::string& merged,
+                     const std::string& name = "merge");
+  ValueId rename(ValueId x, const std::string& from, const std::string& to,
+                 const std::string& name = "rename");
+
+  // Any node, for passes (autodiff) that emit gradient ops.
+  ValueId op(OpKind kind, std::vector<ValueId> inputs, Attrs attrs, const std::string& name);
+
+ private:
+  Graph& graph_;
+  std::string prefix_;
+};
+
+}  // namespace tessel

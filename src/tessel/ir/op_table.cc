@@ -1,0 +1,380 @@
+#include "tessel/ir/op_table.h"
+
+#include <algorithm>
+#include <array>
+
+#include "tessel/base/error.h"
+
+namespace tessel {
+namespace {
+
+// "einsum 'block0.attn.q'" — how errors name the node at fault.
+std::string where(const ShapeRuleInput& in) {
+  std::string s = op_name(in.kind);
+  if (!in.label.empty()) s += " '" + in.label + "'";
+  return s;
+}
+
+void expect_f32(const ShapeRuleInput& in, size_t i, const char* role) {
+  if (in.dtypes[i] != DType::kF32)
+    TS_THROW(where(in), ": ", role, " must be f32, got ", dtype_name(in.dtypes[i]), " ",
+             *in.shapes[i]);
+}
+
+void expect_i32(const ShapeRuleInput& in, size_t i, const char* role) {
+  if (in.dtypes[i] != DType::kI32)
+    TS_THROW(where(in), ": ", role, " must be i32, got ", dtype_name(in.dtypes[i]), " ",
+             *in.shapes[i]);
+}
+
+void expect_dim(const ShapeRuleInput& in, const Shape& s, const std::string& dim,
+                const char* role) {
+  if (dim.empty()) TS_THROW(where(in), ": no dim given for ", role);
+  if (!s.has(dim)) TS_THROW(where(in), ": ", role, " dim '", dim, "' is not in ", s);
+}
+
+void expect_last(const ShapeRuleInput& in, const Shape& s, const std::string& dim) {
+  expect_dim(in, s, dim, "the normalised");
+  if (s[s.rank() - 1].name != dim)
+    TS_THROW(where(in), ": needs '", dim, "' to be the last (contiguous) dim of ", s);
+}
+
+void expect_same(const ShapeRuleInput& in, const Shape& a, const Shape& b, const char* what) {
+  if (!(a == b)) TS_THROW(where(in), ": ", what, " shapes differ: ", a, " vs ", b);
+}
+
+double per_element(const std::vector<const Shape*>&, const Shape& out) {
+  return static_cast<double>(out.numel());
+}
+double per_input_element(const std::vector<const Shape*>& in, const Shape&) {
+  return static_cast<double>(in[0]->numel());
+}
+double free_op(const std::vector<const Shape*>&, const Shape&) { return 0.0; }
+template <int kFlopsPerElement>
+double elementwise_cost(const std::vector<const Shape*>&, const Shape& out) {
+  return static_cast<double>(kFlopsPerElement) * out.numel();
+}
+template <int kFlopsPerElement>
+double input_cost(const std::vector<const Shape*>& in, const Shape&) {
+  return static_cast<double>(kFlopsPerElement) * in[0]->numel();
+}
+
+// ---- shape rules ----------------------------------------------------------
+
+ShapeRuleOutput leaf_rule(const ShapeRuleInput& in) { return {in.attrs.shape, DType::kF32}; }
+
+ShapeRuleOutput einsum_rule(const ShapeRuleInput& in) {
+  const Shape& a = *in.shapes[0];
+  const Shape& b = *in.shapes[1];
+  expect_f32(in, 0, "lhs");
+  expect_f32(in, 1, "rhs");
+  for (const Dim& d : a.dims()) {
+    if (auto j = b.index_of(d.name); j && b[*j].size != d.size)
+      TS_THROW(where(in), ": dim '", d.name, "' is ", d.size, " in lhs ", a, " but ", b[*j].size,
+               " in rhs ", b);
+  }
+  const std::vector<std::string>& out_names = in.attrs.dims;
+  std::vector<Dim> out;
+  for (const std::string& n : out_names) {
+    if (a.has(n)) {
+      out.push_back(a.dim(n));
+    } else if (b.has(n)) {
+      out.push_back(b.dim(n));
+    } else {
+      TS_THROW(where(in), ": output dim '", n, "' is in neither lhs ", a, " nor rhs ", b);
+    }
+  }
+  auto in_out = [&](const std::string& n) {
+    return std::find(out_names.begin(), out_names.end(), n) != out_names.end();
+  };
+  struct Side {
+    const Shape* self;
+    const Shape* other;
+    const char* name;
+  };
+  for (const Side& side : {Side{&a, &b, "lhs"}, Side{&b, &a, "rhs"}}) {
+    for (const Dim& d : side.self->dims()) {
+      if (side.other->has(d.name) || in_out(d.name)) continue;
+      std::string unmatched;
+      for (const Dim& o : side.other->dims())
+        if (!side.self->has(o.name) && !in_out(o.name))
+          unmatched += " " + o.name + "=" + std::to_string(o.size);
+      TS_THROW(where(in), ": ", side.name, " dim ", d,
+               " is neither in the other operand nor in the output; a contraction pairs dims by"
+               " name",
+               unmatched.empty() ? "" : " (the other side has unmatched dims:", unmatched,
+               unmatched.empty() ? "" : ")", ". Rename one side or reduce the dim first.");
+    }
+  }
+  return {Shape(out), DType::kF32};
+}
+
+// Elementwise binary: one operand's dims contain the other's (same sizes);
+// the output takes the larger operand's shape (the lhs when equal).
+ShapeRuleOutput broadcast_rule(const ShapeRuleInput& in) {
+  const Shape& a = *in.shapes[0];
+  const Shape& b = *in.shapes[1];
+  expect_f32(in, 0, "lhs");
+  expect_f32(in, 1, "rhs");
+  for (const Dim& d : a.dims())
+    if (auto j = b.index_of(d.name); j && b[*j].size != d.size)
+      TS_THROW(where(in), ": dim '", d.name, "' is ", d.size, " in lhs ", a, " but ", b[*j].size,
+               " in rhs ", b);
+  if (a.contains_all(b)) return {a, DType::kF32};
+  if (b.contains_all(a)) return {b, DType::kF32};
+  TS_THROW(where(in), ": cannot broadcast ", a, " with ", b,
+           ": one operand's dims must include all of the other's");
+}
+
+ShapeRuleOutput unary_rule(const ShapeRuleInput& in) {
+  expect_f32(in, 0, "input");
+  return {*in.shapes[0], DType::kF32};
+}
+
+ShapeRuleOutput dropout_rule(const ShapeRuleInput& in) {
+  if (in.attrs.scalar < 0.0f || in.attrs.scalar >= 1.0f)
+    TS_THROW(where(in), ": drop probability ", in.attrs.scalar, " is outside [0, 1)");
+  if (in.attrs.key.empty()) TS_THROW(where(in), ": needs a stream key");
+  return unary_rule(in);
+}
+
+ShapeRuleOutput grad_like_first(const ShapeRuleInput& in) {
+  for (size_t i = 0; i < in.shapes.size(); ++i) expect_f32(in, i, "operand");
+  expect_same(in, *in.shapes[0], *in.shapes.back(), "value and gradient");
+  return {*in.shapes[0], DType::kF32};
+}
+
+ShapeRuleOutput bias_gelu_rule(const ShapeRuleInput& in) {
+  const Shape& x = *in.shapes[0];
+  const Shape& bias = *in.shapes[1];
+  expect_f32(in, 0, "input");
+  expect_f32(in, 1, "bias");
+  bool suffix = bias.rank() <= x.rank();
+  for (int i = 0; suffix && i < bias.rank(); ++i) suffix = x[x.rank() - bias.rank() + i] == bias[i];
+  if (!suffix) TS_THROW(where(in), ": bias ", bias, " must be the trailing dims of input ", x);
+  if (in.shapes.size() == 3) expect_same(in, x, *in.shapes[2], "input and gradient");
+  return {x, DType::kF32};
+}
+
+ShapeRuleOutput reduce_rule(const ShapeRuleInput& in) {
+  const Shape& x = *in.shapes[0];
+  expect_f32(in, 0, "input");
+  if (in.attrs.dims.empty()) TS_THROW(where(in), ": no dims to reduce over in ", x);
+  for (const std::string& d : in.attrs.dims) expect_dim(in, x, d, "reduced");
+  return {x.without(in.attrs.dims), DType::kF32};
+}
+
+ShapeRuleOutput reduce_max_grad_rule(const ShapeRuleInput& in) {
+  ShapeRuleOutput reduced = reduce_rule(in);
+  expect_same(in, reduced.shape, *in.shapes[1], "reduced value");
+  expect_same(in, reduced.shape, *in.shapes[2], "reduced gradient");
+  return {*in.shapes[0], DType::kF32};
+}
+
+ShapeRuleOutput expand_rule(const ShapeRuleInput& in) {
+  expect_f32(in, 0, "input");
+  if (!in.attrs.shape.contains_all(*in.shapes[0]))
+    TS_THROW(where(in), ": cannot expand ", *in.shapes[0], " to ", in.attrs.shape);
+  return {in.attrs.shape, DType::kF32};
+}
+
+ShapeRuleOutput softmax_rule(const ShapeRuleInput& in) {
+  const Shape& x = *in.shapes[0];
+  expect_f32(in, 0, "input");
+  expect_dim(in, x, in.attrs.dim, "softmax");
+  if (!in.attrs.dim2.empty()) {
+    expect_last(in, x, in.attrs.dim);
+    expect_dim(in, x, in.attrs.dim2, "causal query");
+    if (x.size(in.attrs.dim2) != x.size(in.attrs.dim))
+      TS_THROW(where(in), ": causal mask needs query dim ", x.dim(in.attrs.dim2), " and key dim ",
+               x.dim(in.attrs.dim), " of equal size");
+  }
+  if (in.shapes.size() == 2) expect_same(in, x, *in.shapes[1], "value and gradient");
+  return {x, DType::kF32};
+}
+
+ShapeRuleOutput layernorm_rule(const ShapeRuleInput& in) {
+  const Shape& x = *in.shapes[0];
+  for (size_t i = 0; i < in.shapes.size(); ++i) expect_f32(in, i, "operand");
+  expect_last(in, x, in.attrs.dim);
+  Shape param{x.dim(in.attrs.dim)};
+  expect_same(in, *in.shapes[1], param, "gamma and normalised dim");
+  expect_same(in, *in.shapes[2], param, "beta and normalised dim");
+  return {x, DType::kF32};
+}
+
+ShapeRuleOutput layernorm_grad_input_rule(const ShapeRuleInput& in) {
+  const Shape& x = *in.shapes[0];
+  expect_last(in, x, in.attrs.dim);
+  expect_same(in, *in.shapes[1], Shape{x.dim(in.attrs.dim)}, "gamma and normalised dim");
+  expect_same(in, x, *in.shapes[2], "input and gradient");
+  return {x, DType::kF32};
+}
+
+ShapeRuleOutput layernorm_grad_gamma_rule(const ShapeRuleInput& in) {
+  const Shape& x = *in.shapes[0];
+  expect_last(in, x, in.attrs.dim);
+  expect_same(in, x, *in.shapes[1], "input and gradient");
+  return {Shape{x.dim(in.attrs.dim)}, DType::kF32};
+}
+
+ShapeRuleOutput embedding_rule(const ShapeRuleInput& in) {
+  const Shape& table = *in.shapes[0];
+  const Shape& ids = *in.shapes[1];
+  expect_f32(in, 0, "table");
+  expect_i32(in, 1, "ids");
+  if (table.rank() < 2 || table[0].name != in.attrs.dim)
+    TS_THROW(where(in), ": table ", table, " must lead with the vocab dim '", in.attrs.dim, "'");
+  std::vector<Dim> out = ids.dims();
+  for (int i = 1; i < table.rank(); ++i) {
+    if (ids.has(table[i].name))
+      TS_THROW(where(in), ": ids ", ids, " and table ", table, " share dim '", table[i].name, "'");
+    out.push_back(table[i]);
+  }
+  return {Shape(out), DType::kF32};
+}
+
+ShapeRuleOutput embedding_grad_rule(const ShapeRuleInput& in) {
+  const Shape& ids = *in.shapes[0];
+  const Shape& dy = *in.shapes[1];
+  const Shape& table = in.attrs.shape;
+  expect_i32(in, 0, "ids");
+  if (table.rank() < 2 || table[0].name != in.attrs.dim)
+    TS_THROW(where(in), ": table ", table, " must lead with the vocab dim '", in.attrs.dim, "'");
+  std::vector<Dim> expected = ids.dims();
+  for (int i = 1; i < table.rank(); ++i) expected.push_back(table[i]);
+  expect_same(in, dy, Shape(expected), "gradient");
+  return {table, DType::kF32};
+}
+
+ShapeRuleOutput cross_entropy_rule(const ShapeRuleInput& in) {
+  const Shape& logits = *in.shapes[0];
+  const Shape& labels = *in.shapes[1];
+  expect_f32(in, 0, "logits");
+  expect_i32(in, 1, "labels");
+  expect_last(in, logits, in.attrs.dim);
+  expect_same(in, labels, logits.without({in.attrs.dim}), "labels and logits without vocab");
+  if (in.shapes.size() == 3) {
+    if (in.shapes[2]->rank() != 0) TS_THROW(where(in), ": loss gradient must be a scalar");
+    return {logits, DType::kF32};
+  }
+  return {Shape{}, DType::kF32};
+}
+
+ShapeRuleOutput split_rule(const ShapeRuleInput& in) {
+  const Shape& x = *in.shapes[0];
+  expect_dim(in, x, in.attrs.dim, "split");
+  const Shape& parts = in.attrs.shape;
+  if (parts.numel() != x.size(in.attrs.dim))
+    TS_THROW(where(in), ": cannot split ", x.dim(in.attrs.dim), " into ", parts,
+             " (sizes multiply to ", parts.numel(), ")");
+  std::vector<Dim> out;
+  for (const Dim& d : x.dims()) {
+    if (d.name != in.attrs.dim) {
+      out.push_back(d);
+      continue;
+    }
+    for (const Dim& p : parts.dims()) out.push_back(p);
+  }
+  return {Shape(out), in.dtypes[0]};
+}
+
+ShapeRuleOutput merge_rule(const ShapeRuleInput& in) {
+  const Shape& x = *in.shapes[0];
+  const auto& names = in.attrs.dims;
+  if (names.size() < 2) TS_THROW(where(in), ": needs at least two dims to merge");
+  if (in.attrs.dim2.empty()) TS_THROW(where(in), ": needs a name for the merged dim");
+  expect_dim(in, x, names[0], "merged");
+  int first = *x.index_of(names[0]);
+  int64_t size = 1;
+  for (size_t k = 0; k < names.size(); ++k) {
+    expect_dim(in, x, names[k], "merged");
+    if (*x.index_of(names[k]) != first + static_cast<int>(k))
+      TS_THROW(where(in), ": dims to merge must be adjacent and in order in ", x);
+    size *= x.size(names[k]);
+  }
+  std::vector<Dim> out;
+  for (int i = 0; i < x.rank(); ++i) {
+    if (i == first) out.push_back({in.attrs.dim2, size});
+    if (i < first || i >= first + static_cast<int>(names.size())) out.push_back(x[i]);
+  }
+  return {Shape(out), in.dtypes[0]};
+}
+
+ShapeRuleOutput rename_rule(const ShapeRuleInput& in) {
+  const Shape& x = *in.shapes[0];
+  expect_dim(in, x, in.attrs.dim, "renamed");
+  std::vector<Dim> out = x.dims();
+  for (Dim& d : out)
+    if (d.name == in.attrs.dim) d.name = in.attrs.dim2;
+  return {Shape(out), in.dtypes[0]};
+}
+
+double einsum_flops(const std::vector<const Shape*>& in, const Shape& out) {
+  double n = static_cast<double>(out.numel());
+  for (const Dim& d : in[0]->dims())
+    if (!out.has(d.name)) n *= static_cast<double>(d.size);
+  return 2.0 * n;
+}
+
+// Indexed by OpKind; the static_assert below keeps it complete and in order.
+constexpr std::array<OpInfo, static_cast<size_t>(OpKind::kCount)> kOpTable = {{
+    {OpKind::kInput, "input", 0, false, leaf_rule, free_op},
+    {OpKind::kParam, "param", 0, false, leaf_rule, free_op},
+    {OpKind::kFill, "fill", 0, false, leaf_rule, free_op},
+    {OpKind::kEinsum, "einsum", 2, false, einsum_rule, einsum_flops},
+    {OpKind::kAdd, "add", 2, false, broadcast_rule, per_element},
+    {OpKind::kSub, "sub", 2, false, broadcast_rule, per_element},
+    {OpKind::kMul, "mul", 2, false, broadcast_rule, per_element},
+    {OpKind::kDiv, "div", 2, false, broadcast_rule, per_element},
+    {OpKind::kScale, "scale", 1, false, unary_rule, per_element},
+    {OpKind::kGelu, "gelu", 1, false, unary_rule, elementwise_cost<8>},
+    {OpKind::kRelu, "relu", 1, false, unary_rule, per_element},
+    {OpKind::kExp, "exp", 1, false, unary_rule, per_element},
+    {OpKind::kLog, "log", 1, false, unary_rule, per_element},
+    {OpKind::kTanh, "tanh", 1, false, unary_rule, per_element},
+    {OpKind::kBiasGelu, "bias_gelu", 2, false, bias_gelu_rule, elementwise_cost<9>},
+    {OpKind::kDropout, "dropout", 1, false, dropout_rule, per_element},
+    {OpKind::kReduceSum, "reduce_sum", 1, false, reduce_rule, per_input_element},
+    {OpKind::kReduceMean, "reduce_mean", 1, false, reduce_rule, per_input_element},
+    {OpKind::kReduceMax, "reduce_max", 1, false, reduce_rule, per_input_element},
+    {OpKind::kExpand, "expand", 1, false, expand_rule, free_op},
+    {OpKind::kSoftmax, "softmax", 1, false, softmax_rule, elementwise_cost<5>},
+    {OpKind::kLayerNorm, "layernorm", 3, false, layernorm_rule, elementwise_cost<8>},
+    {OpKind::kEmbedding, "embedding", 2, false, embedding_rule, free_op},
+    {OpKind::kCrossEntropy, "cross_entropy", 2, false, cross_entropy_rule, input_cost<5>},
+    {OpKind::kSplitDim, "split_dim", 1, true, split_rule, free_op},
+    {OpKind::kMergeDims, "merge_dims", 1, true, merge_rule, free_op},
+    {OpKind::kRename, "rename", 1, true, rename_rule, free_op},
+    {OpKind::kGeluGrad, "gelu_grad", 2, false, grad_like_first, elementwise_cost<12>},
+    {OpKind::kReluGrad, "relu_grad", 2, false, grad_like_first, per_element},
+    {OpKind::kTanhGrad, "tanh_grad", 2, false, grad_like_first, elementwise_cost<3>},
+    {OpKind::kBiasGeluGrad, "bias_gelu_grad", 3, false, bias_gelu_rule, elementwise_cost<13>},
+    {OpKind::kReduceMaxGrad, "reduce_max_grad", 3, false, reduce_max_grad_rule, per_element},
+    {OpKind::kSoftmaxGrad, "softmax_grad", 2, false, softmax_rule, elementwise_cost<4>},
+    {OpKind::kLayerNormGradInput, "layernorm_grad_input", 3, false, layernorm_grad_input_rule,
+     elementwise_cost<10>},
+    {OpKind::kLayerNormGradGamma, "layernorm_grad_gamma", 2, false, layernorm_grad_gamma_rule,
+     input_cost<6>},
+    {OpKind::kEmbeddingGrad, "embedding_grad", 2, false, embedding_grad_rule, input_cost<1>},
+    {OpKind::kCrossEntropyGrad, "cross_entropy_grad", 3, false, cross_entropy_rule,
+     elementwise_cost<5>},
+}};
+
+constexpr bool table_in_enum_order() {
+  for (size_t i = 0; i < kOpTable.size(); ++i)
+    if (static_cast<size_t>(kOpTable[i].kind) != i) return false;
+  return true;
+}
+static_assert(table_in_enum_order(), "kOpTable must list every OpKind in enum order");
+
+}  // namespace
+
+const OpInfo& op_info(OpKind kind) {
+  TS_CHECK(kind < OpKind::kCount, "bad op kind ", static_cast<int>(kind));
+  return kOpTable[static_cast<size_t>(kind)];
+}
+
+const char* op_name(OpKind kind) { return op_info(kind).name; }
+
+}  // namespace tessel

@@ -1,0 +1,44 @@
+// The op table: one entry per OpKind, in enum order, read top to bottom.
+//
+// An entry holds the op's printed name, its arity, whether its output is a
+// view of its first input (no data movement), its shape rule and its cost in
+// floating-point operations. Shape rules see the input shapes and the
+// attributes and either return the output shape and dtype or throw a
+// tessel::Error naming the op, the node's label and the dims with sizes.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tessel/base/dtype.h"
+#include "tessel/base/shape.h"
+#include "tessel/ir/op.h"
+
+namespace tessel {
+
+struct ShapeRuleInput {
+  OpKind kind;
+  const std::string& label;
+  const Attrs& attrs;
+  std::vector<const Shape*> shapes;
+  std::vector<DType> dtypes;
+};
+
+struct ShapeRuleOutput {
+  Shape shape;
+  DType dtype = DType::kF32;
+};
+
+struct OpInfo {
+  OpKind kind;
+  const char* name;
+  int arity;  // number of inputs
+  bool is_view;
+  ShapeRuleOutput (*shape_rule)(const ShapeRuleInput& in);
+  // FLOPs for one evaluation, given input shapes and output shape.
+  double (*flops)(const std::vector<const Shape*>& inputs, const Shape& out);
+};
+
+const OpInfo& op_info(OpKind kind);
+
+}  // namespace tessel

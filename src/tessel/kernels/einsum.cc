@@ -1,0 +1,240 @@
+#include "tessel/kernels/einsum.h"
+
+#include <dnnl.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "tessel/base/error.h"
+#include "tessel/kernels/elementwise.h"
+
+namespace tessel::kernels {
+namespace {
+
+struct Groups {
+  std::vector<std::string> batch, m, n, k;
+};
+
+Groups classify(const Shape& a, const Shape& b, const Shape& out) {
+  Groups g;
+  for (const Dim& d : out.dims()) {
+    bool in_a = a.has(d.name), in_b = b.has(d.name);
+    if (in_a && in_b)
+      g.batch.push_back(d.name);
+    else if (in_a)
+      g.m.push_back(d.name);
+    else
+      g.n.push_back(d.name);
+  }
+  for (const Dim& d : a.dims())
+    if (b.has(d.name) && !out.has(d.name)) g.k.push_back(d.name);
+  return g;
+}
+
+int64_t group_size(const Shape& s, const std::vector<std::string>& group) {
+  int64_t n = 1;
+  for (const auto& d : group) n *= s.size(d);
+  return n;
+}
+
+// Stride of a group treated as one index, or -1 if its dims (in this order)
+// are not laid out as one contiguous-stride run. Size-1 dims never break a run.
+int64_t group_stride(const Shape& s, const std::vector<std::string>& group) {
+  int64_t stride = -1, expected = -1;
+  for (auto it = group.rbegin(); it != group.rend(); ++it) {
+    if (s.size(*it) == 1) continue;
+    int64_t st = s.stride(*it);
+    if (stride < 0) {
+      stride = st;
+    } else if (st != expected) {
+      return -1;
+    }
+    expected = st * s.size(*it);
+  }
+  return stride < 0 ? 0 : stride;  // 0: the whole group has size 1
+}
+
+// Fills the operand description for a matrix with row group `rows` and column
+// group `cols` (for the output: rows = m, cols = n).
+GemmOperand describe(const Shape& s, const std::vector<std::string>& batch,
+                     const std::vector<std::string>& rows, const std::vector<std::string>& cols,
+                     bool allow_transpose) {
+  GemmOperand op;
+  int64_t nrows = group_size(s, rows), ncols = group_size(s, cols);
+  int64_t rs = group_stride(s, rows), cs = group_stride(s, cols);
+  bool rows_ok = rs >= 0, cols_ok = cs >= 0;
+  if (rows_ok && cols_ok && (cs == 1 || cs == 0) && (nrows == 1 || rs >= ncols)) {
+    op.transposed = false;
+    op.ld = nrows == 1 ? std::max<int64_t>(ncols, 1) : rs;
+  } else if (allow_transpose && rows_ok && cols_ok && rs == 1 && (ncols == 1 || cs >= nrows)) {
+    op.transposed = true;
+    op.ld = ncols == 1 ? std::max<int64_t>(nrows, 1) : cs;
+  } else {
+    op.permute = true;
+  }
+  std::vector<std::string> canon = batch;
+  canon.insert(canon.end(), rows.begin(), rows.end());
+  canon.insert(canon.end(), cols.begin(), cols.end());
+  for (const auto& d : canon) {
+    op.canon_sizes.push_back(s.size(d));
+    op.canon_strides.push_back(s.stride(d));
+  }
+  if (op.permute) {
+    op.transposed = false;
+    op.ld = std::max<int64_t>(ncols, 1);
+  }
+  // Offsets of each batch index: in place from the original strides, or
+  // dense [batch, rows, cols] blocks when permuted.
+  int64_t nbatch = group_size(s, batch);
+  op.batch_offsets.resize(nbatch);
+  for (int64_t i = 0; i < nbatch; ++i) {
+    if (op.permute) {
+      op.batch_offsets[i] = i * nrows * ncols;
+      continue;
+    }
+    int64_t rest = i, off = 0;
+    for (int d = static_cast<int>(batch.size()) - 1; d >= 0; --d) {
+      int64_t size = s.size(batch[d]);
+      off += (rest % size) * s.stride(batch[d]);
+      rest /= size;
+    }
+    op.batch_offsets[i] = off;
+  }
+  return op;
+}
+
+void gemm_call(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+               const float* b, int64_t ldb, float* c, int64_t ldc) {
+  dnnl_status_t st =
+      dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
+  if (st != dnnl_success)
+    TS_THROW("einsum: oneDNN sgemm failed (status ", static_cast<int>(st), ") for m=", m, " n=", n,
+             " k=", k);
+}
+
+// Copies x (given by canonical sizes/strides) into dense canonical order.
+void gather_canonical(const GemmOperand& op, const float* x, float* dense) {
+  expand(x, op.canon_strides.data(), dense, op.canon_sizes.data(),
+         static_cast<int>(op.canon_sizes.size()));
+}
+
+// Scatters dense canonical C into the output's own layout.
+void scatter_canonical(const GemmOperand& op, const float* dense, float* out) {
+  const int rank = static_cast<int>(op.canon_sizes.size());
+  // Iterate over the output in its own order: strides of dense in out's order.
+  // Simple odometer over canonical order writing to out's strides.
+  std::vector<int64_t> idx(rank, 0);
+  int64_t total = 1;
+  for (int64_t s : op.canon_sizes) total *= s;
+  for (int64_t e = 0; e < total; ++e) {
+    int64_t off = 0;
+    for (int d = 0; d < rank; ++d) off += idx[d] * op.canon_strides[d];
+    out[off] = dense[e];
+    for (int d = rank - 1; d >= 0; --d) {
+      if (++idx[d] < op.canon_sizes[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+}  // namespace
+
+EinsumPlan plan_einsum(const Shape& a, const Shape& b, const Shape& out) {
+  Groups g = classify(a, b, out);
+  EinsumPlan p;
+  p.batch = group_size(out, g.batch);
+  p.m = group_size(out, g.m);
+  p.n = group_size(out, g.n);
+  p.k = group_size(a, g.k);
+  p.a = describe(a, g.batch, g.m, g.k, true);
+  p.b = describe(b, g.batch, g.k, g.n, true);
+  p.c = describe(out, g.batch, g.m, g.n, false);
+  if (p.c.permute) {
+    // The output's m group may be the contiguous one: then C^T = B^T A^T
+    // writes it in place.
+    GemmOperand ct = describe(out, g.batch, g.n, g.m, false);
+    if (!ct.permute) {
+      p.swap = true;
+      p.c = ct;
+    }
+  }
+  if (p.a.permute) p.scratch_a = p.batch * p.m * p.k;
+  if (p.b.permute) p.scratch_b = p.batch * p.k * p.n;
+  if (p.c.permute) p.scratch_c = p.batch * p.m * p.n;
+  return p;
+}
+
+void einsum(const EinsumPlan& p, const float* a, const float* b, float* out, float* scratch) {
+  const float* a_use = a;
+  const float* b_use = b;
+  float* c_use = out;
+  float* cursor = scratch;
+  if (p.a.permute) {
+    gather_canonical(p.a, a, cursor);
+    a_use = cursor;
+    cursor += p.scratch_a;
+  }
+  if (p.b.permute) {
+    gather_canonical(p.b, b, cursor);
+    b_use = cursor;
+    cursor += p.scratch_b;
+  }
+  if (p.c.permute) c_use = cursor;
+
+  if (p.k == 0 || p.m == 0 || p.n == 0) return;
+  auto one = [&](int64_t i) {
+    const float* ai = a_use + p.a.batch_offsets[i];
+    const float* bi = b_use + p.b.batch_offsets[i];
+    float* ci = c_use + p.c.batch_offsets[i];
+    if (!p.swap) {
+      gemm_call(p.a.transposed, p.b.transposed, p.m, p.n, p.k, ai, p.a.ld, bi, p.b.ld, ci, p.c.ld);
+    } else {
+      gemm_call(!p.b.transposed, !p.a.transposed, p.n, p.m, p.k, bi, p.b.ld, ai, p.a.ld, ci,
+                p.c.ld);
+    }
+  };
+  if (p.batch == 1) {
+    one(0);
+  } else {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < p.batch; ++i) one(i);
+  }
+  if (p.c.permute) scatter_canonical(p.c, c_use, out);
+}
+
+void einsum_ref(const Shape& a_shape, const float* a, const Shape& b_shape, const float* b,
+                const Shape& out_shape, float* out) {
+  // All dims: the output's, then the contracted ones.
+  std::vector<Dim> all = out_shape.dims();
+  for (const Dim& d : a_shape.dims())
+    if (!out_shape.has(d.name)) all.push_back(d);
+  const int rank = static_cast<int>(all.size());
+  const int out_rank = out_shape.rank();
+  std::vector<int64_t> sa(rank, 0), sb(rank, 0), so(rank, 0);
+  for (int i = 0; i < rank; ++i) {
+    if (a_shape.has(all[i].name)) sa[i] = a_shape.stride(all[i].name);
+    if (b_shape.has(all[i].name)) sb[i] = b_shape.stride(all[i].name);
+    if (i < out_rank) so[i] = out_shape.stride(all[i].name);
+  }
+  std::vector<double> acc(out_shape.numel(), 0.0);
+  std::vector<int64_t> idx(rank, 0);
+  int64_t total = 1;
+  for (const Dim& d : all) total *= d.size;
+  for (int64_t e = 0; e < total; ++e) {
+    int64_t oa = 0, ob = 0, oo = 0;
+    for (int i = 0; i < rank; ++i) {
+      oa += idx[i] * sa[i];
+      ob += idx[i] * sb[i];
+      oo += idx[i] * so[i];
+    }
+    acc[oo] += static_cast<double>(a[oa]) * b[ob];
+    for (int i = rank - 1; i >= 0; --i) {
+      if (++idx[i] < all[i].size) break;
+      idx[i] = 0;
+    }
+  }
+  for (size_t i = 0; i < acc.size(); ++i) out[i] = static_cast<float>(acc[i]);
+}
+
+}  // namespace tessel::kernels

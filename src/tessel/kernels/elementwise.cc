@@ -1,0 +1,432 @@
+#include "tessel/kernels/elementwise.h"
+
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "tessel/base/error.h"
+#include "tessel/kernels/fast_math.h"
+#include "tessel/kernels/partition.h"
+
+namespace tessel::kernels {
+namespace {
+
+constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2 / pi)
+constexpr float kGeluK = 0.044715f;
+constexpr double kGeluCd = 0.79788456080286535588;
+constexpr double kGeluKd = 0.044715;
+
+// gelu(x) = 0.5 x (1 + tanh(u)) = x * sigmoid(2u), u = c (x + k x^3); the sigmoid
+// form needs one exp and does not cancel for negative x. exp's argument is capped
+// at 87 so that e stays finite and e * s below is not inf * 0 (gelu and gelu' are
+// below 1e-33 there anyway).
+inline float gelu_one(float x) {
+  const float u = kGeluC * fmadd(kGeluK * x, x * x, x);
+  float z = -2.0f * u;
+  z = z > 87.0f ? 87.0f : z;
+  return x / (1.0f + fast_exp(z));
+}
+
+// gelu'(x) = s + 2 x s (1 - s) c (1 + 3 k x^2), s = sigmoid(2u), 1 - s = e s.
+inline float gelu_grad_one(float x) {
+  const float u = kGeluC * fmadd(kGeluK * x, x * x, x);
+  float z = -2.0f * u;
+  z = z > 87.0f ? 87.0f : z;
+  const float e = fast_exp(z);
+  const float s = 1.0f / (1.0f + e);
+  const float du = kGeluC * fmadd(3.0f * kGeluK * x, x, 1.0f);
+  return fmadd(2.0f * x * s * (e * s), du, s);
+}
+
+// Reference: the tanh form in double. 1 + tanh(u) and 1 - tanh(u) are written as
+// 2 s and 2 (1 - s) with s = 1 / (1 + exp(-2u)) (exact identities), because in
+// double 1 + tanh(u) itself cancels to 0 for x below about -6.
+double gelu_ref_one(double x) {
+  const double u = kGeluCd * (x + kGeluKd * x * x * x);
+  const double one_plus_tanh = 2.0 / (1.0 + std::exp(-2.0 * u));
+  return 0.5 * x * one_plus_tanh;
+}
+
+double gelu_grad_ref_one(double x) {
+  const double u = kGeluCd * (x + kGeluKd * x * x * x);
+  const double one_plus_tanh = 2.0 / (1.0 + std::exp(-2.0 * u));
+  const double one_minus_tanh = 2.0 / (1.0 + std::exp(2.0 * u));
+  const double du = kGeluCd * (1.0 + 3.0 * kGeluKd * x * x);
+  return 0.5 * one_plus_tanh + 0.5 * x * one_minus_tanh * one_plus_tanh * du;
+}
+
+// y[i] = f(x[i]) for i in [0, n), parallel above the grain. Pass a lambda, not a
+// function pointer, so that f inlines and the loop vectorises.
+template <typename F>
+void map1(const float* x, float* y, int64_t n, F f) {
+#pragma omp parallel for simd schedule(simd : static) if (n > kParallelGrain)
+  for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
+}
+
+// z[i] = f(x[i], y[i]) for i in [0, n), parallel above the grain.
+template <typename F>
+void map2(const float* x, const float* y, float* z, int64_t n, F f) {
+#pragma omp parallel for simd schedule(simd : static) if (n > kParallelGrain)
+  for (int64_t i = 0; i < n; ++i) z[i] = f(x[i], y[i]);
+}
+
+// ---- strided iteration ---------------------------------------------------
+
+constexpr int kMaxRank = 16;
+
+// An iteration space after dropping size-1 dims and merging neighbouring dims
+// that every operand walks as one (stride[d] == stride[d+1] * size[d+1]).
+// The output stays contiguous row-major over `sizes`. rank >= 1 unless numel == 0.
+struct Collapsed {
+  int rank = 0;
+  int64_t numel = 1;
+  int64_t sizes[kMaxRank];
+  int64_t strides[2][kMaxRank];
+};
+
+Collapsed collapse(const int64_t* sizes, int rank, int operands, const int64_t* const* strides) {
+  TS_CHECK(rank >= 0 && rank <= kMaxRank, "rank ", rank, " outside [0, ", kMaxRank, "]");
+  Collapsed c;
+  for (int d = 0; d < rank; ++d) {
+    TS_CHECK(sizes[d] >= 0, "negative size ", sizes[d], " at dim ", d);
+    c.numel *= sizes[d];
+  }
+  if (c.numel == 0) return c;
+  for (int d = 0; d < rank; ++d) {
+    if (sizes[d] == 1) continue;
+    bool merge = c.rank > 0;
+    for (int k = 0; k < operands && merge; ++k) {
+      merge = c.strides[k][c.rank - 1] == strides[k][d] * sizes[d];
+    }
+    if (merge) {
+      c.sizes[c.rank - 1] *= sizes[d];
+      for (int k = 0; k < operands; ++k) c.strides[k][c.rank - 1] = strides[k][d];
+    } else {
+      c.sizes[c.rank] = sizes[d];
+      for (int k = 0; k < operands; ++k) c.strides[k][c.rank] = strides[k][d];
+      ++c.rank;
+    }
+  }
+  if (c.rank == 0) {
+    c.rank = 1;
+    c.sizes[0] = 1;
+    for (int k = 0; k < operands; ++k) c.strides[k][0] = 0;
+  }
+  return c;
+}
+
+// Calls row(out_row, offset0, offset1) for every row of the collapsed space (a row is
+// the innermost dim), rows split statically across threads; offsets are element
+// offsets of the operands at the row start.
+template <typename RowFn>
+void for_each_row(const Collapsed& c, int operands, RowFn row) {
+  const int outer_rank = c.rank - 1;
+  int64_t rows = 1;
+  for (int d = 0; d < outer_rank; ++d) rows *= c.sizes[d];
+#pragma omp parallel if (c.numel > kParallelGrain && rows > 1)
+  {
+    const int64_t threads = omp_get_num_threads(), thread = omp_get_thread_num();
+    const int64_t begin = chunk_begin(thread, threads, rows);
+    const int64_t end = chunk_begin(thread + 1, threads, rows);
+    if (begin < end) {
+      int64_t index[kMaxRank];
+      int64_t offset[2] = {0, 0};
+      int64_t rest = begin;
+      for (int d = outer_rank - 1; d >= 0; --d) {
+        index[d] = rest % c.sizes[d];
+        rest /= c.sizes[d];
+        for (int k = 0; k < operands; ++k) offset[k] += index[d] * c.strides[k][d];
+      }
+      for (int64_t r = begin; r < end; ++r) {
+        row(r, offset[0], offset[1]);
+        for (int d = outer_rank - 1; d >= 0; --d) {
+          for (int k = 0; k < operands; ++k) offset[k] += c.strides[k][d];
+          if (++index[d] < c.sizes[d]) break;
+          for (int k = 0; k < operands; ++k) offset[k] -= index[d] * c.strides[k][d];
+          index[d] = 0;
+        }
+      }
+    }
+  }
+}
+
+struct Add {
+  float operator()(float a, float b) const { return a + b; }
+};
+struct Sub {
+  float operator()(float a, float b) const { return a - b; }
+};
+struct Mul {
+  float operator()(float a, float b) const { return a * b; }
+};
+struct Div {
+  float operator()(float a, float b) const { return a / b; }
+};
+
+// out (n) = a[i * sa] op b[i * sb], specialised on the common stride patterns.
+template <typename Op>
+inline void binary_row(Op op, const float* a, int64_t sa, const float* b, int64_t sb, float* out,
+                       int64_t n) {
+  if (sa == 1 && sb == 1) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) out[i] = op(a[i], b[i]);
+  } else if (sa == 1 && sb == 0) {
+    const float bv = *b;
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) out[i] = op(a[i], bv);
+  } else if (sa == 0 && sb == 1) {
+    const float av = *a;
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) out[i] = op(av, b[i]);
+  } else {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) out[i] = op(a[i * sa], b[i * sb]);
+  }
+}
+
+template <typename Op>
+void binary_impl(Op op, const float* a, const int64_t* a_strides, const float* b,
+                 const int64_t* b_strides, float* out, const int64_t* out_sizes, int rank) {
+  const int64_t* strides[2] = {a_strides, b_strides};
+  const Collapsed c = collapse(out_sizes, rank, 2, strides);
+  if (c.numel == 0) return;
+  const int64_t inner = c.sizes[c.rank - 1];
+  const int64_t sa = c.strides[0][c.rank - 1], sb = c.strides[1][c.rank - 1];
+  if (c.rank == 1 && sa == 1 && sb == 1) {
+    // Both contiguous, same shape.
+    const int64_t n = c.numel;
+#pragma omp parallel for simd schedule(simd : static) if (n > kParallelGrain)
+    for (int64_t i = 0; i < n; ++i) out[i] = op(a[i], b[i]);
+  } else if (c.rank == 2 && sa == 1 && sb == 1 && c.strides[0][0] == inner &&
+             c.strides[1][0] == 0) {
+    // b is a suffix of a, broadcast along the leading dims (e.g. a bias).
+    const int64_t rows = c.sizes[0];
+#pragma omp parallel for schedule(static) if (c.numel > kParallelGrain)
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* ar = a + r * inner;
+      float* outr = out + r * inner;
+#pragma omp simd
+      for (int64_t i = 0; i < inner; ++i) outr[i] = op(ar[i], b[i]);
+    }
+  } else {
+    for_each_row(c, 2, [&](int64_t r, int64_t oa, int64_t ob) {
+      binary_row(op, a + oa, sa, b + ob, sb, out + r * inner, inner);
+    });
+  }
+}
+
+}  // namespace
+
+// ---- activations -----------------------------------------------------------
+
+void gelu(const float* x, float* y, int64_t n) {
+  map1(x, y, n, [](float v) { return gelu_one(v); });
+}
+
+void gelu_ref(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(gelu_ref_one(x[i]));
+}
+
+void gelu_backward(const float* x, const float* dy, float* dx, int64_t n) {
+  map2(x, dy, dx, n, [](float xv, float g) { return g * gelu_grad_one(xv); });
+}
+
+void gelu_backward_ref(const float* x, const float* dy, float* dx, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dx[i] = static_cast<float>(dy[i] * gelu_grad_ref_one(x[i]));
+}
+
+void bias_gelu(const float* x, const float* bias, float* y, int64_t rows, int64_t cols) {
+#pragma omp parallel for schedule(static) if (rows * cols > kParallelGrain)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * cols;
+    float* yr = y + r * cols;
+#pragma omp simd
+    for (int64_t c = 0; c < cols; ++c) {
+      const float pre = xr[c] + bias[c];
+      yr[c] = gelu_one(pre);
+    }
+  }
+}
+
+void bias_gelu_ref(const float* x, const float* bias, float* y, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      const float pre = x[r * cols + c] + bias[c];
+      y[r * cols + c] = static_cast<float>(gelu_ref_one(pre));
+    }
+  }
+}
+
+void bias_gelu_backward(const float* x, const float* bias, const float* dy, float* dpre,
+                        int64_t rows, int64_t cols) {
+#pragma omp parallel for schedule(static) if (rows * cols > kParallelGrain)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * cols;
+    const float* dyr = dy + r * cols;
+    float* dr = dpre + r * cols;
+#pragma omp simd
+    for (int64_t c = 0; c < cols; ++c) dr[c] = dyr[c] * gelu_grad_one(xr[c] + bias[c]);
+  }
+}
+
+void bias_gelu_backward_ref(const float* x, const float* bias, const float* dy, float* dpre,
+                            int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      const float pre = x[r * cols + c] + bias[c];
+      dpre[r * cols + c] = static_cast<float>(dy[r * cols + c] * gelu_grad_ref_one(pre));
+    }
+  }
+}
+
+void relu(const float* x, float* y, int64_t n) {
+  map1(x, y, n, [](float v) { return v < 0.0f ? 0.0f : v; });
+}
+
+void relu_ref(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = std::isnan(x[i]) ? x[i] : (x[i] > 0.0f ? x[i] : 0.0f);
+}
+
+void relu_backward(const float* x, const float* dy, float* dx, int64_t n) {
+  map2(x, dy, dx, n, [](float xv, float g) { return xv > 0.0f ? g : 0.0f; });
+}
+
+void relu_backward_ref(const float* x, const float* dy, float* dx, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+void exp_forward(const float* x, float* y, int64_t n) {
+  map1(x, y, n, [](float v) { return fast_exp(v); });
+}
+
+void exp_forward_ref(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(std::exp(static_cast<double>(x[i])));
+}
+
+void log_forward(const float* x, float* y, int64_t n) {
+  map1(x, y, n, [](float v) { return fast_log(v); });
+}
+
+void log_forward_ref(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(std::log(static_cast<double>(x[i])));
+}
+
+void tanh_forward(const float* x, float* y, int64_t n) {
+  map1(x, y, n, [](float v) { return fast_tanh(v); });
+}
+
+void tanh_forward_ref(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(std::tanh(static_cast<double>(x[i])));
+}
+
+void tanh_backward(const float* y, const float* dy, float* dx, int64_t n) {
+  map2(y, dy, dx, n, [](float yv, float g) { return g * fmadd(-yv, yv, 1.0f); });
+}
+
+void tanh_backward_ref(const float* y, const float* dy, float* dx, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double yv = y[i];
+    dx[i] = static_cast<float>(dy[i] * (1.0 - yv * yv));
+  }
+}
+
+void scale(const float* x, float alpha, float* y, int64_t n) {
+  map1(x, y, n, [alpha](float v) { return alpha * v; });
+}
+
+void scale_ref(const float* x, float alpha, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = alpha * x[i];
+}
+
+// ---- broadcasting and strided copies -----------------------------------------
+
+void binary(BinaryOp op, const float* a, const int64_t* a_strides, const float* b,
+            const int64_t* b_strides, float* out, const int64_t* out_sizes, int rank) {
+  switch (op) {
+    case BinaryOp::kAdd:
+      return binary_impl(Add{}, a, a_strides, b, b_strides, out, out_sizes, rank);
+    case BinaryOp::kSub:
+      return binary_impl(Sub{}, a, a_strides, b, b_strides, out, out_sizes, rank);
+    case BinaryOp::kMul:
+      return binary_impl(Mul{}, a, a_strides, b, b_strides, out, out_sizes, rank);
+    case BinaryOp::kDiv:
+      return binary_impl(Div{}, a, a_strides, b, b_strides, out, out_sizes, rank);
+  }
+  TS_CHECK(false, "unknown BinaryOp ", static_cast<int>(op));
+}
+
+void binary_ref(BinaryOp op, const float* a, const int64_t* a_strides, const float* b,
+                const int64_t* b_strides, float* out, const int64_t* out_sizes, int rank) {
+  int64_t numel = 1;
+  for (int d = 0; d < rank; ++d) numel *= out_sizes[d];
+  for (int64_t i = 0; i < numel; ++i) {
+    int64_t rest = i, oa = 0, ob = 0;
+    for (int d = rank - 1; d >= 0; --d) {
+      const int64_t index = rest % out_sizes[d];
+      rest /= out_sizes[d];
+      oa += index * a_strides[d];
+      ob += index * b_strides[d];
+    }
+    const float av = a[oa], bv = b[ob];
+    switch (op) {
+      case BinaryOp::kAdd:
+        out[i] = av + bv;
+        break;
+      case BinaryOp::kSub:
+        out[i] = av - bv;
+        break;
+      case BinaryOp::kMul:
+        out[i] = av * bv;
+        break;
+      case BinaryOp::kDiv:
+        out[i] = av / bv;
+        break;
+    }
+  }
+}
+
+void expand(const float* x, const int64_t* x_strides, float* out, const int64_t* out_sizes,
+            int rank) {
+  const int64_t* strides[1] = {x_strides};
+  const Collapsed c = collapse(out_sizes, rank, 1, strides);
+  if (c.numel == 0) return;
+  const int64_t inner = c.sizes[c.rank - 1];
+  const int64_t sx = c.strides[0][c.rank - 1];
+  if (c.rank == 1 && sx == 1) {
+    const int64_t n = c.numel;
+#pragma omp parallel for simd schedule(simd : static) if (n > kParallelGrain)
+    for (int64_t i = 0; i < n; ++i) out[i] = x[i];
+    return;
+  }
+  for_each_row(c, 1, [&](int64_t r, int64_t ox, int64_t) {
+    const float* xr = x + ox;
+    float* outr = out + r * inner;
+    if (sx == 1) {
+      std::memcpy(outr, xr, static_cast<size_t>(inner) * sizeof(float));
+    } else if (sx == 0) {
+      const float v = *xr;
+#pragma omp simd
+      for (int64_t i = 0; i < inner; ++i) outr[i] = v;
+    } else {
+#pragma omp simd
+      for (int64_t i = 0; i < inner; ++i) outr[i] = xr[i * sx];
+    }
+  });
+}
+
+void expand_ref(const float* x, const int64_t* x_strides, float* out, const int64_t* out_sizes,
+                int rank) {
+  int64_t numel = 1;
+  for (int d = 0; d < rank; ++d) numel *= out_sizes[d];
+  for (int64_t i = 0; i < numel; ++i) {
+    int64_t rest = i, ox = 0;
+    for (int d = rank - 1; d >= 0; --d) {
+      ox += (rest % out_sizes[d]) * x_strides[d];
+      rest /= out_sizes[d];
+    }
+    out[i] = x[ox];
+  }
+}
+
+}  // namespace tessel::kernels

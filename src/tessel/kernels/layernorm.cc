@@ -1,0 +1,194 @@
+#include "tessel/kernels/layernorm.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "tessel/kernels/fast_math.h"
+#include "tessel/kernels/partition.h"
+#include "tessel/kernels/row_ops.h"
+
+namespace tessel::kernels {
+namespace {
+
+constexpr int64_t kTile = 2048;    // columns of dgamma/dbeta partials held on the stack
+constexpr int64_t kRowBlock = 64;  // rows summed before folding into dgamma/dbeta
+
+struct RowStats {
+  float mean;
+  float rstd;
+};
+
+// Two passes over the row (it is in L1 by the second): mean, then the biased
+// variance about the mean, which does not cancel like E[x^2] - mean^2.
+inline RowStats row_stats(const float* x, int64_t cols, float eps) {
+  const float inv_cols = 1.0f / static_cast<float>(cols);
+  const float mean = row_sum(x, cols) * inv_cols;
+  const float var = row_sum_sq_dev(x, mean, cols) * inv_cols;
+  return {mean, 1.0f / std::sqrt(var + eps)};
+}
+
+struct RowStatsRef {
+  double mean;
+  double rstd;
+};
+
+RowStatsRef row_stats_ref(const float* x, int64_t cols, float eps) {
+  double sum = 0.0;
+  for (int64_t c = 0; c < cols; ++c) sum += x[c];
+  const double mean = sum / cols;
+  double sq = 0.0;
+  for (int64_t c = 0; c < cols; ++c) sq += (x[c] - mean) * (x[c] - mean);
+  return {mean, 1.0 / std::sqrt(sq / cols + eps)};
+}
+
+}  // namespace
+
+void layernorm_forward(const float* x, const float* gamma, const float* beta, float* y,
+                       int64_t rows, int64_t cols, float eps) {
+#pragma omp parallel for schedule(static) if (rows * cols > kParallelGrain)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * cols;
+    float* yr = y + r * cols;
+    const RowStats s = row_stats(xr, cols, eps);
+#pragma omp simd
+    for (int64_t c = 0; c < cols; ++c) yr[c] = fmadd((xr[c] - s.mean) * s.rstd, gamma[c], beta[c]);
+  }
+}
+
+void layernorm_forward_ref(const float* x, const float* gamma, const float* beta, float* y,
+                           int64_t rows, int64_t cols, float eps) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const RowStatsRef s = row_stats_ref(x + r * cols, cols, eps);
+    for (int64_t c = 0; c < cols; ++c) {
+      const double xhat = (x[r * cols + c] - s.mean) * s.rstd;
+      y[r * cols + c] = static_cast<float>(xhat * gamma[c] + beta[c]);
+    }
+  }
+}
+
+void layernorm_backward_input(const float* x, const float* gamma, const float* dy, float* dx,
+                              int64_t rows, int64_t cols, float eps) {
+  const float inv_cols = 1.0f / static_cast<float>(cols);
+#pragma omp parallel for schedule(static) if (rows * cols > kParallelGrain)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * cols;
+    const float* dyr = dy + r * cols;
+    float* dxr = dx + r * cols;
+    const RowStats s = row_stats(xr, cols, eps);
+    // One pass for sum(g) and sum(g * xhat), lane accumulators as in row_ops.h.
+    float acc_g[kRowLanes] = {}, acc_gx[kRowLanes] = {};
+    int64_t c = 0;
+    for (; c + kRowLanes <= cols; c += kRowLanes) {
+#pragma omp simd
+      for (int k = 0; k < kRowLanes; ++k) {
+        const float g = dyr[c + k] * gamma[c + k];
+        const float xhat = (xr[c + k] - s.mean) * s.rstd;
+        acc_g[k] += g;
+        acc_gx[k] = fmadd(g, xhat, acc_gx[k]);
+      }
+    }
+    for (int k = 0; c < cols; ++c, ++k) {
+      const float g = dyr[c] * gamma[c];
+      acc_g[k] += g;
+      acc_gx[k] = fmadd(g, (xr[c] - s.mean) * s.rstd, acc_gx[k]);
+    }
+    const float mean_g = row_sum(acc_g, kRowLanes) * inv_cols;
+    const float mean_gx = row_sum(acc_gx, kRowLanes) * inv_cols;
+#pragma omp simd
+    for (int64_t j = 0; j < cols; ++j) {
+      const float xhat = (xr[j] - s.mean) * s.rstd;
+      dxr[j] = s.rstd * (dyr[j] * gamma[j] - mean_g - xhat * mean_gx);
+    }
+  }
+}
+
+void layernorm_backward_input_ref(const float* x, const float* gamma, const float* dy, float* dx,
+                                  int64_t rows, int64_t cols, float eps) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * cols;
+    const RowStatsRef s = row_stats_ref(xr, cols, eps);
+    double sum_g = 0.0, sum_gx = 0.0;
+    for (int64_t c = 0; c < cols; ++c) {
+      const double g = static_cast<double>(dy[r * cols + c]) * gamma[c];
+      sum_g += g;
+      sum_gx += g * (xr[c] - s.mean) * s.rstd;
+    }
+    for (int64_t c = 0; c < cols; ++c) {
+      const double g = static_cast<double>(dy[r * cols + c]) * gamma[c];
+      const double xhat = (xr[c] - s.mean) * s.rstd;
+      dx[r * cols + c] = static_cast<float>(s.rstd * (g - sum_g / cols - xhat * sum_gx / cols));
+    }
+  }
+}
+
+void layernorm_backward_params(const float* x, const float* dy, float* dgamma, float* dbeta,
+                               int64_t rows, int64_t cols, float eps) {
+  if (cols == 0) return;
+  if (rows == 0) {
+    std::fill(dgamma, dgamma + cols, 0.0f);
+    std::fill(dbeta, dbeta + cols, 0.0f);
+    return;
+  }
+  // Threads split the columns (on 8-column boundaries); each column is summed over
+  // all rows in one fixed order (blocks of kRowBlock rows folded into a running
+  // total), so the split, and hence the thread count, cannot change the result.
+  // The price is that every thread recomputes the row stats for all rows (once per
+  // kTile columns it owns); a row-split would need scratch for partials.
+#pragma omp parallel if (rows * cols > kParallelGrain)
+  {
+    const int64_t threads = omp_get_num_threads(), thread = omp_get_thread_num();
+    const int64_t groups = (cols + 7) / 8;
+    const int64_t lo = std::min(cols, 8 * chunk_begin(thread, threads, groups));
+    const int64_t hi = std::min(cols, 8 * chunk_begin(thread + 1, threads, groups));
+    for (int64_t c0 = lo; c0 < hi; c0 += kTile) {
+      const int64_t w = std::min(kTile, hi - c0);
+      float pg[kTile], pb[kTile];
+      for (int64_t b = 0; b < rows; b += kRowBlock) {
+        std::fill(pg, pg + w, 0.0f);
+        std::fill(pb, pb + w, 0.0f);
+        for (int64_t r = b; r < std::min(rows, b + kRowBlock); ++r) {
+          const RowStats s = row_stats(x + r * cols, cols, eps);
+          const float* xr = x + r * cols + c0;
+          const float* dyr = dy + r * cols + c0;
+#pragma omp simd
+          for (int64_t c = 0; c < w; ++c) {
+            pg[c] = fmadd(dyr[c], (xr[c] - s.mean) * s.rstd, pg[c]);
+            pb[c] += dyr[c];
+          }
+        }
+        if (b == 0) {
+          std::copy(pg, pg + w, dgamma + c0);
+          std::copy(pb, pb + w, dbeta + c0);
+        } else {
+#pragma omp simd
+          for (int64_t c = 0; c < w; ++c) {
+            dgamma[c0 + c] += pg[c];
+            dbeta[c0 + c] += pb[c];
+          }
+        }
+      }
+    }
+  }
+}
+
+void layernorm_backward_params_ref(const float* x, const float* dy, float* dgamma, float* dbeta,
+                                   int64_t rows, int64_t cols, float eps) {
+  std::vector<double> g(cols, 0.0), b(cols, 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const RowStatsRef s = row_stats_ref(x + r * cols, cols, eps);
+    for (int64_t c = 0; c < cols; ++c) {
+      const double d = dy[r * cols + c];
+      g[c] += d * (x[r * cols + c] - s.mean) * s.rstd;
+      b[c] += d;
+    }
+  }
+  for (int64_t c = 0; c < cols; ++c) {
+    dgamma[c] = static_cast<float>(g[c]);
+    dbeta[c] = static_cast<float>(b[c]);
+  }
+}
+
+}  // namespace tessel::kernels

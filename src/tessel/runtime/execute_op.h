@@ -1,0 +1,31 @@
+// Runs one node of a compiled program on its kernel.
+//
+// The dispatch is one switch over OpKind: it turns named-dim shapes into the
+// flat sizes and strides the kernels take, and picks the fast kernel or its
+// `_ref` twin. Views never reach it (they alias their input).
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "tessel/ir/graph.h"
+#include "tessel/kernels/einsum.h"
+
+namespace tessel {
+
+struct OpCall {
+  const Graph& graph;
+  const Node& node;
+  const std::vector<void*>& values;  // storage of every value, by id
+  void* out;
+  void* scratch;  // scratch_bytes() bytes, or nullptr
+  const kernels::EinsumPlan* einsum;
+  bool reference;
+};
+
+void execute_op(const OpCall& call);
+
+// Bytes of per-instruction scratch a node needs.
+size_t scratch_bytes(const Graph& graph, const Node& node, const kernels::EinsumPlan* einsum);
+
+}  // namespace tessel

@@ -1,0 +1,132 @@
+#include "tessel/runtime/program.h"
+
+#include <algorithm>
+
+#include "tessel/base/error.h"
+#include "tessel/ir/op_table.h"
+#include "tessel/runtime/execute_op.h"
+
+namespace tessel {
+
+Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, CompileOptions options)
+    : graph_(std::make_shared<const Graph>(graph)), options_(options) {
+  const Graph& g = *graph_;
+  const int n = g.size();
+  // Liveness: the nodes the outputs depend on.
+  std::vector<bool> live(n, false);
+  for (ValueId out : outputs) {
+    TS_CHECK(out >= 0 && out < n, "output %", out, " is not in the graph");
+    live[out] = true;
+  }
+  for (ValueId id = n - 1; id >= 0; --id)
+    if (live[id])
+      for (ValueId in : g.node(id).inputs) live[in] = true;
+  for (ValueId id : g.inputs()) live[id] = true;  // inputs always get storage
+  flops_ = g.flops(live);
+
+  alias_root_.resize(n);
+  for (ValueId id = 0; id < n; ++id) {
+    const Node& node = g.node(id);
+    alias_root_[id] = op_info(node.kind).is_view ? alias_root_[node.inputs[0]] : id;
+    if (node.kind == OpKind::kParam) params_by_name_[node.name] = id;
+  }
+
+  // Instructions and the step at which each root buffer is first and last used.
+  std::vector<int> first_use(n, -1), last_use(n, -1);
+  auto touch = [&](ValueId v, int step) {
+    ValueId root = alias_root_[v];
+    if (first_use[root] < 0) first_use[root] = step;
+    last_use[root] = std::max(last_use[root], step);
+  };
+  for (ValueId id : g.inputs()) touch(id, 0);
+  for (ValueId id = 0; id < n; ++id) {
+    const Node& node = g.node(id);
+    if (!live[id] || node.kind == OpKind::kInput || node.kind == OpKind::kParam) continue;
+    if (op_info(node.kind).is_view) continue;
+    int step = static_cast<int>(instructions_.size());
+    Instruction ins{id};
+    if (node.kind == OpKind::kEinsum) {
+      einsum_plans_.push_back(kernels::plan_einsum(g.node(node.inputs[0]).shape,
+                                                   g.node(node.inputs[1]).shape, node.shape));
+      ins.einsum_plan = static_cast<int>(einsum_plans_.size()) - 1;
+    }
+    instructions_.push_back(ins);
+    for (ValueId in : node.inputs) touch(in, step);
+    touch(id, step);
+  }
+  const int end = std::max<int>(1, static_cast<int>(instructions_.size()));
+  for (ValueId out : outputs) touch(out, end);
+  // Inputs keep their values across runs (write once, run many times).
+  for (ValueId id : g.inputs()) touch(id, end);
+
+  // One buffer per root value that is neither a parameter nor unused.
+  value_buffer_.assign(n, -1);
+  for (ValueId id = 0; id < n; ++id) {
+    if (alias_root_[id] != id || first_use[id] < 0) continue;
+    if (g.node(id).kind == OpKind::kParam) continue;
+    const Node& node = g.node(id);
+    value_buffer_[id] = static_cast<int>(requests_.size());
+    requests_.push_back({static_cast<size_t>(node.shape.numel()) * dtype_size(node.dtype),
+                         first_use[id], last_use[id]});
+  }
+  for (size_t i = 0; i < instructions_.size(); ++i) {
+    Instruction& ins = instructions_[i];
+    size_t scratch = scratch_bytes(
+        g, g.node(ins.node), ins.einsum_plan >= 0 ? &einsum_plans_[ins.einsum_plan] : nullptr);
+    if (scratch == 0) continue;
+    ins.scratch = static_cast<int>(requests_.size());
+    requests_.push_back({scratch, static_cast<int>(i), static_cast<int>(i)});
+  }
+
+  for (ValueId id : g.params())
+    if (first_use[id] >= 0) used_params_.push_back(id);
+
+  plan_ = plan_memory(requests_);
+  arena_ = AlignedBuffer(plan_.peak_bytes);
+  value_ptr_.assign(n, nullptr);
+  for (ValueId id = 0; id < n; ++id) {
+    int buffer = value_buffer_[alias_root_[id]];
+    if (buffer >= 0) value_ptr_[id] = arena_.data() + plan_.offsets[buffer];
+  }
+}
+
+void Program::bind_param(const std::string& name, float* data) {
+  auto it = params_by_name_.find(name);
+  if (it == params_by_name_.end()) TS_THROW("program has no parameter named '", name, "'");
+  for (ValueId id = 0; id < graph_->size(); ++id)
+    if (alias_root_[id] == it->second) value_ptr_[id] = data;
+}
+
+void* Program::data(ValueId value) {
+  TS_CHECK(value >= 0 && value < graph_->size(), "value %", value, " is not in the graph");
+  if (!value_ptr_[value])
+    TS_THROW("value %", value, " ('", graph_->node(value).name,
+             "') has no storage in this program (not an output, or an unbound parameter)");
+  return value_ptr_[value];
+}
+
+void* Program::input(const std::string& name) {
+  ValueId id = graph_->find(name);
+  if (id < 0 || graph_->node(id).kind != OpKind::kInput)
+    TS_THROW("program has no input named '", name, "'");
+  return data(id);
+}
+
+void Program::run() {
+  const Graph& g = *graph_;
+  for (ValueId id : used_params_)
+    if (!value_ptr_[id]) TS_THROW("parameter '", g.node(id).name, "' is not bound to storage");
+  for (const Instruction& ins : instructions_) {
+    const Node& node = g.node(ins.node);
+    OpCall call{g,
+                node,
+                value_ptr_,
+                value_ptr_[ins.node],
+                ins.scratch >= 0 ? arena_.data() + plan_.offsets[ins.scratch] : nullptr,
+                ins.einsum_plan >= 0 ? &einsum_plans_[ins.einsum_plan] : nullptr,
+                options_.reference_kernels};
+    execute_op(call);
+  }
+}
+
+}  // namespace tessel

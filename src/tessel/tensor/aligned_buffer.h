@@ -1,0 +1,46 @@
+// An owned, 64-byte-aligned, zero-initialised block of bytes.
+//
+// Used for the execution arena and for parameter and optimizer storage. Large
+// blocks are allocated once and reused for the whole run: a training step
+// never allocates. Move-only.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace tessel {
+
+class AlignedBuffer {
+ public:
+  static constexpr size_t kAlignment = 64;
+
+  AlignedBuffer() = default;
+  explicit AlignedBuffer(size_t bytes);
+  ~AlignedBuffer();
+  AlignedBuffer(AlignedBuffer&& other) noexcept;
+  AlignedBuffer& operator=(AlignedBuffer&& other) noexcept;
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+
+  size_t size() const { return bytes_; }
+  uint8_t* data() { return data_; }
+  const uint8_t* data() const { return data_; }
+  template <typename T>
+  T* as() {
+    return reinterpret_cast<T*>(data_);
+  }
+  template <typename T>
+  const T* as() const {
+    return reinterpret_cast<const T*>(data_);
+  }
+
+ private:
+  uint8_t* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+inline size_t round_up(size_t bytes, size_t alignment = AlignedBuffer::kAlignment) {
+  return (bytes + alignment - 1) / alignment * alignment;
+}
+
+}  // namespace tessel

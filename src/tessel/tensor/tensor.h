@@ -1,0 +1,47 @@
+// A host tensor: a named-dim shape, a dtype and aligned storage it owns.
+//
+// Used at API boundaries (parameters, checkpoints, test inputs). Inside a
+// compiled program values are plain offsets into one arena instead.
+// Move-only (the storage is heavy).
+#pragma once
+
+#include <cstring>
+#include <string>
+
+#include "tessel/base/dtype.h"
+#include "tessel/base/shape.h"
+#include "tessel/tensor/aligned_buffer.h"
+
+namespace tessel {
+
+class Tensor {
+ public:
+  Tensor() = default;
+  Tensor(Shape shape, DType dtype)
+      : shape_(std::move(shape)), dtype_(dtype), storage_(shape_.numel() * dtype_size(dtype)) {}
+
+  const Shape& shape() const { return shape_; }
+  DType dtype() const { return dtype_; }
+  int64_t numel() const { return shape_.numel(); }
+  size_t nbytes() const { return storage_.size(); }
+
+  float* f32() { return storage_.as<float>(); }
+  const float* f32() const { return storage_.as<float>(); }
+  int32_t* i32() { return storage_.as<int32_t>(); }
+  const int32_t* i32() const { return storage_.as<int32_t>(); }
+  void* raw() { return storage_.data(); }
+  const void* raw() const { return storage_.data(); }
+
+  Tensor clone() const {
+    Tensor copy(shape_, dtype_);
+    if (nbytes()) std::memcpy(copy.raw(), raw(), nbytes());
+    return copy;
+  }
+
+ private:
+  Shape shape_;
+  DType dtype_ = DType::kF32;
+  AlignedBuffer storage_;
+};
+
+}  // namespace tessel

@@ -1,0 +1,127 @@
+#include "tessel/train/checkpoint/checkpoint.h"
+
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "tessel/base/error.h"
+#include "tessel/train/checkpoint/safetensors.h"
+
+namespace tessel {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr int kFormatVersion = 1;
+
+std::vector<int64_t> sizes(const Shape& s) {
+  std::vector<int64_t> out;
+  for (const Dim& d : s.dims()) out.push_back(d.size);
+  return out;
+}
+
+TensorView view_of(const std::string& name, const Tensor& t) {
+  return TensorView{name, dtype_safetensors_name(t.dtype()), sizes(t.shape()), t.raw(), t.nbytes()};
+}
+
+void copy_checked(const SafetensorsFile& file, const std::string& path, const std::string& name,
+                  Tensor& into) {
+  const TensorRecord* r = file.find(name);
+  if (!r) TS_THROW("checkpoint '", path, "' has no tensor '", name, "'");
+  if (r->dtype != "F32")
+    TS_THROW("checkpoint '", path, "': tensor '", name, "' is ", r->dtype, ", expected F32");
+  if (r->shape != sizes(into.shape())) {
+    std::string got;
+    for (int64_t s : r->shape) got += (got.empty() ? "" : ",") + std::to_string(s);
+    TS_THROW("checkpoint '", path, "': tensor '", name, "' has shape [", got,
+             "] but the model expects ", into.shape());
+  }
+  std::memcpy(into.raw(), r->bytes.data(), into.nbytes());
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& dir, const TrainConfig& config, const ParamStore& params,
+                     int64_t step) {
+  fs::path final_dir(dir);
+  fs::path tmp = final_dir.string() + ".tmp-" + std::to_string(getpid());
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+
+  std::vector<TensorView> model, optimizer;
+  nlohmann::json dims = nlohmann::json::object();
+  for (const ParamEntry& e : params.entries()) {
+    model.push_back(view_of(e.name, e.value));
+    dims[e.name] = e.value.shape().names();
+    if (e.m.numel() == e.value.numel()) {
+      optimizer.push_back(view_of(e.name + ".m", e.m));
+      optimizer.push_back(view_of(e.name + ".v", e.v));
+    }
+  }
+  std::map<std::string, std::string> meta = {{"format", "tessel"}, {"step", std::to_string(step)}};
+  write_safetensors((tmp / "model.safetensors").string(), model, meta);
+  if (!optimizer.empty())
+    write_safetensors((tmp / "optimizer.safetensors").string(), optimizer, meta);
+  nlohmann::json manifest = {{"format", "tessel-checkpoint"},
+                             {"version", kFormatVersion},
+                             {"step", step},
+                             {"config", config.to_json()},
+                             {"param_dims", dims}};
+  write_file_atomically((tmp / "manifest.json").string(), manifest.dump(2) + "\n");
+
+  // Swap into place: the old checkpoint is removed only after the new one is complete.
+  fs::path old = final_dir.string() + ".old-" + std::to_string(getpid());
+  if (fs::exists(final_dir)) fs::rename(final_dir, old);
+  fs::rename(tmp, final_dir);
+  fs::remove_all(old);
+}
+
+CheckpointInfo read_checkpoint_info(const std::string& dir) {
+  fs::path path = fs::path(dir) / "manifest.json";
+  std::ifstream in(path);
+  if (!in)
+    TS_THROW("checkpoint: cannot open '", path.string(), "' (is '", dir,
+             "' a checkpoint directory?)");
+  nlohmann::json m;
+  try {
+    m = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    TS_THROW("checkpoint: '", path.string(), "' is not valid JSON: ", e.what());
+  }
+  if (m.value("format", "") != "tessel-checkpoint")
+    TS_THROW("checkpoint: '", path.string(), "' is not a Tessel manifest");
+  if (m.value("version", 0) != kFormatVersion)
+    TS_THROW("checkpoint: '", path.string(), "' has format version ", m.value("version", 0),
+             ", this build reads version ", kFormatVersion);
+  CheckpointInfo info;
+  info.config = TrainConfig::from_json(m.at("config"));
+  info.step = m.value("step", int64_t{0});
+  return info;
+}
+
+void load_checkpoint(const std::string& dir, ParamStore& params) {
+  std::string model_path = (fs::path(dir) / "model.safetensors").string();
+  SafetensorsFile model = read_safetensors(model_path);
+  // Check everything first, then copy: a mismatch leaves the params untouched.
+  std::vector<Tensor> staged;
+  for (ParamEntry& e : params.entries()) {
+    staged.push_back(Tensor(e.value.shape(), DType::kF32));
+    copy_checked(model, model_path, e.name, staged.back());
+  }
+  // Copy in place: compiled programs hold pointers to the parameter storage.
+  for (size_t i = 0; i < staged.size(); ++i)
+    std::memcpy(params.entries()[i].value.raw(), staged[i].raw(), staged[i].nbytes());
+  std::string opt_path = (fs::path(dir) / "optimizer.safetensors").string();
+  if (!fs::exists(opt_path)) return;
+  SafetensorsFile opt = read_safetensors(opt_path);
+  for (ParamEntry& e : params.entries()) {
+    if (!opt.find(e.name + ".m")) continue;
+    e.m = Tensor(e.value.shape(), DType::kF32);
+    e.v = Tensor(e.value.shape(), DType::kF32);
+    copy_checked(opt, opt_path, e.name + ".m", e.m);
+    copy_checked(opt, opt_path, e.name + ".v", e.v);
+  }
+}
+
+}  // namespace tessel

@@ -1,0 +1,70 @@
+// Checkpoint files in the safetensors format, and atomic file replacement.
+//
+// Layout: an 8-byte little-endian u64 N, then N bytes of JSON header (padded
+// with spaces so the data section starts 8-byte aligned), then the raw
+// little-endian tensor bytes. The header maps "__metadata__" to a
+// string->string object and each tensor name to
+// {"dtype", "shape", "data_offsets": [begin, end]}, offsets relative to the
+// start of the data section. Tensors are written contiguously in the order
+// given; a file read back must have its tensors tile the data section exactly
+// (no overlap, no gap, no trailing bytes), as the reference implementation
+// requires. Supported dtypes: "F32", "I32" (4 bytes) and "BF16" (2 bytes).
+//
+// Writes never leave a half-written file under the final name: they go to
+// `path + ".tmp"`, which is fsynced and then renamed over `path` (and the
+// directory fsynced), so a crash leaves either the old file or the new one.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace tessel {
+
+// A tensor to write; `data` is borrowed and must hold `nbytes` bytes, which
+// must equal product(shape) * itemsize(dtype).
+struct TensorView {
+  std::string name;
+  std::string dtype;  // "F32", "I32" or "BF16".
+  std::vector<int64_t> shape;
+  const void* data = nullptr;
+  size_t nbytes = 0;
+};
+
+// A tensor read from a file, owning its bytes (little-endian, row-major).
+struct TensorRecord {
+  std::string name;
+  std::string dtype;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;
+};
+
+struct SafetensorsFile {
+  std::map<std::string, std::string> metadata;
+  std::vector<TensorRecord> tensors;  // In data-section order.
+  // The tensor called `name`, or nullptr.
+  const TensorRecord* find(const std::string& name) const;
+};
+
+// Bytes per element of a safetensors dtype name; 0 if Tessel does not support it.
+size_t safetensors_dtype_size(const std::string& dtype);
+
+// Validates every tensor (known dtype, non-negative dims, nbytes matching the
+// shape, non-empty unique names other than "__metadata__", valid UTF-8 names
+// and metadata) and only then writes `path` atomically. Throws naming the path
+// and the tensor or key at fault.
+void write_safetensors(const std::string& path, const std::vector<TensorView>& tensors,
+                       const std::map<std::string, std::string>& metadata);
+
+// Reads and fully validates a safetensors file: length prefix, header bounds,
+// JSON syntax and structure, dtypes, shapes, and data offsets (in range,
+// matching shape * itemsize, non-overlapping, tiling the data section).
+// Throws naming the path and the tensor at fault.
+SafetensorsFile read_safetensors(const std::string& path);
+
+// Replaces `path` with `contents` via `path + ".tmp"`, fsync and rename.
+void write_file_atomically(const std::string& path, const std::string& contents);
+
+}  // namespace tessel

@@ -1,0 +1,190 @@
+#include "tessel/train/config.h"
+
+#include <algorithm>
+#include <fstream>
+#include <functional>
+#include <map>
+
+#include "tessel/base/error.h"
+
+namespace tessel {
+namespace {
+
+using nlohmann::json;
+
+// One entry per key: how to read it from and write it to JSON.
+struct KeyRule {
+  std::function<void(TrainConfig&, const json&)> read;
+  std::function<json(const TrainConfig&)> write;
+};
+
+template <typename T>
+KeyRule field(T TrainConfig::*member) {
+  return {[member](TrainConfig& c, const json& v) { c.*member = v.get<T>(); },
+          [member](const TrainConfig& c) { return json(c.*member); }};
+}
+
+const std::map<std::string, KeyRule>& rules() {
+  static const std::map<std::string, KeyRule> table = {
+      {"model", field(&TrainConfig::model)},
+      {"n_layer", field(&TrainConfig::n_layer)},
+      {"n_head", field(&TrainConfig::n_head)},
+      {"d_model", field(&TrainConfig::d_model)},
+      {"context", field(&TrainConfig::context)},
+      {"vocab", field(&TrainConfig::vocab)},
+      {"hidden", field(&TrainConfig::hidden)},
+      {"dropout", field(&TrainConfig::dropout)},
+      {"data", field(&TrainConfig::data)},
+      {"data_dir", field(&TrainConfig::data_dir)},
+      {"batch", field(&TrainConfig::batch)},
+      {"steps", field(&TrainConfig::steps)},
+      {"optimizer", field(&TrainConfig::optimizer)},
+      {"lr", field(&TrainConfig::lr)},
+      {"min_lr", field(&TrainConfig::min_lr)},
+      {"warmup_steps", field(&TrainConfig::warmup_steps)},
+      {"weight_decay", field(&TrainConfig::weight_decay)},
+      {"beta1", field(&TrainConfig::beta1)},
+      {"beta2", field(&TrainConfig::beta2)},
+      {"eps", field(&TrainConfig::eps)},
+      {"grad_clip", field(&TrainConfig::grad_clip)},
+      {"seed", field(&TrainConfig::seed)},
+      {"eval_every", field(&TrainConfig::eval_every)},
+      {"eval_batches", field(&TrainConfig::eval_batches)},
+      {"sample_chars", field(&TrainConfig::sample_chars)},
+      {"sample_prompt", field(&TrainConfig::sample_prompt)},
+      {"threads", field(&TrainConfig::threads)},
+  };
+  return table;
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1])});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+[[noreturn]] void unknown_key(const std::string& key) {
+  std::string best;
+  size_t best_distance = 4;
+  for (const auto& [known, rule] : rules()) {
+    size_t d = edit_distance(key, known);
+    if (d < best_distance) best_distance = d, best = known;
+  }
+  TS_THROW("config: unknown key '", key, "'",
+           best.empty() ? std::string() : str_cat(" (did you mean '", best, "'?)"));
+}
+
+void read_key(TrainConfig& c, const std::string& key, const json& value) {
+  auto it = rules().find(key);
+  if (it == rules().end()) unknown_key(key);
+  try {
+    it->second.read(c, value);
+  } catch (const json::exception&) {
+    TS_THROW("config: key '", key, "' has value ", value.dump(), " of the wrong type (expected ",
+             it->second.write(TrainConfig{}).type_name(), ")");
+  }
+}
+
+}  // namespace
+
+TrainConfig TrainConfig::from_json(const json& j) {
+  if (!j.is_object()) TS_THROW("config: expected a JSON object, got ", j.type_name());
+  TrainConfig c;
+  for (const auto& [key, value] : j.items()) read_key(c, key, value);
+  return c;
+}
+
+TrainConfig TrainConfig::from_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) TS_THROW("config: cannot open '", path, "'");
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::parse_error& e) {
+    TS_THROW("config: '", path, "' is not valid JSON: ", e.what());
+  }
+  return from_json(j);
+}
+
+void TrainConfig::set(const std::string& assignment) {
+  auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0)
+    TS_THROW("config override '", assignment, "' must look like key=value");
+  std::string key = assignment.substr(0, eq), text = assignment.substr(eq + 1);
+  json value = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (value.is_discarded()) value = text;
+  read_key(*this, key, value);
+}
+
+json TrainConfig::to_json() const {
+  json j = json::object();
+  for (const auto& [key, rule] : rules()) j[key] = rule.write(*this);
+  return j;
+}
+
+std::vector<std::string> TrainConfig::known_keys() {
+  std::vector<std::string> keys;
+  for (const auto& [key, rule] : rules()) keys.push_back(key);
+  return keys;
+}
+
+void TrainConfig::validate() const {
+  auto positive = [](const char* key, double v) {
+    if (!(v > 0)) TS_THROW("config: '", key, "' must be positive, got ", v);
+  };
+  auto non_negative = [](const char* key, double v) {
+    if (!(v >= 0)) TS_THROW("config: '", key, "' must be >= 0, got ", v);
+  };
+  if (model != "gpt" && model != "mlp")
+    TS_THROW("config: 'model' must be \"gpt\" or \"mlp\", got \"", model, "\"");
+  if (data != "fortunes" && data != "fashion-mnist")
+    TS_THROW("config: 'data' must be \"fortunes\" or \"fashion-mnist\", got \"", data, "\"");
+  if (optimizer != "adamw" && optimizer != "sgd")
+    TS_THROW("config: 'optimizer' must be \"adamw\" or \"sgd\", got \"", optimizer, "\"");
+  positive("batch", batch);
+  positive("steps", steps);
+  positive("lr", lr);
+  non_negative("min_lr", min_lr);
+  non_negative("warmup_steps", warmup_steps);
+  non_negative("weight_decay", weight_decay);
+  non_negative("grad_clip", grad_clip);
+  non_negative("eval_every", eval_every);
+  positive("eval_batches", eval_batches);
+  non_negative("sample_chars", sample_chars);
+  non_negative("threads", threads);
+  if (!(beta1 >= 0 && beta1 < 1)) TS_THROW("config: 'beta1' must be in [0, 1), got ", beta1);
+  if (!(beta2 >= 0 && beta2 < 1)) TS_THROW("config: 'beta2' must be in [0, 1), got ", beta2);
+  positive("eps", eps);
+  if (!(dropout >= 0 && dropout < 1))
+    TS_THROW("config: 'dropout' must be in [0, 1), got ", dropout);
+  if (model == "gpt") {
+    positive("n_layer", n_layer);
+    positive("n_head", n_head);
+    positive("d_model", d_model);
+    positive("vocab", vocab);
+    if (context < 2) TS_THROW("config: 'context' must be at least 2, got ", context);
+    if (d_model % n_head != 0)
+      TS_THROW("config: 'n_head' (", n_head, ") must divide 'd_model' (", d_model,
+               ") so every head gets d_model/n_head dims");
+    if (data != "fortunes")
+      TS_THROW("config: model \"gpt\" trains on text; 'data' must be \"fortunes\", got \"", data,
+               "\"");
+    if (vocab != 256) TS_THROW("config: 'vocab' must be 256 for byte-level text, got ", vocab);
+  } else {
+    positive("hidden", hidden);
+    if (data != "fashion-mnist")
+      TS_THROW("config: model \"mlp\" classifies images; 'data' must be \"fashion-mnist\", got \"",
+               data, "\"");
+  }
+}
+
+}  // namespace tessel

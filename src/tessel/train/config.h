@@ -1,0 +1,60 @@
+// Training configuration: one flat set of named keys, read from JSON.
+//
+// Every key has a type, a default and a check; an unknown key, a wrong type
+// or a value out of range is an Error naming the key (and, for a misspelt
+// key, the nearest known one). Command-line overrides use the same keys
+// (`--set lr=1e-3`), so a config file and a flag can never disagree on
+// spelling. Validation runs before any data is loaded or memory allocated.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace tessel {
+
+struct TrainConfig {
+  // Model.
+  std::string model = "gpt";  // "gpt" | "mlp"
+  int64_t n_layer = 4;
+  int64_t n_head = 4;
+  int64_t d_model = 128;
+  int64_t context = 64;
+  int64_t vocab = 256;
+  int64_t hidden = 1024;  // mlp hidden width
+  double dropout = 0.0;
+  // Data.
+  std::string data = "fortunes";  // "fortunes" | "fashion-mnist"
+  std::string data_dir;           // empty: the Debian package's directory
+  // Optimisation.
+  int64_t batch = 16;
+  int64_t steps = 200;
+  std::string optimizer = "adamw";  // "adamw" | "sgd"
+  double lr = 1e-3;
+  double min_lr = 1e-4;
+  int64_t warmup_steps = 20;
+  double weight_decay = 0.1;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double grad_clip = 1.0;  // global-norm clip; 0 disables
+  uint64_t seed = 1234;
+  // Evaluation, logging, output.
+  int64_t eval_every = 100;  // 0: only at the end
+  int64_t eval_batches = 8;
+  int64_t sample_chars = 0;  // gpt: characters sampled after training (0: none)
+  std::string sample_prompt = "The ";
+  int threads = 0;  // 0: all cores
+
+  static TrainConfig from_json(const nlohmann::json& j);
+  static TrainConfig from_file(const std::string& path);
+  // Applies "key=value" (value parsed as JSON, else taken as a string).
+  void set(const std::string& assignment);
+  nlohmann::json to_json() const;
+  // Cross-key checks (e.g. n_head divides d_model); throws naming the keys.
+  void validate() const;
+  static std::vector<std::string> known_keys();
+};
+
+}  // namespace tessel

@@ -1,0 +1,182 @@
+#include "tessel/train/data/text_corpus.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <system_error>
+
+#include "tessel/base/error.h"
+#include "tessel/base/philox.h"
+
+namespace tessel {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string read_whole_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) TS_THROW("cannot open text file '", path, "' for reading");
+  std::string contents((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) TS_THROW("error while reading text file '", path, "'");
+  return contents;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+bool is_blank(const std::string& s) {
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+  });
+}
+
+// Splits a fortune file into its fortunes: the text between lines that
+// consist of a single `%` (a trailing '\r' is tolerated). Each fortune keeps
+// its lines' newlines; blank fortunes are dropped.
+std::vector<std::string> split_fortunes(const std::string& text) {
+  std::vector<std::string> fortunes;
+  std::string current;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string_view line(text.data() + pos, end - pos);
+    if (line == "%" || line == "%\r") {
+      if (!is_blank(current)) fortunes.push_back(std::move(current));
+      current.clear();
+    } else {
+      current.append(line);
+      current.push_back('\n');
+    }
+    pos = end + 1;
+  }
+  if (!is_blank(current)) fortunes.push_back(std::move(current));
+  return fortunes;
+}
+
+[[noreturn]] void throw_missing_fortunes(const std::string& dir, const std::string& why) {
+  TS_THROW("fortunes corpus is missing: ", why, " in '", dir,
+           "'; install it with `apt-get install fortunes` (or fortunes-min)");
+}
+
+void check_rows(const char* fn, int64_t row_begin, int64_t row_end, int64_t context) {
+  if (context <= 0) TS_THROW(fn, ": context must be positive, got ", context);
+  if (row_begin < 0 || row_end < row_begin)
+    TS_THROW(fn, ": invalid row range [", row_begin, ", ", row_end, ")");
+  if (row_end > static_cast<int64_t>(std::numeric_limits<uint32_t>::max()))
+    TS_THROW(fn, ": row ", row_end - 1, " exceeds the 2^32 rows a sampler lane can address");
+}
+
+}  // namespace
+
+TextCorpus TextCorpus::load_fortunes(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) throw_missing_fortunes(dir, "directory does not exist");
+
+  std::vector<std::string> files;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    // symlink_status: do not follow *.u8 links (they duplicate the plain files).
+    std::error_code status_ec;
+    if (!fs::is_regular_file(it->symlink_status(status_ec)) || status_ec) continue;
+    std::string name = it->path().filename().string();
+    if (name.empty() || name[0] == '.' || ends_with(name, ".dat") || ends_with(name, ".u8"))
+      continue;
+    files.push_back(it->path().string());
+  }
+  if (ec) TS_THROW("cannot list fortunes directory '", dir, "': ", ec.message());
+  std::sort(files.begin(), files.end());
+
+  TextCorpus corpus;
+  int64_t k = 0;
+  for (const std::string& path : files) {
+    std::vector<std::string> fortunes = split_fortunes(read_whole_file(path));
+    for (const std::string& fortune : fortunes) {
+      std::vector<uint8_t>& out = (k % 10 == 9) ? corpus.val : corpus.train;
+      out.insert(out.end(), fortune.begin(), fortune.end());
+      out.push_back('\n');
+      ++k;
+    }
+    corpus.sources.push_back(path);
+  }
+  if (k == 0) throw_missing_fortunes(dir, "no fortune files found");
+  if (corpus.val.empty())
+    TS_THROW("fortunes corpus in '", dir, "' has only ", k,
+             " fortunes; need at least 10 to form a validation split");
+  return corpus;
+}
+
+TextCorpus TextCorpus::from_file(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) TS_THROW("text file '", path, "' does not exist");
+  std::string contents = read_whole_file(path);
+  if (contents.empty()) TS_THROW("text file '", path, "' is empty");
+  TextCorpus corpus;
+  corpus.val.assign(contents.begin(), contents.end());
+  corpus.sources.push_back(path);
+  return corpus;
+}
+
+double unigram_entropy_nats(const std::vector<uint8_t>& bytes) {
+  if (bytes.empty()) return 0.0;
+  std::array<int64_t, 256> counts{};
+  for (uint8_t b : bytes) ++counts[b];
+  double n = static_cast<double>(bytes.size());
+  double entropy = 0.0;
+  for (int64_t c : counts) {
+    if (c == 0) continue;
+    double p = static_cast<double>(c) / n;
+    entropy -= p * std::log(p);
+  }
+  return entropy;
+}
+
+void sample_text_batch(const std::vector<uint8_t>& data, uint64_t seed, int64_t step,
+                       int64_t row_begin, int64_t row_end, int64_t context, int32_t* tokens,
+                       int32_t* targets) {
+  check_rows("sample_text_batch", row_begin, row_end, context);
+  const int64_t size = static_cast<int64_t>(data.size());
+  if (size <= context)
+    TS_THROW("sample_text_batch: text of ", size, " bytes is too short for context ", context,
+             " (need more than context bytes)");
+  if (step < 0) TS_THROW("sample_text_batch: step must be non-negative, got ", step);
+  const PhiloxStream stream(seed, "text_batch");
+  const uint64_t bound = static_cast<uint64_t>(size - context);
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    const uint64_t start =
+        stream.below(bound, static_cast<uint64_t>(step), static_cast<uint32_t>(r));
+    const uint8_t* src = data.data() + start;
+    int32_t* tok = tokens + (r - row_begin) * context;
+    int32_t* tgt = targets + (r - row_begin) * context;
+    for (int64_t i = 0; i < context; ++i) {
+      tok[i] = src[i];
+      tgt[i] = src[i + 1];
+    }
+  }
+}
+
+int64_t count_eval_windows(int64_t size, int64_t context) {
+  if (context <= 0) TS_THROW("count_eval_windows: context must be positive, got ", context);
+  if (size <= 0) return 0;
+  return (size - 1) / context;
+}
+
+void eval_text_window(const std::vector<uint8_t>& data, int64_t window, int64_t context,
+                      int32_t* tokens, int32_t* targets) {
+  const int64_t count = count_eval_windows(static_cast<int64_t>(data.size()), context);
+  if (window < 0 || window >= count)
+    TS_THROW("eval_text_window: window ", window, " out of range; ", data.size(),
+             " bytes with context ", context, " give ", count, " windows");
+  const uint8_t* src = data.data() + window * context;
+  for (int64_t i = 0; i < context; ++i) {
+    tokens[i] = src[i];
+    targets[i] = src[i + 1];
+  }
+}
+
+}  // namespace tessel

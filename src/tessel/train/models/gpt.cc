@@ -1,0 +1,92 @@
+#include "tessel/train/models/gpt.h"
+
+#include <cmath>
+#include <string>
+
+namespace tessel {
+namespace {
+
+struct Dims {
+  Dim batch, seq, embed, heads, head, hidden, vocab;
+};
+
+ValueId attention(GraphBuilder& b, const Dims& d, ValueId x) {
+  GraphBuilder::Scope scope(b, "attn");
+  const ParamInit zeros{ParamInit::kZeros};
+  auto project = [&](const char* name) {
+    ValueId w = b.param(std::string("w") + name, Shape{d.embed, d.heads, d.head});
+    ValueId bias = b.param(std::string("b") + name, Shape{d.heads, d.head}, zeros);
+    ValueId y = b.einsum(x, w, {"batch", "seq", "heads", "head"}, name);
+    return b.add(y, bias, std::string(name) + "_bias");
+  };
+  ValueId q = project("q");
+  ValueId k = b.rename(project("k"), "seq", "kseq");
+  ValueId v = b.rename(project("v"), "seq", "kseq");
+  ValueId scores = b.einsum(q, k, {"batch", "heads", "seq", "kseq"}, "scores");
+  float scale = 1.0f / std::sqrt(static_cast<float>(d.head.size));
+  ValueId probs = b.softmax(scores, "kseq", scale, "seq", "probs");
+  ValueId mixed = b.einsum(probs, v, {"batch", "seq", "heads", "head"}, "mix");
+  ValueId wo = b.param("wo", Shape{d.heads, d.head, d.embed});
+  ValueId bo = b.param("bo", Shape{d.embed}, zeros);
+  return b.add(b.einsum(mixed, wo, {"batch", "seq", "embed"}, "o"), bo, "o_bias");
+}
+
+ValueId mlp(GraphBuilder& b, const Dims& d, ValueId x) {
+  GraphBuilder::Scope scope(b, "mlp");
+  const ParamInit zeros{ParamInit::kZeros};
+  ValueId w1 = b.param("w1", Shape{d.embed, d.hidden});
+  ValueId b1 = b.param("b1", Shape{d.hidden}, zeros);
+  ValueId w2 = b.param("w2", Shape{d.hidden, d.embed});
+  ValueId b2 = b.param("b2", Shape{d.embed}, zeros);
+  ValueId h = b.bias_gelu(b.einsum(x, w1, {"batch", "seq", "hidden"}, "fc"), b1, "act");
+  return b.add(b.einsum(h, w2, {"batch", "seq", "embed"}, "proj"), b2, "proj_bias");
+}
+
+ValueId layernorm(GraphBuilder& b, const Dims& d, ValueId x, const std::string& name) {
+  GraphBuilder::Scope scope(b, name);
+  ValueId gamma = b.param("gamma", Shape{d.embed}, ParamInit{ParamInit::kOnes});
+  ValueId beta = b.param("beta", Shape{d.embed}, ParamInit{ParamInit::kZeros});
+  return b.layernorm(x, gamma, beta, "embed");
+}
+
+ValueId residual_dropout(GraphBuilder& b, ValueId x, const GptConfig& c, bool training,
+                         const char* key) {
+  if (!training || c.dropout <= 0.0f) return x;
+  return b.dropout(x, c.dropout, c.seed, key);
+}
+
+}  // namespace
+
+GptGraph build_gpt(GraphBuilder& b, const GptConfig& c, int64_t batch, bool training) {
+  const Dims d{{"batch", batch},
+               {"seq", c.context},
+               {"embed", c.d_model},
+               {"heads", c.n_head},
+               {"head", c.d_model / c.n_head},
+               {"hidden", 4 * c.d_model},
+               {"vocab", c.vocab}};
+  GptGraph g;
+  g.tokens = b.input("tokens", Shape{d.batch, d.seq}, DType::kI32);
+  g.targets = b.input("targets", Shape{d.batch, d.seq}, DType::kI32);
+  ValueId wte = b.param("wte", Shape{d.vocab, d.embed});
+  ValueId wpe = b.param("wpe", Shape{{"pos", c.context}, d.embed});
+  ValueId x = b.add(b.embedding(wte, g.tokens, "vocab", "tok_emb"),
+                    b.rename(wpe, "pos", "seq", "pos_emb"), "emb");
+  x = residual_dropout(b, x, c, training, "emb_dropout");
+  for (int64_t layer = 0; layer < c.n_layer; ++layer) {
+    GraphBuilder::Scope scope(b, "block" + std::to_string(layer));
+    x = b.add(x,
+              residual_dropout(b, attention(b, d, layernorm(b, d, x, "ln1")), c, training,
+                               "attn_dropout"),
+              "attn_residual");
+    x = b.add(x,
+              residual_dropout(b, mlp(b, d, layernorm(b, d, x, "ln2")), c, training, "mlp_dropout"),
+              "mlp_residual");
+  }
+  ValueId h = layernorm(b, d, x, "ln_f");
+  g.logits = b.einsum(h, wte, {"batch", "seq", "vocab"}, "lm_head");
+  g.loss = b.cross_entropy(g.logits, g.targets, "vocab", "loss");
+  return g;
+}
+
+}  // namespace tessel

@@ -1,0 +1,32 @@
+// GPT: a decoder-only transformer over bytes, written with named dims.
+//
+// Token + position embedding, n_layer pre-LayerNorm blocks (causal multi-head
+// attention, GELU MLP of 4x width), final LayerNorm, LM head tied to the token
+// embedding. Dims: batch, seq, embed, heads, head, hidden, vocab; attention
+// keys use `kseq`. Parameter names (wte, wpe, block0.attn.wq, ...) are the
+// checkpoint's tensor names.
+#pragma once
+
+#include <cstdint>
+
+#include "tessel/ir/builder.h"
+
+namespace tessel {
+
+struct GptConfig {
+  int64_t n_layer = 4, n_head = 4, d_model = 128, context = 64, vocab = 256;
+  float dropout = 0.0f;
+  uint64_t seed = 0;  // dropout stream
+};
+
+struct GptGraph {
+  ValueId tokens;   // input (batch, seq) i32
+  ValueId targets;  // input (batch, seq) i32
+  ValueId logits;   // (batch, seq, vocab)
+  ValueId loss;     // scalar mean cross-entropy, nats per token
+};
+
+// `training` enables dropout. seq = context.
+GptGraph build_gpt(GraphBuilder& b, const GptConfig& config, int64_t batch, bool training);
+
+}  // namespace tessel

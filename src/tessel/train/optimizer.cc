@@ -1,0 +1,53 @@
+#include "tessel/train/optimizer.h"
+
+#include <cmath>
+
+#include "tessel/base/error.h"
+#include "tessel/kernels/optimizer.h"
+
+namespace tessel {
+
+double learning_rate(const TrainConfig& c, int64_t step) {
+  if (step < c.warmup_steps) return c.lr * static_cast<double>(step + 1) / c.warmup_steps;
+  int64_t decay_steps = std::max<int64_t>(1, c.steps - c.warmup_steps);
+  double progress = std::min(1.0, static_cast<double>(step - c.warmup_steps) / decay_steps);
+  return c.min_lr + 0.5 * (c.lr - c.min_lr) * (1.0 + std::cos(M_PI * progress));
+}
+
+UpdateStats apply_update(const TrainConfig& c, ParamStore& params,
+                         const std::vector<const float*>& grads, int64_t step) {
+  auto& entries = params.entries();
+  TS_CHECK(grads.size() == entries.size(), "one gradient per parameter");
+  UpdateStats stats;
+  double sum_sq = 0;
+  for (size_t i = 0; i < entries.size(); ++i)
+    sum_sq += kernels::sum_of_squares(grads[i], entries[i].value.numel());
+  stats.grad_norm = std::sqrt(sum_sq);
+  if (!std::isfinite(stats.grad_norm))
+    TS_THROW("step ", step, ": gradient norm is ", stats.grad_norm,
+             " (the loss diverged; lower 'lr' or enable 'grad_clip')");
+  float grad_scale = 1.0f;
+  if (c.grad_clip > 0 && stats.grad_norm > c.grad_clip)
+    grad_scale = static_cast<float>(c.grad_clip / stats.grad_norm);
+  stats.lr = learning_rate(c, step);
+  const float lr = static_cast<float>(stats.lr);
+  for (size_t i = 0; i < entries.size(); ++i) {
+    ParamEntry& e = entries[i];
+    const int64_t n = e.value.numel();
+    const float wd = e.decay ? static_cast<float>(c.weight_decay) : 0.0f;
+    if (c.optimizer == "sgd") {
+      kernels::sgd_update(e.value.f32(), grads[i], n, lr, wd, grad_scale);
+      continue;
+    }
+    if (e.m.numel() != n) {
+      e.m = Tensor(e.value.shape(), DType::kF32);
+      e.v = Tensor(e.value.shape(), DType::kF32);
+    }
+    kernels::adamw_update(e.value.f32(), grads[i], e.m.f32(), e.v.f32(), n, lr,
+                          static_cast<float>(c.beta1), static_cast<float>(c.beta2),
+                          static_cast<float>(c.eps), wd, step + 1, grad_scale);
+  }
+  return stats;
+}
+
+}  // namespace tessel

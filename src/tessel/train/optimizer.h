@@ -1,0 +1,30 @@
+// Optimizers over a ParamStore: AdamW (decoupled weight decay) and SGD, with
+// global-norm gradient clipping and a warmup + cosine learning-rate schedule.
+//
+// Gradients are read where the compiled program left them; the update is a
+// fused single pass per parameter (kernels/optimizer.h). Moments are
+// allocated on the first step and reused after. The global norm sums squares
+// in double in a fixed order, so a run is bitwise reproducible.
+#pragma once
+
+#include <vector>
+
+#include "tessel/train/config.h"
+#include "tessel/train/param_store.h"
+
+namespace tessel {
+
+// Linear warmup from 0 over warmup_steps, then cosine decay to min_lr at `steps`.
+double learning_rate(const TrainConfig& config, int64_t step);
+
+struct UpdateStats {
+  double grad_norm = 0;  // before clipping
+  double lr = 0;
+};
+
+// Applies one update. grads[i] is the gradient of params.entries()[i].
+// `step` counts from 0; AdamW's bias correction uses step + 1.
+UpdateStats apply_update(const TrainConfig& config, ParamStore& params,
+                         const std::vector<const float*>& grads, int64_t step);
+
+}  // namespace tessel

@@ -1,0 +1,118 @@
+#include "tessel/train/task.h"
+
+#include <cmath>
+
+#include "tessel/base/error.h"
+#include "tessel/train/data/fashion_mnist.h"
+#include "tessel/train/data/text_corpus.h"
+#include "tessel/train/models/gpt.h"
+#include "tessel/train/models/mlp.h"
+
+namespace tessel {
+namespace {
+
+// Evaluation batches are drawn from a stream of their own, so evaluating
+// never shifts which training batches a run sees.
+constexpr uint64_t kEvalSeedSalt = 0x5eed0fe7a1ull;
+constexpr int64_t kMlpPixels = 28 * 28;
+
+class GptTextTask : public Task {
+ public:
+  explicit GptTextTask(const TrainConfig& c)
+      : corpus_(c.data_dir.empty() ? TextCorpus::load_fortunes()
+                                   : TextCorpus::load_fortunes(c.data_dir)),
+        seed_(c.seed) {
+    context_ = c.context;
+    if (static_cast<int64_t>(corpus_.val.size()) <= c.context)
+      TS_THROW("data: the validation text (", corpus_.val.size(),
+               " bytes) is shorter than 'context' (", c.context, ")");
+    baseline_ = unigram_entropy_nats(corpus_.train);
+  }
+
+  void fill_batch(Program& p, Split split, int64_t index, int64_t batch) const override {
+    const auto& data = split == Split::kTrain ? corpus_.train : corpus_.val;
+    uint64_t seed = split == Split::kTrain ? seed_ : seed_ ^ kEvalSeedSalt;
+    sample_text_batch(data, seed, index, 0, batch, context_,
+                      static_cast<int32_t*>(p.input("tokens")),
+                      static_cast<int32_t*>(p.input("targets")));
+  }
+
+  int64_t items_per_row() const override { return context_; }
+  const char* item_name() const override { return "tokens"; }
+  double baseline_loss() const override { return baseline_; }
+
+ private:
+  TextCorpus corpus_;
+  int64_t context_;
+  uint64_t seed_;
+  double baseline_ = 0;
+};
+
+class MlpImageTask : public Task {
+ public:
+  explicit MlpImageTask(const TrainConfig& c)
+      : train_(c.data_dir.empty() ? load_fashion_mnist("train")
+                                  : load_fashion_mnist("train", c.data_dir)),
+        test_(c.data_dir.empty() ? load_fashion_mnist("test")
+                                 : load_fashion_mnist("test", c.data_dir)),
+        seed_(c.seed) {
+    if (train_.rows * train_.cols != kMlpPixels)
+      TS_THROW("data: Fashion-MNIST images are ", train_.rows, "x", train_.cols, ", expected ",
+               kMlpPixels, " pixels");
+  }
+
+  void fill_batch(Program& p, Split split, int64_t index, int64_t batch) const override {
+    const ImageDataset& d = split == Split::kTrain ? train_ : test_;
+    uint64_t seed = split == Split::kTrain ? seed_ : seed_ ^ kEvalSeedSalt;
+    sample_image_batch(d, seed, index, 0, batch, p.f32(p.graph().find("images")),
+                       static_cast<int32_t*>(p.input("labels")));
+  }
+
+  int64_t items_per_row() const override { return 1; }
+  const char* item_name() const override { return "samples"; }
+  double baseline_loss() const override {
+    return std::log(static_cast<double>(kFashionMnistClasses));
+  }
+
+  double accuracy(Program& p, ValueId logits) const override {
+    const float* l = p.f32(logits);
+    const int32_t* labels = static_cast<const int32_t*>(p.input("labels"));
+    const int64_t classes = kFashionMnistClasses;
+    const int64_t rows = p.graph().node(logits).shape.numel() / classes;
+    int64_t correct = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t best = 0;
+      for (int64_t c = 1; c < classes; ++c)
+        if (l[r * classes + c] > l[r * classes + best]) best = c;
+      correct += best == labels[r];
+    }
+    return static_cast<double>(correct) / rows;
+  }
+
+ private:
+  ImageDataset train_, test_;
+  uint64_t seed_;
+};
+
+}  // namespace
+
+GptConfig gpt_config(const TrainConfig& c) {
+  return GptConfig{
+      c.n_layer, c.n_head, c.d_model, c.context, c.vocab, static_cast<float>(c.dropout), c.seed};
+}
+
+TaskGraph build_model(const TrainConfig& c, GraphBuilder& b, int64_t batch, bool training) {
+  if (c.model == "gpt") {
+    GptGraph g = build_gpt(b, gpt_config(c), batch, training);
+    return {g.loss, g.logits};
+  }
+  MlpGraph g = build_mlp(b, MlpConfig{kMlpPixels, c.hidden, kFashionMnistClasses}, batch);
+  return {g.loss, g.logits};
+}
+
+std::unique_ptr<Task> make_task(const TrainConfig& config) {
+  if (config.model == "gpt") return std::make_unique<GptTextTask>(config);
+  return std::make_unique<MlpImageTask>(config);
+}
+
+}  // namespace tessel

@@ -1,0 +1,54 @@
+// A training task: a model family bound to its dataset.
+//
+// The trainer is model-agnostic: build_model() builds the config's model for a
+// given batch, and a Task fills a compiled program's inputs with the batch for (split,
+// step), drawn deterministically from the seed — the same batch on every run
+// and, later, each rank's shard computable on its own.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "tessel/ir/builder.h"
+#include "tessel/runtime/program.h"
+#include "tessel/train/config.h"
+
+namespace tessel {
+
+enum class Split { kTrain, kVal };
+
+struct TaskGraph {
+  ValueId loss;
+  ValueId logits;
+};
+
+struct EvalResult {
+  double loss = 0;       // mean over evaluated batches
+  double accuracy = -1;  // classification tasks; -1 if not applicable
+};
+
+// The config's model for `batch` rows (`training` enables dropout). Needs no data.
+TaskGraph build_model(const TrainConfig& config, GraphBuilder& b, int64_t batch, bool training);
+
+class Task {
+ public:
+  virtual ~Task() = default;
+  // Writes the inputs of batch `index` of `split` into the program.
+  virtual void fill_batch(Program& program, Split split, int64_t index, int64_t batch) const = 0;
+  // Items (tokens or examples) per batch row.
+  virtual int64_t items_per_row() const = 0;
+  virtual const char* item_name() const = 0;
+  // A loss any real learning must beat: the unigram entropy of the text, or
+  // log(classes) for a classifier at chance.
+  virtual double baseline_loss() const = 0;
+  // Accuracy of the logits of the last run (classification), or -1.
+  virtual double accuracy(Program& program, ValueId logits) const { return -1; }
+};
+
+struct GptConfig;
+GptConfig gpt_config(const TrainConfig& config);
+
+// Loads the dataset the config names; throws (naming the package) if missing.
+std::unique_ptr<Task> make_task(const TrainConfig& config);
+
+}  // namespace tessel

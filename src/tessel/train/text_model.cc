@@ -1,0 +1,104 @@
+#include "tessel/train/text_model.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "tessel/base/error.h"
+#include "tessel/base/philox.h"
+#include "tessel/train/data/text_corpus.h"
+#include "tessel/train/models/gpt.h"
+#include "tessel/train/task.h"
+
+namespace tessel {
+TextModel::TextModel(const std::string& checkpoint_dir)
+    : info_(read_checkpoint_info(checkpoint_dir)) {
+  if (info_.config.model != "gpt")
+    TS_THROW("checkpoint '", checkpoint_dir, "' holds a \"", info_.config.model,
+             "\" model; sampling and text evaluation need a \"gpt\"");
+  info_.config.validate();
+  one_row_ = compile(1);
+  params_ = std::make_unique<ParamStore>(one_row_.program->graph(), info_.config.seed);
+  load_checkpoint(checkpoint_dir, *params_);
+  for (ParamEntry& e : params_->entries()) one_row_.program->bind_param(e.name, e.value.f32());
+}
+
+TextModel::Compiled TextModel::compile(int64_t batch) {
+  Graph graph;
+  GraphBuilder b(graph);
+  GptGraph g = build_gpt(b, gpt_config(info_.config), batch, /*training=*/false);  // no dropout
+  Compiled c;
+  c.program = std::make_unique<Program>(graph, std::vector<ValueId>{g.logits, g.loss});
+  c.logits = g.logits;
+  c.loss = g.loss;
+  if (params_)
+    for (ParamEntry& e : params_->entries()) c.program->bind_param(e.name, e.value.f32());
+  return c;
+}
+
+std::string TextModel::sample(const std::string& prompt, int64_t chars, float temperature,
+                              uint64_t seed) {
+  const int64_t context = info_.config.context, vocab = info_.config.vocab;
+  std::vector<int32_t> text(prompt.begin(), prompt.end());
+  for (int32_t& t : text) t &= 0xff;
+  if (text.empty()) text.push_back('\n');
+  PhiloxStream stream(seed, "sample");
+  Program& p = *one_row_.program;
+  auto* tokens = static_cast<int32_t*>(p.input("tokens"));
+  std::memset(p.input("targets"), 0, context * sizeof(int32_t));
+  std::string out;
+  for (int64_t i = 0; i < chars; ++i) {
+    int64_t start = std::max<int64_t>(0, static_cast<int64_t>(text.size()) - context);
+    int64_t len = static_cast<int64_t>(text.size()) - start;
+    std::memset(tokens, 0, context * sizeof(int32_t));
+    std::memcpy(tokens, text.data() + start, len * sizeof(int32_t));
+    p.run();  // causal: positions past len - 1 do not affect it
+    const float* logits = p.f32(one_row_.logits) + (len - 1) * vocab;
+    int32_t next = 0;
+    if (temperature <= 0) {
+      for (int32_t v = 1; v < vocab; ++v)
+        if (logits[v] > logits[next]) next = v;
+    } else {
+      float max_logit = logits[0];
+      for (int32_t v = 1; v < vocab; ++v) max_logit = std::max(max_logit, logits[v]);
+      double total = 0;
+      std::vector<double> prob(vocab);
+      for (int32_t v = 0; v < vocab; ++v)
+        total += prob[v] = std::exp((logits[v] - max_logit) / temperature);
+      double u = stream.uniform(i) * total;
+      for (next = 0; next < vocab - 1 && u >= prob[next]; ++next) u -= prob[next];
+    }
+    text.push_back(next);
+    out.push_back(static_cast<char>(next));
+  }
+  return out;
+}
+
+TextModel::Score TextModel::score(const std::vector<uint8_t>& text) {
+  const int64_t context = info_.config.context;
+  const int64_t windows = count_eval_windows(static_cast<int64_t>(text.size()), context);
+  if (windows == 0)
+    TS_THROW("eval: the text has ", text.size(), " bytes; it needs more than 'context' (", context,
+             ") to score one window");
+  const int64_t batch = std::min<int64_t>(info_.config.batch, windows);
+  Compiled many = compile(batch);
+  double total = 0;
+  int64_t w = 0;
+  auto run_rows = [&](Compiled& c, int64_t rows) {
+    auto* tokens = static_cast<int32_t*>(c.program->input("tokens"));
+    auto* targets = static_cast<int32_t*>(c.program->input("targets"));
+    for (int64_t r = 0; r < rows; ++r)
+      eval_text_window(text, w + r, context, tokens + r * context, targets + r * context);
+    c.program->run();
+    total += static_cast<double>(*c.program->f32(c.loss)) * rows;
+    w += rows;
+  };
+  while (windows - w >= batch) run_rows(many, batch);
+  while (w < windows) run_rows(one_row_, 1);
+  Score s;
+  s.nats_per_byte = total / windows;
+  s.bits_per_byte = s.nats_per_byte / std::log(2.0);
+  s.bytes_scored = windows * context;
+  return s;
+}
+
+}  // namespace tessel

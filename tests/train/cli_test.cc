@@ -1,0 +1,146 @@
+// The `tessel` command line: bad input gives a clear error and a non-zero
+// exit before any compute; the happy path writes metrics and a checkpoint
+// that `sample` and `eval` read.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int exit_code;
+  std::string output;
+};
+
+Result run(const std::string& args) {
+  std::string cmd = std::string(TESSEL_CLI_PATH) + " " + args + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
+  int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("tessel_cli_" + std::to_string(getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string write_config(const nlohmann::json& j) {
+    std::string path = (dir_ / "config.json").string();
+    std::ofstream(path) << j.dump();
+    return path;
+  }
+
+  static nlohmann::json tiny_gpt() {
+    return {{"model", "gpt"},    {"n_layer", 1}, {"n_head", 2}, {"d_model", 32},
+            {"context", 16},     {"batch", 4},   {"steps", 4},  {"eval_every", 2},
+            {"eval_batches", 2}, {"threads", 1}};
+  }
+
+  fs::path dir_;
+};
+
+void expect_error(const Result& r, const std::string& needle) {
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find(needle), std::string::npos) << "missing '" << needle << "' in:\n"
+                                                      << r.output;
+}
+
+TEST_F(Cli, UnknownKeyIsNamedWithSuggestion) {
+  nlohmann::json j = tiny_gpt();
+  j["n_layers"] = 2;
+  expect_error(run("train --config " + write_config(j) + " --out " + (dir_ / "o").string()),
+               "unknown key 'n_layers' (did you mean 'n_layer'?)");
+}
+
+TEST_F(Cli, NegativeSizeIsRejected) {
+  nlohmann::json j = tiny_gpt();
+  j["d_model"] = -32;
+  expect_error(run("train --config " + write_config(j)), "'d_model' must be positive");
+}
+
+TEST_F(Cli, HeadsMustDivideModelWidth) {
+  nlohmann::json j = tiny_gpt();
+  j["n_head"] = 3;
+  expect_error(run("train --config " + write_config(j)), "'n_head' (3) must divide 'd_model' (32)");
+}
+
+TEST_F(Cli, MissingDatasetNamesThePackage) {
+  nlohmann::json j = tiny_gpt();
+  j["data_dir"] = (dir_ / "no-such-dir").string();
+  expect_error(run("train --config " + write_config(j)), "apt-get install fortunes");
+}
+
+TEST_F(Cli, MissingImageDatasetNamesThePackage) {
+  nlohmann::json j = {
+      {"model", "mlp"}, {"data", "fashion-mnist"}, {"data_dir", (dir_ / "none").string()}};
+  expect_error(run("train --config " + write_config(j)), "dataset-fashion-mnist");
+}
+
+TEST_F(Cli, WrongTypeIsNamed) {
+  nlohmann::json j = tiny_gpt();
+  j["batch"] = "eight";
+  expect_error(run("train --config " + write_config(j)), "key 'batch'");
+}
+
+TEST_F(Cli, OverrideWithUnknownKeyIsRejected) {
+  expect_error(run("train --config " + write_config(tiny_gpt()) + " --set lrate=0.1"),
+               "unknown key 'lrate'");
+}
+
+TEST_F(Cli, TrainWritesMetricsAndCheckpointThatSampleAndEvalRead) {
+  fs::path out = dir_ / "run";
+  Result r = run("train --config " + write_config(tiny_gpt()) + " --out " + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream metrics(out / "metrics.jsonl");
+  std::string line;
+  int lines = 0, with_val = 0;
+  while (std::getline(metrics, line)) {
+    auto j = nlohmann::json::parse(line);
+    for (const char* key : {"step", "loss", "lr", "tokens_per_s"})
+      EXPECT_TRUE(j.contains(key)) << key;
+    with_val += j.contains("val_loss");
+    ++lines;
+  }
+  EXPECT_EQ(lines, 4);
+  EXPECT_EQ(with_val, 2);
+  for (const char* f : {"model.safetensors", "optimizer.safetensors", "manifest.json"})
+    EXPECT_TRUE(fs::exists(out / "checkpoint" / f)) << f;
+
+  Result s =
+      run("sample --checkpoint " + (out / "checkpoint").string() + " --prompt Hello --chars 20");
+  ASSERT_EQ(s.exit_code, 0) << s.output;
+  EXPECT_EQ(s.output.rfind("Hello", 0), 0u) << s.output;
+  EXPECT_GE(s.output.size(), 25u);
+
+  std::string text = (dir_ / "text.txt").string();
+  std::ofstream(text) << std::string(200, 'a')
+                      << "some more text to score, long enough for windows";
+  Result e = run("eval --checkpoint " + (out / "checkpoint").string() + " --data " + text);
+  ASSERT_EQ(e.exit_code, 0) << e.output;
+  auto j = nlohmann::json::parse(e.output.substr(e.output.find('{')));
+  EXPECT_GT(j["nats_per_byte"].get<double>(), 0.0);
+  EXPECT_NEAR(j["bits_per_byte"].get<double>(), j["nats_per_byte"].get<double>() / std::log(2.0),
+              1e-5);
+}
+
+TEST_F(Cli, EvalOnMissingFileIsAnError) {
+  expect_error(run("eval --checkpoint " + (dir_ / "nothing").string() + " --data /nonexistent"),
+               "checkpoint");
+}
+
+}  // namespace
