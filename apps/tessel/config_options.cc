@@ -9,6 +9,10 @@ void ConfigOptions::add_to(CLI::App* command, bool with_steps) {
   command->add_option("--set", overrides, "override a config key: --set lr=3e-4 (repeatable)");
   if (with_steps) command->add_option("--steps", steps, "number of training steps");
   command->add_option("--threads", threads, "intra-op threads (default: all cores)");
+  command->add_option("--mesh", mesh, "device mesh, e.g. data=2,model=2 (launch with mpirun)");
+  command->add_option(
+      "--layout", layout,
+      "dims to mesh axes, e.g. batch=data,heads=model,seq=model (default by axis name)");
 }
 
 TrainConfig ConfigOptions::load() const {
@@ -16,6 +20,8 @@ TrainConfig ConfigOptions::load() const {
   for (const std::string& o : overrides) c.set(o);
   if (steps >= 0) c.set("steps=" + std::to_string(steps));
   if (threads >= 0) c.set("threads=" + std::to_string(threads));
+  if (!mesh.empty()) c.mesh = mesh;
+  if (!layout.empty()) c.layout = layout;
   c.validate();
   if (c.threads > 0) omp_set_num_threads(c.threads);
   return c;

@@ -1,5 +1,5 @@
 // Options shared by commands that read a training config: --config, --set,
-// --steps, --threads. Overrides apply on top of the file, key by key.
+// --steps, --threads, --mesh, --layout. Overrides apply on top of the file, key by key.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -16,6 +16,7 @@ struct ConfigOptions {
   std::vector<std::string> overrides;
   int64_t steps = -1;
   int threads = -1;
+  std::string mesh, layout;
 
   void add_to(CLI::App* command, bool with_steps = true);
   // The file, then --set, then --steps/--threads; validated.

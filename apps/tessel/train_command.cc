@@ -13,7 +13,6 @@
 #include "config_options.h"
 #include "progress.h"
 #include "tessel/base/error.h"
-#include "tessel/train/checkpoint/checkpoint.h"
 #include "tessel/train/text_model.h"
 #include "tessel/train/trainer.h"
 
@@ -23,31 +22,65 @@ namespace {
 struct TrainOptions {
   ConfigOptions config;
   std::string out = "runs/latest";
+  bool comm_stats = false;
 };
+
+void print_comm_stats(const CommStats& stats) {
+  for (const auto& [group, kinds] : stats)
+    for (const auto& [kind, count] : kinds)
+      std::printf("comm %-8s %-15s %8lld calls %14lld bytes\n", group.c_str(), kind.c_str(),
+                  static_cast<long long>(count.calls), static_cast<long long>(count.bytes));
+}
+
+// Collectives of one step, per axis and kind: {"data": {"all_reduce": {"calls": 3, "bytes": 96}}}.
+nlohmann::json comm_delta(const CommStats& before, const CommStats& after) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [group, kinds] : after)
+    for (const auto& [kind, count] : kinds) {
+      CollectiveCount prev;
+      if (auto g = before.find(group); g != before.end())
+        if (auto k = g->second.find(kind); k != g->second.end()) prev = k->second;
+      if (count.calls == prev.calls) continue;
+      out[group][kind] = {{"calls", count.calls - prev.calls}, {"bytes", count.bytes - prev.bytes}};
+    }
+  return out;
+}
 
 int run_train(const TrainOptions& opt) {
   TrainConfig config = opt.config.load();
-  std::filesystem::create_directories(opt.out);
   Trainer trainer(config);
   const Task& task = trainer.task();
-  std::printf("tessel train: %s, %lld parameters, %.2f GFLOP/step, arena %.1f MiB, %d threads\n",
-              config.model.c_str(), static_cast<long long>(trainer.params().parameter_count()),
-              trainer.flops_per_step() / 1e9, trainer.arena_bytes() / 1048576.0,
-              config.threads > 0 ? config.threads : omp_get_max_threads());
-  std::printf("baseline loss to beat (%s): %.4f nats\n",
-              config.model == "gpt" ? "unigram entropy of the training text" : "chance",
-              task.baseline_loss());
-  std::fflush(stdout);
+  const bool root = trainer.is_root();
+  if (root) {
+    std::filesystem::create_directories(opt.out);
+    std::printf(
+        "tessel train: %s, %lld parameters on mesh %s, %.2f GFLOP/step, arena %.1f MiB "
+        "per rank, %d threads per rank\n",
+        config.model.c_str(), static_cast<long long>(trainer.parameter_count()),
+        trainer.distributed().mesh().to_string().c_str(), trainer.flops_per_step() / 1e9,
+        trainer.arena_bytes() / 1048576.0,
+        config.threads > 0 ? config.threads : omp_get_max_threads());
+    std::printf("baseline loss to beat (%s): %.4f nats\n",
+                config.model == "gpt" ? "unigram entropy of the training text" : "chance",
+                task.baseline_loss());
+    std::fflush(stdout);
+  }
 
-  std::ofstream metrics(std::filesystem::path(opt.out) / "metrics.jsonl");
-  if (!metrics) TS_THROW("cannot write metrics to '", opt.out, "/metrics.jsonl'");
+  std::ofstream metrics;
+  if (root) {
+    metrics.open(std::filesystem::path(opt.out) / "metrics.jsonl");
+    if (!metrics) TS_THROW("cannot write metrics to '", opt.out, "/metrics.jsonl'");
+  }
   Progress progress(config.steps, task.item_name());
+  trainer.distributed().reset_stats();
   EvalResult last_eval{-1, -1};
   double last_loss = 0;
   for (int64_t s = 0; s < config.steps; ++s) {
+    const CommStats before = trainer.distributed().stats();
     auto t0 = std::chrono::steady_clock::now();
     StepResult r = trainer.step();
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const CommStats after = trainer.distributed().stats();
     last_loss = r.loss;
     if (!std::isfinite(r.loss)) TS_THROW("step ", s, ": loss is ", r.loss, " (diverged)");
     nlohmann::json line = {{"step", s},
@@ -57,6 +90,7 @@ int run_train(const TrainOptions& opt) {
                            {"step_ms", seconds * 1e3},
                            {"tokens_per_s", trainer.items_per_step() / seconds},
                            {"gflops", trainer.flops_per_step() / seconds / 1e9}};
+    if (!after.empty()) line["comm"] = comm_delta(before, after);
     bool eval_now =
         (config.eval_every > 0 && (s + 1) % config.eval_every == 0) || s + 1 == config.steps;
     if (eval_now) {
@@ -64,15 +98,22 @@ int run_train(const TrainOptions& opt) {
       line["val_loss"] = last_eval.loss;
       if (last_eval.accuracy >= 0) line["val_accuracy"] = last_eval.accuracy;
     }
+    if (!root) continue;
     metrics << line.dump() << "\n";
     metrics.flush();
     progress.update(s + 1, r.loss, trainer.items_per_step() / seconds,
                     trainer.flops_per_step() / seconds / 1e9, eval_now ? last_eval.loss : -1);
   }
-  progress.finish();
-
+  const CommStats stats = trainer.distributed().stats();
   std::string checkpoint = (std::filesystem::path(opt.out) / "checkpoint").string();
-  save_checkpoint(checkpoint, config, trainer.params(), trainer.steps_done());
+  trainer.save_checkpoint(checkpoint);
+  if (!root) return 0;
+  progress.finish();
+  if (opt.comm_stats) {
+    std::printf("collectives on rank 0 over %lld steps (training and evaluation):\n",
+                static_cast<long long>(config.steps));
+    print_comm_stats(stats);
+  }
   std::printf("final: train loss %.4f, val loss %.4f nats (baseline %.4f)", last_loss,
               last_eval.loss, task.baseline_loss());
   if (last_eval.accuracy >= 0) std::printf(", val accuracy %.2f%%", 100 * last_eval.accuracy);
@@ -93,6 +134,7 @@ Command add_train_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("train", "train a model from a JSON config");
   opt->config.add_to(sub);
   sub->add_option("--out", opt->out, "output directory (metrics.jsonl, checkpoint/)");
+  sub->add_flag("--comm-stats", opt->comm_stats, "print collective calls and bytes per mesh axis");
   return {sub, [opt] { return run_train(*opt); }};
 }
 

@@ -203,6 +203,12 @@ constexpr std::array<Entry, static_cast<size_t>(OpKind::kCount)> kVjpTable = {{
     {OpKind::kLayerNormGradGamma, nullptr},
     {OpKind::kEmbeddingGrad, nullptr},
     {OpKind::kCrossEntropyGrad, nullptr},
+    {OpKind::kShardSlice, nullptr},
+    {OpKind::kAllGather, nullptr},
+    {OpKind::kReduceScatter, nullptr},
+    {OpKind::kAllReduce, nullptr},
+    {OpKind::kAllToAll, nullptr},
+    {OpKind::kZeroUnlessRoot, nullptr},
 }};
 
 constexpr bool table_in_enum_order() {

@@ -59,6 +59,14 @@ enum class OpKind {
   kLayerNormGradGamma,  // (x, dy) -> shape of gamma
   kEmbeddingGrad,       // (ids, dy) -> table shape (attrs.shape)
   kCrossEntropyGrad,    // (logits, labels, dloss)
+  // Collectives and local reshards, inserted by the sharding lowering on a
+  // rank's local graph. attrs.axis names the mesh axis, attrs.count its size.
+  kShardSlice,      // B -> S(attrs.dim): keep slice attrs.offset of count (local)
+  kAllGather,       // S(attrs.dim) -> B
+  kReduceScatter,   // P(sum) -> S(attrs.dim)
+  kAllReduce,       // P -> B; attrs.key "sum" or "max"
+  kAllToAll,        // S(attrs.dim) -> S(attrs.dim2)
+  kZeroUnlessRoot,  // B -> P(sum): the value on coordinate 0 (attrs.offset == 0), zeros elsewhere
   kCount,
 };
 
@@ -70,8 +78,15 @@ struct Attrs {
   std::string dim2;               // causal query dim; merged or renamed-to name
   Shape shape;                    // fill / expand target; split parts; embedding-grad table
   float scalar = 0.0f;            // scale factor; eps; dropout p; fill value
-  std::string key;                // dropout stream name
+  std::string key;                // dropout stream name; all-reduce kind
   uint64_t seed = 0;              // dropout seed
+  // Set on a rank's local graph by the sharding lowering.
+  std::string axis;              // mesh axis of a collective; vocab axis of sharded cross-entropy
+  int64_t count = 1;             // size of that axis
+  int64_t offset = 0;            // coordinate on it; first vocab row of a vocab shard
+  int64_t total = 0;             // cross-entropy: rows of the global batch (0: local = global)
+  std::vector<int64_t> offsets;  // dropout: this shard's offset along each dim (attrs.shape global)
+  bool overlap = false;          // all-reduce of a program output: may be bucketed and overlapped
 };
 
 }  // namespace tessel

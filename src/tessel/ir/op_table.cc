@@ -310,6 +310,41 @@ ShapeRuleOutput rename_rule(const ShapeRuleInput& in) {
   return {Shape(out), in.dtypes[0]};
 }
 
+// Local shape rules of the collectives: a split dim shrinks or grows by the axis size.
+Shape resize_dim(const ShapeRuleInput& in, const Shape& x, const std::string& dim, bool grow) {
+  expect_dim(in, x, dim, "sharded");
+  if (in.attrs.count < 1)
+    TS_THROW(where(in), ": axis '", in.attrs.axis, "' has size ", in.attrs.count);
+  std::vector<Dim> dims = x.dims();
+  for (Dim& d : dims) {
+    if (d.name != dim) continue;
+    if (!grow && d.size % in.attrs.count != 0)
+      TS_THROW(where(in), ": dim ", d, " does not divide over axis '", in.attrs.axis, "' of size ",
+               in.attrs.count);
+    d.size = grow ? d.size * in.attrs.count : d.size / in.attrs.count;
+  }
+  return Shape(dims);
+}
+
+// Moves that only copy 32-bit words accept i32 (token ids, labels) too.
+ShapeRuleOutput slice_rule(const ShapeRuleInput& in) {
+  return {resize_dim(in, *in.shapes[0], in.attrs.dim, false), in.dtypes[0]};
+}
+
+ShapeRuleOutput reduce_scatter_rule(const ShapeRuleInput& in) {
+  expect_f32(in, 0, "input");
+  return slice_rule(in);
+}
+
+ShapeRuleOutput gather_rule(const ShapeRuleInput& in) {
+  return {resize_dim(in, *in.shapes[0], in.attrs.dim, true), in.dtypes[0]};
+}
+
+ShapeRuleOutput all_to_all_rule(const ShapeRuleInput& in) {
+  Shape grown = resize_dim(in, *in.shapes[0], in.attrs.dim, true);
+  return {resize_dim(in, grown, in.attrs.dim2, false), in.dtypes[0]};
+}
+
 double einsum_flops(const std::vector<const Shape*>& in, const Shape& out) {
   double n = static_cast<double>(out.numel());
   for (const Dim& d : in[0]->dims())
@@ -359,6 +394,12 @@ constexpr std::array<OpInfo, static_cast<size_t>(OpKind::kCount)> kOpTable = {{
     {OpKind::kEmbeddingGrad, "embedding_grad", 2, false, embedding_grad_rule, input_cost<1>},
     {OpKind::kCrossEntropyGrad, "cross_entropy_grad", 3, false, cross_entropy_rule,
      elementwise_cost<5>},
+    {OpKind::kShardSlice, "shard_slice", 1, false, slice_rule, free_op},
+    {OpKind::kAllGather, "all_gather", 1, false, gather_rule, free_op},
+    {OpKind::kReduceScatter, "reduce_scatter", 1, false, reduce_scatter_rule, free_op},
+    {OpKind::kAllReduce, "all_reduce", 1, false, unary_rule, free_op},
+    {OpKind::kAllToAll, "all_to_all", 1, false, all_to_all_rule, free_op},
+    {OpKind::kZeroUnlessRoot, "zero_unless_root", 1, false, unary_rule, free_op},
 }};
 
 constexpr bool table_in_enum_order() {

@@ -15,6 +15,7 @@
 #include "tessel/kernels/layernorm.h"
 #include "tessel/kernels/reduce.h"
 #include "tessel/kernels/softmax.h"
+#include "tessel/runtime/sharded_ops.h"
 
 // The fast kernel or its naive twin.
 #define TS_KERNEL(name) (call.reference ? kernels::name##_ref : kernels::name)
@@ -131,6 +132,7 @@ void dropout(const OpCall& call) {
 }  // namespace
 
 size_t scratch_bytes(const Graph& graph, const Node& node, const kernels::EinsumPlan* einsum) {
+  if (is_sharded_op(node)) return sharded_scratch_bytes(graph, node);
   switch (node.kind) {
     case OpKind::kEinsum:
       return static_cast<size_t>(einsum->scratch_elements()) * sizeof(float);
@@ -145,6 +147,7 @@ void execute_op(const OpCall& call) {
   const Node& node = call.node;
   check_rank(call, node.shape);
   for (ValueId in : node.inputs) check_rank(call, call.graph.node(in).shape);
+  if (is_sharded_op(node)) return execute_sharded_op(call, call.comms);
   const int64_t numel = node.shape.numel();
   float* out = out_f32(call);
   switch (node.kind) {
@@ -153,6 +156,12 @@ void execute_op(const OpCall& call) {
     case OpKind::kSplitDim:
     case OpKind::kMergeDims:
     case OpKind::kRename:
+    case OpKind::kShardSlice:
+    case OpKind::kAllGather:
+    case OpKind::kReduceScatter:
+    case OpKind::kAllReduce:
+    case OpKind::kAllToAll:
+    case OpKind::kZeroUnlessRoot:
     case OpKind::kCount:
       TS_CHECK(false, op_name(node.kind), " is not an instruction");
     case OpKind::kFill:

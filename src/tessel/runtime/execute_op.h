@@ -12,6 +12,10 @@
 #include "tessel/kernels/einsum.h"
 
 namespace tessel {
+class CommGroups;
+}
+
+namespace tessel {
 
 struct OpCall {
   const Graph& graph;
@@ -21,6 +25,7 @@ struct OpCall {
   void* scratch;  // scratch_bytes() bytes, or nullptr
   const kernels::EinsumPlan* einsum;
   bool reference;
+  const CommGroups* comms;  // collectives and sharded ops; nullptr in a single process
 };
 
 void execute_op(const OpCall& call);

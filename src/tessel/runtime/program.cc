@@ -1,9 +1,11 @@
 #include "tessel/runtime/program.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "tessel/base/error.h"
 #include "tessel/ir/op_table.h"
+#include "tessel/runtime/comm_groups.h"
 #include "tessel/runtime/execute_op.h"
 
 namespace tessel {
@@ -59,11 +61,35 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
   // Inputs keep their values across runs (write once, run many times).
   for (ValueId id : g.inputs()) touch(id, end);
 
+  // Gradient buckets: overlapped output all-reduces, grouped per axis in
+  // instruction order until a bucket reaches bucket_bytes.
+  std::vector<size_t> bucket_offset(n, 0);
+  std::vector<int> bucket_of(n, -1);
+  {
+    std::map<std::string, int> open;
+    for (size_t i = 0; i < instructions_.size(); ++i) {
+      const Node& node = g.node(instructions_[i].node);
+      if (node.kind != OpKind::kAllReduce || !node.attrs.overlap || !options_.comms) continue;
+      auto it = open.find(node.attrs.axis);
+      if (it == open.end()) {
+        buckets_.push_back(Bucket{node.attrs.axis});
+        it = open.emplace(node.attrs.axis, static_cast<int>(buckets_.size()) - 1).first;
+      }
+      Bucket& b = buckets_[it->second];
+      instructions_[i].bucket = it->second;
+      bucket_of[instructions_[i].node] = it->second;
+      bucket_offset[instructions_[i].node] = b.bytes;
+      b.bytes += static_cast<size_t>(node.shape.numel()) * sizeof(float);
+      b.last_instruction = static_cast<int>(i);
+      if (b.bytes >= options_.bucket_bytes) open.erase(it);
+    }
+  }
+
   // One buffer per root value that is neither a parameter nor unused.
   value_buffer_.assign(n, -1);
   for (ValueId id = 0; id < n; ++id) {
     if (alias_root_[id] != id || first_use[id] < 0) continue;
-    if (g.node(id).kind == OpKind::kParam) continue;
+    if (g.node(id).kind == OpKind::kParam || bucket_of[id] >= 0) continue;
     const Node& node = g.node(id);
     value_buffer_[id] = static_cast<int>(requests_.size());
     requests_.push_back({static_cast<size_t>(node.shape.numel()) * dtype_size(node.dtype),
@@ -80,6 +106,14 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
 
   for (ValueId id : g.params())
     if (first_use[id] >= 0) used_params_.push_back(id);
+  std::vector<int> bucket_first(buckets_.size(), -1);
+  for (size_t i = 0; i < instructions_.size(); ++i)
+    if (instructions_[i].bucket >= 0 && bucket_first[instructions_[i].bucket] < 0)
+      bucket_first[instructions_[i].bucket] = static_cast<int>(i);
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    buckets_[b].buffer = static_cast<int>(requests_.size());
+    requests_.push_back({buckets_[b].bytes, bucket_first[b], end});
+  }
 
   plan_ = plan_memory(requests_);
   arena_ = AlignedBuffer(plan_.peak_bytes);
@@ -87,7 +121,21 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
   for (ValueId id = 0; id < n; ++id) {
     int buffer = value_buffer_[alias_root_[id]];
     if (buffer >= 0) value_ptr_[id] = arena_.data() + plan_.offsets[buffer];
+    if (int b = bucket_of[alias_root_[id]]; b >= 0)
+      value_ptr_[id] =
+          arena_.data() + plan_.offsets[buckets_[b].buffer] + bucket_offset[alias_root_[id]];
   }
+}
+
+void Program::run_bucket_member(const Instruction& ins, size_t index) {
+  const Node& node = graph_->node(ins.node);
+  std::memcpy(value_ptr_[ins.node], value_ptr_[node.inputs[0]],
+              static_cast<size_t>(node.shape.numel()) * sizeof(float));
+  Bucket& b = buckets_[ins.bucket];
+  if (static_cast<int>(index) != b.last_instruction) return;
+  float* region = reinterpret_cast<float*>(arena_.data() + plan_.offsets[b.buffer]);
+  b.pending = options_.comms->axis(b.axis).start_all_reduce(
+      region, static_cast<int64_t>(b.bytes / sizeof(float)), "gradient bucket");
 }
 
 void Program::bind_param(const std::string& name, float* data) {
@@ -116,17 +164,31 @@ void Program::run() {
   const Graph& g = *graph_;
   for (ValueId id : used_params_)
     if (!value_ptr_[id]) TS_THROW("parameter '", g.node(id).name, "' is not bound to storage");
-  for (const Instruction& ins : instructions_) {
+  for (size_t i = 0; i < instructions_.size(); ++i) {
+    const Instruction& ins = instructions_[i];
     const Node& node = g.node(ins.node);
+    if (ins.bucket >= 0) {
+      run_bucket_member(ins, i);
+      continue;
+    }
+    // Let buckets in flight progress while compute goes on.
+    for (Bucket& b : buckets_)
+      if (b.pending && b.pending->test()) b.pending.reset();
     OpCall call{g,
                 node,
                 value_ptr_,
                 value_ptr_[ins.node],
                 ins.scratch >= 0 ? arena_.data() + plan_.offsets[ins.scratch] : nullptr,
                 ins.einsum_plan >= 0 ? &einsum_plans_[ins.einsum_plan] : nullptr,
-                options_.reference_kernels};
+                options_.reference_kernels,
+                options_.comms};
     execute_op(call);
   }
+  for (Bucket& b : buckets_)
+    if (b.pending) {
+      b.pending->wait();
+      b.pending.reset();
+    }
 }
 
 }  // namespace tessel

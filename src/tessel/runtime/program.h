@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "tessel/comm/communicator.h"
 #include "tessel/ir/graph.h"
 #include "tessel/kernels/einsum.h"
 #include "tessel/passes/memory_plan.h"
@@ -20,8 +21,14 @@
 
 namespace tessel {
 
+class CommGroups;
+
 struct CompileOptions {
-  bool reference_kernels = false;  // run every op on its naive `_ref` twin
+  bool reference_kernels = false;     // run every op on its naive `_ref` twin
+  const CommGroups* comms = nullptr;  // per-axis communicators of a rank's local graph
+  // Output all-reduces (gradients) are packed into buckets of about this
+  // size and reduced in the background while later instructions run.
+  size_t bucket_bytes = 25u << 20;
 };
 
 class Program {
@@ -43,6 +50,7 @@ class Program {
   size_t arena_bytes() const { return plan_.peak_bytes; }
   double flops_per_run() const { return flops_; }
   int instruction_count() const { return static_cast<int>(instructions_.size()); }
+  int bucket_count() const { return static_cast<int>(buckets_.size()); }
   // The buffer requests and plan, for checking the plan (tests, inspect).
   const std::vector<BufferRequest>& buffer_requests() const { return requests_; }
   const MemoryPlan& memory_plan() const { return plan_; }
@@ -52,7 +60,18 @@ class Program {
     ValueId node;
     int einsum_plan = -1;  // index into einsum_plans_
     int scratch = -1;      // buffer index of per-instruction scratch
+    int bucket = -1;       // gradient bucket this all-reduce belongs to
   };
+  // Outputs of overlapped all-reduces on one axis, packed back to back in one
+  // buffer; one non-blocking all-reduce once the last member is written.
+  struct Bucket {
+    std::string axis;
+    int buffer = -1;
+    size_t bytes = 0;
+    int last_instruction = -1;
+    std::unique_ptr<CommRequest> pending;
+  };
+  void run_bucket_member(const Instruction& ins, size_t index);
 
   std::shared_ptr<const Graph> graph_;
   CompileOptions options_;
@@ -66,6 +85,7 @@ class Program {
   std::vector<void*> value_ptr_;
   std::map<std::string, ValueId> params_by_name_;
   std::vector<ValueId> used_params_;  // parameters some instruction reads
+  std::vector<Bucket> buckets_;
   double flops_ = 0;
 };
 

@@ -53,6 +53,9 @@ const std::map<std::string, KeyRule>& rules() {
       {"sample_chars", field(&TrainConfig::sample_chars)},
       {"sample_prompt", field(&TrainConfig::sample_prompt)},
       {"threads", field(&TrainConfig::threads)},
+      {"mesh", field(&TrainConfig::mesh)},
+      {"layout", field(&TrainConfig::layout)},
+      {"bucket_mib", field(&TrainConfig::bucket_mib)},
   };
   return table;
 }
@@ -161,6 +164,7 @@ void TrainConfig::validate() const {
   positive("eval_batches", eval_batches);
   non_negative("sample_chars", sample_chars);
   non_negative("threads", threads);
+  positive("bucket_mib", bucket_mib);
   if (!(beta1 >= 0 && beta1 < 1)) TS_THROW("config: 'beta1' must be in [0, 1), got ", beta1);
   if (!(beta2 >= 0 && beta2 < 1)) TS_THROW("config: 'beta2' must be in [0, 1), got ", beta2);
   positive("eps", eps);

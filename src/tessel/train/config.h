@@ -46,6 +46,10 @@ struct TrainConfig {
   int64_t sample_chars = 0;  // gpt: characters sampled after training (0: none)
   std::string sample_prompt = "The ";
   int threads = 0;  // 0: all cores
+  // Parallelism.
+  std::string mesh;        // "data=2,model=2"; "" = one rank
+  std::string layout;      // "batch=data,heads=model"; "" = defaults for the mesh's axis names
+  double bucket_mib = 25;  // gradient all-reduce bucket size
 
   static TrainConfig from_json(const nlohmann::json& j);
   static TrainConfig from_file(const std::string& path);

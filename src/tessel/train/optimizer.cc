@@ -15,14 +15,15 @@ double learning_rate(const TrainConfig& c, int64_t step) {
 }
 
 UpdateStats apply_update(const TrainConfig& c, ParamStore& params,
-                         const std::vector<const float*>& grads, int64_t step) {
+                         const std::vector<const float*>& grads, int64_t step,
+                         const GlobalSumOfSquares& global_sum) {
   auto& entries = params.entries();
   TS_CHECK(grads.size() == entries.size(), "one gradient per parameter");
   UpdateStats stats;
-  double sum_sq = 0;
+  std::vector<double> local_sq(entries.size());
   for (size_t i = 0; i < entries.size(); ++i)
-    sum_sq += kernels::sum_of_squares(grads[i], entries[i].value.numel());
-  stats.grad_norm = std::sqrt(sum_sq);
+    local_sq[i] = kernels::sum_of_squares(grads[i], entries[i].value.numel());
+  stats.grad_norm = std::sqrt(global_sum(local_sq));
   if (!std::isfinite(stats.grad_norm))
     TS_THROW("step ", step, ": gradient norm is ", stats.grad_norm,
              " (the loss diverged; lower 'lr' or enable 'grad_clip')");

@@ -7,6 +7,7 @@
 // in double in a fixed order, so a run is bitwise reproducible.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "tessel/train/config.h"
@@ -22,9 +23,14 @@ struct UpdateStats {
   double lr = 0;
 };
 
+// Sum of squares of the whole gradient, given each local shard's sum of
+// squares (on a mesh: weighted by replication and reduced over the ranks).
+using GlobalSumOfSquares = std::function<double(const std::vector<double>& local)>;
+
 // Applies one update. grads[i] is the gradient of params.entries()[i].
 // `step` counts from 0; AdamW's bias correction uses step + 1.
 UpdateStats apply_update(const TrainConfig& config, ParamStore& params,
-                         const std::vector<const float*>& grads, int64_t step);
+                         const std::vector<const float*>& grads, int64_t step,
+                         const GlobalSumOfSquares& global_sum);
 
 }  // namespace tessel

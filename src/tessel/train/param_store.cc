@@ -23,13 +23,19 @@ void init_param(const std::string& name, const ParamInit& init, uint64_t seed, i
   }
 }
 
-ParamStore::ParamStore(const Graph& graph, uint64_t seed) {
+ParamStore::ParamStore(const Graph& graph) {
   for (ValueId id : graph.params()) {
     const Node& node = graph.node(id);
     ParamEntry entry{node.name, Tensor(node.shape, DType::kF32), {}, {}, node.shape.rank() >= 2};
-    init_param(node.name, node.init, seed, node.shape.numel(), entry.value.f32());
     index_[node.name] = entries_.size();
     entries_.push_back(std::move(entry));
+  }
+}
+
+ParamStore::ParamStore(const Graph& graph, uint64_t seed) : ParamStore(graph) {
+  for (ValueId id : graph.params()) {
+    const Node& node = graph.node(id);
+    init_param(node.name, node.init, seed, node.shape.numel(), at(node.name).value.f32());
   }
 }
 

@@ -26,6 +26,9 @@ class ParamStore {
  public:
   // One entry per parameter of `graph`, initialised from `seed`.
   ParamStore(const Graph& graph, uint64_t seed);
+  // One zeroed entry per parameter of `graph` (a rank's local shards); the
+  // caller fills them (DistributedContext::slice_local of the full values).
+  explicit ParamStore(const Graph& graph);
 
   std::vector<ParamEntry>& entries() { return entries_; }
   const std::vector<ParamEntry>& entries() const { return entries_; }

@@ -29,12 +29,12 @@ class GptTextTask : public Task {
     baseline_ = unigram_entropy_nats(corpus_.train);
   }
 
-  void fill_batch(Program& p, Split split, int64_t index, int64_t batch) const override {
+  void fill_batch(const InputBuffers& input, Split split, int64_t index,
+                  int64_t batch) const override {
     const auto& data = split == Split::kTrain ? corpus_.train : corpus_.val;
     uint64_t seed = split == Split::kTrain ? seed_ : seed_ ^ kEvalSeedSalt;
-    sample_text_batch(data, seed, index, 0, batch, context_,
-                      static_cast<int32_t*>(p.input("tokens")),
-                      static_cast<int32_t*>(p.input("targets")));
+    sample_text_batch(data, seed, index, 0, batch, context_, static_cast<int32_t*>(input("tokens")),
+                      static_cast<int32_t*>(input("targets")));
   }
 
   int64_t items_per_row() const override { return context_; }
@@ -61,11 +61,12 @@ class MlpImageTask : public Task {
                kMlpPixels, " pixels");
   }
 
-  void fill_batch(Program& p, Split split, int64_t index, int64_t batch) const override {
+  void fill_batch(const InputBuffers& input, Split split, int64_t index,
+                  int64_t batch) const override {
     const ImageDataset& d = split == Split::kTrain ? train_ : test_;
     uint64_t seed = split == Split::kTrain ? seed_ : seed_ ^ kEvalSeedSalt;
-    sample_image_batch(d, seed, index, 0, batch, p.f32(p.graph().find("images")),
-                       static_cast<int32_t*>(p.input("labels")));
+    sample_image_batch(d, seed, index, 0, batch, static_cast<float*>(input("images")),
+                       static_cast<int32_t*>(input("labels")));
   }
 
   int64_t items_per_row() const override { return 1; }
@@ -74,11 +75,10 @@ class MlpImageTask : public Task {
     return std::log(static_cast<double>(kFashionMnistClasses));
   }
 
-  double accuracy(Program& p, ValueId logits) const override {
-    const float* l = p.f32(logits);
-    const int32_t* labels = static_cast<const int32_t*>(p.input("labels"));
+  bool has_accuracy() const override { return true; }
+  double accuracy(const float* l, const InputBuffers& input, int64_t rows) const override {
+    const int32_t* labels = static_cast<const int32_t*>(input("labels"));
     const int64_t classes = kFashionMnistClasses;
-    const int64_t rows = p.graph().node(logits).shape.numel() / classes;
     int64_t correct = 0;
     for (int64_t r = 0; r < rows; ++r) {
       int64_t best = 0;

@@ -6,6 +6,7 @@
 // and, later, each rank's shard computable on its own.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -33,16 +34,22 @@ TaskGraph build_model(const TrainConfig& config, GraphBuilder& b, int64_t batch,
 class Task {
  public:
   virtual ~Task() = default;
-  // Writes the inputs of batch `index` of `split` into the program.
-  virtual void fill_batch(Program& program, Split split, int64_t index, int64_t batch) const = 0;
+  // Writes the inputs of batch `index` of `split` (full, unsharded), each
+  // into the buffer `input(name)` returns.
+  using InputBuffers = std::function<void*(const std::string& name)>;
+  virtual void fill_batch(const InputBuffers& input, Split split, int64_t index,
+                          int64_t batch) const = 0;
   // Items (tokens or examples) per batch row.
   virtual int64_t items_per_row() const = 0;
   virtual const char* item_name() const = 0;
   // A loss any real learning must beat: the unigram entropy of the text, or
   // log(classes) for a classifier at chance.
   virtual double baseline_loss() const = 0;
-  // Accuracy of the logits of the last run (classification), or -1.
-  virtual double accuracy(Program& program, ValueId logits) const { return -1; }
+  // Classifiers: accuracy of full logits against the batch's labels.
+  virtual bool has_accuracy() const { return false; }
+  virtual double accuracy(const float* logits, const InputBuffers& input, int64_t batch) const {
+    return -1;
+  }
 };
 
 struct GptConfig;

@@ -2,8 +2,11 @@
 
 #include <omp.h>
 
+#include <cstring>
+
 #include "tessel/autodiff/backward.h"
 #include "tessel/base/error.h"
+#include "tessel/train/checkpoint/checkpoint.h"
 
 namespace tessel {
 
@@ -16,39 +19,101 @@ TrainingGraph build_training_graph(const TrainConfig& config, int64_t batch) {
   return t;
 }
 
+Trainer::~Trainer() = default;
+
+void Trainer::compile(Compiled& c, Graph global, TaskGraph outputs,
+                      const std::vector<ValueId>& extra) {
+  c.global = std::move(global);
+  c.outputs = outputs;
+  std::vector<ValueId> wanted = {outputs.loss};
+  if (outputs.logits >= 0) wanted.push_back(outputs.logits);
+  wanted.insert(wanted.end(), extra.begin(), extra.end());
+  c.local = lower_to_rank(c.global, wanted, ctx_->mesh(), ctx_->layout(), ctx_->rank());
+  std::vector<ValueId> local_outputs;
+  for (ValueId v : wanted) local_outputs.push_back(c.local.local_of[v]);
+  CompileOptions options;
+  options.comms = &ctx_->groups();
+  options.bucket_bytes = static_cast<size_t>(config_.bucket_mib * 1048576.0);
+  c.program = std::make_unique<Program>(c.local.graph, local_outputs, options);
+}
+
 Trainer::Trainer(const TrainConfig& config) : config_(config) {
   config_.validate();
   if (config_.threads > 0) omp_set_num_threads(config_.threads);
-  task_ = make_task(config_);
+  ctx_ = std::make_unique<DistributedContext>(config_.mesh, config_.layout);
 
   TrainingGraph train = build_training_graph(config_, config_.batch);
-  train_out_ = train.outputs;
-  std::vector<ValueId> outputs = {train.outputs.loss};
-  outputs.insert(outputs.end(), train.grads.begin(), train.grads.end());
-  train_ = std::make_unique<Program>(train.graph, outputs);
-  grad_of_param_ = train.grads;
+  ctx_->layout().validate(train.graph, ctx_->mesh());
+  {
+    std::vector<bool> all(train.graph.size(), true);
+    global_flops_ = train.graph.flops(all);
+  }
+  task_ = make_task(config_);
 
+  grads_ = train.grads;
+  TaskGraph train_outputs = train.outputs;
+  train_outputs.logits = -1;  // the training program needs only loss and gradients
+  compile(train_, std::move(train.graph), train_outputs, grads_);
   Graph eval_graph;
   GraphBuilder eb(eval_graph);
-  eval_out_ = build_model(config_, eb, config_.batch, /*training=*/false);
-  eval_ =
-      std::make_unique<Program>(eval_graph, std::vector<ValueId>{eval_out_.loss, eval_out_.logits});
+  TaskGraph eval_outputs = build_model(config_, eb, config_.batch, /*training=*/false);
+  compile(eval_, std::move(eval_graph), eval_outputs, {});
 
-  params_ = std::make_unique<ParamStore>(train_->graph(), config_.seed);
-  for (ParamEntry& e : params_->entries()) {
-    train_->bind_param(e.name, e.value.f32());
-    eval_->bind_param(e.name, e.value.f32());
+  // Parameters: full initial values from the seed, then this rank's shard.
+  params_ = std::make_unique<ParamStore>(train_.program->graph());
+  for (ValueId p : train_.global.params()) {
+    const Node& node = train_.global.node(p);
+    const Sharding& s = train_.local.sharding_of[p];
+    std::vector<float> full(node.shape.numel());
+    init_param(node.name, node.init, config_.seed, node.shape.numel(), full.data());
+    ctx_->slice_local(node.shape, s, full.data(), params_->at(node.name).value.f32());
+    param_sharding_.push_back(s);
+    double copies = 1;
+    for (int a = 0; a < s.axis_count(); ++a)
+      if (!s[a].is_split()) copies *= ctx_->mesh().axis(a).size;
+    replicas_.push_back(copies);
   }
-  for (ValueId g : grad_of_param_) grad_ptrs_.push_back(train_->f32(g));
+  for (ParamEntry& e : params_->entries()) {
+    train_.program->bind_param(e.name, e.value.f32());
+    eval_.program->bind_param(e.name, e.value.f32());
+  }
+  for (ValueId g : grads_) grad_ptrs_.push_back(train_.program->f32(train_.local.local_of[g]));
+  for (ValueId id : train_.global.inputs()) {
+    const Node& n = train_.global.node(id);
+    staging_.emplace(n.name, Tensor(n.shape, n.dtype));
+  }
+}
+
+void Trainer::feed(Compiled& c, Split split, int64_t index) {
+  auto input = [this](const std::string& name) -> void* {
+    auto it = staging_.find(name);
+    if (it == staging_.end()) TS_THROW("the task wrote input '", name, "', which the model lacks");
+    return it->second.raw();
+  };
+  task_->fill_batch(input, split, index, config_.batch);
+  for (ValueId id : c.global.inputs()) {
+    const Node& n = c.global.node(id);
+    // A bitwise copy of this rank's block (token ids travel as raw 32-bit words).
+    ctx_->slice_local(n.shape, c.local.sharding_of[id],
+                      static_cast<const float*>(staging_.at(n.name).raw()),
+                      static_cast<float*>(c.program->input(n.name)));
+  }
 }
 
 StepResult Trainer::step() {
-  task_->fill_batch(*train_, Split::kTrain, step_, config_.batch);
-  train_->run();
+  feed(train_, Split::kTrain, step_);
+  train_.program->run();
   StepResult r;
   r.step = step_;
-  r.loss = *train_->f32(train_out_.loss);
-  UpdateStats u = apply_update(config_, *params_, grad_ptrs_, step_);
+  r.loss = *train_.program->f32(train_.local.local_of[train_.outputs.loss]);
+  auto global_sum = [this](const std::vector<double>& local_sq) {
+    float total = 0;
+    for (size_t i = 0; i < local_sq.size(); ++i)
+      total += static_cast<float>(local_sq[i] / replicas_[i]);
+    ctx_->world().all_reduce(&total, 1, ReduceKind::kSum, "grad_norm");
+    return static_cast<double>(total);
+  };
+  UpdateStats u = apply_update(config_, *params_, grad_ptrs_, step_, global_sum);
   r.grad_norm = u.grad_norm;
   r.lr = u.lr;
   ++step_;
@@ -58,15 +123,71 @@ StepResult Trainer::step() {
 EvalResult Trainer::evaluate() {
   EvalResult r;
   double loss = 0, accuracy = 0;
+  const ValueId logits = eval_.outputs.logits;
+  const Node& logits_node = eval_.global.node(logits);
+  std::vector<float> full_logits;
   for (int64_t i = 0; i < config_.eval_batches; ++i) {
-    task_->fill_batch(*eval_, Split::kVal, i, config_.batch);
-    eval_->run();
-    loss += *eval_->f32(eval_out_.loss);
-    accuracy += task_->accuracy(*eval_, eval_out_.logits);
+    feed(eval_, Split::kVal, i);
+    eval_.program->run();
+    loss += *eval_.program->f32(eval_.local.local_of[eval_.outputs.loss]);
+    full_logits.resize(logits_node.shape.numel());
+    if (!task_->has_accuracy()) continue;
+    auto input = [this](const std::string& name) -> void* { return staging_.at(name).raw(); };
+    ctx_->gather_full(logits_node.shape, eval_.local.sharding_of[logits],
+                      eval_.program->f32(eval_.local.local_of[logits]), full_logits.data());
+    accuracy += task_->accuracy(full_logits.data(), input, config_.batch);
   }
   r.loss = loss / config_.eval_batches;
-  r.accuracy = accuracy < 0 ? -1 : accuracy / config_.eval_batches;
+  r.accuracy = task_->has_accuracy() ? accuracy / config_.eval_batches : -1;
   return r;
+}
+
+int64_t Trainer::parameter_count() const {
+  int64_t n = 0;
+  for (ValueId p : train_.global.params()) n += train_.global.node(p).shape.numel();
+  return n;
+}
+
+std::unique_ptr<ParamStore> Trainer::gather_params() {
+  auto full = std::make_unique<ParamStore>(train_.global);
+  const auto& params = train_.global.params();
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Node& node = train_.global.node(params[i]);
+    ParamEntry& local = params_->entries()[i];
+    ParamEntry& out = full->at(node.name);
+    ctx_->gather_full(node.shape, param_sharding_[i], local.value.f32(), out.value.f32());
+    if (local.m.numel() > 0) {
+      out.m = Tensor(node.shape, DType::kF32);
+      out.v = Tensor(node.shape, DType::kF32);
+      ctx_->gather_full(node.shape, param_sharding_[i], local.m.f32(), out.m.f32());
+      ctx_->gather_full(node.shape, param_sharding_[i], local.v.f32(), out.v.f32());
+    }
+  }
+  return full;
+}
+
+void Trainer::save_checkpoint(const std::string& dir) {
+  std::unique_ptr<ParamStore> full = gather_params();
+  if (ctx_->is_root()) tessel::save_checkpoint(dir, config_, *full, step_);
+}
+
+void Trainer::load_checkpoint(const std::string& dir) {
+  ParamStore full(train_.global);
+  tessel::load_checkpoint(dir, full);
+  const auto& params = train_.global.params();
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Node& node = train_.global.node(params[i]);
+    const ParamEntry& src = full.at(node.name);
+    ParamEntry& dst = params_->entries()[i];
+    ctx_->slice_local(node.shape, param_sharding_[i], src.value.f32(), dst.value.f32());
+    if (src.m.numel() > 0) {
+      dst.m = Tensor(dst.value.shape(), DType::kF32);
+      dst.v = Tensor(dst.value.shape(), DType::kF32);
+      ctx_->slice_local(node.shape, param_sharding_[i], src.m.f32(), dst.m.f32());
+      ctx_->slice_local(node.shape, param_sharding_[i], src.v.f32(), dst.v.f32());
+    }
+  }
+  step_ = read_checkpoint_info(dir).step;
 }
 
 }  // namespace tessel

@@ -1,17 +1,23 @@
-// The single-process training loop's engine.
+// The training loop's engine, on one process or on every rank of a mesh.
 //
-// Builds the task's training graph, appends its gradient graph (autodiff),
-// compiles it once into a Program over one static arena, and steps: fill the
-// batch for the step, run, apply the optimizer. A separate forward-only
-// program (no dropout) evaluates on held-out data; both read the same
-// parameters. Deterministic: the same config gives bitwise-identical losses.
+// Builds the task's global training graph (forward + autodiff), lowers it to
+// this rank's local graph for the mesh and layout (sharding/lower.h: every
+// collective is a node), compiles that once into a Program over one static
+// arena, and steps: fill the full batch, copy this rank's shard of it in,
+// run, apply the optimizer to the local parameter shards. A forward-only
+// program (no dropout) evaluates on held-out data. Parameters start from the
+// same full values on every layout (Philox keyed by global index), so any
+// mesh trains to the same losses and weights as one process.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <vector>
 
 #include "tessel/runtime/program.h"
+#include "tessel/sharding/lower.h"
 #include "tessel/train/config.h"
+#include "tessel/train/distributed.h"
 #include "tessel/train/optimizer.h"
 #include "tessel/train/param_store.h"
 #include "tessel/train/task.h"
@@ -25,43 +31,71 @@ struct StepResult {
   double lr = 0;
 };
 
-class Trainer {
- public:
-  // Validates the config and loads the data before allocating anything.
-  explicit Trainer(const TrainConfig& config);
-
-  StepResult step();
-  EvalResult evaluate();
-
-  const TrainConfig& config() const { return config_; }
-  const Task& task() const { return *task_; }
-  ParamStore& params() { return *params_; }
-  int64_t steps_done() const { return step_; }
-  void set_steps_done(int64_t step) { step_ = step; }
-  // FLOPs of one training step (forward + backward), counted from the graph.
-  double flops_per_step() const { return train_->flops_per_run(); }
-  size_t arena_bytes() const { return train_->arena_bytes(); }
-  const Program& train_program() const { return *train_; }
-  int64_t items_per_step() const { return config_.batch * task_->items_per_row(); }
-
- private:
-  TrainConfig config_;
-  std::unique_ptr<Task> task_;
-  std::unique_ptr<ParamStore> params_;
-  std::unique_ptr<Program> train_, eval_;
-  TaskGraph train_out_, eval_out_;
-  std::vector<ValueId> grad_of_param_;  // aligned with params_->entries()
-  std::vector<const float*> grad_ptrs_;
-  int64_t step_ = 0;
-};
-
-// Builds the training graph (forward + gradients) of a config's model; needs
-// no data. Used by the trainer, `tessel inspect` and tests.
+// The training graph (forward + gradients) of a config's model; needs no
+// data. Used by the trainer, `tessel inspect` and tests.
 struct TrainingGraph {
   Graph graph;
   TaskGraph outputs;
   std::vector<ValueId> grads;  // one per graph parameter, in order
 };
 TrainingGraph build_training_graph(const TrainConfig& config, int64_t batch);
+
+class Trainer {
+ public:
+  // Validates the config, sets up the mesh (MPI under mpirun) and checks the
+  // layout against the model, then loads the data — all before allocating
+  // the arena or running anything.
+  explicit Trainer(const TrainConfig& config);
+  ~Trainer();
+
+  StepResult step();
+  EvalResult evaluate();
+
+  const TrainConfig& config() const { return config_; }
+  const Task& task() const { return *task_; }
+  DistributedContext& distributed() { return *ctx_; }
+  bool is_root() const { return ctx_->is_root(); }
+  // This rank's parameter shards (the full parameters on a single process).
+  ParamStore& params() { return *params_; }
+  int64_t steps_done() const { return step_; }
+  void set_steps_done(int64_t step) { step_ = step; }
+  // Full parameters (gathered from every rank; collective).
+  std::unique_ptr<ParamStore> gather_params();
+  // Checkpoints hold full tensors whatever the layout, so a run can resume on
+  // another mesh. Both are collective; only the root writes.
+  void save_checkpoint(const std::string& dir);
+  void load_checkpoint(const std::string& dir);
+
+  // Of the whole model (all shards).
+  int64_t parameter_count() const;
+  double flops_per_step() const { return global_flops_; }
+  size_t arena_bytes() const { return train_.program->arena_bytes(); }
+  const Program& train_program() const { return *train_.program; }
+  const LocalGraph& train_lowering() const { return train_.local; }
+  int64_t items_per_step() const { return config_.batch * task_->items_per_row(); }
+
+ private:
+  struct Compiled {
+    Graph global;
+    LocalGraph local;
+    std::unique_ptr<Program> program;
+    TaskGraph outputs;  // global ids
+  };
+  void compile(Compiled& c, Graph global, TaskGraph outputs, const std::vector<ValueId>& extra);
+  void feed(Compiled& c, Split split, int64_t index);
+
+  TrainConfig config_;
+  std::unique_ptr<DistributedContext> ctx_;
+  std::unique_ptr<Task> task_;
+  Compiled train_, eval_;
+  std::vector<ValueId> grads_;  // global ids, aligned with params_->entries()
+  std::unique_ptr<ParamStore> params_;
+  std::vector<Sharding> param_sharding_;
+  std::vector<double> replicas_;  // ranks holding identical copies of each parameter shard
+  std::vector<const float*> grad_ptrs_;
+  std::map<std::string, Tensor> staging_;  // full inputs, by name
+  double global_flops_ = 0;
+  int64_t step_ = 0;
+};
 
 }  // namespace tessel

@@ -13,15 +13,20 @@ struct Dims {
 ValueId attention(GraphBuilder& b, const Dims& d, ValueId x) {
   GraphBuilder::Scope scope(b, "attn");
   const ParamInit zeros{ParamInit::kZeros};
-  auto project = [&](const char* name) {
+  // The key projection has no bias: adding b to every key shifts each
+  // query's scores by the constant q.b, which softmax ignores, so its true
+  // gradient is exactly zero and AdamW would turn rounding noise into
+  // full-size updates that differ between layouts.
+  auto project = [&](const char* name, bool with_bias) {
     ValueId w = b.param(std::string("w") + name, Shape{d.embed, d.heads, d.head});
-    ValueId bias = b.param(std::string("b") + name, Shape{d.heads, d.head}, zeros);
     ValueId y = b.einsum(x, w, {"batch", "seq", "heads", "head"}, name);
+    if (!with_bias) return y;
+    ValueId bias = b.param(std::string("b") + name, Shape{d.heads, d.head}, zeros);
     return b.add(y, bias, std::string(name) + "_bias");
   };
-  ValueId q = project("q");
-  ValueId k = b.rename(project("k"), "seq", "kseq");
-  ValueId v = b.rename(project("v"), "seq", "kseq");
+  ValueId q = project("q", true);
+  ValueId k = b.rename(project("k", false), "seq", "kseq");
+  ValueId v = b.rename(project("v", true), "seq", "kseq");
   ValueId scores = b.einsum(q, k, {"batch", "heads", "seq", "kseq"}, "scores");
   float scale = 1.0f / std::sqrt(static_cast<float>(d.head.size));
   ValueId probs = b.softmax(scores, "kseq", scale, "seq", "probs");

@@ -1,10 +1,10 @@
 // GPT: a decoder-only transformer over bytes, written with named dims.
 //
 // Token + position embedding, n_layer pre-LayerNorm blocks (causal multi-head
-// attention, GELU MLP of 4x width), final LayerNorm, LM head tied to the token
-// embedding. Dims: batch, seq, embed, heads, head, hidden, vocab; attention
-// keys use `kseq`. Parameter names (wte, wpe, block0.attn.wq, ...) are the
-// checkpoint's tensor names.
+// attention — query and value projections with bias, key without, see gpt.cc —
+// GELU MLP of 4x width), final LayerNorm, LM head tied to the token embedding. Dims: batch, seq,
+// embed, heads, head, hidden, vocab; attention keys use `kseq`. Parameter names (wte, wpe,
+// block0.attn.wq, ...) are the checkpoint's tensor names.
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,78 @@
+// Communicator: collectives over one group of ranks (one mesh axis).
+//
+// The runtime reaches the network only through this interface, so tests can
+// run a group of one in-process and inject faults. Buffers are f32 and the
+// layouts are rank-major: all_gather's output and reduce_scatter's input hold
+// one contiguous block per rank, in rank order (the caller packs and unpacks
+// strided shards). Every call is counted (calls and bytes sent per rank) in
+// CommStats, keyed by the group's name (the mesh axis, e.g. "data").
+// Implementations are not thread-safe: one caller thread per communicator.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+namespace tessel {
+
+enum class ReduceKind { kSum, kMax };
+
+// Counts of one collective kind on one group.
+struct CollectiveCount {
+  int64_t calls = 0;
+  int64_t bytes = 0;  // payload bytes this rank contributed (see each call)
+};
+
+// Per group name, per collective name ("all_reduce", "all_gather",
+// "reduce_scatter", "all_to_all", "send", "recv").
+using CommStats = std::map<std::string, std::map<std::string, CollectiveCount>>;
+
+// A non-blocking operation in flight; wait() completes it (idempotent).
+class CommRequest {
+ public:
+  virtual ~CommRequest() = default;
+  virtual void wait() = 0;
+  // Drives progress without blocking; true once complete.
+  virtual bool test() = 0;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual const std::string& name() const = 0;  // group name for errors and stats
+  virtual int rank() const = 0;                 // rank within this group
+  virtual int size() const = 0;
+
+  // data[0..n) := reduction over ranks of data[0..n). bytes counted: n*4.
+  virtual void all_reduce(float* data, int64_t n, ReduceKind kind, const std::string& op) = 0;
+  // Non-blocking in-place all-reduce (sum); `data` must stay valid until wait().
+  virtual std::unique_ptr<CommRequest> start_all_reduce(float* data, int64_t n,
+                                                        const std::string& op) = 0;
+  // out[r*n .. (r+1)*n) := rank r's in[0..n). bytes counted: n*4.
+  virtual void all_gather(const float* in, float* out, int64_t n, const std::string& op) = 0;
+  // out[0..n) := sum over ranks of their in[rank()*n .. (rank()+1)*n). bytes: size()*n*4.
+  virtual void reduce_scatter(const float* in, float* out, int64_t n, const std::string& op) = 0;
+  // out[r*n .. (r+1)*n) := rank r's in[rank()*n .. (rank()+1)*n). bytes: size()*n*4.
+  virtual void all_to_all(const float* in, float* out, int64_t n, const std::string& op) = 0;
+
+  const CommStats& stats() const { return stats_; }
+  void reset_stats() { stats_.clear(); }
+
+ protected:
+  void count(const char* collective, int64_t bytes) {
+    CollectiveCount& c = stats_[name()][collective];
+    ++c.calls;
+    c.bytes += bytes;
+  }
+
+ private:
+  CommStats stats_;
+};
+
+// A group of one rank: every collective is a copy (or nothing). Used for
+// single-process runs and unit tests.
+std::unique_ptr<Communicator> make_self_communicator(const std::string& name);
+
+}  // namespace tessel

@@ -1,0 +1,357 @@
+#include "tessel/comm/mpi/mpi_runtime.h"
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+
+#include "tessel/base/error.h"
+
+namespace tessel {
+namespace {
+
+constexpr int kWatchdogExitCode = 124;
+
+std::string mpi_error_string(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) return str_cat("MPI error code ", code);
+  return std::string(text, static_cast<size_t>(len));
+}
+
+bool mpi_finalized() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  return finalized != 0;
+}
+
+// Throws a tessel::Error naming the call, group, op and element count.
+void check_mpi(int code, const char* collective, const std::string& group, const std::string& op,
+               int64_t n) {
+  if (code == MPI_SUCCESS) return;
+  TS_THROW("MPI ", collective, " failed on group '", group, "' (op '", op, "', ", n,
+           " elements): ", mpi_error_string(code));
+}
+
+// Tells the watchdog that a blocking MPI call is in flight for its lifetime.
+class WatchScope {
+ public:
+  WatchScope(const char* collective, const std::string& group, const std::string& op, int64_t n)
+      : runtime_(MpiRuntime::instance()) {
+    if (runtime_.watchdog_enabled()) runtime_.begin_blocking(collective, group, op, n);
+  }
+  ~WatchScope() {
+    if (runtime_.watchdog_enabled()) runtime_.end_blocking();
+  }
+  WatchScope(const WatchScope&) = delete;
+  WatchScope& operator=(const WatchScope&) = delete;
+
+ private:
+  MpiRuntime& runtime_;
+};
+
+// An MPI_Iallreduce in flight.
+class MpiRequest : public CommRequest {
+ public:
+  MpiRequest(MPI_Request request, std::string group, std::string op, int64_t n)
+      : request_(request), group_(std::move(group)), op_(std::move(op)), n_(n) {}
+
+  ~MpiRequest() override {
+    if (done_ || mpi_finalized()) return;
+    try {
+      wait();
+    } catch (const Error& e) {
+      std::fprintf(stderr, "tessel: unfinished request destroyed: %s\n", e.what());
+    }
+  }
+
+  void wait() override {
+    if (done_) return;
+    WatchScope watch("all_reduce (wait)", group_, op_, n_);
+    int code = MPI_Wait(&request_, MPI_STATUS_IGNORE);
+    done_ = true;  // the request is gone whether or not it succeeded
+    check_mpi(code, "all_reduce (MPI_Wait)", group_, op_, n_);
+  }
+
+  bool test() override {
+    if (done_) return true;
+    int flag = 0;
+    int code = MPI_Test(&request_, &flag, MPI_STATUS_IGNORE);
+    if (code != MPI_SUCCESS) done_ = true;
+    check_mpi(code, "all_reduce (MPI_Test)", group_, op_, n_);
+    if (flag) done_ = true;
+    return done_;
+  }
+
+ private:
+  MPI_Request request_;
+  std::string group_;
+  std::string op_;
+  int64_t n_;
+  bool done_ = false;
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// MpiRuntime
+
+struct MpiRuntime::Watchdog {
+  std::mutex mu;
+  std::condition_variable wake;
+  bool stop = false;
+  bool active = false;
+  std::chrono::steady_clock::time_point since;
+  std::string what;
+  std::thread thread;
+};
+
+MpiRuntime& MpiRuntime::instance() {
+  static MpiRuntime runtime;
+  return runtime;
+}
+
+MpiRuntime::~MpiRuntime() { stop_watchdog(); }
+
+bool MpiRuntime::launched_under_mpi() {
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"}) {
+    if (std::getenv(var) != nullptr) return true;
+  }
+  return false;
+}
+
+void MpiRuntime::init(int* argc, char*** argv) {
+  if (initialized_) return;
+  int already = 0;
+  MPI_Initialized(&already);
+  if (already) {
+    if (mpi_finalized()) TS_THROW("MpiRuntime::init: MPI has already been finalized");
+  } else {
+    int provided = 0;
+    int code = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+    if (code != MPI_SUCCESS) TS_THROW("MPI_Init_thread failed: ", mpi_error_string(code));
+    we_started_ = true;
+  }
+  std::atexit(&MpiRuntime::finalize_at_exit);
+  check_mpi(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler",
+            "world", "init", 0);
+  check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_), "MPI_Comm_rank", "world", "init", 0);
+  check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &world_size_), "MPI_Comm_size", "world", "init", 0);
+  initialized_ = true;
+
+  if (const char* text = std::getenv("TESSEL_COMM_TIMEOUT_S"); text != nullptr && *text != '\0') {
+    char* end = nullptr;
+    double seconds = std::strtod(text, &end);
+    if (end == text || *end != '\0' || !(seconds >= 0)) {
+      TS_THROW("TESSEL_COMM_TIMEOUT_S='", text, "' is not a number of seconds >= 0");
+    }
+    timeout_s_ = seconds;
+    if (timeout_s_ > 0) start_watchdog();
+  }
+}
+
+void MpiRuntime::finalize_at_exit() {
+  MpiRuntime& runtime = instance();
+  runtime.stop_watchdog();
+  if (runtime.we_started_ && !mpi_finalized()) MPI_Finalize();
+  runtime.initialized_ = false;
+}
+
+void MpiRuntime::require_initialized(const char* what) const {
+  if (!initialized_) TS_THROW("MpiRuntime::", what, " called before MpiRuntime::init()");
+}
+
+int MpiRuntime::world_rank() const {
+  require_initialized("world_rank");
+  return world_rank_;
+}
+
+int MpiRuntime::world_size() const {
+  require_initialized("world_size");
+  return world_size_;
+}
+
+std::unique_ptr<Communicator> MpiRuntime::world(const std::string& name) {
+  require_initialized("world");
+  MPI_Comm comm = MPI_COMM_NULL;
+  {
+    WatchScope watch("MPI_Comm_dup", name, "world", 0);
+    check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm), "MPI_Comm_dup", name, "world", 0);
+  }
+  return std::make_unique<MpiCommunicator>(comm, name);
+}
+
+std::unique_ptr<Communicator> MpiRuntime::split(const std::string& name, int color, int key) {
+  require_initialized("split");
+  if (color < 0) TS_THROW("MpiRuntime::split('", name, "'): color ", color, " must be >= 0");
+  MPI_Comm comm = MPI_COMM_NULL;
+  {
+    WatchScope watch("MPI_Comm_split", name, "split", 0);
+    check_mpi(MPI_Comm_split(MPI_COMM_WORLD, color, key, &comm), "MPI_Comm_split", name, "split",
+              0);
+  }
+  return std::make_unique<MpiCommunicator>(comm, name);
+}
+
+void MpiRuntime::abort(int code) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  if (initialized_ && !mpi_finalized()) MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
+}
+
+void MpiRuntime::barrier() {
+  require_initialized("barrier");
+  WatchScope watch("barrier", "world", "barrier", 0);
+  check_mpi(MPI_Barrier(MPI_COMM_WORLD), "barrier", "world", "barrier", 0);
+}
+
+void MpiRuntime::begin_blocking(const char* collective, const std::string& group,
+                                const std::string& op, int64_t n) {
+  if (!watchdog_) return;
+  std::lock_guard<std::mutex> lock(watchdog_->mu);
+  watchdog_->active = true;
+  watchdog_->since = std::chrono::steady_clock::now();
+  watchdog_->what =
+      str_cat(collective, " on group '", group, "' (op '", op, "', ", n, " elements)");
+}
+
+void MpiRuntime::end_blocking() {
+  if (!watchdog_) return;
+  std::lock_guard<std::mutex> lock(watchdog_->mu);
+  watchdog_->active = false;
+}
+
+void MpiRuntime::start_watchdog() {
+  watchdog_ = std::make_unique<Watchdog>();
+  watchdog_->thread = std::thread([this] { watchdog_loop(); });
+}
+
+void MpiRuntime::stop_watchdog() {
+  if (!watchdog_) return;
+  {
+    std::lock_guard<std::mutex> lock(watchdog_->mu);
+    watchdog_->stop = true;
+  }
+  watchdog_->wake.notify_all();
+  if (watchdog_->thread.joinable()) watchdog_->thread.join();
+  watchdog_.reset();
+  timeout_s_ = 0;
+}
+
+void MpiRuntime::watchdog_loop() {
+  using Clock = std::chrono::steady_clock;
+  const auto timeout = std::chrono::duration<double>(timeout_s_);
+  const auto poll = std::chrono::duration_cast<Clock::duration>(
+      std::max(std::chrono::duration<double>(0.01),
+               std::min(timeout / 4, std::chrono::duration<double>(0.5))));
+  std::unique_lock<std::mutex> lock(watchdog_->mu);
+  while (!watchdog_->stop) {
+    watchdog_->wake.wait_for(lock, poll);
+    if (watchdog_->stop || !watchdog_->active) continue;
+    if (Clock::now() - watchdog_->since < timeout) continue;
+    std::fprintf(stderr,
+                 "tessel: rank %d: %s blocked for more than %g s (TESSEL_COMM_TIMEOUT_S); "
+                 "aborting the job. A hang usually means the ranks issued different collectives, "
+                 "or the same ones in a different order.\n",
+                 world_rank_, watchdog_->what.c_str(), timeout_s_);
+    std::fflush(stderr);
+    // Under MPI_THREAD_FUNNELED only the main thread may call MPI; MPI_Abort is
+    // the exception we rely on (Open MPI supports it), with _Exit as fallback.
+    MPI_Abort(MPI_COMM_WORLD, kWatchdogExitCode);
+    std::_Exit(kWatchdogExitCode);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// MpiCommunicator
+
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string name)
+    : comm_(comm), name_(std::move(name)) {
+  if (comm_ == MPI_COMM_NULL) TS_THROW("MpiCommunicator '", name_, "': MPI_COMM_NULL given");
+  check_mpi(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler", name_,
+            "create", 0);
+  check_mpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank", name_, "create", 0);
+  check_mpi(MPI_Comm_size(comm_, &size_), "MPI_Comm_size", name_, "create", 0);
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (comm_ != MPI_COMM_NULL && initialized && !mpi_finalized()) MPI_Comm_free(&comm_);
+}
+
+int MpiCommunicator::checked_count(const char* collective, int64_t n, int64_t blocks,
+                                   const std::string& op, const void* in, const void* out) const {
+  if (n < 0) {
+    TS_THROW(collective, " on group '", name_, "' (op '", op, "'): element count ", n,
+             " is negative");
+  }
+  if (n > INT_MAX / blocks) {
+    TS_THROW(collective, " on group '", name_, "' (op '", op, "'): ", n, " elements",
+             (blocks > 1 ? str_cat(" x ", blocks, " ranks") : std::string()),
+             " exceed MPI's int count limit ", INT_MAX, "; split the call into smaller pieces");
+  }
+  if (n > 0 && (in == nullptr || out == nullptr)) {
+    TS_THROW(collective, " on group '", name_, "' (op '", op, "'): null buffer for ", n,
+             " elements");
+  }
+  return static_cast<int>(n);
+}
+
+void MpiCommunicator::all_reduce(float* data, int64_t n, ReduceKind kind, const std::string& op) {
+  int c = checked_count("all_reduce", n, 1, op, data, data);
+  MPI_Op mpi_op = kind == ReduceKind::kSum ? MPI_SUM : MPI_MAX;
+  {
+    WatchScope watch("all_reduce", name_, op, n);
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, data, c, MPI_FLOAT, mpi_op, comm_), "all_reduce", name_,
+              op, n);
+  }
+  count("all_reduce", n * 4);
+}
+
+std::unique_ptr<CommRequest> MpiCommunicator::start_all_reduce(float* data, int64_t n,
+                                                               const std::string& op) {
+  int c = checked_count("all_reduce", n, 1, op, data, data);
+  MPI_Request request = MPI_REQUEST_NULL;
+  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, data, c, MPI_FLOAT, MPI_SUM, comm_, &request),
+            "all_reduce (MPI_Iallreduce)", name_, op, n);
+  count("all_reduce", n * 4);
+  return std::make_unique<MpiRequest>(request, name_, op, n);
+}
+
+void MpiCommunicator::all_gather(const float* in, float* out, int64_t n, const std::string& op) {
+  int c = checked_count("all_gather", n, size_, op, in, out);
+  {
+    WatchScope watch("all_gather", name_, op, n);
+    check_mpi(MPI_Allgather(in, c, MPI_FLOAT, out, c, MPI_FLOAT, comm_), "all_gather", name_, op,
+              n);
+  }
+  count("all_gather", n * 4);
+}
+
+void MpiCommunicator::reduce_scatter(const float* in, float* out, int64_t n,
+                                     const std::string& op) {
+  int c = checked_count("reduce_scatter", n, size_, op, in, out);
+  {
+    WatchScope watch("reduce_scatter", name_, op, n);
+    check_mpi(MPI_Reduce_scatter_block(in, out, c, MPI_FLOAT, MPI_SUM, comm_), "reduce_scatter",
+              name_, op, n);
+  }
+  count("reduce_scatter", int64_t{size_} * n * 4);
+}
+
+void MpiCommunicator::all_to_all(const float* in, float* out, int64_t n, const std::string& op) {
+  int c = checked_count("all_to_all", n, size_, op, in, out);
+  {
+    WatchScope watch("all_to_all", name_, op, n);
+    check_mpi(MPI_Alltoall(in, c, MPI_FLOAT, out, c, MPI_FLOAT, comm_), "all_to_all", name_, op, n);
+  }
+  count("all_to_all", int64_t{size_} * n * 4);
+}
+
+}  // namespace tessel

@@ -1,0 +1,83 @@
+// make_self_communicator: a group of one rank. Every collective is a copy (or
+// nothing); calls and bytes are counted with the same formulas as the MPI
+// implementation so single-process stats match a one-rank MPI run.
+#include <cstring>
+
+#include "tessel/base/error.h"
+#include "tessel/comm/communicator.h"
+
+namespace tessel {
+namespace {
+
+// A request that is complete from the start.
+class DoneRequest : public CommRequest {
+ public:
+  void wait() override {}
+  bool test() override { return true; }
+};
+
+class SelfCommunicator : public Communicator {
+ public:
+  explicit SelfCommunicator(std::string name) : name_(std::move(name)) {}
+
+  const std::string& name() const override { return name_; }
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+
+  void all_reduce(float* data, int64_t n, ReduceKind kind, const std::string& op) override {
+    check_count("all_reduce", n, op, data, data);
+    count("all_reduce", n * 4);
+  }
+
+  std::unique_ptr<CommRequest> start_all_reduce(float* data, int64_t n,
+                                                const std::string& op) override {
+    check_count("all_reduce", n, op, data, data);
+    count("all_reduce", n * 4);
+    return std::make_unique<DoneRequest>();
+  }
+
+  void all_gather(const float* in, float* out, int64_t n, const std::string& op) override {
+    check_count("all_gather", n, op, in, out);
+    copy(in, out, n);
+    count("all_gather", n * 4);
+  }
+
+  void reduce_scatter(const float* in, float* out, int64_t n, const std::string& op) override {
+    check_count("reduce_scatter", n, op, in, out);
+    copy(in, out, n);
+    count("reduce_scatter", n * 4);
+  }
+
+  void all_to_all(const float* in, float* out, int64_t n, const std::string& op) override {
+    check_count("all_to_all", n, op, in, out);
+    copy(in, out, n);
+    count("all_to_all", n * 4);
+  }
+
+ private:
+  void check_count(const char* collective, int64_t n, const std::string& op, const void* in,
+                   const void* out) const {
+    if (n < 0) {
+      TS_THROW(collective, " on group '", name_, "' (op '", op, "'): element count ", n,
+               " is negative");
+    }
+    if (n > 0 && (in == nullptr || out == nullptr)) {
+      TS_THROW(collective, " on group '", name_, "' (op '", op, "'): null buffer for ", n,
+               " elements");
+    }
+  }
+
+  static void copy(const float* in, float* out, int64_t n) {
+    if (n > 0 && in != out) std::memmove(out, in, static_cast<size_t>(n) * sizeof(float));
+  }
+
+  std::string name_;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_self_communicator(const std::string& name) {
+  return std::make_unique<SelfCommunicator>(name);
+}
+
+}  // namespace tessel

@@ -1,0 +1,366 @@
+#include "tessel/runtime/sharded_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "tessel/base/error.h"
+#include "tessel/base/philox.h"
+#include "tessel/kernels/cross_entropy.h"
+#include "tessel/kernels/dropout.h"
+#include "tessel/kernels/elementwise.h"
+
+namespace tessel {
+namespace {
+
+const Shape& in_shape(const OpCall& call, int i) {
+  return call.graph.node(call.node.inputs[i]).shape;
+}
+const float* in_f32(const OpCall& call, int i) {
+  return static_cast<const float*>(call.values[call.node.inputs[i]]);
+}
+const int32_t* in_i32(const OpCall& call, int i) {
+  return static_cast<const int32_t*>(call.values[call.node.inputs[i]]);
+}
+
+// A tensor seen as (pre, d, post) around one dim.
+struct Around {
+  int64_t pre = 1, d = 1, post = 1;
+};
+Around around(const Shape& s, const std::string& dim) {
+  Around a;
+  int at = *s.index_of(dim);
+  for (int i = 0; i < s.rank(); ++i) (i < at ? a.pre : i > at ? a.post : a.d) *= s[i].size;
+  return a;
+}
+
+// Copies n blocks of (pre, len, post) between "rank-major" [r][pre][len][post]
+// and "dim-major" [pre][r*len][post] layouts.
+void rank_major_to_dim_major(const float* src, float* dst, int64_t n, const Around& a) {
+  // dst sizes (pre, n, len, post); src strides for them.
+  const int64_t sizes[4] = {a.pre, n, a.d, a.post};
+  const int64_t strides[4] = {a.d * a.post, a.pre * a.d * a.post, a.post, 1};
+  kernels::expand(src, strides, dst, sizes, 4);
+}
+void dim_major_to_rank_major(const float* src, float* dst, int64_t n, const Around& a) {
+  // dst sizes (n, pre, len, post); src strides in the (pre, n*len, post) layout.
+  const int64_t sizes[4] = {n, a.pre, a.d, a.post};
+  const int64_t strides[4] = {a.d * a.post, n * a.d * a.post, a.post, 1};
+  kernels::expand(src, strides, dst, sizes, 4);
+}
+
+void all_gather(const OpCall& call, Communicator& comm) {
+  const Shape& x = in_shape(call, 0);
+  Around a = around(x, call.node.attrs.dim);
+  float* out = static_cast<float*>(call.out);
+  if (a.pre == 1) {
+    comm.all_gather(in_f32(call, 0), out, x.numel(), call.node.name);
+    return;
+  }
+  float* buf = static_cast<float*>(call.scratch);
+  comm.all_gather(in_f32(call, 0), buf, x.numel(), call.node.name);
+  rank_major_to_dim_major(buf, out, call.node.attrs.count, a);
+}
+
+void reduce_scatter(const OpCall& call, Communicator& comm) {
+  const Shape& out_shape = call.node.shape;
+  Around a = around(out_shape, call.node.attrs.dim);
+  const float* in = in_f32(call, 0);
+  if (a.pre != 1) {
+    float* buf = static_cast<float*>(call.scratch);
+    dim_major_to_rank_major(in, buf, call.node.attrs.count, a);
+    in = buf;
+  }
+  comm.reduce_scatter(in, static_cast<float*>(call.out), out_shape.numel(), call.node.name);
+}
+
+// S(d) -> S(e): send block r = my rows of d with e-chunk r; receive block r =
+// rank r's rows of d with my e-chunk.
+void all_to_all(const OpCall& call, Communicator& comm) {
+  const Shape& x = in_shape(call, 0);
+  const Shape& y = call.node.shape;
+  const std::string& d = call.node.attrs.dim;
+  const std::string& e = call.node.attrs.dim2;
+  const int64_t n = call.node.attrs.count;
+  const int64_t block = x.numel() / n;
+  float* send = static_cast<float*>(call.scratch);
+  float* recv = send + x.numel();
+  {  // pack: sizes (n, x dims with e -> e/n), strides from x.
+    std::vector<int64_t> sizes = {n}, strides = {y.size(e) * x.stride(e)};
+    for (const Dim& dim : x.dims()) {
+      sizes.push_back(dim.name == e ? dim.size / n : dim.size);
+      strides.push_back(x.stride(dim.name));
+    }
+    kernels::expand(in_f32(call, 0), strides.data(), send, sizes.data(),
+                    static_cast<int>(sizes.size()));
+  }
+  comm.all_to_all(send, recv, block, call.node.name);
+  {                         // unpack: y dims with d -> (n, d/n), read from recv blocks.
+    Shape block_shape = x;  // rank r's block: x dims with e -> e/n
+    std::vector<Dim> bd = x.dims();
+    for (Dim& dim : bd)
+      if (dim.name == e) dim.size /= n;
+    block_shape = Shape(bd);
+    std::vector<int64_t> sizes, strides;
+    for (const Dim& dim : y.dims()) {
+      if (dim.name == d) {
+        sizes.push_back(n);
+        strides.push_back(block);
+        sizes.push_back(dim.size / n);
+      } else {
+        sizes.push_back(dim.size);
+      }
+      strides.push_back(block_shape.stride(dim.name));
+    }
+    kernels::expand(recv, strides.data(), static_cast<float*>(call.out), sizes.data(),
+                    static_cast<int>(sizes.size()));
+  }
+}
+
+void shard_slice(const OpCall& call) {
+  const Shape& x = in_shape(call, 0);
+  const Shape& y = call.node.shape;
+  const std::string& d = call.node.attrs.dim;
+  const float* src = in_f32(call, 0) + call.node.attrs.offset * y.size(d) * x.stride(d);
+  std::vector<int64_t> sizes, strides;
+  for (const Dim& dim : y.dims()) {
+    sizes.push_back(dim.size);
+    strides.push_back(x.stride(dim.name));
+  }
+  kernels::expand(src, strides.data(), static_cast<float*>(call.out), sizes.data(), y.rank());
+}
+
+// Vocab-sharded embedding: ids outside this shard give zero rows (P(sum)).
+void embedding_shard(const OpCall& call) {
+  const Shape& table = in_shape(call, 0);
+  const int64_t vocab = table[0].size, dim = table.numel() / vocab;
+  const int64_t n = in_shape(call, 1).numel(), offset = call.node.attrs.offset;
+  const float* t = in_f32(call, 0);
+  const int32_t* ids = in_i32(call, 1);
+  float* out = static_cast<float*>(call.out);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t row = ids[i] - offset;
+    if (row >= 0 && row < vocab)
+      std::memcpy(out + i * dim, t + row * dim, dim * sizeof(float));
+    else
+      std::fill(out + i * dim, out + (i + 1) * dim, 0.0f);
+  }
+}
+
+void embedding_grad_shard(const OpCall& call) {
+  const Shape& table = call.node.shape;
+  const int64_t vocab = table[0].size, dim = table.numel() / vocab;
+  const int64_t n = in_shape(call, 0).numel(), offset = call.node.attrs.offset;
+  const int32_t* ids = in_i32(call, 0);
+  const float* dy = in_f32(call, 1);
+  float* out = static_cast<float*>(call.out);
+  std::fill(out, out + table.numel(), 0.0f);
+  // Parallel over columns: each thread owns a column range, rows in order.
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < dim; ++c)
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t row = ids[i] - offset;
+      if (row >= 0 && row < vocab) out[row * dim + c] += dy[i * dim + c];
+    }
+}
+
+// Cross-entropy with the vocab split over `comm`: row max and sum of
+// exponentials are reduced across the axis; the label's logit comes from the
+// rank whose shard holds it. Returns per-row loss in `row_loss`.
+void vocab_parallel_softmax_stats(const OpCall& call, Communicator& comm, float* row_max,
+                                  float* row_sum, float* row_target) {
+  const Shape& logits_shape = in_shape(call, 0);
+  const int64_t vocab = logits_shape.size(call.node.attrs.dim);
+  const int64_t rows = logits_shape.numel() / vocab, offset = call.node.attrs.offset;
+  const float* logits = in_f32(call, 0);
+  const int32_t* labels = in_i32(call, 1);
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* l = logits + r * vocab;
+    row_max[r] = *std::max_element(l, l + vocab);
+  }
+  comm.all_reduce(row_max, rows, ReduceKind::kMax, call.node.name);
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* l = logits + r * vocab;
+    double s = 0;
+    for (int64_t v = 0; v < vocab; ++v) s += std::exp(static_cast<double>(l[v] - row_max[r]));
+    row_sum[r] = static_cast<float>(s);
+    int64_t t = labels[r] - offset;
+    row_target[r] = t >= 0 && t < vocab ? l[t] : 0.0f;
+  }
+  comm.all_reduce(row_sum, rows, ReduceKind::kSum, call.node.name);
+  comm.all_reduce(row_target, rows, ReduceKind::kSum, call.node.name);
+}
+
+// Fraction of the global rows held here (1 when rows are not split).
+double row_share(const OpCall& call) {
+  const int64_t local_rows = in_shape(call, 1).numel();
+  return call.node.attrs.total > 0 ? static_cast<double>(local_rows) / call.node.attrs.total : 1.0;
+}
+
+void cross_entropy(const OpCall& call, const CommGroups* comms) {
+  const Shape& logits_shape = in_shape(call, 0);
+  const int64_t vocab = logits_shape.size(call.node.attrs.dim);
+  const int64_t rows = logits_shape.numel() / vocab;
+  float* out = static_cast<float*>(call.out);
+  if (call.node.attrs.axis.empty()) {
+    auto f = call.reference ? kernels::cross_entropy_forward_ref : kernels::cross_entropy_forward;
+    *out = static_cast<float>(f(in_f32(call, 0), in_i32(call, 1), rows, vocab) * row_share(call));
+    return;
+  }
+  float* stats = static_cast<float*>(call.scratch);
+  vocab_parallel_softmax_stats(call, comms->axis(call.node.attrs.axis), stats, stats + rows,
+                               stats + 2 * rows);
+  double total = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    total += std::log(static_cast<double>(stats[rows + r])) + stats[r] - stats[2 * rows + r];
+  *out = static_cast<float>(total / rows * row_share(call));
+}
+
+void cross_entropy_grad(const OpCall& call, const CommGroups* comms) {
+  const Shape& logits_shape = in_shape(call, 0);
+  const int64_t vocab = logits_shape.size(call.node.attrs.dim);
+  const int64_t rows = logits_shape.numel() / vocab;
+  const float dloss = *in_f32(call, 2) * static_cast<float>(row_share(call));
+  float* out = static_cast<float*>(call.out);
+  if (call.node.attrs.axis.empty()) {
+    auto f = call.reference ? kernels::cross_entropy_backward_ref : kernels::cross_entropy_backward;
+    f(in_f32(call, 0), in_i32(call, 1), dloss, out, rows, vocab);
+    return;
+  }
+  float* stats = static_cast<float*>(call.scratch);
+  vocab_parallel_softmax_stats(call, comms->axis(call.node.attrs.axis), stats, stats + rows,
+                               stats + 2 * rows);
+  const float* logits = in_f32(call, 0);
+  const int32_t* labels = in_i32(call, 1);
+  const int64_t offset = call.node.attrs.offset;
+  const float scale = dloss / static_cast<float>(rows);
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float inv_sum = 1.0f / stats[rows + r];
+    for (int64_t v = 0; v < vocab; ++v)
+      out[r * vocab + v] = scale * std::exp(logits[r * vocab + v] - stats[r]) * inv_sum;
+    int64_t t = labels[r] - offset;
+    if (t >= 0 && t < vocab) out[r * vocab + t] -= scale;
+  }
+}
+
+// Dropout on a shard: the mask of each element is keyed by its global index.
+void dropout_shard(const OpCall& call) {
+  const Attrs& at = call.node.attrs;
+  const Shape& local = call.node.shape;
+  const Shape& global = at.shape;
+  const int rank = local.rank();
+  const int64_t inner = local[rank - 1].size;
+  const int64_t runs = local.numel() / inner;
+  const uint64_t key = hash_name(at.key);
+  auto dropout = call.reference ? kernels::dropout_ref : kernels::dropout;
+  const float* x = in_f32(call, 0);
+  float* y = static_cast<float*>(call.out);
+  for (int64_t run = 0; run < runs; ++run) {
+    int64_t rest = run, global_index = at.offsets[rank - 1];
+    int64_t stride = global[rank - 1].size;
+    for (int i = rank - 2; i >= 0; --i) {
+      int64_t idx = rest % local[i].size;
+      rest /= local[i].size;
+      global_index += (idx + at.offsets[i]) * stride;
+      stride *= global[i].size;
+    }
+    dropout(x + run * inner, y + run * inner, inner, at.scalar, at.seed, key, global_index);
+  }
+}
+
+}  // namespace
+
+bool is_sharded_op(const Node& node) {
+  switch (node.kind) {
+    case OpKind::kShardSlice:
+    case OpKind::kAllGather:
+    case OpKind::kReduceScatter:
+    case OpKind::kAllReduce:
+    case OpKind::kAllToAll:
+    case OpKind::kZeroUnlessRoot:
+      return true;
+    case OpKind::kEmbedding:
+    case OpKind::kEmbeddingGrad:
+      return !node.attrs.axis.empty();
+    case OpKind::kCrossEntropy:
+    case OpKind::kCrossEntropyGrad:
+      return !node.attrs.axis.empty() || node.attrs.total > 0;
+    case OpKind::kDropout:
+      return !node.attrs.offsets.empty();
+    default:
+      return false;
+  }
+}
+
+size_t sharded_scratch_bytes(const Graph& graph, const Node& node) {
+  const Shape& x = graph.node(node.inputs.at(0)).shape;
+  switch (node.kind) {
+    case OpKind::kAllGather:
+      return node.shape.numel() * sizeof(float);
+    case OpKind::kReduceScatter:
+      return x.numel() * sizeof(float);
+    case OpKind::kAllToAll:
+      return 2 * x.numel() * sizeof(float);
+    case OpKind::kCrossEntropy:
+    case OpKind::kCrossEntropyGrad:
+      if (node.attrs.axis.empty()) return 0;
+      return 3 * graph.node(node.inputs[1]).shape.numel() * sizeof(float);
+    default:
+      return 0;
+  }
+}
+
+void execute_sharded_op(const OpCall& call, const CommGroups* comms) {
+  const Node& node = call.node;
+  auto comm = [&]() -> Communicator& {
+    if (!comms)
+      TS_THROW(op_name(node.kind), " '", node.name,
+               "' needs communicators, and this program has none");
+    return comms->axis(node.attrs.axis);
+  };
+  float* out = static_cast<float*>(call.out);
+  switch (node.kind) {
+    case OpKind::kShardSlice:
+      return shard_slice(call);
+    case OpKind::kAllGather:
+      return all_gather(call, comm());
+    case OpKind::kReduceScatter:
+      return reduce_scatter(call, comm());
+    case OpKind::kAllToAll:
+      return all_to_all(call, comm());
+    case OpKind::kAllReduce: {
+      const int64_t n = node.shape.numel();
+      std::memcpy(out, in_f32(call, 0), n * sizeof(float));
+      comm().all_reduce(out, n, node.attrs.key == "max" ? ReduceKind::kMax : ReduceKind::kSum,
+                        node.name);
+      return;
+    }
+    case OpKind::kZeroUnlessRoot: {
+      const int64_t n = node.shape.numel();
+      if (node.attrs.offset == 0)
+        std::memcpy(out, in_f32(call, 0), n * sizeof(float));
+      else
+        std::fill(out, out + n, 0.0f);
+      return;
+    }
+    case OpKind::kEmbedding:
+      return embedding_shard(call);
+    case OpKind::kEmbeddingGrad:
+      return embedding_grad_shard(call);
+    case OpKind::kCrossEntropy:
+      return cross_entropy(call, comms);
+    case OpKind::kCrossEntropyGrad:
+      return cross_entropy_grad(call, comms);
+    case OpKind::kDropout:
+      return dropout_shard(call);
+    default:
+      TS_CHECK(false, op_name(node.kind), " is not a sharded op");
+  }
+}
+
+}  // namespace tessel

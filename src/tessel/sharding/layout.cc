@@ -1,0 +1,129 @@
+#include "tessel/sharding/layout.h"
+
+#include <set>
+#include <sstream>
+
+#include "tessel/base/error.h"
+
+namespace tessel {
+namespace {
+
+struct ParsedEntry {
+  std::string dim;
+  int axis;
+};
+
+std::vector<ParsedEntry> parse_entries(const std::string& text, const Mesh& mesh,
+                                       const std::string& what) {
+  std::vector<ParsedEntry> out;
+  std::stringstream in(text);
+  std::string part;
+  while (std::getline(in, part, ',')) {
+    if (part.empty()) continue;
+    auto eq = part.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == part.size())
+      TS_THROW(what, " '", text, "': '", part, "' must look like dim=axis (e.g. batch=data)");
+    std::string dim = part.substr(0, eq), axis = part.substr(eq + 1);
+    int a = mesh.axis_index(axis);
+    if (a < 0)
+      TS_THROW(what, " '", text, "': dim '", dim, "' is mapped to axis '", axis,
+               "', which is not an axis of mesh ", mesh.to_string());
+    for (const ParsedEntry& e : out)
+      if (e.dim == dim)
+        TS_THROW(what, " '", text, "': dim '", dim, "' is mapped to two axes ('",
+                 mesh.axis(e.axis).name, "' and '", axis, "')");
+    out.push_back({dim, a});
+  }
+  return out;
+}
+
+}  // namespace
+
+Layout Layout::parse(const std::string& text, const Mesh& mesh) {
+  Layout l;
+  for (const ParsedEntry& e : parse_entries(text, mesh, "layout"))
+    l.entries_.push_back({e.dim, e.axis});
+  return l;
+}
+
+Layout Layout::defaults(const Mesh& mesh) {
+  std::string text;
+  for (const MeshAxis& a : mesh.axes()) {
+    if (a.name == "data") text += "batch=data,";
+    if (a.name == "model") text += "heads=model,hidden=model,vocab=model,";
+  }
+  return parse(text, mesh);
+}
+
+void Layout::set_override(const std::string& label, const std::string& spec, const Mesh& mesh) {
+  std::vector<Entry> entries;
+  std::set<int> axes;
+  for (const ParsedEntry& e : parse_entries(spec, mesh, "override for '" + label + "'")) {
+    if (!axes.insert(e.axis).second)
+      TS_THROW("override for '", label, "': two dims of one tensor are placed on axis '",
+               mesh.axis(e.axis).name, "' ('", spec, "')");
+    entries.push_back({e.dim, e.axis});
+  }
+  overrides_[label] = std::move(entries);
+}
+
+int Layout::axis_of(const std::string& dim) const {
+  for (const Entry& e : entries_)
+    if (e.dim == dim) return e.axis;
+  return -1;
+}
+
+Sharding Layout::target(const Shape& shape, const std::string& label, const Mesh& mesh) const {
+  Sharding s = Sharding::replicated(static_cast<int>(mesh.axes().size()));
+  auto it = overrides_.find(label);
+  const std::vector<Entry>& entries = it != overrides_.end() ? it->second : entries_;
+  for (const Entry& e : entries) {
+    if (!shape.has(e.dim) || s[e.axis].is_split()) continue;
+    if (it != overrides_.end() || shape.size(e.dim) % mesh.axis(e.axis).size == 0)
+      s = s.with(e.axis, Placement::split(e.dim));
+  }
+  return s;
+}
+
+void Layout::validate(const Graph& graph, const Mesh& mesh) const {
+  std::set<std::string> dims;
+  for (const Node& n : graph.nodes())
+    for (const Dim& d : n.shape.dims()) dims.insert(d.name);
+  for (const Entry& e : entries_) {
+    if (dims.count(e.dim)) continue;
+    std::string known;
+    for (const std::string& d : dims) known += (known.empty() ? "" : ", ") + d;
+    TS_THROW("layout maps dim '", e.dim, "' to axis '", mesh.axis(e.axis).name,
+             "', but no tensor of the model has that dim (dims: ", known, ")");
+  }
+  // A mapped dim that an axis does not divide is an error, not a silent
+  // fallback to replication: name the first value where it happens.
+  for (const Node& n : graph.nodes())
+    for (const Entry& e : entries_)
+      if (n.shape.has(e.dim) && n.shape.size(e.dim) % mesh.axis(e.axis).size != 0)
+        TS_THROW("layout maps ", n.shape.dim(e.dim), " to mesh axis '", mesh.axis(e.axis).name,
+                 "' of size ", mesh.axis(e.axis).size, ", which does not divide it (value '",
+                 n.name, "' ", n.shape, ")");
+  for (const auto& [label, entries] : overrides_) {
+    bool found = false;
+    for (const Node& n : graph.nodes()) {
+      if (n.name != label) continue;
+      found = true;
+      target(n.shape, label, mesh).local_shape(n.shape, mesh);  // throws if uneven
+      for (const Entry& e : entries)
+        if (!n.shape.has(e.dim))
+          TS_THROW("override for '", label, "' splits dim '", e.dim, "', which ", n.shape,
+                   " does not have");
+    }
+    if (!found) TS_THROW("override for '", label, "': no value has that label");
+  }
+}
+
+std::string Layout::to_string() const {
+  std::string s;
+  for (const Entry& e : entries_)
+    s += (s.empty() ? "" : ",") + e.dim + "=" + std::to_string(e.axis);
+  return s;
+}
+
+}  // namespace tessel

@@ -1,0 +1,207 @@
+#include "tessel/sharding/lower.h"
+
+#include <limits>
+#include <set>
+
+#include "tessel/base/error.h"
+#include "tessel/sharding/boxing.h"
+#include "tessel/sharding/signature.h"
+
+namespace tessel {
+namespace {
+
+class Lowering {
+ public:
+  Lowering(const Graph& global, const Mesh& mesh, const Layout& layout, int rank)
+      : global_(global), mesh_(mesh), layout_(layout), coords_(mesh.coords(rank)) {
+    out_.local_of.assign(global.size(), -1);
+    out_.sharding_of.resize(global.size());
+  }
+
+  LocalGraph run(const std::vector<ValueId>& outputs) {
+    std::vector<bool> live(global_.size(), false);
+    for (ValueId o : outputs) live.at(o) = true;
+    for (ValueId id = global_.size() - 1; id >= 0; --id)
+      if (live[id])
+        for (ValueId in : global_.node(id).inputs) live[in] = true;
+    consumers_.assign(global_.size(), {});
+    for (ValueId id = 0; id < global_.size(); ++id)
+      if (live[id])
+        for (ValueId in : global_.node(id).inputs) consumers_[in].push_back(id);
+    for (ValueId o : outputs) is_output_.insert(o);
+    for (ValueId id = 0; id < global_.size(); ++id)
+      if (live[id] || global_.node(id).kind == OpKind::kInput ||
+          global_.node(id).kind == OpKind::kParam)
+        lower(id);
+    return std::move(out_);
+  }
+
+ private:
+  int axes() const { return static_cast<int>(mesh_.axes().size()); }
+
+  void lower(ValueId id) {
+    const Node& node = global_.node(id);
+    Sharding target = layout_.target(node.shape, node.name, mesh_);
+    out_.sharding_of[id] = target;
+    if (node.kind == OpKind::kInput || node.kind == OpKind::kParam) {
+      Shape local = target.local_shape(node.shape, mesh_);
+      out_.local_of[id] = node.kind == OpKind::kInput
+                              ? out_.graph.add_input(node.name, local, node.dtype)
+                              : out_.graph.add_param(node.name, local, node.init);
+      return;
+    }
+    if (node.kind == OpKind::kFill) {
+      Attrs a = node.attrs;
+      a.shape = target.local_shape(node.shape, mesh_);
+      out_.local_of[id] = out_.graph.add(OpKind::kFill, {}, a, node.name);
+      return;
+    }
+    // Choose a signature per axis.
+    std::vector<Sharding> need(node.inputs.size(), Sharding::replicated(axes()));
+    Sharding produced = Sharding::replicated(axes());
+    std::set<std::string> taken;
+    for (int a = 0; a < axes(); ++a) {
+      const int n = mesh_.axis(a).size;
+      if (n == 1) continue;
+      const AxisSignature* best = nullptr;
+      double best_cost = std::numeric_limits<double>::infinity();
+      std::vector<AxisSignature> options = candidates(global_, node, n, taken);
+      for (const AxisSignature& sig : options) {
+        double cost = transition_bytes(sig.output, target[a], bytes(node), n);
+        for (size_t i = 0; i < node.inputs.size(); ++i)
+          cost += transition_bytes(out_.sharding_of[node.inputs[i]][a], sig.inputs[i],
+                                   bytes(global_.node(node.inputs[i])), n);
+        if (cost < best_cost) best_cost = cost, best = &sig;
+      }
+      TS_CHECK(best, "no signature for ", op_name(node.kind));
+      for (size_t i = 0; i < node.inputs.size(); ++i) need[i] = need[i].with(a, best->inputs[i]);
+      produced = produced.with(a, best->output);
+      if (!best->dim.empty()) taken.insert(best->dim);
+    }
+    std::vector<ValueId> inputs;
+    for (size_t i = 0; i < node.inputs.size(); ++i)
+      inputs.push_back(
+          boxed(node.inputs[i], need[i],
+                str_cat("input ", i, " of ", op_name(node.kind), " '", node.name, "'")));
+    Attrs attrs = localize(node, need, produced);
+    ValueId local = out_.graph.add(node.kind, inputs, attrs, node.name);
+    out_.local_of[id] = local;
+    // A partial sum feeding only a linear op (a sum, a view) stays partial:
+    // the sum adds partials and one reduction follows (Megatron's single
+    // all-reduce per block; one gradient all-reduce, at the output).
+    if (stays_partial(id, produced)) {
+      out_.sharding_of[id] = produced;
+      return;
+    }
+    // Otherwise bring the output to its target.
+    ValueId final_value = apply_plan(local, node.shape, node.name, produced, target,
+                                     "output to target", is_output_.count(id) > 0);
+    out_.local_of[id] = final_value;
+  }
+
+  bool stays_partial(ValueId id, const Sharding& produced) const {
+    bool partial = false;
+    for (const Placement& p : produced.placements()) partial |= p.kind == Placement::kPartialSum;
+    if (!partial || is_output_.count(id) || consumers_[id].size() != 1) return false;
+    return passes_partial(global_.node(consumers_[id][0]).kind);
+  }
+
+  static double bytes(const Node& n) { return static_cast<double>(n.shape.numel()) * 4.0; }
+
+  // `global_value` converted to sharding `want`, cached so that one value
+  // needed the same way by several ops is converted once.
+  ValueId boxed(ValueId global_value, const Sharding& want, const std::string& reason) {
+    const Sharding& have = out_.sharding_of[global_value];
+    if (have == want) return out_.local_of[global_value];
+    auto key = std::make_pair(global_value, want.to_string());
+    if (auto it = cache_.find(key); it != cache_.end()) return it->second;
+    const Node& node = global_.node(global_value);
+    ValueId v = apply_plan(out_.local_of[global_value], node.shape, node.name, have, want, reason);
+    cache_[key] = v;
+    return v;
+  }
+
+  // `overlap`: the value is a program output (a gradient), so its final
+  // all-reduce may run in the background, bucketed with others.
+  ValueId apply_plan(ValueId local, const Shape& global_shape, const std::string& label,
+                     const Sharding& from, const Sharding& to, const std::string& reason,
+                     bool overlap = false) {
+    if (from == to) return local;
+    for (const Transition& t : plan_boxing(global_shape, from, to, mesh_)) {
+      const MeshAxis& axis = mesh_.axis(t.axis);
+      Attrs a;
+      a.axis = axis.name;
+      a.count = axis.size;
+      a.offset = coords_[t.axis];
+      a.dim = t.from.is_split() ? t.from.dim : t.to.dim;
+      if (t.op == OpKind::kAllToAll) a.dim2 = t.to.dim;
+      if (t.op == OpKind::kAllReduce) a.key = t.from.kind == Placement::kPartialMax ? "max" : "sum";
+      if (t.op == OpKind::kZeroUnlessRoot || t.op == OpKind::kAllReduce) a.dim.clear();
+      a.overlap = overlap && t.op == OpKind::kAllReduce && a.key == "sum";
+      local = out_.graph.add(t.op, {local}, a, label + "." + op_name(t.op));
+      out_.collectives.push_back(
+          {local, t.op, axis.name, label, reason, t.from.to_string(), t.to.to_string(), t.bytes});
+      out_.bytes_per_axis[axis.name] += t.bytes;
+    }
+    return local;
+  }
+
+  // Rank-specific attributes of the local node.
+  Attrs localize(const Node& node, const std::vector<Sharding>& need, const Sharding& produced) {
+    Attrs a = node.attrs;
+    switch (node.kind) {
+      case OpKind::kExpand:
+        a.shape = produced.local_shape(node.shape, mesh_);
+        break;
+      case OpKind::kDropout:
+        a.shape = node.shape;
+        a.offsets = produced.local_offsets(node.shape, mesh_, coords_);
+        break;
+      case OpKind::kEmbedding:
+        vocab_shard(need[0], global_.node(node.inputs[0]).shape, node.attrs.dim, a);
+        break;
+      case OpKind::kEmbeddingGrad:
+        a.shape = produced.local_shape(node.shape, mesh_);
+        vocab_shard(produced, node.shape, node.attrs.dim, a);
+        break;
+      case OpKind::kCrossEntropy:
+      case OpKind::kCrossEntropyGrad: {
+        const Shape& labels = global_.node(node.inputs[1]).shape;
+        if (!(need[1].local_shape(labels, mesh_) == labels)) a.total = labels.numel();
+        vocab_shard(need[0], global_.node(node.inputs[0]).shape, node.attrs.dim, a);
+        break;
+      }
+      default:
+        break;
+    }
+    return a;
+  }
+
+  // Marks a vocab-sharded op: the axis, its size and the first vocab row here.
+  void vocab_shard(const Sharding& s, const Shape& global_shape, const std::string& vocab,
+                   Attrs& a) {
+    int axis = s.axis_of(vocab);
+    if (axis < 0) return;
+    a.axis = mesh_.axis(axis).name;
+    a.count = mesh_.axis(axis).size;
+    a.offset = coords_[axis] * (global_shape.size(vocab) / a.count);
+  }
+
+  const Graph& global_;
+  const Mesh& mesh_;
+  const Layout& layout_;
+  std::vector<int> coords_;
+  LocalGraph out_;
+  std::vector<std::vector<ValueId>> consumers_;
+  std::set<ValueId> is_output_;
+  std::map<std::pair<ValueId, std::string>, ValueId> cache_;
+};
+
+}  // namespace
+
+LocalGraph lower_to_rank(const Graph& global, const std::vector<ValueId>& outputs, const Mesh& mesh,
+                         const Layout& layout, int rank) {
+  return Lowering(global, mesh, layout, rank).run(outputs);
+}
+
+}  // namespace tessel

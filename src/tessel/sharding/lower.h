@@ -1,0 +1,45 @@
+// Lowering a global graph to one rank's local graph.
+//
+// Every value gets the sharding its layout names (its target). Each op then
+// picks, axis by axis, the signature (signature.h) that moves the fewest
+// bytes given its inputs' shardings; inputs are boxed into the placements it
+// needs and its output boxed to the target (boxing.h). The result is an
+// ordinary Graph over this rank's local shapes whose collectives are nodes —
+// the shape rules check every local shape again — plus what `inspect` shows.
+// Pure: needs no communicator, so any rank's program can be built offline.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tessel/ir/graph.h"
+#include "tessel/sharding/layout.h"
+#include "tessel/sharding/mesh.h"
+#include "tessel/sharding/placement.h"
+
+namespace tessel {
+
+struct InsertedCollective {
+  ValueId local;  // the node in the local graph
+  OpKind op;
+  std::string axis;
+  std::string value;   // label of the global value converted
+  std::string reason;  // "input 1 of einsum 'block0.mlp.proj'" or "output to target"
+  std::string from, to;
+  double bytes;  // bytes this rank sends per run
+};
+
+struct LocalGraph {
+  Graph graph;
+  std::vector<ValueId> local_of;      // global value -> local value (at its target sharding)
+  std::vector<Sharding> sharding_of;  // global value -> its sharding (the target)
+  std::vector<InsertedCollective> collectives;
+  std::map<std::string, double> bytes_per_axis;  // bytes this rank sends per run
+};
+
+// Lowers the nodes `outputs` depend on. REQUIRES: layout.validate(global, mesh) passed.
+LocalGraph lower_to_rank(const Graph& global, const std::vector<ValueId>& outputs, const Mesh& mesh,
+                         const Layout& layout, int rank);
+
+}  // namespace tessel

@@ -1,0 +1,251 @@
+#include "tessel/sharding/signature.h"
+
+#include <algorithm>
+#include <array>
+
+#include "tessel/base/error.h"
+
+namespace tessel {
+namespace {
+
+enum class Family {
+  kLeaf,           // input, param: placed by the layout
+  kFill,           // constant: produced in any placement directly
+  kDimwise,        // dims flow by name from inputs to output
+  kRename,         // a dim changes name on the way
+  kEmbedding,      // (table, ids)
+  kEmbeddingGrad,  // (ids, dy) -> table
+  kCrossEntropy,   // (logits, labels[, dloss])
+  kCollective,     // only in local graphs
+};
+
+enum class Pins {
+  kNone,
+  kDim,         // attrs.dim must stay unsplit
+  kDimAndDim2,  // attrs.dim and attrs.dim2
+  kDims,        // every name in attrs.dims
+  kSplit,       // split_dim: attrs.dim and the parts in attrs.shape
+  kMerge,       // merge_dims: attrs.dims and attrs.dim2
+};
+
+struct Rule {
+  OpKind kind;
+  Family family;
+  Pins pins;
+  bool partial_ok;      // a split dim missing from the output yields P(sum)
+  bool linear = false;  // P(sum) inputs give a P(sum) output (sums, scaling, views)
+};
+
+constexpr std::array<Rule, static_cast<size_t>(OpKind::kCount)> kRules = {{
+    {OpKind::kInput, Family::kLeaf, Pins::kNone, false},
+    {OpKind::kParam, Family::kLeaf, Pins::kNone, false},
+    {OpKind::kFill, Family::kFill, Pins::kNone, false},
+    {OpKind::kEinsum, Family::kDimwise, Pins::kNone, true},
+    {OpKind::kAdd, Family::kDimwise, Pins::kNone, false, true},
+    {OpKind::kSub, Family::kDimwise, Pins::kNone, false, true},
+    {OpKind::kMul, Family::kDimwise, Pins::kNone, false},
+    {OpKind::kDiv, Family::kDimwise, Pins::kNone, false},
+    {OpKind::kScale, Family::kDimwise, Pins::kNone, false, true},
+    {OpKind::kGelu, Family::kDimwise, Pins::kNone, false},
+    {OpKind::kRelu, Family::kDimwise, Pins::kNone, false},
+    {OpKind::kExp, Family::kDimwise, Pins::kNone, false},
+    {OpKind::kLog, Family::kDimwise, Pins::kNone, false},
+    {OpKind::kTanh, Family::kDimwise, Pins::kNone, false},
+    {OpKind::kBiasGelu, Family::kDimwise, Pins::kNone, false},
+    {OpKind::kDropout, Family::kDimwise, Pins::kNone, false},
+    {OpKind::kReduceSum, Family::kDimwise, Pins::kNone, true},
+    {OpKind::kReduceMean, Family::kDimwise, Pins::kDims, false},
+    {OpKind::kReduceMax, Family::kDimwise, Pins::kDims, false},
+    {OpKind::kExpand, Family::kDimwise, Pins::kNone, false},
+    {OpKind::kSoftmax, Family::kDimwise, Pins::kDimAndDim2, false},
+    {OpKind::kLayerNorm, Family::kDimwise, Pins::kDim, false},
+    {OpKind::kEmbedding, Family::kEmbedding, Pins::kNone, false},
+    {OpKind::kCrossEntropy, Family::kCrossEntropy, Pins::kNone, true},
+    {OpKind::kSplitDim, Family::kDimwise, Pins::kSplit, false, true},
+    {OpKind::kMergeDims, Family::kDimwise, Pins::kMerge, false, true},
+    {OpKind::kRename, Family::kRename, Pins::kNone, false, true},
+    {OpKind::kGeluGrad, Family::kDimwise, Pins::kNone, false},
+    {OpKind::kReluGrad, Family::kDimwise, Pins::kNone, false},
+    {OpKind::kTanhGrad, Family::kDimwise, Pins::kNone, false},
+    {OpKind::kBiasGeluGrad, Family::kDimwise, Pins::kNone, false},
+    {OpKind::kReduceMaxGrad, Family::kDimwise, Pins::kDims, false},
+    {OpKind::kSoftmaxGrad, Family::kDimwise, Pins::kDimAndDim2, false},
+    {OpKind::kLayerNormGradInput, Family::kDimwise, Pins::kDim, false},
+    {OpKind::kLayerNormGradGamma, Family::kDimwise, Pins::kDim, true},
+    {OpKind::kEmbeddingGrad, Family::kEmbeddingGrad, Pins::kNone, true},
+    {OpKind::kCrossEntropyGrad, Family::kCrossEntropy, Pins::kNone, false},
+    {OpKind::kShardSlice, Family::kCollective, Pins::kNone, false},
+    {OpKind::kAllGather, Family::kCollective, Pins::kNone, false},
+    {OpKind::kReduceScatter, Family::kCollective, Pins::kNone, false},
+    {OpKind::kAllReduce, Family::kCollective, Pins::kNone, false},
+    {OpKind::kAllToAll, Family::kCollective, Pins::kNone, false},
+    {OpKind::kZeroUnlessRoot, Family::kCollective, Pins::kNone, false},
+}};
+
+constexpr bool rules_in_enum_order() {
+  for (size_t i = 0; i < kRules.size(); ++i)
+    if (static_cast<size_t>(kRules[i].kind) != i) return false;
+  return true;
+}
+static_assert(rules_in_enum_order(), "kRules must list every OpKind in enum order");
+
+std::set<std::string> pinned_dims(const Node& node, Pins pins) {
+  const Attrs& a = node.attrs;
+  switch (pins) {
+    case Pins::kNone:
+      return {};
+    case Pins::kDim:
+      return {a.dim};
+    case Pins::kDimAndDim2:
+      return {a.dim, a.dim2};
+    case Pins::kDims:
+      return {a.dims.begin(), a.dims.end()};
+    case Pins::kSplit: {
+      std::set<std::string> p = {a.dim};
+      for (const Dim& d : a.shape.dims()) p.insert(d.name);
+      return p;
+    }
+    case Pins::kMerge: {
+      std::set<std::string> p(a.dims.begin(), a.dims.end());
+      p.insert(a.dim2);
+      return p;
+    }
+  }
+  return {};
+}
+
+bool divisible(const Shape& s, const std::string& dim, int n) {
+  return !s.has(dim) || s.size(dim) % n == 0;
+}
+
+Placement split_or(const Shape& s, const std::string& dim, Placement otherwise) {
+  return s.has(dim) ? Placement::split(dim) : otherwise;
+}
+
+}  // namespace
+
+bool passes_partial(OpKind kind) { return kRules.at(static_cast<size_t>(kind)).linear; }
+
+std::vector<AxisSignature> candidates(const Graph& graph, const Node& node, int n,
+                                      const std::set<std::string>& taken) {
+  const Rule& rule = kRules.at(static_cast<size_t>(node.kind));
+  std::vector<const Shape*> in;
+  for (ValueId i : node.inputs) in.push_back(&graph.node(i).shape);
+  const Shape& out = node.shape;
+  std::vector<AxisSignature> result;
+  auto all_broadcast = [&] {
+    return AxisSignature{"", std::vector<Placement>(in.size()), Placement::broadcast()};
+  };
+  result.push_back(all_broadcast());
+  // Linear ops pass partial sums through (a broadcast operand of a sum joins
+  // as B -> P, kept on one coordinate). Offered first, so a tie defers the
+  // reduction to the output, where a gradient's all-reduce can be bucketed.
+  if (rule.linear)
+    result.insert(result.begin(),
+                  AxisSignature{"", std::vector<Placement>(in.size(), Placement::partial_sum()),
+                                Placement::partial_sum()});
+  auto usable = [&](const std::string& d, const std::vector<const Shape*>& holders) {
+    if (taken.count(d)) return false;
+    for (const Shape* s : holders)
+      if (!divisible(*s, d, n)) return false;
+    return true;
+  };
+
+  switch (rule.family) {
+    case Family::kLeaf:
+    case Family::kFill:
+    case Family::kCollective:
+      return result;  // placed directly by the lowering
+    case Family::kDimwise: {
+      std::set<std::string> pinned = pinned_dims(node, rule.pins);
+      std::vector<std::string> dims;
+      std::vector<const Shape*> holders = in;
+      holders.push_back(&out);
+      for (const Shape* s : holders)
+        for (const Dim& d : s->dims())
+          if (std::find(dims.begin(), dims.end(), d.name) == dims.end()) dims.push_back(d.name);
+      for (const std::string& d : dims) {
+        if (pinned.count(d) || !usable(d, holders)) continue;
+        if (!out.has(d) && !rule.partial_ok) continue;
+        AxisSignature sig{d, {}, split_or(out, d, Placement::partial_sum())};
+        for (const Shape* s : in) sig.inputs.push_back(split_or(*s, d, Placement::broadcast()));
+        result.push_back(sig);
+      }
+      return result;
+    }
+    case Family::kRename: {
+      for (const Dim& d : in[0]->dims()) {
+        std::string renamed = d.name == node.attrs.dim ? node.attrs.dim2 : d.name;
+        if (taken.count(d.name) || taken.count(renamed) || d.size % n != 0) continue;
+        result.push_back({d.name, {Placement::split(d.name)}, Placement::split(renamed)});
+      }
+      return result;
+    }
+    case Family::kEmbedding: {
+      const Shape& table = *in[0];
+      const Shape& ids = *in[1];
+      for (const Dim& d : ids.dims())
+        if (usable(d.name, {&ids}))
+          result.push_back({d.name,
+                            {Placement::broadcast(), Placement::split(d.name)},
+                            Placement::split(d.name)});
+      for (int i = 1; i < table.rank(); ++i)
+        if (usable(table[i].name, {&table}))
+          result.push_back({table[i].name,
+                            {Placement::split(table[i].name), Placement::broadcast()},
+                            Placement::split(table[i].name)});
+      if (usable(table[0].name, {&table}))  // vocab-parallel: rows outside the shard give zeros
+        result.push_back({table[0].name,
+                          {Placement::split(table[0].name), Placement::broadcast()},
+                          Placement::partial_sum()});
+      return result;
+    }
+    case Family::kEmbeddingGrad: {
+      const Shape& ids = *in[0];
+      const Shape& dy = *in[1];
+      for (const Dim& d : ids.dims())
+        if (usable(d.name, {&ids, &dy}))
+          result.push_back({d.name,
+                            {Placement::split(d.name), Placement::split(d.name)},
+                            Placement::partial_sum()});
+      for (int i = 1; i < out.rank(); ++i)
+        if (usable(out[i].name, {&dy, &out}))
+          result.push_back({out[i].name,
+                            {Placement::broadcast(), Placement::split(out[i].name)},
+                            Placement::split(out[i].name)});
+      if (usable(out[0].name, {&out}))
+        result.push_back({out[0].name,
+                          {Placement::broadcast(), Placement::broadcast()},
+                          Placement::split(out[0].name)});
+      return result;
+    }
+    case Family::kCrossEntropy: {
+      // Rows (the labels' dims) split: each rank's mean is scaled by its share
+      // of the rows; the loss is P(sum), its gradient stays split. The vocab
+      // split: the kernel reduces max and sum-exp across the axis itself.
+      const Shape& logits = *in[0];
+      const Shape& labels = *in[1];
+      const bool is_grad = node.inputs.size() == 3;
+      for (const Dim& d : labels.dims()) {
+        if (!usable(d.name, {&labels})) continue;
+        AxisSignature sig{d.name,
+                          {Placement::split(d.name), Placement::split(d.name)},
+                          is_grad ? Placement::split(d.name) : Placement::partial_sum()};
+        if (is_grad) sig.inputs.push_back(Placement::broadcast());
+        result.push_back(sig);
+      }
+      const std::string& vocab = node.attrs.dim;
+      if (usable(vocab, {&logits})) {
+        AxisSignature sig{vocab,
+                          {Placement::split(vocab), Placement::broadcast()},
+                          is_grad ? Placement::split(vocab) : Placement::broadcast()};
+        if (is_grad) sig.inputs.push_back(Placement::broadcast());
+        result.push_back(sig);
+      }
+      return result;
+    }
+  }
+  return result;
+}
+
+}  // namespace tessel

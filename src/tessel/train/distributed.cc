@@ -1,0 +1,102 @@
+#include "tessel/train/distributed.h"
+
+#include <cstring>
+
+#include "tessel/base/error.h"
+#include "tessel/comm/mpi/mpi_runtime.h"
+#include "tessel/kernels/elementwise.h"
+
+namespace tessel {
+
+DistributedContext::DistributedContext(const std::string& mesh_text, const std::string& layout_text)
+    : mesh_(Mesh::parse(mesh_text)) {
+  const bool under_mpi = MpiRuntime::launched_under_mpi();
+  int world_size = 1;
+  if (under_mpi) {
+    MpiRuntime& mpi = MpiRuntime::instance();
+    if (!mpi.initialized()) mpi.init(nullptr, nullptr);
+    rank_ = mpi.world_rank();
+    world_size = mpi.world_size();
+  }
+  mesh_.check_world_size(world_size);
+  layout_ = layout_text.empty() ? Layout::defaults(mesh_) : Layout::parse(layout_text, mesh_);
+  coords_ = mesh_.coords(rank_);
+  if (!under_mpi) {
+    world_ = make_self_communicator("world");
+    for (const MeshAxis& a : mesh_.axes()) axis_comms_.push_back(make_self_communicator(a.name));
+  } else {
+    MpiRuntime& mpi = MpiRuntime::instance();
+    world_ = mpi.world("world");
+    // One group per axis: the ranks that share every other coordinate.
+    for (size_t a = 0; a < mesh_.axes().size(); ++a) {
+      std::vector<int> others = coords_;
+      others[a] = 0;
+      axis_comms_.push_back(mpi.split(mesh_.axis(a).name, mesh_.rank_of(others), coords_[a]));
+    }
+  }
+  for (size_t a = 0; a < mesh_.axes().size(); ++a)
+    groups_.add(mesh_.axis(a).name, axis_comms_[a].get());
+}
+
+DistributedContext::~DistributedContext() = default;
+
+CommStats DistributedContext::stats() const {
+  CommStats total;
+  for (const auto& c : axis_comms_)
+    for (const auto& [group, kinds] : c->stats())
+      for (const auto& [kind, count] : kinds) {
+        total[group][kind].calls += count.calls;
+        total[group][kind].bytes += count.bytes;
+      }
+  return total;
+}
+
+void DistributedContext::reset_stats() {
+  for (auto& c : axis_comms_) c->reset_stats();
+  world_->reset_stats();
+}
+
+void DistributedContext::slice_local(const Shape& global, const Sharding& s, const float* full,
+                                     float* local) const {
+  Shape local_shape = s.local_shape(global, mesh_);
+  std::vector<int64_t> offsets = s.local_offsets(global, mesh_, coords_);
+  std::vector<int64_t> strides = global.strides(), sizes;
+  const float* src = full;
+  for (int i = 0; i < global.rank(); ++i) {
+    src += offsets[i] * strides[i];
+    sizes.push_back(local_shape[i].size);
+  }
+  if (global.rank() == 0) {
+    *local = *full;
+    return;
+  }
+  kernels::expand(src, strides.data(), local, sizes.data(), global.rank());
+}
+
+void DistributedContext::gather_full(const Shape& global, const Sharding& s, const float* local,
+                                     float* full) {
+  // The first replica of each block writes it into a zeroed full tensor; a
+  // sum over the world then assembles it exactly (x + 0 == x).
+  const int64_t n = global.numel();
+  std::fill(full, full + n, 0.0f);
+  bool primary = true;
+  for (int a = 0; a < s.axis_count(); ++a)
+    if (!s[a].is_split() && coords_[a] != 0) primary = false;
+  if (primary) {
+    Shape local_shape = s.local_shape(global, mesh_);
+    std::vector<int64_t> offsets = s.local_offsets(global, mesh_, coords_);
+    std::vector<int64_t> idx(global.rank(), 0), strides = global.strides();
+    for (int64_t e = 0; e < local_shape.numel(); ++e) {
+      int64_t off = 0;
+      for (int i = 0; i < global.rank(); ++i) off += (idx[i] + offsets[i]) * strides[i];
+      full[off] = local[e];
+      for (int i = global.rank() - 1; i >= 0; --i) {
+        if (++idx[i] < local_shape[i].size) break;
+        idx[i] = 0;
+      }
+    }
+  }
+  world_->all_reduce(full, n, ReduceKind::kSum, "gather_full");
+}
+
+}  // namespace tessel

@@ -1,0 +1,58 @@
+// Where this process sits in a parallel run: the mesh, the layout, this
+// rank's coordinates and one communicator per mesh axis (plus the world).
+//
+// Under an MPI launcher (mpirun) MPI is initialised and the mesh must have
+// exactly as many ranks as processes; a plain process is a mesh of one and
+// never touches MPI. Sub-communicators are created collectively, in axis
+// order, on every rank. Also offers the shard <-> full-tensor copies that
+// initialisation, data loading and checkpoints need.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessel/comm/communicator.h"
+#include "tessel/runtime/comm_groups.h"
+#include "tessel/sharding/layout.h"
+#include "tessel/sharding/mesh.h"
+
+namespace tessel {
+
+class DistributedContext {
+ public:
+  // `mesh_text` like "data=2,model=2" ("" = one rank); `layout_text` like
+  // "batch=data,heads=model" ("" = the defaults for the mesh's axis names).
+  // Errors (mesh vs process count, unknown axes) are thrown on every rank
+  // alike, before any collective runs.
+  DistributedContext(const std::string& mesh_text, const std::string& layout_text);
+  ~DistributedContext();
+
+  const Mesh& mesh() const { return mesh_; }
+  const Layout& layout() const { return layout_; }
+  Layout& layout() { return layout_; }
+  int rank() const { return rank_; }
+  const std::vector<int>& coords() const { return coords_; }
+  bool is_root() const { return rank_ == 0; }
+  const CommGroups& groups() const { return groups_; }
+  Communicator& world() { return *world_; }
+  // Sum of collective counts over every group this rank used.
+  CommStats stats() const;
+  void reset_stats();
+
+  // Copies this rank's block of a full (global) tensor.
+  void slice_local(const Shape& global, const Sharding& s, const float* full, float* local) const;
+  // Reassembles the full tensor on every rank from the local blocks.
+  void gather_full(const Shape& global, const Sharding& s, const float* local, float* full);
+
+ private:
+  Mesh mesh_;
+  Layout layout_;
+  int rank_ = 0;
+  std::vector<int> coords_;
+  std::vector<std::unique_ptr<Communicator>> axis_comms_;
+  std::unique_ptr<Communicator> world_;
+  CommGroups groups_;
+};
+
+}  // namespace tessel

@@ -1,0 +1,224 @@
+// Layout invariance under real mpirun: every mesh and layout trains to the
+// same losses and weights as one process.
+//
+// Each case runs `tessel train` on a small GPT (or the MLP) from the same
+// seed — once as a plain process, once under `mpirun -n N` with a mesh — and
+// compares the loss of every step and every parameter of the final
+// checkpoint (checkpoints hold full tensors whatever the layout). The
+// tolerance is one constant for all cases: relative 1e-5, per step for the
+// loss and per tensor (||a - b|| / ||b||) for parameters. Collective counts
+// per step are checked against what the parallelism predicts.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "tessel/train/checkpoint/safetensors.h"
+
+namespace tessel {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr double kRelTol = 1e-5;
+
+std::string run(const std::string& cmd, int* status) {
+  FILE* pipe = popen((cmd + " 2>&1").c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
+  int s = pclose(pipe);
+  *status = WIFEXITED(s) ? WEXITSTATUS(s) : -1;
+  return out;
+}
+
+std::string mpirun(int ranks) {
+  return std::string(TESSEL_MPIEXEC) + " --allow-run-as-root --oversubscribe -n " +
+         std::to_string(ranks) + " ";
+}
+
+nlohmann::json gpt_config() {
+  return {{"model", "gpt"},    {"n_layer", 2},    {"n_head", 4},       {"d_model", 64},
+          {"context", 16},     {"batch", 8},      {"steps", 10},       {"lr", 3e-3},
+          {"warmup_steps", 2}, {"eval_every", 5}, {"eval_batches", 2}, {"threads", 1}};
+}
+
+nlohmann::json mlp_config() {
+  return {{"model", "mlp"},  {"data", "fashion-mnist"},
+          {"hidden", 64},    {"batch", 32},
+          {"steps", 10},     {"lr", 2e-3},
+          {"eval_every", 5}, {"eval_batches", 2},
+          {"threads", 1}};
+}
+
+struct TrainRun {
+  std::vector<nlohmann::json> steps;
+  SafetensorsFile params;
+};
+
+class LayoutInvariance : public ::testing::Test {
+ protected:
+  static fs::path root() {
+    static fs::path dir = fs::temp_directory_path() / ("tessel_layout_" + std::to_string(getpid()));
+    return dir;
+  }
+  static void TearDownTestSuite() { fs::remove_all(root()); }
+
+  // Trains `config` with `ranks` processes (0: a plain process) and reads the result.
+  static TrainRun train(const std::string& name, const nlohmann::json& config, int ranks,
+                        const std::string& mesh = "", const std::string& layout = "") {
+    fs::path dir = root() / name;
+    fs::create_directories(dir);
+    std::ofstream(dir / "config.json") << config.dump();
+    std::string cmd = (ranks > 0 ? mpirun(ranks) : std::string()) + TESSEL_CLI_PATH +
+                      " train --config " + (dir / "config.json").string() + " --out " +
+                      (dir / "out").string();
+    if (!mesh.empty()) cmd += " --mesh " + mesh;
+    if (!layout.empty()) cmd += " --layout " + layout;
+    int status = 0;
+    std::string output = run(cmd, &status);
+    EXPECT_EQ(status, 0) << cmd << "\n" << output;
+    TrainRun r;
+    std::ifstream metrics(dir / "out" / "metrics.jsonl");
+    std::string line;
+    while (std::getline(metrics, line)) r.steps.push_back(nlohmann::json::parse(line));
+    if (status == 0)
+      r.params = read_safetensors((dir / "out" / "checkpoint" / "model.safetensors").string());
+    return r;
+  }
+
+  static const TrainRun& reference(const std::string& model) {
+    static std::map<std::string, TrainRun> cache;
+    auto it = cache.find(model);
+    if (it == cache.end())
+      it = cache
+               .emplace(model,
+                        train("single_" + model, model == "gpt" ? gpt_config() : mlp_config(), 0))
+               .first;
+    return it->second;
+  }
+
+  static void expect_same(const TrainRun& got, const TrainRun& want, const std::string& what) {
+    ASSERT_EQ(got.steps.size(), want.steps.size()) << what;
+    for (size_t s = 0; s < want.steps.size(); ++s) {
+      double a = got.steps[s]["loss"], b = want.steps[s]["loss"];
+      EXPECT_LE(std::abs(a - b), kRelTol * std::abs(b))
+          << what << ": loss at step " << s << ": " << a << " vs " << b;
+    }
+    ASSERT_EQ(got.params.tensors.size(), want.params.tensors.size()) << what;
+    for (const TensorRecord& w : want.params.tensors) {
+      const TensorRecord* g = got.params.find(w.name);
+      ASSERT_NE(g, nullptr) << what << ": missing " << w.name;
+      ASSERT_EQ(g->shape, w.shape) << what << ": " << w.name;
+      const float* x = reinterpret_cast<const float*>(g->bytes.data());
+      const float* y = reinterpret_cast<const float*>(w.bytes.data());
+      double diff = 0, norm = 0;
+      for (size_t i = 0; i < w.bytes.size() / 4; ++i) {
+        diff += (double(x[i]) - y[i]) * (double(x[i]) - y[i]);
+        norm += double(y[i]) * y[i];
+      }
+      EXPECT_LE(std::sqrt(diff), kRelTol * std::sqrt(norm)) << what << ": parameter " << w.name;
+    }
+  }
+
+  // Bytes and calls of one collective kind on one axis during training step s.
+  static std::pair<int64_t, int64_t> comm(const TrainRun& r, int step, const char* axis,
+                                          const char* kind) {
+    const nlohmann::json& line = r.steps.at(step);
+    if (!line.contains("comm") || !line["comm"].contains(axis) ||
+        !line["comm"][axis].contains(kind))
+      return {0, 0};
+    const auto& c = line["comm"][axis][kind];
+    return {c["calls"].get<int64_t>(), c["bytes"].get<int64_t>()};
+  }
+};
+
+struct MeshCase {
+  const char* name;
+  int ranks;
+  const char* mesh;
+  const char* layout;
+};
+
+class GptLayouts : public LayoutInvariance, public ::testing::WithParamInterface<MeshCase> {};
+
+TEST_P(GptLayouts, MatchesSingleProcess) {
+  const MeshCase& c = GetParam();
+  TrainRun got = train(c.name, gpt_config(), c.ranks, c.mesh, c.layout);
+  expect_same(got, reference("gpt"), c.name);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Meshes, GptLayouts,
+    ::testing::Values(MeshCase{"one_rank_mesh", 1, "", ""}, MeshCase{"data2", 2, "data=2", ""},
+                      MeshCase{"model2", 2, "model=2", ""},
+                      MeshCase{"data2_model2", 4, "data=2,model=2", ""},
+                      MeshCase{"data4", 4, "data=4", ""}, MeshCase{"model4", 4, "model=4", ""},
+                      MeshCase{"data2_model4", 8, "data=2,model=4", ""},
+                      MeshCase{"sequence_parallel_model2", 2, "model=2",
+                               "heads=model,hidden=model,vocab=model,seq=model"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST_F(LayoutInvariance, MlpDataParallel) {
+  expect_same(train("mlp_data2", mlp_config(), 2, "data=2"), reference("mlp"), "mlp data=2");
+}
+
+TEST_F(LayoutInvariance, MlpTensorParallel) {
+  expect_same(train("mlp_model2", mlp_config(), 2, "model=2", "hidden=model"), reference("mlp"),
+              "mlp model=2");
+}
+
+// Data parallelism: the gradients (and the loss) are all-reduced in buckets,
+// one non-blocking all-reduce per bucket, and the bytes are exactly the
+// gradient bytes (+4 for the loss scalar). The tiny model's gradients fit in
+// one default (25 MiB) bucket; with 0.05 MiB buckets there are several and
+// the bytes do not change. (The batch is large enough that all-reducing the
+// embedding's gradient is cheaper than gathering its inputs: with fewer
+// tokens than vocabulary rows the cost model rightly gathers instead.)
+TEST_F(LayoutInvariance, DataParallelMovesTheGradientBytesInBuckets) {
+  nlohmann::json config = gpt_config();
+  config["batch"] = 32;
+  TrainRun r = train("count_data2", config, 2, "data=2");
+  int64_t param_bytes = 0;
+  for (const TensorRecord& t : r.params.tensors) param_bytes += t.bytes.size();
+  for (int s : {0, 3}) {
+    auto [calls, bytes] = comm(r, s, "data", "all_reduce");
+    EXPECT_EQ(bytes, param_bytes + 4) << "step " << s;
+    EXPECT_EQ(calls, 1) << "step " << s;
+  }
+  nlohmann::json small = config;
+  small["bucket_mib"] = 0.05;
+  TrainRun many = train("count_data2_small_buckets", small, 2, "data=2");
+  auto [calls, bytes] = comm(many, 0, "data", "all_reduce");
+  EXPECT_EQ(bytes, param_bytes + 4);
+  // Buckets close once they reach the size, so all but the last are full.
+  EXPECT_GT(calls, 1);
+  EXPECT_LE(calls, param_bytes / (0.05 * 1048576) + 1);
+  for (size_t s = 0; s < r.steps.size(); ++s)
+    EXPECT_EQ(r.steps[s]["loss"], many.steps[s]["loss"]) << "bucketing changed step " << s;
+}
+
+// Megatron tensor parallelism: per block two all-reduces of the activations
+// (batch x seq x d_model) in forward and two in backward, one after the
+// vocab-parallel embedding, one for the (vocab-parallel) LM head's input
+// gradient, and the vocab-parallel cross-entropy's three row-statistic
+// all-reduces (max, sum-exp, target logit) in forward and again in backward.
+TEST_F(LayoutInvariance, TensorParallelMovesTwoActivationsPerBlockEachWay) {
+  nlohmann::json c = gpt_config();
+  TrainRun r = train("count_model2", c, 2, "model=2");
+  const int64_t rows = c["batch"].get<int64_t>() * c["context"].get<int64_t>();
+  const int64_t activation = rows * c["d_model"].get<int64_t>() * 4;
+  const int64_t layers = c["n_layer"];
+  auto [calls, bytes] = comm(r, 1, "model", "all_reduce");
+  EXPECT_EQ(bytes, (4 * layers + 2) * activation + 6 * rows * 4);
+  EXPECT_EQ(calls, 4 * layers + 2 + 6);
+}
+
+}  // namespace
+}  // namespace tessel
