@@ -28,17 +28,24 @@ int run_bench_step(const BenchOptions& opt) {
   Trainer trainer(config);
   const int threads = omp_get_max_threads();
   std::vector<double> ms;
+  double comm_seconds = 0;
   for (int64_t i = 0; i < opt.warmup + opt.steps; ++i) {
+    if (i == opt.warmup) comm_seconds = -trainer.train_program().collective_seconds();
     auto t0 = std::chrono::steady_clock::now();
     trainer.step();
     double t =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (i >= opt.warmup) ms.push_back(t);
   }
+  comm_seconds += trainer.train_program().collective_seconds();
+  double total_ms = 0;
+  for (double t : ms) total_ms += t;
   std::sort(ms.begin(), ms.end());
   double median = ms[ms.size() / 2];
   if (ms.size() % 2 == 0) median = 0.5 * (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]);
   double gflops = trainer.flops_per_step() / (median / 1e3) / 1e9;
+  // Measured on rank 0 alone would be wrong under mpirun (the other ranks
+  // still compute): every rank measures, after its steps.
   double peak1 = measure_fma_peak_gflops(1);
   double peak_all = measure_fma_peak_gflops(threads);
   nlohmann::json out = {
@@ -57,8 +64,13 @@ int run_bench_step(const BenchOptions& opt) {
       {"peak_gflops_all_cores", peak_all},
       {"fraction_of_peak", gflops / peak_all},
       {"arena_mib", trainer.arena_bytes() / 1048576.0},
+      {"mesh", trainer.distributed().mesh().to_string()},
+      {"ranks", trainer.distributed().mesh().rank_count()},
+      {"tokens_per_s_per_rank",
+       trainer.items_per_step() / (median / 1e3) / trainer.distributed().mesh().rank_count()},
+      {"comm_fraction", comm_seconds * 1e3 / total_ms},
   };
-  std::printf("%s\n", out.dump().c_str());
+  if (trainer.is_root()) std::printf("%s\n", out.dump().c_str());
   return 0;
 }
 

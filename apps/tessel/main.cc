@@ -1,5 +1,6 @@
 // tessel: train, sample, evaluate, benchmark and inspect models.
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <vector>
 
@@ -22,7 +23,10 @@ int main(int argc, char** argv) {
     for (const tessel::cli::Command& command : commands)
       if (command.app->parsed()) return command.run();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "tessel: error: %s\n", e.what());
+    // Under mpirun every rank reports; say which.
+    const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+    std::fprintf(stderr, "tessel: %s%s%serror: %s\n", rank ? "[rank " : "", rank ? rank : "",
+                 rank ? "] " : "", e.what());
     return 1;
   }
   return 1;

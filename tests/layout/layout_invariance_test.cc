@@ -220,5 +220,64 @@ TEST_F(LayoutInvariance, TensorParallelMovesTwoActivationsPerBlockEachWay) {
   EXPECT_EQ(calls, 4 * layers + 2 + 6);
 }
 
+// Sequence parallelism: each of tensor parallelism's activation all-reduces
+// becomes a reduce-scatter to S(seq) plus an all-gather back — the same ring
+// traffic (an all-reduce is a reduce-scatter followed by an all-gather) —
+// and no activation-sized all-reduce is left.
+TEST_F(LayoutInvariance, SequenceParallelTurnsAllReducesIntoReduceScatterAndAllGather) {
+  nlohmann::json c = gpt_config();
+  TrainRun sp = train("count_sp2", c, 2, "model=2", "heads=model,hidden=model,vocab=model,seq=model");
+  const int64_t rows = c["batch"].get<int64_t>() * c["context"].get<int64_t>();
+  const int64_t activation = rows * c["d_model"].get<int64_t>() * 4;
+  const int64_t per_step = 4 * c["n_layer"].get<int64_t>() + 2;  // TP's all-reduces, see above
+  auto [rs_calls, rs_bytes] = comm(sp, 1, "model", "reduce_scatter");
+  auto [ag_calls, ag_bytes] = comm(sp, 1, "model", "all_gather");
+  auto [ar_calls, ar_bytes] = comm(sp, 1, "model", "all_reduce");
+  EXPECT_EQ(rs_calls, per_step);
+  EXPECT_EQ(rs_bytes, per_step * activation);  // the all-reduces' payload, reduced and scattered
+  EXPECT_GE(ag_calls, per_step);
+  EXPECT_GE(ag_bytes, per_step * activation / 2);  // each rank contributes its half back
+  EXPECT_LT(ar_bytes, activation) << "an activation-sized all-reduce is left";
+}
+
+// Bad meshes and layouts stop every rank with a clear error and a non-zero
+// exit before any compute — and never hang (the command has a time limit).
+TEST_F(LayoutInvariance, BadMeshOrLayoutFailsOnEveryRankWithoutHanging) {
+  fs::path dir = root() / "bad";
+  fs::create_directories(dir);
+  std::ofstream(dir / "config.json") << gpt_config().dump();
+  struct Bad {
+    int ranks;
+    std::string args, message;
+  };
+  const std::vector<Bad> cases = {
+      {2, "--mesh data=4", "mesh data=4 has 4 ranks but 2 processes are running"},
+      {2, "--mesh data=2 --layout batch=dp", "mapped to axis 'dp', which is not an axis of mesh data=2"},
+      {2, "--mesh model=2 --layout hiden=model", "no tensor of the model has that dim"},
+      {2, "--mesh model=2 --layout heads=model,embed=model,heads=model", "mapped to two axes"},
+  };
+  for (const Bad& b : cases) {
+    int status = 0;
+    std::string cmd = "timeout 60 " + mpirun(b.ranks) + TESSEL_CLI_PATH + " train --config " +
+                      (dir / "config.json").string() + " --out " + (dir / "out").string() + " " +
+                      b.args;
+    std::string out = run(cmd, &status);
+    EXPECT_NE(status, 0) << cmd << "\n" << out;
+    EXPECT_NE(status, 124) << "timed out (hang): " << cmd;
+    EXPECT_NE(out.find(b.message), std::string::npos) << cmd << "\n" << out;
+    EXPECT_NE(out.find("[rank 0] error"), std::string::npos) << out;
+  }
+  // An axis that does not divide a dim: the 4 heads over model=8.
+  int status = 0;
+  std::string out = run("timeout 60 " + mpirun(8) + TESSEL_CLI_PATH + " train --config " +
+                            (dir / "config.json").string() + " --out " + (dir / "out8").string() +
+                            " --mesh model=8",
+                        &status);
+  EXPECT_NE(status, 0) << out;
+  EXPECT_NE(out.find("heads=4 to mesh axis 'model' of size 8, which does not divide it"),
+            std::string::npos)
+      << out;
+}
+
 }  // namespace
 }  // namespace tessel

@@ -1,6 +1,7 @@
 #include "tessel/runtime/program.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "tessel/base/error.h"
@@ -9,6 +10,14 @@
 #include "tessel/runtime/execute_op.h"
 
 namespace tessel {
+namespace {
+
+bool is_collective(OpKind kind) {
+  return kind == OpKind::kAllGather || kind == OpKind::kReduceScatter ||
+         kind == OpKind::kAllReduce || kind == OpKind::kAllToAll;
+}
+
+}  // namespace
 
 Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, CompileOptions options)
     : graph_(std::make_shared<const Graph>(graph)), options_(options) {
@@ -182,13 +191,22 @@ void Program::run() {
                 ins.einsum_plan >= 0 ? &einsum_plans_[ins.einsum_plan] : nullptr,
                 options_.reference_kernels,
                 options_.comms};
-    execute_op(call);
+    if (is_collective(node.kind)) {
+      auto t0 = std::chrono::steady_clock::now();
+      execute_op(call);
+      collective_seconds_ +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    } else {
+      execute_op(call);
+    }
   }
+  auto t0 = std::chrono::steady_clock::now();
   for (Bucket& b : buckets_)
     if (b.pending) {
       b.pending->wait();
       b.pending.reset();
     }
+  collective_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 }  // namespace tessel

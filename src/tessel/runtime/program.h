@@ -51,6 +51,9 @@ class Program {
   double flops_per_run() const { return flops_; }
   int instruction_count() const { return static_cast<int>(instructions_.size()); }
   int bucket_count() const { return static_cast<int>(buckets_.size()); }
+  // Wall time spent inside collectives (blocking ones, and waiting for
+  // gradient buckets) over all runs so far.
+  double collective_seconds() const { return collective_seconds_; }
   // The buffer requests and plan, for checking the plan (tests, inspect).
   const std::vector<BufferRequest>& buffer_requests() const { return requests_; }
   const MemoryPlan& memory_plan() const { return plan_; }
@@ -86,6 +89,7 @@ class Program {
   std::map<std::string, ValueId> params_by_name_;
   std::vector<ValueId> used_params_;  // parameters some instruction reads
   std::vector<Bucket> buckets_;
+  double collective_seconds_ = 0;
   double flops_ = 0;
 };
 

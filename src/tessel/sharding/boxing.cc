@@ -75,16 +75,23 @@ std::vector<Transition> plan_boxing(const Shape& global, const Sharding& from, c
   }
   std::stable_sort(steps.begin(), steps.end(),
                    [](const Step& x, const Step& y) { return step_rank(x.op) < step_rank(y.op); });
-  // A slice along a dim that another axis is still gathering would split one
-  // dim on two axes at once; the stable order above keeps the value valid
-  // because a dim maps to one axis in every sharding the lowering produces.
+  // A step that splits dim d on one axis must wait until no other axis
+  // splits d (a slice of d before another axis has gathered it would cut the
+  // wrong rows): take, in the order above, the first step that may run now.
+  // Only a cycle (two dims trading axes) leaves none.
   std::vector<Transition> plan;
   Sharding current = from;
-  for (const Step& s : steps) {
-    if (s.from.is_split() && s.to.is_split() && current.axis_of(s.to.dim) >= 0 &&
-        current.axis_of(s.to.dim) != s.axis)
-      TS_THROW("boxing ", from.to_string(), " -> ", to.to_string(), ": dim '", s.to.dim,
+  auto blocked = [&](const Step& s) {
+    return s.to.is_split() && current.axis_of(s.to.dim) >= 0 && current.axis_of(s.to.dim) != s.axis;
+  };
+  while (!steps.empty()) {
+    auto next =
+        std::find_if(steps.begin(), steps.end(), [&](const Step& s) { return !blocked(s); });
+    if (next == steps.end())
+      TS_THROW("boxing ", from.to_string(), " -> ", to.to_string(), ": dim '", steps[0].to.dim,
                "' would be split on two axes at once");
+    const Step s = *next;
+    steps.erase(next);
     double local_bytes = current.local_shape(global, mesh).numel() * 4.0;
     Sharding after = current.with(s.axis, s.to);
     plan.push_back({s.axis, s.from, s.to, s.op,

@@ -10,6 +10,8 @@
 namespace tessel {
 namespace {
 
+constexpr double kGatheredParameterPenalty = 1e18;
+
 class Lowering {
  public:
   Lowering(const Graph& global, const Mesh& mesh, const Layout& layout, int rank)
@@ -68,9 +70,19 @@ class Lowering {
       std::vector<AxisSignature> options = candidates(global_, node, n, taken);
       for (const AxisSignature& sig : options) {
         double cost = transition_bytes(sig.output, target[a], bytes(node), n);
-        for (size_t i = 0; i < node.inputs.size(); ++i)
-          cost += transition_bytes(out_.sharding_of[node.inputs[i]][a], sig.inputs[i],
-                                   bytes(global_.node(node.inputs[i])), n);
+        for (size_t i = 0; i < node.inputs.size(); ++i) {
+          const Placement& have = out_.sharding_of[node.inputs[i]][a];
+          // A conversion already made (the forward's gathered activation,
+          // reused by backward) costs nothing more.
+          if (!converted(node.inputs[i], out_.sharding_of[node.inputs[i]].with(a, sig.inputs[i])))
+            cost += transition_bytes(have, sig.inputs[i], bytes(global_.node(node.inputs[i])), n);
+          // Parameters stay as the layout places them: a tensor-parallel
+          // weight is never gathered (memory stays predictable, as in
+          // Megatron), unless no signature avoids it.
+          if (global_.node(node.inputs[i]).kind == OpKind::kParam && have.is_split() &&
+              !(sig.inputs[i] == have))
+            cost += kGatheredParameterPenalty;
+        }
         if (cost < best_cost) best_cost = cost, best = &sig;
       }
       TS_CHECK(best, "no signature for ", op_name(node.kind));
@@ -106,6 +118,10 @@ class Lowering {
     return passes_partial(global_.node(consumers_[id][0]).kind);
   }
 
+  bool converted(ValueId global_value, const Sharding& want) const {
+    return cache_.count(std::make_pair(global_value, want.to_string())) > 0;
+  }
+
   static double bytes(const Node& n) { return static_cast<double>(n.shape.numel()) * 4.0; }
 
   // `global_value` converted to sharding `want`, cached so that one value
@@ -126,24 +142,17 @@ class Lowering {
   ValueId apply_plan(ValueId local, const Shape& global_shape, const std::string& label,
                      const Sharding& from, const Sharding& to, const std::string& reason,
                      bool overlap = false) {
-    if (from == to) return local;
-    for (const Transition& t : plan_boxing(global_shape, from, to, mesh_)) {
-      const MeshAxis& axis = mesh_.axis(t.axis);
-      Attrs a;
-      a.axis = axis.name;
-      a.count = axis.size;
-      a.offset = coords_[t.axis];
-      a.dim = t.from.is_split() ? t.from.dim : t.to.dim;
-      if (t.op == OpKind::kAllToAll) a.dim2 = t.to.dim;
-      if (t.op == OpKind::kAllReduce) a.key = t.from.kind == Placement::kPartialMax ? "max" : "sum";
-      if (t.op == OpKind::kZeroUnlessRoot || t.op == OpKind::kAllReduce) a.dim.clear();
-      a.overlap = overlap && t.op == OpKind::kAllReduce && a.key == "sum";
-      local = out_.graph.add(t.op, {local}, a, label + "." + op_name(t.op));
+    std::vector<EmittedTransition> emitted;
+    ValueId result = emit_boxing(out_.graph, local, global_shape, label, from, to, mesh_, coords_,
+                                 overlap, &emitted);
+    for (const EmittedTransition& e : emitted) {
+      const Transition& t = e.transition;
+      const std::string& axis = mesh_.axis(t.axis).name;
       out_.collectives.push_back(
-          {local, t.op, axis.name, label, reason, t.from.to_string(), t.to.to_string(), t.bytes});
-      out_.bytes_per_axis[axis.name] += t.bytes;
+          {e.local, t.op, axis, label, reason, t.from.to_string(), t.to.to_string(), t.bytes});
+      out_.bytes_per_axis[axis] += t.bytes;
     }
-    return local;
+    return result;
   }
 
   // Rank-specific attributes of the local node.
@@ -198,6 +207,28 @@ class Lowering {
 };
 
 }  // namespace
+
+ValueId emit_boxing(Graph& graph, ValueId local, const Shape& global, const std::string& label,
+                    const Sharding& from, const Sharding& to, const Mesh& mesh,
+                    const std::vector<int>& coords, bool overlap,
+                    std::vector<EmittedTransition>* emitted) {
+  if (from == to) return local;
+  for (const Transition& t : plan_boxing(global, from, to, mesh)) {
+    const MeshAxis& axis = mesh.axis(t.axis);
+    Attrs a;
+    a.axis = axis.name;
+    a.count = axis.size;
+    a.offset = coords.at(t.axis);
+    a.dim = t.from.is_split() ? t.from.dim : t.to.dim;
+    if (t.op == OpKind::kAllToAll) a.dim2 = t.to.dim;
+    if (t.op == OpKind::kAllReduce) a.key = t.from.kind == Placement::kPartialMax ? "max" : "sum";
+    if (t.op == OpKind::kZeroUnlessRoot || t.op == OpKind::kAllReduce) a.dim.clear();
+    a.overlap = overlap && t.op == OpKind::kAllReduce && a.key == "sum";
+    local = graph.add(t.op, {local}, a, label + "." + op_name(t.op));
+    if (emitted) emitted->push_back({local, t});
+  }
+  return local;
+}
 
 LocalGraph lower_to_rank(const Graph& global, const std::vector<ValueId>& outputs, const Mesh& mesh,
                          const Layout& layout, int rank) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tessel/ir/graph.h"
+#include "tessel/sharding/boxing.h"
 #include "tessel/sharding/layout.h"
 #include "tessel/sharding/mesh.h"
 #include "tessel/sharding/placement.h"
@@ -37,6 +38,23 @@ struct LocalGraph {
   std::vector<InsertedCollective> collectives;
   std::map<std::string, double> bytes_per_axis;  // bytes this rank sends per run
 };
+
+// One node of a boxing, as emit_boxing appended it.
+struct EmittedTransition {
+  ValueId local;  // the node in the local graph
+  Transition transition;
+};
+
+// Appends to `graph` the nodes that convert `local` (this rank's block of the
+// global value `label`, of shape `global`, under `from`) to `to`, one node per
+// Transition of plan_boxing; returns the converted value (`local` itself if
+// from == to). `coords` are this rank's mesh coordinates. `overlap` marks the
+// sum all-reduces of a program output as bucketable. The lowering boxes every
+// value through this; tests call it on hand-built local graphs.
+ValueId emit_boxing(Graph& graph, ValueId local, const Shape& global, const std::string& label,
+                    const Sharding& from, const Sharding& to, const Mesh& mesh,
+                    const std::vector<int>& coords, bool overlap = false,
+                    std::vector<EmittedTransition>* emitted = nullptr);
 
 // Lowers the nodes `outputs` depend on. REQUIRES: layout.validate(global, mesh) passed.
 LocalGraph lower_to_rank(const Graph& global, const std::vector<ValueId>& outputs, const Mesh& mesh,

@@ -41,6 +41,9 @@ Shape Sharding::local_shape(const Shape& global, const Mesh& mesh) const {
   for (int a = 0; a < axis_count(); ++a) {
     if (!per_axis_[a].is_split()) continue;
     const std::string& d = per_axis_[a].dim;
+    if (int first = axis_of(d); first != a)
+      TS_THROW("sharding ", to_string(), " splits dim '", d, "' on two mesh axes ('",
+               mesh.axis(first).name, "' and '", mesh.axis(a).name, "')");
     auto i = global.index_of(d);
     if (!i) TS_THROW("sharding ", to_string(), ": split dim '", d, "' is not in ", global);
     const MeshAxis& axis = mesh.axis(a);
