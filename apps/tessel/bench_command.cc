@@ -44,8 +44,9 @@ int run_bench_step(const BenchOptions& opt) {
   double median = ms[ms.size() / 2];
   if (ms.size() % 2 == 0) median = 0.5 * (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]);
   double gflops = trainer.flops_per_step() / (median / 1e3) / 1e9;
-  // Measured on rank 0 alone would be wrong under mpirun (the other ranks
-  // still compute): every rank measures, after its steps.
+  // Under mpirun only the root probes the peak, once the other ranks are done
+  // (their steps end together: every step synchronises on collectives).
+  if (!trainer.is_root()) return 0;
   double peak1 = measure_fma_peak_gflops(1);
   double peak_all = measure_fma_peak_gflops(threads);
   nlohmann::json out = {
@@ -70,7 +71,7 @@ int run_bench_step(const BenchOptions& opt) {
        trainer.items_per_step() / (median / 1e3) / trainer.distributed().mesh().rank_count()},
       {"comm_fraction", comm_seconds * 1e3 / total_ms},
   };
-  if (trainer.is_root()) std::printf("%s\n", out.dump().c_str());
+  std::printf("%s\n", out.dump().c_str());
   return 0;
 }
 

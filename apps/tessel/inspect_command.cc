@@ -39,7 +39,9 @@ int run_inspect(const InspectOptions& opt) {
   if (opt.graph) std::printf("%s\n", local.graph.to_string().c_str());
   int64_t params = 0;
   for (ValueId p : graph.params()) params += graph.node(p).shape.numel();
-  std::printf("mesh %s, rank %d of %d\n", mesh.to_string().c_str(), opt.rank, mesh.rank_count());
+  std::printf("mesh %s, rank %d of %d, layout %s\n", mesh.to_string().c_str(), opt.rank,
+              mesh.rank_count(),
+              layout.to_string().empty() ? "(none)" : layout.to_string().c_str());
   std::printf("parameters: %lld (%.1f MiB in full)\n", static_cast<long long>(params),
               params * 4 / 1048576.0);
   std::printf("\nparameter shardings:\n");

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <ostream>
 #include <set>
 #include <string>
 #include <vector>
@@ -29,6 +30,9 @@ struct OpCase {
   std::map<std::string, int32_t> int_ranges = {};  // i32 input name -> values in [0, range)
   std::set<std::string> positive = {};             // params that must stay positive
 };
+
+// GoogleTest prints a parameter into the CTest name: the case name, not bytes.
+inline void PrintTo(const OpCase& c, std::ostream* out) { *out << c.name; }
 
 // The sizes of the dims the cases use.
 struct OpCaseSizes {

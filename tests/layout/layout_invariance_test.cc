@@ -145,6 +145,7 @@ struct MeshCase {
   const char* mesh;
   const char* layout;
 };
+void PrintTo(const MeshCase& c, std::ostream* out) { *out << c.name; }
 
 class GptLayouts : public LayoutInvariance, public ::testing::WithParamInterface<MeshCase> {};
 
@@ -226,7 +227,8 @@ TEST_F(LayoutInvariance, TensorParallelMovesTwoActivationsPerBlockEachWay) {
 // and no activation-sized all-reduce is left.
 TEST_F(LayoutInvariance, SequenceParallelTurnsAllReducesIntoReduceScatterAndAllGather) {
   nlohmann::json c = gpt_config();
-  TrainRun sp = train("count_sp2", c, 2, "model=2", "heads=model,hidden=model,vocab=model,seq=model");
+  TrainRun sp =
+      train("count_sp2", c, 2, "model=2", "heads=model,hidden=model,vocab=model,seq=model");
   const int64_t rows = c["batch"].get<int64_t>() * c["context"].get<int64_t>();
   const int64_t activation = rows * c["d_model"].get<int64_t>() * 4;
   const int64_t per_step = 4 * c["n_layer"].get<int64_t>() + 2;  // TP's all-reduces, see above
@@ -252,7 +254,8 @@ TEST_F(LayoutInvariance, BadMeshOrLayoutFailsOnEveryRankWithoutHanging) {
   };
   const std::vector<Bad> cases = {
       {2, "--mesh data=4", "mesh data=4 has 4 ranks but 2 processes are running"},
-      {2, "--mesh data=2 --layout batch=dp", "mapped to axis 'dp', which is not an axis of mesh data=2"},
+      {2, "--mesh data=2 --layout batch=dp",
+       "mapped to axis 'dp', which is not an axis of mesh data=2"},
       {2, "--mesh model=2 --layout hiden=model", "no tensor of the model has that dim"},
       {2, "--mesh model=2 --layout heads=model,embed=model,heads=model", "mapped to two axes"},
   };

@@ -44,6 +44,7 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
 
   // Instructions and the step at which each root buffer is first and last used.
   std::vector<int> first_use(n, -1), last_use(n, -1);
+  std::vector<bool> read_by_instruction(n, false);
   auto touch = [&](ValueId v, int step) {
     ValueId root = alias_root_[v];
     if (first_use[root] < 0) first_use[root] = step;
@@ -62,7 +63,10 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
       ins.einsum_plan = static_cast<int>(einsum_plans_.size()) - 1;
     }
     instructions_.push_back(ins);
-    for (ValueId in : node.inputs) touch(in, step);
+    for (ValueId in : node.inputs) {
+      touch(in, step);
+      read_by_instruction[alias_root_[in]] = true;
+    }
     touch(id, step);
   }
   const int end = std::max<int>(1, static_cast<int>(instructions_.size()));
@@ -78,10 +82,14 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
     std::map<std::string, int> open;
     for (size_t i = 0; i < instructions_.size(); ++i) {
       const Node& node = g.node(instructions_[i].node);
-      if (node.kind != OpKind::kAllReduce || !node.attrs.overlap || !options_.comms) continue;
+      // Only values no instruction reads may complete after later ones run.
+      if (node.kind != OpKind::kAllReduce || !node.attrs.overlap || !options_.comms ||
+          read_by_instruction[instructions_[i].node])
+        continue;
       auto it = open.find(node.attrs.axis);
       if (it == open.end()) {
-        buckets_.push_back(Bucket{node.attrs.axis});
+        buckets_.emplace_back();
+        buckets_.back().axis = node.attrs.axis;
         it = open.emplace(node.attrs.axis, static_cast<int>(buckets_.size()) - 1).first;
       }
       Bucket& b = buckets_[it->second];
@@ -206,7 +214,8 @@ void Program::run() {
       b.pending->wait();
       b.pending.reset();
     }
-  collective_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  collective_seconds_ +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 }  // namespace tessel

@@ -62,7 +62,7 @@ void Layout::set_override(const std::string& label, const std::string& spec, con
     if (!axes.insert(e.axis).second)
       TS_THROW("override for '", label, "': two dims of one tensor are placed on axis '",
                mesh.axis(e.axis).name, "' ('", spec, "')");
-    entries.push_back({e.dim, e.axis});
+    entries.push_back({e.dim, e.axis, mesh.axis(e.axis).name});
   }
   overrides_[label] = std::move(entries);
 }
@@ -121,8 +121,7 @@ void Layout::validate(const Graph& graph, const Mesh& mesh) const {
 
 std::string Layout::to_string() const {
   std::string s;
-  for (const Entry& e : entries_)
-    s += (s.empty() ? "" : ",") + e.dim + "=" + std::to_string(e.axis);
+  for (const Entry& e : entries_) s += (s.empty() ? "" : ",") + e.dim + "=" + e.axis_name;
   return s;
 }
 

@@ -48,6 +48,7 @@ class Layout {
   struct Entry {
     std::string dim;
     int axis;
+    std::string axis_name;
   };
   std::vector<Entry> entries_;  // in priority order
   std::map<std::string, std::vector<Entry>> overrides_;

@@ -105,9 +105,12 @@ class Lowering {
       out_.sharding_of[id] = produced;
       return;
     }
-    // Otherwise bring the output to its target.
-    ValueId final_value = apply_plan(local, node.shape, node.name, produced, target,
-                                     "output to target", is_output_.count(id) > 0);
+    // Otherwise bring the output to its target. Only a program output that
+    // no later node reads (a gradient) may be all-reduced in the background:
+    // the program does not wait for a bucket before a reader runs.
+    const bool overlap = is_output_.count(id) > 0 && consumers_[id].empty();
+    ValueId final_value =
+        apply_plan(local, node.shape, node.name, produced, target, "output to target", overlap);
     out_.local_of[id] = final_value;
   }
 

@@ -49,7 +49,7 @@ struct EmittedTransition {
 // global value `label`, of shape `global`, under `from`) to `to`, one node per
 // Transition of plan_boxing; returns the converted value (`local` itself if
 // from == to). `coords` are this rank's mesh coordinates. `overlap` marks the
-// sum all-reduces of a program output as bucketable. The lowering boxes every
+// sum all-reduces of a program output that no node reads as bucketable. The lowering boxes every
 // value through this; tests call it on hand-built local graphs.
 ValueId emit_boxing(Graph& graph, ValueId local, const Shape& global, const std::string& label,
                     const Sharding& from, const Sharding& to, const Mesh& mesh,
