@@ -42,7 +42,7 @@ std::vector<ParsedEntry> parse_entries(const std::string& text, const Mesh& mesh
 Layout Layout::parse(const std::string& text, const Mesh& mesh) {
   Layout l;
   for (const ParsedEntry& e : parse_entries(text, mesh, "layout"))
-    l.entries_.push_back({e.dim, e.axis});
+    l.entries_.push_back({e.dim, e.axis, mesh.axis(e.axis).name});
   return l;
 }
 
