@@ -2,6 +2,8 @@
 
 #include <omp.h>
 
+#include "tessel/base/error.h"
+
 namespace tessel::cli {
 
 void ConfigOptions::add_to(CLI::App* command, bool with_steps) {
@@ -13,6 +15,8 @@ void ConfigOptions::add_to(CLI::App* command, bool with_steps) {
   command->add_option(
       "--layout", layout,
       "dims to mesh axes, e.g. batch=data,heads=model,seq=model (default by axis name)");
+  command->add_option("--shard", shard,
+                      "override one value's placement: LABEL:dim=axis,... (LABEL: replicates it)");
 }
 
 TrainConfig ConfigOptions::load() const {
@@ -22,6 +26,13 @@ TrainConfig ConfigOptions::load() const {
   if (threads >= 0) c.set("threads=" + std::to_string(threads));
   if (!mesh.empty()) c.mesh = mesh;
   if (!layout.empty()) c.layout = layout;
+  for (const std::string& s : shard) {
+    auto colon = s.rfind(':');
+    if (colon == std::string::npos || colon == 0)
+      TS_THROW("--shard '", s,
+               "' must look like LABEL:dim=axis,... (e.g. block0.mlp.act:seq=model)");
+    c.shard[s.substr(0, colon)] = s.substr(colon + 1);
+  }
   c.validate();
   if (c.threads > 0) omp_set_num_threads(c.threads);
   return c;

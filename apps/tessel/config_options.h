@@ -17,6 +17,7 @@ struct ConfigOptions {
   int64_t steps = -1;
   int threads = -1;
   std::string mesh, layout;
+  std::vector<std::string> shard;
 
   void add_to(CLI::App* command, bool with_steps = true);
   // The file, then --set, then --steps/--threads; validated.

@@ -26,6 +26,7 @@ int run_inspect(const InspectOptions& opt) {
   const Graph& graph = t.graph;
   Mesh mesh = Mesh::parse(c.mesh);
   Layout layout = c.layout.empty() ? Layout::defaults(mesh) : Layout::parse(c.layout, mesh);
+  for (const auto& [label, spec] : c.shard) layout.set_override(label, spec, mesh);
   layout.validate(graph, mesh);
   if (opt.rank < 0 || opt.rank >= mesh.rank_count())
     TS_THROW("--rank ", opt.rank, " is not a rank of mesh ", mesh.to_string());

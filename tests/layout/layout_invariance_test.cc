@@ -221,6 +221,29 @@ TEST_F(LayoutInvariance, TensorParallelMovesTwoActivationsPerBlockEachWay) {
   EXPECT_EQ(calls, 4 * layers + 2 + 6);
 }
 
+// A per-value override (GShard-style annotation) changes where one value
+// lives — here the MLP activation is replicated instead of split by hidden,
+// and the attention probabilities are split by query position — and the
+// run still equals one process.
+TEST_F(LayoutInvariance, PerValueOverridesKeepTheResult) {
+  nlohmann::json c = gpt_config();
+  c["shard"] = {{"block0.mlp.act", ""}, {"block1.attn.probs", "seq=model"}};
+  expect_same(train("override_model2", c, 2, "model=2"), reference("gpt"), "overrides");
+  nlohmann::json bad = gpt_config();
+  bad["shard"] = {{"block0.mlp.act", "seq=model,hidden=model"}};
+  fs::path dir = root() / "override_bad";
+  fs::create_directories(dir);
+  std::ofstream(dir / "config.json") << bad.dump();
+  int status = 0;
+  std::string out = run("timeout 60 " + mpirun(2) + TESSEL_CLI_PATH + " train --config " +
+                            (dir / "config.json").string() + " --out " + (dir / "out").string() +
+                            " --mesh model=2",
+                        &status);
+  EXPECT_NE(status, 0) << out;
+  EXPECT_NE(out.find("two dims of one tensor are placed on axis 'model'"), std::string::npos)
+      << out;
+}
+
 // Sequence parallelism: each of tensor parallelism's activation all-reduces
 // becomes a reduce-scatter to S(seq) plus an all-gather back — the same ring
 // traffic (an all-reduce is a reduce-scatter followed by an all-gather) —

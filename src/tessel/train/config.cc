@@ -56,6 +56,7 @@ const std::map<std::string, KeyRule>& rules() {
       {"mesh", field(&TrainConfig::mesh)},
       {"layout", field(&TrainConfig::layout)},
       {"bucket_mib", field(&TrainConfig::bucket_mib)},
+      {"shard", field(&TrainConfig::shard)},
   };
   return table;
 }

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -50,6 +51,9 @@ struct TrainConfig {
   std::string mesh;        // "data=2,model=2"; "" = one rank
   std::string layout;      // "batch=data,heads=model"; "" = defaults for the mesh's axis names
   double bucket_mib = 25;  // gradient all-reduce bucket size
+  // Per-value overrides of the layout, by node label: {"block0.mlp.act": "seq=model"}
+  // ("" replicates the value on every axis).
+  std::map<std::string, std::string> shard;
 
   static TrainConfig from_json(const nlohmann::json& j);
   static TrainConfig from_file(const std::string& path);

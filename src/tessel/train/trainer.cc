@@ -41,6 +41,8 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   config_.validate();
   if (config_.threads > 0) omp_set_num_threads(config_.threads);
   ctx_ = std::make_unique<DistributedContext>(config_.mesh, config_.layout);
+  for (const auto& [label, spec] : config_.shard)
+    ctx_->layout().set_override(label, spec, ctx_->mesh());
 
   TrainingGraph train = build_training_graph(config_, config_.batch);
   ctx_->layout().validate(train.graph, ctx_->mesh());
