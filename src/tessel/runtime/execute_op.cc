@@ -23,15 +23,6 @@
 namespace tessel {
 namespace {
 
-const Shape& in_shape(const OpCall& call, int i) {
-  return call.graph.node(call.node.inputs[i]).shape;
-}
-const float* in_f32(const OpCall& call, int i) {
-  return static_cast<const float*>(call.values[call.node.inputs[i]]);
-}
-const int32_t* in_i32(const OpCall& call, int i) {
-  return static_cast<const int32_t*>(call.values[call.node.inputs[i]]);
-}
 float* out_f32(const OpCall& call) { return static_cast<float*>(call.out); }
 
 // Per-dim sizes and strides live in fixed arrays on the stack: dispatch

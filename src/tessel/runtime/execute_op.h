@@ -28,6 +28,17 @@ struct OpCall {
   const CommGroups* comms;  // collectives and sharded ops; nullptr in a single process
 };
 
+// Input i's shape and storage.
+inline const Shape& in_shape(const OpCall& call, int i) {
+  return call.graph.node(call.node.inputs[i]).shape;
+}
+inline const float* in_f32(const OpCall& call, int i) {
+  return static_cast<const float*>(call.values[call.node.inputs[i]]);
+}
+inline const int32_t* in_i32(const OpCall& call, int i) {
+  return static_cast<const int32_t*>(call.values[call.node.inputs[i]]);
+}
+
 void execute_op(const OpCall& call);
 
 // Bytes of per-instruction scratch a node needs.

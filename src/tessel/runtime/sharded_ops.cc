@@ -14,15 +14,6 @@
 namespace tessel {
 namespace {
 
-const Shape& in_shape(const OpCall& call, int i) {
-  return call.graph.node(call.node.inputs[i]).shape;
-}
-const float* in_f32(const OpCall& call, int i) {
-  return static_cast<const float*>(call.values[call.node.inputs[i]]);
-}
-const int32_t* in_i32(const OpCall& call, int i) {
-  return static_cast<const int32_t*>(call.values[call.node.inputs[i]]);
-}
 
 // A tensor seen as (pre, d, post) around one dim.
 struct Around {
