@@ -15,6 +15,9 @@ void ConfigOptions::add_to(CLI::App* command, bool with_steps) {
   command->add_option(
       "--layout", layout,
       "dims to mesh axes, e.g. batch=data,heads=model,seq=model (default by axis name)");
+  command->add_option(
+      "--zero", zero,
+      "ZeRO stage over the data axis: 0, 1 or 2 (optimizer state, gradients sharded)");
   command->add_option("--shard", shard,
                       "override one value's placement: LABEL:dim=axis,... (LABEL: replicates it)");
 }
@@ -24,6 +27,7 @@ TrainConfig ConfigOptions::load() const {
   for (const std::string& o : overrides) c.set(o);
   if (steps >= 0) c.set("steps=" + std::to_string(steps));
   if (threads >= 0) c.set("threads=" + std::to_string(threads));
+  if (zero >= 0) c.set("zero=" + std::to_string(zero));
   if (!mesh.empty()) c.mesh = mesh;
   if (!layout.empty()) c.layout = layout;
   for (const std::string& s : shard) {

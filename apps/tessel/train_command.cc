@@ -41,7 +41,9 @@ nlohmann::json comm_delta(const CommStats& before, const CommStats& after) {
       if (auto g = before.find(group); g != before.end())
         if (auto k = g->second.find(kind); k != g->second.end()) prev = k->second;
       if (count.calls == prev.calls) continue;
-      out[group][kind] = {{"calls", count.calls - prev.calls}, {"bytes", count.bytes - prev.bytes}};
+      out[group][kind] = {{"calls", count.calls - prev.calls},
+                          {"bytes", count.bytes - prev.bytes},
+                          {"wire_bytes", count.wire_bytes - prev.wire_bytes}};
     }
   return out;
 }
@@ -108,6 +110,18 @@ int run_train(const TrainOptions& opt) {
   std::string checkpoint = (std::filesystem::path(opt.out) / "checkpoint").string();
   trainer.save_checkpoint(checkpoint);
   if (!root) return 0;
+  const Trainer::ModelStateBytes state = trainer.model_state_bytes();
+  nlohmann::json summary = {{"mesh", trainer.distributed().mesh().to_string()},
+                            {"zero", config.zero},
+                            {"parameters", trainer.parameter_count()},
+                            {"model_state_bytes_per_rank",
+                             {{"parameters", state.parameters},
+                              {"gradients", state.gradients},
+                              {"optimizer", state.optimizer}}},
+                            {"arena_bytes_per_rank", trainer.arena_bytes()},
+                            {"final_loss", last_loss},
+                            {"final_val_loss", last_eval.loss}};
+  std::ofstream(std::filesystem::path(opt.out) / "summary.json") << summary.dump(2) << "\n";
   progress.finish();
   if (opt.comm_stats) {
     std::printf("collectives on rank 0 over %lld steps (training and evaluation):\n",
@@ -117,7 +131,10 @@ int run_train(const TrainOptions& opt) {
   std::printf("final: train loss %.4f, val loss %.4f nats (baseline %.4f)", last_loss,
               last_eval.loss, task.baseline_loss());
   if (last_eval.accuracy >= 0) std::printf(", val accuracy %.2f%%", 100 * last_eval.accuracy);
-  std::printf("\ncheckpoint: %s\nmetrics:    %s/metrics.jsonl\n", checkpoint.c_str(),
+  std::printf(
+      "\nmodel state per rank: parameters %.2f MiB, gradients %.2f MiB, optimizer %.2f MiB\n",
+      state.parameters / 1048576.0, state.gradients / 1048576.0, state.optimizer / 1048576.0);
+  std::printf("checkpoint: %s\nmetrics:    %s/metrics.jsonl\n", checkpoint.c_str(),
               opt.out.c_str());
   if (config.model == "gpt" && config.sample_chars > 0) {
     TextModel model(checkpoint);

@@ -265,6 +265,74 @@ TEST_F(LayoutInvariance, SequenceParallelTurnsAllReducesIntoReduceScatterAndAllG
   EXPECT_LT(ar_bytes, activation) << "an activation-sized all-reduce is left";
 }
 
+// ZeRO stages 1 and 2: optimizer state and gradients sharded over the data
+// axis give the same losses and weights as one process (and as plain data
+// parallelism), on data=2, data=4 and data=2,model=2.
+class ZeroLayouts : public LayoutInvariance, public ::testing::WithParamInterface<MeshCase> {};
+
+TEST_P(ZeroLayouts, MatchesSingleProcess) {
+  const MeshCase& c = GetParam();
+  nlohmann::json config = gpt_config();
+  config["zero"] = std::string(c.name).find("zero1") == 0 ? 1 : 2;
+  expect_same(train(c.name, config, c.ranks, c.mesh), reference("gpt"), c.name);
+}
+
+INSTANTIATE_TEST_SUITE_P(Zero, ZeroLayouts,
+                         ::testing::Values(MeshCase{"zero1_data2", 2, "data=2", ""},
+                                           MeshCase{"zero2_data2", 2, "data=2", ""},
+                                           MeshCase{"zero1_data4", 4, "data=4", ""},
+                                           MeshCase{"zero2_data4", 4, "data=4", ""},
+                                           MeshCase{"zero2_data2_model2", 4, "data=2,model=2", ""}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// ZeRO moves what data parallelism moves: the gradients' reduce-scatter plus
+// the updated parameters' all-gather carry exactly the all-reduce's ring
+// traffic. Model-state bytes per rank follow the ZeRO formulas for f32 AdamW
+// (psi parameters, N data ranks): stage 0 16 psi; stage 2 4 psi + 12 psi / N.
+// Tessel's stage 1 already keeps only gradient shards (the reduce-scatter
+// runs as each gradient is produced), so it has stage 2's footprint, below
+// stage 1's 8 psi + 8 psi / N.
+TEST_F(LayoutInvariance, ZeroMovesDataParallelBytesAndShardsModelState) {
+  for (int n : {2, 4}) {
+    std::string mesh = "data=" + std::to_string(n);
+    nlohmann::json config = gpt_config();
+    config["batch"] = 32;  // see DataParallelMovesTheGradientBytesInBuckets
+    TrainRun dp = train("zero_dp_" + mesh, config, n, mesh);
+    auto wire = [&](const TrainRun& r, const char* kind) {
+      const nlohmann::json& line = r.steps.at(1);
+      return line["comm"]["data"].contains(kind)
+                 ? line["comm"]["data"][kind]["wire_bytes"].get<int64_t>()
+                 : int64_t{0};
+    };
+    auto state = [&](const std::string& name) {
+      nlohmann::json s =
+          nlohmann::json::parse(std::ifstream(root() / name / "out" / "summary.json"));
+      return s["model_state_bytes_per_rank"];
+    };
+    int64_t psi = 0;
+    for (const TensorRecord& t : dp.params.tensors) psi += t.bytes.size() / 4;
+    auto s0 = state("zero_dp_" + mesh);
+    EXPECT_EQ(s0["parameters"].get<int64_t>() + s0["gradients"].get<int64_t>() +
+                  s0["optimizer"].get<int64_t>(),
+              16 * psi);
+    for (int stage : {1, 2}) {
+      config["zero"] = stage;
+      std::string name = "zero" + std::to_string(stage) + "_count_" + mesh;
+      TrainRun z = train(name, config, n, mesh);
+      EXPECT_EQ(wire(z, "reduce_scatter") + wire(z, "all_gather") + wire(z, "all_reduce"),
+                wire(dp, "all_reduce"))
+          << mesh << " zero " << stage;
+      auto s = state(name);
+      EXPECT_EQ(s["parameters"].get<int64_t>(), 4 * psi);
+      EXPECT_EQ(s["gradients"].get<int64_t>(), 4 * psi / n);
+      EXPECT_EQ(s["optimizer"].get<int64_t>(), 8 * psi / n);
+      for (size_t k = 0; k < dp.steps.size(); ++k)
+        EXPECT_NEAR(z.steps[k]["loss"].get<double>(), dp.steps[k]["loss"].get<double>(),
+                    kRelTol * std::abs(dp.steps[k]["loss"].get<double>()));
+    }
+  }
+}
+
 // Bad meshes and layouts stop every rank with a clear error and a non-zero
 // exit before any compute — and never hang (the command has a time limit).
 TEST_F(LayoutInvariance, BadMeshOrLayoutFailsOnEveryRankWithoutHanging) {

@@ -22,6 +22,11 @@ enum class ReduceKind { kSum, kMax };
 struct CollectiveCount {
   int64_t calls = 0;
   int64_t bytes = 0;  // payload bytes this rank contributed (see each call)
+  // Bytes this rank sends on the wire with ring algorithms: all-reduce
+  // 2N(p-1)/p, reduce-scatter and all-gather N(p-1)/p, all-to-all N(p-1)/p,
+  // for a full (unsharded) buffer of N bytes over p ranks. An all-reduce moves
+  // exactly what a reduce-scatter plus an all-gather move.
+  int64_t wire_bytes = 0;
 };
 
 // Per group name, per collective name ("all_reduce", "all_gather",
@@ -65,6 +70,14 @@ class Communicator {
     CollectiveCount& c = stats_[name()][collective];
     ++c.calls;
     c.bytes += bytes;
+    const int64_t p = size();
+    const std::string kind = collective;
+    if (kind == "all_reduce")
+      c.wire_bytes += 2 * bytes * (p - 1) / p;
+    else if (kind == "all_gather")
+      c.wire_bytes += bytes * (p - 1);  // bytes = one shard
+    else
+      c.wire_bytes += bytes * (p - 1) / p;  // bytes = the full buffer
   }
 
  private:

@@ -14,7 +14,6 @@
 namespace tessel {
 namespace {
 
-
 // A tensor seen as (pre, d, post) around one dim.
 struct Around {
   int64_t pre = 1, d = 1, post = 1;

@@ -14,8 +14,13 @@ constexpr double kGatheredParameterPenalty = 1e18;
 
 class Lowering {
  public:
-  Lowering(const Graph& global, const Mesh& mesh, const Layout& layout, int rank)
-      : global_(global), mesh_(mesh), layout_(layout), coords_(mesh.coords(rank)) {
+  Lowering(const Graph& global, const Mesh& mesh, const Layout& layout, int rank,
+           const std::map<ValueId, Sharding>& targets)
+      : global_(global),
+        mesh_(mesh),
+        layout_(layout),
+        targets_(targets),
+        coords_(mesh.coords(rank)) {
     out_.local_of.assign(global.size(), -1);
     out_.sharding_of.resize(global.size());
   }
@@ -43,7 +48,9 @@ class Lowering {
 
   void lower(ValueId id) {
     const Node& node = global_.node(id);
-    Sharding target = layout_.target(node.shape, node.name, mesh_);
+    auto forced = targets_.find(id);
+    Sharding target =
+        forced != targets_.end() ? forced->second : layout_.target(node.shape, node.name, mesh_);
     out_.sharding_of[id] = target;
     if (node.kind == OpKind::kInput || node.kind == OpKind::kParam) {
       Shape local = target.local_shape(node.shape, mesh_);
@@ -202,6 +209,7 @@ class Lowering {
   const Graph& global_;
   const Mesh& mesh_;
   const Layout& layout_;
+  const std::map<ValueId, Sharding>& targets_;
   std::vector<int> coords_;
   LocalGraph out_;
   std::vector<std::vector<ValueId>> consumers_;
@@ -234,8 +242,9 @@ ValueId emit_boxing(Graph& graph, ValueId local, const Shape& global, const std:
 }
 
 LocalGraph lower_to_rank(const Graph& global, const std::vector<ValueId>& outputs, const Mesh& mesh,
-                         const Layout& layout, int rank) {
-  return Lowering(global, mesh, layout, rank).run(outputs);
+                         const Layout& layout, int rank,
+                         const std::map<ValueId, Sharding>& targets) {
+  return Lowering(global, mesh, layout, rank, targets).run(outputs);
 }
 
 }  // namespace tessel

@@ -57,7 +57,10 @@ ValueId emit_boxing(Graph& graph, ValueId local, const Shape& global, const std:
                     std::vector<EmittedTransition>* emitted = nullptr);
 
 // Lowers the nodes `outputs` depend on. REQUIRES: layout.validate(global, mesh) passed.
+// `targets` overrides the layout's target for individual values (ZeRO's
+// sharded gradients).
 LocalGraph lower_to_rank(const Graph& global, const std::vector<ValueId>& outputs, const Mesh& mesh,
-                         const Layout& layout, int rank);
+                         const Layout& layout, int rank,
+                         const std::map<ValueId, Sharding>& targets = {});
 
 }  // namespace tessel

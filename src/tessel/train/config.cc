@@ -56,6 +56,7 @@ const std::map<std::string, KeyRule>& rules() {
       {"mesh", field(&TrainConfig::mesh)},
       {"layout", field(&TrainConfig::layout)},
       {"bucket_mib", field(&TrainConfig::bucket_mib)},
+      {"zero", field(&TrainConfig::zero)},
       {"shard", field(&TrainConfig::shard)},
   };
   return table;
@@ -166,6 +167,9 @@ void TrainConfig::validate() const {
   non_negative("sample_chars", sample_chars);
   non_negative("threads", threads);
   positive("bucket_mib", bucket_mib);
+  if (zero == 3)
+    TS_THROW("config: 'zero' 3 (sharded parameters) is not implemented yet; stages 0, 1 and 2 are");
+  if (zero < 0 || zero > 3) TS_THROW("config: 'zero' must be 0, 1, 2 or 3, got ", zero);
   if (!(beta1 >= 0 && beta1 < 1)) TS_THROW("config: 'beta1' must be in [0, 1), got ", beta1);
   if (!(beta2 >= 0 && beta2 < 1)) TS_THROW("config: 'beta2' must be in [0, 1), got ", beta2);
   positive("eps", eps);

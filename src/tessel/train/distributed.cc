@@ -47,6 +47,7 @@ CommStats DistributedContext::stats() const {
       for (const auto& [kind, count] : kinds) {
         total[group][kind].calls += count.calls;
         total[group][kind].bytes += count.bytes;
+        total[group][kind].wire_bytes += count.wire_bytes;
       }
   return total;
 }

@@ -14,15 +14,12 @@ double learning_rate(const TrainConfig& c, int64_t step) {
   return c.min_lr + 0.5 * (c.lr - c.min_lr) * (1.0 + std::cos(M_PI * progress));
 }
 
-UpdateStats apply_update(const TrainConfig& c, ParamStore& params,
-                         const std::vector<const float*>& grads, int64_t step,
+UpdateStats apply_update(const TrainConfig& c, const std::vector<UpdateSlot>& slots, int64_t step,
                          const GlobalSumOfSquares& global_sum) {
-  auto& entries = params.entries();
-  TS_CHECK(grads.size() == entries.size(), "one gradient per parameter");
   UpdateStats stats;
-  std::vector<double> local_sq(entries.size());
-  for (size_t i = 0; i < entries.size(); ++i)
-    local_sq[i] = kernels::sum_of_squares(grads[i], entries[i].value.numel());
+  std::vector<double> local_sq(slots.size());
+  for (size_t i = 0; i < slots.size(); ++i)
+    local_sq[i] = kernels::sum_of_squares(slots[i].grad, slots[i].n);
   stats.grad_norm = std::sqrt(global_sum(local_sq));
   if (!std::isfinite(stats.grad_norm))
     TS_THROW("step ", step, ": gradient norm is ", stats.grad_norm,
@@ -32,19 +29,18 @@ UpdateStats apply_update(const TrainConfig& c, ParamStore& params,
     grad_scale = static_cast<float>(c.grad_clip / stats.grad_norm);
   stats.lr = learning_rate(c, step);
   const float lr = static_cast<float>(stats.lr);
-  for (size_t i = 0; i < entries.size(); ++i) {
-    ParamEntry& e = entries[i];
-    const int64_t n = e.value.numel();
+  for (const UpdateSlot& slot : slots) {
+    ParamEntry& e = *slot.state;
     const float wd = e.decay ? static_cast<float>(c.weight_decay) : 0.0f;
     if (c.optimizer == "sgd") {
-      kernels::sgd_update(e.value.f32(), grads[i], n, lr, wd, grad_scale);
+      kernels::sgd_update(slot.param, slot.grad, slot.n, lr, wd, grad_scale);
       continue;
     }
-    if (e.m.numel() != n) {
-      e.m = Tensor(e.value.shape(), DType::kF32);
-      e.v = Tensor(e.value.shape(), DType::kF32);
+    if (e.m.numel() != slot.n) {
+      e.m = Tensor(Shape{{"state", slot.n}}, DType::kF32);
+      e.v = Tensor(Shape{{"state", slot.n}}, DType::kF32);
     }
-    kernels::adamw_update(e.value.f32(), grads[i], e.m.f32(), e.v.f32(), n, lr,
+    kernels::adamw_update(slot.param, slot.grad, e.m.f32(), e.v.f32(), slot.n, lr,
                           static_cast<float>(c.beta1), static_cast<float>(c.beta2),
                           static_cast<float>(c.eps), wd, step + 1, grad_scale);
   }

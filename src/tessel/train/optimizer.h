@@ -23,14 +23,23 @@ struct UpdateStats {
   double lr = 0;
 };
 
-// Sum of squares of the whole gradient, given each local shard's sum of
+// Sum of squares of the whole gradient, given each slot's local sum of
 // squares (on a mesh: weighted by replication and reduced over the ranks).
 using GlobalSumOfSquares = std::function<double(const std::vector<double>& local)>;
 
-// Applies one update. grads[i] is the gradient of params.entries()[i].
-// `step` counts from 0; AdamW's bias correction uses step + 1.
-UpdateStats apply_update(const TrainConfig& config, ParamStore& params,
-                         const std::vector<const float*>& grads, int64_t step,
-                         const GlobalSumOfSquares& global_sum);
+// What one parameter's update touches on this rank: `n` elements of the
+// parameter and its gradient (the whole local parameter, or under ZeRO the
+// slice whose gradient shard this rank holds). AdamW moments of `n` elements
+// live in `state` (allocated on first use).
+struct UpdateSlot {
+  float* param;
+  const float* grad;
+  int64_t n;
+  ParamEntry* state;
+};
+
+// Applies one update. `step` counts from 0; AdamW's bias correction uses step + 1.
+UpdateStats apply_update(const TrainConfig& config, const std::vector<UpdateSlot>& slots,
+                         int64_t step, const GlobalSumOfSquares& global_sum);
 
 }  // namespace tessel

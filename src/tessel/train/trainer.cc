@@ -22,13 +22,14 @@ TrainingGraph build_training_graph(const TrainConfig& config, int64_t batch) {
 Trainer::~Trainer() = default;
 
 void Trainer::compile(Compiled& c, Graph global, TaskGraph outputs,
-                      const std::vector<ValueId>& extra) {
+                      const std::vector<ValueId>& extra,
+                      const std::map<ValueId, Sharding>& targets) {
   c.global = std::move(global);
   c.outputs = outputs;
   std::vector<ValueId> wanted = {outputs.loss};
   if (outputs.logits >= 0) wanted.push_back(outputs.logits);
   wanted.insert(wanted.end(), extra.begin(), extra.end());
-  c.local = lower_to_rank(c.global, wanted, ctx_->mesh(), ctx_->layout(), ctx_->rank());
+  c.local = lower_to_rank(c.global, wanted, ctx_->mesh(), ctx_->layout(), ctx_->rank(), targets);
   std::vector<ValueId> local_outputs;
   for (ValueId v : wanted) local_outputs.push_back(c.local.local_of[v]);
   CompileOptions options;
@@ -55,7 +56,7 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   grads_ = train.grads;
   TaskGraph train_outputs = train.outputs;
   train_outputs.logits = -1;  // the training program needs only loss and gradients
-  compile(train_, std::move(train.graph), train_outputs, grads_);
+  compile(train_, std::move(train.graph), train_outputs, grads_, zero_gradient_targets(train));
   Graph eval_graph;
   GraphBuilder eb(eval_graph);
   TaskGraph eval_outputs = build_model(config_, eb, config_.batch, /*training=*/false);
@@ -63,16 +64,20 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
 
   // Parameters: full initial values from the seed, then this rank's shard.
   params_ = std::make_unique<ParamStore>(train_.program->graph());
-  for (ValueId p : train_.global.params()) {
-    const Node& node = train_.global.node(p);
-    const Sharding& s = train_.local.sharding_of[p];
+  const auto& params = train_.global.params();
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Node& node = train_.global.node(params[i]);
+    const Sharding& s = train_.local.sharding_of[params[i]];
     std::vector<float> full(node.shape.numel());
     init_param(node.name, node.init, config_.seed, node.shape.numel(), full.data());
     ctx_->slice_local(node.shape, s, full.data(), params_->at(node.name).value.f32());
     param_sharding_.push_back(s);
+    // Optimizer state follows the gradient: sharded over data under ZeRO.
+    const Sharding& state = train_.local.sharding_of[grads_[i]];
+    state_sharding_.push_back(state);
     double copies = 1;
-    for (int a = 0; a < s.axis_count(); ++a)
-      if (!s[a].is_split()) copies *= ctx_->mesh().axis(a).size;
+    for (int a = 0; a < state.axis_count(); ++a)
+      if (!state[a].is_split()) copies *= ctx_->mesh().axis(a).size;
     replicas_.push_back(copies);
   }
   for (ParamEntry& e : params_->entries()) {
@@ -115,11 +120,83 @@ StepResult Trainer::step() {
     ctx_->world().all_reduce(&total, 1, ReduceKind::kSum, "grad_norm");
     return static_cast<double>(total);
   };
-  UpdateStats u = apply_update(config_, *params_, grad_ptrs_, step_, global_sum);
+  UpdateStats u = apply_update(config_, update_slots(), step_, global_sum);
+  gather_updated_slices();
   r.grad_norm = u.grad_norm;
   r.lr = u.lr;
   ++step_;
   return r;
+}
+
+// ZeRO (stages 1 and 2): each parameter's gradient target is split over the
+// data axis along the parameter's leading dim, so the lowering emits a
+// reduce-scatter where data parallelism had an all-reduce, and the full
+// gradient buffer lives only until its shard is taken. A parameter whose
+// leading dim is split on another axis or not divisible stays replicated.
+std::map<ValueId, Sharding> Trainer::zero_gradient_targets(const TrainingGraph& t) {
+  std::map<ValueId, Sharding> targets;
+  zero_axis_ = -1;
+  if (config_.zero == 0) return targets;
+  zero_axis_ = ctx_->layout().axis_of("batch");
+  if (zero_axis_ < 0)
+    TS_THROW("config: 'zero' ", config_.zero,
+             " shards over the data-parallel axis, but the layout maps 'batch' to no mesh axis");
+  const Mesh& mesh = ctx_->mesh();
+  const int n = mesh.axis(zero_axis_).size;
+  for (size_t i = 0; i < t.graph.params().size(); ++i) {
+    const Node& p = t.graph.node(t.graph.params()[i]);
+    Sharding s = ctx_->layout().target(p.shape, p.name, mesh);
+    const Dim& lead = p.shape[0];
+    if (s.axis_of(lead.name) >= 0 || s[zero_axis_].is_split()) continue;
+    if (s.local_shape(p.shape, mesh)[0].size % n != 0) continue;
+    targets[t.grads[i]] = s.with(zero_axis_, Placement::split(lead.name));
+  }
+  return targets;
+}
+
+std::vector<UpdateSlot> Trainer::update_slots() {
+  std::vector<UpdateSlot> slots;
+  for (size_t i = 0; i < params_->entries().size(); ++i) {
+    ParamEntry& e = params_->entries()[i];
+    const int64_t n = state_numel(i);
+    float* param = e.value.f32();
+    if (n != e.value.numel())  // this rank's contiguous slice of the leading dim
+      param += ctx_->coords()[zero_axis_] * n;
+    slots.push_back({param, grad_ptrs_[i], n, &e});
+  }
+  return slots;
+}
+
+int64_t Trainer::state_numel(size_t i) const {
+  const Node& node = train_.global.node(train_.global.params()[i]);
+  return state_sharding_[i].local_shape(node.shape, ctx_->mesh()).numel();
+}
+
+// After a sharded update every rank of the data axis holds one updated slice;
+// an all-gather restores the whole parameter everywhere.
+void Trainer::gather_updated_slices() {
+  if (zero_axis_ < 0) return;
+  Communicator& comm = ctx_->groups().axis(ctx_->mesh().axis(zero_axis_).name);
+  for (size_t i = 0; i < params_->entries().size(); ++i) {
+    ParamEntry& e = params_->entries()[i];
+    const int64_t n = state_numel(i);
+    if (n == e.value.numel()) continue;
+    slice_buffer_.resize(n);
+    std::memcpy(slice_buffer_.data(), e.value.f32() + ctx_->coords()[zero_axis_] * n,
+                n * sizeof(float));
+    comm.all_gather(slice_buffer_.data(), e.value.f32(), n, "zero parameter gather " + e.name);
+  }
+}
+
+Trainer::ModelStateBytes Trainer::model_state_bytes() const {
+  ModelStateBytes b;
+  for (size_t i = 0; i < params_->entries().size(); ++i) {
+    const ParamEntry& e = params_->entries()[i];
+    b.parameters += e.value.nbytes();
+    b.gradients += state_numel(i) * sizeof(float);
+    b.optimizer += (e.m.numel() + e.v.numel()) * sizeof(float);
+  }
+  return b;
 }
 
 EvalResult Trainer::evaluate() {
@@ -161,8 +238,8 @@ std::unique_ptr<ParamStore> Trainer::gather_params() {
     if (local.m.numel() > 0) {
       out.m = Tensor(node.shape, DType::kF32);
       out.v = Tensor(node.shape, DType::kF32);
-      ctx_->gather_full(node.shape, param_sharding_[i], local.m.f32(), out.m.f32());
-      ctx_->gather_full(node.shape, param_sharding_[i], local.v.f32(), out.v.f32());
+      ctx_->gather_full(node.shape, state_sharding_[i], local.m.f32(), out.m.f32());
+      ctx_->gather_full(node.shape, state_sharding_[i], local.v.f32(), out.v.f32());
     }
   }
   return full;
@@ -183,10 +260,11 @@ void Trainer::load_checkpoint(const std::string& dir) {
     ParamEntry& dst = params_->entries()[i];
     ctx_->slice_local(node.shape, param_sharding_[i], src.value.f32(), dst.value.f32());
     if (src.m.numel() > 0) {
-      dst.m = Tensor(dst.value.shape(), DType::kF32);
-      dst.v = Tensor(dst.value.shape(), DType::kF32);
-      ctx_->slice_local(node.shape, param_sharding_[i], src.m.f32(), dst.m.f32());
-      ctx_->slice_local(node.shape, param_sharding_[i], src.v.f32(), dst.v.f32());
+      const int64_t n = state_numel(i);
+      dst.m = Tensor(Shape{{"state", n}}, DType::kF32);
+      dst.v = Tensor(Shape{{"state", n}}, DType::kF32);
+      ctx_->slice_local(node.shape, state_sharding_[i], src.m.f32(), dst.m.f32());
+      ctx_->slice_local(node.shape, state_sharding_[i], src.v.f32(), dst.v.f32());
     }
   }
   step_ = read_checkpoint_info(dir).step;

@@ -69,6 +69,12 @@ class Trainer {
   // Of the whole model (all shards).
   int64_t parameter_count() const;
   double flops_per_step() const { return global_flops_; }
+  // Model-state bytes on this rank (optimizer state counted once allocated,
+  // i.e. after the first step).
+  struct ModelStateBytes {
+    int64_t parameters = 0, gradients = 0, optimizer = 0;
+  };
+  ModelStateBytes model_state_bytes() const;
   size_t arena_bytes() const { return train_.program->arena_bytes(); }
   const Program& train_program() const { return *train_.program; }
   const LocalGraph& train_lowering() const { return train_.local; }
@@ -81,7 +87,12 @@ class Trainer {
     std::unique_ptr<Program> program;
     TaskGraph outputs;  // global ids
   };
-  void compile(Compiled& c, Graph global, TaskGraph outputs, const std::vector<ValueId>& extra);
+  void compile(Compiled& c, Graph global, TaskGraph outputs, const std::vector<ValueId>& extra,
+               const std::map<ValueId, Sharding>& targets = {});
+  std::map<ValueId, Sharding> zero_gradient_targets(const TrainingGraph& t);
+  std::vector<UpdateSlot> update_slots();
+  int64_t state_numel(size_t param_index) const;
+  void gather_updated_slices();
   void feed(Compiled& c, Split split, int64_t index);
 
   TrainConfig config_;
@@ -91,6 +102,9 @@ class Trainer {
   std::vector<ValueId> grads_;  // global ids, aligned with params_->entries()
   std::unique_ptr<ParamStore> params_;
   std::vector<Sharding> param_sharding_;
+  std::vector<Sharding> state_sharding_;  // gradients and optimizer state
+  int zero_axis_ = -1;                    // mesh axis ZeRO shards over, or -1
+  std::vector<float> slice_buffer_;
   std::vector<double> replicas_;  // ranks holding identical copies of each parameter shard
   std::vector<const float*> grad_ptrs_;
   std::map<std::string, Tensor> staging_;  // full inputs, by name

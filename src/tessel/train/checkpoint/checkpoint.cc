@@ -54,9 +54,11 @@ void save_checkpoint(const std::string& dir, const TrainConfig& config, const Pa
   for (const ParamEntry& e : params.entries()) {
     model.push_back(view_of(e.name, e.value));
     dims[e.name] = e.value.shape().names();
-    if (e.m.numel() == e.value.numel()) {
-      optimizer.push_back(view_of(e.name + ".m", e.m));
-      optimizer.push_back(view_of(e.name + ".v", e.v));
+    if (e.m.numel() == e.value.numel()) {  // moments are stored in the parameter's shape
+      TensorView m = view_of(e.name + ".m", e.m), v = view_of(e.name + ".v", e.v);
+      m.shape = v.shape = sizes(e.value.shape());
+      optimizer.push_back(m);
+      optimizer.push_back(v);
     }
   }
   std::map<std::string, std::string> meta = {{"format", "tessel"}, {"step", std::to_string(step)}};
