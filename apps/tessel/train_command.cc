@@ -13,6 +13,7 @@
 #include "config_options.h"
 #include "progress.h"
 #include "tessel/base/error.h"
+#include "tessel/train/memory_report.h"
 #include "tessel/train/text_model.h"
 #include "tessel/train/trainer.h"
 
@@ -23,7 +24,25 @@ struct TrainOptions {
   ConfigOptions config;
   std::string out = "runs/latest";
   bool comm_stats = false;
+  bool dry_run = false;
 };
+
+// The predicted memory of every rank, without allocating or running.
+int run_dry(const TrainConfig& config) {
+  std::printf("predicted memory per rank (mesh %s, zero %d):\n",
+              config.mesh.empty() ? "single rank" : config.mesh.c_str(), config.zero);
+  std::printf("  %-5s %12s %12s %12s %14s %12s %12s\n", "rank", "parameters", "optimizer", "arena",
+              "(gradients)", "eval arena", "total");
+  for (const RankMemory& m : predict_memory(config))
+    std::printf("  %-5d %12s %12s %12s %14s %12s %12s\n", m.rank,
+                format_bytes(m.parameters).c_str(), format_bytes(m.optimizer).c_str(),
+                format_bytes(m.arena).c_str(), format_bytes(m.gradients).c_str(),
+                format_bytes(m.eval_arena).c_str(), format_bytes(m.total()).c_str());
+  std::printf(
+      "arena = the training step's activations + gradients + collective and einsum scratch "
+      "at the planned peak\n");
+  return 0;
+}
 
 void print_comm_stats(const CommStats& stats) {
   for (const auto& [group, kinds] : stats)
@@ -50,6 +69,7 @@ nlohmann::json comm_delta(const CommStats& before, const CommStats& after) {
 
 int run_train(const TrainOptions& opt) {
   TrainConfig config = opt.config.load();
+  if (opt.dry_run) return run_dry(config);
   Trainer trainer(config);
   const Task& task = trainer.task();
   const bool root = trainer.is_root();
@@ -119,6 +139,7 @@ int run_train(const TrainOptions& opt) {
                               {"gradients", state.gradients},
                               {"optimizer", state.optimizer}}},
                             {"arena_bytes_per_rank", trainer.arena_bytes()},
+                            {"peak_rss_bytes_rank0", peak_rss_bytes()},
                             {"final_loss", last_loss},
                             {"final_val_loss", last_eval.loss}};
   std::ofstream(std::filesystem::path(opt.out) / "summary.json") << summary.dump(2) << "\n";
@@ -134,6 +155,12 @@ int run_train(const TrainOptions& opt) {
   std::printf(
       "\nmodel state per rank: parameters %.2f MiB, gradients %.2f MiB, optimizer %.2f MiB\n",
       state.parameters / 1048576.0, state.gradients / 1048576.0, state.optimizer / 1048576.0);
+  const int64_t predicted =
+      state.parameters + state.optimizer + trainer.arena_bytes() + trainer.eval_arena_bytes();
+  std::printf(
+      "memory on rank 0: predicted %s (parameters + optimizer + arenas), measured peak RSS "
+      "%s (also code, libraries, the data set, MPI)\n",
+      format_bytes(predicted).c_str(), format_bytes(peak_rss_bytes()).c_str());
   std::printf("checkpoint: %s\nmetrics:    %s/metrics.jsonl\n", checkpoint.c_str(),
               opt.out.c_str());
   if (config.model == "gpt" && config.sample_chars > 0) {
@@ -152,6 +179,8 @@ Command add_train_command(CLI::App& app) {
   opt->config.add_to(sub);
   sub->add_option("--out", opt->out, "output directory (metrics.jsonl, checkpoint/)");
   sub->add_flag("--comm-stats", opt->comm_stats, "print collective calls and bytes per mesh axis");
+  sub->add_flag("--dry-run", opt->dry_run,
+                "print each rank's predicted memory (no data, no allocation, no MPI) and exit");
   return {sub, [opt] { return run_train(*opt); }};
 }
 

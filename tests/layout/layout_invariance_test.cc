@@ -19,6 +19,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "tessel/train/checkpoint/safetensors.h"
 
@@ -331,6 +332,35 @@ TEST_F(LayoutInvariance, ZeroMovesDataParallelBytesAndShardsModelState) {
                     kRelTol * std::abs(dp.steps[k]["loss"].get<double>()));
     }
   }
+}
+
+// `train --dry-run` predicts, per rank and without MPI or allocation, the
+// memory the real run then has: parameters, optimizer state and the arena.
+TEST_F(LayoutInvariance, DryRunPredictsTheRunsModelStateAndArena) {
+  nlohmann::json config = gpt_config();
+  config["zero"] = 2;
+  TrainRun run_ = train("dry_zero2_data2", config, 2, "data=2");
+  nlohmann::json summary =
+      nlohmann::json::parse(std::ifstream(root() / "dry_zero2_data2" / "out" / "summary.json"));
+  int status = 0;
+  std::string out = run(std::string(TESSEL_CLI_PATH) + " train --dry-run --mesh data=2 --config " +
+                            (root() / "dry_zero2_data2" / "config.json").string(),
+                        &status);
+  ASSERT_EQ(status, 0) << out;
+  // Rank 0's line: "  0   <parameters> MiB <optimizer> MiB <arena> MiB ...".
+  std::istringstream lines(out);
+  std::string line;
+  double params = -1, optimizer = -1, arena = -1;
+  while (std::getline(lines, line)) {
+    std::istringstream in(line);
+    int rank = -1;
+    std::string mib;
+    if (in >> rank && rank == 0) in >> params >> mib >> optimizer >> mib >> arena;
+  }
+  const auto& state = summary["model_state_bytes_per_rank"];
+  EXPECT_NEAR(params, state["parameters"].get<double>() / 1048576.0, 0.01) << out;
+  EXPECT_NEAR(optimizer, state["optimizer"].get<double>() / 1048576.0, 0.01) << out;
+  EXPECT_NEAR(arena, summary["arena_bytes_per_rank"].get<double>() / 1048576.0, 0.01) << out;
 }
 
 // Bad meshes and layouts stop every rank with a clear error and a non-zero

@@ -133,6 +133,7 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
   }
 
   plan_ = plan_memory(requests_);
+  if (options_.plan_only) return;
   arena_ = AlignedBuffer(plan_.peak_bytes);
   value_ptr_.assign(n, nullptr);
   for (ValueId id = 0; id < n; ++id) {
@@ -179,6 +180,7 @@ void* Program::input(const std::string& name) {
 
 void Program::run() {
   const Graph& g = *graph_;
+  if (options_.plan_only) TS_THROW("this program was compiled to plan memory only (a dry run)");
   for (ValueId id : used_params_)
     if (!value_ptr_[id]) TS_THROW("parameter '", g.node(id).name, "' is not bound to storage");
   for (size_t i = 0; i < instructions_.size(); ++i) {

@@ -25,6 +25,7 @@ class CommGroups;
 
 struct CompileOptions {
   bool reference_kernels = false;     // run every op on its naive `_ref` twin
+  bool plan_only = false;             // plan memory but allocate nothing (dry runs); run() refuses
   const CommGroups* comms = nullptr;  // per-axis communicators of a rank's local graph
   // Output all-reduces (gradients) are packed into buckets of about this
   // size and reduced in the background while later instructions run.

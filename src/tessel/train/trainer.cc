@@ -56,7 +56,9 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   grads_ = train.grads;
   TaskGraph train_outputs = train.outputs;
   train_outputs.logits = -1;  // the training program needs only loss and gradients
-  compile(train_, std::move(train.graph), train_outputs, grads_, zero_gradient_targets(train));
+  zero_axis_ = config_.zero > 0 ? ctx_->layout().axis_of("batch") : -1;
+  compile(train_, std::move(train.graph), train_outputs, grads_,
+          zero_gradient_targets(train, ctx_->layout(), ctx_->mesh(), config_.zero));
   Graph eval_graph;
   GraphBuilder eb(eval_graph);
   TaskGraph eval_outputs = build_model(config_, eb, config_.batch, /*training=*/false);
@@ -133,23 +135,22 @@ StepResult Trainer::step() {
 // reduce-scatter where data parallelism had an all-reduce, and the full
 // gradient buffer lives only until its shard is taken. A parameter whose
 // leading dim is split on another axis or not divisible stays replicated.
-std::map<ValueId, Sharding> Trainer::zero_gradient_targets(const TrainingGraph& t) {
+std::map<ValueId, Sharding> zero_gradient_targets(const TrainingGraph& t, const Layout& layout,
+                                                  const Mesh& mesh, int zero) {
   std::map<ValueId, Sharding> targets;
-  zero_axis_ = -1;
-  if (config_.zero == 0) return targets;
-  zero_axis_ = ctx_->layout().axis_of("batch");
-  if (zero_axis_ < 0)
-    TS_THROW("config: 'zero' ", config_.zero,
+  if (zero == 0) return targets;
+  const int axis = layout.axis_of("batch");
+  if (axis < 0)
+    TS_THROW("config: 'zero' ", zero,
              " shards over the data-parallel axis, but the layout maps 'batch' to no mesh axis");
-  const Mesh& mesh = ctx_->mesh();
-  const int n = mesh.axis(zero_axis_).size;
+  const int n = mesh.axis(axis).size;
   for (size_t i = 0; i < t.graph.params().size(); ++i) {
     const Node& p = t.graph.node(t.graph.params()[i]);
-    Sharding s = ctx_->layout().target(p.shape, p.name, mesh);
+    Sharding s = layout.target(p.shape, p.name, mesh);
     const Dim& lead = p.shape[0];
-    if (s.axis_of(lead.name) >= 0 || s[zero_axis_].is_split()) continue;
+    if (s.axis_of(lead.name) >= 0 || s[axis].is_split()) continue;
     if (s.local_shape(p.shape, mesh)[0].size % n != 0) continue;
-    targets[t.grads[i]] = s.with(zero_axis_, Placement::split(lead.name));
+    targets[t.grads[i]] = s.with(axis, Placement::split(lead.name));
   }
   return targets;
 }
@@ -246,6 +247,13 @@ std::unique_ptr<ParamStore> Trainer::gather_params() {
 }
 
 void Trainer::save_checkpoint(const std::string& dir) {
+  // One rank already holds everything: write it without a full copy.
+  if (ctx_->mesh().rank_count() == 1) {
+    tessel::save_checkpoint(dir, config_, *params_, step_);
+    return;
+  }
+  // Otherwise every rank briefly holds a full copy (parameters and moments)
+  // while the root writes it.
   std::unique_ptr<ParamStore> full = gather_params();
   if (ctx_->is_root()) tessel::save_checkpoint(dir, config_, *full, step_);
 }

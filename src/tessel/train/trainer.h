@@ -40,6 +40,14 @@ struct TrainingGraph {
 };
 TrainingGraph build_training_graph(const TrainConfig& config, int64_t batch);
 
+// ZeRO (stages 1 and 2): each parameter's gradient target is split over the
+// data axis (the one `batch` maps to) along the parameter's leading dim, so
+// the lowering emits a reduce-scatter where data parallelism had an
+// all-reduce. A parameter whose leading dim is split on another axis or does
+// not divide stays replicated. Empty for stage 0.
+std::map<ValueId, Sharding> zero_gradient_targets(const TrainingGraph& t, const Layout& layout,
+                                                  const Mesh& mesh, int zero);
+
 class Trainer {
  public:
   // Validates the config, sets up the mesh (MPI under mpirun) and checks the
@@ -76,6 +84,7 @@ class Trainer {
   };
   ModelStateBytes model_state_bytes() const;
   size_t arena_bytes() const { return train_.program->arena_bytes(); }
+  size_t eval_arena_bytes() const { return eval_.program->arena_bytes(); }
   const Program& train_program() const { return *train_.program; }
   const LocalGraph& train_lowering() const { return train_.local; }
   int64_t items_per_step() const { return config_.batch * task_->items_per_row(); }
@@ -89,7 +98,6 @@ class Trainer {
   };
   void compile(Compiled& c, Graph global, TaskGraph outputs, const std::vector<ValueId>& extra,
                const std::map<ValueId, Sharding>& targets = {});
-  std::map<ValueId, Sharding> zero_gradient_targets(const TrainingGraph& t);
   std::vector<UpdateSlot> update_slots();
   int64_t state_numel(size_t param_index) const;
   void gather_updated_slices();
