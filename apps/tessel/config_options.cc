@@ -18,6 +18,8 @@ void ConfigOptions::add_to(CLI::App* command, bool with_steps) {
   command->add_option(
       "--zero", zero,
       "ZeRO stage over the data axis: 0, 1 or 2 (optimizer state, gradients sharded)");
+  command->add_option("--recompute", recompute,
+                      "none | blocks: recompute each block's activations during backward");
   command->add_option("--shard", shard,
                       "override one value's placement: LABEL:dim=axis,... (LABEL: replicates it)");
 }
@@ -28,6 +30,7 @@ TrainConfig ConfigOptions::load() const {
   if (steps >= 0) c.set("steps=" + std::to_string(steps));
   if (threads >= 0) c.set("threads=" + std::to_string(threads));
   if (zero >= 0) c.set("zero=" + std::to_string(zero));
+  if (!recompute.empty()) c.recompute = recompute;
   if (!mesh.empty()) c.mesh = mesh;
   if (!layout.empty()) c.layout = layout;
   for (const std::string& s : shard) {

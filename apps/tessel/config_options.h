@@ -17,6 +17,7 @@ struct ConfigOptions {
   int64_t steps = -1;
   int threads = -1;
   int zero = -1;
+  std::string recompute;
   std::string mesh, layout;
   std::vector<std::string> shard;
 

@@ -334,6 +334,15 @@ TEST_F(LayoutInvariance, ZeroMovesDataParallelBytesAndShardsModelState) {
   }
 }
 
+// Recomputation composes with sharding: the cloned blocks are lowered like
+// any other nodes.
+TEST_F(LayoutInvariance, RecomputedBlocksOnDataAndModelAxes) {
+  nlohmann::json config = gpt_config();
+  config["recompute"] = "blocks";
+  expect_same(train("recompute_data2_model2", config, 4, "data=2,model=2"), reference("gpt"),
+              "recompute blocks on data=2,model=2");
+}
+
 // `train --dry-run` predicts, per rank and without MPI or allocation, the
 // memory the real run then has: parameters, optimizer state and the arena.
 TEST_F(LayoutInvariance, DryRunPredictsTheRunsModelStateAndArena) {

@@ -61,6 +61,29 @@ TEST(Training, SameSeedGivesBitwiseIdenticalLosses) {
   EXPECT_NE(first.front(), first.back());
 }
 
+// Recomputing each block's activations in backward changes where values are
+// computed, not what: losses and weights are bitwise those of storing them
+// (dropout masks included), and the planned arena shrinks.
+TEST(Training, BlockRecomputationIsBitwiseIdenticalAndSmaller) {
+  TrainConfig c = small_gpt();
+  c.steps = 5;
+  c.dropout = 0.1;
+  Trainer stored(c);
+  c.recompute = "blocks";
+  Trainer recomputed(c);
+  for (int s = 0; s < c.steps; ++s) {
+    double a = stored.step().loss, b = recomputed.step().loss;
+    EXPECT_EQ(std::memcmp(&a, &b, sizeof a), 0) << "step " << s << ": " << a << " vs " << b;
+  }
+  for (size_t i = 0; i < stored.params().entries().size(); ++i) {
+    const ParamEntry& x = stored.params().entries()[i];
+    const ParamEntry& y = recomputed.params().entries()[i];
+    EXPECT_EQ(std::memcmp(x.value.raw(), y.value.raw(), x.value.nbytes()), 0) << x.name;
+  }
+  EXPECT_LT(recomputed.arena_bytes(), stored.arena_bytes() * 3 / 4)
+      << "stored " << stored.arena_bytes() << " B, recomputed " << recomputed.arena_bytes() << " B";
+}
+
 TEST(Training, MlpLearnsFashionMnist) {
   TrainConfig c;
   c.model = "mlp";

@@ -57,6 +57,7 @@ const std::map<std::string, KeyRule>& rules() {
       {"layout", field(&TrainConfig::layout)},
       {"bucket_mib", field(&TrainConfig::bucket_mib)},
       {"zero", field(&TrainConfig::zero)},
+      {"recompute", field(&TrainConfig::recompute)},
       {"shard", field(&TrainConfig::shard)},
   };
   return table;
@@ -167,6 +168,8 @@ void TrainConfig::validate() const {
   non_negative("sample_chars", sample_chars);
   non_negative("threads", threads);
   positive("bucket_mib", bucket_mib);
+  if (recompute != "none" && recompute != "blocks")
+    TS_THROW("config: 'recompute' must be \"none\" or \"blocks\", got \"", recompute, "\"");
   if (zero == 3)
     TS_THROW("config: 'zero' 3 (sharded parameters) is not implemented yet; stages 0, 1 and 2 are");
   if (zero < 0 || zero > 3) TS_THROW("config: 'zero' must be 0, 1, 2 or 3, got ", zero);

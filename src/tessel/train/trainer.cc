@@ -6,6 +6,7 @@
 
 #include "tessel/autodiff/backward.h"
 #include "tessel/base/error.h"
+#include "tessel/passes/recompute.h"
 #include "tessel/train/checkpoint/checkpoint.h"
 
 namespace tessel {
@@ -16,6 +17,13 @@ TrainingGraph build_training_graph(const TrainConfig& config, int64_t batch) {
   t.outputs = build_model(config, b, batch, /*training=*/true);
   std::map<ValueId, ValueId> grads = build_backward(b, t.outputs.loss, t.graph.params());
   for (ValueId p : t.graph.params()) t.grads.push_back(grads.at(p));
+  if (config.recompute == "blocks") {
+    RecomputeResult r = recompute_segments(t.graph, t.outputs.loss + 1, "block");
+    t.graph = std::move(r.graph);
+    t.outputs.loss = r.remap[t.outputs.loss];
+    if (t.outputs.logits >= 0) t.outputs.logits = r.remap[t.outputs.logits];
+    for (ValueId& g : t.grads) g = r.remap[g];
+  }
   return t;
 }
 
