@@ -20,6 +20,9 @@ void ConfigOptions::add_to(CLI::App* command, bool with_steps) {
       "ZeRO stage over the data axis: 0, 1 or 2 (optimizer state, gradients sharded)");
   command->add_option("--recompute", recompute,
                       "none | blocks: recompute each block's activations during backward");
+  command->add_option(
+      "--memory-limit", memory_limit,
+      "per-rank memory budget, e.g. 2GiB: fail before compute if the plan exceeds it");
   command->add_option("--shard", shard,
                       "override one value's placement: LABEL:dim=axis,... (LABEL: replicates it)");
 }
@@ -31,6 +34,7 @@ TrainConfig ConfigOptions::load() const {
   if (threads >= 0) c.set("threads=" + std::to_string(threads));
   if (zero >= 0) c.set("zero=" + std::to_string(zero));
   if (!recompute.empty()) c.recompute = recompute;
+  if (!memory_limit.empty()) c.memory_limit = memory_limit;
   if (!mesh.empty()) c.mesh = mesh;
   if (!layout.empty()) c.layout = layout;
   for (const std::string& s : shard) {

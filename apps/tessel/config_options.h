@@ -18,6 +18,7 @@ struct ConfigOptions {
   int threads = -1;
   int zero = -1;
   std::string recompute;
+  std::string memory_limit;
   std::string mesh, layout;
   std::vector<std::string> shard;
 

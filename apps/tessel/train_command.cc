@@ -41,6 +41,9 @@ int run_dry(const TrainConfig& config) {
   std::printf(
       "arena = the training step's activations + gradients + collective and einsum scratch "
       "at the planned peak\n");
+  check_memory_limit(config);
+  if (!config.memory_limit.empty())
+    std::printf("fits in --memory-limit %s\n", config.memory_limit.c_str());
   return 0;
 }
 

@@ -138,6 +138,23 @@ TEST_F(Cli, TrainWritesMetricsAndCheckpointThatSampleAndEvalRead) {
               1e-5);
 }
 
+// A memory budget the plan cannot meet stops the run before any data is
+// loaded, with the breakdown and the settings that would fit.
+TEST_F(Cli, MemoryLimitFailsBeforeComputeAndSuggestsWhatFits) {
+  nlohmann::json j = tiny_gpt();
+  j["data_dir"] = (dir_ / "no-such-dir").string();  // the data would only be loaded after the check
+  Result r = run("train --config " + write_config(j) + " --memory-limit 64KiB");
+  expect_error(r, "over the limit of 0.06 MiB");
+  EXPECT_NE(r.output.find("training arena"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--recompute blocks"), std::string::npos) << r.output;
+  Result fits =
+      run("train --config " + write_config(tiny_gpt()) + " --memory-limit 1GiB --dry-run");
+  EXPECT_EQ(fits.exit_code, 0) << fits.output;
+  EXPECT_NE(fits.output.find("fits in --memory-limit 1GiB"), std::string::npos) << fits.output;
+  expect_error(run("train --config " + write_config(tiny_gpt()) + " --memory-limit lots"),
+               "memory size 'lots'");
+}
+
 TEST_F(Cli, EvalOnMissingFileIsAnError) {
   expect_error(run("eval --checkpoint " + (dir_ / "nothing").string() + " --data /nonexistent"),
                "checkpoint");

@@ -58,6 +58,7 @@ const std::map<std::string, KeyRule>& rules() {
       {"bucket_mib", field(&TrainConfig::bucket_mib)},
       {"zero", field(&TrainConfig::zero)},
       {"recompute", field(&TrainConfig::recompute)},
+      {"memory_limit", field(&TrainConfig::memory_limit)},
       {"shard", field(&TrainConfig::shard)},
   };
   return table;

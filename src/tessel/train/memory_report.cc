@@ -2,8 +2,10 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <sstream>
 
+#include "tessel/base/error.h"
 #include "tessel/runtime/program.h"
 #include "tessel/sharding/lower.h"
 #include "tessel/train/task.h"
@@ -68,6 +70,72 @@ std::string format_bytes(int64_t bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f MiB", bytes / 1048576.0);
   return buf;
+}
+
+int64_t parse_bytes(const std::string& text) {
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  const std::string unit = text.substr(used);
+  const std::map<std::string, double> units = {
+      {"", 1}, {"B", 1}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}};
+  auto it = units.find(unit);
+  if (used == 0 || it == units.end() || value <= 0)
+    TS_THROW("memory size '", text,
+             "' must be a positive number with an optional unit B, KiB, MiB or GiB");
+  return static_cast<int64_t>(value * it->second);
+}
+
+namespace {
+
+int64_t worst_total(const std::vector<RankMemory>& ranks, int* worst_rank) {
+  int64_t worst = -1;
+  for (const RankMemory& m : ranks)
+    if (m.total() > worst) worst = m.total(), *worst_rank = m.rank;
+  return worst;
+}
+
+}  // namespace
+
+void check_memory_limit(const TrainConfig& c) {
+  if (c.memory_limit.empty()) return;
+  const int64_t limit = parse_bytes(c.memory_limit);
+  std::vector<RankMemory> ranks = predict_memory(c);
+  int rank = 0;
+  const int64_t worst = worst_total(ranks, &rank);
+  if (worst <= limit) return;
+  const RankMemory& m = ranks[rank];
+  // What would fit: the same run with more sharding or recomputation.
+  std::string fits;
+  Mesh mesh = Mesh::parse(c.mesh);
+  Layout layout = c.layout.empty() ? Layout::defaults(mesh) : Layout::parse(c.layout, mesh);
+  const bool has_data_axis = layout.axis_of("batch") >= 0;
+  for (int zero : {c.zero, 1, 2}) {
+    if (zero != c.zero && (!has_data_axis || zero <= c.zero)) continue;
+    for (const std::string& recompute : {c.recompute, std::string("blocks")}) {
+      if (zero == c.zero && recompute == c.recompute) continue;
+      if (recompute != c.recompute && c.recompute == "blocks") continue;
+      TrainConfig alt = c;
+      alt.zero = zero;
+      alt.recompute = recompute;
+      int r = 0;
+      const int64_t total = worst_total(predict_memory(alt), &r);
+      fits += str_cat("\n  --zero ", zero, " --recompute ", recompute, ": ", format_bytes(total),
+                      total <= limit ? " (fits)" : " (does not fit)");
+    }
+  }
+  TS_THROW("predicted memory on rank ", rank, " is ", format_bytes(worst), ", over the limit of ",
+           format_bytes(limit), " ('", c.memory_limit, "'): parameters ",
+           format_bytes(m.parameters), ", optimizer state ", format_bytes(m.optimizer),
+           ", training arena ", format_bytes(m.arena), " (of which gradients ",
+           format_bytes(m.gradients), "), evaluation arena ", format_bytes(m.eval_arena),
+           ". Alternatives:",
+           fits.empty() ? std::string("\n  none of --zero / --recompute applies; use more ranks")
+                        : fits);
 }
 
 }  // namespace tessel

@@ -35,4 +35,12 @@ int64_t peak_rss_bytes();
 
 std::string format_bytes(int64_t bytes);
 
+// "2GiB", "512MiB", "64KiB", "1000" (bytes). Throws naming the text.
+int64_t parse_bytes(const std::string& text);
+
+// Before any compute: if `config.memory_limit` is set and some rank's
+// predicted memory exceeds it, throws with that rank's breakdown and the
+// settings (higher ZeRO stage, block recomputation) that would fit.
+void check_memory_limit(const TrainConfig& config);
+
 }  // namespace tessel

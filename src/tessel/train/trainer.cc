@@ -8,6 +8,7 @@
 #include "tessel/base/error.h"
 #include "tessel/passes/recompute.h"
 #include "tessel/train/checkpoint/checkpoint.h"
+#include "tessel/train/memory_report.h"
 
 namespace tessel {
 
@@ -59,6 +60,7 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
     std::vector<bool> all(train.graph.size(), true);
     global_flops_ = train.graph.flops(all);
   }
+  check_memory_limit(config_);  // before the data is loaded or the arena allocated
   task_ = make_task(config_);
 
   grads_ = train.grads;
