@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/error_of.h"
 #include "tessel/base/error.h"
 
 namespace tessel {
@@ -38,16 +39,6 @@ class CheckpointTempDir {
  private:
   fs::path path_;
 };
-
-template <typename Fn>
-std::string checkpoint_error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -155,7 +146,7 @@ TEST(CheckpointSafetensors, WriterValidatesBeforeWriting) {
   const std::string path = dir.file("bad.safetensors");
   std::vector<float> x(6);
   auto expect_rejected = [&](std::vector<TensorView> tensors, const std::string& needle) {
-    std::string msg = checkpoint_error_of([&] { write_safetensors(path, tensors, {}); });
+    std::string msg = error_of([&] { write_safetensors(path, tensors, {}); });
     EXPECT_NE(msg.find(needle), std::string::npos) << msg;
     EXPECT_NE(msg.find(path), std::string::npos) << msg;
     EXPECT_TRUE(dir.listing().empty()) << msg;
@@ -167,7 +158,7 @@ TEST(CheckpointSafetensors, WriterValidatesBeforeWriting) {
   expect_rejected({{"__metadata__", "F32", {6}, x.data(), 24}}, "reserved");
   expect_rejected({{"", "F32", {6}, x.data(), 24}}, "empty name");
   expect_rejected({{"w", "F32", {6}, nullptr, 24}}, "null");
-  std::string msg = checkpoint_error_of([&] {
+  std::string msg = error_of([&] {
     write_safetensors(path, {{"w", "F32", {6}, x.data(), 24}}, {{"k", "\xff\xfe"}});
   });
   EXPECT_NE(msg.find("UTF-8"), std::string::npos) << msg;
@@ -192,7 +183,7 @@ TEST(CheckpointSafetensors, AtomicWriteLeavesNoTemporary) {
   EXPECT_EQ(dir.listing(), (std::vector<std::string>{"ckpt.safetensors", "manifest.json"}));
 
   const std::string nowhere = dir.file("no/such/dir/m.json");
-  std::string msg = checkpoint_error_of([&] { write_file_atomically(nowhere, "x"); });
+  std::string msg = error_of([&] { write_file_atomically(nowhere, "x"); });
   EXPECT_NE(msg.find(nowhere), std::string::npos) << msg;
 }
 
@@ -209,7 +200,7 @@ TEST(CheckpointSafetensors, CorruptFilesAreRejected) {
   const std::string path = dir.file("c.safetensors");
   auto expect_rejected = [&](const std::string& contents, const std::vector<std::string>& needles) {
     spit(path, contents);
-    std::string msg = checkpoint_error_of([&] { read_safetensors(path); });
+    std::string msg = error_of([&] { read_safetensors(path); });
     EXPECT_NE(msg.find(path), std::string::npos) << msg;
     for (const std::string& needle : needles) EXPECT_NE(msg.find(needle), std::string::npos) << msg;
   };
@@ -253,7 +244,7 @@ TEST(CheckpointSafetensors, CorruptFilesAreRejected) {
   expect_rejected(make_file(R"({"w": 5})", ""), {"'w'"});
   expect_rejected("", {"too short"});
   spit(dir.file("missing"), "");
-  std::string msg = checkpoint_error_of([&] { read_safetensors(dir.file("absent.safetensors")); });
+  std::string msg = error_of([&] { read_safetensors(dir.file("absent.safetensors")); });
   EXPECT_NE(msg.find("absent.safetensors"), std::string::npos) << msg;
 }
 

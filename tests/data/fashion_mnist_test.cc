@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/error_of.h"
 #include "tessel/base/error.h"
 
 namespace tessel {
@@ -33,16 +34,6 @@ class FashionTempDir {
  private:
   fs::path path_;
 };
-
-template <typename Fn>
-std::string fashion_error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
 
 void put_be32(std::vector<uint8_t>& b, uint32_t v) {
   for (int shift = 24; shift >= 0; shift -= 8) b.push_back(static_cast<uint8_t>(v >> shift));
@@ -114,13 +105,13 @@ TEST(DataFashionMnist, LoadsBothSplits) {
 
 TEST(DataFashionMnist, MissingDatasetNamesThePackage) {
   FashionTempDir dir("fmnist_missing");
-  std::string msg = fashion_error_of([&] { load_fashion_mnist("train", dir.file("absent")); });
+  std::string msg = error_of([&] { load_fashion_mnist("train", dir.file("absent")); });
   EXPECT_NE(msg.find("apt-get install dataset-fashion-mnist"), std::string::npos) << msg;
   EXPECT_NE(msg.find(dir.file("absent")), std::string::npos) << msg;
-  msg = fashion_error_of([&] { load_fashion_mnist("test", dir.path()); });
+  msg = error_of([&] { load_fashion_mnist("test", dir.path()); });
   EXPECT_NE(msg.find("dataset-fashion-mnist"), std::string::npos) << msg;
   EXPECT_NE(msg.find("t10k-images-idx3-ubyte.gz"), std::string::npos) << msg;
-  msg = fashion_error_of([&] { load_fashion_mnist("validation", dir.path()); });
+  msg = error_of([&] { load_fashion_mnist("validation", dir.path()); });
   EXPECT_NE(msg.find("validation"), std::string::npos) << msg;
 }
 
@@ -140,7 +131,7 @@ TEST(DataFashionMnist, CorruptFilesAreRejected) {
   FashionTempDir dir("fmnist_corrupt");
   const std::string images = dir.file("train-images-idx3-ubyte.gz");
   const std::string labels = dir.file("train-labels-idx1-ubyte.gz");
-  auto load = [&] { return fashion_error_of([&] { load_fashion_mnist("train", dir.path()); }); };
+  auto load = [&] { return error_of([&] { load_fashion_mnist("train", dir.path()); }); };
 
   write_tiny_split(dir, 4);
   write_gz(images, idx_images(0x801, 4, 2, 3, 24));  // Label magic on an image file.

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/error_of.h"
 #include "tessel/base/error.h"
 
 namespace tessel {
@@ -38,16 +39,6 @@ class TempDir {
 void write_text(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
   out << text;
-}
-
-template <typename Fn>
-std::string error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
 }
 
 std::vector<uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }

@@ -2,23 +2,12 @@
 // the op, its label and the dims with their sizes.
 #include <gtest/gtest.h>
 
+#include "common/error_of.h"
 #include "tessel/base/error.h"
 #include "tessel/ir/builder.h"
 
 namespace tessel {
 namespace {
-
-// Runs `build` and returns the tessel::Error message it must throw.
-template <typename F>
-std::string error_of(F build) {
-  try {
-    build();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a tessel::Error";
-  return "";
-}
 
 class ShapeErrors : public ::testing::Test {
  protected:

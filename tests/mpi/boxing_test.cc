@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "common/error_of.h"
 #include "tessel/base/error.h"
 #include "tessel/comm/mpi/mpi_runtime.h"
 #include "tessel/ir/graph.h"
@@ -44,17 +45,6 @@ Placement Pmax() { return Placement::partial_max(); }
 enum class Addends { kEven, kRoot };  // T/n on every coordinate; T on coordinate 0
 
 int world_size() { return MpiRuntime::instance().world_size(); }
-
-// The message of the tessel::Error `fn` throws, or "" if it throws none.
-template <typename Fn>
-std::string error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // `s` with every partial placement replaced by B: the block a rank holds.
 Sharding without_partials(const Sharding& s) {
@@ -264,11 +254,11 @@ void check_two_dim_pairs(DistributedContext& ctx) {
         continue;
       }
       // Planning is pure and alike on every rank: a throw skips no collective.
-      std::string msg = error_of([&] {
+      EXPECT_NO_THROW({
         run_boxing(ctx, from, to, Addends::kEven);
         if (from[0].is_partial() || from[1].is_partial()) run_boxing(ctx, from, to, Addends::kRoot);
-      });
-      EXPECT_EQ(msg, "") << from.to_string() << " -> " << to.to_string();
+      }) << from.to_string()
+         << " -> " << to.to_string();
       ++ran;
     }
   EXPECT_EQ(rejected, 6);  // (a,b), (a,c), (b,c), each way round

@@ -72,6 +72,16 @@ enum class OpKind {
 
 const char* op_name(OpKind kind);
 
+// Nodes that exist only on a rank's local graph (the boxing's collectives and
+// local reshards), and of those the ones that talk to other ranks.
+inline bool is_local_graph_op(OpKind kind) {
+  return kind >= OpKind::kShardSlice && kind < OpKind::kCount;
+}
+inline bool communicates(OpKind kind) {
+  return kind == OpKind::kAllGather || kind == OpKind::kReduceScatter ||
+         kind == OpKind::kAllReduce || kind == OpKind::kAllToAll;
+}
+
 struct Attrs {
   std::vector<std::string> dims;  // einsum output order; reduce dims; merge dims
   std::string dim;                // softmax / layernorm / vocab / split / rename-from dim

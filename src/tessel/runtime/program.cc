@@ -10,14 +10,6 @@
 #include "tessel/runtime/execute_op.h"
 
 namespace tessel {
-namespace {
-
-bool is_collective(OpKind kind) {
-  return kind == OpKind::kAllGather || kind == OpKind::kReduceScatter ||
-         kind == OpKind::kAllReduce || kind == OpKind::kAllToAll;
-}
-
-}  // namespace
 
 Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, CompileOptions options)
     : graph_(std::make_shared<const Graph>(graph)), options_(options) {
@@ -201,7 +193,7 @@ void Program::run() {
                 ins.einsum_plan >= 0 ? &einsum_plans_[ins.einsum_plan] : nullptr,
                 options_.reference_kernels,
                 options_.comms};
-    if (is_collective(node.kind)) {
+    if (communicates(node.kind)) {
       auto t0 = std::chrono::steady_clock::now();
       execute_op(call);
       collective_seconds_ +=

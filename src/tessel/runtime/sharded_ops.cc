@@ -266,14 +266,8 @@ void dropout_shard(const OpCall& call) {
 }  // namespace
 
 bool is_sharded_op(const Node& node) {
+  if (is_local_graph_op(node.kind)) return true;
   switch (node.kind) {
-    case OpKind::kShardSlice:
-    case OpKind::kAllGather:
-    case OpKind::kReduceScatter:
-    case OpKind::kAllReduce:
-    case OpKind::kAllToAll:
-    case OpKind::kZeroUnlessRoot:
-      return true;
     case OpKind::kEmbedding:
     case OpKind::kEmbeddingGrad:
       return !node.attrs.axis.empty();

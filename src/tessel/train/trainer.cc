@@ -97,6 +97,7 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
     eval_.program->bind_param(e.name, e.value.f32());
   }
   for (ValueId g : grads_) grad_ptrs_.push_back(train_.program->f32(train_.local.local_of[g]));
+  slots_ = update_slots();  // storage is fixed from here on: a step builds nothing
   for (ValueId id : train_.global.inputs()) {
     const Node& n = train_.global.node(id);
     staging_.emplace(n.name, Tensor(n.shape, n.dtype));
@@ -132,7 +133,7 @@ StepResult Trainer::step() {
     ctx_->world().all_reduce(&total, 1, ReduceKind::kSum, "grad_norm");
     return static_cast<double>(total);
   };
-  UpdateStats u = apply_update(config_, update_slots(), step_, global_sum);
+  UpdateStats u = apply_update(config_, slots_, step_, global_sum);
   gather_updated_slices();
   r.grad_norm = u.grad_norm;
   r.lr = u.lr;

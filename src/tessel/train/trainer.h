@@ -115,6 +115,7 @@ class Trainer {
   std::vector<float> slice_buffer_;
   std::vector<double> replicas_;  // ranks holding identical copies of each parameter shard
   std::vector<const float*> grad_ptrs_;
+  std::vector<UpdateSlot> slots_;
   std::map<std::string, Tensor> staging_;  // full inputs, by name
   double global_flops_ = 0;
   int64_t step_ = 0;
