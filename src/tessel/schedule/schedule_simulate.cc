@@ -1,0 +1,74 @@
+// simulate_schedule: a unit-cost clock per rank; a recv waits for the time
+// its matching send was issued. Runs only checked schedules, so every recv
+// eventually finds its send and the loop ends.
+#include <algorithm>
+#include <map>
+
+#include "tessel/base/error.h"
+#include "tessel/schedule/schedule_check.h"
+#include "tessel/schedule/transfer.h"
+
+namespace tessel {
+namespace {
+
+double cost_of(ActionKind k, const UnitCosts& c) {
+  switch (k) {
+    case ActionKind::kForward:
+      return c.forward;
+    case ActionKind::kBackward:
+      return c.backward_input + c.backward_weight;
+    case ActionKind::kBackwardInput:
+      return c.backward_input;
+    case ActionKind::kBackwardWeight:
+      return c.backward_weight;
+    default:
+      return 0;
+  }
+}
+
+}  // namespace
+
+SimulatedTimeline simulate_schedule(const Schedule& s, UnitCosts costs) {
+  if (costs.forward < 0 || costs.backward_input < 0 || costs.backward_weight < 0)
+    TS_THROW("simulate_schedule: unit costs must be >= 0, got forward=", costs.forward,
+             " backward_input=", costs.backward_input, " backward_weight=", costs.backward_weight);
+  check_schedule(s);
+  SimulatedTimeline out;
+  std::vector<double> clock(s.ranks, 0), busy(s.ranks, 0);
+  std::vector<int> next(s.ranks, 0);
+  std::map<Transfer, double> sent_at;
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (int r = 0; r < s.ranks; ++r) {
+      const std::vector<Action>& list = s.actions[r];
+      for (; next[r] < static_cast<int>(list.size()); ++next[r], moved = true) {
+        const Action& a = list[next[r]];
+        if (a.kind == ActionKind::kSendActivation || a.kind == ActionKind::kSendGradient) {
+          sent_at[transfer_of(s, r, next[r])] = clock[r];
+        } else if (is_communication(a.kind)) {
+          auto it = sent_at.find(transfer_of(s, r, next[r]));
+          if (it == sent_at.end()) break;
+          clock[r] = std::max(clock[r], it->second);
+        } else if (is_compute(a.kind)) {
+          const double start = clock[r];
+          clock[r] += cost_of(a.kind, costs);
+          busy[r] += clock[r] - start;
+          out.events.push_back({r, a, start, clock[r]});
+          out.makespan = std::max(out.makespan, clock[r]);
+        }
+      }
+    }
+  }
+  for (int r = 0; r < s.ranks; ++r)
+    TS_CHECK(next[r] == static_cast<int>(s.actions[r].size()), "schedule '", s.name,
+             "' stalled on rank ", r, " after passing check_schedule");
+  std::stable_sort(out.events.begin(), out.events.end(),
+                   [](const SimulatedTimeline::Event& a, const SimulatedTimeline::Event& b) {
+                     return a.start != b.start ? a.start < b.start : a.rank < b.rank;
+                   });
+  for (int r = 0; r < s.ranks; ++r)
+    out.bubble_fraction.push_back(out.makespan > 0 ? 1 - busy[r] / out.makespan : 0);
+  return out;
+}
+
+}  // namespace tessel
