@@ -23,6 +23,17 @@ void ConfigOptions::add_to(CLI::App* command, bool with_steps) {
   command->add_option(
       "--memory-limit", memory_limit,
       "per-rank memory budget, e.g. 2GiB: fail before compute if the plan exceeds it");
+  command->add_option("--microbatches", microbatches,
+                      "split each batch into this many micro-batches (pipelines, accumulation)");
+  command->add_option("--schedule", schedule,
+                      "pipeline schedule: gpipe | 1f1b | interleaved | zb-h1");
+  command->add_option("--chunks", chunks, "model chunks per pipeline rank (interleaved)");
+  command
+      ->add_option("--stages", stages,
+                   "block each pipeline stage after the first starts at, e.g. 2,4 "
+                   "(default: balanced by predicted time)")
+      ->delimiter(',');
+  command->add_option("--trace", trace, "write a Chrome trace (JSON) of every action here");
   command->add_option("--shard", shard,
                       "override one value's placement: LABEL:dim=axis,... (LABEL: replicates it)");
 }
@@ -37,6 +48,11 @@ TrainConfig ConfigOptions::load() const {
   if (!memory_limit.empty()) c.memory_limit = memory_limit;
   if (!mesh.empty()) c.mesh = mesh;
   if (!layout.empty()) c.layout = layout;
+  if (microbatches > 0) c.microbatches = microbatches;
+  if (!schedule.empty()) c.schedule = schedule;
+  if (chunks > 0) c.chunks = chunks;
+  if (!stages.empty()) c.stages = stages;
+  if (!trace.empty()) c.trace = trace;
   for (const std::string& s : shard) {
     auto colon = s.rfind(':');
     if (colon == std::string::npos || colon == 0)

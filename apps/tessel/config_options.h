@@ -19,6 +19,9 @@ struct ConfigOptions {
   int zero = -1;
   std::string recompute;
   std::string memory_limit;
+  int64_t microbatches = 0, chunks = 0;
+  std::string schedule, trace;
+  std::vector<int64_t> stages;
   std::string mesh, layout;
   std::vector<std::string> shard;
 

@@ -62,6 +62,15 @@ class Communicator {
   // out[r*n .. (r+1)*n) := rank r's in[rank()*n .. (rank()+1)*n). bytes: size()*n*4.
   virtual void all_to_all(const float* in, float* out, int64_t n, const std::string& op) = 0;
 
+  // Point to point (pipeline stages). Sends data[0..n) to group rank `peer`
+  // without blocking; `data` must stay valid until wait(). Counted as "send",
+  // n*4 bytes. Messages between two ranks match by `tag`, not by order.
+  virtual std::unique_ptr<CommRequest> start_send(const float* data, int64_t n, int peer, int tag,
+                                                  const std::string& op) = 0;
+  // Blocks until the message `tag` from `peer` arrives; it must hold exactly n
+  // floats. Counted as "recv", n*4 bytes.
+  virtual void recv(float* data, int64_t n, int peer, int tag, const std::string& op) = 0;
+
   const CommStats& stats() const { return stats_; }
   void reset_stats() { stats_.clear(); }
 
@@ -76,6 +85,10 @@ class Communicator {
       c.wire_bytes += 2 * bytes * (p - 1) / p;
     else if (kind == "all_gather")
       c.wire_bytes += bytes * (p - 1);  // bytes = one shard
+    else if (kind == "send")
+      c.wire_bytes += bytes;
+    else if (kind == "recv")
+      return;  // the sender counts the wire
     else
       c.wire_bytes += bytes * (p - 1) / p;  // bytes = the full buffer
   }

@@ -50,14 +50,16 @@ ValueId Graph::add_param(const std::string& name, Shape shape, ParamInit init) {
   return size() - 1;
 }
 
+double Graph::node_flops(ValueId id) const {
+  std::vector<const Shape*> in;
+  for (ValueId i : nodes_[id].inputs) in.push_back(&nodes_[i].shape);
+  return op_info(nodes_[id].kind).flops(in, nodes_[id].shape);
+}
+
 double Graph::flops(const std::vector<bool>& live) const {
   double total = 0;
-  for (ValueId id = 0; id < size(); ++id) {
-    if (!live[id]) continue;
-    std::vector<const Shape*> in;
-    for (ValueId i : nodes_[id].inputs) in.push_back(&nodes_[i].shape);
-    total += op_info(nodes_[id].kind).flops(in, nodes_[id].shape);
-  }
+  for (ValueId id = 0; id < size(); ++id)
+    if (live[id]) total += node_flops(id);
   return total;
 }
 

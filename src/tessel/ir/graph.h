@@ -54,6 +54,7 @@ class Graph {
   // Number of floating-point operations of one evaluation of `ids`' nodes
   // (einsum: 2 per multiply-add; elementwise ops: a few per element).
   double flops(const std::vector<bool>& live) const;
+  double node_flops(ValueId id) const;
 
   // Readable listing, one node per line: `%12 = einsum(%3, %4) -> (batch=8, seq=128, hidden=1536)`.
   std::string to_string() const;

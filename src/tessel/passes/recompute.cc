@@ -3,6 +3,7 @@
 #include <map>
 
 #include "tessel/base/error.h"
+#include "tessel/ir/graph_copy.h"
 
 namespace tessel {
 namespace {
@@ -14,13 +15,6 @@ std::string segment_of(const std::string& label, const std::string& prefix) {
   while (i < label.size() && std::isdigit(static_cast<unsigned char>(label[i]))) ++i;
   if (i == prefix.size() || i >= label.size() || label[i] != '.') return "";
   return label.substr(0, i);
-}
-
-// Copies a node into `out` with inputs mapped through `map`.
-ValueId copy_node(Graph& out, const Node& node, const std::vector<ValueId>& map) {
-  std::vector<ValueId> inputs;
-  for (ValueId in : node.inputs) inputs.push_back(map[in]);
-  return out.add(node.kind, inputs, node.attrs, node.name);
 }
 
 }  // namespace
@@ -39,15 +33,7 @@ RecomputeResult recompute_segments(const Graph& g, int forward_end, const std::s
   std::map<std::string, std::vector<ValueId>> clone_of;  // segment -> old id -> clone id
   for (ValueId id = 0; id < g.size(); ++id) {
     const Node& n = g.node(id);
-    if (n.kind == OpKind::kInput) {
-      r.remap[id] = r.graph.add_input(n.name, n.shape, n.dtype);
-      continue;
-    }
-    if (n.kind == OpKind::kParam) {
-      r.remap[id] = r.graph.add_param(n.name, n.shape, n.init);
-      continue;
-    }
-    if (id < forward_end) {
+    if (id < forward_end || n.kind == OpKind::kInput || n.kind == OpKind::kParam) {
       r.remap[id] = copy_node(r.graph, n, r.remap);
       continue;
     }

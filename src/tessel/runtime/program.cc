@@ -61,6 +61,13 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
     }
     touch(id, step);
   }
+  phase_begin_ = {0};
+  for (ValueId start : options_.phase_starts) {
+    size_t i = phase_begin_.back();
+    while (i < instructions_.size() && instructions_[i].node < start) ++i;
+    phase_begin_.push_back(i);
+  }
+  phase_begin_.push_back(instructions_.size());
   const int end = std::max<int>(1, static_cast<int>(instructions_.size()));
   for (ValueId out : outputs) touch(out, end);
   // Inputs keep their values across runs (write once, run many times).
@@ -170,12 +177,20 @@ void* Program::input(const std::string& name) {
   return data(id);
 }
 
-void Program::run() {
+void Program::run() { run_instructions(0, instructions_.size()); }
+
+void Program::run_phase(int phase) {
+  TS_CHECK(phase >= 0 && phase < phase_count(), "phase ", phase, " of a program with ",
+           phase_count(), " phases");
+  run_instructions(phase_begin_[phase], phase_begin_[phase + 1]);
+}
+
+void Program::run_instructions(size_t begin, size_t end) {
   const Graph& g = *graph_;
   if (options_.plan_only) TS_THROW("this program was compiled to plan memory only (a dry run)");
   for (ValueId id : used_params_)
     if (!value_ptr_[id]) TS_THROW("parameter '", g.node(id).name, "' is not bound to storage");
-  for (size_t i = 0; i < instructions_.size(); ++i) {
+  for (size_t i = begin; i < end; ++i) {
     const Instruction& ins = instructions_[i];
     const Node& node = g.node(ins.node);
     if (ins.bucket >= 0) {

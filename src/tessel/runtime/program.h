@@ -30,6 +30,10 @@ struct CompileOptions {
   // Output all-reduces (gradients) are packed into buckets of about this
   // size and reduced in the background while later instructions run.
   size_t bucket_bytes = 25u << 20;
+  // Node ids where phases 1, 2, ... begin (increasing); phase 0 starts at
+  // node 0. run_phase(k) runs phase k's instructions only, so a pipeline can
+  // run a micro-batch's forward and, later, its backward on the same arena.
+  std::vector<ValueId> phase_starts;
 };
 
 class Program {
@@ -46,6 +50,10 @@ class Program {
   void* input(const std::string& name);
 
   void run();
+  // Phases must run in order (0, 1, ...) for the values to be there; other
+  // programs may run in between.
+  void run_phase(int phase);
+  int phase_count() const { return static_cast<int>(phase_begin_.size()) - 1; }
 
   const Graph& graph() const { return *graph_; }
   size_t arena_bytes() const { return plan_.peak_bytes; }
@@ -76,6 +84,7 @@ class Program {
     std::unique_ptr<CommRequest> pending;
   };
   void run_bucket_member(const Instruction& ins, size_t index);
+  void run_instructions(size_t begin, size_t end);
 
   std::shared_ptr<const Graph> graph_;
   CompileOptions options_;
@@ -90,6 +99,7 @@ class Program {
   std::map<std::string, ValueId> params_by_name_;
   std::vector<ValueId> used_params_;  // parameters some instruction reads
   std::vector<Bucket> buckets_;
+  std::vector<size_t> phase_begin_;  // instruction index per phase, plus the end
   double collective_seconds_ = 0;
   double flops_ = 0;
 };

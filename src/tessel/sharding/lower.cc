@@ -23,6 +23,7 @@ class Lowering {
         coords_(mesh.coords(rank)) {
     out_.local_of.assign(global.size(), -1);
     out_.sharding_of.resize(global.size());
+    out_.first_local_of.assign(global.size(), -1);
   }
 
   LocalGraph run(const std::vector<ValueId>& outputs) {
@@ -48,6 +49,7 @@ class Lowering {
 
   void lower(ValueId id) {
     const Node& node = global_.node(id);
+    out_.first_local_of[id] = out_.graph.size();
     auto forced = targets_.find(id);
     Sharding target =
         forced != targets_.end() ? forced->second : layout_.target(node.shape, node.name, mesh_);

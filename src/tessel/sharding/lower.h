@@ -35,6 +35,10 @@ struct LocalGraph {
   Graph graph;
   std::vector<ValueId> local_of;      // global value -> local value (at its target sharding)
   std::vector<Sharding> sharding_of;  // global value -> its sharding (the target)
+  // Global value -> the local graph's size when its lowering began (its
+  // boxing and node come from there on); -1 if not lowered. Phase starts of
+  // a global graph map to local ones through it.
+  std::vector<int> first_local_of;
   std::vector<InsertedCollective> collectives;
   std::map<std::string, double> bytes_per_axis;  // bytes this rank sends per run
 };

@@ -60,6 +60,11 @@ const std::map<std::string, KeyRule>& rules() {
       {"recompute", field(&TrainConfig::recompute)},
       {"memory_limit", field(&TrainConfig::memory_limit)},
       {"shard", field(&TrainConfig::shard)},
+      {"microbatches", field(&TrainConfig::microbatches)},
+      {"schedule", field(&TrainConfig::schedule)},
+      {"chunks", field(&TrainConfig::chunks)},
+      {"stages", field(&TrainConfig::stages)},
+      {"trace", field(&TrainConfig::trace)},
   };
   return table;
 }
@@ -174,6 +179,15 @@ void TrainConfig::validate() const {
   if (zero == 3)
     TS_THROW("config: 'zero' 3 (sharded parameters) is not implemented yet; stages 0, 1 and 2 are");
   if (zero < 0 || zero > 3) TS_THROW("config: 'zero' must be 0, 1, 2 or 3, got ", zero);
+  positive("microbatches", microbatches);
+  positive("chunks", chunks);
+  if (batch % microbatches != 0)
+    TS_THROW("config: 'microbatches' (", microbatches, ") must divide 'batch' (", batch,
+             ") into equal micro-batches");
+  if (microbatches > 1 && dropout > 0)
+    TS_THROW("config: 'dropout' ", dropout, " with 'microbatches' ", microbatches,
+             " is not supported: dropout masks are keyed by the row index within the batch the "
+             "graph sees, so micro-batches would draw different masks than one batch");
   if (!(beta1 >= 0 && beta1 < 1)) TS_THROW("config: 'beta1' must be in [0, 1), got ", beta1);
   if (!(beta2 >= 0 && beta2 < 1)) TS_THROW("config: 'beta2' must be in [0, 1), got ", beta2);
   positive("eps", eps);

@@ -52,10 +52,15 @@ struct TrainConfig {
   std::string layout;      // "batch=data,heads=model"; "" = defaults for the mesh's axis names
   double bucket_mib = 25;  // gradient all-reduce bucket size
   std::string recompute =
-      "none";  // "none" | "blocks": recompute each block's activations in backward
-  int zero = 0;
-  std::string memory_limit;  // per-rank budget, e.g. "2GiB"; "" = none  // ZeRO stage: 0, 1 or 2
-                             // (optimizer state and gradients sharded over data)
+      "none";    // "none" | "blocks": recompute each block's activations in backward
+  int zero = 0;  // ZeRO stage: 0, 1 or 2 (optimizer state and gradients sharded over data)
+  std::string memory_limit;  // per-rank budget, e.g. "2GiB"; "" = none
+  // Pipelines (a `pipe` mesh axis) and gradient accumulation.
+  int64_t microbatches = 1;       // the batch is run as this many equal micro-batches
+  std::string schedule = "1f1b";  // gpipe | 1f1b | interleaved | zb-h1 | pipedream | 2bw | xpipe
+  int64_t chunks = 1;             // model chunks per pipeline rank (interleaved)
+  std::vector<int64_t> stages;    // block each stage after the first starts at; [] = balanced
+  std::string trace;              // Chrome trace (JSON) of every step's actions; "" = none
   // Per-value overrides of the layout, by node label: {"block0.mlp.act": "seq=model"}
   // ("" replicates the value on every axis).
   std::map<std::string, std::string> shard;

@@ -75,14 +75,14 @@ void DistributedContext::slice_local(const Shape& global, const Sharding& s, con
 }
 
 void DistributedContext::gather_full(const Shape& global, const Sharding& s, const float* local,
-                                     float* full) {
+                                     float* full, int holder_axis, int holder_coord) {
   // The first replica of each block writes it into a zeroed full tensor; a
   // sum over the world then assembles it exactly (x + 0 == x).
   const int64_t n = global.numel();
   std::fill(full, full + n, 0.0f);
-  bool primary = true;
+  bool primary = local != nullptr;
   for (int a = 0; a < s.axis_count(); ++a)
-    if (!s[a].is_split() && coords_[a] != 0) primary = false;
+    if (!s[a].is_split() && coords_[a] != (a == holder_axis ? holder_coord : 0)) primary = false;
   if (primary) {
     Shape local_shape = s.local_shape(global, mesh_);
     std::vector<int64_t> offsets = s.local_offsets(global, mesh_, coords_);

@@ -42,8 +42,13 @@ class DistributedContext {
 
   // Copies this rank's block of a full (global) tensor.
   void slice_local(const Shape& global, const Sharding& s, const float* full, float* local) const;
-  // Reassembles the full tensor on every rank from the local blocks.
-  void gather_full(const Shape& global, const Sharding& s, const float* local, float* full);
+  // Reassembles the full tensor on every rank from the local blocks
+  // (collective over the world). Of the ranks holding one block, the one at
+  // coordinate 0 of each unsplit axis writes it — at `holder_coord` instead
+  // on `holder_axis` (a pipeline stage that is not the first); ranks that
+  // hold no block pass local = nullptr.
+  void gather_full(const Shape& global, const Sharding& s, const float* local, float* full,
+                   int holder_axis = -1, int holder_coord = 0);
 
  private:
   Mesh mesh_;

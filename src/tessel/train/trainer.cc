@@ -53,6 +53,10 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   ctx_ = std::make_unique<DistributedContext>(config_.mesh, config_.layout);
   for (const auto& [label, spec] : config_.shard)
     ctx_->layout().set_override(label, spec, ctx_->mesh());
+  if (uses_pipeline(config_, ctx_->mesh())) {
+    init_pipeline();
+    return;
+  }
 
   TrainingGraph train = build_training_graph(config_, config_.batch);
   ctx_->layout().validate(train.graph, ctx_->mesh());
@@ -120,7 +124,21 @@ void Trainer::feed(Compiled& c, Split split, int64_t index) {
   }
 }
 
+size_t Trainer::arena_bytes() const {
+  return pipe_ ? pipe_->arena_bytes() : train_.program->arena_bytes();
+}
+
+size_t Trainer::eval_arena_bytes() const {
+  return pipe_ ? pipe_->eval_arena_bytes() : eval_.program->arena_bytes();
+}
+
+const Program& Trainer::train_program() const {
+  if (pipe_) TS_THROW("a pipelined or micro-batched run has one program per stage, not one");
+  return *train_.program;
+}
+
 StepResult Trainer::step() {
+  if (pipe_) return pipeline_step();
   feed(train_, Split::kTrain, step_);
   train_.program->run();
   StepResult r;
@@ -205,13 +223,14 @@ Trainer::ModelStateBytes Trainer::model_state_bytes() const {
   for (size_t i = 0; i < params_->entries().size(); ++i) {
     const ParamEntry& e = params_->entries()[i];
     b.parameters += e.value.nbytes();
-    b.gradients += state_numel(i) * sizeof(float);
+    b.gradients += pipe_ ? e.value.nbytes() : state_numel(i) * sizeof(float);
     b.optimizer += (e.m.numel() + e.v.numel()) * sizeof(float);
   }
   return b;
 }
 
 EvalResult Trainer::evaluate() {
+  if (pipe_) return pipeline_evaluate();
   EvalResult r;
   double loss = 0, accuracy = 0;
   const ValueId logits = eval_.outputs.logits;
@@ -234,12 +253,14 @@ EvalResult Trainer::evaluate() {
 }
 
 int64_t Trainer::parameter_count() const {
+  if (pipe_) return pipeline_parameter_count();
   int64_t n = 0;
   for (ValueId p : train_.global.params()) n += train_.global.node(p).shape.numel();
   return n;
 }
 
 std::unique_ptr<ParamStore> Trainer::gather_params() {
+  if (pipe_) return pipeline_gather_params();
   auto full = std::make_unique<ParamStore>(train_.global);
   const auto& params = train_.global.params();
   for (size_t i = 0; i < params.size(); ++i) {
@@ -270,6 +291,7 @@ void Trainer::save_checkpoint(const std::string& dir) {
 }
 
 void Trainer::load_checkpoint(const std::string& dir) {
+  if (pipe_) return pipeline_load(dir);
   ParamStore full(train_.global);
   tessel::load_checkpoint(dir, full);
   const auto& params = train_.global.params();

@@ -20,6 +20,7 @@
 #include "tessel/train/distributed.h"
 #include "tessel/train/optimizer.h"
 #include "tessel/train/param_store.h"
+#include "tessel/train/pipeline_model.h"
 #include "tessel/train/task.h"
 
 namespace tessel {
@@ -83,11 +84,14 @@ class Trainer {
     int64_t parameters = 0, gradients = 0, optimizer = 0;
   };
   ModelStateBytes model_state_bytes() const;
-  size_t arena_bytes() const { return train_.program->arena_bytes(); }
-  size_t eval_arena_bytes() const { return eval_.program->arena_bytes(); }
-  const Program& train_program() const { return *train_.program; }
+  size_t arena_bytes() const;
+  size_t eval_arena_bytes() const;
+  // The single training program (not for pipelines or micro-batches: see pipeline()).
+  const Program& train_program() const;
   const LocalGraph& train_lowering() const { return train_.local; }
   int64_t items_per_step() const { return config_.batch * task_->items_per_row(); }
+  // The pipeline (a `pipe` mesh axis or several micro-batches), or nullptr.
+  PipelineModel* pipeline() { return pipe_.get(); }
 
  private:
   struct Compiled {
@@ -102,6 +106,14 @@ class Trainer {
   int64_t state_numel(size_t param_index) const;
   void gather_updated_slices();
   void feed(Compiled& c, Split split, int64_t index);
+  // The pipeline path (trainer_pipeline.cc).
+  void init_pipeline();
+  void pipeline_update();
+  StepResult pipeline_step();
+  EvalResult pipeline_evaluate();
+  std::unique_ptr<ParamStore> pipeline_gather_params();
+  void pipeline_load(const std::string& dir);
+  int64_t pipeline_parameter_count() const;
 
   TrainConfig config_;
   std::unique_ptr<DistributedContext> ctx_;
@@ -119,6 +131,14 @@ class Trainer {
   std::map<std::string, Tensor> staging_;  // full inputs, by name
   double global_flops_ = 0;
   int64_t step_ = 0;
+  // Pipeline path: the model's stages on this rank, one gradient accumulator
+  // per held parameter (contiguous, reduced over data in one call) and the
+  // last update's statistics.
+  std::unique_ptr<PipelineModel> pipe_;
+  AlignedBuffer grad_accumulators_;
+  std::map<std::string, float*> accumulator_of_;
+  AlignedBuffer tie_scratch_;
+  UpdateStats last_update_;
 };
 
 }  // namespace tessel

@@ -54,11 +54,12 @@ class WatchScope {
   MpiRuntime& runtime_;
 };
 
-// An MPI_Iallreduce in flight.
+// A non-blocking MPI operation (MPI_Iallreduce, MPI_Isend) in flight.
 class MpiRequest : public CommRequest {
  public:
-  MpiRequest(MPI_Request request, std::string group, std::string op, int64_t n)
-      : request_(request), group_(std::move(group)), op_(std::move(op)), n_(n) {}
+  MpiRequest(MPI_Request request, std::string group, std::string op, int64_t n,
+             const char* what = "all_reduce")
+      : request_(request), group_(std::move(group)), op_(std::move(op)), n_(n), what_(what) {}
 
   ~MpiRequest() override {
     if (done_ || mpi_finalized()) return;
@@ -71,10 +72,10 @@ class MpiRequest : public CommRequest {
 
   void wait() override {
     if (done_) return;
-    WatchScope watch("all_reduce (wait)", group_, op_, n_);
+    WatchScope watch(what_, group_, op_, n_);
     int code = MPI_Wait(&request_, MPI_STATUS_IGNORE);
     done_ = true;  // the request is gone whether or not it succeeded
-    check_mpi(code, "all_reduce (MPI_Wait)", group_, op_, n_);
+    check_mpi(code, what_, group_, op_, n_);
   }
 
   bool test() override {
@@ -82,7 +83,7 @@ class MpiRequest : public CommRequest {
     int flag = 0;
     int code = MPI_Test(&request_, &flag, MPI_STATUS_IGNORE);
     if (code != MPI_SUCCESS) done_ = true;
-    check_mpi(code, "all_reduce (MPI_Test)", group_, op_, n_);
+    check_mpi(code, what_, group_, op_, n_);
     if (flag) done_ = true;
     return done_;
   }
@@ -92,6 +93,7 @@ class MpiRequest : public CommRequest {
   std::string group_;
   std::string op_;
   int64_t n_;
+  const char* what_;
   bool done_ = false;
 };
 
@@ -352,6 +354,42 @@ void MpiCommunicator::all_to_all(const float* in, float* out, int64_t n, const s
     check_mpi(MPI_Alltoall(in, c, MPI_FLOAT, out, c, MPI_FLOAT, comm_), "all_to_all", name_, op, n);
   }
   count("all_to_all", int64_t{size_} * n * 4);
+}
+
+}  // namespace tessel
+
+namespace tessel {
+
+std::unique_ptr<CommRequest> MpiCommunicator::start_send(const float* data, int64_t n, int peer,
+                                                         int tag, const std::string& op) {
+  int c = checked_count("send", n, 1, op, data, data);
+  if (peer < 0 || peer >= size_)
+    TS_THROW("send on group '", name_, "' (op '", op, "'): peer ", peer, " is not in 0..",
+             size_ - 1);
+  MPI_Request request = MPI_REQUEST_NULL;
+  check_mpi(MPI_Isend(data, c, MPI_FLOAT, peer, tag, comm_, &request), "send (MPI_Isend)", name_,
+            op, n);
+  count("send", n * 4);
+  return std::make_unique<MpiRequest>(request, name_, op, n, "send (wait)");
+}
+
+void MpiCommunicator::recv(float* data, int64_t n, int peer, int tag, const std::string& op) {
+  int c = checked_count("recv", n, 1, op, data, data);
+  if (peer < 0 || peer >= size_)
+    TS_THROW("recv on group '", name_, "' (op '", op, "'): peer ", peer, " is not in 0..",
+             size_ - 1);
+  MPI_Status status;
+  {
+    WatchScope watch("recv", name_, op, n);
+    check_mpi(MPI_Recv(data, c, MPI_FLOAT, peer, tag, comm_, &status), "recv (MPI_Recv)", name_, op,
+              n);
+  }
+  int got = 0;
+  MPI_Get_count(&status, MPI_FLOAT, &got);
+  if (got != c)
+    TS_THROW("recv on group '", name_, "' (op '", op, "'): expected ", n, " elements from rank ",
+             peer, ", got ", got);
+  count("recv", n * 4);
 }
 
 }  // namespace tessel

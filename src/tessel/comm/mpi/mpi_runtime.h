@@ -116,6 +116,10 @@ class MpiCommunicator : public Communicator {
   void all_gather(const float* in, float* out, int64_t n, const std::string& op) override;
   void reduce_scatter(const float* in, float* out, int64_t n, const std::string& op) override;
   void all_to_all(const float* in, float* out, int64_t n, const std::string& op) override;
+  // MPI_Isend / MPI_Recv; the receive is watched like a collective.
+  std::unique_ptr<CommRequest> start_send(const float* data, int64_t n, int peer, int tag,
+                                          const std::string& op) override;
+  void recv(float* data, int64_t n, int peer, int tag, const std::string& op) override;
 
  private:
   // Throws unless 0 <= n, n * blocks fits in an MPI count and the buffers are

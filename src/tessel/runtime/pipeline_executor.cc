@@ -1,0 +1,192 @@
+#include "tessel/runtime/pipeline_executor.h"
+
+#include <chrono>
+#include <map>
+
+#include "tessel/base/error.h"
+
+namespace tessel {
+namespace {
+
+constexpr int kForwardPhase = 0, kBackwardInputPhase = 1, kBackwardWeightPhase = 2;
+constexpr int kActivation = 0, kGradient = 1;
+// Tags repeat every kTagMicrobatches micro-batches; MPI keeps messages with
+// equal tags between two ranks in order, and no schedule keeps that many in
+// flight between two stages.
+constexpr int kTagMicrobatches = 64;
+constexpr int kTagValues = 4;
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+int instances_needed(const Schedule& schedule, int pipe_rank, int chunk) {
+  int live = 0, peak = 0;
+  for (const Action& a : schedule.actions.at(pipe_rank)) {
+    if (a.chunk != chunk) continue;
+    if (a.kind == ActionKind::kForward) peak = std::max(peak, ++live);
+    if (a.kind == ActionKind::kBackward || a.kind == ActionKind::kBackwardWeight) --live;
+  }
+  return std::max(peak, 1);
+}
+
+PipelineExecutor::PipelineExecutor(const Schedule& schedule, int pipe_rank,
+                                   std::vector<PipelineStage> stages, Communicator* pipe, Feed feed,
+                                   OnStep on_step)
+    : schedule_(schedule),
+      pipe_rank_(pipe_rank),
+      stages_(std::move(stages)),
+      pipe_(pipe),
+      feed_(std::move(feed)),
+      on_step_(std::move(on_step)),
+      epoch_(now_seconds()) {
+  for (const PipelineStage& s : stages_) {
+    TS_CHECK(!s.instances.empty(), "pipeline stage ", s.stage, " has no compiled program");
+    instance_of_.emplace_back(schedule_.microbatches, -1);
+    busy_.emplace_back(s.instances.size(), false);
+    pending_.emplace_back(s.instances.size());
+    for (size_t i = 0; i < s.activations_in.size() + s.activations_out.size(); ++i)
+      TS_CHECK(i < kTagValues, "pipeline stage ", s.stage, " exchanges more than ", kTagValues,
+               " values");
+  }
+  // A micro-batch's instance is free after its last action on the stage
+  // (a backward's gradient send comes after the backward).
+  const std::vector<Action>& actions = schedule_.actions.at(pipe_rank_);
+  last_use_.assign(actions.size(), false);
+  std::map<std::pair<int, int>, size_t> last;
+  for (size_t i = 0; i < actions.size(); ++i)
+    if (actions[i].kind != ActionKind::kOptimizerStep)
+      last[{actions[i].chunk, actions[i].microbatch}] = i;
+  for (const auto& [key, i] : last) last_use_[i] = true;
+  trace_.reserve(4 * actions.size());
+}
+
+PipelineStage& PipelineExecutor::stage_of_chunk(int chunk) {
+  for (PipelineStage& s : stages_)
+    if (s.chunk == chunk) return s;
+  TS_THROW("pipeline rank ", pipe_rank_, " holds no chunk ", chunk);
+}
+
+Program& PipelineExecutor::acquire(PipelineStage& s, int microbatch) {
+  const size_t index = &s - stages_.data();
+  int& inst = instance_of_[index][microbatch];
+  if (inst >= 0) return *s.instances[inst];
+  for (size_t i = 0; i < s.instances.size(); ++i) {
+    if (busy_[index][i]) continue;
+    for (auto& request : pending_[index][i]) request->wait();
+    pending_[index][i].clear();
+    busy_[index][i] = true;
+    inst = static_cast<int>(i);
+    return *s.instances[i];
+  }
+  TS_THROW("pipeline stage ", s.stage, ": micro-batch ", microbatch, " needs an instance but all ",
+           s.instances.size(),
+           " hold micro-batches in flight (the schedule keeps more in flight "
+           "than was compiled)");
+}
+
+void PipelineExecutor::release(PipelineStage& s, int microbatch) {
+  const size_t index = &s - stages_.data();
+  int& inst = instance_of_[index][microbatch];
+  busy_[index][inst] = false;
+  inst = -1;
+}
+
+int PipelineExecutor::tag(int microbatch, int stage, int direction, size_t index) const {
+  return (((microbatch % kTagMicrobatches) * schedule_.stages() + stage) * 2 + direction) *
+             kTagValues +
+         static_cast<int>(index);
+}
+
+void PipelineExecutor::accumulate(PipelineStage& s, Program& p) {
+  for (size_t i = 0; i < s.param_grads.size(); ++i) {
+    const float* g = p.f32(s.param_grads[i]);
+    float* acc = s.accumulators[i];
+    const int64_t n = p.graph().node(s.param_grads[i]).shape.numel();
+    for (int64_t e = 0; e < n; ++e) acc[e] += g[e];
+  }
+}
+
+PipelineExecutor::StepOutcome PipelineExecutor::run() {
+  StepOutcome out;
+  const double start = now_seconds();
+  const std::vector<Action>& actions = schedule_.actions.at(pipe_rank_);
+  for (size_t ai = 0; ai < actions.size(); ++ai) {
+    const Action& a = actions[ai];
+    const double t0 = now_seconds();
+    if (a.kind == ActionKind::kOptimizerStep) {
+      // Sends still in flight read activations, never parameters; step now.
+      on_step_(a.microbatch);
+      if (tracing)
+        trace_.push_back(
+            {static_cast<int>(a.kind), a.microbatch, -1, t0 - epoch_, now_seconds() - epoch_});
+      continue;
+    }
+    PipelineStage& s = stage_of_chunk(a.chunk);
+    Program& p = acquire(s, a.microbatch);
+    const size_t index = &s - stages_.data();
+    auto& pending = pending_[index][instance_of_[index][a.microbatch]];
+    switch (a.kind) {
+      case ActionKind::kRecvActivation:
+        for (size_t i = 0; i < s.activations_in.size(); ++i)
+          pipe_->recv(p.f32(s.activations_in[i]), p.graph().node(s.activations_in[i]).shape.numel(),
+                      a.peer, tag(a.microbatch, s.stage, kActivation, i), "pipeline activation");
+        break;
+      case ActionKind::kSendActivation:
+        for (size_t i = 0; i < s.activations_out.size(); ++i)
+          pending.push_back(pipe_->start_send(
+              p.f32(s.activations_out[i]), p.graph().node(s.activations_out[i]).shape.numel(),
+              a.peer, tag(a.microbatch, s.stage + 1, kActivation, i), "pipeline activation"));
+        break;
+      case ActionKind::kRecvGradient:
+        for (size_t i = 0; i < s.gradients_in.size(); ++i)
+          pipe_->recv(p.f32(s.gradients_in[i]), p.graph().node(s.gradients_in[i]).shape.numel(),
+                      a.peer, tag(a.microbatch, s.stage, kGradient, i), "pipeline gradient");
+        break;
+      case ActionKind::kSendGradient:
+        for (size_t i = 0; i < s.gradients_out.size(); ++i)
+          pending.push_back(pipe_->start_send(
+              p.f32(s.gradients_out[i]), p.graph().node(s.gradients_out[i]).shape.numel(), a.peer,
+              tag(a.microbatch, s.stage - 1, kGradient, i), "pipeline gradient"));
+        break;
+      case ActionKind::kForward:
+        feed_(s.stage, a.microbatch, p);
+        p.run_phase(kForwardPhase);
+        if (s.loss >= 0) {
+          out.loss_sum += *p.f32(s.loss);
+          ++out.losses;
+        }
+        break;
+      case ActionKind::kBackwardInput:
+        p.run_phase(kBackwardInputPhase);
+        break;
+      case ActionKind::kBackward:
+        p.run_phase(kBackwardInputPhase);
+        p.run_phase(kBackwardWeightPhase);
+        accumulate(s, p);
+        break;
+      case ActionKind::kBackwardWeight:
+        p.run_phase(kBackwardWeightPhase);
+        accumulate(s, p);
+        break;
+      case ActionKind::kOptimizerStep:
+        break;
+    }
+    if (last_use_[ai]) release(s, a.microbatch);
+    const double t1 = now_seconds();
+    if (is_compute(a.kind)) out.busy_seconds += t1 - t0;
+    if (tracing)
+      trace_.push_back({static_cast<int>(a.kind), a.microbatch, s.stage, t0 - epoch_, t1 - epoch_});
+  }
+  for (auto& per_stage : pending_)
+    for (auto& per_instance : per_stage) {
+      for (auto& request : per_instance) request->wait();
+      per_instance.clear();
+    }
+  out.seconds = now_seconds() - start;
+  return out;
+}
+
+}  // namespace tessel

@@ -1,0 +1,103 @@
+// Runs one rank's pipeline action list (schedule/schedule.h) over compiled
+// stage programs.
+//
+// Each model chunk this rank holds is a stage: one local program (forward,
+// backward-input and backward-weight phases, see passes/pipeline_stages.h)
+// compiled into as many instances as the schedule keeps micro-batches in
+// flight on it, each instance with its own arena, all bound to the same
+// parameters. A micro-batch takes a free instance at its first action and
+// gives it back after its last backward phase, once its sends completed.
+// Activations and gradients cross stages shard to shard: every rank of a
+// stage sends its local block to the rank with the same data/model
+// coordinates on the next stage, over the `pipe` axis communicator, tagged
+// by (micro-batch, stage, direction) so messages match whatever their order.
+// Sends never block (they complete before the instance is reused); receives
+// do (under the comm watchdog). Parameter gradients of every micro-batch are
+// added into the stage's accumulators. Every action is timed for traces and
+// bubble fractions. Nothing is allocated per step once compiled.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessel/comm/communicator.h"
+#include "tessel/runtime/program.h"
+#include "tessel/schedule/schedule.h"
+
+namespace tessel {
+
+struct PipelineStage {
+  int stage = 0;
+  int chunk = 0;
+  std::vector<std::unique_ptr<Program>> instances;  // same program, one per in-flight micro-batch
+  // Local value ids of the program (the same in every instance).
+  std::vector<ValueId> activations_in, activations_out, gradients_in, gradients_out;
+  std::vector<ValueId> param_grads;
+  std::vector<float*> accumulators;  // aligned with param_grads; zeroed by the caller per step
+  ValueId loss = -1;                 // last stage only
+  bool split_phases = true;          // the program has 3 phases (F, BI, BW)
+};
+
+// One timed action of one rank.
+struct TraceEvent {
+  int kind = 0;  // ActionKind
+  int microbatch = -1;
+  int stage = -1;
+  double start = 0, end = 0;  // seconds since the executor was created
+};
+
+class PipelineExecutor {
+ public:
+  // `pipe`: the pipe-axis communicator (nullptr for a pipeline of one rank).
+  // `feed(stage, microbatch, program)`: writes the batch inputs the stage's
+  // program reads (tokens on the first, targets on the last stage).
+  using Feed = std::function<void(int stage, int microbatch, Program& program)>;
+  // Called for each kOptimizerStep action (asynchronous schedules step per
+  // micro-batch; synchronous ones once at the end).
+  using OnStep = std::function<void(int microbatch)>;
+  PipelineExecutor(const Schedule& schedule, int pipe_rank, std::vector<PipelineStage> stages,
+                   Communicator* pipe, Feed feed, OnStep on_step);
+
+  struct StepOutcome {
+    double loss_sum = 0;      // sum of micro-batch losses (last stage only)
+    int losses = 0;           // how many were summed here
+    double seconds = 0;       // wall time of the action list
+    double busy_seconds = 0;  // of which compute (F, B, BI, BW)
+  };
+  // Runs the whole action list once.
+  StepOutcome run();
+
+  std::vector<PipelineStage>& stages() { return stages_; }
+  const std::vector<TraceEvent>& trace() const { return trace_; }
+  void clear_trace() { trace_.clear(); }
+  bool tracing = false;
+
+ private:
+  PipelineStage& stage_of_chunk(int chunk);
+  Program& acquire(PipelineStage& s, int microbatch);
+  void release(PipelineStage& s, int microbatch);
+  int tag(int microbatch, int stage, int direction, size_t index) const;
+  void accumulate(PipelineStage& s, Program& p);
+
+  Schedule schedule_;
+  int pipe_rank_;
+  std::vector<PipelineStage> stages_;
+  Communicator* pipe_;
+  Feed feed_;
+  OnStep on_step_;
+  // Per stage: micro-batch -> instance (-1 none); per instance: busy flag and pending sends.
+  std::vector<std::vector<int>> instance_of_;
+  std::vector<std::vector<bool>> busy_;
+  std::vector<std::vector<std::vector<std::unique_ptr<CommRequest>>>> pending_;
+  std::vector<bool> last_use_;  // per action: the micro-batch's last on its stage
+  std::vector<TraceEvent> trace_;
+  double epoch_ = 0;
+};
+
+// Number of micro-batches of `chunk` a rank's action list keeps in flight at
+// once (forward run, last backward phase not yet): the instances it needs.
+int instances_needed(const Schedule& schedule, int pipe_rank, int chunk);
+
+}  // namespace tessel

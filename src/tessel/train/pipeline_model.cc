@@ -1,0 +1,278 @@
+#include "tessel/train/pipeline_model.h"
+
+#include <algorithm>
+
+#include "tessel/base/error.h"
+#include "tessel/ir/builder.h"
+#include "tessel/train/task.h"
+
+namespace tessel {
+namespace {
+
+bool is_pipe_value(const std::string& name) { return name.rfind("pipe.", 0) == 0; }
+
+// The local graph's first node at or after global node `start`.
+ValueId local_phase_start(const LocalGraph& local, ValueId start) {
+  ValueId first = local.graph.size();
+  for (ValueId g = start; g < static_cast<ValueId>(local.first_local_of.size()); ++g)
+    if (local.first_local_of[g] >= 0) first = std::min<ValueId>(first, local.first_local_of[g]);
+  return first;
+}
+
+// Forward-only action list: each stage in turn receives, runs and sends.
+Schedule forward_only_schedule(int ranks, int chunks) {
+  Schedule s;
+  s.name = "forward";
+  s.ranks = ranks;
+  s.chunks = chunks;
+  s.microbatches = 1;
+  s.actions.resize(ranks);
+  const int stages = ranks * chunks;
+  for (int r = 0; r < ranks; ++r)
+    for (int c = 0; c < chunks; ++c) {
+      const int k = c * ranks + r;
+      if (k > 0) s.actions[r].push_back({ActionKind::kRecvActivation, 0, c, (k - 1) % ranks});
+      s.actions[r].push_back({ActionKind::kForward, 0, c, -1});
+      if (k < stages - 1)
+        s.actions[r].push_back({ActionKind::kSendActivation, 0, c, (k + 1) % ranks});
+    }
+  return s;
+}
+
+}  // namespace
+
+bool uses_pipeline(const TrainConfig& config, const Mesh& mesh) {
+  return mesh.axis_index("pipe") >= 0 || config.microbatches > 1;
+}
+
+Sharding PipelineModel::on_full_mesh(const Sharding& s) const {
+  if (pipe_axis_ < 0) return s;
+  std::vector<Placement> p = s.placements();
+  p.insert(p.begin() + pipe_axis_, Placement::broadcast());
+  return Sharding(p);
+}
+
+PipelineModel::PipelineModel(const TrainConfig& config, DistributedContext& ctx, bool plan_only)
+    : config_(config), ctx_(ctx), plan_only_(plan_only) {
+  const Mesh& mesh = ctx.mesh();
+  pipe_axis_ = mesh.axis_index("pipe");
+  std::vector<MeshAxis> stage_axes;
+  std::vector<int> stage_coords;
+  for (int a = 0; a < static_cast<int>(mesh.axes().size()); ++a) {
+    if (a == pipe_axis_) continue;
+    stage_axes.push_back(mesh.axis(a));
+    stage_coords.push_back(ctx.coords()[a]);
+  }
+  if (pipe_axis_ >= 0) {
+    pipe_size_ = mesh.axis(pipe_axis_).size;
+    pipe_rank_ = ctx.coords()[pipe_axis_];
+  }
+  stage_mesh_ = Mesh(stage_axes);
+  stage_rank_ = stage_mesh_.rank_of(stage_coords);
+  stage_layout_ = config.layout.empty() ? Layout::defaults(stage_mesh_)
+                                        : Layout::parse(config.layout, stage_mesh_);
+  for (const auto& [label, spec] : config.shard)
+    stage_layout_.set_override(label, spec, stage_mesh_);
+  if (int a = stage_layout_.axis_of("batch"); a >= 0) data_axis_ = stage_mesh_.axis(a).name;
+  if (config.zero > 0)
+    TS_THROW("config: 'zero' ", config.zero,
+             " with pipelines or micro-batches is not supported yet");
+
+  const int m = static_cast<int>(config.microbatches);
+  const int chunks = static_cast<int>(config.chunks);
+  schedule_ = make_schedule(config.schedule, pipe_size_, m, chunks);
+  if (schedule_.asynchronous)
+    TS_THROW("config: schedule '", config.schedule,
+             "' (asynchronous) is not supported by the trainer yet");
+  eval_schedule_ = forward_only_schedule(pipe_size_, chunks);
+  const int stage_count = pipe_size_ * chunks;
+
+  Graph forward, eval_forward;
+  GraphBuilder fb(forward), eb(eval_forward);
+  const TaskGraph train_out = build_model(config, fb, config.batch / m, /*training=*/true);
+  const TaskGraph eval_out = build_model(config, eb, config.batch, /*training=*/false);
+  std::vector<int> boundaries(config.stages.begin(), config.stages.end());
+  partition_ = partition_stages(forward, stage_count, boundaries);
+  std::vector<int> chosen(partition_.first_block.begin() + 1, partition_.first_block.end());
+  StagePartition eval_partition = partition_stages(eval_forward, stage_count, chosen);
+  std::vector<StageGraph> train_graphs =
+      build_stage_graphs(forward, train_out.loss, partition_, {true, m, config.recompute});
+  std::vector<StageGraph> eval_graphs =
+      build_stage_graphs(eval_forward, eval_out.loss, eval_partition, {false, 1, ""});
+  for (const StageGraph& g : train_graphs) {
+    std::vector<bool> live(g.graph.size(), true);
+    flops_per_step_ += m * g.graph.flops(live);
+  }
+
+  // Every parameter, with the pipeline ranks that hold it.
+  for (ValueId id : forward.params()) {
+    const Node& n = forward.node(id);
+    PipelineParam p{n.name, n.shape, n.init, {}, {}, false};
+    for (const StageGraph& g : train_graphs)
+      if (g.graph.find(n.name) >= 0) {
+        int r = schedule_.rank_of_stage(g.stage);
+        if (std::find(p.pipe_ranks.begin(), p.pipe_ranks.end(), r) == p.pipe_ranks.end())
+          p.pipe_ranks.push_back(r);
+      }
+    std::sort(p.pipe_ranks.begin(), p.pipe_ranks.end());
+    p.held = std::find(p.pipe_ranks.begin(), p.pipe_ranks.end(), pipe_rank_) != p.pipe_ranks.end();
+    p.sharding = on_full_mesh(stage_layout_.target(n.shape, n.name, stage_mesh_));
+    params_.push_back(p);
+  }
+
+  const int data = stage_layout_.axis_of("batch");
+  for (int c = 0; c < chunks; ++c) {
+    const int k = schedule_.stage_of(pipe_rank_, c);
+    LocalStage st;
+    st.graph = std::move(train_graphs[k]);
+    st.eval_graph = std::move(eval_graphs[k]);
+    const Graph& g = st.graph.graph;
+    stage_layout_.validate(g, stage_mesh_);
+    std::map<ValueId, Sharding> targets;
+    // Gradients stay partial over data: micro-batches add up locally first.
+    for (size_t i = 0; i < g.params().size(); ++i) {
+      const Node& p = g.node(g.params()[i]);
+      Sharding t = stage_layout_.target(p.shape, p.name, stage_mesh_);
+      if (data >= 0 && !t[data].is_split()) t = t.with(data, Placement::partial_sum());
+      targets[st.graph.param_grads[i]] = t;
+    }
+    auto boundary_targets = [&](const StageGraph& sg, std::map<ValueId, Sharding>& out) {
+      for (size_t i = 0; i < sg.activations_out.size(); ++i)
+        out[sg.activations_out[i]] = stage_layout_.target(
+            sg.graph.node(sg.activations_out[i]).shape, sg.out_names[i], stage_mesh_);
+      for (size_t i = 0; i < sg.gradients_out.size(); ++i) {
+        const Node& in = sg.graph.node(sg.activations_in[i]);
+        std::string seed = "pipe.grad." + in.name.substr(std::string("pipe.act.").size());
+        out[sg.gradients_out[i]] = stage_layout_.target(in.shape, seed, stage_mesh_);
+      }
+    };
+    boundary_targets(st.graph, targets);
+    std::vector<ValueId> outputs = st.graph.activations_out;
+    outputs.insert(outputs.end(), st.graph.gradients_out.begin(), st.graph.gradients_out.end());
+    outputs.insert(outputs.end(), st.graph.param_grads.begin(), st.graph.param_grads.end());
+    if (st.graph.loss >= 0) outputs.push_back(st.graph.loss);
+    st.local = lower_to_rank(g, outputs, stage_mesh_, stage_layout_, stage_rank_, targets);
+
+    std::map<ValueId, Sharding> eval_targets;
+    boundary_targets(st.eval_graph, eval_targets);
+    std::vector<ValueId> eval_outputs = st.eval_graph.activations_out;
+    if (st.eval_graph.loss >= 0) eval_outputs.push_back(st.eval_graph.loss);
+    stage_layout_.validate(st.eval_graph.graph, stage_mesh_);
+    st.eval_local = lower_to_rank(st.eval_graph.graph, eval_outputs, stage_mesh_, stage_layout_,
+                                  stage_rank_, eval_targets);
+    st.instances = instances_needed(schedule_, pipe_rank_, c);
+    stages_.push_back(std::move(st));
+    train_stages_.push_back(compile(stages_.back(), c, false));
+    eval_stages_.push_back(compile(stages_.back(), c, true));
+    stages_.back().arena_bytes = train_stages_.back().instances[0]->arena_bytes();
+    stages_.back().eval_arena_bytes = eval_stages_.back().instances[0]->arena_bytes();
+  }
+}
+
+PipelineStage PipelineModel::compile(const LocalStage& st, int chunk, bool eval) {
+  const StageGraph& sg = eval ? st.eval_graph : st.graph;
+  const LocalGraph& local = eval ? st.eval_local : st.local;
+  auto to_local = [&](const std::vector<ValueId>& ids) {
+    std::vector<ValueId> out;
+    for (ValueId v : ids) out.push_back(local.local_of[v]);
+    return out;
+  };
+  PipelineStage ps;
+  ps.stage = sg.stage;
+  ps.chunk = chunk;
+  ps.activations_in = to_local(sg.activations_in);
+  ps.activations_out = to_local(sg.activations_out);
+  ps.gradients_in = to_local(sg.gradients_in);
+  ps.gradients_out = to_local(sg.gradients_out);
+  ps.param_grads = to_local(sg.param_grads);
+  ps.loss = sg.loss >= 0 ? local.local_of[sg.loss] : -1;
+  std::vector<ValueId> outputs = ps.activations_out;
+  outputs.insert(outputs.end(), ps.gradients_out.begin(), ps.gradients_out.end());
+  outputs.insert(outputs.end(), ps.param_grads.begin(), ps.param_grads.end());
+  if (ps.loss >= 0) outputs.push_back(ps.loss);
+  CompileOptions options;
+  options.comms = &ctx_.groups();
+  options.bucket_bytes = static_cast<size_t>(config_.bucket_mib * 1048576.0);
+  options.plan_only = plan_only_;
+  if (!eval)
+    options.phase_starts = {local_phase_start(local, sg.backward_input_begin),
+                            local_phase_start(local, sg.backward_weight_begin)};
+  const int copies = eval ? 1 : st.instances;
+  for (int i = 0; i < copies; ++i)
+    ps.instances.push_back(std::make_unique<Program>(local.graph, outputs, options));
+  return ps;
+}
+
+void PipelineModel::bind(const Lookup& param, const Lookup& grad, Lookup staging,
+                         PipelineExecutor::OnStep on_step) {
+  TS_CHECK(!plan_only_, "a pipeline compiled for a dry run cannot run");
+  staging_ = std::move(staging);
+  for (size_t k = 0; k < stages_.size(); ++k) {
+    for (PipelineStage* ps : {&train_stages_[k], &eval_stages_[k]})
+      for (auto& program : ps->instances)
+        for (ValueId id : program->graph().params())
+          program->bind_param(program->graph().node(id).name,
+                              param(program->graph().node(id).name));
+    train_stages_[k].accumulators.clear();
+    const StageGraph& sg = stages_[k].graph;
+    for (size_t i = 0; i < sg.param_grads.size(); ++i)
+      train_stages_[k].accumulators.push_back(grad(sg.graph.node(sg.graph.params()[i]).name));
+  }
+  Communicator* pipe = pipe_axis_ >= 0 ? &ctx_.groups().axis("pipe") : nullptr;
+  auto feeder = [this](bool eval) {
+    return [this, eval](int stage, int microbatch, Program& program) {
+      for (const LocalStage& st : stages_)
+        if (st.graph.stage == stage) feed(st, eval, microbatch, program);
+    };
+  };
+  executor_ = std::make_unique<PipelineExecutor>(schedule_, pipe_rank_, std::move(train_stages_),
+                                                 pipe, feeder(false), std::move(on_step));
+  eval_executor_ = std::make_unique<PipelineExecutor>(
+      eval_schedule_, pipe_rank_, std::move(eval_stages_), pipe, feeder(true), [](int) {});
+}
+
+void PipelineModel::feed(const LocalStage& st, bool eval, int microbatch, Program& program) {
+  const Graph& g = eval ? st.eval_graph.graph : st.graph.graph;
+  const LocalGraph& local = eval ? st.eval_local : st.local;
+  for (ValueId id : g.inputs()) {
+    const Node& n = g.node(id);
+    if (is_pipe_value(n.name)) continue;
+    TS_CHECK(n.shape.rank() >= 1 && n.shape[0].name == "batch", "pipeline: input '", n.name,
+             "' must lead with the batch dim to be cut into micro-batches");
+    const float* full = staging_(n.name);
+    // Micro-batches are consecutive row blocks of the batch (token ids travel as raw words).
+    const float* rows = full + microbatch * n.shape.numel();
+    ctx_.slice_local(n.shape, on_full_mesh(local.sharding_of[id]), rows,
+                     static_cast<float*>(program.input(n.name)));
+  }
+}
+
+double PipelineModel::share_loss(double local_sum, int count) {
+  float total = static_cast<float>(local_sum);
+  if (pipe_axis_ >= 0) ctx_.groups().axis("pipe").all_reduce(&total, 1, ReduceKind::kSum, "loss");
+  return count > 0 || pipe_axis_ >= 0 ? total : 0;
+}
+
+double PipelineModel::run_step() {
+  PipelineExecutor::StepOutcome o = executor_->run();
+  return share_loss(o.loss_sum, o.losses) / schedule_.microbatches;
+}
+
+double PipelineModel::evaluate() {
+  PipelineExecutor::StepOutcome o = eval_executor_->run();
+  return share_loss(o.loss_sum, o.losses);
+}
+
+size_t PipelineModel::arena_bytes() const {
+  size_t total = 0;
+  for (const LocalStage& st : stages_) total += st.instances * st.arena_bytes;
+  return total;
+}
+
+size_t PipelineModel::eval_arena_bytes() const {
+  size_t total = 0;
+  for (const LocalStage& st : stages_) total += st.eval_arena_bytes;
+  return total;
+}
+
+}  // namespace tessel

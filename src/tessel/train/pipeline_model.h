@@ -1,0 +1,110 @@
+// A rank's share of a pipelined model: its stages, compiled, and the
+// executor that runs the schedule over them.
+//
+// The mesh's `pipe` axis (if any) numbers the pipeline ranks; every other
+// axis forms the stage mesh each stage is laid out on, with the config's
+// layout, exactly as a whole model would be without pipelining. The model is
+// built for one micro-batch (batch / microbatches rows), partitioned into
+// pipe x chunks stages (passes/pipeline_stages.h), and this rank's stages
+// are lowered to its stage-mesh block with parameter gradients left partial
+// on the data axis, so micro-batches accumulate locally and the trainer
+// reduces once per step. A forward-only copy (the full batch, one pass
+// through the stages) evaluates. With no `pipe` axis and several
+// micro-batches this is plain gradient accumulation.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessel/passes/pipeline_stages.h"
+#include "tessel/runtime/pipeline_executor.h"
+#include "tessel/schedule/schedule.h"
+#include "tessel/sharding/lower.h"
+#include "tessel/train/config.h"
+#include "tessel/train/distributed.h"
+
+namespace tessel {
+
+// True when the config asks for a pipeline or gradient accumulation.
+bool uses_pipeline(const TrainConfig& config, const Mesh& mesh);
+
+// Every parameter of the model with where it lives.
+struct PipelineParam {
+  std::string name;
+  Shape shape;  // global
+  ParamInit init;
+  std::vector<int> pipe_ranks;  // the pipeline ranks whose stages read it (ascending)
+  Sharding sharding;            // on the full mesh (B on the pipe axis)
+  bool held = false;            // this rank holds it
+};
+
+class PipelineModel {
+ public:
+  // `plan_only`: compile memory plans only (dry runs); nothing runs.
+  PipelineModel(const TrainConfig& config, DistributedContext& ctx, bool plan_only = false);
+
+  int pipe_axis() const { return pipe_axis_; }  // -1 without a pipe axis
+  int pipe_rank() const { return pipe_rank_; }
+  int pipe_size() const { return pipe_size_; }
+  const Mesh& stage_mesh() const { return stage_mesh_; }
+  const Schedule& schedule() const { return schedule_; }
+  const StagePartition& partition() const { return partition_; }
+  const std::vector<PipelineParam>& params() const { return params_; }
+  // This rank's stages (global stage graphs and their lowering).
+  struct LocalStage {
+    StageGraph graph;
+    LocalGraph local;
+    StageGraph eval_graph;
+    LocalGraph eval_local;
+    int instances = 0;
+    size_t arena_bytes = 0;  // per instance
+    size_t eval_arena_bytes = 0;
+  };
+  const std::vector<LocalStage>& stages() const { return stages_; }
+  // The mesh axis name the batch is split over on the stage mesh ("" if none).
+  const std::string& data_axis() const { return data_axis_; }
+
+  // Binds the programs: `param(name)` is the storage of a held parameter,
+  // `grad(name)` its gradient accumulator, `staging(name)` the full batch of
+  // an input (tokens, targets), from which each micro-batch's rows and this
+  // rank's block are copied. `on_step` runs at each optimizer-step action.
+  using Lookup = std::function<float*(const std::string&)>;
+  void bind(const Lookup& param, const Lookup& grad, Lookup staging,
+            PipelineExecutor::OnStep on_step);
+  PipelineExecutor& executor() { return *executor_; }
+  // Mean loss over the batch's micro-batches, on every rank (collective).
+  double run_step();
+  // Forward of the full batch through every stage; the loss on every rank.
+  double evaluate();
+
+  // Sum over this rank's stages of instances x arena (training) and the eval arenas.
+  size_t arena_bytes() const;
+  size_t eval_arena_bytes() const;
+  double flops_per_step() const { return flops_per_step_; }
+  // Converts a stage-mesh sharding to the full mesh (B on the pipe axis).
+  Sharding on_full_mesh(const Sharding& s) const;
+
+ private:
+  double share_loss(double local_sum, int count);
+  void feed(const LocalStage& st, bool eval, int microbatch, Program& program);
+  PipelineStage compile(const LocalStage& st, int chunk, bool eval);
+
+  TrainConfig config_;
+  DistributedContext& ctx_;
+  int pipe_axis_ = -1, pipe_rank_ = 0, pipe_size_ = 1, stage_rank_ = 0;
+  Mesh stage_mesh_;
+  Layout stage_layout_;
+  std::string data_axis_;
+  Schedule schedule_, eval_schedule_;
+  StagePartition partition_;
+  std::vector<PipelineParam> params_;
+  std::vector<LocalStage> stages_;
+  std::vector<PipelineStage> train_stages_, eval_stages_;  // until bind() hands them over
+  std::unique_ptr<PipelineExecutor> executor_, eval_executor_;
+  double flops_per_step_ = 0;
+  bool plan_only_ = false;
+  Lookup staging_;
+};
+
+}  // namespace tessel

@@ -1,0 +1,177 @@
+// The trainer's pipeline path: a `pipe` mesh axis, several micro-batches, or
+// both (train/pipeline_model.h). Each rank holds the parameters its stages
+// read; a step zeroes the gradient accumulators, runs the schedule (the
+// stages add every micro-batch's gradients), and at the schedule's optimizer
+// step sums the accumulators over the data axis in one all-reduce and over
+// the pipeline ranks sharing a tied parameter, then updates what it holds.
+#include <cstring>
+
+#include "tessel/base/error.h"
+#include "tessel/train/checkpoint/checkpoint.h"
+#include "tessel/train/trainer.h"
+
+namespace tessel {
+
+void Trainer::init_pipeline() {
+  pipe_ = std::make_unique<PipelineModel>(config_, *ctx_);
+  global_flops_ = pipe_->flops_per_step();
+  if (!config_.memory_limit.empty())
+    TS_THROW(
+        "config: 'memory_limit' is not checked for pipelines or micro-batches yet; "
+        "drop it or use one micro-batch without a pipe axis");
+  task_ = make_task(config_);
+
+  // Parameters this rank holds, at their local shapes, from the full initial values.
+  Graph held;
+  for (const PipelineParam& p : pipe_->params())
+    if (p.held) held.add_param(p.name, p.sharding.local_shape(p.shape, ctx_->mesh()), p.init);
+  params_ = std::make_unique<ParamStore>(held);
+  size_t total = 0;
+  for (const ParamEntry& e : params_->entries()) total += e.value.nbytes();
+  grad_accumulators_ = AlignedBuffer(std::max<size_t>(total, sizeof(float)));
+  size_t offset = 0, largest_tie = 0;
+  for (const PipelineParam& p : pipe_->params()) {
+    if (p.pipe_ranks.size() > 1)
+      largest_tie =
+          std::max<size_t>(largest_tie, p.sharding.local_shape(p.shape, ctx_->mesh()).numel());
+    if (!p.held) continue;
+    ParamEntry& e = params_->at(p.name);
+    std::vector<float> full(p.shape.numel());
+    init_param(p.name, p.init, config_.seed, p.shape.numel(), full.data());
+    ctx_->slice_local(p.shape, p.sharding, full.data(), e.value.f32());
+    float* acc = reinterpret_cast<float*>(grad_accumulators_.data() + offset);
+    accumulator_of_[p.name] = acc;
+    offset += e.value.nbytes();
+    // Copies of this gradient: replicas on the stage mesh, times the pipeline
+    // ranks sharing a tied parameter.
+    double copies = static_cast<double>(p.pipe_ranks.size());
+    for (int a = 0; a < p.sharding.axis_count(); ++a)
+      if (a != pipe_->pipe_axis() && !p.sharding[a].is_split()) copies *= ctx_->mesh().axis(a).size;
+    replicas_.push_back(copies);
+    slots_.push_back({e.value.f32(), acc, e.value.numel(), &e});
+  }
+  tie_scratch_ = AlignedBuffer(std::max<size_t>(largest_tie, 1) * sizeof(float));
+  {
+    Graph g;
+    GraphBuilder b(g);
+    build_model(config_, b, config_.batch, /*training=*/true);
+    for (ValueId id : g.inputs())
+      staging_.emplace(g.node(id).name, Tensor(g.node(id).shape, g.node(id).dtype));
+  }
+  pipe_->bind(
+      [this](const std::string& name) { return params_->at(name).value.f32(); },
+      [this](const std::string& name) { return accumulator_of_.at(name); },
+      [this](const std::string& name) { return static_cast<float*>(staging_.at(name).raw()); },
+      [this](int) { pipeline_update(); });
+}
+
+// Gradients of the whole batch from the accumulated micro-batch partials,
+// then one optimizer update of the parameters this rank holds.
+void Trainer::pipeline_update() {
+  float* acc = reinterpret_cast<float*>(grad_accumulators_.data());
+  int64_t total = 0;
+  for (const ParamEntry& e : params_->entries()) total += e.value.numel();
+  if (!pipe_->data_axis().empty() && total > 0)
+    ctx_->groups().axis(pipe_->data_axis()).all_reduce(acc, total, ReduceKind::kSum, "gradients");
+  // A tied parameter (the embedding read by the first and the last stage):
+  // every pipeline rank joins one sum per tie, in model order, so the
+  // holders end with bitwise-equal gradients.
+  for (const PipelineParam& p : pipe_->params()) {
+    if (p.pipe_ranks.size() < 2) continue;
+    const int64_t n = p.sharding.local_shape(p.shape, ctx_->mesh()).numel();
+    float* buffer = reinterpret_cast<float*>(tie_scratch_.data());
+    if (p.held)
+      buffer = accumulator_of_.at(p.name);
+    else
+      std::memset(buffer, 0, n * sizeof(float));
+    ctx_->groups().axis("pipe").all_reduce(buffer, n, ReduceKind::kSum, "tied " + p.name);
+  }
+  auto global_sum = [this](const std::vector<double>& local_sq) {
+    float total_sq = 0;
+    for (size_t i = 0; i < local_sq.size(); ++i)
+      total_sq += static_cast<float>(local_sq[i] / replicas_[i]);
+    ctx_->world().all_reduce(&total_sq, 1, ReduceKind::kSum, "grad_norm");
+    return static_cast<double>(total_sq);
+  };
+  last_update_ = apply_update(config_, slots_, step_, global_sum);
+}
+
+StepResult Trainer::pipeline_step() {
+  auto input = [this](const std::string& name) -> void* {
+    auto it = staging_.find(name);
+    if (it == staging_.end()) TS_THROW("the task wrote input '", name, "', which the model lacks");
+    return it->second.raw();
+  };
+  task_->fill_batch(input, Split::kTrain, step_, config_.batch);
+  std::memset(grad_accumulators_.data(), 0, grad_accumulators_.size());
+  StepResult r;
+  r.step = step_;
+  r.loss = pipe_->run_step();
+  r.grad_norm = last_update_.grad_norm;
+  r.lr = last_update_.lr;
+  ++step_;
+  return r;
+}
+
+EvalResult Trainer::pipeline_evaluate() {
+  auto input = [this](const std::string& name) -> void* { return staging_.at(name).raw(); };
+  double loss = 0;
+  for (int64_t i = 0; i < config_.eval_batches; ++i) {
+    task_->fill_batch(input, Split::kVal, i, config_.batch);
+    loss += pipe_->evaluate();
+  }
+  EvalResult r;
+  r.loss = loss / config_.eval_batches;
+  return r;
+}
+
+int64_t Trainer::pipeline_parameter_count() const {
+  int64_t n = 0;
+  for (const PipelineParam& p : pipe_->params()) n += p.shape.numel();
+  return n;
+}
+
+std::unique_ptr<ParamStore> Trainer::pipeline_gather_params() {
+  Graph all;
+  for (const PipelineParam& p : pipe_->params()) all.add_param(p.name, p.shape, p.init);
+  auto full = std::make_unique<ParamStore>(all);
+  // Every rank takes part in every gather (they are world collectives); the
+  // first pipeline rank holding a parameter writes it.
+  const bool moments = step_ > 0 && config_.optimizer == "adamw";
+  for (const PipelineParam& p : pipe_->params()) {
+    const ParamEntry* local = p.held ? &params_->at(p.name) : nullptr;
+    ParamEntry& out = full->at(p.name);
+    const int holder = p.pipe_ranks.front();
+    ctx_->gather_full(p.shape, p.sharding, local ? local->value.f32() : nullptr, out.value.f32(),
+                      pipe_->pipe_axis(), holder);
+    if (!moments) continue;
+    out.m = Tensor(p.shape, DType::kF32);
+    out.v = Tensor(p.shape, DType::kF32);
+    ctx_->gather_full(p.shape, p.sharding, local ? local->m.f32() : nullptr, out.m.f32(),
+                      pipe_->pipe_axis(), holder);
+    ctx_->gather_full(p.shape, p.sharding, local ? local->v.f32() : nullptr, out.v.f32(),
+                      pipe_->pipe_axis(), holder);
+  }
+  return full;
+}
+
+void Trainer::pipeline_load(const std::string& dir) {
+  Graph all;
+  for (const PipelineParam& p : pipe_->params()) all.add_param(p.name, p.shape, p.init);
+  ParamStore full(all);
+  tessel::load_checkpoint(dir, full);
+  for (const PipelineParam& p : pipe_->params()) {
+    if (!p.held) continue;
+    const ParamEntry& src = full.at(p.name);
+    ParamEntry& dst = params_->at(p.name);
+    ctx_->slice_local(p.shape, p.sharding, src.value.f32(), dst.value.f32());
+    if (src.m.numel() == 0) continue;
+    dst.m = Tensor(dst.value.shape(), DType::kF32);
+    dst.v = Tensor(dst.value.shape(), DType::kF32);
+    ctx_->slice_local(p.shape, p.sharding, src.m.f32(), dst.m.f32());
+    ctx_->slice_local(p.shape, p.sharding, src.v.f32(), dst.v.f32());
+  }
+  step_ = read_checkpoint_info(dir).step;
+}
+
+}  // namespace tessel
