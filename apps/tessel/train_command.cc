@@ -132,6 +132,8 @@ int run_train(const TrainOptions& opt) {
   const CommStats stats = trainer.distributed().stats();
   std::string checkpoint = (std::filesystem::path(opt.out) / "checkpoint").string();
   trainer.save_checkpoint(checkpoint);
+  const Trainer::PipelineStats pipe = trainer.pipeline_stats();  // collective
+  if (!config.trace.empty()) trainer.write_trace(config.trace);  // collective
   if (!root) return 0;
   const Trainer::ModelStateBytes state = trainer.model_state_bytes();
   nlohmann::json summary = {{"mesh", trainer.distributed().mesh().to_string()},
@@ -145,6 +147,16 @@ int run_train(const TrainOptions& opt) {
                             {"peak_rss_bytes_rank0", peak_rss_bytes()},
                             {"final_loss", last_loss},
                             {"final_val_loss", last_eval.loss}};
+  if (trainer.pipeline()) {
+    const PipelineModel& p = *trainer.pipeline();
+    summary["pipeline"] = {{"schedule", p.schedule().name},
+                           {"microbatches", p.schedule().microbatches},
+                           {"stages", p.schedule().stages()},
+                           {"first_block", p.partition().first_block},
+                           {"measured_bubble", pipe.measured_bubble},
+                           {"theoretical_bubble", pipe.theoretical_bubble},
+                           {"timed_steps", pipe.steps}};
+  }
   std::ofstream(std::filesystem::path(opt.out) / "summary.json") << summary.dump(2) << "\n";
   progress.finish();
   if (opt.comm_stats) {
@@ -152,6 +164,17 @@ int run_train(const TrainOptions& opt) {
                 static_cast<long long>(config.steps));
     print_comm_stats(stats);
   }
+  if (trainer.pipeline() && pipe.steps > 0) {
+    std::printf(
+        "pipeline %s, %d micro-batches, %d stages; bubble over %d steps (measured vs "
+        "schedule with F=BI=BW=1):\n",
+        trainer.pipeline()->schedule().name.c_str(), trainer.pipeline()->schedule().microbatches,
+        trainer.pipeline()->schedule().stages(), pipe.steps);
+    for (size_t r = 0; r < pipe.measured_bubble.size(); ++r)
+      std::printf("  rank %zu (pipe %d): %.3f vs %.3f\n", r, pipe.pipe_rank[r],
+                  pipe.measured_bubble[r], pipe.theoretical_bubble[r]);
+  }
+  if (!config.trace.empty()) std::printf("trace: %s\n", config.trace.c_str());
   std::printf("final: train loss %.4f, val loss %.4f nats (baseline %.4f)", last_loss,
               last_eval.loss, task.baseline_loss());
   if (last_eval.accuracy >= 0) std::printf(", val accuracy %.2f%%", 100 * last_eval.accuracy);

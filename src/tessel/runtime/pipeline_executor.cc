@@ -16,11 +16,13 @@ constexpr int kActivation = 0, kGradient = 1;
 constexpr int kTagMicrobatches = 64;
 constexpr int kTagValues = 4;
 
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now_seconds() { return steady_seconds(); }
 
 }  // namespace
+
+double steady_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 int instances_needed(const Schedule& schedule, int pipe_rank, int chunk) {
   int live = 0, peak = 0;
@@ -42,6 +44,10 @@ PipelineExecutor::PipelineExecutor(const Schedule& schedule, int pipe_rank,
       feed_(std::move(feed)),
       on_step_(std::move(on_step)),
       epoch_(now_seconds()) {
+  // Large sends move only while this rank is inside MPI: poll them between
+  // the instructions of whatever runs meanwhile.
+  for (PipelineStage& s : stages_)
+    for (auto& program : s.instances) program->set_progress_hook([this] { poll_sends(); });
   for (const PipelineStage& s : stages_) {
     TS_CHECK(!s.instances.empty(), "pipeline stage ", s.stage, " has no compiled program");
     instance_of_.emplace_back(schedule_.microbatches, -1);
@@ -98,6 +104,13 @@ int PipelineExecutor::tag(int microbatch, int stage, int direction, size_t index
   return (((microbatch % kTagMicrobatches) * schedule_.stages() + stage) * 2 + direction) *
              kTagValues +
          static_cast<int>(index);
+}
+
+void PipelineExecutor::poll_sends() {
+  for (auto& per_stage : pending_)
+    for (auto& per_instance : per_stage)
+      for (auto& request : per_instance)
+        if (request) request->test();
 }
 
 void PipelineExecutor::accumulate(PipelineStage& s, Program& p) {
@@ -176,7 +189,10 @@ PipelineExecutor::StepOutcome PipelineExecutor::run() {
     }
     if (last_use_[ai]) release(s, a.microbatch);
     const double t1 = now_seconds();
-    if (is_compute(a.kind)) out.busy_seconds += t1 - t0;
+    if (is_compute(a.kind)) {
+      out.busy_seconds += t1 - t0;
+      out.compute_end = t1 - start;
+    }
     if (tracing)
       trace_.push_back({static_cast<int>(a.kind), a.microbatch, s.stage, t0 - epoch_, t1 - epoch_});
   }

@@ -65,6 +65,7 @@ class PipelineExecutor {
     int losses = 0;           // how many were summed here
     double seconds = 0;       // wall time of the action list
     double busy_seconds = 0;  // of which compute (F, B, BI, BW)
+    double compute_end = 0;   // end of the last compute action, seconds after the start
   };
   // Runs the whole action list once.
   StepOutcome run();
@@ -73,6 +74,9 @@ class PipelineExecutor {
   const std::vector<TraceEvent>& trace() const { return trace_; }
   void clear_trace() { trace_.clear(); }
   bool tracing = false;
+  // Trace times count from here (steady clock seconds); ranks that set it
+  // right after a collective share a time origin.
+  void set_epoch(double seconds) { epoch_ = seconds; }
 
  private:
   PipelineStage& stage_of_chunk(int chunk);
@@ -80,6 +84,7 @@ class PipelineExecutor {
   void release(PipelineStage& s, int microbatch);
   int tag(int microbatch, int stage, int direction, size_t index) const;
   void accumulate(PipelineStage& s, Program& p);
+  void poll_sends();
 
   Schedule schedule_;
   int pipe_rank_;
@@ -95,6 +100,9 @@ class PipelineExecutor {
   std::vector<TraceEvent> trace_;
   double epoch_ = 0;
 };
+
+// The steady clock in seconds (the executor's time base).
+double steady_seconds();
 
 // Number of micro-batches of `chunk` a rank's action list keeps in flight at
 // once (forward run, last backward phase not yet): the instances it needs.

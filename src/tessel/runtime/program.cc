@@ -200,6 +200,7 @@ void Program::run_instructions(size_t begin, size_t end) {
     // Let buckets in flight progress while compute goes on.
     for (Bucket& b : buckets_)
       if (b.pending && b.pending->test()) b.pending.reset();
+    if (progress_) progress_();
     OpCall call{g,
                 node,
                 value_ptr_,

@@ -8,6 +8,7 @@
 // keep their values across runs. Move-only; not thread-safe (kernels parallelise internally).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -53,6 +54,9 @@ class Program {
   // Phases must run in order (0, 1, ...) for the values to be there; other
   // programs may run in between.
   void run_phase(int phase);
+  // Called between instructions (e.g. to drive non-blocking sends that MPI
+  // progresses only inside MPI calls); empty by default.
+  void set_progress_hook(std::function<void()> hook) { progress_ = std::move(hook); }
   int phase_count() const { return static_cast<int>(phase_begin_.size()) - 1; }
 
   const Graph& graph() const { return *graph_; }
@@ -99,7 +103,8 @@ class Program {
   std::map<std::string, ValueId> params_by_name_;
   std::vector<ValueId> used_params_;  // parameters some instruction reads
   std::vector<Bucket> buckets_;
-  std::vector<size_t> phase_begin_;  // instruction index per phase, plus the end
+  std::vector<size_t> phase_begin_;
+  std::function<void()> progress_;  // instruction index per phase, plus the end
   double collective_seconds_ = 0;
   double flops_ = 0;
 };

@@ -4,6 +4,7 @@
 
 #include "tessel/base/error.h"
 #include "tessel/ir/builder.h"
+#include "tessel/schedule/schedule_check.h"
 #include "tessel/train/task.h"
 
 namespace tessel {
@@ -81,6 +82,7 @@ PipelineModel::PipelineModel(const TrainConfig& config, DistributedContext& ctx,
   const int m = static_cast<int>(config.microbatches);
   const int chunks = static_cast<int>(config.chunks);
   schedule_ = make_schedule(config.schedule, pipe_size_, m, chunks);
+  check_schedule(schedule_);  // deadlock freedom and matching transfers, before compiling
   if (schedule_.asynchronous)
     TS_THROW("config: schedule '", config.schedule,
              "' (asynchronous) is not supported by the trainer yet");
@@ -254,8 +256,8 @@ double PipelineModel::share_loss(double local_sum, int count) {
 }
 
 double PipelineModel::run_step() {
-  PipelineExecutor::StepOutcome o = executor_->run();
-  return share_loss(o.loss_sum, o.losses) / schedule_.microbatches;
+  last_outcome_ = executor_->run();
+  return share_loss(last_outcome_.loss_sum, last_outcome_.losses) / schedule_.microbatches;
 }
 
 double PipelineModel::evaluate() {

@@ -75,6 +75,7 @@ class PipelineModel {
   PipelineExecutor& executor() { return *executor_; }
   // Mean loss over the batch's micro-batches, on every rank (collective).
   double run_step();
+  const PipelineExecutor::StepOutcome& last_outcome() const { return last_outcome_; }
   // Forward of the full batch through every stage; the loss on every rank.
   double evaluate();
 
@@ -105,6 +106,7 @@ class PipelineModel {
   double flops_per_step_ = 0;
   bool plan_only_ = false;
   Lookup staging_;
+  PipelineExecutor::StepOutcome last_outcome_;
 };
 
 }  // namespace tessel

@@ -92,6 +92,18 @@ class Trainer {
   int64_t items_per_step() const { return config_.batch * task_->items_per_row(); }
   // The pipeline (a `pipe` mesh axis or several micro-batches), or nullptr.
   PipelineModel* pipeline() { return pipe_.get(); }
+  // Per world rank, over the steps after the first: the measured bubble
+  // fraction (1 - compute time / the pipeline's makespan) next to the
+  // schedule's, simulated with unit costs F = BI = BW = 1. Collective.
+  struct PipelineStats {
+    std::vector<double> measured_bubble, theoretical_bubble;
+    std::vector<int> pipe_rank;
+    int steps = 0;
+  };
+  PipelineStats pipeline_stats();
+  // Writes the Chrome trace of every step's actions (config `trace`);
+  // collective, the root writes.
+  void write_trace(const std::string& path);
 
  private:
   struct Compiled {
@@ -139,6 +151,8 @@ class Trainer {
   std::map<std::string, float*> accumulator_of_;
   AlignedBuffer tie_scratch_;
   UpdateStats last_update_;
+  double busy_seconds_ = 0, makespan_seconds_ = 0;  // summed over steps after the first
+  int timed_steps_ = 0;
 };
 
 }  // namespace tessel

@@ -7,7 +7,10 @@
 #include <cstring>
 
 #include "tessel/base/error.h"
+#include "tessel/runtime/chrome_trace.h"
+#include "tessel/schedule/schedule_check.h"
 #include "tessel/train/checkpoint/checkpoint.h"
+#include "tessel/train/checkpoint/safetensors.h"
 #include "tessel/train/trainer.h"
 
 namespace tessel {
@@ -63,6 +66,11 @@ void Trainer::init_pipeline() {
       [this](const std::string& name) { return accumulator_of_.at(name); },
       [this](const std::string& name) { return static_cast<float*>(staging_.at(name).raw()); },
       [this](int) { pipeline_update(); });
+  pipe_->executor().tracing = !config_.trace.empty();
+  // A common time origin for every rank's trace: right after a collective.
+  float sync = 0;
+  ctx_->world().all_reduce(&sync, 1, ReduceKind::kSum, "trace clock");
+  pipe_->executor().set_epoch(steady_seconds());
 }
 
 // Gradients of the whole batch from the accumulated micro-batch partials,
@@ -107,6 +115,11 @@ StepResult Trainer::pipeline_step() {
   StepResult r;
   r.step = step_;
   r.loss = pipe_->run_step();
+  if (step_ > 0) {  // the first step pays one-time costs (page faults, thread start)
+    busy_seconds_ += pipe_->last_outcome().busy_seconds;
+    makespan_seconds_ += pipe_->last_outcome().compute_end;
+    ++timed_steps_;
+  }
   r.grad_norm = last_update_.grad_norm;
   r.lr = last_update_.lr;
   ++step_;
@@ -172,6 +185,70 @@ void Trainer::pipeline_load(const std::string& dir) {
     ctx_->slice_local(p.shape, p.sharding, src.v.f32(), dst.v.f32());
   }
   step_ = read_checkpoint_info(dir).step;
+}
+
+Trainer::PipelineStats Trainer::pipeline_stats() {
+  PipelineStats stats;
+  if (!pipe_) return stats;
+  const int world = ctx_->mesh().rank_count();
+  // Each rank's compute time and the end of its last compute, summed over steps.
+  float mine[2] = {static_cast<float>(busy_seconds_), static_cast<float>(makespan_seconds_)};
+  std::vector<float> all(2 * world);
+  ctx_->world().all_gather(mine, all.data(), 2, "pipeline timing");
+  double makespan = 0;
+  for (int r = 0; r < world; ++r) makespan = std::max<double>(makespan, all[2 * r + 1]);
+  const SimulatedTimeline theory = simulate_schedule(pipe_->schedule());
+  for (int r = 0; r < world; ++r) {
+    const int p = pipe_->pipe_axis() >= 0 ? ctx_->mesh().coords(r)[pipe_->pipe_axis()] : 0;
+    stats.pipe_rank.push_back(p);
+    stats.measured_bubble.push_back(makespan > 0 ? 1.0 - all[2 * r] / makespan : 0.0);
+    stats.theoretical_bubble.push_back(theory.bubble_fraction.at(p));
+  }
+  stats.steps = timed_steps_;
+  return stats;
+}
+
+void Trainer::write_trace(const std::string& path) {
+  if (!pipe_)
+    TS_THROW("--trace records pipeline actions; this run has no pipeline or micro-batches");
+  // Every rank's events, padded to the longest, gathered as 7 floats each
+  // (times as a float and its remainder, so microseconds survive long runs).
+  constexpr int kFields = 7;
+  const std::vector<TraceEvent>& mine = pipe_->executor().trace();
+  float count = static_cast<float>(mine.size());
+  ctx_->world().all_reduce(&count, 1, ReduceKind::kMax, "trace length");
+  const int64_t n = static_cast<int64_t>(count) * kFields;
+  std::vector<float> packed(n, -1.0f);
+  for (size_t i = 0; i < mine.size(); ++i) {
+    const TraceEvent& e = mine[i];
+    float* f = &packed[i * kFields];
+    f[0] = static_cast<float>(e.kind);
+    f[1] = static_cast<float>(e.microbatch);
+    f[2] = static_cast<float>(e.stage);
+    f[3] = static_cast<float>(e.start);
+    f[4] = static_cast<float>(e.start - f[3]);
+    f[5] = static_cast<float>(e.end);
+    f[6] = static_cast<float>(e.end - f[5]);
+  }
+  const int world = ctx_->mesh().rank_count();
+  std::vector<float> all(n * world);
+  ctx_->world().all_gather(packed.data(), all.data(), n, "trace");
+  if (!ctx_->is_root()) return;
+  std::vector<std::vector<TraceEvent>> per_rank(world);
+  std::vector<std::string> names;
+  for (int r = 0; r < world; ++r) {
+    for (int64_t i = 0; i < n; i += kFields) {
+      const float* f = &all[r * n + i];
+      if (f[0] < 0) break;
+      per_rank[r].push_back({static_cast<int>(f[0]), static_cast<int>(f[1]), static_cast<int>(f[2]),
+                             double(f[3]) + f[4], double(f[5]) + f[6]});
+    }
+    std::string name = "rank " + std::to_string(r);
+    if (pipe_->pipe_axis() >= 0)
+      name += " (pipe " + std::to_string(ctx_->mesh().coords(r)[pipe_->pipe_axis()]) + ")";
+    names.push_back(name);
+  }
+  write_file_atomically(path, chrome_trace_json(per_rank, names));
 }
 
 }  // namespace tessel

@@ -1,0 +1,145 @@
+// The harness of the layout-invariance tests: runs `tessel train` as a
+// plain process or under real mpirun and compares runs.
+//
+// Each run trains a small model from the same seed and is compared with one
+// process: the loss of every step and every parameter of the final
+// checkpoint (checkpoints hold full tensors whatever the layout), at one
+// tolerance for all cases: relative 1e-5, per step for the loss and per
+// tensor (||a - b|| / ||b||) for parameters.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "tessel/train/checkpoint/safetensors.h"
+
+namespace tessel {
+
+namespace fs = std::filesystem;
+inline constexpr double kRelTol = 1e-5;
+
+inline std::string run(const std::string& cmd, int* status) {
+  FILE* pipe = popen((cmd + " 2>&1").c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
+  int s = pclose(pipe);
+  *status = WIFEXITED(s) ? WEXITSTATUS(s) : -1;
+  return out;
+}
+
+inline std::string mpirun(int ranks) {
+  return std::string(TESSEL_MPIEXEC) + " --allow-run-as-root --oversubscribe -n " +
+         std::to_string(ranks) + " ";
+}
+
+inline nlohmann::json gpt_config() {
+  return {{"model", "gpt"},    {"n_layer", 2},    {"n_head", 4},       {"d_model", 64},
+          {"context", 16},     {"batch", 8},      {"steps", 10},       {"lr", 3e-3},
+          {"warmup_steps", 2}, {"eval_every", 5}, {"eval_batches", 2}, {"threads", 1}};
+}
+
+inline nlohmann::json mlp_config() {
+  return {{"model", "mlp"},  {"data", "fashion-mnist"},
+          {"hidden", 64},    {"batch", 32},
+          {"steps", 10},     {"lr", 2e-3},
+          {"eval_every", 5}, {"eval_batches", 2},
+          {"threads", 1}};
+}
+
+struct TrainRun {
+  std::vector<nlohmann::json> steps;
+  SafetensorsFile params;
+};
+
+class LayoutInvariance : public ::testing::Test {
+ protected:
+  static fs::path root() {
+    static fs::path dir = fs::temp_directory_path() / ("tessel_layout_" + std::to_string(getpid()));
+    return dir;
+  }
+  static void TearDownTestSuite() { fs::remove_all(root()); }
+
+  // Trains `config` with `ranks` processes (0: a plain process) and reads the result.
+  // `extra`: more command-line options (e.g. "--microbatches 4").
+  static TrainRun train(const std::string& name, const nlohmann::json& config, int ranks,
+                        const std::string& mesh = "", const std::string& layout = "",
+                        const std::string& extra = "") {
+    fs::path dir = root() / name;
+    fs::create_directories(dir);
+    std::ofstream(dir / "config.json") << config.dump();
+    std::string cmd = (ranks > 0 ? mpirun(ranks) : std::string()) + TESSEL_CLI_PATH +
+                      " train --config " + (dir / "config.json").string() + " --out " +
+                      (dir / "out").string();
+    if (!mesh.empty()) cmd += " --mesh " + mesh;
+    if (!layout.empty()) cmd += " --layout " + layout;
+    if (!extra.empty()) cmd += " " + extra;
+    int status = 0;
+    std::string output = run(cmd, &status);
+    EXPECT_EQ(status, 0) << cmd << "\n" << output;
+    TrainRun r;
+    std::ifstream metrics(dir / "out" / "metrics.jsonl");
+    std::string line;
+    while (std::getline(metrics, line)) r.steps.push_back(nlohmann::json::parse(line));
+    if (status == 0)
+      r.params = read_safetensors((dir / "out" / "checkpoint" / "model.safetensors").string());
+    return r;
+  }
+
+  static const TrainRun& reference(const std::string& model) {
+    static std::map<std::string, TrainRun> cache;
+    auto it = cache.find(model);
+    if (it == cache.end())
+      it = cache
+               .emplace(model,
+                        train("single_" + model, model == "gpt" ? gpt_config() : mlp_config(), 0))
+               .first;
+    return it->second;
+  }
+
+  static void expect_same(const TrainRun& got, const TrainRun& want, const std::string& what) {
+    ASSERT_EQ(got.steps.size(), want.steps.size()) << what;
+    for (size_t s = 0; s < want.steps.size(); ++s) {
+      double a = got.steps[s]["loss"], b = want.steps[s]["loss"];
+      EXPECT_LE(std::abs(a - b), kRelTol * std::abs(b))
+          << what << ": loss at step " << s << ": " << a << " vs " << b;
+    }
+    ASSERT_EQ(got.params.tensors.size(), want.params.tensors.size()) << what;
+    for (const TensorRecord& w : want.params.tensors) {
+      const TensorRecord* g = got.params.find(w.name);
+      ASSERT_NE(g, nullptr) << what << ": missing " << w.name;
+      ASSERT_EQ(g->shape, w.shape) << what << ": " << w.name;
+      const float* x = reinterpret_cast<const float*>(g->bytes.data());
+      const float* y = reinterpret_cast<const float*>(w.bytes.data());
+      double diff = 0, norm = 0;
+      for (size_t i = 0; i < w.bytes.size() / 4; ++i) {
+        diff += (double(x[i]) - y[i]) * (double(x[i]) - y[i]);
+        norm += double(y[i]) * y[i];
+      }
+      EXPECT_LE(std::sqrt(diff), kRelTol * std::sqrt(norm)) << what << ": parameter " << w.name;
+    }
+  }
+
+  // Bytes and calls of one collective kind on one axis during training step s.
+  static std::pair<int64_t, int64_t> comm(const TrainRun& r, int step, const char* axis,
+                                          const char* kind) {
+    const nlohmann::json& line = r.steps.at(step);
+    if (!line.contains("comm") || !line["comm"].contains(axis) ||
+        !line["comm"][axis].contains(kind))
+      return {0, 0};
+    const auto& c = line["comm"][axis][kind];
+    return {c["calls"].get<int64_t>(), c["bytes"].get<int64_t>()};
+  }
+};
+
+}  // namespace tessel
