@@ -8,6 +8,7 @@
 #include "config_options.h"
 #include "tessel/runtime/program.h"
 #include "tessel/sharding/lower.h"
+#include "tessel/train/pipeline_model.h"
 #include "tessel/train/trainer.h"
 
 namespace tessel::cli {
@@ -22,6 +23,7 @@ struct InspectOptions {
 
 int run_inspect(const InspectOptions& opt) {
   TrainConfig c = opt.config.load();
+  if (uses_pipeline(c, Mesh::parse(c.mesh))) return inspect_pipeline(c, opt.rank);
   TrainingGraph t = build_training_graph(c, c.batch);
   const Graph& graph = t.graph;
   Mesh mesh = Mesh::parse(c.mesh);

@@ -31,16 +31,29 @@ struct TrainOptions {
 int run_dry(const TrainConfig& config) {
   std::printf("predicted memory per rank (mesh %s, zero %d):\n",
               config.mesh.empty() ? "single rank" : config.mesh.c_str(), config.zero);
-  std::printf("  %-5s %12s %12s %12s %14s %12s %12s\n", "rank", "parameters", "optimizer", "arena",
-              "(gradients)", "eval arena", "total");
+  std::printf("  %-5s %12s %12s %12s %14s %12s %13s %12s\n", "rank", "parameters", "optimizer",
+              "arena", "(gradients)", "eval arena", "accumulators", "total");
   for (const RankMemory& m : predict_memory(config))
-    std::printf("  %-5d %12s %12s %12s %14s %12s %12s\n", m.rank,
+    std::printf("  %-5d %12s %12s %12s %14s %12s %13s %12s\n", m.rank,
                 format_bytes(m.parameters).c_str(), format_bytes(m.optimizer).c_str(),
                 format_bytes(m.arena).c_str(), format_bytes(m.gradients).c_str(),
-                format_bytes(m.eval_arena).c_str(), format_bytes(m.total()).c_str());
+                format_bytes(m.eval_arena).c_str(), format_bytes(m.accumulators).c_str(),
+                format_bytes(m.total()).c_str());
   std::printf(
       "arena = the training step's activations + gradients + collective and einsum scratch "
       "at the planned peak\n");
+  for (const RankMemory& m : predict_memory(config)) {
+    if (m.stages.empty()) break;
+    if (m.rank == 0)
+      std::printf(
+          "pipeline (schedule %s, %lld micro-batches): gradient accumulators equal the "
+          "parameters; per stage, one arena per micro-batch in flight\n",
+          config.schedule.c_str(), static_cast<long long>(config.microbatches));
+    for (size_t i = 0; i < m.stages.size(); ++i)
+      std::printf("  rank %d stage %d: %d in flight x %s = %s\n", m.rank, m.stages[i],
+                  m.in_flight[i], format_bytes(m.stage_arena[i]).c_str(),
+                  format_bytes(m.in_flight[i] * m.stage_arena[i]).c_str());
+  }
   check_memory_limit(config);
   if (!config.memory_limit.empty())
     std::printf("fits in --memory-limit %s\n", config.memory_limit.c_str());

@@ -8,12 +8,41 @@
 #include "tessel/base/error.h"
 #include "tessel/runtime/program.h"
 #include "tessel/sharding/lower.h"
+#include "tessel/train/pipeline_model.h"
 #include "tessel/train/task.h"
 #include "tessel/train/trainer.h"
 
 namespace tessel {
 
+namespace {
+
+// Every rank's stages compiled for their memory plans only.
+std::vector<RankMemory> predict_pipeline_memory(const TrainConfig& c, const Mesh& mesh) {
+  std::vector<RankMemory> ranks;
+  for (int r = 0; r < mesh.rank_count(); ++r) {
+    PipelineModel model(c, mesh, r, nullptr, /*plan_only=*/true);
+    RankMemory m;
+    m.rank = r;
+    m.parameters = model.held_parameter_bytes();
+    m.accumulators = m.parameters;
+    if (c.optimizer == "adamw") m.optimizer = 2 * m.parameters;
+    m.arena = static_cast<int64_t>(model.arena_bytes());
+    m.eval_arena = static_cast<int64_t>(model.eval_arena_bytes());
+    for (const PipelineModel::LocalStage& st : model.stages()) {
+      m.stages.push_back(st.graph.stage);
+      m.in_flight.push_back(st.instances);
+      m.stage_arena.push_back(static_cast<int64_t>(st.arena_bytes));
+    }
+    ranks.push_back(m);
+  }
+  return ranks;
+}
+
+}  // namespace
+
 std::vector<RankMemory> predict_memory(const TrainConfig& c) {
+  if (Mesh mesh = Mesh::parse(c.mesh); uses_pipeline(c, mesh))
+    return predict_pipeline_memory(c, mesh);
   TrainingGraph t = build_training_graph(c, c.batch);
   Mesh mesh = Mesh::parse(c.mesh);
   Layout layout = c.layout.empty() ? Layout::defaults(mesh) : Layout::parse(c.layout, mesh);
@@ -114,7 +143,23 @@ void check_memory_limit(const TrainConfig& c) {
   Mesh mesh = Mesh::parse(c.mesh);
   Layout layout = c.layout.empty() ? Layout::defaults(mesh) : Layout::parse(c.layout, mesh);
   const bool has_data_axis = layout.axis_of("batch") >= 0;
+  if (uses_pipeline(c, mesh)) {
+    // Fewer micro-batches in flight (1F1B) and recomputation shrink the arenas.
+    for (const std::string& schedule : {c.schedule, std::string("1f1b")})
+      for (const std::string& recompute : {c.recompute, std::string("blocks")}) {
+        if (schedule == c.schedule && recompute == c.recompute) continue;
+        TrainConfig alt = c;
+        alt.schedule = schedule;
+        alt.chunks = schedule == "interleaved" ? c.chunks : 1;
+        alt.recompute = recompute;
+        int r = 0;
+        const int64_t total = worst_total(predict_memory(alt), &r);
+        fits += str_cat("\n  --schedule ", schedule, " --recompute ", recompute, ": ",
+                        format_bytes(total), total <= limit ? " (fits)" : " (does not fit)");
+      }
+  }
   for (int zero : {c.zero, 1, 2}) {
+    if (uses_pipeline(c, mesh)) break;
     if (zero != c.zero && (!has_data_axis || zero <= c.zero)) continue;
     for (const std::string& recompute : {c.recompute, std::string("blocks")}) {
       if (zero == c.zero && recompute == c.recompute) continue;
@@ -133,6 +178,8 @@ void check_memory_limit(const TrainConfig& c) {
            format_bytes(m.parameters), ", optimizer state ", format_bytes(m.optimizer),
            ", training arena ", format_bytes(m.arena), " (of which gradients ",
            format_bytes(m.gradients), "), evaluation arena ", format_bytes(m.eval_arena),
+           m.accumulators > 0 ? str_cat(", gradient accumulators ", format_bytes(m.accumulators))
+                              : std::string(),
            ". Alternatives:",
            fits.empty() ? std::string("\n  none of --zero / --recompute applies; use more ranks")
                         : fits);

@@ -24,7 +24,12 @@ struct RankMemory {
   int64_t arena = 0;       // training step: activations + gradients + scratch, planned peak
   int64_t gradients = 0;   // of which gradient outputs (live to the step's end)
   int64_t eval_arena = 0;  // the evaluation program's own arena
-  int64_t total() const { return parameters + optimizer + arena + eval_arena; }
+  // Pipelines and micro-batches: gradient accumulators outside the arena,
+  // and the arena is one per micro-batch in flight on each stage.
+  int64_t accumulators = 0;
+  std::vector<int> stages, in_flight;  // this rank's stages, and instances of each
+  std::vector<int64_t> stage_arena;    // one instance's arena per stage
+  int64_t total() const { return parameters + optimizer + arena + eval_arena + accumulators; }
 };
 
 std::vector<RankMemory> predict_memory(const TrainConfig& config);

@@ -54,19 +54,25 @@ Sharding PipelineModel::on_full_mesh(const Sharding& s) const {
 }
 
 PipelineModel::PipelineModel(const TrainConfig& config, DistributedContext& ctx, bool plan_only)
+    : PipelineModel(config, ctx.mesh(), ctx.rank(), &ctx, plan_only) {}
+
+PipelineModel::PipelineModel(const TrainConfig& config, const Mesh& mesh, int rank,
+                             DistributedContext* ctx, bool plan_only)
     : config_(config), ctx_(ctx), plan_only_(plan_only) {
-  const Mesh& mesh = ctx.mesh();
+  TS_CHECK(ctx || plan_only, "a pipeline that runs needs its ranks' communicators");
+  const std::vector<int> coords = mesh.coords(rank);
+  mesh_ = mesh;
   pipe_axis_ = mesh.axis_index("pipe");
   std::vector<MeshAxis> stage_axes;
   std::vector<int> stage_coords;
   for (int a = 0; a < static_cast<int>(mesh.axes().size()); ++a) {
     if (a == pipe_axis_) continue;
     stage_axes.push_back(mesh.axis(a));
-    stage_coords.push_back(ctx.coords()[a]);
+    stage_coords.push_back(coords[a]);
   }
   if (pipe_axis_ >= 0) {
     pipe_size_ = mesh.axis(pipe_axis_).size;
-    pipe_rank_ = ctx.coords()[pipe_axis_];
+    pipe_rank_ = coords[pipe_axis_];
   }
   stage_mesh_ = Mesh(stage_axes);
   stage_rank_ = stage_mesh_.rank_of(stage_coords);
@@ -193,7 +199,7 @@ PipelineStage PipelineModel::compile(const LocalStage& st, int chunk, bool eval)
   outputs.insert(outputs.end(), ps.param_grads.begin(), ps.param_grads.end());
   if (ps.loss >= 0) outputs.push_back(ps.loss);
   CompileOptions options;
-  options.comms = &ctx_.groups();
+  options.comms = ctx_ ? &ctx_->groups() : nullptr;
   options.bucket_bytes = static_cast<size_t>(config_.bucket_mib * 1048576.0);
   options.plan_only = plan_only_;
   if (!eval)
@@ -220,7 +226,7 @@ void PipelineModel::bind(const Lookup& param, const Lookup& grad, Lookup staging
     for (size_t i = 0; i < sg.param_grads.size(); ++i)
       train_stages_[k].accumulators.push_back(grad(sg.graph.node(sg.graph.params()[i]).name));
   }
-  Communicator* pipe = pipe_axis_ >= 0 ? &ctx_.groups().axis("pipe") : nullptr;
+  Communicator* pipe = pipe_axis_ >= 0 ? &ctx_->groups().axis("pipe") : nullptr;
   auto feeder = [this](bool eval) {
     return [this, eval](int stage, int microbatch, Program& program) {
       for (const LocalStage& st : stages_)
@@ -244,14 +250,14 @@ void PipelineModel::feed(const LocalStage& st, bool eval, int microbatch, Progra
     const float* full = staging_(n.name);
     // Micro-batches are consecutive row blocks of the batch (token ids travel as raw words).
     const float* rows = full + microbatch * n.shape.numel();
-    ctx_.slice_local(n.shape, on_full_mesh(local.sharding_of[id]), rows,
-                     static_cast<float*>(program.input(n.name)));
+    ctx_->slice_local(n.shape, on_full_mesh(local.sharding_of[id]), rows,
+                      static_cast<float*>(program.input(n.name)));
   }
 }
 
 double PipelineModel::share_loss(double local_sum, int count) {
   float total = static_cast<float>(local_sum);
-  if (pipe_axis_ >= 0) ctx_.groups().axis("pipe").all_reduce(&total, 1, ReduceKind::kSum, "loss");
+  if (pipe_axis_ >= 0) ctx_->groups().axis("pipe").all_reduce(&total, 1, ReduceKind::kSum, "loss");
   return count > 0 || pipe_axis_ >= 0 ? total : 0;
 }
 
@@ -263,6 +269,13 @@ double PipelineModel::run_step() {
 double PipelineModel::evaluate() {
   PipelineExecutor::StepOutcome o = eval_executor_->run();
   return share_loss(o.loss_sum, o.losses);
+}
+
+int64_t PipelineModel::held_parameter_bytes() const {
+  int64_t bytes = 0;
+  for (const PipelineParam& p : params_)
+    if (p.held) bytes += p.sharding.local_shape(p.shape, mesh_).numel() * 4;
+  return bytes;
 }
 
 size_t PipelineModel::arena_bytes() const {

@@ -41,8 +41,12 @@ struct PipelineParam {
 
 class PipelineModel {
  public:
-  // `plan_only`: compile memory plans only (dry runs); nothing runs.
+  // The share of this process's rank, ready to bind and run.
   PipelineModel(const TrainConfig& config, DistributedContext& ctx, bool plan_only = false);
+  // Any rank's share, offline (no MPI): `ctx` may be null when `plan_only`
+  // (memory plans compiled, nothing allocated; dry runs and inspect).
+  PipelineModel(const TrainConfig& config, const Mesh& mesh, int rank, DistributedContext* ctx,
+                bool plan_only);
 
   int pipe_axis() const { return pipe_axis_; }  // -1 without a pipe axis
   int pipe_rank() const { return pipe_rank_; }
@@ -79,6 +83,8 @@ class PipelineModel {
   // Forward of the full batch through every stage; the loss on every rank.
   double evaluate();
 
+  // Bytes of the parameters this rank holds (local shards).
+  int64_t held_parameter_bytes() const;
   // Sum over this rank's stages of instances x arena (training) and the eval arenas.
   size_t arena_bytes() const;
   size_t eval_arena_bytes() const;
@@ -92,7 +98,8 @@ class PipelineModel {
   PipelineStage compile(const LocalStage& st, int chunk, bool eval);
 
   TrainConfig config_;
-  DistributedContext& ctx_;
+  DistributedContext* ctx_;
+  Mesh mesh_;
   int pipe_axis_ = -1, pipe_rank_ = 0, pipe_size_ = 1, stage_rank_ = 0;
   Mesh stage_mesh_;
   Layout stage_layout_;

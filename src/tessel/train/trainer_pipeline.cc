@@ -11,6 +11,7 @@
 #include "tessel/schedule/schedule_check.h"
 #include "tessel/train/checkpoint/checkpoint.h"
 #include "tessel/train/checkpoint/safetensors.h"
+#include "tessel/train/memory_report.h"
 #include "tessel/train/trainer.h"
 
 namespace tessel {
