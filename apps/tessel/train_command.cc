@@ -162,13 +162,11 @@ int run_train(const TrainOptions& opt) {
                             {"final_val_loss", last_eval.loss}};
   if (trainer.pipeline()) {
     const PipelineModel& p = *trainer.pipeline();
-    summary["pipeline"] = {{"schedule", p.schedule().name},
-                           {"microbatches", p.schedule().microbatches},
-                           {"stages", p.schedule().stages()},
-                           {"first_block", p.partition().first_block},
-                           {"measured_bubble", pipe.measured_bubble},
-                           {"theoretical_bubble", pipe.theoretical_bubble},
-                           {"timed_steps", pipe.steps}};
+    summary["pipeline"] = {
+        {"schedule", p.schedule().name},           {"microbatches", p.schedule().microbatches},
+        {"stages", p.schedule().stages()},         {"first_block", p.partition().first_block},
+        {"measured_bubble", pipe.measured_bubble}, {"theoretical_bubble", pipe.theoretical_bubble},
+        {"weight_versions", pipe.weight_versions}, {"timed_steps", pipe.steps}};
   }
   std::ofstream(std::filesystem::path(opt.out) / "summary.json") << summary.dump(2) << "\n";
   progress.finish();

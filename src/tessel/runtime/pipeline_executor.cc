@@ -165,6 +165,7 @@ PipelineExecutor::StepOutcome PipelineExecutor::run() {
               tag(a.microbatch, s.stage - 1, kGradient, i), "pipeline gradient"));
         break;
       case ActionKind::kForward:
+        if (hooks_.before_forward) hooks_.before_forward(index, a.microbatch, p);
         feed_(s.stage, a.microbatch, p);
         p.run_phase(kForwardPhase);
         if (s.loss >= 0) {
@@ -173,9 +174,11 @@ PipelineExecutor::StepOutcome PipelineExecutor::run() {
         }
         break;
       case ActionKind::kBackwardInput:
+        if (hooks_.before_backward) hooks_.before_backward(index, a.microbatch, p);
         p.run_phase(kBackwardInputPhase);
         break;
       case ActionKind::kBackward:
+        if (hooks_.before_backward) hooks_.before_backward(index, a.microbatch, p);
         p.run_phase(kBackwardInputPhase);
         p.run_phase(kBackwardWeightPhase);
         accumulate(s, p);
@@ -187,7 +190,10 @@ PipelineExecutor::StepOutcome PipelineExecutor::run() {
       case ActionKind::kOptimizerStep:
         break;
     }
-    if (last_use_[ai]) release(s, a.microbatch);
+    if (last_use_[ai]) {
+      if (hooks_.released) hooks_.released(index, a.microbatch, p);
+      release(s, a.microbatch);
+    }
     const double t1 = now_seconds();
     if (is_compute(a.kind)) {
       out.busy_seconds += t1 - t0;

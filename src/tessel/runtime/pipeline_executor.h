@@ -74,6 +74,14 @@ class PipelineExecutor {
   const std::vector<TraceEvent>& trace() const { return trace_; }
   void clear_trace() { trace_.clear(); }
   bool tracing = false;
+  // Weight management of asynchronous schedules (train/weight_versions.h):
+  // called with the stage's index in stages() before a forward, before a
+  // backward (B or BI), and when a micro-batch leaves its instance.
+  struct WeightHooks {
+    std::function<void(size_t stage, int microbatch, Program&)> before_forward, before_backward,
+        released;
+  };
+  void set_weight_hooks(WeightHooks hooks) { hooks_ = std::move(hooks); }
   // Trace times count from here (steady clock seconds); ranks that set it
   // right after a collective share a time origin.
   void set_epoch(double seconds) { epoch_ = seconds; }
@@ -96,6 +104,7 @@ class PipelineExecutor {
   std::vector<std::vector<int>> instance_of_;
   std::vector<std::vector<bool>> busy_;
   std::vector<std::vector<std::vector<std::unique_ptr<CommRequest>>>> pending_;
+  WeightHooks hooks_;
   std::vector<bool> last_use_;  // per action: the micro-batch's last on its stage
   std::vector<TraceEvent> trace_;
   double epoch_ = 0;

@@ -7,6 +7,7 @@
 
 #include "tessel/base/error.h"
 #include "tessel/runtime/program.h"
+#include "tessel/schedule/schedule_check.h"
 #include "tessel/sharding/lower.h"
 #include "tessel/train/pipeline_model.h"
 #include "tessel/train/task.h"
@@ -28,6 +29,13 @@ std::vector<RankMemory> predict_pipeline_memory(const TrainConfig& c, const Mesh
     if (c.optimizer == "adamw") m.optimizer = 2 * m.parameters;
     m.arena = static_cast<int64_t>(model.arena_bytes());
     m.eval_arena = static_cast<int64_t>(model.eval_arena_bytes());
+    int in_flight = 0;
+    for (const PipelineModel::LocalStage& st : model.stages()) in_flight += st.instances;
+    if (model.schedule().asynchronous) {  // as Trainer::init_asynchronous allocates them
+      const int versions = check_schedule(model.schedule()).weight_versions[model.pipe_rank()];
+      const int copies = model.schedule().name == "xpipe" ? 1 : std::min(in_flight, versions);
+      m.weight_copies = copies * m.parameters;
+    }
     for (const PipelineModel::LocalStage& st : model.stages()) {
       m.stages.push_back(st.graph.stage);
       m.in_flight.push_back(st.instances);

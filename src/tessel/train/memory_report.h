@@ -27,9 +27,12 @@ struct RankMemory {
   // Pipelines and micro-batches: gradient accumulators outside the arena,
   // and the arena is one per micro-batch in flight on each stage.
   int64_t accumulators = 0;
+  int64_t weight_copies = 0;           // asynchronous schedules: stashed or predicted weights
   std::vector<int> stages, in_flight;  // this rank's stages, and instances of each
   std::vector<int64_t> stage_arena;    // one instance's arena per stage
-  int64_t total() const { return parameters + optimizer + arena + eval_arena + accumulators; }
+  int64_t total() const {
+    return parameters + optimizer + arena + eval_arena + accumulators + weight_copies;
+  }
 };
 
 std::vector<RankMemory> predict_memory(const TrainConfig& config);

@@ -15,7 +15,7 @@ double learning_rate(const TrainConfig& c, int64_t step) {
 }
 
 UpdateStats apply_update(const TrainConfig& c, const std::vector<UpdateSlot>& slots, int64_t step,
-                         const GlobalSumOfSquares& global_sum) {
+                         const GlobalSumOfSquares& global_sum, int64_t updates) {
   UpdateStats stats;
   std::vector<double> local_sq(slots.size());
   for (size_t i = 0; i < slots.size(); ++i)
@@ -42,7 +42,8 @@ UpdateStats apply_update(const TrainConfig& c, const std::vector<UpdateSlot>& sl
     }
     kernels::adamw_update(slot.param, slot.grad, e.m.f32(), e.v.f32(), slot.n, lr,
                           static_cast<float>(c.beta1), static_cast<float>(c.beta2),
-                          static_cast<float>(c.eps), wd, step + 1, grad_scale);
+                          static_cast<float>(c.eps), wd, updates > 0 ? updates : step + 1,
+                          grad_scale);
   }
   return stats;
 }

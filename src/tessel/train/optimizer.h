@@ -38,8 +38,10 @@ struct UpdateSlot {
   ParamEntry* state;
 };
 
-// Applies one update. `step` counts from 0; AdamW's bias correction uses step + 1.
+// Applies one update. `step` counts from 0 and sets the learning rate;
+// AdamW's bias correction uses step + 1, or `updates` (the count including
+// this one) when several updates share a step (asynchronous pipelines).
 UpdateStats apply_update(const TrainConfig& config, const std::vector<UpdateSlot>& slots,
-                         int64_t step, const GlobalSumOfSquares& global_sum);
+                         int64_t step, const GlobalSumOfSquares& global_sum, int64_t updates = 0);
 
 }  // namespace tessel

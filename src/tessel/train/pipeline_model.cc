@@ -89,9 +89,6 @@ PipelineModel::PipelineModel(const TrainConfig& config, const Mesh& mesh, int ra
   const int chunks = static_cast<int>(config.chunks);
   schedule_ = make_schedule(config.schedule, pipe_size_, m, chunks);
   check_schedule(schedule_);  // deadlock freedom and matching transfers, before compiling
-  if (schedule_.asynchronous)
-    TS_THROW("config: schedule '", config.schedule,
-             "' (asynchronous) is not supported by the trainer yet");
   eval_schedule_ = forward_only_schedule(pipe_size_, chunks);
   const int stage_count = pipe_size_ * chunks;
 

@@ -22,6 +22,7 @@
 #include "tessel/train/param_store.h"
 #include "tessel/train/pipeline_model.h"
 #include "tessel/train/task.h"
+#include "tessel/train/weight_versions.h"
 
 namespace tessel {
 
@@ -98,6 +99,7 @@ class Trainer {
   struct PipelineStats {
     std::vector<double> measured_bubble, theoretical_bubble;
     std::vector<int> pipe_rank;
+    std::vector<int> weight_versions;  // most distinct versions held at once (asynchronous)
     int steps = 0;
   };
   PipelineStats pipeline_stats();
@@ -120,7 +122,9 @@ class Trainer {
   void feed(Compiled& c, Split split, int64_t index);
   // The pipeline path (trainer_pipeline.cc).
   void init_pipeline();
-  void pipeline_update();
+  void pipeline_update(int microbatch);
+  void init_asynchronous();
+  void asynchronous_update(int microbatch);
   StepResult pipeline_step();
   EvalResult pipeline_evaluate();
   std::unique_ptr<ParamStore> pipeline_gather_params();
@@ -151,6 +155,12 @@ class Trainer {
   std::map<std::string, float*> accumulator_of_;
   AlignedBuffer tie_scratch_;
   UpdateStats last_update_;
+  // Asynchronous schedules: the weight copies micro-batches run on, updates
+  // applied on this rank, micro-batch gradients since the last update.
+  std::unique_ptr<WeightVersions> versions_;
+  int64_t updates_ = 0;
+  int last_stepped_microbatch_ = -1;
+  std::vector<double> stage_replicas_;              // replicas_ without the tied-parameter factor
   double busy_seconds_ = 0, makespan_seconds_ = 0;  // summed over steps after the first
   int timed_steps_ = 0;
 };

@@ -48,10 +48,11 @@ void Trainer::init_pipeline() {
     offset += e.value.nbytes();
     // Copies of this gradient: replicas on the stage mesh, times the pipeline
     // ranks sharing a tied parameter.
-    double copies = static_cast<double>(p.pipe_ranks.size());
+    double copies = 1;
     for (int a = 0; a < p.sharding.axis_count(); ++a)
       if (a != pipe_->pipe_axis() && !p.sharding[a].is_split()) copies *= ctx_->mesh().axis(a).size;
-    replicas_.push_back(copies);
+    stage_replicas_.push_back(copies);
+    replicas_.push_back(copies * static_cast<double>(p.pipe_ranks.size()));
     slots_.push_back({e.value.f32(), acc, e.value.numel(), &e});
   }
   tie_scratch_ = AlignedBuffer(std::max<size_t>(largest_tie, 1) * sizeof(float));
@@ -66,7 +67,8 @@ void Trainer::init_pipeline() {
       [this](const std::string& name) { return params_->at(name).value.f32(); },
       [this](const std::string& name) { return accumulator_of_.at(name); },
       [this](const std::string& name) { return static_cast<float*>(staging_.at(name).raw()); },
-      [this](int) { pipeline_update(); });
+      [this](int microbatch) { pipeline_update(microbatch); });
+  if (pipe_->schedule().asynchronous) init_asynchronous();
   pipe_->executor().tracing = !config_.trace.empty();
   // A common time origin for every rank's trace: right after a collective.
   float sync = 0;
@@ -74,9 +76,80 @@ void Trainer::init_pipeline() {
   pipe_->executor().set_epoch(steady_seconds());
 }
 
+// Asynchronous schedules: micro-batches run on stashed or predicted weights
+// (weight_versions.h), and each rank updates its stages' weights at the
+// schedule's steps without waiting for the others.
+void Trainer::init_asynchronous() {
+  const Schedule& s = pipe_->schedule();
+  const int r = pipe_->pipe_rank();
+  // Updates between each micro-batch's forward and backward on this rank.
+  std::vector<int> staleness(s.microbatches, 0);
+  std::vector<int> started(s.microbatches, -1);
+  int steps = 0;
+  for (const Action& a : s.actions[r]) {
+    if (a.kind == ActionKind::kOptimizerStep) ++steps;
+    if (a.kind == ActionKind::kForward) started[a.microbatch] = steps;
+    if (a.kind == ActionKind::kBackward) staleness[a.microbatch] = steps - started[a.microbatch];
+  }
+  const ScheduleReport report = check_schedule(s);
+  int in_flight = 0;
+  for (const PipelineModel::LocalStage& st : pipe_->stages()) in_flight += st.instances;
+  const bool predict = s.name == "xpipe";
+  versions_ = std::make_unique<WeightVersions>(
+      predict ? WeightVersions::Mode::kPredict : WeightVersions::Mode::kStash, *params_,
+      std::min(in_flight, report.weight_versions[r]), config_, staleness);
+  PipelineExecutor::WeightHooks hooks;
+  hooks.before_forward = [this](size_t, int mb, Program& p) { versions_->before_forward(mb, p); };
+  hooks.before_backward = [this](size_t, int mb, Program& p) { versions_->before_backward(mb, p); };
+  hooks.released = [this](size_t, int mb, Program&) { versions_->released(mb); };
+  pipe_->executor().set_weight_hooks(std::move(hooks));
+}
+
+// One asynchronous update of this rank's weights from the micro-batches
+// accumulated since the last: their mean gradient, summed over data ranks
+// (and over the pipeline ranks sharing a tied parameter), clipped by the
+// norm over this stage's ranks only (a world-wide norm would make every
+// stage wait for every other).
+void Trainer::asynchronous_update(int microbatch) {
+  // The step after micro-batch i applies the gradients of those since the last step.
+  const int covered = microbatch - last_stepped_microbatch_;
+  last_stepped_microbatch_ = microbatch;
+  float* acc = reinterpret_cast<float*>(grad_accumulators_.data());
+  int64_t total = 0;
+  for (const ParamEntry& e : params_->entries()) total += e.value.numel();
+  // Each micro-batch's gradient was scaled by 1/m for a synchronous step.
+  const float rescale = static_cast<float>(pipe_->schedule().microbatches) / covered;
+  for (int64_t i = 0; i < total; ++i) acc[i] *= rescale;
+  if (!pipe_->data_axis().empty() && total > 0)
+    ctx_->groups().axis(pipe_->data_axis()).all_reduce(acc, total, ReduceKind::kSum, "gradients");
+  for (const PipelineParam& p : pipe_->params()) {
+    if (p.pipe_ranks.size() < 2) continue;
+    const int64_t n = p.sharding.local_shape(p.shape, ctx_->mesh()).numel();
+    float* buffer = reinterpret_cast<float*>(tie_scratch_.data());
+    if (p.held)
+      buffer = accumulator_of_.at(p.name);
+    else
+      std::memset(buffer, 0, n * sizeof(float));
+    ctx_->groups().axis("pipe").all_reduce(buffer, n, ReduceKind::kSum, "tied " + p.name);
+  }
+  auto stage_sum = [this](const std::vector<double>& local_sq) {
+    float total_sq = 0;
+    for (size_t i = 0; i < local_sq.size(); ++i)
+      total_sq += static_cast<float>(local_sq[i] / stage_replicas_[i]);
+    for (const MeshAxis& axis : pipe_->stage_mesh().axes())
+      ctx_->groups().axis(axis.name).all_reduce(&total_sq, 1, ReduceKind::kSum, "grad_norm");
+    return static_cast<double>(total_sq);
+  };
+  ++updates_;
+  last_update_ = apply_update(config_, slots_, step_, stage_sum, updates_);
+  std::memset(grad_accumulators_.data(), 0, grad_accumulators_.size());
+  versions_->on_update(updates_, last_update_.lr);
+}
+
 // Gradients of the whole batch from the accumulated micro-batch partials,
 // then one optimizer update of the parameters this rank holds.
-void Trainer::pipeline_update() {
+void Trainer::pipeline_update(int microbatch) {
+  if (versions_) return asynchronous_update(microbatch);
   float* acc = reinterpret_cast<float*>(grad_accumulators_.data());
   int64_t total = 0;
   for (const ParamEntry& e : params_->entries()) total += e.value.numel();
@@ -113,6 +186,7 @@ StepResult Trainer::pipeline_step() {
   };
   task_->fill_batch(input, Split::kTrain, step_, config_.batch);
   std::memset(grad_accumulators_.data(), 0, grad_accumulators_.size());
+  last_stepped_microbatch_ = -1;
   StepResult r;
   r.step = step_;
   r.loss = pipe_->run_step();
@@ -206,6 +280,10 @@ Trainer::PipelineStats Trainer::pipeline_stats() {
     stats.theoretical_bubble.push_back(theory.bubble_fraction.at(p));
   }
   stats.steps = timed_steps_;
+  float versions = versions_ ? static_cast<float>(versions_->peak_versions()) : 1.0f;
+  std::vector<float> all_versions(world);
+  ctx_->world().all_gather(&versions, all_versions.data(), 1, "weight versions");
+  for (float v : all_versions) stats.weight_versions.push_back(static_cast<int>(v));
   return stats;
 }
 
