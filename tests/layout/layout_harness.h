@@ -130,6 +130,24 @@ class LayoutInvariance : public ::testing::Test {
     }
   }
 
+  // Runs `tessel train` on `config` under mpirun with `args`, which must fail
+  // on every rank (rank 0 prints the error) with `message`, within 60 s.
+  static void expect_fails(const std::string& name, const nlohmann::json& config, int ranks,
+                           const std::string& args, const std::string& message) {
+    fs::path dir = root() / name;
+    fs::create_directories(dir);
+    std::ofstream(dir / "config.json") << config.dump();
+    int status = 0;
+    std::string cmd = "timeout 60 " + mpirun(ranks) + TESSEL_CLI_PATH + " train --config " +
+                      (dir / "config.json").string() + " --out " + (dir / "out").string() + " " +
+                      args;
+    std::string out = run(cmd, &status);
+    EXPECT_NE(status, 0) << cmd << "\n" << out;
+    EXPECT_NE(status, 124) << "timed out (hang): " << cmd;
+    EXPECT_NE(out.find(message), std::string::npos) << cmd << "\n" << out;
+    EXPECT_NE(out.find("[rank 0] error"), std::string::npos) << out;
+  }
+
   // Bytes and calls of one collective kind on one axis during training step s.
   static std::pair<int64_t, int64_t> comm(const TrainRun& r, int step, const char* axis,
                                           const char* kind) {

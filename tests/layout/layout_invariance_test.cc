@@ -248,41 +248,17 @@ TEST_F(LayoutInvariance, DryRunPredictsTheRunsModelStateAndArena) {
 // Bad meshes and layouts stop every rank with a clear error and a non-zero
 // exit before any compute — and never hang (the command has a time limit).
 TEST_F(LayoutInvariance, BadMeshOrLayoutFailsOnEveryRankWithoutHanging) {
-  fs::path dir = root() / "bad";
-  fs::create_directories(dir);
-  std::ofstream(dir / "config.json") << gpt_config().dump();
-  struct Bad {
-    int ranks;
-    std::string args, message;
-  };
-  const std::vector<Bad> cases = {
-      {2, "--mesh data=4", "mesh data=4 has 4 ranks but 2 processes are running"},
-      {2, "--mesh data=2 --layout batch=dp",
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--mesh data=4", "mesh data=4 has 4 ranks but 2 processes are running"},
+      {"--mesh data=2 --layout batch=dp",
        "mapped to axis 'dp', which is not an axis of mesh data=2"},
-      {2, "--mesh model=2 --layout hiden=model", "no tensor of the model has that dim"},
-      {2, "--mesh model=2 --layout heads=model,embed=model,heads=model", "mapped to two axes"},
+      {"--mesh model=2 --layout hiden=model", "no tensor of the model has that dim"},
+      {"--mesh model=2 --layout heads=model,embed=model,heads=model", "mapped to two axes"},
   };
-  for (const Bad& b : cases) {
-    int status = 0;
-    std::string cmd = "timeout 60 " + mpirun(b.ranks) + TESSEL_CLI_PATH + " train --config " +
-                      (dir / "config.json").string() + " --out " + (dir / "out").string() + " " +
-                      b.args;
-    std::string out = run(cmd, &status);
-    EXPECT_NE(status, 0) << cmd << "\n" << out;
-    EXPECT_NE(status, 124) << "timed out (hang): " << cmd;
-    EXPECT_NE(out.find(b.message), std::string::npos) << cmd << "\n" << out;
-    EXPECT_NE(out.find("[rank 0] error"), std::string::npos) << out;
-  }
+  for (const auto& [args, message] : cases) expect_fails("bad", gpt_config(), 2, args, message);
   // An axis that does not divide a dim: the 4 heads over model=8.
-  int status = 0;
-  std::string out = run("timeout 60 " + mpirun(8) + TESSEL_CLI_PATH + " train --config " +
-                            (dir / "config.json").string() + " --out " + (dir / "out8").string() +
-                            " --mesh model=8",
-                        &status);
-  EXPECT_NE(status, 0) << out;
-  EXPECT_NE(out.find("heads=4 to mesh axis 'model' of size 8, which does not divide it"),
-            std::string::npos)
-      << out;
+  expect_fails("bad8", gpt_config(), 8, "--mesh model=8",
+               "heads=4 to mesh axis 'model' of size 8, which does not divide it");
 }
 
 }  // namespace

@@ -152,16 +152,9 @@ TEST_F(Pipelines, AsynchronousSchedulesTrainAndHoldTheirWeightVersions) {
 
 // Bad pipeline settings: a clear error on every rank, no hang, no compute.
 TEST_F(Pipelines, BadSettingsFailClearly) {
-  fs::path dir = root() / "bad";
-  fs::create_directories(dir);
   nlohmann::json config = pipeline_config();
   config["n_layer"] = 2;
-  std::ofstream(dir / "config.json") << config.dump();
-  struct Bad {
-    int ranks;
-    std::string args, message;
-  };
-  const std::vector<Bad> cases = {
+  const std::vector<std::tuple<int, std::string, std::string>> cases = {
       {4, "--mesh pipe=4 --microbatches 4", "4 stages but the model has only 2 blocks"},
       {2, "--mesh pipe=2 --microbatches 3", "'microbatches' (3) must divide 'batch' (8)"},
       {2, "--mesh pipe=2 --microbatches 2 --schedule wavy", "unknown pipeline schedule 'wavy'"},
@@ -171,28 +164,13 @@ TEST_F(Pipelines, BadSettingsFailClearly) {
       {2, "--mesh pipe=2 --microbatches 2 --stages 5", "stage boundary 5"},
       {2, "--mesh pipe=2 --microbatches 2 --set dropout=0.1", "'dropout' 0.1 with 'microbatches'"},
   };
-  for (const Bad& b : cases) {
-    int status = 0;
-    std::string cmd = "timeout 60 " + mpirun(b.ranks) + TESSEL_CLI_PATH + " train --config " +
-                      (dir / "config.json").string() + " --out " + (dir / "out").string() + " " +
-                      b.args;
-    std::string out = run(cmd, &status);
-    EXPECT_NE(status, 0) << cmd << "\n" << out;
-    EXPECT_NE(status, 124) << "timed out (hang): " << cmd;
-    EXPECT_NE(out.find(b.message), std::string::npos) << cmd << "\n" << out;
-  }
+  for (const auto& [ranks, args, message] : cases)
+    expect_fails("bad", config, ranks, args, message);
   // Interleaving needs the micro-batches to divide among the pipeline ranks.
   config["n_layer"] = 8;
-  std::ofstream(dir / "config.json") << config.dump();
-  int status = 0;
-  std::string out = run("timeout 60 " + mpirun(4) + TESSEL_CLI_PATH + " train --config " +
-                            (dir / "config.json").string() + " --out " + (dir / "out").string() +
-                            " --mesh pipe=4 --schedule interleaved --chunks 2 --microbatches 2",
-                        &status);
-  EXPECT_NE(status, 0) << out;
-  EXPECT_NE(out.find("multiple of pipeline ranks, got microbatches=2 with ranks=4"),
-            std::string::npos)
-      << out;
+  expect_fails("bad_interleaved", config, 4,
+               "--mesh pipe=4 --schedule interleaved --chunks 2 --microbatches 2",
+               "multiple of pipeline ranks, got microbatches=2 with ranks=4");
 }
 
 }  // namespace

@@ -125,6 +125,7 @@ class Trainer {
   void pipeline_update(int microbatch);
   void init_asynchronous();
   void asynchronous_update(int microbatch);
+  void reduce_accumulated_gradients(float scale);
   StepResult pipeline_step();
   EvalResult pipeline_evaluate();
   std::unique_ptr<ParamStore> pipeline_gather_params();

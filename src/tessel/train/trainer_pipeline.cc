@@ -114,24 +114,8 @@ void Trainer::asynchronous_update(int microbatch) {
   // The step after micro-batch i applies the gradients of those since the last step.
   const int covered = microbatch - last_stepped_microbatch_;
   last_stepped_microbatch_ = microbatch;
-  float* acc = reinterpret_cast<float*>(grad_accumulators_.data());
-  int64_t total = 0;
-  for (const ParamEntry& e : params_->entries()) total += e.value.numel();
   // Each micro-batch's gradient was scaled by 1/m for a synchronous step.
-  const float rescale = static_cast<float>(pipe_->schedule().microbatches) / covered;
-  for (int64_t i = 0; i < total; ++i) acc[i] *= rescale;
-  if (!pipe_->data_axis().empty() && total > 0)
-    ctx_->groups().axis(pipe_->data_axis()).all_reduce(acc, total, ReduceKind::kSum, "gradients");
-  for (const PipelineParam& p : pipe_->params()) {
-    if (p.pipe_ranks.size() < 2) continue;
-    const int64_t n = p.sharding.local_shape(p.shape, ctx_->mesh()).numel();
-    float* buffer = reinterpret_cast<float*>(tie_scratch_.data());
-    if (p.held)
-      buffer = accumulator_of_.at(p.name);
-    else
-      std::memset(buffer, 0, n * sizeof(float));
-    ctx_->groups().axis("pipe").all_reduce(buffer, n, ReduceKind::kSum, "tied " + p.name);
-  }
+  reduce_accumulated_gradients(static_cast<float>(pipe_->schedule().microbatches) / covered);
   auto stage_sum = [this](const std::vector<double>& local_sq) {
     float total_sq = 0;
     for (size_t i = 0; i < local_sq.size(); ++i)
@@ -146,18 +130,18 @@ void Trainer::asynchronous_update(int microbatch) {
   versions_->on_update(updates_, last_update_.lr);
 }
 
-// Gradients of the whole batch from the accumulated micro-batch partials,
-// then one optimizer update of the parameters this rank holds.
-void Trainer::pipeline_update(int microbatch) {
-  if (versions_) return asynchronous_update(microbatch);
+// The accumulators (times `scale`) summed over the data axis in one call,
+// and over the pipeline ranks sharing a tied parameter (the embedding read
+// by the first and the last stage): every pipeline rank joins one sum per
+// tie, in model order, so the holders end with bitwise-equal gradients.
+void Trainer::reduce_accumulated_gradients(float scale) {
   float* acc = reinterpret_cast<float*>(grad_accumulators_.data());
   int64_t total = 0;
   for (const ParamEntry& e : params_->entries()) total += e.value.numel();
+  if (scale != 1.0f)
+    for (int64_t i = 0; i < total; ++i) acc[i] *= scale;
   if (!pipe_->data_axis().empty() && total > 0)
     ctx_->groups().axis(pipe_->data_axis()).all_reduce(acc, total, ReduceKind::kSum, "gradients");
-  // A tied parameter (the embedding read by the first and the last stage):
-  // every pipeline rank joins one sum per tie, in model order, so the
-  // holders end with bitwise-equal gradients.
   for (const PipelineParam& p : pipe_->params()) {
     if (p.pipe_ranks.size() < 2) continue;
     const int64_t n = p.sharding.local_shape(p.shape, ctx_->mesh()).numel();
@@ -168,6 +152,13 @@ void Trainer::pipeline_update(int microbatch) {
       std::memset(buffer, 0, n * sizeof(float));
     ctx_->groups().axis("pipe").all_reduce(buffer, n, ReduceKind::kSum, "tied " + p.name);
   }
+}
+
+// Gradients of the whole batch from the accumulated micro-batch partials,
+// then one optimizer update of the parameters this rank holds.
+void Trainer::pipeline_update(int microbatch) {
+  if (versions_) return asynchronous_update(microbatch);
+  reduce_accumulated_gradients(1.0f);
   auto global_sum = [this](const std::vector<double>& local_sq) {
     float total_sq = 0;
     for (size_t i = 0; i < local_sq.size(); ++i)
