@@ -24,13 +24,15 @@ int inspect_pipeline(const TrainConfig& c, int rank) {
       mesh.to_string().c_str(), rank, mesh.rank_count(), s.ranks, s.chunks, s.stages(),
       s.name.c_str(), s.microbatches);
   std::printf(
-      "\nstages (blocks, forward GFLOP per micro-batch, predicted "
+      "\nstages (blocks, parameters read, forward GFLOP per micro-batch, predicted "
       "forward+backward ms per micro-batch at 100 GFLOP/s, 10 GB/s):\n");
   for (int k = 0; k < p.stages; ++k) {
     const int last = k + 1 < p.stages ? p.first_block[k + 1] - 1 : p.blocks - 1;
-    std::printf("  stage %-2d on pipe rank %d: blocks %d-%d%s%s  %.3f GFLOP  %.3f ms\n", k,
+    std::printf("  stage %-2d on pipe rank %d: blocks %d-%d%s%s  %lld  %.3f GFLOP  %.3f ms\n", k,
                 s.rank_of_stage(k), p.first_block[k], last, k == 0 ? " +embeddings" : "",
-                k == p.stages - 1 ? " +head" : "", p.flops[k] / 1e9, p.predicted_seconds[k] * 1e3);
+                k == p.stages - 1 ? " +head" : "",
+                static_cast<long long>(model.stage_parameters()[k]), p.flops[k] / 1e9,
+                p.predicted_seconds[k] * 1e3);
   }
   std::printf("\nparameters by pipeline rank (a tied parameter counts on each rank holding it):\n");
   for (int r = 0; r < s.ranks; ++r) {

@@ -66,6 +66,13 @@ INSTANTIATE_TEST_SUITE_P(
         PipeCase{"pipe2_recompute", 2, "pipe=2", "--microbatches 2 --recompute blocks"}),
     [](const auto& info) { return std::string(info.param.name); });
 
+// Micro-batches without a pipe axis are gradient accumulation, for any
+// model: the MLP on data=2 with 4 micro-batches equals one process.
+TEST_F(Pipelines, MlpAccumulatesMicroBatchesOnDataParallelRanks) {
+  expect_same(train("mlp_accumulate", mlp_config(), 2, "data=2", "", "--microbatches 4"),
+              reference("mlp"), "mlp data=2, 4 micro-batches");
+}
+
 // pipe=2 with m micro-batches: per step, rank 0 sends each micro-batch's
 // activation (rows/m x seq x embed floats) and receives its gradient; the
 // only other pipe traffic is the tied embedding's gradient sum and the loss.

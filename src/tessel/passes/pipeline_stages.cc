@@ -105,7 +105,7 @@ StagePartition partition_stages(const Graph& forward, int stages,
   p.stages = stages;
   std::vector<int> owner = node_blocks(forward, &p.blocks);
   if (stages < 1) TS_THROW("pipeline: stage count ", stages, " must be at least 1");
-  if (stages > p.blocks)
+  if (stages > 1 && stages > p.blocks)
     TS_THROW("pipeline: ", stages, " stages but the model has only ", p.blocks,
              " blocks (n_layer); every stage needs at least one block");
   std::vector<double> block_cost(p.blocks, 0);
@@ -120,7 +120,9 @@ StagePartition partition_stages(const Graph& forward, int stages,
     else
       block_cost[owner[id]] += c;
   }
-  if (first_blocks.empty()) {
+  if (stages == 1 && first_blocks.empty()) {
+    p.first_block = {0};
+  } else if (first_blocks.empty()) {
     p.first_block = balance(block_cost, stages, head, tail);
   } else {
     if (static_cast<int>(first_blocks.size()) != stages - 1)
@@ -161,7 +163,8 @@ std::string grad_name(ValueId id) { return "pipe.grad." + std::to_string(id); }
 
 // Forward of every stage: nodes copied in order, cross-stage reads turned
 // into "pipe.act" inputs (and the producer's activations_out).
-std::vector<StageGraph> split_forward(const Graph& forward, ValueId loss, const StagePartition& p) {
+std::vector<StageGraph> split_forward(const Graph& forward, ValueId loss, ValueId logits,
+                                      const StagePartition& p) {
   std::vector<StageGraph> stages(p.stages);
   std::vector<std::vector<ValueId>> map(p.stages, std::vector<ValueId>(forward.size(), -1));
   std::vector<std::set<ValueId>> sent(p.stages);
@@ -194,6 +197,10 @@ std::vector<StageGraph> split_forward(const Graph& forward, ValueId loss, const 
       stages[s].out_names.push_back(act_name(v));
     }
   stages.back().loss = map.back()[loss];
+  if (logits >= 0) {
+    stages.back().logits = map.back()[logits];
+    TS_CHECK(stages.back().logits >= 0, "pipeline: the logits are not on the last stage");
+  }
   TS_CHECK(stages.back().loss >= 0, "pipeline: the loss is not on the last stage");
   return stages;
 }
@@ -298,8 +305,9 @@ void add_backward(StageGraph& st, const StageGraphOptions& options) {
 
 std::vector<StageGraph> build_stage_graphs(const Graph& forward, ValueId loss,
                                            const StagePartition& partition,
-                                           const StageGraphOptions& options) {
-  std::vector<StageGraph> stages = split_forward(forward, loss, partition);
+                                           const StageGraphOptions& options, ValueId logits) {
+  TS_CHECK(logits < 0 || !options.backward, "pipeline: logits are exposed by forward-only graphs");
+  std::vector<StageGraph> stages = split_forward(forward, loss, logits, partition);
   for (StageGraph& st : stages) {
     if (options.backward) {
       add_backward(st, options);

@@ -62,6 +62,7 @@ struct StageGraph {
   std::vector<ValueId> gradients_out;    // d/d(activations_in), aligned with activations_in
   std::vector<ValueId> param_grads;      // aligned with graph.params()
   ValueId loss = -1;                     // last stage only: the micro-batch's mean loss
+  ValueId logits = -1;                   // last stage, forward-only graphs: the logits asked for
 };
 
 struct StageGraphOptions {
@@ -73,8 +74,9 @@ struct StageGraphOptions {
 // One graph per stage. REQUIRES: `loss` is the forward graph's scalar loss.
 // Throws when a value skips a stage (is read more than one stage after it is
 // produced), naming the value and the stages.
+// `logits` (optional, forward-only graphs): a last-stage value to expose.
 std::vector<StageGraph> build_stage_graphs(const Graph& forward, ValueId loss,
                                            const StagePartition& partition,
-                                           const StageGraphOptions& options);
+                                           const StageGraphOptions& options, ValueId logits = -1);
 
 }  // namespace tessel

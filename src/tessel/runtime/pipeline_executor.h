@@ -37,6 +37,7 @@ struct PipelineStage {
   std::vector<ValueId> param_grads;
   std::vector<float*> accumulators;  // aligned with param_grads; zeroed by the caller per step
   ValueId loss = -1;                 // last stage only
+  ValueId logits = -1;               // last stage of an evaluation, if asked for
   bool split_phases = true;          // the program has 3 phases (F, BI, BW)
 };
 

@@ -102,11 +102,14 @@ PipelineModel::PipelineModel(const TrainConfig& config, const Mesh& mesh, int ra
   StagePartition eval_partition = partition_stages(eval_forward, stage_count, chosen);
   std::vector<StageGraph> train_graphs =
       build_stage_graphs(forward, train_out.loss, partition_, {true, m, config.recompute});
-  std::vector<StageGraph> eval_graphs =
-      build_stage_graphs(eval_forward, eval_out.loss, eval_partition, {false, 1, ""});
+  std::vector<StageGraph> eval_graphs = build_stage_graphs(
+      eval_forward, eval_out.loss, eval_partition, {false, 1, ""}, eval_out.logits);
   for (const StageGraph& g : train_graphs) {
     std::vector<bool> live(g.graph.size(), true);
     flops_per_step_ += m * g.graph.flops(live);
+    int64_t n = 0;
+    for (ValueId p : g.graph.params()) n += g.graph.node(p).shape.numel();
+    stage_parameters_.push_back(n);
   }
 
   // Every parameter, with the pipeline ranks that hold it.
@@ -162,6 +165,7 @@ PipelineModel::PipelineModel(const TrainConfig& config, const Mesh& mesh, int ra
     boundary_targets(st.eval_graph, eval_targets);
     std::vector<ValueId> eval_outputs = st.eval_graph.activations_out;
     if (st.eval_graph.loss >= 0) eval_outputs.push_back(st.eval_graph.loss);
+    if (st.eval_graph.logits >= 0) eval_outputs.push_back(st.eval_graph.logits);
     stage_layout_.validate(st.eval_graph.graph, stage_mesh_);
     st.eval_local = lower_to_rank(st.eval_graph.graph, eval_outputs, stage_mesh_, stage_layout_,
                                   stage_rank_, eval_targets);
@@ -191,10 +195,12 @@ PipelineStage PipelineModel::compile(const LocalStage& st, int chunk, bool eval)
   ps.gradients_out = to_local(sg.gradients_out);
   ps.param_grads = to_local(sg.param_grads);
   ps.loss = sg.loss >= 0 ? local.local_of[sg.loss] : -1;
+  ps.logits = sg.logits >= 0 ? local.local_of[sg.logits] : -1;
   std::vector<ValueId> outputs = ps.activations_out;
   outputs.insert(outputs.end(), ps.gradients_out.begin(), ps.gradients_out.end());
   outputs.insert(outputs.end(), ps.param_grads.begin(), ps.param_grads.end());
   if (ps.loss >= 0) outputs.push_back(ps.loss);
+  if (ps.logits >= 0) outputs.push_back(ps.logits);
   CompileOptions options;
   options.comms = ctx_ ? &ctx_->groups() : nullptr;
   options.bucket_bytes = static_cast<size_t>(config_.bucket_mib * 1048576.0);
@@ -266,6 +272,18 @@ double PipelineModel::run_step() {
 double PipelineModel::evaluate() {
   PipelineExecutor::StepOutcome o = eval_executor_->run();
   return share_loss(o.loss_sum, o.losses);
+}
+
+const float* PipelineModel::eval_logits(Shape* shape, Sharding* sharding) {
+  for (size_t k = 0; k < stages_.size(); ++k) {
+    const StageGraph& g = stages_[k].eval_graph;
+    if (g.logits < 0) continue;
+    *shape = g.graph.node(g.logits).shape;
+    *sharding = on_full_mesh(stages_[k].eval_local.sharding_of[g.logits]);
+    PipelineStage& ps = eval_executor_->stages()[k];
+    return ps.instances[0]->f32(ps.logits);
+  }
+  return nullptr;
 }
 
 int64_t PipelineModel::held_parameter_bytes() const {

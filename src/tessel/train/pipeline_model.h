@@ -55,6 +55,8 @@ class PipelineModel {
   const Schedule& schedule() const { return schedule_; }
   const StagePartition& partition() const { return partition_; }
   const std::vector<PipelineParam>& params() const { return params_; }
+  // Parameters each stage reads (a tied one counts on every stage reading it).
+  const std::vector<int64_t>& stage_parameters() const { return stage_parameters_; }
   // This rank's stages (global stage graphs and their lowering).
   struct LocalStage {
     StageGraph graph;
@@ -82,6 +84,9 @@ class PipelineModel {
   const PipelineExecutor::StepOutcome& last_outcome() const { return last_outcome_; }
   // Forward of the full batch through every stage; the loss on every rank.
   double evaluate();
+  // After evaluate(), on the ranks of the last stage: this rank's block of
+  // the logits, with their global shape and sharding (full mesh); else null.
+  const float* eval_logits(Shape* shape, Sharding* sharding);
 
   // Bytes of the parameters this rank holds (local shards).
   int64_t held_parameter_bytes() const;
@@ -107,6 +112,7 @@ class PipelineModel {
   Schedule schedule_, eval_schedule_;
   StagePartition partition_;
   std::vector<PipelineParam> params_;
+  std::vector<int64_t> stage_parameters_;
   std::vector<LocalStage> stages_;
   std::vector<PipelineStage> train_stages_, eval_stages_;  // until bind() hands them over
   std::unique_ptr<PipelineExecutor> executor_, eval_executor_;

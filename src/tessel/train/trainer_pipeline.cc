@@ -194,13 +194,30 @@ StepResult Trainer::pipeline_step() {
 
 EvalResult Trainer::pipeline_evaluate() {
   auto input = [this](const std::string& name) -> void* { return staging_.at(name).raw(); };
-  double loss = 0;
+  double loss = 0, accuracy = 0;
+  std::vector<float> full_logits;
   for (int64_t i = 0; i < config_.eval_batches; ++i) {
     task_->fill_batch(input, Split::kVal, i, config_.batch);
     loss += pipe_->evaluate();
+    if (!task_->has_accuracy()) continue;
+    // The last stage's ranks hold the logits; every rank gets them whole.
+    Shape shape;
+    Sharding sharding;
+    const float* local = pipe_->eval_logits(&shape, &sharding);
+    float numel = local ? static_cast<float>(shape.numel()) : 0.0f;
+    ctx_->world().all_reduce(&numel, 1, ReduceKind::kMax, "logits size");
+    full_logits.resize(static_cast<size_t>(numel));
+    if (!local) {  // any shape of that size; only the holders write
+      shape = Shape{{"n", static_cast<int64_t>(numel)}};
+      sharding = Sharding::replicated(ctx_->mesh().axes().size());
+    }
+    const int last = pipe_->schedule().rank_of_stage(pipe_->schedule().stages() - 1);
+    ctx_->gather_full(shape, sharding, local, full_logits.data(), pipe_->pipe_axis(), last);
+    accuracy += task_->accuracy(full_logits.data(), input, config_.batch);
   }
   EvalResult r;
   r.loss = loss / config_.eval_batches;
+  r.accuracy = task_->has_accuracy() ? accuracy / config_.eval_batches : -1;
   return r;
 }
 
