@@ -57,8 +57,9 @@ int inspect_pipeline(const TrainConfig& c, int rank) {
   const RankMemory m = predict_memory(c).at(rank);
   std::printf("\nrank %d memory plan:\n", rank);
   for (size_t i = 0; i < m.stages.size(); ++i)
-    std::printf("  stage %d: %d in flight x %s arena\n", m.stages[i], m.in_flight[i],
-                format_bytes(m.stage_arena[i]).c_str());
+    std::printf("  stage %d: %d in flight x %s stashed + %s shared temporaries\n", m.stages[i],
+                m.in_flight[i], format_bytes(m.stage_arena[i]).c_str(),
+                format_bytes(m.stage_shared[i]).c_str());
   std::printf("  parameters %s, accumulators %s, optimizer %s, eval arena %s; peak %s\n",
               format_bytes(m.parameters).c_str(), format_bytes(m.accumulators).c_str(),
               format_bytes(m.optimizer).c_str(), format_bytes(m.eval_arena).c_str(),

@@ -47,12 +47,14 @@ int run_dry(const TrainConfig& config) {
     if (m.rank == 0)
       std::printf(
           "pipeline (schedule %s, %lld micro-batches): gradient accumulators equal the "
-          "parameters; per stage, one arena per micro-batch in flight\n",
+          "parameters; per stage, one arena (the stashed activations) per micro-batch in "
+          "flight, plus temporaries its micro-batches share\n",
           config.schedule.c_str(), static_cast<long long>(config.microbatches));
     for (size_t i = 0; i < m.stages.size(); ++i)
-      std::printf("  rank %d stage %d: %d in flight x %s = %s\n", m.rank, m.stages[i],
+      std::printf("  rank %d stage %d: %d in flight x %s + %s shared = %s\n", m.rank, m.stages[i],
                   m.in_flight[i], format_bytes(m.stage_arena[i]).c_str(),
-                  format_bytes(m.in_flight[i] * m.stage_arena[i]).c_str());
+                  format_bytes(m.stage_shared[i]).c_str(),
+                  format_bytes(m.in_flight[i] * m.stage_arena[i] + m.stage_shared[i]).c_str());
   }
   check_memory_limit(config);
   if (!config.memory_limit.empty())

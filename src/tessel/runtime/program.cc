@@ -131,17 +131,52 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
     requests_.push_back({buckets_[b].bytes, bucket_first[b], end});
   }
 
-  plan_ = plan_memory(requests_);
+  // Phase-local buffers (first and last use in one phase) in their own plan.
+  local_index_.assign(requests_.size(), -1);
+  std::vector<BufferRequest> arena_requests, local_requests;
+  std::vector<int> arena_index(requests_.size(), -1);
+  auto phase_of = [this](int instruction) {
+    int k = 0;
+    while (k + 1 < static_cast<int>(phase_begin_.size()) - 1 &&
+           instruction >= static_cast<int>(phase_begin_[k + 1]))
+      ++k;
+    return k;
+  };
+  for (size_t r = 0; r < requests_.size(); ++r) {
+    const BufferRequest& q = requests_[r];
+    if (options_.separate_phase_local && phase_count() > 1 && q.last < end &&
+        phase_of(q.first) == phase_of(q.last)) {
+      local_index_[r] = static_cast<int>(local_requests.size());
+      local_requests.push_back(q);
+    } else {
+      arena_index[r] = static_cast<int>(arena_requests.size());
+      arena_requests.push_back(q);
+    }
+  }
+  plan_ = plan_memory(arena_requests);
+  local_plan_ = plan_memory(local_requests);
   if (options_.plan_only) return;
   arena_ = AlignedBuffer(plan_.peak_bytes);
+  phase_local_base_ = options_.phase_local_memory;
+  if (!phase_local_base_ && local_plan_.peak_bytes > 0) {
+    own_phase_local_ = AlignedBuffer(local_plan_.peak_bytes);
+    phase_local_base_ = own_phase_local_.data();
+  }
+  // Where request r lives.
+  auto address = [&](int r) {
+    return local_index_[r] >= 0 ? phase_local_base_ + local_plan_.offsets[local_index_[r]]
+                                : arena_.data() + plan_.offsets[arena_index[r]];
+  };
   value_ptr_.assign(n, nullptr);
   for (ValueId id = 0; id < n; ++id) {
     int buffer = value_buffer_[alias_root_[id]];
-    if (buffer >= 0) value_ptr_[id] = arena_.data() + plan_.offsets[buffer];
+    if (buffer >= 0) value_ptr_[id] = address(buffer);
     if (int b = bucket_of[alias_root_[id]]; b >= 0)
-      value_ptr_[id] =
-          arena_.data() + plan_.offsets[buckets_[b].buffer] + bucket_offset[alias_root_[id]];
+      value_ptr_[id] = address(buckets_[b].buffer) + bucket_offset[alias_root_[id]];
   }
+  for (Instruction& ins : instructions_)
+    if (ins.scratch >= 0) ins.scratch_ptr = address(ins.scratch);
+  for (Bucket& b : buckets_) b.region = address(b.buffer);
 }
 
 void Program::run_bucket_member(const Instruction& ins, size_t index) {
@@ -150,7 +185,7 @@ void Program::run_bucket_member(const Instruction& ins, size_t index) {
               static_cast<size_t>(node.shape.numel()) * sizeof(float));
   Bucket& b = buckets_[ins.bucket];
   if (static_cast<int>(index) != b.last_instruction) return;
-  float* region = reinterpret_cast<float*>(arena_.data() + plan_.offsets[b.buffer]);
+  float* region = reinterpret_cast<float*>(b.region);
   b.pending = options_.comms->axis(b.axis).start_all_reduce(
       region, static_cast<int64_t>(b.bytes / sizeof(float)), "gradient bucket");
 }
@@ -205,7 +240,7 @@ void Program::run_instructions(size_t begin, size_t end) {
                 node,
                 value_ptr_,
                 value_ptr_[ins.node],
-                ins.scratch >= 0 ? arena_.data() + plan_.offsets[ins.scratch] : nullptr,
+                ins.scratch_ptr,
                 ins.einsum_plan >= 0 ? &einsum_plans_[ins.einsum_plan] : nullptr,
                 options_.reference_kernels,
                 options_.comms};

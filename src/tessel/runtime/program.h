@@ -35,6 +35,14 @@ struct CompileOptions {
   // node 0. run_phase(k) runs phase k's instructions only, so a pipeline can
   // run a micro-batch's forward and, later, its backward on the same arena.
   std::vector<ValueId> phase_starts;
+  // With phases: buffers that live within one phase (a forward's or a
+  // backward's temporaries) get their own plan in a separate region, which
+  // programs that never run at the same time (a pipeline stage's instances)
+  // can share: the first allocates it (phase_local_memory == nullptr), the
+  // others pass its phase_local_memory(). Only values that cross a phase
+  // boundary — the micro-batch's stashed activations — stay in the arena.
+  bool separate_phase_local = false;
+  uint8_t* phase_local_memory = nullptr;
 };
 
 class Program {
@@ -61,6 +69,9 @@ class Program {
 
   const Graph& graph() const { return *graph_; }
   size_t arena_bytes() const { return plan_.peak_bytes; }
+  // The phase-local region (0 unless separate_phase_local), and where it is.
+  size_t phase_local_bytes() const { return local_plan_.peak_bytes; }
+  uint8_t* phase_local_memory() { return phase_local_base_; }
   double flops_per_run() const { return flops_; }
   int instruction_count() const { return static_cast<int>(instructions_.size()); }
   int bucket_count() const { return static_cast<int>(buckets_.size()); }
@@ -77,6 +88,7 @@ class Program {
     int einsum_plan = -1;  // index into einsum_plans_
     int scratch = -1;      // buffer index of per-instruction scratch
     int bucket = -1;       // gradient bucket this all-reduce belongs to
+    uint8_t* scratch_ptr = nullptr;
   };
   // Outputs of overlapped all-reduces on one axis, packed back to back in one
   // buffer; one non-blocking all-reduce once the last member is written.
@@ -85,6 +97,7 @@ class Program {
     int buffer = -1;
     size_t bytes = 0;
     int last_instruction = -1;
+    uint8_t* region = nullptr;
     std::unique_ptr<CommRequest> pending;
   };
   void run_bucket_member(const Instruction& ins, size_t index);
@@ -99,6 +112,11 @@ class Program {
   std::vector<BufferRequest> requests_;
   MemoryPlan plan_;
   AlignedBuffer arena_;
+  // Phase-local buffers: request index -> index in local_plan_ (-1: in the arena).
+  std::vector<int> local_index_;
+  MemoryPlan local_plan_;
+  AlignedBuffer own_phase_local_;
+  uint8_t* phase_local_base_ = nullptr;
   std::vector<void*> value_ptr_;
   std::map<std::string, ValueId> params_by_name_;
   std::vector<ValueId> used_params_;  // parameters some instruction reads

@@ -40,6 +40,7 @@ std::vector<RankMemory> predict_pipeline_memory(const TrainConfig& c, const Mesh
       m.stages.push_back(st.graph.stage);
       m.in_flight.push_back(st.instances);
       m.stage_arena.push_back(static_cast<int64_t>(st.arena_bytes));
+      m.stage_shared.push_back(static_cast<int64_t>(st.phase_local_bytes));
     }
     ranks.push_back(m);
   }

@@ -29,7 +29,8 @@ struct RankMemory {
   int64_t accumulators = 0;
   int64_t weight_copies = 0;           // asynchronous schedules: stashed or predicted weights
   std::vector<int> stages, in_flight;  // this rank's stages, and instances of each
-  std::vector<int64_t> stage_arena;    // one instance's arena per stage
+  std::vector<int64_t> stage_arena;    // one instance's arena per stage (its stash)
+  std::vector<int64_t> stage_shared;   // per stage: temporaries shared by its instances
   int64_t total() const {
     return parameters + optimizer + arena + eval_arena + accumulators + weight_copies;
   }

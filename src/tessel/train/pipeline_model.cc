@@ -174,6 +174,7 @@ PipelineModel::PipelineModel(const TrainConfig& config, const Mesh& mesh, int ra
     train_stages_.push_back(compile(stages_.back(), c, false));
     eval_stages_.push_back(compile(stages_.back(), c, true));
     stages_.back().arena_bytes = train_stages_.back().instances[0]->arena_bytes();
+    stages_.back().phase_local_bytes = train_stages_.back().instances[0]->phase_local_bytes();
     stages_.back().eval_arena_bytes = eval_stages_.back().instances[0]->arena_bytes();
   }
 }
@@ -208,9 +209,14 @@ PipelineStage PipelineModel::compile(const LocalStage& st, int chunk, bool eval)
   if (!eval)
     options.phase_starts = {local_phase_start(local, sg.backward_input_begin),
                             local_phase_start(local, sg.backward_weight_begin)};
+  // Instances never run at once: they share one region for the buffers that
+  // live within a phase and keep only what crosses phases (the stash).
+  options.separate_phase_local = !eval;
   const int copies = eval ? 1 : st.instances;
-  for (int i = 0; i < copies; ++i)
+  for (int i = 0; i < copies; ++i) {
     ps.instances.push_back(std::make_unique<Program>(local.graph, outputs, options));
+    options.phase_local_memory = ps.instances.front()->phase_local_memory();
+  }
   return ps;
 }
 
@@ -295,7 +301,8 @@ int64_t PipelineModel::held_parameter_bytes() const {
 
 size_t PipelineModel::arena_bytes() const {
   size_t total = 0;
-  for (const LocalStage& st : stages_) total += st.instances * st.arena_bytes;
+  for (const LocalStage& st : stages_)
+    total += st.instances * st.arena_bytes + st.phase_local_bytes;
   return total;
 }
 

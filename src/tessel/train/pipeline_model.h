@@ -64,7 +64,8 @@ class PipelineModel {
     StageGraph eval_graph;
     LocalGraph eval_local;
     int instances = 0;
-    size_t arena_bytes = 0;  // per instance
+    size_t arena_bytes = 0;        // per instance: what a micro-batch in flight keeps
+    size_t phase_local_bytes = 0;  // shared by the instances: within-phase temporaries
     size_t eval_arena_bytes = 0;
   };
   const std::vector<LocalStage>& stages() const { return stages_; }
@@ -90,7 +91,8 @@ class PipelineModel {
 
   // Bytes of the parameters this rank holds (local shards).
   int64_t held_parameter_bytes() const;
-  // Sum over this rank's stages of instances x arena (training) and the eval arenas.
+  // Sum over this rank's stages of instances x arena plus the shared
+  // phase-local region (training), and of the eval arenas.
   size_t arena_bytes() const;
   size_t eval_arena_bytes() const;
   double flops_per_step() const { return flops_per_step_; }
