@@ -40,7 +40,7 @@ int run_dry(const TrainConfig& config) {
                 format_bytes(m.eval_arena).c_str(), format_bytes(m.total()).c_str());
   std::printf(
       "arena = the training step's activations + gradients + collective and einsum scratch "
-      "at the planned peak\n");
+      "(+ parameters gathered on use under --zero 3) at the planned peak\n");
   check_memory_limit(config);
   if (!config.memory_limit.empty())
     std::printf("fits in --memory-limit %s\n", config.memory_limit.c_str());

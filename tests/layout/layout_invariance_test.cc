@@ -266,15 +266,18 @@ TEST_F(LayoutInvariance, SequenceParallelTurnsAllReducesIntoReduceScatterAndAllG
   EXPECT_LT(ar_bytes, activation) << "an activation-sized all-reduce is left";
 }
 
-// ZeRO stages 1 and 2: optimizer state and gradients sharded over the data
-// axis give the same losses and weights as one process (and as plain data
-// parallelism), on data=2, data=4 and data=2,model=2.
+// ZeRO stages 1, 2 and 3: optimizer state, gradients and (stage 3)
+// parameters sharded over the data axis give the same losses and weights as
+// one process (and as plain data parallelism), on data=2, data=4 and
+// data=2,model=2, also with recomputed blocks. The stage is the digit after
+// "zero" in the case's name.
 class ZeroLayouts : public LayoutInvariance, public ::testing::WithParamInterface<MeshCase> {};
 
 TEST_P(ZeroLayouts, MatchesSingleProcess) {
   const MeshCase& c = GetParam();
   nlohmann::json config = gpt_config();
-  config["zero"] = std::string(c.name).find("zero1") == 0 ? 1 : 2;
+  config["zero"] = c.name[4] - '0';
+  if (std::string(c.name).find("recompute") != std::string::npos) config["recompute"] = "blocks";
   expect_same(train(c.name, config, c.ranks, c.mesh), reference("gpt"), c.name);
 }
 
@@ -283,7 +286,12 @@ INSTANTIATE_TEST_SUITE_P(Zero, ZeroLayouts,
                                            MeshCase{"zero2_data2", 2, "data=2", ""},
                                            MeshCase{"zero1_data4", 4, "data=4", ""},
                                            MeshCase{"zero2_data4", 4, "data=4", ""},
-                                           MeshCase{"zero2_data2_model2", 4, "data=2,model=2", ""}),
+                                           MeshCase{"zero2_data2_model2", 4, "data=2,model=2", ""},
+                                           MeshCase{"zero3_data2", 2, "data=2", ""},
+                                           MeshCase{"zero3_data4", 4, "data=4", ""},
+                                           MeshCase{"zero3_data2_model2", 4, "data=2,model=2", ""},
+                                           MeshCase{"zero3_recompute_data2_model2", 4,
+                                                    "data=2,model=2", ""}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 // ZeRO moves what data parallelism moves: the gradients' reduce-scatter plus
@@ -332,6 +340,90 @@ TEST_F(LayoutInvariance, ZeroMovesDataParallelBytesAndShardsModelState) {
                     kRelTol * std::abs(dp.steps[k]["loss"].get<double>()));
     }
   }
+}
+
+// ZeRO-3 stores each parameter as its data-axis shard and gathers it on use,
+// once in forward and once more in backward, so per step the data axis
+// carries the gradients' reduce-scatter plus two parameter all-gathers: in
+// ring wire bytes 1.5x plain data parallelism's all-reduce (which is a
+// reduce-scatter plus one all-gather). Exactly, the stated differences:
+// backward reads a parameter only to form an input gradient, so the
+// parameters it never reads are not gathered there — the position table, the
+// LayerNorm betas and every bias but b1 (bias_gelu's gradient reads its
+// bias) — and the loss, bucketed with the gradients under data parallelism,
+// is all-reduced alone (one all-reduce's wire bytes of 4 bytes instead of
+// 1.5x). Model-state bytes per rank are 16 psi / N: every parameter of this
+// model divides over N = 2 and 4 (none stays replicated). With the model
+// axis too (data=2,model=2), the parameters whose leading dim is split on
+// `model` (wte, wo, w2, bq, bv, b1) stay replicated on data, as under ZeRO-2:
+// the expected bytes are summed parameter by parameter from the checkpoint's
+// dim names.
+TEST_F(LayoutInvariance, ZeroThreeShardsAllModelStateAndMovesOneAndAHalfTimesTheBytes) {
+  auto summary = [&](const std::string& name) {
+    return nlohmann::json::parse(std::ifstream(root() / name / "out" / "summary.json"));
+  };
+  auto wire = [](const TrainRun& r, const char* kind) {
+    const nlohmann::json& line = r.steps.at(1);
+    return line["comm"]["data"].contains(kind)
+               ? line["comm"]["data"][kind]["wire_bytes"].get<int64_t>()
+               : int64_t{0};
+  };
+  auto model_state = [&](const std::string& name) {
+    const nlohmann::json s = summary(name)["model_state_bytes_per_rank"];
+    return s["parameters"].get<int64_t>() + s["gradients"].get<int64_t>() +
+           s["optimizer"].get<int64_t>();
+  };
+  for (int n : {2, 4}) {
+    std::string mesh = "data=" + std::to_string(n);
+    nlohmann::json config = gpt_config();
+    config["batch"] = 32;  // see DataParallelMovesTheGradientBytesInBuckets
+    TrainRun dp = train("zero3_dp_" + mesh, config, n, mesh);
+    config["zero"] = 3;
+    TrainRun z = train("zero3_count_" + mesh, config, n, mesh);
+    int64_t psi = 0, unread_in_backward = 0;
+    for (const TensorRecord& t : dp.params.tensors) {
+      psi += t.bytes.size() / 4;
+      const std::string& p = t.name;
+      auto ends = [&](const std::string& tail) {
+        return p.size() >= tail.size() && p.compare(p.size() - tail.size(), tail.size(), tail) == 0;
+      };
+      if (p == "wpe" || ends(".beta") || ends(".bq") || ends(".bv") || ends(".bo") || ends(".b2"))
+        unread_in_backward += t.bytes.size();
+    }
+    EXPECT_EQ(model_state("zero3_count_" + mesh), 16 * psi / n) << mesh;
+    const nlohmann::json s = summary("zero3_count_" + mesh)["model_state_bytes_per_rank"];
+    EXPECT_EQ(s["parameters"].get<int64_t>(), 4 * psi / n) << mesh;
+    const int64_t dp_wire = wire(dp, "all_reduce");
+    const int64_t z_wire =
+        wire(z, "reduce_scatter") + wire(z, "all_gather") + wire(z, "all_reduce");
+    EXPECT_EQ(2 * z_wire, 3 * dp_wire - 2 * (unread_in_backward + 4) * (n - 1) / n)
+        << mesh << ": ZeRO-3 " << z_wire << " wire bytes, data parallel " << dp_wire;
+    EXPECT_EQ(wire(z, "all_reduce"), 2 * 4 * (n - 1) / n) << mesh << ": only the loss";
+    for (size_t k = 0; k < dp.steps.size(); ++k)
+      EXPECT_NEAR(z.steps[k]["loss"].get<double>(), dp.steps[k]["loss"].get<double>(),
+                  kRelTol * std::abs(dp.steps[k]["loss"].get<double>()));
+  }
+  // data=2,model=2: parameters split on the model axis by their leading dim
+  // stay whole on data; every model-state byte is accounted for.
+  nlohmann::json config = gpt_config();
+  config["zero"] = 3;
+  train("zero3_state_data2_model2", config, 4, "data=2,model=2");
+  nlohmann::json manifest = nlohmann::json::parse(
+      std::ifstream(root() / "zero3_state_data2_model2" / "out" / "checkpoint" / "manifest.json"));
+  int64_t expected = 0;
+  for (const auto& [name, dims] : manifest["param_dims"].items()) {
+    const TensorRecord* t = reference("gpt").params.find(name);
+    ASSERT_NE(t, nullptr) << name;
+    auto on_model = [](const std::string& d) {
+      return d == "heads" || d == "hidden" || d == "vocab";
+    };
+    int64_t split = 1;
+    for (const auto& d : dims)
+      if (on_model(d.get<std::string>())) split = 2;
+    if (!on_model(dims[0].get<std::string>())) split *= 2;  // ZeRO-3 shards it on data
+    expected += 16 * static_cast<int64_t>(t->bytes.size() / 4) / split;
+  }
+  EXPECT_EQ(model_state("zero3_state_data2_model2"), expected);
 }
 
 // Recomputation composes with sharding: the cloned blocks are lowered like

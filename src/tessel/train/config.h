@@ -53,9 +53,10 @@ struct TrainConfig {
   double bucket_mib = 25;  // gradient all-reduce bucket size
   std::string recompute =
       "none";  // "none" | "blocks": recompute each block's activations in backward
+  // ZeRO stage over the data axis: 0, 1 or 2 (optimizer state and gradients
+  // sharded), 3 (parameters too, gathered on use).
   int zero = 0;
-  std::string memory_limit;  // per-rank budget, e.g. "2GiB"; "" = none  // ZeRO stage: 0, 1 or 2
-                             // (optimizer state and gradients sharded over data)
+  std::string memory_limit;  // per-rank budget, e.g. "2GiB"; "" = none
   // Per-value overrides of the layout, by node label: {"block0.mlp.act": "seq=model"}
   // ("" replicates the value on every axis).
   std::map<std::string, std::string> shard;

@@ -10,6 +10,7 @@
 #include "tessel/sharding/lower.h"
 #include "tessel/train/task.h"
 #include "tessel/train/trainer.h"
+#include "tessel/train/zero.h"
 
 namespace tessel {
 
@@ -19,12 +20,14 @@ std::vector<RankMemory> predict_memory(const TrainConfig& c) {
   Layout layout = c.layout.empty() ? Layout::defaults(mesh) : Layout::parse(c.layout, mesh);
   for (const auto& [label, spec] : c.shard) layout.set_override(label, spec, mesh);
   layout.validate(t.graph, mesh);
-  std::map<ValueId, Sharding> targets = zero_gradient_targets(t, layout, mesh, c.zero);
+  const LoweringOptions options = training_lowering(t, c, layout, mesh);
   std::vector<ValueId> outputs = {t.outputs.loss};
   outputs.insert(outputs.end(), t.grads.begin(), t.grads.end());
   Graph eval;
   GraphBuilder eb(eval);
   TaskGraph eval_out = build_model(c, eb, c.batch, /*training=*/false);
+  LoweringOptions eval_options;
+  eval_options.targets = zero_targets(eval, {}, layout, mesh, c.zero);
   const std::vector<ValueId> eval_outputs = {eval_out.loss, eval_out.logits};
   auto planned_arena = [](const LocalGraph& local, const std::vector<ValueId>& outputs) {
     std::vector<ValueId> local_outputs;
@@ -35,11 +38,12 @@ std::vector<RankMemory> predict_memory(const TrainConfig& c) {
   };
   std::vector<RankMemory> ranks;
   for (int r = 0; r < mesh.rank_count(); ++r) {
-    LocalGraph local = lower_to_rank(t.graph, outputs, mesh, layout, r, targets);
+    LocalGraph local = lower_to_rank(t.graph, outputs, mesh, layout, r, options);
     RankMemory m;
     m.rank = r;
     m.arena = planned_arena(local, outputs);
-    m.eval_arena = planned_arena(lower_to_rank(eval, eval_outputs, mesh, layout, r), eval_outputs);
+    m.eval_arena = planned_arena(lower_to_rank(eval, eval_outputs, mesh, layout, r, eval_options),
+                                 eval_outputs);
     for (size_t i = 0; i < t.graph.params().size(); ++i) {
       ValueId p = t.graph.params()[i];
       const Shape& global = t.graph.node(p).shape;
@@ -114,7 +118,7 @@ void check_memory_limit(const TrainConfig& c) {
   Mesh mesh = Mesh::parse(c.mesh);
   Layout layout = c.layout.empty() ? Layout::defaults(mesh) : Layout::parse(c.layout, mesh);
   const bool has_data_axis = layout.axis_of("batch") >= 0;
-  for (int zero : {c.zero, 1, 2}) {
+  for (int zero : {c.zero, 1, 2, 3}) {
     if (zero != c.zero && (!has_data_axis || zero <= c.zero)) continue;
     for (const std::string& recompute : {c.recompute, std::string("blocks")}) {
       if (zero == c.zero && recompute == c.recompute) continue;

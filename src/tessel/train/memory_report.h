@@ -3,7 +3,8 @@
 // Built offline for every rank of the mesh from the same lowering and static
 // memory plan the run uses (nothing is allocated, no MPI): parameters and
 // optimizer state live outside the arena; the arena holds activations,
-// gradients (outputs) and collective/einsum scratch at its planned peak.
+// gradients (outputs), collective/einsum scratch and (ZeRO-3) the parameters
+// gathered on use, at its planned peak.
 // The process's measured peak RSS (VmHWM) is reported beside the prediction
 // after a real run; the difference is the runtime's own footprint (code,
 // libraries, the data set, MPI buffers), which the plan does not model.

@@ -9,6 +9,7 @@
 #include "tessel/passes/recompute.h"
 #include "tessel/train/checkpoint/checkpoint.h"
 #include "tessel/train/memory_report.h"
+#include "tessel/train/zero.h"
 
 namespace tessel {
 
@@ -30,15 +31,22 @@ TrainingGraph build_training_graph(const TrainConfig& config, int64_t batch) {
 
 Trainer::~Trainer() = default;
 
+LoweringOptions training_lowering(const TrainingGraph& t, const TrainConfig& config,
+                                  const Layout& layout, const Mesh& mesh) {
+  LoweringOptions options;
+  options.targets = zero_targets(t.graph, t.grads, layout, mesh, config.zero);
+  options.phase_boundary = t.outputs.loss;
+  return options;
+}
+
 void Trainer::compile(Compiled& c, Graph global, TaskGraph outputs,
-                      const std::vector<ValueId>& extra,
-                      const std::map<ValueId, Sharding>& targets) {
+                      const std::vector<ValueId>& extra, const LoweringOptions& lowering) {
   c.global = std::move(global);
   c.outputs = outputs;
   std::vector<ValueId> wanted = {outputs.loss};
   if (outputs.logits >= 0) wanted.push_back(outputs.logits);
   wanted.insert(wanted.end(), extra.begin(), extra.end());
-  c.local = lower_to_rank(c.global, wanted, ctx_->mesh(), ctx_->layout(), ctx_->rank(), targets);
+  c.local = lower_to_rank(c.global, wanted, ctx_->mesh(), ctx_->layout(), ctx_->rank(), lowering);
   std::vector<ValueId> local_outputs;
   for (ValueId v : wanted) local_outputs.push_back(c.local.local_of[v]);
   CompileOptions options;
@@ -67,12 +75,15 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   TaskGraph train_outputs = train.outputs;
   train_outputs.logits = -1;  // the training program needs only loss and gradients
   zero_axis_ = config_.zero > 0 ? ctx_->layout().axis_of("batch") : -1;
-  compile(train_, std::move(train.graph), train_outputs, grads_,
-          zero_gradient_targets(train, ctx_->layout(), ctx_->mesh(), config_.zero));
+  LoweringOptions train_options = training_lowering(train, config_, ctx_->layout(), ctx_->mesh());
+  compile(train_, std::move(train.graph), train_outputs, grads_, train_options);
+  // Evaluation reads the same parameter storage: ZeRO-3 shards are gathered on use there too.
   Graph eval_graph;
   GraphBuilder eb(eval_graph);
   TaskGraph eval_outputs = build_model(config_, eb, config_.batch, /*training=*/false);
-  compile(eval_, std::move(eval_graph), eval_outputs, {});
+  LoweringOptions eval_options;
+  eval_options.targets = zero_targets(eval_graph, {}, ctx_->layout(), ctx_->mesh(), config_.zero);
+  compile(eval_, std::move(eval_graph), eval_outputs, {}, eval_options);
 
   // Parameters: full initial values from the seed, then this rank's shard.
   params_ = std::make_unique<ParamStore>(train_.program->graph());
@@ -141,31 +152,6 @@ StepResult Trainer::step() {
   return r;
 }
 
-// ZeRO (stages 1 and 2): each parameter's gradient target is split over the
-// data axis along the parameter's leading dim, so the lowering emits a
-// reduce-scatter where data parallelism had an all-reduce, and the full
-// gradient buffer lives only until its shard is taken. A parameter whose
-// leading dim is split on another axis or not divisible stays replicated.
-std::map<ValueId, Sharding> zero_gradient_targets(const TrainingGraph& t, const Layout& layout,
-                                                  const Mesh& mesh, int zero) {
-  std::map<ValueId, Sharding> targets;
-  if (zero == 0) return targets;
-  const int axis = layout.axis_of("batch");
-  if (axis < 0)
-    TS_THROW("config: 'zero' ", zero,
-             " shards over the data-parallel axis, but the layout maps 'batch' to no mesh axis");
-  const int n = mesh.axis(axis).size;
-  for (size_t i = 0; i < t.graph.params().size(); ++i) {
-    const Node& p = t.graph.node(t.graph.params()[i]);
-    Sharding s = layout.target(p.shape, p.name, mesh);
-    const Dim& lead = p.shape[0];
-    if (s.axis_of(lead.name) >= 0 || s[axis].is_split()) continue;
-    if (s.local_shape(p.shape, mesh)[0].size % n != 0) continue;
-    targets[t.grads[i]] = s.with(axis, Placement::split(lead.name));
-  }
-  return targets;
-}
-
 std::vector<UpdateSlot> Trainer::update_slots() {
   std::vector<UpdateSlot> slots;
   for (size_t i = 0; i < params_->entries().size(); ++i) {
@@ -184,8 +170,10 @@ int64_t Trainer::state_numel(size_t i) const {
   return state_sharding_[i].local_shape(node.shape, ctx_->mesh()).numel();
 }
 
-// After a sharded update every rank of the data axis holds one updated slice;
-// an all-gather restores the whole parameter everywhere.
+// After a sharded update (stages 1, 2) every rank of the data axis holds one
+// updated slice; an all-gather restores the whole parameter everywhere. At
+// stage 3 a rank stores only its slice (the update covered all of it), so
+// nothing is gathered here: the next step gathers on use.
 void Trainer::gather_updated_slices() {
   if (zero_axis_ < 0) return;
   Communicator& comm = ctx_->groups().axis(ctx_->mesh().axis(zero_axis_).name);

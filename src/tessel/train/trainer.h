@@ -40,13 +40,10 @@ struct TrainingGraph {
 };
 TrainingGraph build_training_graph(const TrainConfig& config, int64_t batch);
 
-// ZeRO (stages 1 and 2): each parameter's gradient target is split over the
-// data axis (the one `batch` maps to) along the parameter's leading dim, so
-// the lowering emits a reduce-scatter where data parallelism had an
-// all-reduce. A parameter whose leading dim is split on another axis or does
-// not divide stays replicated. Empty for stage 0.
-std::map<ValueId, Sharding> zero_gradient_targets(const TrainingGraph& t, const Layout& layout,
-                                                  const Mesh& mesh, int zero);
+// How the training graph is lowered for `config.zero` (train/zero.h): the
+// ZeRO targets, and the loss as the forward/backward phase boundary.
+LoweringOptions training_lowering(const TrainingGraph& t, const TrainConfig& config,
+                                  const Layout& layout, const Mesh& mesh);
 
 class Trainer {
  public:
@@ -97,7 +94,7 @@ class Trainer {
     TaskGraph outputs;  // global ids
   };
   void compile(Compiled& c, Graph global, TaskGraph outputs, const std::vector<ValueId>& extra,
-               const std::map<ValueId, Sharding>& targets = {});
+               const LoweringOptions& options);
   std::vector<UpdateSlot> update_slots();
   int64_t state_numel(size_t param_index) const;
   void gather_updated_slices();
