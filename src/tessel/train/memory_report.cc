@@ -57,6 +57,26 @@ std::vector<RankMemory> predict_memory(const TrainConfig& c) {
   return ranks;
 }
 
+HostBufferBytes host_buffer_bytes(const Graph& training, const std::vector<ValueId>& grads,
+                                  const LocalGraph& local, const Mesh& mesh, bool moments) {
+  HostBufferBytes b;
+  for (ValueId id : training.inputs()) {
+    const Node& n = training.node(id);
+    b.input_staging += n.shape.numel() * static_cast<int64_t>(dtype_size(n.dtype));
+  }
+  const std::vector<ValueId>& params = training.params();
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Shape& global = training.node(params[i]).shape;
+    const int64_t whole = global.numel() * 4;
+    const int64_t value = local.sharding_of[params[i]].local_shape(global, mesh).numel() * 4;
+    const int64_t state = local.sharding_of[grads[i]].local_shape(global, mesh).numel() * 4;
+    if (state != value) b.zero_slice = std::max(b.zero_slice, state);
+    if (value != whole || (moments && state != whole))
+      b.full_tensor = std::max(b.full_tensor, whole);
+  }
+  return b;
+}
+
 int64_t peak_rss_bytes() {
   std::ifstream status("/proc/self/status");
   std::string line;

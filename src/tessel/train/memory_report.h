@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "tessel/sharding/lower.h"
 #include "tessel/train/config.h"
 
 namespace tessel {
@@ -29,6 +30,19 @@ struct RankMemory {
 };
 
 std::vector<RankMemory> predict_memory(const TrainConfig& config);
+
+// Host buffers the trainer holds besides parameters, moments and arenas,
+// sized from the shardings alone, so that the trainer allocates and the dry
+// run predicts the same bytes.
+struct HostBufferBytes {
+  int64_t input_staging = 0;  // the full input batch (each rank copies its block in)
+  int64_t zero_slice = 0;     // stages 1, 2: the updated slice sent to the parameter all-gather
+  int64_t full_tensor = 0;    // one sharded tensor gathered whole (checkpoints, initialisation)
+};
+// `training` is the global training graph with one gradient per parameter in
+// `grads`; `local` its lowering for the rank. `moments`: AdamW moments exist.
+HostBufferBytes host_buffer_bytes(const Graph& training, const std::vector<ValueId>& grads,
+                                  const LocalGraph& local, const Mesh& mesh, bool moments);
 
 // Peak resident set size of this process so far, from /proc/self/status; -1
 // where unavailable.

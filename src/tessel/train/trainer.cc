@@ -85,15 +85,23 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   eval_options.targets = zero_targets(eval_graph, {}, ctx_->layout(), ctx_->mesh(), config_.zero);
   compile(eval_, std::move(eval_graph), eval_outputs, {}, eval_options);
 
-  // Parameters: full initial values from the seed, then this rank's shard.
+  // Parameters: full initial values from the seed, then this rank's shard
+  // (a sharded one goes through a full-size buffer).
+  host_bytes_ = host_buffer_bytes(train_.global, grads_, train_.local, ctx_->mesh(),
+                                  config_.optimizer == "adamw");
   params_ = std::make_unique<ParamStore>(train_.program->graph());
   const auto& params = train_.global.params();
+  AlignedBuffer full(host_bytes_.full_tensor);
   for (size_t i = 0; i < params.size(); ++i) {
     const Node& node = train_.global.node(params[i]);
     const Sharding& s = train_.local.sharding_of[params[i]];
-    std::vector<float> full(node.shape.numel());
-    init_param(node.name, node.init, config_.seed, node.shape.numel(), full.data());
-    ctx_->slice_local(node.shape, s, full.data(), params_->at(node.name).value.f32());
+    float* local = params_->at(node.name).value.f32();
+    if (s.local_shape(node.shape, ctx_->mesh()).numel() == node.shape.numel()) {
+      init_param(node.name, node.init, config_.seed, node.shape.numel(), local);
+    } else {
+      init_param(node.name, node.init, config_.seed, node.shape.numel(), full.as<float>());
+      ctx_->slice_local(node.shape, s, full.as<float>(), local);
+    }
     param_sharding_.push_back(s);
     // Optimizer state follows the gradient: sharded over data under ZeRO.
     const Sharding& state = train_.local.sharding_of[grads_[i]];
@@ -108,6 +116,7 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
     eval_.program->bind_param(e.name, e.value.f32());
   }
   for (ValueId g : grads_) grad_ptrs_.push_back(train_.program->f32(train_.local.local_of[g]));
+  slice_buffer_ = AlignedBuffer(host_bytes_.zero_slice);
   slots_ = update_slots();  // storage is fixed from here on: a step builds nothing
   for (ValueId id : train_.global.inputs()) {
     const Node& n = train_.global.node(id);
@@ -181,10 +190,9 @@ void Trainer::gather_updated_slices() {
     ParamEntry& e = params_->entries()[i];
     const int64_t n = state_numel(i);
     if (n == e.value.numel()) continue;
-    slice_buffer_.resize(n);
-    std::memcpy(slice_buffer_.data(), e.value.f32() + ctx_->coords()[zero_axis_] * n,
-                n * sizeof(float));
-    comm.all_gather(slice_buffer_.data(), e.value.f32(), n, "zero parameter gather " + e.name);
+    float* slice = slice_buffer_.as<float>();
+    std::memcpy(slice, e.value.f32() + ctx_->coords()[zero_axis_] * n, n * sizeof(float));
+    comm.all_gather(slice, e.value.f32(), n, "zero parameter gather " + e.name);
   }
 }
 
@@ -227,34 +235,27 @@ int64_t Trainer::parameter_count() const {
   return n;
 }
 
-std::unique_ptr<ParamStore> Trainer::gather_params() {
-  auto full = std::make_unique<ParamStore>(train_.global);
+void Trainer::save_checkpoint(const std::string& dir) {
+  // A tensor this rank holds whole is written from its storage; a sharded
+  // one is gathered into `full` (every rank, in the writer's order).
+  using Part = CheckpointSource::Part;
+  CheckpointSource source;
   const auto& params = train_.global.params();
   for (size_t i = 0; i < params.size(); ++i) {
     const Node& node = train_.global.node(params[i]);
-    ParamEntry& local = params_->entries()[i];
-    ParamEntry& out = full->at(node.name);
-    ctx_->gather_full(node.shape, param_sharding_[i], local.value.f32(), out.value.f32());
-    if (local.m.numel() > 0) {
-      out.m = Tensor(node.shape, DType::kF32);
-      out.v = Tensor(node.shape, DType::kF32);
-      ctx_->gather_full(node.shape, state_sharding_[i], local.m.f32(), out.m.f32());
-      ctx_->gather_full(node.shape, state_sharding_[i], local.v.f32(), out.v.f32());
-    }
+    source.params.push_back({node.name, node.shape, params_->entries()[i].m.numel() > 0});
   }
-  return full;
-}
-
-void Trainer::save_checkpoint(const std::string& dir) {
-  // One rank already holds everything: write it without a full copy.
-  if (ctx_->mesh().rank_count() == 1) {
-    tessel::save_checkpoint(dir, config_, *params_, step_);
-    return;
-  }
-  // Otherwise every rank briefly holds a full copy (parameters and moments)
-  // while the root writes it.
-  std::unique_ptr<ParamStore> full = gather_params();
-  if (ctx_->is_root()) tessel::save_checkpoint(dir, config_, *full, step_);
+  AlignedBuffer full(host_bytes_.full_tensor);
+  source.full = [&](size_t i, Part part) -> const float* {
+    const Shape& shape = source.params[i].shape;
+    const Sharding& s = part == Part::kValue ? param_sharding_[i] : state_sharding_[i];
+    ParamEntry& e = params_->entries()[i];
+    float* local = part == Part::kValue ? e.value.f32() : part == Part::kM ? e.m.f32() : e.v.f32();
+    if (s.local_shape(shape, ctx_->mesh()).numel() == shape.numel()) return local;
+    ctx_->gather_full(shape, s, local, full.as<float>());
+    return full.as<float>();
+  };
+  tessel::save_checkpoint(dir, config_, source, step_, ctx_->is_root());
 }
 
 void Trainer::load_checkpoint(const std::string& dir) {

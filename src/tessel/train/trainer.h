@@ -18,6 +18,7 @@
 #include "tessel/sharding/lower.h"
 #include "tessel/train/config.h"
 #include "tessel/train/distributed.h"
+#include "tessel/train/memory_report.h"
 #include "tessel/train/optimizer.h"
 #include "tessel/train/param_store.h"
 #include "tessel/train/task.h"
@@ -64,10 +65,9 @@ class Trainer {
   ParamStore& params() { return *params_; }
   int64_t steps_done() const { return step_; }
   void set_steps_done(int64_t step) { step_ = step; }
-  // Full parameters (gathered from every rank; collective).
-  std::unique_ptr<ParamStore> gather_params();
   // Checkpoints hold full tensors whatever the layout, so a run can resume on
-  // another mesh. Both are collective; only the root writes.
+  // another mesh. Both are collective; only the root writes. A save gathers
+  // one sharded tensor at a time into one buffer (HostBufferBytes::full_tensor).
   void save_checkpoint(const std::string& dir);
   void load_checkpoint(const std::string& dir);
 
@@ -109,7 +109,8 @@ class Trainer {
   std::vector<Sharding> param_sharding_;
   std::vector<Sharding> state_sharding_;  // gradients and optimizer state
   int zero_axis_ = -1;                    // mesh axis ZeRO shards over, or -1
-  std::vector<float> slice_buffer_;
+  HostBufferBytes host_bytes_;
+  AlignedBuffer slice_buffer_;    // ZeRO 1, 2: this rank's updated slice, sent to the all-gather
   std::vector<double> replicas_;  // ranks holding identical copies of each parameter shard
   std::vector<const float*> grad_ptrs_;
   std::vector<UpdateSlot> slots_;
