@@ -464,6 +464,82 @@ TEST_F(LayoutInvariance, DryRunPredictsTheRunsModelStateAndArena) {
   EXPECT_NEAR(arena, summary["arena_bytes_per_rank"].get<double>() / 1048576.0, 0.01) << out;
 }
 
+// Measured memory equals the prediction: on the GPT benchmark model
+// (examples/gpt-bench.json, 10.8M parameters; 2 steps, 1 evaluation batch,
+// 1 thread per rank) the peak of tensor storage each rank allocates
+// (AlignedBuffer's counters: parameters, moments, both arenas, host buffers,
+// the checkpoint's full-tensor buffer) is within 5% of what `train
+// --dry-run` predicts for that rank (today it is exact), over ZeRO stages,
+// recomputation and meshes.
+struct MemoryCase {
+  const char* name;
+  int ranks;  // 0: a plain process
+  const char* mesh;
+  int zero;
+  const char* recompute;
+};
+void PrintTo(const MemoryCase& c, std::ostream* out) { *out << c.name; }
+
+class MeasuredMemory : public LayoutInvariance, public ::testing::WithParamInterface<MemoryCase> {};
+
+TEST_P(MeasuredMemory, TrackedPeakIsWithinFivePercentOfTheDryRunOnEveryRank) {
+  const MemoryCase& c = GetParam();
+  nlohmann::json config = nlohmann::json::parse(
+      std::ifstream(std::string(TESSEL_SOURCE_DIR) + "/examples/gpt-bench.json"));
+  config["steps"] = 2;
+  config["eval_batches"] = 1;
+  config["threads"] = 1;
+  config["zero"] = c.zero;
+  config["recompute"] = c.recompute;
+  train(c.name, config, c.ranks, c.mesh);
+  const fs::path dir = root() / c.name;
+  nlohmann::json summary = nlohmann::json::parse(std::ifstream(dir / "out" / "summary.json"));
+  const nlohmann::json& ranks = summary["memory_per_rank"];
+  ASSERT_EQ(ranks.size(), static_cast<size_t>(std::max(1, c.ranks)));
+  // The dry run's totals, one line per rank: "  R  <six sizes in MiB>  <total> MiB".
+  int status = 0;
+  std::string out =
+      run(std::string(TESSEL_CLI_PATH) + " train --dry-run --config " +
+              (dir / "config.json").string() + (*c.mesh ? std::string(" --mesh ") + c.mesh : ""),
+          &status);
+  ASSERT_EQ(status, 0) << out;
+  std::map<int, double> dry_total_mib;
+  std::istringstream lines(out);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::istringstream in(line);
+    int rank = -1;
+    std::vector<double> sizes;
+    double v = 0;
+    std::string unit;
+    if (!(in >> rank)) continue;
+    while (in >> v >> unit) sizes.push_back(v);
+    if (!sizes.empty()) dry_total_mib[rank] = sizes.back();
+  }
+  for (const nlohmann::json& r : ranks) {
+    const int rank = r["rank"];
+    const double predicted = r["predicted_bytes"]["total"].get<double>();
+    const double measured = r["measured_peak_tracked_bytes"].get<double>();
+    EXPECT_LE(std::abs(measured - predicted), 0.05 * predicted)
+        << c.name << " rank " << rank << ": measured " << measured << " B, predicted " << predicted
+        << " B\n"
+        << r.dump();
+    ASSERT_TRUE(dry_total_mib.count(rank)) << out;
+    EXPECT_NEAR(dry_total_mib[rank], predicted / 1048576.0, 0.01) << c.name << "\n" << out;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    GptBench, MeasuredMemory,
+    ::testing::Values(MemoryCase{"memory_single", 0, "", 0, "none"},
+                      MemoryCase{"memory_zero0_blocks_data2", 2, "data=2", 0, "blocks"},
+                      MemoryCase{"memory_zero1_data2", 2, "data=2", 1, "none"},
+                      MemoryCase{"memory_zero2_blocks_data4", 4, "data=4", 2, "blocks"},
+                      MemoryCase{"memory_zero3_data4", 4, "data=4", 3, "none"},
+                      MemoryCase{"memory_zero3_blocks_data2_model2", 4, "data=2,model=2", 3,
+                                 "blocks"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
 // Bad meshes and layouts stop every rank with a clear error and a non-zero
 // exit before any compute — and never hang (the command has a time limit).
 TEST_F(LayoutInvariance, BadMeshOrLayoutFailsOnEveryRankWithoutHanging) {

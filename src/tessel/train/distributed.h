@@ -44,6 +44,9 @@ class DistributedContext {
   void slice_local(const Shape& global, const Sharding& s, const float* full, float* local) const;
   // Reassembles the full tensor on every rank from the local blocks.
   void gather_full(const Shape& global, const Sharding& s, const float* local, float* full);
+  // Every rank's `value`, in rank order, on every rank (collective; exact
+  // for 0 <= value < 2^48, e.g. byte counts).
+  std::vector<int64_t> gather_counts(int64_t value);
 
  private:
   Mesh mesh_;

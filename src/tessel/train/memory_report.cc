@@ -29,11 +29,12 @@ std::vector<RankMemory> predict_memory(const TrainConfig& c) {
   LoweringOptions eval_options;
   eval_options.targets = zero_targets(eval, {}, layout, mesh, c.zero);
   const std::vector<ValueId> eval_outputs = {eval_out.loss, eval_out.logits};
-  auto planned_arena = [](const LocalGraph& local, const std::vector<ValueId>& outputs) {
+  auto planned_arena = [&c](const LocalGraph& local, const std::vector<ValueId>& outputs) {
     std::vector<ValueId> local_outputs;
     for (ValueId v : outputs) local_outputs.push_back(local.local_of[v]);
     CompileOptions options;
     options.plan_only = true;
+    options.bucket_bytes = static_cast<size_t>(c.bucket_mib * 1048576.0);
     return static_cast<int64_t>(Program(local.graph, local_outputs, options).arena_bytes());
   };
   std::vector<RankMemory> ranks;
@@ -52,6 +53,7 @@ std::vector<RankMemory> predict_memory(const TrainConfig& c) {
       m.gradients += state;
       if (c.optimizer == "adamw") m.optimizer += 2 * state;
     }
+    m.host = host_buffer_bytes(t.graph, t.grads, local, mesh, c.optimizer == "adamw");
     ranks.push_back(m);
   }
   return ranks;
@@ -157,7 +159,7 @@ void check_memory_limit(const TrainConfig& c) {
            format_bytes(m.parameters), ", optimizer state ", format_bytes(m.optimizer),
            ", training arena ", format_bytes(m.arena), " (of which gradients ",
            format_bytes(m.gradients), "), evaluation arena ", format_bytes(m.eval_arena),
-           ". Alternatives:",
+           ", host buffers ", format_bytes(m.host.total()), ". Alternatives:",
            fits.empty() ? std::string("\n  none of --zero / --recompute applies; use more ranks")
                         : fits);
 }

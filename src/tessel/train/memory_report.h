@@ -5,9 +5,16 @@
 // optimizer state live outside the arena; the arena holds activations,
 // gradients (outputs), collective/einsum scratch and (ZeRO-3) the parameters
 // gathered on use, at its planned peak.
-// The process's measured peak RSS (VmHWM) is reported beside the prediction
-// after a real run; the difference is the runtime's own footprint (code,
-// libraries, the data set, MPI buffers), which the plan does not model.
+// Host buffers (input staging, the ZeRO-1/2 slice, the full-tensor buffer of
+// checkpoints) come from the same shardings. The total is the peak of the
+// tensor storage a real run allocates (AlignedBuffer's counters), which the
+// run measures and reports beside it, with its peak RSS (VmHWM).
+//
+// Not modelled (RSS only, not tensor storage): the program's code and
+// libraries (oneDNN, Open MPI, their internal buffers), the data set in
+// memory, graphs and plans, transient std::vectors (evaluation's gathered
+// logits for accuracy tasks), and resuming from a checkpoint
+// (Trainer::load_checkpoint reads the files whole and holds a full copy).
 #pragma once
 
 #include <cstdint>
@@ -19,18 +26,6 @@
 
 namespace tessel {
 
-struct RankMemory {
-  int rank = 0;
-  int64_t parameters = 0;
-  int64_t optimizer = 0;   // AdamW moments (0 for SGD)
-  int64_t arena = 0;       // training step: activations + gradients + scratch, planned peak
-  int64_t gradients = 0;   // of which gradient outputs (live to the step's end)
-  int64_t eval_arena = 0;  // the evaluation program's own arena
-  int64_t total() const { return parameters + optimizer + arena + eval_arena; }
-};
-
-std::vector<RankMemory> predict_memory(const TrainConfig& config);
-
 // Host buffers the trainer holds besides parameters, moments and arenas,
 // sized from the shardings alone, so that the trainer allocates and the dry
 // run predicts the same bytes.
@@ -38,7 +33,25 @@ struct HostBufferBytes {
   int64_t input_staging = 0;  // the full input batch (each rank copies its block in)
   int64_t zero_slice = 0;     // stages 1, 2: the updated slice sent to the parameter all-gather
   int64_t full_tensor = 0;    // one sharded tensor gathered whole (checkpoints, initialisation)
+  int64_t total() const { return input_staging + zero_slice + full_tensor; }
 };
+
+struct RankMemory {
+  int rank = 0;
+  int64_t parameters = 0;
+  int64_t optimizer = 0;   // AdamW moments (0 for SGD)
+  int64_t arena = 0;       // training step: activations + gradients + scratch, planned peak
+  int64_t gradients = 0;   // of which gradient outputs (live to the step's end)
+  int64_t eval_arena = 0;  // the evaluation program's own arena
+  HostBufferBytes host;
+  // The predicted peak of the bytes allocation_stats() counts: all of the
+  // above are live at once from the first step on (the full-tensor buffer
+  // during a checkpoint save, which comes after the last step).
+  int64_t total() const { return parameters + optimizer + arena + eval_arena + host.total(); }
+};
+
+std::vector<RankMemory> predict_memory(const TrainConfig& config);
+
 // `training` is the global training graph with one gradient per parameter in
 // `grads`; `local` its lowering for the rank. `moments`: AdamW moments exist.
 HostBufferBytes host_buffer_bytes(const Graph& training, const std::vector<ValueId>& grads,

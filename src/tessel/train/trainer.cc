@@ -217,8 +217,8 @@ EvalResult Trainer::evaluate() {
     feed(eval_, Split::kVal, i);
     eval_.program->run();
     loss += *eval_.program->f32(eval_.local.local_of[eval_.outputs.loss]);
-    full_logits.resize(logits_node.shape.numel());
     if (!task_->has_accuracy()) continue;
+    full_logits.resize(logits_node.shape.numel());
     auto input = [this](const std::string& name) -> void* { return staging_.at(name).raw(); };
     ctx_->gather_full(logits_node.shape, eval_.local.sharding_of[logits],
                       eval_.program->f32(eval_.local.local_of[logits]), full_logits.data());
