@@ -17,7 +17,8 @@ void ConfigOptions::add_to(CLI::App* command, bool with_steps) {
       "dims to mesh axes, e.g. batch=data,heads=model,seq=model (default by axis name)");
   command->add_option(
       "--zero", zero,
-      "ZeRO stage over the data axis: 0, 1 or 2 (optimizer state, gradients sharded)");
+      "ZeRO stage over the data axis: 0, 1 or 2 (optimizer state, gradients sharded), 3 (and "
+      "parameters, gathered on use)");
   command->add_option("--recompute", recompute,
                       "none | blocks: recompute each block's activations during backward");
   command->add_option(

@@ -34,10 +34,14 @@ int run_inspect(const InspectOptions& opt) {
     TS_THROW("--rank ", opt.rank, " is not a rank of mesh ", mesh.to_string());
   std::vector<ValueId> outputs = {t.outputs.loss};
   outputs.insert(outputs.end(), t.grads.begin(), t.grads.end());
-  LocalGraph local = lower_to_rank(graph, outputs, mesh, layout, opt.rank);
+  LocalGraph local =
+      lower_to_rank(graph, outputs, mesh, layout, opt.rank, training_lowering(t, c, layout, mesh));
   std::vector<ValueId> local_outputs;
   for (ValueId v : outputs) local_outputs.push_back(local.local_of[v]);
-  Program program(local.graph, local_outputs);
+  CompileOptions options;
+  options.plan_only = true;  // the run's plan (gradient buckets included), nothing allocated
+  options.bucket_bytes = static_cast<size_t>(c.bucket_mib * 1048576.0);
+  Program program(local.graph, local_outputs, options);
 
   if (opt.graph) std::printf("%s\n", local.graph.to_string().c_str());
   int64_t params = 0;

@@ -2,6 +2,7 @@
 // checkpoint and (for text models) a sample at the end.
 #include <omp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include "config_options.h"
 #include "progress.h"
 #include "tessel/base/error.h"
+#include "tessel/tensor/aligned_buffer.h"
 #include "tessel/train/memory_report.h"
 #include "tessel/train/text_model.h"
 #include "tessel/train/trainer.h"
@@ -31,17 +33,21 @@ struct TrainOptions {
 int run_dry(const TrainConfig& config) {
   std::printf("predicted memory per rank (mesh %s, zero %d):\n",
               config.mesh.empty() ? "single rank" : config.mesh.c_str(), config.zero);
-  std::printf("  %-5s %12s %12s %12s %14s %12s %13s %12s\n", "rank", "parameters", "optimizer",
-              "arena", "(gradients)", "eval arena", "accumulators", "total");
+  std::printf("  %-5s %12s %12s %12s %14s %12s %12s %13s %12s\n", "rank", "parameters", "optimizer",
+              "arena", "(gradients)", "eval arena", "host", "accumulators", "total");
   for (const RankMemory& m : predict_memory(config))
-    std::printf("  %-5d %12s %12s %12s %14s %12s %13s %12s\n", m.rank,
+    std::printf("  %-5d %12s %12s %12s %14s %12s %12s %13s %12s\n", m.rank,
                 format_bytes(m.parameters).c_str(), format_bytes(m.optimizer).c_str(),
                 format_bytes(m.arena).c_str(), format_bytes(m.gradients).c_str(),
-                format_bytes(m.eval_arena).c_str(), format_bytes(m.accumulators).c_str(),
+                format_bytes(m.eval_arena).c_str(), format_bytes(m.host.total()).c_str(),
+                format_bytes(m.accumulators + m.weight_copies).c_str(),
                 format_bytes(m.total()).c_str());
   std::printf(
       "arena = the training step's activations + gradients + collective and einsum scratch "
-      "at the planned peak\n");
+      "(+ parameters gathered on use under --zero 3) at the planned peak\n"
+      "host = input batch staging + ZeRO-1/2 update slice + one full tensor for sharded "
+      "checkpoints; accumulators = pipeline gradient accumulators (+ asynchronous weight "
+      "copies); total = the peak of tensor storage (code, libraries, data not included)\n");
   for (const RankMemory& m : predict_memory(config)) {
     if (m.stages.empty()) break;
     if (m.rank == 0)
@@ -147,9 +153,30 @@ int run_train(const TrainOptions& opt) {
   const CommStats stats = trainer.distributed().stats();
   std::string checkpoint = (std::filesystem::path(opt.out) / "checkpoint").string();
   trainer.save_checkpoint(checkpoint);
+  // Measured after the save, whose full-tensor buffer belongs to the peak.
+  const std::vector<int64_t> tracked =
+      trainer.distributed().gather_counts(allocation_stats().peak_bytes);
+  const std::vector<int64_t> rss =
+      trainer.distributed().gather_counts(std::max<int64_t>(0, peak_rss_bytes()));
   const Trainer::PipelineStats pipe = trainer.pipeline_stats();  // collective
   if (!config.trace.empty()) trainer.write_trace(config.trace);  // collective
   if (!root) return 0;
+  const std::vector<RankMemory> predicted = predict_memory(config);
+  nlohmann::json memory = nlohmann::json::array();
+  for (const RankMemory& m : predicted)
+    memory.push_back({{"rank", m.rank},
+                      {"predicted_bytes",
+                       {{"parameters", m.parameters},
+                        {"optimizer", m.optimizer},
+                        {"arena", m.arena},
+                        {"gradients_in_arena", m.gradients},
+                        {"eval_arena", m.eval_arena},
+                        {"input_staging", m.host.input_staging},
+                        {"zero_slice", m.host.zero_slice},
+                        {"full_tensor", m.host.full_tensor},
+                        {"total", m.total()}}},
+                      {"measured_peak_tracked_bytes", tracked.at(m.rank)},
+                      {"peak_rss_bytes", rss.at(m.rank)}});
   const Trainer::ModelStateBytes state = trainer.model_state_bytes();
   nlohmann::json summary = {{"mesh", trainer.distributed().mesh().to_string()},
                             {"zero", config.zero},
@@ -160,6 +187,7 @@ int run_train(const TrainOptions& opt) {
                               {"optimizer", state.optimizer}}},
                             {"arena_bytes_per_rank", trainer.arena_bytes()},
                             {"peak_rss_bytes_rank0", peak_rss_bytes()},
+                            {"memory_per_rank", memory},
                             {"final_loss", last_loss},
                             {"final_val_loss", last_eval.loss}};
   if (trainer.pipeline()) {
@@ -194,12 +222,14 @@ int run_train(const TrainOptions& opt) {
   std::printf(
       "\nmodel state per rank: parameters %.2f MiB, gradients %.2f MiB, optimizer %.2f MiB\n",
       state.parameters / 1048576.0, state.gradients / 1048576.0, state.optimizer / 1048576.0);
-  const int64_t predicted =
-      state.parameters + state.optimizer + trainer.arena_bytes() + trainer.eval_arena_bytes();
   std::printf(
-      "memory on rank 0: predicted %s (parameters + optimizer + arenas), measured peak RSS "
-      "%s (also code, libraries, the data set, MPI)\n",
-      format_bytes(predicted).c_str(), format_bytes(peak_rss_bytes()).c_str());
+      "memory per rank (tensor storage: parameters, optimizer, arenas, host buffers), predicted "
+      "vs measured peak; peak RSS adds code, libraries, the data set, MPI:\n");
+  for (const RankMemory& m : predicted)
+    std::printf("  rank %d: predicted %s, measured %s (%+.2f%%), peak RSS %s\n", m.rank,
+                format_bytes(m.total()).c_str(), format_bytes(tracked[m.rank]).c_str(),
+                100.0 * (tracked[m.rank] - m.total()) / m.total(),
+                format_bytes(rss[m.rank]).c_str());
   std::printf("checkpoint: %s\nmetrics:    %s/metrics.jsonl\n", checkpoint.c_str(),
               opt.out.c_str());
   if (config.model == "gpt" && config.sample_chars > 0) {

@@ -187,6 +187,39 @@ TEST(CheckpointSafetensors, AtomicWriteLeavesNoTemporary) {
   EXPECT_NE(msg.find(nowhere), std::string::npos) << msg;
 }
 
+// Tensors produced on demand (a sharded run gathers one at a time) are
+// written in order, each right after it is produced, through one buffer; a
+// producer that throws leaves no file behind.
+TEST(CheckpointSafetensors, ProducedTensorsAreWrittenOneAtATime) {
+  CheckpointTempDir dir("st_produce");
+  const std::string path = dir.file("p.safetensors");
+  std::vector<float> buffer(4);
+  std::vector<int> order;
+  auto produced = [&](int k, int n) {
+    TensorView t{"t" + std::to_string(k), "F32", {n}, nullptr, static_cast<size_t>(n) * 4};
+    t.produce = [&buffer, &order, k, n]() -> const void* {
+      order.push_back(k);
+      std::fill(buffer.begin(), buffer.begin() + n, static_cast<float>(k));
+      return buffer.data();
+    };
+    return t;
+  };
+  write_safetensors(path, {produced(1, 4), produced(2, 3)}, {});
+  EXPECT_EQ(order, (std::vector<int>{1, 2}));
+  SafetensorsFile f = read_safetensors(path);
+  ASSERT_EQ(f.tensors.size(), 2u);
+  for (int k : {1, 2}) {
+    const TensorRecord& r = *f.find("t" + std::to_string(k));
+    for (size_t i = 0; i < r.bytes.size() / 4; ++i)
+      EXPECT_EQ(reinterpret_cast<const float*>(r.bytes.data())[i], static_cast<float>(k));
+  }
+  TensorView failing = produced(3, 2);
+  failing.produce = []() -> const void* { TS_THROW("gather failed"); };
+  std::string msg = error_of([&] { write_safetensors(dir.file("q.safetensors"), {failing}, {}); });
+  EXPECT_NE(msg.find("gather failed"), std::string::npos) << msg;
+  EXPECT_EQ(dir.listing(), std::vector<std::string>{"p.safetensors"});
+}
+
 // Builds a file from a header text and a data section.
 std::string make_file(const std::string& header, const std::string& data) {
   std::string out(8, '\0');

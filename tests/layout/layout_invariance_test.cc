@@ -139,15 +139,18 @@ TEST_F(LayoutInvariance, SequenceParallelTurnsAllReducesIntoReduceScatterAndAllG
   EXPECT_LT(ar_bytes, activation) << "an activation-sized all-reduce is left";
 }
 
-// ZeRO stages 1 and 2: optimizer state and gradients sharded over the data
-// axis give the same losses and weights as one process (and as plain data
-// parallelism), on data=2, data=4 and data=2,model=2.
+// ZeRO stages 1, 2 and 3: optimizer state, gradients and (stage 3)
+// parameters sharded over the data axis give the same losses and weights as
+// one process (and as plain data parallelism), on data=2, data=4 and
+// data=2,model=2, also with recomputed blocks. The stage is the digit after
+// "zero" in the case's name.
 class ZeroLayouts : public LayoutInvariance, public ::testing::WithParamInterface<MeshCase> {};
 
 TEST_P(ZeroLayouts, MatchesSingleProcess) {
   const MeshCase& c = GetParam();
   nlohmann::json config = gpt_config();
-  config["zero"] = std::string(c.name).find("zero1") == 0 ? 1 : 2;
+  config["zero"] = c.name[4] - '0';
+  if (std::string(c.name).find("recompute") != std::string::npos) config["recompute"] = "blocks";
   expect_same(train(c.name, config, c.ranks, c.mesh), reference("gpt"), c.name);
 }
 
@@ -156,7 +159,12 @@ INSTANTIATE_TEST_SUITE_P(Zero, ZeroLayouts,
                                            MeshCase{"zero2_data2", 2, "data=2", ""},
                                            MeshCase{"zero1_data4", 4, "data=4", ""},
                                            MeshCase{"zero2_data4", 4, "data=4", ""},
-                                           MeshCase{"zero2_data2_model2", 4, "data=2,model=2", ""}),
+                                           MeshCase{"zero2_data2_model2", 4, "data=2,model=2", ""},
+                                           MeshCase{"zero3_data2", 2, "data=2", ""},
+                                           MeshCase{"zero3_data4", 4, "data=4", ""},
+                                           MeshCase{"zero3_data2_model2", 4, "data=2,model=2", ""},
+                                           MeshCase{"zero3_recompute_data2_model2", 4,
+                                                    "data=2,model=2", ""}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 // ZeRO moves what data parallelism moves: the gradients' reduce-scatter plus
@@ -207,6 +215,90 @@ TEST_F(LayoutInvariance, ZeroMovesDataParallelBytesAndShardsModelState) {
   }
 }
 
+// ZeRO-3 stores each parameter as its data-axis shard and gathers it on use,
+// once in forward and once more in backward, so per step the data axis
+// carries the gradients' reduce-scatter plus two parameter all-gathers: in
+// ring wire bytes 1.5x plain data parallelism's all-reduce (which is a
+// reduce-scatter plus one all-gather). Exactly, the stated differences:
+// backward reads a parameter only to form an input gradient, so the
+// parameters it never reads are not gathered there — the position table, the
+// LayerNorm betas and every bias but b1 (bias_gelu's gradient reads its
+// bias) — and the loss, bucketed with the gradients under data parallelism,
+// is all-reduced alone (one all-reduce's wire bytes of 4 bytes instead of
+// 1.5x). Model-state bytes per rank are 16 psi / N: every parameter of this
+// model divides over N = 2 and 4 (none stays replicated). With the model
+// axis too (data=2,model=2), the parameters whose leading dim is split on
+// `model` (wte, wo, w2, bq, bv, b1) stay replicated on data, as under ZeRO-2:
+// the expected bytes are summed parameter by parameter from the checkpoint's
+// dim names.
+TEST_F(LayoutInvariance, ZeroThreeShardsAllModelStateAndMovesOneAndAHalfTimesTheBytes) {
+  auto summary = [&](const std::string& name) {
+    return nlohmann::json::parse(std::ifstream(root() / name / "out" / "summary.json"));
+  };
+  auto wire = [](const TrainRun& r, const char* kind) {
+    const nlohmann::json& line = r.steps.at(1);
+    return line["comm"]["data"].contains(kind)
+               ? line["comm"]["data"][kind]["wire_bytes"].get<int64_t>()
+               : int64_t{0};
+  };
+  auto model_state = [&](const std::string& name) {
+    const nlohmann::json s = summary(name)["model_state_bytes_per_rank"];
+    return s["parameters"].get<int64_t>() + s["gradients"].get<int64_t>() +
+           s["optimizer"].get<int64_t>();
+  };
+  for (int n : {2, 4}) {
+    std::string mesh = "data=" + std::to_string(n);
+    nlohmann::json config = gpt_config();
+    config["batch"] = 32;  // see DataParallelMovesTheGradientBytesInBuckets
+    TrainRun dp = train("zero3_dp_" + mesh, config, n, mesh);
+    config["zero"] = 3;
+    TrainRun z = train("zero3_count_" + mesh, config, n, mesh);
+    int64_t psi = 0, unread_in_backward = 0;
+    for (const TensorRecord& t : dp.params.tensors) {
+      psi += t.bytes.size() / 4;
+      const std::string& p = t.name;
+      auto ends = [&](const std::string& tail) {
+        return p.size() >= tail.size() && p.compare(p.size() - tail.size(), tail.size(), tail) == 0;
+      };
+      if (p == "wpe" || ends(".beta") || ends(".bq") || ends(".bv") || ends(".bo") || ends(".b2"))
+        unread_in_backward += t.bytes.size();
+    }
+    EXPECT_EQ(model_state("zero3_count_" + mesh), 16 * psi / n) << mesh;
+    const nlohmann::json s = summary("zero3_count_" + mesh)["model_state_bytes_per_rank"];
+    EXPECT_EQ(s["parameters"].get<int64_t>(), 4 * psi / n) << mesh;
+    const int64_t dp_wire = wire(dp, "all_reduce");
+    const int64_t z_wire =
+        wire(z, "reduce_scatter") + wire(z, "all_gather") + wire(z, "all_reduce");
+    EXPECT_EQ(2 * z_wire, 3 * dp_wire - 2 * (unread_in_backward + 4) * (n - 1) / n)
+        << mesh << ": ZeRO-3 " << z_wire << " wire bytes, data parallel " << dp_wire;
+    EXPECT_EQ(wire(z, "all_reduce"), 2 * 4 * (n - 1) / n) << mesh << ": only the loss";
+    for (size_t k = 0; k < dp.steps.size(); ++k)
+      EXPECT_NEAR(z.steps[k]["loss"].get<double>(), dp.steps[k]["loss"].get<double>(),
+                  kRelTol * std::abs(dp.steps[k]["loss"].get<double>()));
+  }
+  // data=2,model=2: parameters split on the model axis by their leading dim
+  // stay whole on data; every model-state byte is accounted for.
+  nlohmann::json config = gpt_config();
+  config["zero"] = 3;
+  train("zero3_state_data2_model2", config, 4, "data=2,model=2");
+  nlohmann::json manifest = nlohmann::json::parse(
+      std::ifstream(root() / "zero3_state_data2_model2" / "out" / "checkpoint" / "manifest.json"));
+  int64_t expected = 0;
+  for (const auto& [name, dims] : manifest["param_dims"].items()) {
+    const TensorRecord* t = reference("gpt").params.find(name);
+    ASSERT_NE(t, nullptr) << name;
+    auto on_model = [](const std::string& d) {
+      return d == "heads" || d == "hidden" || d == "vocab";
+    };
+    int64_t split = 1;
+    for (const auto& d : dims)
+      if (on_model(d.get<std::string>())) split = 2;
+    if (!on_model(dims[0].get<std::string>())) split *= 2;  // ZeRO-3 shards it on data
+    expected += 16 * static_cast<int64_t>(t->bytes.size() / 4) / split;
+  }
+  EXPECT_EQ(model_state("zero3_state_data2_model2"), expected);
+}
+
 // Recomputation composes with sharding: the cloned blocks are lowered like
 // any other nodes.
 TEST_F(LayoutInvariance, RecomputedBlocksOnDataAndModelAxes) {
@@ -244,6 +336,82 @@ TEST_F(LayoutInvariance, DryRunPredictsTheRunsModelStateAndArena) {
   EXPECT_NEAR(optimizer, state["optimizer"].get<double>() / 1048576.0, 0.01) << out;
   EXPECT_NEAR(arena, summary["arena_bytes_per_rank"].get<double>() / 1048576.0, 0.01) << out;
 }
+
+// Measured memory equals the prediction: on the GPT benchmark model
+// (examples/gpt-bench.json, 10.8M parameters; 2 steps, 1 evaluation batch,
+// 1 thread per rank) the peak of tensor storage each rank allocates
+// (AlignedBuffer's counters: parameters, moments, both arenas, host buffers,
+// the checkpoint's full-tensor buffer) is within 5% of what `train
+// --dry-run` predicts for that rank (today it is exact), over ZeRO stages,
+// recomputation and meshes.
+struct MemoryCase {
+  const char* name;
+  int ranks;  // 0: a plain process
+  const char* mesh;
+  int zero;
+  const char* recompute;
+};
+void PrintTo(const MemoryCase& c, std::ostream* out) { *out << c.name; }
+
+class MeasuredMemory : public LayoutInvariance, public ::testing::WithParamInterface<MemoryCase> {};
+
+TEST_P(MeasuredMemory, TrackedPeakIsWithinFivePercentOfTheDryRunOnEveryRank) {
+  const MemoryCase& c = GetParam();
+  nlohmann::json config = nlohmann::json::parse(
+      std::ifstream(std::string(TESSEL_SOURCE_DIR) + "/examples/gpt-bench.json"));
+  config["steps"] = 2;
+  config["eval_batches"] = 1;
+  config["threads"] = 1;
+  config["zero"] = c.zero;
+  config["recompute"] = c.recompute;
+  train(c.name, config, c.ranks, c.mesh);
+  const fs::path dir = root() / c.name;
+  nlohmann::json summary = nlohmann::json::parse(std::ifstream(dir / "out" / "summary.json"));
+  const nlohmann::json& ranks = summary["memory_per_rank"];
+  ASSERT_EQ(ranks.size(), static_cast<size_t>(std::max(1, c.ranks)));
+  // The dry run's totals, one line per rank: "  R  <six sizes in MiB>  <total> MiB".
+  int status = 0;
+  std::string out =
+      run(std::string(TESSEL_CLI_PATH) + " train --dry-run --config " +
+              (dir / "config.json").string() + (*c.mesh ? std::string(" --mesh ") + c.mesh : ""),
+          &status);
+  ASSERT_EQ(status, 0) << out;
+  std::map<int, double> dry_total_mib;
+  std::istringstream lines(out);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::istringstream in(line);
+    int rank = -1;
+    std::vector<double> sizes;
+    double v = 0;
+    std::string unit;
+    if (!(in >> rank)) continue;
+    while (in >> v >> unit) sizes.push_back(v);
+    if (!sizes.empty()) dry_total_mib[rank] = sizes.back();
+  }
+  for (const nlohmann::json& r : ranks) {
+    const int rank = r["rank"];
+    const double predicted = r["predicted_bytes"]["total"].get<double>();
+    const double measured = r["measured_peak_tracked_bytes"].get<double>();
+    EXPECT_LE(std::abs(measured - predicted), 0.05 * predicted)
+        << c.name << " rank " << rank << ": measured " << measured << " B, predicted " << predicted
+        << " B\n"
+        << r.dump();
+    ASSERT_TRUE(dry_total_mib.count(rank)) << out;
+    EXPECT_NEAR(dry_total_mib[rank], predicted / 1048576.0, 0.01) << c.name << "\n" << out;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    GptBench, MeasuredMemory,
+    ::testing::Values(MemoryCase{"memory_single", 0, "", 0, "none"},
+                      MemoryCase{"memory_zero0_blocks_data2", 2, "data=2", 0, "blocks"},
+                      MemoryCase{"memory_zero1_data2", 2, "data=2", 1, "none"},
+                      MemoryCase{"memory_zero2_blocks_data4", 4, "data=4", 2, "blocks"},
+                      MemoryCase{"memory_zero3_data4", 4, "data=4", 3, "none"},
+                      MemoryCase{"memory_zero3_blocks_data2_model2", 4, "data=2,model=2", 3,
+                                 "blocks"}),
+    [](const auto& info) { return std::string(info.param.name); });
 
 // Bad meshes and layouts stop every rank with a clear error and a non-zero
 // exit before any compute — and never hang (the command has a time limit).

@@ -7,6 +7,7 @@
 
 #include "tessel/base/philox.h"
 #include "tessel/runtime/program.h"
+#include "tessel/tensor/tensor.h"
 #include "tessel/train/config.h"
 #include "tessel/train/trainer.h"
 
@@ -58,6 +59,28 @@ TEST(MemoryPlan, GptTrainingProgramPlanIsValidAndReusesMemory) {
   EXPECT_GT(program.arena_bytes(), 0u);
   EXPECT_LT(program.arena_bytes(), total)
       << "liveness-based reuse should beat one buffer per value";
+}
+
+// Tensor storage is counted process-wide: live bytes rise and fall with the
+// buffers (moves transfer, never double count), and the high-water mark
+// keeps the most ever live at once.
+TEST(AllocationStats, CountLiveBytesAndTheirHighWaterMark) {
+  const int64_t base = allocation_stats().live_bytes;
+  reset_allocation_peak();
+  {
+    AlignedBuffer a(1000);
+    Tensor t(Shape{{"x", 256}}, DType::kF32);
+    EXPECT_EQ(allocation_stats().live_bytes, base + 1000 + 1024);
+    AlignedBuffer moved = std::move(a);
+    EXPECT_EQ(allocation_stats().live_bytes, base + 2024);
+    // The new buffer exists before the old one's 1000 bytes are freed.
+    moved = AlignedBuffer(10);
+    EXPECT_EQ(allocation_stats().live_bytes, base + 1034);
+  }
+  EXPECT_EQ(allocation_stats().live_bytes, base);
+  EXPECT_EQ(allocation_stats().peak_bytes, base + 2034);
+  reset_allocation_peak();
+  EXPECT_EQ(allocation_stats().peak_bytes, base);
 }
 
 }  // namespace

@@ -82,8 +82,8 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
     for (size_t i = 0; i < instructions_.size(); ++i) {
       const Node& node = g.node(instructions_[i].node);
       // Only values no instruction reads may complete after later ones run.
-      if (node.kind != OpKind::kAllReduce || !node.attrs.overlap || !options_.comms ||
-          read_by_instruction[instructions_[i].node])
+      if (node.kind != OpKind::kAllReduce || !node.attrs.overlap ||
+          (!options_.comms && !options_.plan_only) || read_by_instruction[instructions_[i].node])
         continue;
       auto it = open.find(node.attrs.axis);
       if (it == open.end()) {

@@ -25,8 +25,10 @@ namespace tessel {
 class CommGroups;
 
 struct CompileOptions {
-  bool reference_kernels = false;     // run every op on its naive `_ref` twin
-  bool plan_only = false;             // plan memory but allocate nothing (dry runs); run() refuses
+  bool reference_kernels = false;  // run every op on its naive `_ref` twin
+  // Plan memory as a run with communicators would (gradient buckets
+  // included) but allocate nothing (dry runs); run() refuses.
+  bool plan_only = false;
   const CommGroups* comms = nullptr;  // per-axis communicators of a rank's local graph
   // Output all-reduces (gradients) are packed into buckets of about this
   // size and reduced in the background while later instructions run.

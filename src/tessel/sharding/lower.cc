@@ -1,5 +1,6 @@
 #include "tessel/sharding/lower.h"
 
+#include <iterator>
 #include <limits>
 #include <set>
 
@@ -10,20 +11,29 @@
 namespace tessel {
 namespace {
 
-constexpr double kGatheredParameterPenalty = 1e18;
+// Cost of a signature that uses a parameter other than as its layout places
+// it (see parameter_penalty): large enough that such a signature is taken
+// only when no other exists.
+constexpr double kMovedParameterPenalty = 1e18;
 
 class Lowering {
  public:
   Lowering(const Graph& global, const Mesh& mesh, const Layout& layout, int rank,
-           const std::map<ValueId, Sharding>& targets)
+           const LoweringOptions& options)
       : global_(global),
         mesh_(mesh),
         layout_(layout),
-        targets_(targets),
+        options_(options),
         coords_(mesh.coords(rank)) {
     out_.local_of.assign(global.size(), -1);
     out_.sharding_of.resize(global.size());
     out_.first_local_of.assign(global.size(), -1);
+    for (const auto& [id, stored] : options.targets) {
+      const Node& node = global.node(id);
+      if (node.kind != OpKind::kParam) continue;
+      Sharding used = layout.target(node.shape, node.name, mesh);
+      if (!(used == stored)) gathered_on_use_[id] = used;
+    }
   }
 
   LocalGraph run(const std::vector<ValueId>& outputs) {
@@ -37,10 +47,13 @@ class Lowering {
       if (live[id])
         for (ValueId in : global_.node(id).inputs) consumers_[in].push_back(id);
     for (ValueId o : outputs) is_output_.insert(o);
-    for (ValueId id = 0; id < global_.size(); ++id)
+    for (ValueId id = 0; id < global_.size(); ++id) {
+      if (options_.phase_boundary >= 0 && id == options_.phase_boundary + 1)
+        forget_gathered_parameters();
       if (live[id] || global_.node(id).kind == OpKind::kInput ||
           global_.node(id).kind == OpKind::kParam)
         lower(id);
+    }
     return std::move(out_);
   }
 
@@ -50,9 +63,10 @@ class Lowering {
   void lower(ValueId id) {
     const Node& node = global_.node(id);
     out_.first_local_of[id] = out_.graph.size();
-    auto forced = targets_.find(id);
-    Sharding target =
-        forced != targets_.end() ? forced->second : layout_.target(node.shape, node.name, mesh_);
+    auto forced = options_.targets.find(id);
+    Sharding target = forced != options_.targets.end()
+                          ? forced->second
+                          : layout_.target(node.shape, node.name, mesh_);
     out_.sharding_of[id] = target;
     if (node.kind == OpKind::kInput || node.kind == OpKind::kParam) {
       Shape local = target.local_shape(node.shape, mesh_);
@@ -85,12 +99,7 @@ class Lowering {
           // reused by backward) costs nothing more.
           if (!converted(node.inputs[i], out_.sharding_of[node.inputs[i]].with(a, sig.inputs[i])))
             cost += transition_bytes(have, sig.inputs[i], bytes(global_.node(node.inputs[i])), n);
-          // Parameters stay as the layout places them: a tensor-parallel
-          // weight is never gathered (memory stays predictable, as in
-          // Megatron), unless no signature avoids it.
-          if (global_.node(node.inputs[i]).kind == OpKind::kParam && have.is_split() &&
-              !(sig.inputs[i] == have))
-            cost += kGatheredParameterPenalty;
+          cost += parameter_penalty(node.inputs[i], a, have, sig.inputs[i]);
         }
         if (cost < best_cost) best_cost = cost, best = &sig;
       }
@@ -121,6 +130,26 @@ class Lowering {
     ValueId final_value =
         apply_plan(local, node.shape, node.name, produced, target, "output to target", overlap);
     out_.local_of[id] = final_value;
+  }
+
+  // Parameters are used as the layout places them. A tensor-parallel weight
+  // is never gathered (memory stays predictable, as in Megatron); a weight
+  // gathered on use (ZeRO-3: stored split on the data axis, laid out B there)
+  // is always gathered — never used in its storage split, which would reshard
+  // the activations around it instead.
+  double parameter_penalty(ValueId v, int axis, const Placement& have,
+                           const Placement& want) const {
+    if (global_.node(v).kind != OpKind::kParam) return 0;
+    if (auto g = gathered_on_use_.find(v); g != gathered_on_use_.end())
+      return want == g->second[axis] ? 0 : kMovedParameterPenalty;
+    return have.is_split() && !(want == have) ? kMovedParameterPenalty : 0;
+  }
+
+  // At the phase boundary: parameters gathered on use are gathered afresh in
+  // backward, so the forward's gathered copies die with the forward's last use.
+  void forget_gathered_parameters() {
+    for (auto it = cache_.begin(); it != cache_.end();)
+      it = gathered_on_use_.count(it->first.first) ? cache_.erase(it) : std::next(it);
   }
 
   bool stays_partial(ValueId id, const Sharding& produced) const {
@@ -211,7 +240,8 @@ class Lowering {
   const Graph& global_;
   const Mesh& mesh_;
   const Layout& layout_;
-  const std::map<ValueId, Sharding>& targets_;
+  const LoweringOptions& options_;
+  std::map<ValueId, Sharding> gathered_on_use_;  // parameter -> the sharding ops use it at
   std::vector<int> coords_;
   LocalGraph out_;
   std::vector<std::vector<ValueId>> consumers_;
@@ -244,9 +274,8 @@ ValueId emit_boxing(Graph& graph, ValueId local, const Shape& global, const std:
 }
 
 LocalGraph lower_to_rank(const Graph& global, const std::vector<ValueId>& outputs, const Mesh& mesh,
-                         const Layout& layout, int rank,
-                         const std::map<ValueId, Sharding>& targets) {
-  return Lowering(global, mesh, layout, rank, targets).run(outputs);
+                         const Layout& layout, int rank, const LoweringOptions& options) {
+  return Lowering(global, mesh, layout, rank, options).run(outputs);
 }
 
 }  // namespace tessel

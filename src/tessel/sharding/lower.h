@@ -6,6 +6,11 @@
 // needs and its output boxed to the target (boxing.h). The result is an
 // ordinary Graph over this rank's local shapes whose collectives are nodes —
 // the shape rules check every local shape again — plus what `inspect` shows.
+// Parameters are used as the layout places them. A parameter whose target
+// splits it more finely than the layout (ZeRO-3) is stored that way and
+// gathered on use: once per phase (forward, backward), just before its first
+// use in the phase, so the memory plan frees the gathered copy after the
+// phase's last use.
 // Pure: needs no communicator, so any rank's program can be built offline.
 #pragma once
 
@@ -60,11 +65,18 @@ ValueId emit_boxing(Graph& graph, ValueId local, const Shape& global, const std:
                     const std::vector<int>& coords, bool overlap = false,
                     std::vector<EmittedTransition>* emitted = nullptr);
 
+struct LoweringOptions {
+  // Overrides the layout's target for individual values: ZeRO's sharded
+  // gradients and (stage 3) sharded parameters, which are gathered on use.
+  std::map<ValueId, Sharding> targets;
+  // Nodes with ids above this one (the loss) form the backward phase: a
+  // parameter gathered on use is gathered again there rather than kept alive
+  // from forward. -1: the whole graph is one phase.
+  ValueId phase_boundary = -1;
+};
+
 // Lowers the nodes `outputs` depend on. REQUIRES: layout.validate(global, mesh) passed.
-// `targets` overrides the layout's target for individual values (ZeRO's
-// sharded gradients).
 LocalGraph lower_to_rank(const Graph& global, const std::vector<ValueId>& outputs, const Mesh& mesh,
-                         const Layout& layout, int rank,
-                         const std::map<ValueId, Sharding>& targets = {});
+                         const Layout& layout, int rank, const LoweringOptions& options = {});
 
 }  // namespace tessel

@@ -3,6 +3,11 @@
 // Used for the execution arena and for parameter and optimizer storage. Large
 // blocks are allocated once and reused for the whole run: a training step
 // never allocates. Move-only.
+//
+// Every buffer is counted process-wide (allocation_stats): the bytes live now
+// and the most ever live at once, in requested bytes (the alignment padding,
+// under 64 bytes a buffer, is not counted). The counters are relaxed atomics:
+// two additions per allocation, safe from any thread.
 #pragma once
 
 #include <cstddef>
@@ -38,6 +43,14 @@ class AlignedBuffer {
   uint8_t* data_ = nullptr;
   size_t bytes_ = 0;
 };
+
+struct AllocationStats {
+  int64_t live_bytes = 0;  // in AlignedBuffers that exist now
+  int64_t peak_bytes = 0;  // the high-water mark of live_bytes
+};
+AllocationStats allocation_stats();
+// Restarts the high-water mark at the bytes live now (tests).
+void reset_allocation_peak();
 
 inline size_t round_up(size_t bytes, size_t alignment = AlignedBuffer::kAlignment) {
   return (bytes + alignment - 1) / alignment * alignment;

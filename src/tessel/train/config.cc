@@ -176,8 +176,6 @@ void TrainConfig::validate() const {
   positive("bucket_mib", bucket_mib);
   if (recompute != "none" && recompute != "blocks")
     TS_THROW("config: 'recompute' must be \"none\" or \"blocks\", got \"", recompute, "\"");
-  if (zero == 3)
-    TS_THROW("config: 'zero' 3 (sharded parameters) is not implemented yet; stages 0, 1 and 2 are");
   if (zero < 0 || zero > 3) TS_THROW("config: 'zero' must be 0, 1, 2 or 3, got ", zero);
   positive("microbatches", microbatches);
   positive("chunks", chunks);

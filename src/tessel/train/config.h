@@ -52,8 +52,10 @@ struct TrainConfig {
   std::string layout;      // "batch=data,heads=model"; "" = defaults for the mesh's axis names
   double bucket_mib = 25;  // gradient all-reduce bucket size
   std::string recompute =
-      "none";    // "none" | "blocks": recompute each block's activations in backward
-  int zero = 0;  // ZeRO stage: 0, 1 or 2 (optimizer state and gradients sharded over data)
+      "none";  // "none" | "blocks": recompute each block's activations in backward
+  // ZeRO stage over the data axis: 0, 1 or 2 (optimizer state and gradients
+  // sharded), 3 (parameters too, gathered on use).
+  int zero = 0;
   std::string memory_limit;  // per-rank budget, e.g. "2GiB"; "" = none
   // Pipelines (a `pipe` mesh axis) and gradient accumulation.
   int64_t microbatches = 1;       // the batch is run as this many equal micro-batches

@@ -74,6 +74,19 @@ void DistributedContext::slice_local(const Shape& global, const Sharding& s, con
   kernels::expand(src, strides.data(), local, sizes.data(), global.rank());
 }
 
+std::vector<int64_t> DistributedContext::gather_counts(int64_t value) {
+  // Two 24-bit halves, each exact in a float.
+  constexpr int64_t kHalf = int64_t{1} << 24;
+  TS_CHECK(value >= 0 && value < kHalf * kHalf, "count ", value, " out of range");
+  const float mine[2] = {static_cast<float>(value / kHalf), static_cast<float>(value % kHalf)};
+  std::vector<float> all(2 * mesh_.rank_count());
+  world_->all_gather(mine, all.data(), 2, "gather_counts");
+  std::vector<int64_t> out;
+  for (size_t r = 0; r < all.size() / 2; ++r)
+    out.push_back(static_cast<int64_t>(all[2 * r]) * kHalf + static_cast<int64_t>(all[2 * r + 1]));
+  return out;
+}
+
 void DistributedContext::gather_full(const Shape& global, const Sharding& s, const float* local,
                                      float* full, int holder_axis, int holder_coord) {
   // The first replica of each block writes it into a zeroed full tensor; a

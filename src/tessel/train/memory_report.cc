@@ -12,6 +12,7 @@
 #include "tessel/train/pipeline_model.h"
 #include "tessel/train/task.h"
 #include "tessel/train/trainer.h"
+#include "tessel/train/zero.h"
 
 namespace tessel {
 
@@ -20,6 +21,14 @@ namespace {
 // Every rank's stages compiled for their memory plans only.
 std::vector<RankMemory> predict_pipeline_memory(const TrainConfig& c, const Mesh& mesh) {
   std::vector<RankMemory> ranks;
+  int64_t input_bytes = 0;
+  {
+    Graph g;
+    GraphBuilder b(g);
+    build_model(c, b, c.batch, /*training=*/true);
+    for (ValueId id : g.inputs())
+      input_bytes += g.node(id).shape.numel() * static_cast<int64_t>(dtype_size(g.node(id).dtype));
+  }
   for (int r = 0; r < mesh.rank_count(); ++r) {
     PipelineModel model(c, mesh, r, nullptr, /*plan_only=*/true);
     RankMemory m;
@@ -29,6 +38,18 @@ std::vector<RankMemory> predict_pipeline_memory(const TrainConfig& c, const Mesh
     if (c.optimizer == "adamw") m.optimizer = 2 * m.parameters;
     m.arena = static_cast<int64_t>(model.arena_bytes());
     m.eval_arena = static_cast<int64_t>(model.eval_arena_bytes());
+    // Host buffers as Trainer::init_pipeline allocates them: the full input
+    // batch, a zero buffer for tied gradients this rank does not hold (with
+    // the accumulators), and one whole parameter for checkpoint gathers.
+    m.host.input_staging = input_bytes;
+    int64_t largest = 1, largest_tie = 1;
+    for (const PipelineParam& p : model.params()) {
+      largest = std::max(largest, p.shape.numel());
+      if (p.pipe_ranks.size() > 1)
+        largest_tie = std::max(largest_tie, p.sharding.local_shape(p.shape, mesh).numel());
+    }
+    if (mesh.rank_count() > 1) m.host.full_tensor = largest * 4;
+    m.accumulators += largest_tie * 4;
     int in_flight = 0;
     for (const PipelineModel::LocalStage& st : model.stages()) in_flight += st.instances;
     if (model.schedule().asynchronous) {  // as Trainer::init_asynchronous allocates them
@@ -57,27 +78,31 @@ std::vector<RankMemory> predict_memory(const TrainConfig& c) {
   Layout layout = c.layout.empty() ? Layout::defaults(mesh) : Layout::parse(c.layout, mesh);
   for (const auto& [label, spec] : c.shard) layout.set_override(label, spec, mesh);
   layout.validate(t.graph, mesh);
-  std::map<ValueId, Sharding> targets = zero_gradient_targets(t, layout, mesh, c.zero);
+  const LoweringOptions options = training_lowering(t, c, layout, mesh);
   std::vector<ValueId> outputs = {t.outputs.loss};
   outputs.insert(outputs.end(), t.grads.begin(), t.grads.end());
   Graph eval;
   GraphBuilder eb(eval);
   TaskGraph eval_out = build_model(c, eb, c.batch, /*training=*/false);
+  LoweringOptions eval_options;
+  eval_options.targets = zero_targets(eval, {}, layout, mesh, c.zero);
   const std::vector<ValueId> eval_outputs = {eval_out.loss, eval_out.logits};
-  auto planned_arena = [](const LocalGraph& local, const std::vector<ValueId>& outputs) {
+  auto planned_arena = [&c](const LocalGraph& local, const std::vector<ValueId>& outputs) {
     std::vector<ValueId> local_outputs;
     for (ValueId v : outputs) local_outputs.push_back(local.local_of[v]);
     CompileOptions options;
     options.plan_only = true;
+    options.bucket_bytes = static_cast<size_t>(c.bucket_mib * 1048576.0);
     return static_cast<int64_t>(Program(local.graph, local_outputs, options).arena_bytes());
   };
   std::vector<RankMemory> ranks;
   for (int r = 0; r < mesh.rank_count(); ++r) {
-    LocalGraph local = lower_to_rank(t.graph, outputs, mesh, layout, r, targets);
+    LocalGraph local = lower_to_rank(t.graph, outputs, mesh, layout, r, options);
     RankMemory m;
     m.rank = r;
     m.arena = planned_arena(local, outputs);
-    m.eval_arena = planned_arena(lower_to_rank(eval, eval_outputs, mesh, layout, r), eval_outputs);
+    m.eval_arena = planned_arena(lower_to_rank(eval, eval_outputs, mesh, layout, r, eval_options),
+                                 eval_outputs);
     for (size_t i = 0; i < t.graph.params().size(); ++i) {
       ValueId p = t.graph.params()[i];
       const Shape& global = t.graph.node(p).shape;
@@ -86,9 +111,30 @@ std::vector<RankMemory> predict_memory(const TrainConfig& c) {
       m.gradients += state;
       if (c.optimizer == "adamw") m.optimizer += 2 * state;
     }
+    m.host = host_buffer_bytes(t.graph, t.grads, local, mesh, c.optimizer == "adamw");
     ranks.push_back(m);
   }
   return ranks;
+}
+
+HostBufferBytes host_buffer_bytes(const Graph& training, const std::vector<ValueId>& grads,
+                                  const LocalGraph& local, const Mesh& mesh, bool moments) {
+  HostBufferBytes b;
+  for (ValueId id : training.inputs()) {
+    const Node& n = training.node(id);
+    b.input_staging += n.shape.numel() * static_cast<int64_t>(dtype_size(n.dtype));
+  }
+  const std::vector<ValueId>& params = training.params();
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Shape& global = training.node(params[i]).shape;
+    const int64_t whole = global.numel() * 4;
+    const int64_t value = local.sharding_of[params[i]].local_shape(global, mesh).numel() * 4;
+    const int64_t state = local.sharding_of[grads[i]].local_shape(global, mesh).numel() * 4;
+    if (state != value) b.zero_slice = std::max(b.zero_slice, state);
+    if (value != whole || (moments && state != whole))
+      b.full_tensor = std::max(b.full_tensor, whole);
+  }
+  return b;
 }
 
 int64_t peak_rss_bytes() {
@@ -167,7 +213,7 @@ void check_memory_limit(const TrainConfig& c) {
                         format_bytes(total), total <= limit ? " (fits)" : " (does not fit)");
       }
   }
-  for (int zero : {c.zero, 1, 2}) {
+  for (int zero : {c.zero, 1, 2, 3}) {
     if (uses_pipeline(c, mesh)) break;
     if (zero != c.zero && (!has_data_axis || zero <= c.zero)) continue;
     for (const std::string& recompute : {c.recompute, std::string("blocks")}) {
@@ -189,7 +235,7 @@ void check_memory_limit(const TrainConfig& c) {
            format_bytes(m.gradients), "), evaluation arena ", format_bytes(m.eval_arena),
            m.accumulators > 0 ? str_cat(", gradient accumulators ", format_bytes(m.accumulators))
                               : std::string(),
-           ". Alternatives:",
+           ", host buffers ", format_bytes(m.host.total()), ". Alternatives:",
            fits.empty() ? std::string("\n  none of --zero / --recompute applies; use more ranks")
                         : fits);
 }

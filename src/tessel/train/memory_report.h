@@ -3,19 +3,38 @@
 // Built offline for every rank of the mesh from the same lowering and static
 // memory plan the run uses (nothing is allocated, no MPI): parameters and
 // optimizer state live outside the arena; the arena holds activations,
-// gradients (outputs) and collective/einsum scratch at its planned peak.
-// The process's measured peak RSS (VmHWM) is reported beside the prediction
-// after a real run; the difference is the runtime's own footprint (code,
-// libraries, the data set, MPI buffers), which the plan does not model.
+// gradients (outputs), collective/einsum scratch and (ZeRO-3) the parameters
+// gathered on use, at its planned peak.
+// Host buffers (input staging, the ZeRO-1/2 slice, the full-tensor buffer of
+// checkpoints) come from the same shardings. The total is the peak of the
+// tensor storage a real run allocates (AlignedBuffer's counters), which the
+// run measures and reports beside it, with its peak RSS (VmHWM).
+//
+// Not modelled (RSS only, not tensor storage): the program's code and
+// libraries (oneDNN, Open MPI, their internal buffers), the data set in
+// memory, graphs and plans, transient std::vectors (evaluation's gathered
+// logits for accuracy tasks), and resuming from a checkpoint
+// (Trainer::load_checkpoint reads the files whole and holds a full copy).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "tessel/sharding/lower.h"
 #include "tessel/train/config.h"
 
 namespace tessel {
+
+// Host buffers the trainer holds besides parameters, moments and arenas,
+// sized from the shardings alone, so that the trainer allocates and the dry
+// run predicts the same bytes.
+struct HostBufferBytes {
+  int64_t input_staging = 0;  // the full input batch (each rank copies its block in)
+  int64_t zero_slice = 0;     // stages 1, 2: the updated slice sent to the parameter all-gather
+  int64_t full_tensor = 0;    // one sharded tensor gathered whole (checkpoints, initialisation)
+  int64_t total() const { return input_staging + zero_slice + full_tensor; }
+};
 
 struct RankMemory {
   int rank = 0;
@@ -24,6 +43,7 @@ struct RankMemory {
   int64_t arena = 0;       // training step: activations + gradients + scratch, planned peak
   int64_t gradients = 0;   // of which gradient outputs (live to the step's end)
   int64_t eval_arena = 0;  // the evaluation program's own arena
+  HostBufferBytes host;
   // Pipelines and micro-batches: gradient accumulators outside the arena,
   // and the arena is one per micro-batch in flight on each stage.
   int64_t accumulators = 0;
@@ -31,12 +51,21 @@ struct RankMemory {
   std::vector<int> stages, in_flight;  // this rank's stages, and instances of each
   std::vector<int64_t> stage_arena;    // one instance's arena per stage (its stash)
   std::vector<int64_t> stage_shared;   // per stage: temporaries shared by its instances
+  // The predicted peak of the bytes allocation_stats() counts: all of the
+  // above are live at once from the first step on (the full-tensor buffer
+  // during a checkpoint save, which comes after the last step).
   int64_t total() const {
-    return parameters + optimizer + arena + eval_arena + accumulators + weight_copies;
+    return parameters + optimizer + arena + eval_arena + host.total() + accumulators +
+           weight_copies;
   }
 };
 
 std::vector<RankMemory> predict_memory(const TrainConfig& config);
+
+// `training` is the global training graph with one gradient per parameter in
+// `grads`; `local` its lowering for the rank. `moments`: AdamW moments exist.
+HostBufferBytes host_buffer_bytes(const Graph& training, const std::vector<ValueId>& grads,
+                                  const LocalGraph& local, const Mesh& mesh, bool moments);
 
 // Peak resident set size of this process so far, from /proc/self/status; -1
 // where unavailable.

@@ -159,7 +159,7 @@ PipelineModel::PipelineModel(const TrainConfig& config, const Mesh& mesh, int ra
     outputs.insert(outputs.end(), st.graph.gradients_out.begin(), st.graph.gradients_out.end());
     outputs.insert(outputs.end(), st.graph.param_grads.begin(), st.graph.param_grads.end());
     if (st.graph.loss >= 0) outputs.push_back(st.graph.loss);
-    st.local = lower_to_rank(g, outputs, stage_mesh_, stage_layout_, stage_rank_, targets);
+    st.local = lower_to_rank(g, outputs, stage_mesh_, stage_layout_, stage_rank_, {targets});
 
     std::map<ValueId, Sharding> eval_targets;
     boundary_targets(st.eval_graph, eval_targets);
@@ -168,7 +168,7 @@ PipelineModel::PipelineModel(const TrainConfig& config, const Mesh& mesh, int ra
     if (st.eval_graph.logits >= 0) eval_outputs.push_back(st.eval_graph.logits);
     stage_layout_.validate(st.eval_graph.graph, stage_mesh_);
     st.eval_local = lower_to_rank(st.eval_graph.graph, eval_outputs, stage_mesh_, stage_layout_,
-                                  stage_rank_, eval_targets);
+                                  stage_rank_, {eval_targets});
     st.instances = instances_needed(schedule_, pipe_rank_, c);
     stages_.push_back(std::move(st));
     train_stages_.push_back(compile(stages_.back(), c, false));

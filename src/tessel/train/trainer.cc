@@ -9,6 +9,7 @@
 #include "tessel/passes/recompute.h"
 #include "tessel/train/checkpoint/checkpoint.h"
 #include "tessel/train/memory_report.h"
+#include "tessel/train/zero.h"
 
 namespace tessel {
 
@@ -30,15 +31,22 @@ TrainingGraph build_training_graph(const TrainConfig& config, int64_t batch) {
 
 Trainer::~Trainer() = default;
 
+LoweringOptions training_lowering(const TrainingGraph& t, const TrainConfig& config,
+                                  const Layout& layout, const Mesh& mesh) {
+  LoweringOptions options;
+  options.targets = zero_targets(t.graph, t.grads, layout, mesh, config.zero);
+  options.phase_boundary = t.outputs.loss;
+  return options;
+}
+
 void Trainer::compile(Compiled& c, Graph global, TaskGraph outputs,
-                      const std::vector<ValueId>& extra,
-                      const std::map<ValueId, Sharding>& targets) {
+                      const std::vector<ValueId>& extra, const LoweringOptions& lowering) {
   c.global = std::move(global);
   c.outputs = outputs;
   std::vector<ValueId> wanted = {outputs.loss};
   if (outputs.logits >= 0) wanted.push_back(outputs.logits);
   wanted.insert(wanted.end(), extra.begin(), extra.end());
-  c.local = lower_to_rank(c.global, wanted, ctx_->mesh(), ctx_->layout(), ctx_->rank(), targets);
+  c.local = lower_to_rank(c.global, wanted, ctx_->mesh(), ctx_->layout(), ctx_->rank(), lowering);
   std::vector<ValueId> local_outputs;
   for (ValueId v : wanted) local_outputs.push_back(c.local.local_of[v]);
   CompileOptions options;
@@ -71,22 +79,33 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   TaskGraph train_outputs = train.outputs;
   train_outputs.logits = -1;  // the training program needs only loss and gradients
   zero_axis_ = config_.zero > 0 ? ctx_->layout().axis_of("batch") : -1;
-  compile(train_, std::move(train.graph), train_outputs, grads_,
-          zero_gradient_targets(train, ctx_->layout(), ctx_->mesh(), config_.zero));
+  LoweringOptions train_options = training_lowering(train, config_, ctx_->layout(), ctx_->mesh());
+  compile(train_, std::move(train.graph), train_outputs, grads_, train_options);
+  // Evaluation reads the same parameter storage: ZeRO-3 shards are gathered on use there too.
   Graph eval_graph;
   GraphBuilder eb(eval_graph);
   TaskGraph eval_outputs = build_model(config_, eb, config_.batch, /*training=*/false);
-  compile(eval_, std::move(eval_graph), eval_outputs, {});
+  LoweringOptions eval_options;
+  eval_options.targets = zero_targets(eval_graph, {}, ctx_->layout(), ctx_->mesh(), config_.zero);
+  compile(eval_, std::move(eval_graph), eval_outputs, {}, eval_options);
 
-  // Parameters: full initial values from the seed, then this rank's shard.
+  // Parameters: full initial values from the seed, then this rank's shard
+  // (a sharded one goes through a full-size buffer).
+  host_bytes_ = host_buffer_bytes(train_.global, grads_, train_.local, ctx_->mesh(),
+                                  config_.optimizer == "adamw");
   params_ = std::make_unique<ParamStore>(train_.program->graph());
   const auto& params = train_.global.params();
+  AlignedBuffer full(host_bytes_.full_tensor);
   for (size_t i = 0; i < params.size(); ++i) {
     const Node& node = train_.global.node(params[i]);
     const Sharding& s = train_.local.sharding_of[params[i]];
-    std::vector<float> full(node.shape.numel());
-    init_param(node.name, node.init, config_.seed, node.shape.numel(), full.data());
-    ctx_->slice_local(node.shape, s, full.data(), params_->at(node.name).value.f32());
+    float* local = params_->at(node.name).value.f32();
+    if (s.local_shape(node.shape, ctx_->mesh()).numel() == node.shape.numel()) {
+      init_param(node.name, node.init, config_.seed, node.shape.numel(), local);
+    } else {
+      init_param(node.name, node.init, config_.seed, node.shape.numel(), full.as<float>());
+      ctx_->slice_local(node.shape, s, full.as<float>(), local);
+    }
     param_sharding_.push_back(s);
     // Optimizer state follows the gradient: sharded over data under ZeRO.
     const Sharding& state = train_.local.sharding_of[grads_[i]];
@@ -101,6 +120,7 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
     eval_.program->bind_param(e.name, e.value.f32());
   }
   for (ValueId g : grads_) grad_ptrs_.push_back(train_.program->f32(train_.local.local_of[g]));
+  slice_buffer_ = AlignedBuffer(host_bytes_.zero_slice);
   slots_ = update_slots();  // storage is fixed from here on: a step builds nothing
   for (ValueId id : train_.global.inputs()) {
     const Node& n = train_.global.node(id);
@@ -159,31 +179,6 @@ StepResult Trainer::step() {
   return r;
 }
 
-// ZeRO (stages 1 and 2): each parameter's gradient target is split over the
-// data axis along the parameter's leading dim, so the lowering emits a
-// reduce-scatter where data parallelism had an all-reduce, and the full
-// gradient buffer lives only until its shard is taken. A parameter whose
-// leading dim is split on another axis or not divisible stays replicated.
-std::map<ValueId, Sharding> zero_gradient_targets(const TrainingGraph& t, const Layout& layout,
-                                                  const Mesh& mesh, int zero) {
-  std::map<ValueId, Sharding> targets;
-  if (zero == 0) return targets;
-  const int axis = layout.axis_of("batch");
-  if (axis < 0)
-    TS_THROW("config: 'zero' ", zero,
-             " shards over the data-parallel axis, but the layout maps 'batch' to no mesh axis");
-  const int n = mesh.axis(axis).size;
-  for (size_t i = 0; i < t.graph.params().size(); ++i) {
-    const Node& p = t.graph.node(t.graph.params()[i]);
-    Sharding s = layout.target(p.shape, p.name, mesh);
-    const Dim& lead = p.shape[0];
-    if (s.axis_of(lead.name) >= 0 || s[axis].is_split()) continue;
-    if (s.local_shape(p.shape, mesh)[0].size % n != 0) continue;
-    targets[t.grads[i]] = s.with(axis, Placement::split(lead.name));
-  }
-  return targets;
-}
-
 std::vector<UpdateSlot> Trainer::update_slots() {
   std::vector<UpdateSlot> slots;
   for (size_t i = 0; i < params_->entries().size(); ++i) {
@@ -202,8 +197,10 @@ int64_t Trainer::state_numel(size_t i) const {
   return state_sharding_[i].local_shape(node.shape, ctx_->mesh()).numel();
 }
 
-// After a sharded update every rank of the data axis holds one updated slice;
-// an all-gather restores the whole parameter everywhere.
+// After a sharded update (stages 1, 2) every rank of the data axis holds one
+// updated slice; an all-gather restores the whole parameter everywhere. At
+// stage 3 a rank stores only its slice (the update covered all of it), so
+// nothing is gathered here: the next step gathers on use.
 void Trainer::gather_updated_slices() {
   if (zero_axis_ < 0) return;
   Communicator& comm = ctx_->groups().axis(ctx_->mesh().axis(zero_axis_).name);
@@ -211,10 +208,9 @@ void Trainer::gather_updated_slices() {
     ParamEntry& e = params_->entries()[i];
     const int64_t n = state_numel(i);
     if (n == e.value.numel()) continue;
-    slice_buffer_.resize(n);
-    std::memcpy(slice_buffer_.data(), e.value.f32() + ctx_->coords()[zero_axis_] * n,
-                n * sizeof(float));
-    comm.all_gather(slice_buffer_.data(), e.value.f32(), n, "zero parameter gather " + e.name);
+    float* slice = slice_buffer_.as<float>();
+    std::memcpy(slice, e.value.f32() + ctx_->coords()[zero_axis_] * n, n * sizeof(float));
+    comm.all_gather(slice, e.value.f32(), n, "zero parameter gather " + e.name);
   }
 }
 
@@ -240,8 +236,8 @@ EvalResult Trainer::evaluate() {
     feed(eval_, Split::kVal, i);
     eval_.program->run();
     loss += *eval_.program->f32(eval_.local.local_of[eval_.outputs.loss]);
-    full_logits.resize(logits_node.shape.numel());
     if (!task_->has_accuracy()) continue;
+    full_logits.resize(logits_node.shape.numel());
     auto input = [this](const std::string& name) -> void* { return staging_.at(name).raw(); };
     ctx_->gather_full(logits_node.shape, eval_.local.sharding_of[logits],
                       eval_.program->f32(eval_.local.local_of[logits]), full_logits.data());
@@ -259,35 +255,28 @@ int64_t Trainer::parameter_count() const {
   return n;
 }
 
-std::unique_ptr<ParamStore> Trainer::gather_params() {
-  if (pipe_) return pipeline_gather_params();
-  auto full = std::make_unique<ParamStore>(train_.global);
+void Trainer::save_checkpoint(const std::string& dir) {
+  if (pipe_) return pipeline_save_checkpoint(dir);
+  // A tensor this rank holds whole is written from its storage; a sharded
+  // one is gathered into `full` (every rank, in the writer's order).
+  using Part = CheckpointSource::Part;
+  CheckpointSource source;
   const auto& params = train_.global.params();
   for (size_t i = 0; i < params.size(); ++i) {
     const Node& node = train_.global.node(params[i]);
-    ParamEntry& local = params_->entries()[i];
-    ParamEntry& out = full->at(node.name);
-    ctx_->gather_full(node.shape, param_sharding_[i], local.value.f32(), out.value.f32());
-    if (local.m.numel() > 0) {
-      out.m = Tensor(node.shape, DType::kF32);
-      out.v = Tensor(node.shape, DType::kF32);
-      ctx_->gather_full(node.shape, state_sharding_[i], local.m.f32(), out.m.f32());
-      ctx_->gather_full(node.shape, state_sharding_[i], local.v.f32(), out.v.f32());
-    }
+    source.params.push_back({node.name, node.shape, params_->entries()[i].m.numel() > 0});
   }
-  return full;
-}
-
-void Trainer::save_checkpoint(const std::string& dir) {
-  // One rank already holds everything: write it without a full copy.
-  if (ctx_->mesh().rank_count() == 1) {
-    tessel::save_checkpoint(dir, config_, *params_, step_);
-    return;
-  }
-  // Otherwise every rank briefly holds a full copy (parameters and moments)
-  // while the root writes it.
-  std::unique_ptr<ParamStore> full = gather_params();
-  if (ctx_->is_root()) tessel::save_checkpoint(dir, config_, *full, step_);
+  AlignedBuffer full(host_bytes_.full_tensor);
+  source.full = [&](size_t i, Part part) -> const float* {
+    const Shape& shape = source.params[i].shape;
+    const Sharding& s = part == Part::kValue ? param_sharding_[i] : state_sharding_[i];
+    ParamEntry& e = params_->entries()[i];
+    float* local = part == Part::kValue ? e.value.f32() : part == Part::kM ? e.m.f32() : e.v.f32();
+    if (s.local_shape(shape, ctx_->mesh()).numel() == shape.numel()) return local;
+    ctx_->gather_full(shape, s, local, full.as<float>());
+    return full.as<float>();
+  };
+  tessel::save_checkpoint(dir, config_, source, step_, ctx_->is_root());
 }
 
 void Trainer::load_checkpoint(const std::string& dir) {

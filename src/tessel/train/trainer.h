@@ -18,6 +18,7 @@
 #include "tessel/sharding/lower.h"
 #include "tessel/train/config.h"
 #include "tessel/train/distributed.h"
+#include "tessel/train/memory_report.h"
 #include "tessel/train/optimizer.h"
 #include "tessel/train/param_store.h"
 #include "tessel/train/pipeline_model.h"
@@ -42,13 +43,10 @@ struct TrainingGraph {
 };
 TrainingGraph build_training_graph(const TrainConfig& config, int64_t batch);
 
-// ZeRO (stages 1 and 2): each parameter's gradient target is split over the
-// data axis (the one `batch` maps to) along the parameter's leading dim, so
-// the lowering emits a reduce-scatter where data parallelism had an
-// all-reduce. A parameter whose leading dim is split on another axis or does
-// not divide stays replicated. Empty for stage 0.
-std::map<ValueId, Sharding> zero_gradient_targets(const TrainingGraph& t, const Layout& layout,
-                                                  const Mesh& mesh, int zero);
+// How the training graph is lowered for `config.zero` (train/zero.h): the
+// ZeRO targets, and the loss as the forward/backward phase boundary.
+LoweringOptions training_lowering(const TrainingGraph& t, const TrainConfig& config,
+                                  const Layout& layout, const Mesh& mesh);
 
 class Trainer {
  public:
@@ -69,10 +67,9 @@ class Trainer {
   ParamStore& params() { return *params_; }
   int64_t steps_done() const { return step_; }
   void set_steps_done(int64_t step) { step_ = step; }
-  // Full parameters (gathered from every rank; collective).
-  std::unique_ptr<ParamStore> gather_params();
   // Checkpoints hold full tensors whatever the layout, so a run can resume on
-  // another mesh. Both are collective; only the root writes.
+  // another mesh. Both are collective; only the root writes. A save gathers
+  // one sharded tensor at a time into one buffer (HostBufferBytes::full_tensor).
   void save_checkpoint(const std::string& dir);
   void load_checkpoint(const std::string& dir);
 
@@ -115,7 +112,7 @@ class Trainer {
     TaskGraph outputs;  // global ids
   };
   void compile(Compiled& c, Graph global, TaskGraph outputs, const std::vector<ValueId>& extra,
-               const std::map<ValueId, Sharding>& targets = {});
+               const LoweringOptions& options);
   std::vector<UpdateSlot> update_slots();
   int64_t state_numel(size_t param_index) const;
   void gather_updated_slices();
@@ -128,7 +125,7 @@ class Trainer {
   void reduce_accumulated_gradients(float scale);
   StepResult pipeline_step();
   EvalResult pipeline_evaluate();
-  std::unique_ptr<ParamStore> pipeline_gather_params();
+  void pipeline_save_checkpoint(const std::string& dir);
   void pipeline_load(const std::string& dir);
   int64_t pipeline_parameter_count() const;
 
@@ -141,7 +138,8 @@ class Trainer {
   std::vector<Sharding> param_sharding_;
   std::vector<Sharding> state_sharding_;  // gradients and optimizer state
   int zero_axis_ = -1;                    // mesh axis ZeRO shards over, or -1
-  std::vector<float> slice_buffer_;
+  HostBufferBytes host_bytes_;
+  AlignedBuffer slice_buffer_;    // ZeRO 1, 2: this rank's updated slice, sent to the all-gather
   std::vector<double> replicas_;  // ranks holding identical copies of each parameter shard
   std::vector<const float*> grad_ptrs_;
   std::vector<UpdateSlot> slots_;

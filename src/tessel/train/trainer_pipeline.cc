@@ -227,28 +227,30 @@ int64_t Trainer::pipeline_parameter_count() const {
   return n;
 }
 
-std::unique_ptr<ParamStore> Trainer::pipeline_gather_params() {
-  Graph all;
-  for (const PipelineParam& p : pipe_->params()) all.add_param(p.name, p.shape, p.init);
-  auto full = std::make_unique<ParamStore>(all);
-  // Every rank takes part in every gather (they are world collectives); the
-  // first pipeline rank holding a parameter writes it.
+// Every rank drives every gather (world collectives) in the writer's order;
+// the first pipeline rank holding a parameter contributes it.
+void Trainer::pipeline_save_checkpoint(const std::string& dir) {
+  using Part = CheckpointSource::Part;
+  CheckpointSource source;
   const bool moments = step_ > 0 && config_.optimizer == "adamw";
+  int64_t largest = 1;
   for (const PipelineParam& p : pipe_->params()) {
-    const ParamEntry* local = p.held ? &params_->at(p.name) : nullptr;
-    ParamEntry& out = full->at(p.name);
-    const int holder = p.pipe_ranks.front();
-    ctx_->gather_full(p.shape, p.sharding, local ? local->value.f32() : nullptr, out.value.f32(),
-                      pipe_->pipe_axis(), holder);
-    if (!moments) continue;
-    out.m = Tensor(p.shape, DType::kF32);
-    out.v = Tensor(p.shape, DType::kF32);
-    ctx_->gather_full(p.shape, p.sharding, local ? local->m.f32() : nullptr, out.m.f32(),
-                      pipe_->pipe_axis(), holder);
-    ctx_->gather_full(p.shape, p.sharding, local ? local->v.f32() : nullptr, out.v.f32(),
-                      pipe_->pipe_axis(), holder);
+    source.params.push_back({p.name, p.shape, moments});
+    largest = std::max(largest, p.shape.numel());
   }
-  return full;
+  AlignedBuffer full(largest * sizeof(float));
+  source.full = [&](size_t i, Part part) -> const float* {
+    const PipelineParam& p = pipe_->params()[i];
+    const float* local = nullptr;
+    if (p.held) {
+      const ParamEntry& e = params_->at(p.name);
+      local = part == Part::kValue ? e.value.f32() : part == Part::kM ? e.m.f32() : e.v.f32();
+    }
+    ctx_->gather_full(p.shape, p.sharding, local, full.as<float>(), pipe_->pipe_axis(),
+                      p.pipe_ranks.front());
+    return full.as<float>();
+  };
+  tessel::save_checkpoint(dir, config_, source, step_, ctx_->is_root());
 }
 
 void Trainer::pipeline_load(const std::string& dir) {

@@ -21,10 +21,6 @@ std::vector<int64_t> sizes(const Shape& s) {
   return out;
 }
 
-TensorView view_of(const std::string& name, const Tensor& t) {
-  return TensorView{name, dtype_safetensors_name(t.dtype()), sizes(t.shape()), t.raw(), t.nbytes()};
-}
-
 void copy_checked(const SafetensorsFile& file, const std::string& path, const std::string& name,
                   Tensor& into) {
   const TensorRecord* r = file.find(name);
@@ -42,25 +38,39 @@ void copy_checked(const SafetensorsFile& file, const std::string& path, const st
 
 }  // namespace
 
-void save_checkpoint(const std::string& dir, const TrainConfig& config, const ParamStore& params,
-                     int64_t step) {
+void save_checkpoint(const std::string& dir, const TrainConfig& config,
+                     const CheckpointSource& source, int64_t step, bool write) {
+  using Part = CheckpointSource::Part;
+  std::vector<TensorView> model, optimizer;
+  nlohmann::json dims = nlohmann::json::object();
+  for (size_t i = 0; i < source.params.size(); ++i) {
+    const CheckpointSource::Param& p = source.params[i];
+    auto view = [&](const std::string& name, Part part) {
+      return TensorView{
+          name,
+          "F32",
+          sizes(p.shape),
+          nullptr,
+          static_cast<size_t>(p.shape.numel()) * sizeof(float),
+          [&source, i, part] { return static_cast<const void*>(source.full(i, part)); }};
+    };
+    model.push_back(view(p.name, Part::kValue));
+    dims[p.name] = p.shape.names();
+    if (p.has_moments) {  // moments are stored in the parameter's shape
+      optimizer.push_back(view(p.name + ".m", Part::kM));
+      optimizer.push_back(view(p.name + ".v", Part::kV));
+    }
+  }
+  if (!write) {  // the writer's gathers, in the writer's order
+    for (const std::vector<TensorView>* file : {&model, &optimizer})
+      for (const TensorView& t : *file)
+        if (t.nbytes > 0) t.produce();
+    return;
+  }
   fs::path final_dir(dir);
   fs::path tmp = final_dir.string() + ".tmp-" + std::to_string(getpid());
   fs::remove_all(tmp);
   fs::create_directories(tmp);
-
-  std::vector<TensorView> model, optimizer;
-  nlohmann::json dims = nlohmann::json::object();
-  for (const ParamEntry& e : params.entries()) {
-    model.push_back(view_of(e.name, e.value));
-    dims[e.name] = e.value.shape().names();
-    if (e.m.numel() == e.value.numel()) {  // moments are stored in the parameter's shape
-      TensorView m = view_of(e.name + ".m", e.m), v = view_of(e.name + ".v", e.v);
-      m.shape = v.shape = sizes(e.value.shape());
-      optimizer.push_back(m);
-      optimizer.push_back(v);
-    }
-  }
   std::map<std::string, std::string> meta = {{"format", "tessel"}, {"step", std::to_string(step)}};
   write_safetensors((tmp / "model.safetensors").string(), model, meta);
   if (!optimizer.empty())
@@ -77,6 +87,19 @@ void save_checkpoint(const std::string& dir, const TrainConfig& config, const Pa
   if (fs::exists(final_dir)) fs::rename(final_dir, old);
   fs::rename(tmp, final_dir);
   fs::remove_all(old);
+}
+
+void save_checkpoint(const std::string& dir, const TrainConfig& config, const ParamStore& params,
+                     int64_t step) {
+  CheckpointSource source;
+  for (const ParamEntry& e : params.entries())
+    source.params.push_back({e.name, e.value.shape(), e.m.numel() == e.value.numel()});
+  source.full = [&params](size_t i, CheckpointSource::Part part) -> const float* {
+    const ParamEntry& e = params.entries()[i];
+    if (part == CheckpointSource::Part::kValue) return e.value.f32();
+    return part == CheckpointSource::Part::kM ? e.m.f32() : e.v.f32();
+  };
+  save_checkpoint(dir, config, source, step);
 }
 
 CheckpointInfo read_checkpoint_info(const std::string& dir) {

@@ -33,6 +33,7 @@ constexpr int64_t kMaxElements = int64_t{1} << 50;
 struct Piece {
   const void* data;
   size_t size;
+  const std::function<const void*()>* produce = nullptr;  // replaces `data` when set
 };
 
 std::string errno_text() { return std::strerror(errno); }
@@ -50,7 +51,17 @@ void write_pieces_atomically(const std::string& path, const std::vector<Piece>& 
     TS_THROW("cannot ", what, " '", tmp, "' (writing '", path, "'): ", reason);
   };
   for (const Piece& piece : pieces) {
-    const char* p = static_cast<const char*>(piece.data);
+    const void* bytes = piece.data;
+    if (piece.produce) {
+      try {
+        bytes = (*piece.produce)();
+      } catch (...) {
+        ::close(fd);
+        ::unlink(tmp.c_str());
+        throw;
+      }
+    }
+    const char* p = static_cast<const char*>(bytes);
     size_t left = piece.size;
     while (left > 0) {
       ssize_t n = ::write(fd, p, std::min<size_t>(left, size_t{1} << 30));
@@ -145,7 +156,7 @@ void write_safetensors(const std::string& path, const std::vector<TensorView>& t
     if (t.nbytes != expected)
       TS_THROW(where, ": has ", t.nbytes, " bytes but shape ", shape_str(t.shape), " of ", t.dtype,
                " needs ", expected);
-    if (t.nbytes > 0 && t.data == nullptr) TS_THROW(where, ": data pointer is null");
+    if (t.nbytes > 0 && t.data == nullptr && !t.produce) TS_THROW(where, ": data pointer is null");
     header[t.name] = {
         {"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.nbytes}}};
     offset += t.nbytes;
@@ -165,7 +176,7 @@ void write_safetensors(const std::string& path, const std::vector<TensorView>& t
 
   std::vector<Piece> pieces = {{length, 8}, {json.data(), json.size()}};
   for (const TensorView& t : tensors)
-    if (t.nbytes > 0) pieces.push_back({t.data, t.nbytes});
+    if (t.nbytes > 0) pieces.push_back({t.data, t.nbytes, t.produce ? &t.produce : nullptr});
   write_pieces_atomically(path, pieces);
 }
 

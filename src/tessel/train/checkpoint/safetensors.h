@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -24,13 +25,17 @@
 namespace tessel {
 
 // A tensor to write; `data` is borrowed and must hold `nbytes` bytes, which
-// must equal product(shape) * itemsize(dtype).
+// must equal product(shape) * itemsize(dtype). Instead of `data`, `produce`
+// may return the bytes: it is called once, just before they are written, and
+// its result need only stay valid until the next call (a sharded run gathers
+// one full tensor at a time).
 struct TensorView {
   std::string name;
   std::string dtype;  // "F32", "I32" or "BF16".
   std::vector<int64_t> shape;
   const void* data = nullptr;
   size_t nbytes = 0;
+  std::function<const void*()> produce = nullptr;
 };
 
 // A tensor read from a file, owning its bytes (little-endian, row-major).
