@@ -350,6 +350,7 @@ struct MemoryCase {
   const char* mesh;
   int zero;
   const char* recompute;
+  const char* extra = "";  // pipeline options
 };
 void PrintTo(const MemoryCase& c, std::ostream* out) { *out << c.name; }
 
@@ -364,17 +365,17 @@ TEST_P(MeasuredMemory, TrackedPeakIsWithinFivePercentOfTheDryRunOnEveryRank) {
   config["threads"] = 1;
   config["zero"] = c.zero;
   config["recompute"] = c.recompute;
-  train(c.name, config, c.ranks, c.mesh);
+  train(c.name, config, c.ranks, c.mesh, "", c.extra);
   const fs::path dir = root() / c.name;
   nlohmann::json summary = nlohmann::json::parse(std::ifstream(dir / "out" / "summary.json"));
   const nlohmann::json& ranks = summary["memory_per_rank"];
   ASSERT_EQ(ranks.size(), static_cast<size_t>(std::max(1, c.ranks)));
   // The dry run's totals, one line per rank: "  R  <six sizes in MiB>  <total> MiB".
   int status = 0;
-  std::string out =
-      run(std::string(TESSEL_CLI_PATH) + " train --dry-run --config " +
-              (dir / "config.json").string() + (*c.mesh ? std::string(" --mesh ") + c.mesh : ""),
-          &status);
+  std::string out = run(std::string(TESSEL_CLI_PATH) + " train --dry-run --config " +
+                            (dir / "config.json").string() +
+                            (*c.mesh ? std::string(" --mesh ") + c.mesh : "") + " " + c.extra,
+                        &status);
   ASSERT_EQ(status, 0) << out;
   std::map<int, double> dry_total_mib;
   std::istringstream lines(out);
@@ -404,13 +405,18 @@ TEST_P(MeasuredMemory, TrackedPeakIsWithinFivePercentOfTheDryRunOnEveryRank) {
 
 INSTANTIATE_TEST_SUITE_P(
     GptBench, MeasuredMemory,
-    ::testing::Values(MemoryCase{"memory_single", 0, "", 0, "none"},
-                      MemoryCase{"memory_zero0_blocks_data2", 2, "data=2", 0, "blocks"},
-                      MemoryCase{"memory_zero1_data2", 2, "data=2", 1, "none"},
-                      MemoryCase{"memory_zero2_blocks_data4", 4, "data=4", 2, "blocks"},
-                      MemoryCase{"memory_zero3_data4", 4, "data=4", 3, "none"},
-                      MemoryCase{"memory_zero3_blocks_data2_model2", 4, "data=2,model=2", 3,
-                                 "blocks"}),
+    ::testing::Values(
+        MemoryCase{"memory_single", 0, "", 0, "none"},
+        MemoryCase{"memory_zero0_blocks_data2", 2, "data=2", 0, "blocks"},
+        MemoryCase{"memory_zero1_data2", 2, "data=2", 1, "none"},
+        MemoryCase{"memory_zero2_blocks_data4", 4, "data=4", 2, "blocks"},
+        MemoryCase{"memory_zero3_data4", 4, "data=4", 3, "none"},
+        MemoryCase{"memory_zero3_blocks_data2_model2", 4, "data=2,model=2", 3, "blocks"},
+        MemoryCase{"memory_pipe2_1f1b", 2, "pipe=2", 0, "none", "--schedule 1f1b --microbatches 4"},
+        MemoryCase{"memory_pipe2_data2_gpipe_zero1", 4, "pipe=2,data=2", 1, "none",
+                   "--schedule gpipe --microbatches 2"},
+        MemoryCase{"memory_pipe2_pipedream", 2, "pipe=2", 0, "none",
+                   "--schedule pipedream --microbatches 4"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // Bad meshes and layouts stop every rank with a clear error and a non-zero

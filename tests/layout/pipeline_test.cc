@@ -63,7 +63,10 @@ INSTANTIATE_TEST_SUITE_P(
                  "--layout heads=model,hidden=model,vocab=model,seq=model"},
         PipeCase{"pipe2_data2_model2", 8, "pipe=2,data=2,model=2",
                  "--schedule 1f1b --microbatches 2"},
-        PipeCase{"pipe2_recompute", 2, "pipe=2", "--microbatches 2 --recompute blocks"}),
+        PipeCase{"pipe2_recompute", 2, "pipe=2", "--microbatches 2 --recompute blocks"},
+        PipeCase{"pipe2_data2_zero1", 4, "pipe=2,data=2", "--microbatches 2 --zero 1"},
+        PipeCase{"pipe2_data2_zero2_model2", 8, "pipe=2,data=2,model=2",
+                 "--schedule zb-h1 --microbatches 2 --zero 2"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // Micro-batches without a pipe axis are gradient accumulation, for any
@@ -170,6 +173,9 @@ TEST_F(Pipelines, BadSettingsFailClearly) {
        "4 stages but the model has only 2 blocks"},
       {2, "--mesh pipe=2 --microbatches 2 --stages 5", "stage boundary 5"},
       {2, "--mesh pipe=2 --microbatches 2 --set dropout=0.1", "'dropout' 0.1 with 'microbatches'"},
+      {2, "--mesh pipe=2 --microbatches 2 --zero 1", "the layout maps 'batch' to no mesh axis"},
+      {4, "--mesh pipe=2,data=2 --microbatches 2 --zero 3",
+       "'zero' 3 (parameters gathered on use)"},
   };
   for (const auto& [ranks, args, message] : cases)
     expect_fails("bad", config, ranks, args, message);

@@ -35,7 +35,20 @@ std::vector<RankMemory> predict_pipeline_memory(const TrainConfig& c, const Mesh
     m.rank = r;
     m.parameters = model.held_parameter_bytes();
     m.accumulators = m.parameters;
-    if (c.optimizer == "adamw") m.optimizer = 2 * m.parameters;
+    // Optimizer moments follow the (ZeRO-sliced) gradient; slices get a
+    // buffer of their own and the largest one a staging copy for the gather.
+    int64_t state = 0, largest_slice = 0;
+    for (const PipelineParam& p : model.params()) {
+      if (!p.held) continue;
+      const int64_t n = p.state_sharding().local_shape(p.shape, mesh).numel() * 4;
+      state += n;
+      if (p.zero_state) {
+        m.accumulators += n;
+        largest_slice = std::max(largest_slice, n);
+      }
+    }
+    if (c.optimizer == "adamw") m.optimizer = 2 * state;
+    m.host.zero_slice = largest_slice;
     m.arena = static_cast<int64_t>(model.arena_bytes());
     m.eval_arena = static_cast<int64_t>(model.eval_arena_bytes());
     // Host buffers as Trainer::init_pipeline allocates them: the full input

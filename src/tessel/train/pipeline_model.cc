@@ -6,6 +6,7 @@
 #include "tessel/ir/builder.h"
 #include "tessel/schedule/schedule_check.h"
 #include "tessel/train/task.h"
+#include "tessel/train/zero.h"
 
 namespace tessel {
 namespace {
@@ -81,9 +82,13 @@ PipelineModel::PipelineModel(const TrainConfig& config, const Mesh& mesh, int ra
   for (const auto& [label, spec] : config.shard)
     stage_layout_.set_override(label, spec, stage_mesh_);
   if (int a = stage_layout_.axis_of("batch"); a >= 0) data_axis_ = stage_mesh_.axis(a).name;
-  if (config.zero > 0)
+  if (config.zero == 3)
+    TS_THROW(
+        "config: 'zero' 3 (parameters gathered on use) with pipelines or micro-batches is "
+        "not supported yet; stages 1 and 2 are");
+  if (config.zero > 0 && data_axis_.empty())
     TS_THROW("config: 'zero' ", config.zero,
-             " with pipelines or micro-batches is not supported yet");
+             " shards over the data-parallel axis, but the layout maps 'batch' to no mesh axis");
 
   const int m = static_cast<int>(config.microbatches);
   const int chunks = static_cast<int>(config.chunks);
@@ -115,7 +120,7 @@ PipelineModel::PipelineModel(const TrainConfig& config, const Mesh& mesh, int ra
   // Every parameter, with the pipeline ranks that hold it.
   for (ValueId id : forward.params()) {
     const Node& n = forward.node(id);
-    PipelineParam p{n.name, n.shape, n.init, {}, {}, false};
+    PipelineParam p{n.name, n.shape, n.init, {}, {}, std::nullopt, false};
     for (const StageGraph& g : train_graphs)
       if (g.graph.find(n.name) >= 0) {
         int r = schedule_.rank_of_stage(g.stage);
@@ -125,6 +130,10 @@ PipelineModel::PipelineModel(const TrainConfig& config, const Mesh& mesh, int ra
     std::sort(p.pipe_ranks.begin(), p.pipe_ranks.end());
     p.held = std::find(p.pipe_ranks.begin(), p.pipe_ranks.end(), pipe_rank_) != p.pipe_ranks.end();
     p.sharding = on_full_mesh(stage_layout_.target(n.shape, n.name, stage_mesh_));
+    if (config.zero > 0)
+      if (std::optional<Sharding> z =
+              zero_sharding(n, stage_layout_, stage_mesh_, stage_layout_.axis_of("batch")))
+        p.zero_state = on_full_mesh(*z);
     params_.push_back(p);
   }
 
@@ -289,6 +298,12 @@ const float* PipelineModel::eval_logits(Shape* shape, Sharding* sharding) {
     PipelineStage& ps = eval_executor_->stages()[k];
     return ps.instances[0]->f32(ps.logits);
   }
+  return nullptr;
+}
+
+const PipelineParam* PipelineModel::param(const std::string& name) const {
+  for (const PipelineParam& p : params_)
+    if (p.name == name) return &p;
   return nullptr;
 }
 

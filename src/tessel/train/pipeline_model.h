@@ -14,6 +14,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,7 +37,11 @@ struct PipelineParam {
   ParamInit init;
   std::vector<int> pipe_ranks;  // the pipeline ranks whose stages read it (ascending)
   Sharding sharding;            // on the full mesh (B on the pipe axis)
-  bool held = false;            // this rank holds it
+  // ZeRO 1/2: the sharding of its optimizer state and reduced gradient (a
+  // slice of the leading dim on the data axis), if ZeRO shards it.
+  std::optional<Sharding> zero_state;
+  bool held = false;  // this rank holds it
+  const Sharding& state_sharding() const { return zero_state ? *zero_state : sharding; }
 };
 
 class PipelineModel {
@@ -55,6 +60,7 @@ class PipelineModel {
   const Schedule& schedule() const { return schedule_; }
   const StagePartition& partition() const { return partition_; }
   const std::vector<PipelineParam>& params() const { return params_; }
+  const PipelineParam* param(const std::string& name) const;
   // Parameters each stage reads (a tied one counts on every stage reading it).
   const std::vector<int64_t>& stage_parameters() const { return stage_parameters_; }
   // This rank's stages (global stage graphs and their lowering).

@@ -123,6 +123,9 @@ class Trainer {
   void init_asynchronous();
   void asynchronous_update(int microbatch);
   void reduce_accumulated_gradients(float scale);
+  void init_pipeline_zero();
+  void reduce_scatter_accumulated_gradients();
+  void gather_pipeline_slices();
   StepResult pipeline_step();
   EvalResult pipeline_evaluate();
   void pipeline_save_checkpoint(const std::string& dir);
@@ -153,6 +156,7 @@ class Trainer {
   AlignedBuffer grad_accumulators_;
   std::map<std::string, float*> accumulator_of_;
   AlignedBuffer tie_scratch_;
+  AlignedBuffer zero_grads_;  // ZeRO on a pipeline: the gradient slices, back to back
   UpdateStats last_update_;
   // Asynchronous schedules: the weight copies micro-batches run on, updates
   // applied on this rank, micro-batch gradients since the last update.

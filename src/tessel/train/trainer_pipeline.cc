@@ -17,12 +17,9 @@
 namespace tessel {
 
 void Trainer::init_pipeline() {
+  check_memory_limit(config_);  // before the data is loaded or any arena allocated
   pipe_ = std::make_unique<PipelineModel>(config_, *ctx_);
   global_flops_ = pipe_->flops_per_step();
-  if (!config_.memory_limit.empty())
-    TS_THROW(
-        "config: 'memory_limit' is not checked for pipelines or micro-batches yet; "
-        "drop it or use one micro-batch without a pipe axis");
   task_ = make_task(config_);
 
   // Parameters this rank holds, at their local shapes, from the full initial values.
@@ -46,15 +43,17 @@ void Trainer::init_pipeline() {
     float* acc = reinterpret_cast<float*>(grad_accumulators_.data() + offset);
     accumulator_of_[p.name] = acc;
     offset += e.value.nbytes();
-    // Copies of this gradient: replicas on the stage mesh, times the pipeline
-    // ranks sharing a tied parameter.
+    // Copies of this gradient (or gradient slice): replicas on the stage
+    // mesh, times the pipeline ranks sharing a tied parameter.
+    const Sharding& state = p.state_sharding();
     double copies = 1;
-    for (int a = 0; a < p.sharding.axis_count(); ++a)
-      if (a != pipe_->pipe_axis() && !p.sharding[a].is_split()) copies *= ctx_->mesh().axis(a).size;
+    for (int a = 0; a < state.axis_count(); ++a)
+      if (a != pipe_->pipe_axis() && !state[a].is_split()) copies *= ctx_->mesh().axis(a).size;
     stage_replicas_.push_back(copies);
     replicas_.push_back(copies * static_cast<double>(p.pipe_ranks.size()));
     slots_.push_back({e.value.f32(), acc, e.value.numel(), &e});
   }
+  init_pipeline_zero();
   tie_scratch_ = AlignedBuffer(std::max<size_t>(largest_tie, 1) * sizeof(float));
   {
     Graph g;
@@ -126,6 +125,7 @@ void Trainer::asynchronous_update(int microbatch) {
   };
   ++updates_;
   last_update_ = apply_update(config_, slots_, step_, stage_sum, updates_);
+  gather_pipeline_slices();
   std::memset(grad_accumulators_.data(), 0, grad_accumulators_.size());
   versions_->on_update(updates_, last_update_.lr);
 }
@@ -140,7 +140,8 @@ void Trainer::reduce_accumulated_gradients(float scale) {
   for (const ParamEntry& e : params_->entries()) total += e.value.numel();
   if (scale != 1.0f)
     for (int64_t i = 0; i < total; ++i) acc[i] *= scale;
-  if (!pipe_->data_axis().empty() && total > 0)
+  const bool zero = config_.zero > 0;
+  if (!zero && !pipe_->data_axis().empty() && total > 0)
     ctx_->groups().axis(pipe_->data_axis()).all_reduce(acc, total, ReduceKind::kSum, "gradients");
   for (const PipelineParam& p : pipe_->params()) {
     if (p.pipe_ranks.size() < 2) continue;
@@ -151,6 +152,62 @@ void Trainer::reduce_accumulated_gradients(float scale) {
     else
       std::memset(buffer, 0, n * sizeof(float));
     ctx_->groups().axis("pipe").all_reduce(buffer, n, ReduceKind::kSum, "tied " + p.name);
+  }
+  if (zero) reduce_scatter_accumulated_gradients();
+}
+
+// ZeRO 1 and 2 on a pipeline: a parameter ZeRO shards (train/zero.h) is
+// updated as this rank's slice of its leading dim: its accumulated gradient
+// is reduce-scattered over data into a slice buffer, AdamW keeps moments of
+// the slice only, and the updated slices are all-gathered. (Accumulators
+// stay whole: micro-batches add into them before the reduction.)
+void Trainer::init_pipeline_zero() {
+  if (config_.zero == 0) return;
+  const int data = ctx_->mesh().axis_index(pipe_->data_axis());
+  const int n = ctx_->mesh().axis(data).size;
+  int64_t slices = 0, largest = 1;
+  std::vector<size_t> sliced;
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    const PipelineParam& p = *pipe_->param(slots_[i].state->name);
+    if (!p.zero_state) continue;
+    slots_[i].n /= n;
+    slices += slots_[i].n;
+    largest = std::max(largest, slots_[i].n);
+    sliced.push_back(i);
+  }
+  zero_grads_ = AlignedBuffer(std::max<int64_t>(slices, 1) * sizeof(float));
+  slice_buffer_ = AlignedBuffer(largest * sizeof(float));
+  float* g = zero_grads_.as<float>();
+  for (size_t i : sliced) {
+    slots_[i].param += ctx_->coords()[data] * slots_[i].n;
+    slots_[i].grad = g;
+    g += slots_[i].n;
+  }
+}
+
+// ZeRO on a pipeline, after the tied sums: reduce-scatter each sliced
+// gradient over data into its slot, all-reduce the others.
+void Trainer::reduce_scatter_accumulated_gradients() {
+  Communicator& data = ctx_->groups().axis(pipe_->data_axis());
+  for (UpdateSlot& slot : slots_) {
+    float* acc = accumulator_of_.at(slot.state->name);
+    const int64_t whole = slot.state->value.numel();
+    if (slot.n == whole)
+      data.all_reduce(acc, whole, ReduceKind::kSum, "gradients");
+    else
+      data.reduce_scatter(acc, const_cast<float*>(slot.grad), slot.n, "zero gradients");
+  }
+}
+
+// After a ZeRO update each data rank holds one updated slice; gather them.
+void Trainer::gather_pipeline_slices() {
+  if (config_.zero == 0) return;
+  Communicator& data = ctx_->groups().axis(pipe_->data_axis());
+  for (UpdateSlot& slot : slots_) {
+    ParamEntry& e = *slot.state;
+    if (slot.n == e.value.numel()) continue;
+    std::memcpy(slice_buffer_.data(), slot.param, slot.n * sizeof(float));
+    data.all_gather(slice_buffer_.as<float>(), e.value.f32(), slot.n, "zero parameter gather");
   }
 }
 
@@ -167,6 +224,7 @@ void Trainer::pipeline_update(int microbatch) {
     return static_cast<double>(total_sq);
   };
   last_update_ = apply_update(config_, slots_, step_, global_sum);
+  gather_pipeline_slices();
 }
 
 StepResult Trainer::pipeline_step() {
@@ -246,8 +304,8 @@ void Trainer::pipeline_save_checkpoint(const std::string& dir) {
       const ParamEntry& e = params_->at(p.name);
       local = part == Part::kValue ? e.value.f32() : part == Part::kM ? e.m.f32() : e.v.f32();
     }
-    ctx_->gather_full(p.shape, p.sharding, local, full.as<float>(), pipe_->pipe_axis(),
-                      p.pipe_ranks.front());
+    ctx_->gather_full(p.shape, part == Part::kValue ? p.sharding : p.state_sharding(), local,
+                      full.as<float>(), pipe_->pipe_axis(), p.pipe_ranks.front());
     return full.as<float>();
   };
   tessel::save_checkpoint(dir, config_, source, step_, ctx_->is_root());
@@ -264,10 +322,11 @@ void Trainer::pipeline_load(const std::string& dir) {
     ParamEntry& dst = params_->at(p.name);
     ctx_->slice_local(p.shape, p.sharding, src.value.f32(), dst.value.f32());
     if (src.m.numel() == 0) continue;
-    dst.m = Tensor(dst.value.shape(), DType::kF32);
-    dst.v = Tensor(dst.value.shape(), DType::kF32);
-    ctx_->slice_local(p.shape, p.sharding, src.m.f32(), dst.m.f32());
-    ctx_->slice_local(p.shape, p.sharding, src.v.f32(), dst.v.f32());
+    const Shape state = p.state_sharding().local_shape(p.shape, ctx_->mesh());
+    dst.m = Tensor(state, DType::kF32);
+    dst.v = Tensor(state, DType::kF32);
+    ctx_->slice_local(p.shape, p.state_sharding(), src.m.f32(), dst.m.f32());
+    ctx_->slice_local(p.shape, p.state_sharding(), src.v.f32(), dst.v.f32());
   }
   step_ = read_checkpoint_info(dir).step;
 }
