@@ -216,6 +216,15 @@ TEST_F(LayoutInvariance, RecomputedBlocksOnDataAndModelAxes) {
               "recompute blocks on data=2,model=2");
 }
 
+// Selective recomputation composes with sharding the same way: the cloned
+// attention cores are split over heads like the stored ones.
+TEST_F(LayoutInvariance, SelectiveRecomputationOnDataAndModelAxes) {
+  nlohmann::json config = gpt_config();
+  config["recompute"] = "selective";
+  expect_same(train("selective_data2_model2", config, 4, "data=2,model=2"), reference("gpt"),
+              "recompute selective on data=2,model=2");
+}
+
 // `train --dry-run` predicts, per rank and without MPI or allocation, the
 // memory the real run then has: parameters, optimizer state and the arena.
 TEST_F(LayoutInvariance, DryRunPredictsTheRunsModelStateAndArena) {

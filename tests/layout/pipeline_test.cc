@@ -63,7 +63,10 @@ INSTANTIATE_TEST_SUITE_P(
                  "--layout heads=model,hidden=model,vocab=model,seq=model"},
         PipeCase{"pipe2_data2_model2", 8, "pipe=2,data=2,model=2",
                  "--schedule 1f1b --microbatches 2"},
-        PipeCase{"pipe2_recompute", 2, "pipe=2", "--microbatches 2 --recompute blocks"}),
+        PipeCase{"pipe2_recompute", 2, "pipe=2", "--microbatches 2 --recompute blocks"},
+        PipeCase{"pipe2_selective", 2, "pipe=2", "--microbatches 2 --recompute selective"},
+        PipeCase{"pipe2_grouped_first4_selective", 2, "pipe=2",
+                 "--microbatches 2 --recompute blocks:2:4+selective"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // pipe=2 with m micro-batches: per step, rank 0 sends each micro-batch's

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "tessel/base/error.h"
+#include "tessel/passes/recompute_policy.h"
 
 namespace tessel {
 namespace {
@@ -174,8 +175,10 @@ void TrainConfig::validate() const {
   non_negative("sample_chars", sample_chars);
   non_negative("threads", threads);
   positive("bucket_mib", bucket_mib);
-  if (recompute != "none" && recompute != "blocks")
-    TS_THROW("config: 'recompute' must be \"none\" or \"blocks\", got \"", recompute, "\"");
+  {
+    const RecomputePolicy policy = RecomputePolicy::parse(recompute);
+    if (model == "gpt" && n_layer > 0) policy.check_blocks(n_layer);
+  }
   if (zero == 3)
     TS_THROW("config: 'zero' 3 (sharded parameters) is not implemented yet; stages 0, 1 and 2 are");
   if (zero < 0 || zero > 3) TS_THROW("config: 'zero' must be 0, 1, 2 or 3, got ", zero);

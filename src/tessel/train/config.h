@@ -51,8 +51,9 @@ struct TrainConfig {
   std::string mesh;        // "data=2,model=2"; "" = one rank
   std::string layout;      // "batch=data,heads=model"; "" = defaults for the mesh's axis names
   double bucket_mib = 25;  // gradient all-reduce bucket size
-  std::string recompute =
-      "none";    // "none" | "blocks": recompute each block's activations in backward
+  // Activations recomputed in backward instead of stored: none | selective | blocks |
+  // blocks:K | blocks:K:J [+selective] (passes/recompute_policy.h).
+  std::string recompute = "none";
   int zero = 0;  // ZeRO stage: 0, 1 or 2 (optimizer state and gradients sharded over data)
   std::string memory_limit;  // per-rank budget, e.g. "2GiB"; "" = none
   // Pipelines (a `pipe` mesh axis) and gradient accumulation.

@@ -14,6 +14,7 @@
 #include <memory>
 #include <vector>
 
+#include "tessel/passes/recompute_policy.h"
 #include "tessel/runtime/program.h"
 #include "tessel/sharding/lower.h"
 #include "tessel/train/config.h"
@@ -33,14 +34,18 @@ struct StepResult {
   double lr = 0;
 };
 
-// The training graph (forward + gradients) of a config's model; needs no
-// data. Used by the trainer, `tessel inspect` and tests.
+// The training graph (forward + gradients) of a config's model, with the
+// config's recompute policy applied; needs no data. Used by the trainer,
+// `tessel inspect` and tests.
 struct TrainingGraph {
   Graph graph;
   TaskGraph outputs;
-  std::vector<ValueId> grads;  // one per graph parameter, in order
+  std::vector<ValueId> grads;   // one per graph parameter, in order
+  double recomputed_flops = 0;  // forward FLOPs the recompute policy adds per step
 };
 TrainingGraph build_training_graph(const TrainConfig& config, int64_t batch);
+// Applies a recompute policy to a training graph built with none.
+void apply_recompute(TrainingGraph& t, const RecomputePolicy& policy);
 
 // ZeRO (stages 1 and 2): each parameter's gradient target is split over the
 // data axis (the one `batch` maps to) along the parameter's leading dim, so
