@@ -21,7 +21,7 @@ void ConfigOptions::add_to(CLI::App* command, bool with_steps) {
   command->add_option("--recompute", recompute,
                       "activations recomputed in backward: none | selective (attention core) | "
                       "blocks | blocks:K (segments of K blocks) | blocks:K:J (the first J "
-                      "blocks), each optionally +selective");
+                      "blocks), +selective | auto (fewest recomputed FLOPs within --memory-limit)");
   command->add_option(
       "--memory-limit", memory_limit,
       "per-rank memory budget, e.g. 2GiB: fail before compute if the plan exceeds it");

@@ -69,6 +69,19 @@ INSTANTIATE_TEST_SUITE_P(
                  "--microbatches 2 --recompute blocks:2:4+selective"}),
     [](const auto& info) { return std::string(info.param.name); });
 
+// `recompute: auto` on a pipeline: the memory judge is the pipelined plan
+// (one arena per micro-batch in flight per stage); every rank makes the
+// same choice, and the run still matches one process.
+TEST_F(Pipelines, AutoRecomputationFitsTheBudget) {
+  const std::string limit = budget_for_recompute(pipeline_config(), "pipe=2", 2);
+  const std::string chosen = auto_choice(pipeline_config(), "pipe=2", 2, limit);
+  EXPECT_NE(chosen, "none");
+  TrainRun r = train("pipe2_auto", pipeline_config(), 2, "pipe=2", "",
+                     "--microbatches 2 --recompute auto --memory-limit " + limit);
+  expect_same(r, single(), "pipe2 recompute auto");
+  EXPECT_NE(r.output.find("recompute auto: chose " + chosen + " ("), std::string::npos) << r.output;
+}
+
 // pipe=2 with m micro-batches: per step, rank 0 sends each micro-batch's
 // activation (rows/m x seq x embed floats) and receives its gradient; the
 // only other pipe traffic is the tied embedding's gradient sum and the loss.

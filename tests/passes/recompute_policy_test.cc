@@ -36,6 +36,8 @@ TEST(RecomputePolicy, SpellingsRoundTripAndBadOnesNameTheKey) {
   TrainConfig c = tiny_gpt();
   c.recompute = "blocks:1:4";
   EXPECT_NE(error_of([&] { c.validate(); }).find("the model has 3 ('n_layer')"), std::string::npos);
+  c.recompute = "auto";
+  EXPECT_NE(error_of([&] { c.validate(); }).find("needs 'memory_limit'"), std::string::npos);
 }
 
 // Segments by label and shape: groups of K blocks up to block J, then the

@@ -11,8 +11,8 @@ namespace {
 
 [[noreturn]] void bad_spec(const std::string& spec, const std::string& why) {
   TS_THROW("config: 'recompute' \"", spec, "\" ", why,
-           "; expected none, selective, blocks, blocks:K or blocks:K:J (each optionally "
-           "+selective)");
+           "; expected none, selective, blocks, blocks:K, blocks:K:J (each optionally "
+           "+selective) or auto");
 }
 
 int positive_number(const std::string& spec, const std::string& text, const char* what) {
@@ -52,6 +52,10 @@ std::string RecomputePolicy::to_string() const {
 RecomputePolicy RecomputePolicy::parse(const std::string& spec) {
   RecomputePolicy p;
   if (spec == "none" || spec.empty()) return p;
+  if (spec == "auto")
+    TS_THROW(
+        "config: 'recompute' \"auto\" must be resolved to a policy (choose_recompute) "
+        "before a graph is built");
   for (const std::string& part : split(spec, '+')) {
     if (part == "selective") {
       if (p.selective) bad_spec(spec, "names selective twice");

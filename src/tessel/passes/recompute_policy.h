@@ -13,6 +13,8 @@
 //   blocks:K:J     segments of K over the first J blocks only; the rest stored
 //   ...+selective  with block segments: the attention core of the blocks they
 //                  do not cover ("blocks:1:2+selective")
+//   auto           not a policy: train/recompute_choice.h picks one of the
+//                  above under `memory_limit`
 //
 // Blocks are the "blockN." labels (passes/block_label.h), so on a pipeline
 // stage "the first J blocks" are the model's first J, whichever stage they
@@ -34,7 +36,7 @@ struct RecomputePolicy {
   bool none() const { return group == 0 && !selective; }
   // The canonical spelling ("none", "selective", "blocks", "blocks:2", "blocks:1:3+selective").
   std::string to_string() const;
-  // Throws naming the key 'recompute' and the spelling.
+  // Throws naming the key 'recompute' and the spelling; "auto" is an error here.
   static RecomputePolicy parse(const std::string& spec);
   // Throws naming 'recompute' and 'n_layer' when K or J exceeds the block count.
   void check_blocks(int64_t blocks) const;

@@ -175,7 +175,12 @@ void TrainConfig::validate() const {
   non_negative("sample_chars", sample_chars);
   non_negative("threads", threads);
   positive("bucket_mib", bucket_mib);
-  {
+  if (recompute == "auto") {
+    if (memory_limit.empty())
+      TS_THROW(
+          "config: 'recompute' \"auto\" chooses the recomputation that fits the per-rank "
+          "memory budget, so it needs 'memory_limit' (--memory-limit, e.g. 2GiB)");
+  } else {
     const RecomputePolicy policy = RecomputePolicy::parse(recompute);
     if (model == "gpt" && n_layer > 0) policy.check_blocks(n_layer);
   }

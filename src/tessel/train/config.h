@@ -52,7 +52,8 @@ struct TrainConfig {
   std::string layout;      // "batch=data,heads=model"; "" = defaults for the mesh's axis names
   double bucket_mib = 25;  // gradient all-reduce bucket size
   // Activations recomputed in backward instead of stored: none | selective | blocks |
-  // blocks:K | blocks:K:J [+selective] (passes/recompute_policy.h).
+  // blocks:K | blocks:K:J [+selective] (passes/recompute_policy.h) | auto (the fewest
+  // recomputed FLOPs that fit 'memory_limit', train/recompute_choice.h).
   std::string recompute = "none";
   int zero = 0;  // ZeRO stage: 0, 1 or 2 (optimizer state and gradients sharded over data)
   std::string memory_limit;  // per-rank budget, e.g. "2GiB"; "" = none

@@ -57,6 +57,10 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   ctx_ = std::make_unique<DistributedContext>(config_.mesh, config_.layout);
   for (const auto& [label, spec] : config_.shard)
     ctx_->layout().set_override(label, spec, ctx_->mesh());
+  if (config_.recompute == "auto") {  // every rank makes the same choice, offline
+    recompute_choice_ = choose_recompute(config_);
+    config_.recompute = recompute_choice_->chosen;
+  }
   if (uses_pipeline(config_, ctx_->mesh())) {
     init_pipeline();
     return;

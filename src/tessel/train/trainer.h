@@ -12,6 +12,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "tessel/passes/recompute_policy.h"
@@ -22,6 +23,7 @@
 #include "tessel/train/optimizer.h"
 #include "tessel/train/param_store.h"
 #include "tessel/train/pipeline_model.h"
+#include "tessel/train/recompute_choice.h"
 #include "tessel/train/task.h"
 #include "tessel/train/weight_versions.h"
 
@@ -35,8 +37,9 @@ struct StepResult {
 };
 
 // The training graph (forward + gradients) of a config's model, with the
-// config's recompute policy applied; needs no data. Used by the trainer,
-// `tessel inspect` and tests.
+// config's recompute policy applied (never "auto": resolve it first, see
+// recompute_choice.h); needs no data. Used by the trainer, `tessel inspect`
+// and tests.
 struct TrainingGraph {
   Graph graph;
   TaskGraph outputs;
@@ -57,11 +60,18 @@ std::map<ValueId, Sharding> zero_gradient_targets(const TrainingGraph& t, const 
 
 class Trainer {
  public:
-  // Validates the config, sets up the mesh (MPI under mpirun) and checks the
-  // layout against the model, then loads the data — all before allocating
-  // the arena or running anything.
+  // Validates the config, sets up the mesh (MPI under mpirun), resolves
+  // `recompute: auto`, checks the layout against the model and the memory
+  // limit, then loads the data — all before allocating the arena or running
+  // anything.
   explicit Trainer(const TrainConfig& config);
   ~Trainer();
+
+  // How `recompute: auto` was resolved (config().recompute holds the
+  // choice); nullptr when the config named a policy.
+  const RecomputeChoice* recompute_choice() const {
+    return recompute_choice_ ? &*recompute_choice_ : nullptr;
+  }
 
   StepResult step();
   EvalResult evaluate();
@@ -137,6 +147,7 @@ class Trainer {
   int64_t pipeline_parameter_count() const;
 
   TrainConfig config_;
+  std::optional<RecomputeChoice> recompute_choice_;
   std::unique_ptr<DistributedContext> ctx_;
   std::unique_ptr<Task> task_;
   Compiled train_, eval_;

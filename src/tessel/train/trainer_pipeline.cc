@@ -17,12 +17,9 @@
 namespace tessel {
 
 void Trainer::init_pipeline() {
+  check_memory_limit(config_);  // before the stages are compiled or the data loaded
   pipe_ = std::make_unique<PipelineModel>(config_, *ctx_);
   global_flops_ = pipe_->flops_per_step();
-  if (!config_.memory_limit.empty())
-    TS_THROW(
-        "config: 'memory_limit' is not checked for pipelines or micro-batches yet; "
-        "drop it or use one micro-batch without a pipe axis");
   task_ = make_task(config_);
 
   // Parameters this rank holds, at their local shapes, from the full initial values.
