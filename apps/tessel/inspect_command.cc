@@ -9,6 +9,7 @@
 #include "tessel/runtime/program.h"
 #include "tessel/sharding/lower.h"
 #include "tessel/train/pipeline_model.h"
+#include "tessel/train/recompute_choice.h"
 #include "tessel/train/trainer.h"
 
 namespace tessel::cli {
@@ -23,6 +24,11 @@ struct InspectOptions {
 
 int run_inspect(const InspectOptions& opt) {
   TrainConfig c = opt.config.load();
+  if (c.recompute == "auto") {
+    RecomputeChoice choice = choose_recompute(c);
+    std::printf("%s", choice.report().c_str());
+    c.recompute = choice.chosen;
+  }
   if (uses_pipeline(c, Mesh::parse(c.mesh))) return inspect_pipeline(c, opt.rank);
   TrainingGraph t = build_training_graph(c, c.batch);
   const Graph& graph = t.graph;

@@ -16,6 +16,7 @@
 #include "tessel/base/error.h"
 #include "tessel/tensor/aligned_buffer.h"
 #include "tessel/train/memory_report.h"
+#include "tessel/train/recompute_choice.h"
 #include "tessel/train/text_model.h"
 #include "tessel/train/trainer.h"
 
@@ -30,9 +31,15 @@ struct TrainOptions {
 };
 
 // The predicted memory of every rank, without allocating or running.
-int run_dry(const TrainConfig& config) {
-  std::printf("predicted memory per rank (mesh %s, zero %d):\n",
-              config.mesh.empty() ? "single rank" : config.mesh.c_str(), config.zero);
+int run_dry(TrainConfig config) {
+  if (config.recompute == "auto") {
+    RecomputeChoice choice = choose_recompute(config);
+    std::printf("%s", choice.report().c_str());
+    config.recompute = choice.chosen;
+  }
+  std::printf("predicted memory per rank (mesh %s, zero %d, recompute %s):\n",
+              config.mesh.empty() ? "single rank" : config.mesh.c_str(), config.zero,
+              config.recompute.c_str());
   std::printf("  %-5s %12s %12s %12s %14s %12s %12s %13s %12s\n", "rank", "parameters", "optimizer",
               "arena", "(gradients)", "eval arena", "host", "accumulators", "total");
   for (const RankMemory& m : predict_memory(config))
@@ -98,6 +105,8 @@ int run_train(const TrainOptions& opt) {
   const Task& task = trainer.task();
   const bool root = trainer.is_root();
   if (root) {
+    if (const RecomputeChoice* choice = trainer.recompute_choice())
+      std::printf("%s", choice->report().c_str());
     std::filesystem::create_directories(opt.out);
     std::printf(
         "tessel train: %s, %lld parameters on mesh %s, %.2f GFLOP/step, arena %.1f MiB "
@@ -161,7 +170,7 @@ int run_train(const TrainOptions& opt) {
   const Trainer::PipelineStats pipe = trainer.pipeline_stats();  // collective
   if (!config.trace.empty()) trainer.write_trace(config.trace);  // collective
   if (!root) return 0;
-  const std::vector<RankMemory> predicted = predict_memory(config);
+  const std::vector<RankMemory> predicted = predict_memory(trainer.config());  // recompute resolved
   nlohmann::json memory = nlohmann::json::array();
   for (const RankMemory& m : predicted)
     memory.push_back({{"rank", m.rank},
@@ -180,6 +189,7 @@ int run_train(const TrainOptions& opt) {
   const Trainer::ModelStateBytes state = trainer.model_state_bytes();
   nlohmann::json summary = {{"mesh", trainer.distributed().mesh().to_string()},
                             {"zero", config.zero},
+                            {"recompute", trainer.config().recompute},
                             {"parameters", trainer.parameter_count()},
                             {"model_state_bytes_per_rank",
                              {{"parameters", state.parameters},

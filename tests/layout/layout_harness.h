@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -22,6 +23,9 @@
 #include <sstream>
 
 #include "tessel/train/checkpoint/safetensors.h"
+#include "tessel/train/config.h"
+#include "tessel/train/memory_report.h"
+#include "tessel/train/recompute_choice.h"
 
 namespace tessel {
 
@@ -57,9 +61,34 @@ inline nlohmann::json mlp_config() {
           {"threads", 1}};
 }
 
+// A `memory_limit` (bytes) that storing every activation exceeds on the
+// config's mesh: the worst rank's plan when every block is recomputed.
+inline std::string budget_for_recompute(const nlohmann::json& config, const std::string& mesh,
+                                        int64_t microbatches = 1) {
+  TrainConfig c = TrainConfig::from_json(config);
+  c.mesh = mesh;
+  c.microbatches = microbatches;
+  c.recompute = "blocks";
+  int64_t worst = 0;
+  for (const RankMemory& m : predict_memory(c)) worst = std::max(worst, m.total());
+  return std::to_string(worst);
+}
+
+// The choice `recompute: auto` makes under `limit`, made offline as every rank makes it.
+inline std::string auto_choice(const nlohmann::json& config, const std::string& mesh,
+                               int64_t microbatches, const std::string& limit) {
+  TrainConfig c = TrainConfig::from_json(config);
+  c.mesh = mesh;
+  c.microbatches = microbatches;
+  c.recompute = "auto";
+  c.memory_limit = limit;
+  return choose_recompute(c).chosen;
+}
+
 struct TrainRun {
   std::vector<nlohmann::json> steps;
   SafetensorsFile params;
+  std::string output;  // stdout and stderr of the run
 };
 
 class LayoutInvariance : public ::testing::Test {
@@ -88,6 +117,7 @@ class LayoutInvariance : public ::testing::Test {
     std::string output = run(cmd, &status);
     EXPECT_EQ(status, 0) << cmd << "\n" << output;
     TrainRun r;
+    r.output = output;
     std::ifstream metrics(dir / "out" / "metrics.jsonl");
     std::string line;
     while (std::getline(metrics, line)) r.steps.push_back(nlohmann::json::parse(line));

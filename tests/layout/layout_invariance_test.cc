@@ -308,6 +308,29 @@ TEST_F(LayoutInvariance, RecomputedBlocksOnDataAndModelAxes) {
               "recompute blocks on data=2,model=2");
 }
 
+// Selective recomputation composes with sharding the same way: the cloned
+// attention cores are split over heads like the stored ones.
+TEST_F(LayoutInvariance, SelectiveRecomputationOnDataAndModelAxes) {
+  nlohmann::json config = gpt_config();
+  config["recompute"] = "selective";
+  expect_same(train("selective_data2_model2", config, 4, "data=2,model=2"), reference("gpt"),
+              "recompute selective on data=2,model=2");
+}
+
+// `auto` makes one choice on every rank (each predicts every rank's plan
+// offline) under a budget that storing everything exceeds.
+TEST_F(LayoutInvariance, AutoRecomputationOnDataAndModelAxes) {
+  nlohmann::json config = gpt_config();
+  const std::string limit = budget_for_recompute(gpt_config(), "data=2,model=2");
+  const std::string chosen = auto_choice(gpt_config(), "data=2,model=2", 1, limit);
+  EXPECT_NE(chosen, "none");
+  config["recompute"] = "auto";
+  config["memory_limit"] = limit;
+  TrainRun r = train("auto_data2_model2", config, 4, "data=2,model=2");
+  expect_same(r, reference("gpt"), "recompute auto on data=2,model=2");
+  EXPECT_NE(r.output.find("recompute auto: chose " + chosen + " ("), std::string::npos) << r.output;
+}
+
 // `train --dry-run` predicts, per rank and without MPI or allocation, the
 // memory the real run then has: parameters, optimizer state and the arena.
 TEST_F(LayoutInvariance, DryRunPredictsTheRunsModelStateAndArena) {

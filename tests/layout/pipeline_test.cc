@@ -66,7 +66,10 @@ INSTANTIATE_TEST_SUITE_P(
         PipeCase{"pipe2_recompute", 2, "pipe=2", "--microbatches 2 --recompute blocks"},
         PipeCase{"pipe2_data2_zero1", 4, "pipe=2,data=2", "--microbatches 2 --zero 1"},
         PipeCase{"pipe2_data2_zero2_model2", 8, "pipe=2,data=2,model=2",
-                 "--schedule zb-h1 --microbatches 2 --zero 2"}),
+                 "--schedule zb-h1 --microbatches 2 --zero 2"},
+        PipeCase{"pipe2_selective", 2, "pipe=2", "--microbatches 2 --recompute selective"},
+        PipeCase{"pipe2_grouped_first4_selective", 2, "pipe=2",
+                 "--microbatches 2 --recompute blocks:2:4+selective"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // Micro-batches without a pipe axis are gradient accumulation, for any
@@ -74,6 +77,19 @@ INSTANTIATE_TEST_SUITE_P(
 TEST_F(Pipelines, MlpAccumulatesMicroBatchesOnDataParallelRanks) {
   expect_same(train("mlp_accumulate", mlp_config(), 2, "data=2", "", "--microbatches 4"),
               reference("mlp"), "mlp data=2, 4 micro-batches");
+}
+
+// `recompute: auto` on a pipeline: the memory judge is the pipelined plan
+// (one arena per micro-batch in flight per stage); every rank makes the
+// same choice, and the run still matches one process.
+TEST_F(Pipelines, AutoRecomputationFitsTheBudget) {
+  const std::string limit = budget_for_recompute(pipeline_config(), "pipe=2", 2);
+  const std::string chosen = auto_choice(pipeline_config(), "pipe=2", 2, limit);
+  EXPECT_NE(chosen, "none");
+  TrainRun r = train("pipe2_auto", pipeline_config(), 2, "pipe=2", "",
+                     "--microbatches 2 --recompute auto --memory-limit " + limit);
+  expect_same(r, single(), "pipe2 recompute auto");
+  EXPECT_NE(r.output.find("recompute auto: chose " + chosen + " ("), std::string::npos) << r.output;
 }
 
 // pipe=2 with m micro-batches: per step, rank 0 sends each micro-batch's

@@ -155,6 +155,29 @@ TEST_F(Cli, MemoryLimitFailsBeforeComputeAndSuggestsWhatFits) {
                "memory size 'lots'");
 }
 
+// `--recompute auto` needs a budget, prints its choice in a dry run, and
+// stops before loading data when nothing fits; a bad policy names the key.
+TEST_F(Cli, RecomputeAutoChoosesWithinTheMemoryLimit) {
+  const std::string config = write_config(tiny_gpt());
+  expect_error(run("train --config " + config + " --recompute auto --dry-run"),
+               "needs 'memory_limit'");
+  Result dry = run("train --config " + config + " --recompute auto --memory-limit 1GiB --dry-run");
+  EXPECT_EQ(dry.exit_code, 0) << dry.output;
+  for (const char* part : {"recompute auto: chose none", "fits, chosen",
+                           "recompute none):", "fits in --memory-limit 1GiB"})
+    EXPECT_NE(dry.output.find(part), std::string::npos) << part << " in:\n" << dry.output;
+  nlohmann::json j = tiny_gpt();
+  j["data_dir"] = (dir_ / "no-such-dir").string();  // the data would only be loaded after the check
+  Result none_fits =
+      run("train --config " + write_config(j) + " --recompute auto --memory-limit 64KiB");
+  expect_error(none_fits, "no recomputation fits the memory limit of 0.06 MiB");
+  EXPECT_NE(none_fits.output.find("training arena"), std::string::npos) << none_fits.output;
+  expect_error(run("train --config " + config + " --recompute blocks:2 --dry-run"),
+               "groups 2 blocks per segment but the model has 1 ('n_layer')");
+  expect_error(run("train --config " + config + " --recompute sometimes --dry-run"),
+               "'recompute' \"sometimes\" has an unknown part");
+}
+
 TEST_F(Cli, EvalOnMissingFileIsAnError) {
   expect_error(run("eval --checkpoint " + (dir_ / "nothing").string() + " --data /nonexistent"),
                "checkpoint");

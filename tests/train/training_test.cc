@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <map>
 
 #include "tessel/base/error.h"
 #include "tessel/train/checkpoint/checkpoint.h"
@@ -82,6 +83,45 @@ TEST(Training, BlockRecomputationIsBitwiseIdenticalAndSmaller) {
   }
   EXPECT_LT(recomputed.arena_bytes(), stored.arena_bytes() * 3 / 4)
       << "stored " << stored.arena_bytes() << " B, recomputed " << recomputed.arena_bytes() << " B";
+}
+
+// Selective recomputation (each block's attention core) and Chen et al.'s
+// grouped segments (blocks:K, only every K-th block's input stored) change
+// where values are computed, not what: bitwise the losses and weights of
+// storing everything. Selective frees less than whole blocks, because it
+// recomputes only the (batch, heads, seq, kseq) values.
+TEST(Training, SelectiveAndGroupedRecomputationAreBitwiseIdentical) {
+  TrainConfig c = small_gpt();
+  c.n_layer = 4;
+  c.steps = 3;
+  c.dropout = 0.1;
+  Trainer stored(c);
+  std::vector<double> losses;
+  for (int s = 0; s < c.steps; ++s) losses.push_back(stored.step().loss);
+  std::map<std::string, size_t> arena;
+  for (const char* spec : {"selective", "blocks", "blocks:2", "blocks:1:2+selective"}) {
+    c.recompute = spec;
+    Trainer recomputed(c);
+    for (int s = 0; s < c.steps; ++s) {
+      double b = recomputed.step().loss;
+      EXPECT_EQ(std::memcmp(&losses[s], &b, sizeof b), 0)
+          << spec << " step " << s << ": " << losses[s] << " vs " << b;
+    }
+    for (size_t i = 0; i < stored.params().entries().size(); ++i) {
+      const ParamEntry& x = stored.params().entries()[i];
+      const ParamEntry& y = recomputed.params().entries()[i];
+      EXPECT_EQ(std::memcmp(x.value.raw(), y.value.raw(), x.value.nbytes()), 0)
+          << spec << ": " << x.name;
+    }
+    arena[spec] = recomputed.arena_bytes();
+  }
+  const size_t none = stored.arena_bytes();
+  std::string sizes = "arena bytes: none " + std::to_string(none);
+  for (const auto& [spec, bytes] : arena) sizes += ", " + spec + " " + std::to_string(bytes);
+  EXPECT_LT(arena["selective"], none) << sizes;
+  EXPECT_LT(arena["blocks"], arena["selective"]) << sizes;
+  EXPECT_LT(arena["blocks:2"], none) << sizes;
+  EXPECT_LT(arena["blocks:1:2+selective"], arena["selective"]) << sizes;
 }
 
 TEST(Training, MlpLearnsFashionMnist) {

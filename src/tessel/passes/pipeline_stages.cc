@@ -1,7 +1,6 @@
 #include "tessel/passes/pipeline_stages.h"
 
 #include <algorithm>
-#include <cctype>
 #include <limits>
 #include <map>
 #include <set>
@@ -10,7 +9,8 @@
 #include "tessel/base/error.h"
 #include "tessel/ir/builder.h"
 #include "tessel/ir/graph_copy.h"
-#include "tessel/passes/recompute.h"
+#include "tessel/passes/block_label.h"
+#include "tessel/passes/recompute_policy.h"
 
 namespace tessel {
 namespace {
@@ -22,17 +22,6 @@ constexpr double kForwardAndBackward = 3.0;
 
 bool is_leaf(const Node& n) { return n.kind == OpKind::kInput || n.kind == OpKind::kParam; }
 
-// "block12.attn.q" -> 12; -1 for labels outside any block.
-int block_of(const std::string& label) {
-  if (label.rfind("block", 0) != 0) return -1;
-  size_t i = 5;
-  int block = 0;
-  while (i < label.size() && std::isdigit(static_cast<unsigned char>(label[i])))
-    block = block * 10 + (label[i++] - '0');
-  if (i == 5 || i >= label.size() || label[i] != '.') return -1;
-  return block;
-}
-
 // Per-node owner block, with nodes before the first block as -1 ("embed",
 // stage 0) and after the last as `blocks` ("head", last stage).
 std::vector<int> node_blocks(const Graph& g, int* blocks) {
@@ -40,7 +29,7 @@ std::vector<int> node_blocks(const Graph& g, int* blocks) {
   int last = -1;
   for (ValueId id = 0; id < g.size(); ++id) {
     if (is_leaf(g.node(id))) continue;
-    int b = block_of(g.node(id).name);
+    int b = block_of_label(g.node(id).name);
     if (b >= 0) {
       TS_CHECK(b >= last, "pipeline: block ", b, " ('", g.node(id).name, "') comes after block ",
                last, "; blocks must be built in order");
@@ -52,8 +41,8 @@ std::vector<int> node_blocks(const Graph& g, int* blocks) {
   bool after_last = false;
   for (ValueId id = 0; id < g.size(); ++id) {
     if (is_leaf(g.node(id))) continue;
-    if (block_of(g.node(id).name) == last) after_last = false;
-    if (block_of(g.node(id).name) < 0 && owner[id] == last && last >= 0) after_last = true;
+    if (block_of_label(g.node(id).name) == last) after_last = false;
+    if (block_of_label(g.node(id).name) < 0 && owner[id] == last && last >= 0) after_last = true;
     if (after_last) owner[id] = *blocks;
   }
   return owner;
@@ -238,8 +227,8 @@ void add_backward(StageGraph& st, const StageGraphOptions& options) {
   std::vector<ValueId> remap(g.size());
   for (ValueId id = 0; id < g.size(); ++id) remap[id] = id;
   Graph source = std::move(g);
-  if (options.recompute == "blocks") {
-    RecomputeResult r = recompute_segments(source, forward_end, "block");
+  if (const RecomputePolicy policy = RecomputePolicy::parse(options.recompute); !policy.none()) {
+    RecomputeResult r = recompute_segments(source, forward_end, policy.segments());
     source = std::move(r.graph);
     remap = std::move(r.remap);
   }

@@ -68,7 +68,7 @@ struct StageGraph {
 struct StageGraphOptions {
   bool backward = true;
   int microbatches = 1;   // the backward is seeded with 1 / microbatches
-  std::string recompute;  // "blocks": recompute each block in backward
+  std::string recompute;  // a recompute policy (passes/recompute_policy.h); "" = none
 };
 
 // One graph per stage. REQUIRES: `loss` is the forward graph's scalar loss.

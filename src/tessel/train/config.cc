@@ -6,6 +6,7 @@
 #include <map>
 
 #include "tessel/base/error.h"
+#include "tessel/passes/recompute_policy.h"
 
 namespace tessel {
 namespace {
@@ -174,8 +175,15 @@ void TrainConfig::validate() const {
   non_negative("sample_chars", sample_chars);
   non_negative("threads", threads);
   positive("bucket_mib", bucket_mib);
-  if (recompute != "none" && recompute != "blocks")
-    TS_THROW("config: 'recompute' must be \"none\" or \"blocks\", got \"", recompute, "\"");
+  if (recompute == "auto") {
+    if (memory_limit.empty())
+      TS_THROW(
+          "config: 'recompute' \"auto\" chooses the recomputation that fits the per-rank "
+          "memory budget, so it needs 'memory_limit' (--memory-limit, e.g. 2GiB)");
+  } else {
+    const RecomputePolicy policy = RecomputePolicy::parse(recompute);
+    if (model == "gpt" && n_layer > 0) policy.check_blocks(n_layer);
+  }
   if (zero < 0 || zero > 3) TS_THROW("config: 'zero' must be 0, 1, 2 or 3, got ", zero);
   positive("microbatches", microbatches);
   positive("chunks", chunks);

@@ -51,8 +51,10 @@ struct TrainConfig {
   std::string mesh;        // "data=2,model=2"; "" = one rank
   std::string layout;      // "batch=data,heads=model"; "" = defaults for the mesh's axis names
   double bucket_mib = 25;  // gradient all-reduce bucket size
-  std::string recompute =
-      "none";  // "none" | "blocks": recompute each block's activations in backward
+  // Activations recomputed in backward instead of stored: none | selective | blocks |
+  // blocks:K | blocks:K:J [+selective] (passes/recompute_policy.h) | auto (the fewest
+  // recomputed FLOPs that fit 'memory_limit', train/recompute_choice.h).
+  std::string recompute = "none";
   // ZeRO stage over the data axis: 0, 1 or 2 (optimizer state and gradients
   // sharded), 3 (parameters too, gathered on use).
   int zero = 0;

@@ -241,16 +241,25 @@ void check_memory_limit(const TrainConfig& c) {
                       total <= limit ? " (fits)" : " (does not fit)");
     }
   }
+  if (c.recompute != "auto")
+    fits += "\n  --recompute auto: the recomputation with the fewest recomputed FLOPs that fits";
   TS_THROW("predicted memory on rank ", rank, " is ", format_bytes(worst), ", over the limit of ",
-           format_bytes(limit), " ('", c.memory_limit, "'): parameters ",
-           format_bytes(m.parameters), ", optimizer state ", format_bytes(m.optimizer),
-           ", training arena ", format_bytes(m.arena), " (of which gradients ",
-           format_bytes(m.gradients), "), evaluation arena ", format_bytes(m.eval_arena),
-           m.accumulators > 0 ? str_cat(", gradient accumulators ", format_bytes(m.accumulators))
-                              : std::string(),
-           ", host buffers ", format_bytes(m.host.total()), ". Alternatives:",
+           format_bytes(limit), " ('", c.memory_limit, "'): ", memory_breakdown(m),
+           ". Alternatives:",
            fits.empty() ? std::string("\n  none of --zero / --recompute applies; use more ranks")
                         : fits);
+}
+
+std::string memory_breakdown(const RankMemory& m) {
+  return str_cat(
+      "parameters ", format_bytes(m.parameters), ", optimizer state ", format_bytes(m.optimizer),
+      ", training arena ", format_bytes(m.arena), " (of which gradients ",
+      format_bytes(m.gradients), "), evaluation arena ", format_bytes(m.eval_arena),
+      m.accumulators > 0 ? str_cat(", gradient accumulators ", format_bytes(m.accumulators))
+                         : std::string(),
+      m.weight_copies > 0 ? str_cat(", weight copies ", format_bytes(m.weight_copies))
+                          : std::string(),
+      ", host buffers ", format_bytes(m.host.total()));
 }
 
 }  // namespace tessel

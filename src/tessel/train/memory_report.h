@@ -79,6 +79,11 @@ int64_t parse_bytes(const std::string& text);
 // Before any compute: if `config.memory_limit` is set and some rank's
 // predicted memory exceeds it, throws with that rank's breakdown and the
 // settings (higher ZeRO stage, block recomputation) that would fit.
+// REQUIRES: `config.recompute` is not "auto" (resolve it first).
 void check_memory_limit(const TrainConfig& config);
+
+// "parameters 41.17 MiB, optimizer state ..., training arena ... (of which
+// gradients ...), evaluation arena ...[, gradient accumulators ...]".
+std::string memory_breakdown(const RankMemory& m);
 
 }  // namespace tessel

@@ -6,7 +6,6 @@
 
 #include "tessel/autodiff/backward.h"
 #include "tessel/base/error.h"
-#include "tessel/passes/recompute.h"
 #include "tessel/train/checkpoint/checkpoint.h"
 #include "tessel/train/memory_report.h"
 #include "tessel/train/zero.h"
@@ -19,14 +18,19 @@ TrainingGraph build_training_graph(const TrainConfig& config, int64_t batch) {
   t.outputs = build_model(config, b, batch, /*training=*/true);
   std::map<ValueId, ValueId> grads = build_backward(b, t.outputs.loss, t.graph.params());
   for (ValueId p : t.graph.params()) t.grads.push_back(grads.at(p));
-  if (config.recompute == "blocks") {
-    RecomputeResult r = recompute_segments(t.graph, t.outputs.loss + 1, "block");
-    t.graph = std::move(r.graph);
-    t.outputs.loss = r.remap[t.outputs.loss];
-    if (t.outputs.logits >= 0) t.outputs.logits = r.remap[t.outputs.logits];
-    for (ValueId& g : t.grads) g = r.remap[g];
-  }
+  apply_recompute(t, RecomputePolicy::parse(config.recompute));
   return t;
+}
+
+void apply_recompute(TrainingGraph& t, const RecomputePolicy& policy) {
+  if (policy.none()) return;
+  TS_CHECK(t.recomputed_flops == 0, "recompute: the graph is already recomputed");
+  RecomputeResult r = recompute_segments(t.graph, t.outputs.loss + 1, policy.segments());
+  t.graph = std::move(r.graph);
+  t.outputs.loss = r.remap[t.outputs.loss];
+  if (t.outputs.logits >= 0) t.outputs.logits = r.remap[t.outputs.logits];
+  for (ValueId& g : t.grads) g = r.remap[g];
+  t.recomputed_flops = r.recomputed_flops;
 }
 
 Trainer::~Trainer() = default;
@@ -61,6 +65,10 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   ctx_ = std::make_unique<DistributedContext>(config_.mesh, config_.layout);
   for (const auto& [label, spec] : config_.shard)
     ctx_->layout().set_override(label, spec, ctx_->mesh());
+  if (config_.recompute == "auto") {  // every rank makes the same choice, offline
+    recompute_choice_ = choose_recompute(config_);
+    config_.recompute = recompute_choice_->chosen;
+  }
   if (uses_pipeline(config_, ctx_->mesh())) {
     init_pipeline();
     return;

@@ -12,8 +12,10 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
+#include "tessel/passes/recompute_policy.h"
 #include "tessel/runtime/program.h"
 #include "tessel/sharding/lower.h"
 #include "tessel/train/config.h"
@@ -22,6 +24,7 @@
 #include "tessel/train/optimizer.h"
 #include "tessel/train/param_store.h"
 #include "tessel/train/pipeline_model.h"
+#include "tessel/train/recompute_choice.h"
 #include "tessel/train/task.h"
 #include "tessel/train/weight_versions.h"
 
@@ -34,14 +37,19 @@ struct StepResult {
   double lr = 0;
 };
 
-// The training graph (forward + gradients) of a config's model; needs no
-// data. Used by the trainer, `tessel inspect` and tests.
+// The training graph (forward + gradients) of a config's model, with the
+// config's recompute policy applied (never "auto": resolve it first, see
+// recompute_choice.h); needs no data. Used by the trainer, `tessel inspect`
+// and tests.
 struct TrainingGraph {
   Graph graph;
   TaskGraph outputs;
-  std::vector<ValueId> grads;  // one per graph parameter, in order
+  std::vector<ValueId> grads;   // one per graph parameter, in order
+  double recomputed_flops = 0;  // forward FLOPs the recompute policy adds per step
 };
 TrainingGraph build_training_graph(const TrainConfig& config, int64_t batch);
+// Applies a recompute policy to a training graph built with none.
+void apply_recompute(TrainingGraph& t, const RecomputePolicy& policy);
 
 // How the training graph is lowered for `config.zero` (train/zero.h): the
 // ZeRO targets, and the loss as the forward/backward phase boundary.
@@ -50,11 +58,18 @@ LoweringOptions training_lowering(const TrainingGraph& t, const TrainConfig& con
 
 class Trainer {
  public:
-  // Validates the config, sets up the mesh (MPI under mpirun) and checks the
-  // layout against the model, then loads the data — all before allocating
-  // the arena or running anything.
+  // Validates the config, sets up the mesh (MPI under mpirun), resolves
+  // `recompute: auto`, checks the layout against the model and the memory
+  // limit, then loads the data — all before allocating the arena or running
+  // anything.
   explicit Trainer(const TrainConfig& config);
   ~Trainer();
+
+  // How `recompute: auto` was resolved (config().recompute holds the
+  // choice); nullptr when the config named a policy.
+  const RecomputeChoice* recompute_choice() const {
+    return recompute_choice_ ? &*recompute_choice_ : nullptr;
+  }
 
   StepResult step();
   EvalResult evaluate();
@@ -133,6 +148,7 @@ class Trainer {
   int64_t pipeline_parameter_count() const;
 
   TrainConfig config_;
+  std::optional<RecomputeChoice> recompute_choice_;
   std::unique_ptr<DistributedContext> ctx_;
   std::unique_ptr<Task> task_;
   Compiled train_, eval_;

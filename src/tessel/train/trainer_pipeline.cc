@@ -17,7 +17,7 @@
 namespace tessel {
 
 void Trainer::init_pipeline() {
-  check_memory_limit(config_);  // before the data is loaded or any arena allocated
+  check_memory_limit(config_);  // before the stages are compiled or the data loaded
   pipe_ = std::make_unique<PipelineModel>(config_, *ctx_);
   global_flops_ = pipe_->flops_per_step();
   task_ = make_task(config_);

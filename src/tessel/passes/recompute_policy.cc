@@ -1,0 +1,97 @@
+#include "tessel/passes/recompute_policy.h"
+
+#include <sstream>
+#include <vector>
+
+#include "tessel/base/error.h"
+#include "tessel/passes/block_label.h"
+
+namespace tessel {
+namespace {
+
+[[noreturn]] void bad_spec(const std::string& spec, const std::string& why) {
+  TS_THROW("config: 'recompute' \"", spec, "\" ", why,
+           "; expected none, selective, blocks, blocks:K, blocks:K:J (each optionally "
+           "+selective) or auto");
+}
+
+int positive_number(const std::string& spec, const std::string& text, const char* what) {
+  size_t used = 0;
+  int value = 0;
+  try {
+    value = std::stoi(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || value < 1)
+    bad_spec(spec, str_cat("has ", what, " '", text, "', which must be a positive whole number"));
+  return value;
+}
+
+std::vector<std::string> split(const std::string& text, char sep) {
+  std::vector<std::string> parts;
+  std::string part;
+  std::istringstream in(text);
+  while (std::getline(in, part, sep)) parts.push_back(part);
+  if (!text.empty() && text.back() == sep) parts.push_back("");
+  return parts;
+}
+
+}  // namespace
+
+std::string RecomputePolicy::to_string() const {
+  if (group == 0) return selective ? "selective" : "none";
+  std::string s = "blocks";
+  if (first >= 0)
+    s += str_cat(":", group, ":", first);
+  else if (group != 1)
+    s += str_cat(":", group);
+  return selective ? s + "+selective" : s;
+}
+
+RecomputePolicy RecomputePolicy::parse(const std::string& spec) {
+  RecomputePolicy p;
+  if (spec == "none" || spec.empty()) return p;
+  if (spec == "auto")
+    TS_THROW(
+        "config: 'recompute' \"auto\" must be resolved to a policy (choose_recompute) "
+        "before a graph is built");
+  for (const std::string& part : split(spec, '+')) {
+    if (part == "selective") {
+      if (p.selective) bad_spec(spec, "names selective twice");
+      p.selective = true;
+      continue;
+    }
+    std::vector<std::string> fields = split(part, ':');
+    if (fields[0] != "blocks" || fields.size() > 3)
+      bad_spec(spec, str_cat("has an unknown part '", part, "'"));
+    if (p.group > 0) bad_spec(spec, "names block segments twice");
+    p.group = fields.size() > 1 ? positive_number(spec, fields[1], "segment size K") : 1;
+    if (fields.size() > 2) p.first = positive_number(spec, fields[2], "block count J");
+  }
+  return p;
+}
+
+void RecomputePolicy::check_blocks(int64_t blocks) const {
+  if (group > blocks)
+    TS_THROW("config: 'recompute' \"", to_string(), "\" groups ", group,
+             " blocks per segment but the model has ", blocks, " ('n_layer')");
+  if (first > blocks)
+    TS_THROW("config: 'recompute' \"", to_string(), "\" recomputes the first ", first,
+             " blocks but the model has ", blocks, " ('n_layer')");
+}
+
+SegmentFn RecomputePolicy::segments() const {
+  const RecomputePolicy p = *this;
+  return [p](const Node& n) -> std::string {
+    const int block = block_of_label(n.name);
+    if (block < 0) return "";
+    if (p.group > 0 && (p.first < 0 || block < p.first))
+      return "blocks" + std::to_string(block / p.group * p.group);
+    if (p.selective && n.shape.has("seq") && n.shape.has("kseq"))
+      return "block" + std::to_string(block) + ".attention";
+    return "";
+  };
+}
+
+}  // namespace tessel

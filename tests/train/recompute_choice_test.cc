@@ -1,0 +1,127 @@
+// `recompute: auto`: a candidate's cost is the forward FLOPs of what it
+// recomputes; auto picks, on one rank or a pipeline, the candidate with the
+// fewest recomputed FLOPs whose static plan fits the budget (checked
+// against every candidate's own prediction), none when the budget is
+// generous, and fails with the breakdown when nothing fits. All offline:
+// predict_memory needs no data, MPI or allocation.
+#include "tessel/train/recompute_choice.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+
+#include "common/error_of.h"
+#include "tessel/passes/block_label.h"
+#include "tessel/train/memory_report.h"
+#include "tessel/train/trainer.h"
+
+namespace tessel {
+namespace {
+
+TrainConfig tiny_gpt() {
+  TrainConfig c;
+  c.n_layer = 3;
+  c.n_head = 2;
+  c.d_model = 32;
+  c.context = 16;
+  c.batch = 8;
+  return c;
+}
+
+int64_t worst_total(const TrainConfig& c) {
+  int64_t worst = 0;
+  for (const RankMemory& m : predict_memory(c)) worst = std::max(worst, m.total());
+  return worst;
+}
+
+// The cost of a candidate is the forward FLOPs of the nodes it clones:
+// every block node for `blocks` (and any grouping of them), the values with
+// seq and kseq dims for `selective`, nothing for `none`.
+TEST(RecomputeChoice, CostsAreTheRecomputedForwardFlops) {
+  TrainConfig c = tiny_gpt();
+  TrainingGraph stored = build_training_graph(c, c.batch);
+  double block_flops = 0, attention_flops = 0;
+  for (ValueId id = 0; id <= stored.outputs.loss; ++id) {
+    const Node& n = stored.graph.node(id);
+    if (n.kind == OpKind::kInput || n.kind == OpKind::kParam || block_of_label(n.name) < 0)
+      continue;
+    block_flops += stored.graph.node_flops(id);
+    if (n.shape.has("seq") && n.shape.has("kseq")) attention_flops += stored.graph.node_flops(id);
+  }
+  ASSERT_GT(attention_flops, 0);
+  std::map<std::string, double> cost;
+  std::vector<RecomputeCandidate> all = recompute_candidates(c);
+  for (const RecomputeCandidate& k : all) cost[k.spec] = k.recomputed_flops;
+  EXPECT_EQ(all.size(), 2u + 2 * 2 + 3);  // none, selective, blocks:1:J(+selective), blocks:K
+  EXPECT_EQ(cost.at("none"), 0);
+  EXPECT_DOUBLE_EQ(cost.at("selective"), attention_flops);
+  for (const char* spec : {"blocks", "blocks:2", "blocks:3"})
+    EXPECT_DOUBLE_EQ(cost.at(spec), block_flops) << spec;
+  EXPECT_LT(cost.at("blocks:1:1"), cost.at("blocks:1:2"));
+  EXPECT_LT(cost.at("blocks:1:1"), cost.at("blocks:1:1+selective"));
+  for (size_t i = 1; i < all.size(); ++i)
+    EXPECT_LE(all[i - 1].recomputed_flops, all[i].recomputed_flops) << "cost order at " << i;
+}
+
+// For every budget that exactly fits some candidate: the choice fits, and no
+// candidate that recomputes fewer FLOPs fits (each judged on its own plan).
+void expect_cheapest_that_fits(TrainConfig c) {
+  std::vector<RecomputeCandidate> all = recompute_candidates(c);
+  std::map<std::string, int64_t> memory;
+  for (const RecomputeCandidate& k : all) {
+    TrainConfig alt = c;
+    alt.recompute = k.spec;
+    memory[k.spec] = worst_total(alt);
+  }
+  EXPECT_LT(memory.at("blocks"), memory.at("none"));
+  for (const auto& [budget_of, limit] : memory) {
+    c.memory_limit = std::to_string(limit);
+    c.recompute = "auto";
+    RecomputeChoice choice = choose_recompute(c);
+    const RecomputeCandidate& chosen = choice.chosen_candidate();
+    EXPECT_EQ(chosen.memory, memory.at(choice.chosen)) << choice.report();
+    EXPECT_LE(chosen.memory, limit) << choice.report();
+    for (const RecomputeCandidate& k : all) {
+      if (memory.at(k.spec) > limit) continue;
+      EXPECT_LE(chosen.recomputed_flops, k.recomputed_flops)
+          << "budget " << limit << ": " << k.spec << " fits and recomputes less than "
+          << choice.chosen << "\n"
+          << choice.report();
+    }
+  }
+}
+
+TEST(RecomputeChoice, PicksTheFewestRecomputedFlopsThatFit) {
+  expect_cheapest_that_fits(tiny_gpt());
+}
+
+TEST(RecomputeChoice, PicksTheFewestRecomputedFlopsThatFitOnAPipeline) {
+  TrainConfig c = tiny_gpt();
+  c.mesh = "pipe=2";
+  c.microbatches = 2;
+  expect_cheapest_that_fits(c);
+}
+
+TEST(RecomputeChoice, GenerousBudgetKeepsEverythingStored) {
+  TrainConfig c = tiny_gpt();
+  c.recompute = "auto";
+  c.memory_limit = "1GiB";
+  RecomputeChoice choice = choose_recompute(c);
+  EXPECT_EQ(choice.chosen, "none");
+  EXPECT_NE(choice.report().find("recompute auto: chose none"), std::string::npos)
+      << choice.report();
+}
+
+TEST(RecomputeChoice, NothingFitsFailsWithTheBreakdown) {
+  TrainConfig c = tiny_gpt();
+  c.recompute = "auto";
+  c.memory_limit = "64KiB";
+  const std::string e = error_of([&] { choose_recompute(c); });
+  for (const char* part : {"no recomputation fits the memory limit of 0.06 MiB", "training arena",
+                           "blocks", "selective", "over the limit"})
+    EXPECT_NE(e.find(part), std::string::npos) << part << " in: " << e;
+}
+
+}  // namespace
+}  // namespace tessel
