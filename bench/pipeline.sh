@@ -19,9 +19,9 @@ run() {  # name mesh extra-args...
   local name=$1 mesh=$2
   shift 2
   $MPIRUN build/tessel train --config "$CONFIG" --threads 1 --steps "$STEPS" --mesh "$mesh" \
-    --out "$OUT/$name" "$@" >/dev/null
+    --out "$OUT/$name" "$@" >"$OUT/$name.log" 2>&1 || { cat "$OUT/$name.log"; exit 1; }
 }
-summarise() {  # name -> "median_ms bubble theory rss_mib"
+summarise() {  # name -> "median_ms bubble theory rss_mib tracked_mib"
   /usr/bin/python3 - "$OUT/$1" <<'PY'
 import json, statistics, sys
 d = sys.argv[1]
@@ -33,7 +33,9 @@ if p:
     b = statistics.mean(p["measured_bubble"]); t = statistics.mean(p["theoretical_bubble"])
 else:
     b = t = float("nan")
-print(f'{ms:.1f} {b:.3f} {t:.3f} {s["peak_rss_bytes_rank0"] / 1048576:.1f}')
+r0 = s["memory_per_rank"][0]
+print(f'{ms:.1f} {b:.3f} {t:.3f} {r0["peak_rss_bytes"] / 1048576:.1f} '
+      f'{r0["measured_peak_tracked_bytes"] / 1048576:.2f}')
 PY
 }
 run data2 data=2
@@ -51,12 +53,13 @@ for schedule in gpipe 1f1b interleaved zb-h1; do
   done
 done
 echo
-echo "memory at m=8 (rank 0): predicted total (dry run) vs measured peak RSS"
+echo "memory at m=8 (rank 0): predicted total (dry run) vs measured peak of tensor storage, and peak RSS"
 for schedule in gpipe 1f1b interleaved zb-h1; do
   extra=(--schedule "$schedule" --microbatches 8)
   if [ "$schedule" = interleaved ]; then extra+=(--chunks 2); fi
   predicted=$(build/tessel train --config "$CONFIG" --mesh pipe=2 "${extra[@]}" --dry-run |
     awk '$1 == "0" {print $(NF-1)}')
-  read -r _ _ _ rss <<<"$(summarise "$schedule-8")"
-  printf '%-12s predicted %8s MiB   peak RSS %8s MiB\n' "$schedule" "$predicted" "$rss"
+  read -r _ _ _ rss tracked <<<"$(summarise "$schedule-8")"
+  printf '%-12s predicted %8s MiB   measured %8s MiB   peak RSS %8s MiB\n' "$schedule" \
+    "$predicted" "$tracked" "$rss"
 done
