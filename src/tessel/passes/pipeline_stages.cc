@@ -148,7 +148,6 @@ StagePartition partition_stages(const Graph& forward, int stages,
 namespace {
 
 std::string act_name(ValueId id) { return "pipe.act." + std::to_string(id); }
-std::string grad_name(ValueId id) { return "pipe.grad." + std::to_string(id); }
 
 // Forward of every stage: nodes copied in order, cross-stage reads turned
 // into "pipe.act" inputs (and the producer's activations_out).
