@@ -7,21 +7,14 @@
 #include <gtest/gtest.h>
 
 #include "common/error_of.h"
+#include "common/tiny_gpt.h"
 #include "tessel/ir/builder.h"
 #include "tessel/train/config.h"
 
 namespace tessel {
 namespace {
 
-TrainConfig tiny_gpt() {
-  TrainConfig c;
-  c.n_layer = 3;
-  c.n_head = 2;
-  c.d_model = 32;
-  c.context = 16;
-  c.batch = 8;
-  return c;
-}
+TrainConfig tiny_gpt() { return tiny_gpt_config(3, 8); }
 
 TEST(RecomputePolicy, SpellingsRoundTripAndBadOnesNameTheKey) {
   for (const char* spec :

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/tiny_gpt.h"
 #include "tessel/base/philox.h"
 #include "tessel/runtime/program.h"
 #include "tessel/tensor/tensor.h"
@@ -43,12 +44,7 @@ TEST(MemoryPlan, ConflictCheckerCatchesOverlap) {
 }
 
 TEST(MemoryPlan, GptTrainingProgramPlanIsValidAndReusesMemory) {
-  TrainConfig c;
-  c.n_layer = 2;
-  c.d_model = 32;
-  c.n_head = 2;
-  c.context = 16;
-  c.batch = 4;
+  TrainConfig c = tiny_gpt_config(2, 4);
   TrainingGraph t = build_training_graph(c, c.batch);
   std::vector<ValueId> outputs = {t.outputs.loss};
   outputs.insert(outputs.end(), t.grads.begin(), t.grads.end());

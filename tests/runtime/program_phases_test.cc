@@ -6,6 +6,7 @@
 
 #include <cstring>
 
+#include "common/tiny_gpt.h"
 #include "tessel/autodiff/backward.h"
 #include "tessel/runtime/program.h"
 #include "tessel/train/param_store.h"
@@ -21,12 +22,7 @@ struct Training {
 };
 
 Training small_gpt() {
-  TrainConfig c;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.d_model = 32;
-  c.context = 16;
-  c.batch = 2;
+  TrainConfig c = tiny_gpt_config(2, 2);
   Training t;
   GraphBuilder b(t.graph);
   TaskGraph out = build_model(c, b, c.batch, /*training=*/true);

@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "common/error_of.h"
+#include "common/tiny_gpt.h"
 #include "tessel/ir/builder.h"
 #include "tessel/train/task.h"
 
@@ -20,12 +21,7 @@ struct Forward {
 };
 
 Forward gpt_forward(int64_t layers) {
-  TrainConfig c;
-  c.n_layer = layers;
-  c.n_head = 2;
-  c.d_model = 32;
-  c.context = 16;
-  c.batch = 4;
+  TrainConfig c = tiny_gpt_config(layers, 4);
   Forward f;
   GraphBuilder b(f.graph);
   f.loss = build_model(c, b, c.batch, /*training=*/true).loss;

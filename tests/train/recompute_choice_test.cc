@@ -12,6 +12,7 @@
 #include <map>
 
 #include "common/error_of.h"
+#include "common/tiny_gpt.h"
 #include "tessel/passes/block_label.h"
 #include "tessel/train/memory_report.h"
 #include "tessel/train/trainer.h"
@@ -19,15 +20,7 @@
 namespace tessel {
 namespace {
 
-TrainConfig tiny_gpt() {
-  TrainConfig c;
-  c.n_layer = 3;
-  c.n_head = 2;
-  c.d_model = 32;
-  c.context = 16;
-  c.batch = 8;
-  return c;
-}
+TrainConfig tiny_gpt() { return tiny_gpt_config(3, 8); }
 
 int64_t worst_total(const TrainConfig& c) {
   int64_t worst = 0;
