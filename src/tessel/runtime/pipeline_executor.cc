@@ -168,10 +168,7 @@ PipelineExecutor::StepOutcome PipelineExecutor::run() {
         if (hooks_.before_forward) hooks_.before_forward(index, a.microbatch, p);
         feed_(s.stage, a.microbatch, p);
         p.run_phase(kForwardPhase);
-        if (s.loss >= 0) {
-          out.loss_sum += *p.f32(s.loss);
-          ++out.losses;
-        }
+        if (s.loss >= 0) out.loss_sum += *p.f32(s.loss);
         break;
       case ActionKind::kBackwardInput:
         if (hooks_.before_backward) hooks_.before_backward(index, a.microbatch, p);

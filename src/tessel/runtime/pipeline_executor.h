@@ -63,7 +63,6 @@ class PipelineExecutor {
 
   struct StepOutcome {
     double loss_sum = 0;      // sum of micro-batch losses (last stage only)
-    int losses = 0;           // how many were summed here
     double seconds = 0;       // wall time of the action list
     double busy_seconds = 0;  // of which compute (F, B, BI, BW)
     double compute_end = 0;   // end of the last compute action, seconds after the start

@@ -273,20 +273,21 @@ void PipelineModel::feed(const LocalStage& st, bool eval, int microbatch, Progra
   }
 }
 
-double PipelineModel::share_loss(double local_sum, int count) {
+// Only the last stage's ranks summed losses; the others hold 0.
+double PipelineModel::share_loss(double local_sum) {
   float total = static_cast<float>(local_sum);
   if (pipe_axis_ >= 0) ctx_->groups().axis("pipe").all_reduce(&total, 1, ReduceKind::kSum, "loss");
-  return count > 0 || pipe_axis_ >= 0 ? total : 0;
+  return total;
 }
 
 double PipelineModel::run_step() {
   last_outcome_ = executor_->run();
-  return share_loss(last_outcome_.loss_sum, last_outcome_.losses) / schedule_.microbatches;
+  return share_loss(last_outcome_.loss_sum) / schedule_.microbatches;
 }
 
 double PipelineModel::evaluate() {
   PipelineExecutor::StepOutcome o = eval_executor_->run();
-  return share_loss(o.loss_sum, o.losses);
+  return share_loss(o.loss_sum);
 }
 
 const float* PipelineModel::eval_logits(Shape* shape, Sharding* sharding) {

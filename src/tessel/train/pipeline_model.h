@@ -106,7 +106,7 @@ class PipelineModel {
   Sharding on_full_mesh(const Sharding& s) const;
 
  private:
-  double share_loss(double local_sum, int count);
+  double share_loss(double local_sum);
   void feed(const LocalStage& st, bool eval, int microbatch, Program& program);
   PipelineStage compile(const LocalStage& st, int chunk, bool eval);
 
