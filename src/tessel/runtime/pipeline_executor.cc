@@ -100,10 +100,25 @@ void PipelineExecutor::release(PipelineStage& s, int microbatch) {
   inst = -1;
 }
 
-int PipelineExecutor::tag(int microbatch, int stage, int direction, size_t index) const {
+// Tags of the values of one (micro-batch, receiving stage, direction) are
+// the returned base plus the value's index.
+int PipelineExecutor::tag_base(int microbatch, int stage, int direction) const {
   return (((microbatch % kTagMicrobatches) * schedule_.stages() + stage) * 2 + direction) *
-             kTagValues +
-         static_cast<int>(index);
+         kTagValues;
+}
+
+void PipelineExecutor::receive(Program& p, const std::vector<ValueId>& values, const Action& a,
+                               int tag) {
+  for (size_t i = 0; i < values.size(); ++i)
+    pipe_->recv(p.f32(values[i]), p.graph().node(values[i]).shape.numel(), a.peer,
+                tag + static_cast<int>(i), action_name(a.kind));
+}
+
+void PipelineExecutor::send(Program& p, const std::vector<ValueId>& values, const Action& a,
+                            int tag, std::vector<std::unique_ptr<CommRequest>>& pending) {
+  for (size_t i = 0; i < values.size(); ++i)
+    pending.push_back(pipe_->start_send(p.f32(values[i]), p.graph().node(values[i]).shape.numel(),
+                                        a.peer, tag + static_cast<int>(i), action_name(a.kind)));
 }
 
 void PipelineExecutor::poll_sends() {
@@ -143,26 +158,16 @@ PipelineExecutor::StepOutcome PipelineExecutor::run() {
     auto& pending = pending_[index][instance_of_[index][a.microbatch]];
     switch (a.kind) {
       case ActionKind::kRecvActivation:
-        for (size_t i = 0; i < s.activations_in.size(); ++i)
-          pipe_->recv(p.f32(s.activations_in[i]), p.graph().node(s.activations_in[i]).shape.numel(),
-                      a.peer, tag(a.microbatch, s.stage, kActivation, i), "pipeline activation");
+        receive(p, s.activations_in, a, tag_base(a.microbatch, s.stage, kActivation));
         break;
       case ActionKind::kSendActivation:
-        for (size_t i = 0; i < s.activations_out.size(); ++i)
-          pending.push_back(pipe_->start_send(
-              p.f32(s.activations_out[i]), p.graph().node(s.activations_out[i]).shape.numel(),
-              a.peer, tag(a.microbatch, s.stage + 1, kActivation, i), "pipeline activation"));
+        send(p, s.activations_out, a, tag_base(a.microbatch, s.stage + 1, kActivation), pending);
         break;
       case ActionKind::kRecvGradient:
-        for (size_t i = 0; i < s.gradients_in.size(); ++i)
-          pipe_->recv(p.f32(s.gradients_in[i]), p.graph().node(s.gradients_in[i]).shape.numel(),
-                      a.peer, tag(a.microbatch, s.stage, kGradient, i), "pipeline gradient");
+        receive(p, s.gradients_in, a, tag_base(a.microbatch, s.stage, kGradient));
         break;
       case ActionKind::kSendGradient:
-        for (size_t i = 0; i < s.gradients_out.size(); ++i)
-          pending.push_back(pipe_->start_send(
-              p.f32(s.gradients_out[i]), p.graph().node(s.gradients_out[i]).shape.numel(), a.peer,
-              tag(a.microbatch, s.stage - 1, kGradient, i), "pipeline gradient"));
+        send(p, s.gradients_out, a, tag_base(a.microbatch, s.stage - 1, kGradient), pending);
         break;
       case ActionKind::kForward:
         if (hooks_.before_forward) hooks_.before_forward(index, a.microbatch, p);

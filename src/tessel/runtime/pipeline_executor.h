@@ -90,7 +90,10 @@ class PipelineExecutor {
   PipelineStage& stage_of_chunk(int chunk);
   Program& acquire(PipelineStage& s, int microbatch);
   void release(PipelineStage& s, int microbatch);
-  int tag(int microbatch, int stage, int direction, size_t index) const;
+  int tag_base(int microbatch, int stage, int direction) const;
+  void receive(Program& p, const std::vector<ValueId>& values, const Action& a, int tag);
+  void send(Program& p, const std::vector<ValueId>& values, const Action& a, int tag,
+            std::vector<std::unique_ptr<CommRequest>>& pending);
   void accumulate(PipelineStage& s, Program& p);
   void poll_sends();
 
