@@ -6,7 +6,11 @@
 #include <CLI/CLI.hpp>
 #include <functional>
 
-#include "tessel/train/config.h"
+#include "tessel/compile/config.h"
+
+namespace tessel {
+struct CompiledRank;
+}
 
 namespace tessel::cli {
 
@@ -21,6 +25,7 @@ Command add_eval_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);
 Command add_inspect_command(CLI::App& app);
 // `inspect` of a pipelined config: the stage partition and each rank's share.
-int inspect_pipeline(const TrainConfig& config, int rank);
+
+int inspect_pipeline(const CompiledRank& compiled);
 
 }  // namespace tessel::cli

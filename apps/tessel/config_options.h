@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "tessel/train/config.h"
+#include "tessel/compile/config.h"
 
 namespace tessel::cli {
 

@@ -6,11 +6,9 @@
 
 #include "commands.h"
 #include "config_options.h"
+#include "tessel/compile/compile_rank.h"
 #include "tessel/runtime/program.h"
 #include "tessel/sharding/lower.h"
-#include "tessel/train/pipeline_model.h"
-#include "tessel/train/recompute_choice.h"
-#include "tessel/train/trainer.h"
 
 namespace tessel::cli {
 namespace {
@@ -24,30 +22,17 @@ struct InspectOptions {
 
 int run_inspect(const InspectOptions& opt) {
   TrainConfig c = opt.config.load();
-  if (c.recompute == "auto") {
-    RecomputeChoice choice = choose_recompute(c);
-    std::printf("%s", choice.report().c_str());
-    c.recompute = choice.chosen;
-  }
-  if (uses_pipeline(c, Mesh::parse(c.mesh))) return inspect_pipeline(c, opt.rank);
-  TrainingGraph t = build_training_graph(c, c.batch);
-  const Graph& graph = t.graph;
-  Mesh mesh = Mesh::parse(c.mesh);
-  Layout layout = c.layout.empty() ? Layout::defaults(mesh) : Layout::parse(c.layout, mesh);
-  for (const auto& [label, spec] : c.shard) layout.set_override(label, spec, mesh);
-  layout.validate(graph, mesh);
+  const Mesh mesh = Mesh::parse(c.mesh);
   if (opt.rank < 0 || opt.rank >= mesh.rank_count())
     TS_THROW("--rank ", opt.rank, " is not a rank of mesh ", mesh.to_string());
-  std::vector<ValueId> outputs = {t.outputs.loss};
-  outputs.insert(outputs.end(), t.grads.begin(), t.grads.end());
-  LocalGraph local =
-      lower_to_rank(graph, outputs, mesh, layout, opt.rank, training_lowering(t, c, layout, mesh));
-  std::vector<ValueId> local_outputs;
-  for (ValueId v : outputs) local_outputs.push_back(local.local_of[v]);
-  CompileOptions options;
-  options.plan_only = true;  // the run's plan (gradient buckets included), nothing allocated
-  options.bucket_bytes = static_cast<size_t>(c.bucket_mib * 1048576.0);
-  Program program(local.graph, local_outputs, options);
+  CompiledRank compiled =
+      compile_rank(c, mesh, layout_for(c, mesh), opt.rank, CompileMode::kPlanOnly);
+  if (compiled.recompute_choice) std::printf("%s", compiled.recompute_choice->report().c_str());
+  if (compiled.pipelined()) return inspect_pipeline(compiled);
+  const Graph& graph = compiled.train.global;
+  const Layout& layout = compiled.layout;
+  const LocalGraph& local = compiled.train.local;
+  const Program& program = *compiled.train.program;
 
   if (opt.graph) std::printf("%s\n", local.graph.to_string().c_str());
   int64_t params = 0;

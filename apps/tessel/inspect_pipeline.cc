@@ -5,17 +5,16 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "tessel/compile/compile_rank.h"
+#include "tessel/compile/memory_report.h"
 #include "tessel/schedule/schedule_check.h"
-#include "tessel/train/memory_report.h"
-#include "tessel/train/pipeline_model.h"
 
 namespace tessel::cli {
 
-int inspect_pipeline(const TrainConfig& c, int rank) {
-  Mesh mesh = Mesh::parse(c.mesh);
-  if (rank < 0 || rank >= mesh.rank_count())
-    TS_THROW("--rank ", rank, " is not a rank of mesh ", mesh.to_string());
-  PipelineModel model(c, mesh, rank, nullptr, /*plan_only=*/true);
+int inspect_pipeline(const CompiledRank& compiled) {
+  const Mesh& mesh = compiled.mesh;
+  const int rank = compiled.rank;
+  const PipelineModel& model = *compiled.pipeline;
   const Schedule& s = model.schedule();
   const StagePartition& p = model.partition();
   std::printf(
@@ -54,7 +53,7 @@ int inspect_pipeline(const TrainConfig& c, int rank) {
   for (int r = 0; r < s.ranks; ++r)
     std::printf("  pipe rank %d: %d in flight, %d weight versions, bubble %.3f\n", r,
                 report.peak_in_flight[r], report.weight_versions[r], sim.bubble_fraction[r]);
-  const RankMemory m = predict_memory(c).at(rank);
+  const RankMemory m = predict_rank_memory(compiled);
   std::printf("\nrank %d memory plan:\n", rank);
   for (size_t i = 0; i < m.stages.size(); ++i)
     std::printf("  stage %d: %d in flight x %s stashed + %s shared temporaries\n", m.stages[i],

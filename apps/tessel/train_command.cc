@@ -14,9 +14,9 @@
 #include "config_options.h"
 #include "progress.h"
 #include "tessel/base/error.h"
+#include "tessel/compile/memory_report.h"
+#include "tessel/compile/recompute_choice.h"
 #include "tessel/tensor/aligned_buffer.h"
-#include "tessel/train/memory_report.h"
-#include "tessel/train/recompute_choice.h"
 #include "tessel/train/text_model.h"
 #include "tessel/train/trainer.h"
 

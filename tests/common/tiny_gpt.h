@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "tessel/train/config.h"
+#include "tessel/compile/config.h"
 
 namespace tessel {
 

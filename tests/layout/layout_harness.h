@@ -22,10 +22,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "tessel/compile/config.h"
+#include "tessel/compile/memory_report.h"
+#include "tessel/compile/recompute_choice.h"
 #include "tessel/train/checkpoint/safetensors.h"
-#include "tessel/train/config.h"
-#include "tessel/train/memory_report.h"
-#include "tessel/train/recompute_choice.h"
 
 namespace tessel {
 

@@ -25,10 +25,10 @@
 #include "common/error_of.h"
 #include "tessel/base/error.h"
 #include "tessel/comm/mpi/mpi_runtime.h"
+#include "tessel/compile/distributed.h"
 #include "tessel/ir/graph.h"
 #include "tessel/runtime/program.h"
 #include "tessel/sharding/lower.h"
-#include "tessel/train/distributed.h"
 
 namespace tessel {
 namespace {

@@ -28,10 +28,10 @@
 #include "common/op_cases.h"
 #include "tessel/base/error.h"
 #include "tessel/comm/mpi/mpi_runtime.h"
+#include "tessel/compile/distributed.h"
 #include "tessel/runtime/program.h"
 #include "tessel/sharding/layout.h"
 #include "tessel/sharding/lower.h"
-#include "tessel/train/distributed.h"
 
 namespace tessel {
 namespace {

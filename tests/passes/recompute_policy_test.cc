@@ -8,8 +8,8 @@
 
 #include "common/error_of.h"
 #include "common/tiny_gpt.h"
+#include "tessel/compile/config.h"
 #include "tessel/ir/builder.h"
-#include "tessel/train/config.h"
 
 namespace tessel {
 namespace {

@@ -7,10 +7,10 @@
 
 #include "common/tiny_gpt.h"
 #include "tessel/base/philox.h"
+#include "tessel/compile/compile_rank.h"
+#include "tessel/compile/config.h"
 #include "tessel/runtime/program.h"
 #include "tessel/tensor/tensor.h"
-#include "tessel/train/config.h"
-#include "tessel/train/trainer.h"
 
 namespace tessel {
 namespace {

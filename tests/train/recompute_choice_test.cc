@@ -4,7 +4,7 @@
 // against every candidate's own prediction), none when the budget is
 // generous, and fails with the breakdown when nothing fits. All offline:
 // predict_memory needs no data, MPI or allocation.
-#include "tessel/train/recompute_choice.h"
+#include "tessel/compile/recompute_choice.h"
 
 #include <gtest/gtest.h>
 
@@ -13,9 +13,9 @@
 
 #include "common/error_of.h"
 #include "common/tiny_gpt.h"
+#include "tessel/compile/compile_rank.h"
+#include "tessel/compile/memory_report.h"
 #include "tessel/passes/block_label.h"
-#include "tessel/train/memory_report.h"
-#include "tessel/train/trainer.h"
 
 namespace tessel {
 namespace {

@@ -9,9 +9,9 @@
 #include <map>
 #include <string>
 
+#include "tessel/compile/compile_rank.h"
+#include "tessel/compile/zero.h"
 #include "tessel/runtime/program.h"
-#include "tessel/train/trainer.h"
-#include "tessel/train/zero.h"
 
 namespace tessel {
 namespace {

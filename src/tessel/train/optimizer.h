@@ -10,7 +10,7 @@
 #include <functional>
 #include <vector>
 
-#include "tessel/train/config.h"
+#include "tessel/compile/config.h"
 #include "tessel/train/param_store.h"
 
 namespace tessel {

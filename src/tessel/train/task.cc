@@ -3,10 +3,9 @@
 #include <cmath>
 
 #include "tessel/base/error.h"
+#include "tessel/models/mlp.h"
 #include "tessel/train/data/fashion_mnist.h"
 #include "tessel/train/data/text_corpus.h"
-#include "tessel/train/models/gpt.h"
-#include "tessel/train/models/mlp.h"
 
 namespace tessel {
 namespace {
@@ -14,7 +13,7 @@ namespace {
 // Evaluation batches are drawn from a stream of their own, so evaluating
 // never shifts which training batches a run sees.
 constexpr uint64_t kEvalSeedSalt = 0x5eed0fe7a1ull;
-constexpr int64_t kMlpPixels = 28 * 28;
+constexpr int64_t kMlpPixels = MlpConfig{}.pixels;
 
 class GptTextTask : public Task {
  public:
@@ -95,20 +94,6 @@ class MlpImageTask : public Task {
 };
 
 }  // namespace
-
-GptConfig gpt_config(const TrainConfig& c) {
-  return GptConfig{
-      c.n_layer, c.n_head, c.d_model, c.context, c.vocab, static_cast<float>(c.dropout), c.seed};
-}
-
-TaskGraph build_model(const TrainConfig& c, GraphBuilder& b, int64_t batch, bool training) {
-  if (c.model == "gpt") {
-    GptGraph g = build_gpt(b, gpt_config(c), batch, training);
-    return {g.loss, g.logits};
-  }
-  MlpGraph g = build_mlp(b, MlpConfig{kMlpPixels, c.hidden, kFashionMnistClasses}, batch);
-  return {g.loss, g.logits};
-}
 
 std::unique_ptr<Task> make_task(const TrainConfig& config) {
   if (config.model == "gpt") return std::make_unique<GptTextTask>(config);

@@ -10,26 +10,19 @@
 #include <memory>
 #include <string>
 
+#include "tessel/compile/config.h"
+#include "tessel/compile/model_registry.h"
 #include "tessel/ir/builder.h"
 #include "tessel/runtime/program.h"
-#include "tessel/train/config.h"
 
 namespace tessel {
 
 enum class Split { kTrain, kVal };
 
-struct TaskGraph {
-  ValueId loss;
-  ValueId logits;
-};
-
 struct EvalResult {
   double loss = 0;       // mean over evaluated batches
   double accuracy = -1;  // classification tasks; -1 if not applicable
 };
-
-// The config's model for `batch` rows (`training` enables dropout). Needs no data.
-TaskGraph build_model(const TrainConfig& config, GraphBuilder& b, int64_t batch, bool training);
 
 class Task {
  public:
@@ -51,9 +44,6 @@ class Task {
     return -1;
   }
 };
-
-struct GptConfig;
-GptConfig gpt_config(const TrainConfig& config);
 
 // Loads the dataset the config names; throws (naming the package) if missing.
 std::unique_ptr<Task> make_task(const TrainConfig& config);

@@ -5,8 +5,8 @@
 
 #include "tessel/base/error.h"
 #include "tessel/base/philox.h"
+#include "tessel/models/gpt.h"
 #include "tessel/train/data/text_corpus.h"
-#include "tessel/train/models/gpt.h"
 #include "tessel/train/task.h"
 
 namespace tessel {

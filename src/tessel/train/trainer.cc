@@ -6,58 +6,13 @@
 
 #include "tessel/autodiff/backward.h"
 #include "tessel/base/error.h"
+#include "tessel/compile/memory_report.h"
+#include "tessel/compile/zero.h"
 #include "tessel/train/checkpoint/checkpoint.h"
-#include "tessel/train/memory_report.h"
-#include "tessel/train/zero.h"
 
 namespace tessel {
 
-TrainingGraph build_training_graph(const TrainConfig& config, int64_t batch) {
-  TrainingGraph t;
-  GraphBuilder b(t.graph);
-  t.outputs = build_model(config, b, batch, /*training=*/true);
-  std::map<ValueId, ValueId> grads = build_backward(b, t.outputs.loss, t.graph.params());
-  for (ValueId p : t.graph.params()) t.grads.push_back(grads.at(p));
-  apply_recompute(t, RecomputePolicy::parse(config.recompute));
-  return t;
-}
-
-void apply_recompute(TrainingGraph& t, const RecomputePolicy& policy) {
-  if (policy.none()) return;
-  TS_CHECK(t.recomputed_flops == 0, "recompute: the graph is already recomputed");
-  RecomputeResult r = recompute_segments(t.graph, t.outputs.loss + 1, policy.segments());
-  t.graph = std::move(r.graph);
-  t.outputs.loss = r.remap[t.outputs.loss];
-  if (t.outputs.logits >= 0) t.outputs.logits = r.remap[t.outputs.logits];
-  for (ValueId& g : t.grads) g = r.remap[g];
-  t.recomputed_flops = r.recomputed_flops;
-}
-
 Trainer::~Trainer() = default;
-
-LoweringOptions training_lowering(const TrainingGraph& t, const TrainConfig& config,
-                                  const Layout& layout, const Mesh& mesh) {
-  LoweringOptions options;
-  options.targets = zero_targets(t.graph, t.grads, layout, mesh, config.zero);
-  options.phase_boundary = t.outputs.loss;
-  return options;
-}
-
-void Trainer::compile(Compiled& c, Graph global, TaskGraph outputs,
-                      const std::vector<ValueId>& extra, const LoweringOptions& lowering) {
-  c.global = std::move(global);
-  c.outputs = outputs;
-  std::vector<ValueId> wanted = {outputs.loss};
-  if (outputs.logits >= 0) wanted.push_back(outputs.logits);
-  wanted.insert(wanted.end(), extra.begin(), extra.end());
-  c.local = lower_to_rank(c.global, wanted, ctx_->mesh(), ctx_->layout(), ctx_->rank(), lowering);
-  std::vector<ValueId> local_outputs;
-  for (ValueId v : wanted) local_outputs.push_back(c.local.local_of[v]);
-  CompileOptions options;
-  options.comms = &ctx_->groups();
-  options.bucket_bytes = static_cast<size_t>(config_.bucket_mib * 1048576.0);
-  c.program = std::make_unique<Program>(c.local.graph, local_outputs, options);
-}
 
 Trainer::Trainer(const TrainConfig& config) : config_(config) {
   config_.validate();
@@ -65,48 +20,30 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   ctx_ = std::make_unique<DistributedContext>(config_.mesh, config_.layout);
   for (const auto& [label, spec] : config_.shard)
     ctx_->layout().set_override(label, spec, ctx_->mesh());
-  if (config_.recompute == "auto") {  // every rank makes the same choice, offline
-    recompute_choice_ = choose_recompute(config_);
-    config_.recompute = recompute_choice_->chosen;
-  }
-  if (uses_pipeline(config_, ctx_->mesh())) {
+  recompute_choice_ = resolve_recompute(config_);
+  check_memory_limit(config_);  // before the data is loaded or an arena allocated
+  task_ = make_task(config_);
+  compiled_ = compile_rank(config_, ctx_->mesh(), ctx_->layout(), ctx_->rank(), CompileMode::kRun,
+                           ctx_.get());
+  global_flops_ = compiled_.flops_per_step;
+  if (compiled_.pipelined()) {
     init_pipeline();
     return;
   }
-
-  TrainingGraph train = build_training_graph(config_, config_.batch);
-  ctx_->layout().validate(train.graph, ctx_->mesh());
-  {
-    std::vector<bool> all(train.graph.size(), true);
-    global_flops_ = train.graph.flops(all);
-  }
-  check_memory_limit(config_);  // before the data is loaded or the arena allocated
-  task_ = make_task(config_);
-
-  grads_ = train.grads;
-  TaskGraph train_outputs = train.outputs;
-  train_outputs.logits = -1;  // the training program needs only loss and gradients
+  CompiledProgram& train = compiled_.train;
+  grads_ = compiled_.grads;
   zero_axis_ = config_.zero > 0 ? ctx_->layout().axis_of("batch") : -1;
-  LoweringOptions train_options = training_lowering(train, config_, ctx_->layout(), ctx_->mesh());
-  compile(train_, std::move(train.graph), train_outputs, grads_, train_options);
-  // Evaluation reads the same parameter storage: ZeRO-3 shards are gathered on use there too.
-  Graph eval_graph;
-  GraphBuilder eb(eval_graph);
-  TaskGraph eval_outputs = build_model(config_, eb, config_.batch, /*training=*/false);
-  LoweringOptions eval_options;
-  eval_options.targets = zero_targets(eval_graph, {}, ctx_->layout(), ctx_->mesh(), config_.zero);
-  compile(eval_, std::move(eval_graph), eval_outputs, {}, eval_options);
 
   // Parameters: full initial values from the seed, then this rank's shard
   // (a sharded one goes through a full-size buffer).
-  host_bytes_ = host_buffer_bytes(train_.global, grads_, train_.local, ctx_->mesh(),
+  host_bytes_ = host_buffer_bytes(train.global, grads_, train.local, ctx_->mesh(),
                                   config_.optimizer == "adamw");
-  params_ = std::make_unique<ParamStore>(train_.program->graph());
-  const auto& params = train_.global.params();
+  params_ = std::make_unique<ParamStore>(train.program->graph());
+  const auto& params = train.global.params();
   AlignedBuffer full(host_bytes_.full_tensor);
   for (size_t i = 0; i < params.size(); ++i) {
-    const Node& node = train_.global.node(params[i]);
-    const Sharding& s = train_.local.sharding_of[params[i]];
+    const Node& node = train.global.node(params[i]);
+    const Sharding& s = train.local.sharding_of[params[i]];
     float* local = params_->at(node.name).value.f32();
     if (s.local_shape(node.shape, ctx_->mesh()).numel() == node.shape.numel()) {
       init_param(node.name, node.init, config_.seed, node.shape.numel(), local);
@@ -116,7 +53,7 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
     }
     param_sharding_.push_back(s);
     // Optimizer state follows the gradient: sharded over data under ZeRO.
-    const Sharding& state = train_.local.sharding_of[grads_[i]];
+    const Sharding& state = train.local.sharding_of[grads_[i]];
     state_sharding_.push_back(state);
     double copies = 1;
     for (int a = 0; a < state.axis_count(); ++a)
@@ -124,19 +61,19 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
     replicas_.push_back(copies);
   }
   for (ParamEntry& e : params_->entries()) {
-    train_.program->bind_param(e.name, e.value.f32());
-    eval_.program->bind_param(e.name, e.value.f32());
+    train.program->bind_param(e.name, e.value.f32());
+    compiled_.eval.program->bind_param(e.name, e.value.f32());
   }
-  for (ValueId g : grads_) grad_ptrs_.push_back(train_.program->f32(train_.local.local_of[g]));
+  for (ValueId g : grads_) grad_ptrs_.push_back(train.program->f32(train.local.local_of[g]));
   slice_buffer_ = AlignedBuffer(host_bytes_.zero_slice);
   slots_ = update_slots();  // storage is fixed from here on: a step builds nothing
-  for (ValueId id : train_.global.inputs()) {
-    const Node& n = train_.global.node(id);
+  for (ValueId id : train.global.inputs()) {
+    const Node& n = train.global.node(id);
     staging_.emplace(n.name, Tensor(n.shape, n.dtype));
   }
 }
 
-void Trainer::feed(Compiled& c, Split split, int64_t index) {
+void Trainer::feed(CompiledProgram& c, Split split, int64_t index) {
   auto input = [this](const std::string& name) -> void* {
     auto it = staging_.find(name);
     if (it == staging_.end()) TS_THROW("the task wrote input '", name, "', which the model lacks");
@@ -153,25 +90,26 @@ void Trainer::feed(Compiled& c, Split split, int64_t index) {
 }
 
 size_t Trainer::arena_bytes() const {
-  return pipe_ ? pipe_->arena_bytes() : train_.program->arena_bytes();
+  return pipe_ ? pipe_->arena_bytes() : compiled_.train.program->arena_bytes();
 }
 
 size_t Trainer::eval_arena_bytes() const {
-  return pipe_ ? pipe_->eval_arena_bytes() : eval_.program->arena_bytes();
+  return pipe_ ? pipe_->eval_arena_bytes() : compiled_.eval.program->arena_bytes();
 }
 
 const Program& Trainer::train_program() const {
   if (pipe_) TS_THROW("a pipelined or micro-batched run has one program per stage, not one");
-  return *train_.program;
+  return *compiled_.train.program;
 }
 
 StepResult Trainer::step() {
   if (pipe_) return pipeline_step();
-  feed(train_, Split::kTrain, step_);
-  train_.program->run();
+  feed(compiled_.train, Split::kTrain, step_);
+  compiled_.train.program->run();
   StepResult r;
   r.step = step_;
-  r.loss = *train_.program->f32(train_.local.local_of[train_.outputs.loss]);
+  r.loss =
+      *compiled_.train.program->f32(compiled_.train.local.local_of[compiled_.train.outputs.loss]);
   auto global_sum = [this](const std::vector<double>& local_sq) {
     float total = 0;
     for (size_t i = 0; i < local_sq.size(); ++i)
@@ -201,7 +139,7 @@ std::vector<UpdateSlot> Trainer::update_slots() {
 }
 
 int64_t Trainer::state_numel(size_t i) const {
-  const Node& node = train_.global.node(train_.global.params()[i]);
+  const Node& node = compiled_.train.global.node(compiled_.train.global.params()[i]);
   return state_sharding_[i].local_shape(node.shape, ctx_->mesh()).numel();
 }
 
@@ -237,18 +175,20 @@ EvalResult Trainer::evaluate() {
   if (pipe_) return pipeline_evaluate();
   EvalResult r;
   double loss = 0, accuracy = 0;
-  const ValueId logits = eval_.outputs.logits;
-  const Node& logits_node = eval_.global.node(logits);
+  const ValueId logits = compiled_.eval.outputs.logits;
+  const Node& logits_node = compiled_.eval.global.node(logits);
   std::vector<float> full_logits;
   for (int64_t i = 0; i < config_.eval_batches; ++i) {
-    feed(eval_, Split::kVal, i);
-    eval_.program->run();
-    loss += *eval_.program->f32(eval_.local.local_of[eval_.outputs.loss]);
+    feed(compiled_.eval, Split::kVal, i);
+    compiled_.eval.program->run();
+    loss +=
+        *compiled_.eval.program->f32(compiled_.eval.local.local_of[compiled_.eval.outputs.loss]);
     if (!task_->has_accuracy()) continue;
     full_logits.resize(logits_node.shape.numel());
     auto input = [this](const std::string& name) -> void* { return staging_.at(name).raw(); };
-    ctx_->gather_full(logits_node.shape, eval_.local.sharding_of[logits],
-                      eval_.program->f32(eval_.local.local_of[logits]), full_logits.data());
+    ctx_->gather_full(logits_node.shape, compiled_.eval.local.sharding_of[logits],
+                      compiled_.eval.program->f32(compiled_.eval.local.local_of[logits]),
+                      full_logits.data());
     accuracy += task_->accuracy(full_logits.data(), input, config_.batch);
   }
   r.loss = loss / config_.eval_batches;
@@ -259,7 +199,8 @@ EvalResult Trainer::evaluate() {
 int64_t Trainer::parameter_count() const {
   if (pipe_) return pipeline_parameter_count();
   int64_t n = 0;
-  for (ValueId p : train_.global.params()) n += train_.global.node(p).shape.numel();
+  for (ValueId p : compiled_.train.global.params())
+    n += compiled_.train.global.node(p).shape.numel();
   return n;
 }
 
@@ -269,9 +210,9 @@ void Trainer::save_checkpoint(const std::string& dir) {
   // one is gathered into `full` (every rank, in the writer's order).
   using Part = CheckpointSource::Part;
   CheckpointSource source;
-  const auto& params = train_.global.params();
+  const auto& params = compiled_.train.global.params();
   for (size_t i = 0; i < params.size(); ++i) {
-    const Node& node = train_.global.node(params[i]);
+    const Node& node = compiled_.train.global.node(params[i]);
     source.params.push_back({node.name, node.shape, params_->entries()[i].m.numel() > 0});
   }
   AlignedBuffer full(host_bytes_.full_tensor);
@@ -289,11 +230,11 @@ void Trainer::save_checkpoint(const std::string& dir) {
 
 void Trainer::load_checkpoint(const std::string& dir) {
   if (pipe_) return pipeline_load(dir);
-  ParamStore full(train_.global);
+  ParamStore full(compiled_.train.global);
   tessel::load_checkpoint(dir, full);
-  const auto& params = train_.global.params();
+  const auto& params = compiled_.train.global.params();
   for (size_t i = 0; i < params.size(); ++i) {
-    const Node& node = train_.global.node(params[i]);
+    const Node& node = compiled_.train.global.node(params[i]);
     const ParamEntry& src = full.at(node.name);
     ParamEntry& dst = params_->entries()[i];
     ctx_->slice_local(node.shape, param_sharding_[i], src.value.f32(), dst.value.f32());

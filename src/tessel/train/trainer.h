@@ -15,16 +15,16 @@
 #include <optional>
 #include <vector>
 
-#include "tessel/passes/recompute_policy.h"
+#include "tessel/compile/compile_rank.h"
+#include "tessel/compile/config.h"
+#include "tessel/compile/distributed.h"
+#include "tessel/compile/memory_report.h"
+#include "tessel/compile/pipeline_model.h"
+#include "tessel/compile/recompute_choice.h"
 #include "tessel/runtime/program.h"
 #include "tessel/sharding/lower.h"
-#include "tessel/train/config.h"
-#include "tessel/train/distributed.h"
-#include "tessel/train/memory_report.h"
 #include "tessel/train/optimizer.h"
 #include "tessel/train/param_store.h"
-#include "tessel/train/pipeline_model.h"
-#include "tessel/train/recompute_choice.h"
 #include "tessel/train/task.h"
 #include "tessel/train/weight_versions.h"
 
@@ -36,25 +36,6 @@ struct StepResult {
   double grad_norm = 0;
   double lr = 0;
 };
-
-// The training graph (forward + gradients) of a config's model, with the
-// config's recompute policy applied (never "auto": resolve it first, see
-// recompute_choice.h); needs no data. Used by the trainer, `tessel inspect`
-// and tests.
-struct TrainingGraph {
-  Graph graph;
-  TaskGraph outputs;
-  std::vector<ValueId> grads;   // one per graph parameter, in order
-  double recomputed_flops = 0;  // forward FLOPs the recompute policy adds per step
-};
-TrainingGraph build_training_graph(const TrainConfig& config, int64_t batch);
-// Applies a recompute policy to a training graph built with none.
-void apply_recompute(TrainingGraph& t, const RecomputePolicy& policy);
-
-// How the training graph is lowered for `config.zero` (train/zero.h): the
-// ZeRO targets, and the loss as the forward/backward phase boundary.
-LoweringOptions training_lowering(const TrainingGraph& t, const TrainConfig& config,
-                                  const Layout& layout, const Mesh& mesh);
 
 class Trainer {
  public:
@@ -101,7 +82,7 @@ class Trainer {
   size_t eval_arena_bytes() const;
   // The single training program (not for pipelines or micro-batches: see pipeline()).
   const Program& train_program() const;
-  const LocalGraph& train_lowering() const { return train_.local; }
+  const LocalGraph& train_lowering() const { return compiled_.train.local; }
   int64_t items_per_step() const { return config_.batch * task_->items_per_row(); }
   // The pipeline (a `pipe` mesh axis or several micro-batches), or nullptr.
   PipelineModel* pipeline() { return pipe_.get(); }
@@ -120,18 +101,10 @@ class Trainer {
   void write_trace(const std::string& path);
 
  private:
-  struct Compiled {
-    Graph global;
-    LocalGraph local;
-    std::unique_ptr<Program> program;
-    TaskGraph outputs;  // global ids
-  };
-  void compile(Compiled& c, Graph global, TaskGraph outputs, const std::vector<ValueId>& extra,
-               const LoweringOptions& options);
   std::vector<UpdateSlot> update_slots();
   int64_t state_numel(size_t param_index) const;
   void gather_updated_slices();
-  void feed(Compiled& c, Split split, int64_t index);
+  void feed(CompiledProgram& c, Split split, int64_t index);
   // The pipeline path (trainer_pipeline.cc).
   void init_pipeline();
   void pipeline_update(int microbatch);
@@ -151,7 +124,7 @@ class Trainer {
   std::optional<RecomputeChoice> recompute_choice_;
   std::unique_ptr<DistributedContext> ctx_;
   std::unique_ptr<Task> task_;
-  Compiled train_, eval_;
+  CompiledRank compiled_;       // this rank's programs (compile/compile_rank.h)
   std::vector<ValueId> grads_;  // global ids, aligned with params_->entries()
   std::unique_ptr<ParamStore> params_;
   std::vector<Sharding> param_sharding_;

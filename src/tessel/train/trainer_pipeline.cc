@@ -7,20 +7,17 @@
 #include <cstring>
 
 #include "tessel/base/error.h"
+#include "tessel/compile/memory_report.h"
 #include "tessel/runtime/chrome_trace.h"
 #include "tessel/schedule/schedule_check.h"
 #include "tessel/train/checkpoint/checkpoint.h"
 #include "tessel/train/checkpoint/safetensors.h"
-#include "tessel/train/memory_report.h"
 #include "tessel/train/trainer.h"
 
 namespace tessel {
 
 void Trainer::init_pipeline() {
-  check_memory_limit(config_);  // before the stages are compiled or the data loaded
-  pipe_ = std::make_unique<PipelineModel>(config_, *ctx_);
-  global_flops_ = pipe_->flops_per_step();
-  task_ = make_task(config_);
+  pipe_ = std::move(compiled_.pipeline);
 
   // Parameters this rank holds, at their local shapes, from the full initial values.
   Graph held;

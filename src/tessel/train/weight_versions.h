@@ -20,9 +20,9 @@
 #include <string>
 #include <vector>
 
+#include "tessel/compile/config.h"
 #include "tessel/runtime/program.h"
 #include "tessel/tensor/aligned_buffer.h"
-#include "tessel/train/config.h"
 #include "tessel/train/param_store.h"
 
 namespace tessel {

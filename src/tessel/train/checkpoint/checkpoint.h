@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "tessel/train/config.h"
+#include "tessel/compile/config.h"
 #include "tessel/train/param_store.h"
 
 namespace tessel {

@@ -1,4 +1,4 @@
-#include "tessel/train/config.h"
+#include "tessel/compile/config.h"
 
 #include <algorithm>
 #include <fstream>
@@ -6,6 +6,7 @@
 #include <map>
 
 #include "tessel/base/error.h"
+#include "tessel/compile/model_registry.h"
 #include "tessel/passes/recompute_policy.h"
 
 namespace tessel {
@@ -150,15 +151,14 @@ std::vector<std::string> TrainConfig::known_keys() {
   return keys;
 }
 
-void TrainConfig::validate() const {
+void TrainConfig::validate(bool with_data) const {
   auto positive = [](const char* key, double v) {
     if (!(v > 0)) TS_THROW("config: '", key, "' must be positive, got ", v);
   };
   auto non_negative = [](const char* key, double v) {
     if (!(v >= 0)) TS_THROW("config: '", key, "' must be >= 0, got ", v);
   };
-  if (model != "gpt" && model != "mlp")
-    TS_THROW("config: 'model' must be \"gpt\" or \"mlp\", got \"", model, "\"");
+  if (!model_registered(model)) build_model_error(model);
   if (data != "fortunes" && data != "fashion-mnist")
     TS_THROW("config: 'data' must be \"fortunes\" or \"fashion-mnist\", got \"", data, "\"");
   if (optimizer != "adamw" && optimizer != "sgd")
@@ -208,13 +208,14 @@ void TrainConfig::validate() const {
     if (d_model % n_head != 0)
       TS_THROW("config: 'n_head' (", n_head, ") must divide 'd_model' (", d_model,
                ") so every head gets d_model/n_head dims");
-    if (data != "fortunes")
+    if (with_data && data != "fortunes")
       TS_THROW("config: model \"gpt\" trains on text; 'data' must be \"fortunes\", got \"", data,
                "\"");
-    if (vocab != 256) TS_THROW("config: 'vocab' must be 256 for byte-level text, got ", vocab);
-  } else {
+    if (with_data && vocab != 256)
+      TS_THROW("config: 'vocab' must be 256 for byte-level text, got ", vocab);
+  } else if (model == "mlp") {
     positive("hidden", hidden);
-    if (data != "fashion-mnist")
+    if (with_data && data != "fashion-mnist")
       TS_THROW("config: model \"mlp\" classifies images; 'data' must be \"fashion-mnist\", got \"",
                data, "\"");
   }

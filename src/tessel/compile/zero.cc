@@ -1,4 +1,4 @@
-#include "tessel/train/zero.h"
+#include "tessel/compile/zero.h"
 
 #include "tessel/base/error.h"
 

@@ -18,12 +18,12 @@
 #include <string>
 #include <vector>
 
+#include "tessel/compile/config.h"
+#include "tessel/compile/distributed.h"
 #include "tessel/passes/pipeline_stages.h"
 #include "tessel/runtime/pipeline_executor.h"
 #include "tessel/schedule/schedule.h"
 #include "tessel/sharding/lower.h"
-#include "tessel/train/config.h"
-#include "tessel/train/distributed.h"
 
 namespace tessel {
 
@@ -95,6 +95,8 @@ class PipelineModel {
   // the logits, with their global shape and sharding (full mesh); else null.
   const float* eval_logits(Shape* shape, Sharding* sharding);
 
+  // Bytes of one full batch of the model's inputs (the trainer's staging).
+  int64_t input_batch_bytes() const { return input_batch_bytes_; }
   // Bytes of the parameters this rank holds (local shards).
   int64_t held_parameter_bytes() const;
   // Sum over this rank's stages of instances x arena plus the shared
@@ -125,6 +127,7 @@ class PipelineModel {
   std::vector<PipelineStage> train_stages_, eval_stages_;  // until bind() hands them over
   std::unique_ptr<PipelineExecutor> executor_, eval_executor_;
   double flops_per_step_ = 0;
+  int64_t input_batch_bytes_ = 0;
   bool plan_only_ = false;
   Lookup staging_;
   PipelineExecutor::StepOutcome last_outcome_;

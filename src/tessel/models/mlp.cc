@@ -1,4 +1,4 @@
-#include "tessel/train/models/mlp.h"
+#include "tessel/models/mlp.h"
 
 #include <cmath>
 

@@ -1,12 +1,13 @@
-#include "tessel/train/pipeline_model.h"
+#include "tessel/compile/pipeline_model.h"
 
 #include <algorithm>
 
 #include "tessel/base/error.h"
+#include "tessel/compile/compile_rank.h"
+#include "tessel/compile/model_registry.h"
+#include "tessel/compile/zero.h"
 #include "tessel/ir/builder.h"
 #include "tessel/schedule/schedule_check.h"
-#include "tessel/train/task.h"
-#include "tessel/train/zero.h"
 
 namespace tessel {
 namespace {
@@ -77,10 +78,7 @@ PipelineModel::PipelineModel(const TrainConfig& config, const Mesh& mesh, int ra
   }
   stage_mesh_ = Mesh(stage_axes);
   stage_rank_ = stage_mesh_.rank_of(stage_coords);
-  stage_layout_ = config.layout.empty() ? Layout::defaults(stage_mesh_)
-                                        : Layout::parse(config.layout, stage_mesh_);
-  for (const auto& [label, spec] : config.shard)
-    stage_layout_.set_override(label, spec, stage_mesh_);
+  stage_layout_ = layout_for(config, stage_mesh_);
   if (int a = stage_layout_.axis_of("batch"); a >= 0) data_axis_ = stage_mesh_.axis(a).name;
   if (config.zero == 3)
     TS_THROW(
@@ -101,6 +99,9 @@ PipelineModel::PipelineModel(const TrainConfig& config, const Mesh& mesh, int ra
   GraphBuilder fb(forward), eb(eval_forward);
   const TaskGraph train_out = build_model(config, fb, config.batch / m, /*training=*/true);
   const TaskGraph eval_out = build_model(config, eb, config.batch, /*training=*/false);
+  for (ValueId id : eval_forward.inputs())
+    input_batch_bytes_ += eval_forward.node(id).shape.numel() *
+                          static_cast<int64_t>(dtype_size(eval_forward.node(id).dtype));
   std::vector<int> boundaries(config.stages.begin(), config.stages.end());
   partition_ = partition_stages(forward, stage_count, boundaries);
   std::vector<int> chosen(partition_.first_block.begin() + 1, partition_.first_block.end());

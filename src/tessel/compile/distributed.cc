@@ -1,4 +1,4 @@
-#include "tessel/train/distributed.h"
+#include "tessel/compile/distributed.h"
 
 #include <cstring>
 

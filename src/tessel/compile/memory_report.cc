@@ -1,4 +1,4 @@
-#include "tessel/train/memory_report.h"
+#include "tessel/compile/memory_report.h"
 
 #include <cstdio>
 #include <fstream>
@@ -6,127 +6,103 @@
 #include <sstream>
 
 #include "tessel/base/error.h"
+#include "tessel/compile/compile_rank.h"
+#include "tessel/compile/pipeline_model.h"
+#include "tessel/compile/zero.h"
 #include "tessel/runtime/program.h"
 #include "tessel/schedule/schedule_check.h"
 #include "tessel/sharding/lower.h"
-#include "tessel/train/pipeline_model.h"
-#include "tessel/train/task.h"
-#include "tessel/train/trainer.h"
-#include "tessel/train/zero.h"
 
 namespace tessel {
 
 namespace {
 
-// Every rank's stages compiled for their memory plans only.
-std::vector<RankMemory> predict_pipeline_memory(const TrainConfig& c, const Mesh& mesh) {
-  std::vector<RankMemory> ranks;
-  int64_t input_bytes = 0;
-  {
-    Graph g;
-    GraphBuilder b(g);
-    build_model(c, b, c.batch, /*training=*/true);
-    for (ValueId id : g.inputs())
-      input_bytes += g.node(id).shape.numel() * static_cast<int64_t>(dtype_size(g.node(id).dtype));
+// A pipelined rank: its stages' plans, and the host buffers
+// Trainer::init_pipeline allocates.
+RankMemory pipeline_rank_memory(const CompiledRank& compiled) {
+  const TrainConfig& c = compiled.config;
+  const Mesh& mesh = compiled.mesh;
+  const PipelineModel& model = *compiled.pipeline;
+  RankMemory m;
+  m.rank = compiled.rank;
+  m.parameters = model.held_parameter_bytes();
+  m.accumulators = m.parameters;
+  // Optimizer moments follow the (ZeRO-sliced) gradient; slices get a
+  // buffer of their own and the largest one a staging copy for the gather.
+  int64_t state = 0, largest_slice = 0;
+  for (const PipelineParam& p : model.params()) {
+    if (!p.held) continue;
+    const int64_t n = p.state_sharding().local_shape(p.shape, mesh).numel() * 4;
+    state += n;
+    if (p.zero_state) {
+      m.accumulators += n;
+      largest_slice = std::max(largest_slice, n);
+    }
   }
-  for (int r = 0; r < mesh.rank_count(); ++r) {
-    PipelineModel model(c, mesh, r, nullptr, /*plan_only=*/true);
-    RankMemory m;
-    m.rank = r;
-    m.parameters = model.held_parameter_bytes();
-    m.accumulators = m.parameters;
-    // Optimizer moments follow the (ZeRO-sliced) gradient; slices get a
-    // buffer of their own and the largest one a staging copy for the gather.
-    int64_t state = 0, largest_slice = 0;
-    for (const PipelineParam& p : model.params()) {
-      if (!p.held) continue;
-      const int64_t n = p.state_sharding().local_shape(p.shape, mesh).numel() * 4;
-      state += n;
-      if (p.zero_state) {
-        m.accumulators += n;
-        largest_slice = std::max(largest_slice, n);
-      }
-    }
-    if (c.optimizer == "adamw") m.optimizer = 2 * state;
-    m.host.zero_slice = largest_slice;
-    m.arena = static_cast<int64_t>(model.arena_bytes());
-    m.eval_arena = static_cast<int64_t>(model.eval_arena_bytes());
-    // Host buffers as Trainer::init_pipeline allocates them: the full input
-    // batch, a zero buffer for tied gradients this rank does not hold (with
-    // the accumulators), and one whole parameter for checkpoint gathers.
-    m.host.input_staging = input_bytes;
-    int64_t largest = 1, largest_tie = 1;
-    for (const PipelineParam& p : model.params()) {
-      largest = std::max(largest, p.shape.numel());
-      if (p.pipe_ranks.size() > 1)
-        largest_tie = std::max(largest_tie, p.sharding.local_shape(p.shape, mesh).numel());
-    }
-    if (mesh.rank_count() > 1) m.host.full_tensor = largest * 4;
-    m.accumulators += largest_tie * 4;
-    int in_flight = 0;
-    for (const PipelineModel::LocalStage& st : model.stages()) in_flight += st.instances;
-    if (model.schedule().asynchronous) {  // as Trainer::init_asynchronous allocates them
-      const int versions = check_schedule(model.schedule()).weight_versions[model.pipe_rank()];
-      const int copies = model.schedule().name == "xpipe" ? 1 : std::min(in_flight, versions);
-      m.weight_copies = copies * m.parameters;
-    }
-    for (const PipelineModel::LocalStage& st : model.stages()) {
-      m.stages.push_back(st.graph.stage);
-      m.in_flight.push_back(st.instances);
-      m.stage_arena.push_back(static_cast<int64_t>(st.arena_bytes));
-      m.stage_shared.push_back(static_cast<int64_t>(st.phase_local_bytes));
-    }
-    ranks.push_back(m);
+  if (c.optimizer == "adamw") m.optimizer = 2 * state;
+  m.host.zero_slice = largest_slice;
+  m.arena = static_cast<int64_t>(model.arena_bytes());
+  m.eval_arena = static_cast<int64_t>(model.eval_arena_bytes());
+  // The full input batch, a zero buffer for tied gradients this rank does
+  // not hold (with the accumulators), and one whole parameter for
+  // checkpoint gathers.
+  m.host.input_staging = model.input_batch_bytes();
+  int64_t largest = 1, largest_tie = 1;
+  for (const PipelineParam& p : model.params()) {
+    largest = std::max(largest, p.shape.numel());
+    if (p.pipe_ranks.size() > 1)
+      largest_tie = std::max(largest_tie, p.sharding.local_shape(p.shape, mesh).numel());
   }
-  return ranks;
+  if (mesh.rank_count() > 1) m.host.full_tensor = largest * 4;
+  m.accumulators += largest_tie * 4;
+  int in_flight = 0;
+  for (const PipelineModel::LocalStage& st : model.stages()) in_flight += st.instances;
+  if (model.schedule().asynchronous) {  // as Trainer::init_asynchronous allocates them
+    const int versions = check_schedule(model.schedule()).weight_versions[model.pipe_rank()];
+    const int copies = model.schedule().name == "xpipe" ? 1 : std::min(in_flight, versions);
+    m.weight_copies = copies * m.parameters;
+  }
+  for (const PipelineModel::LocalStage& st : model.stages()) {
+    m.stages.push_back(st.graph.stage);
+    m.in_flight.push_back(st.instances);
+    m.stage_arena.push_back(static_cast<int64_t>(st.arena_bytes));
+    m.stage_shared.push_back(static_cast<int64_t>(st.phase_local_bytes));
+  }
+  return m;
 }
 
 }  // namespace
 
-std::vector<RankMemory> predict_memory(const TrainConfig& c) {
-  if (Mesh mesh = Mesh::parse(c.mesh); uses_pipeline(c, mesh))
-    return predict_pipeline_memory(c, mesh);
-  TrainingGraph t = build_training_graph(c, c.batch);
-  Mesh mesh = Mesh::parse(c.mesh);
-  Layout layout = c.layout.empty() ? Layout::defaults(mesh) : Layout::parse(c.layout, mesh);
-  for (const auto& [label, spec] : c.shard) layout.set_override(label, spec, mesh);
-  layout.validate(t.graph, mesh);
-  const LoweringOptions options = training_lowering(t, c, layout, mesh);
-  std::vector<ValueId> outputs = {t.outputs.loss};
-  outputs.insert(outputs.end(), t.grads.begin(), t.grads.end());
-  Graph eval;
-  GraphBuilder eb(eval);
-  TaskGraph eval_out = build_model(c, eb, c.batch, /*training=*/false);
-  LoweringOptions eval_options;
-  eval_options.targets = zero_targets(eval, {}, layout, mesh, c.zero);
-  const std::vector<ValueId> eval_outputs = {eval_out.loss, eval_out.logits};
-  auto planned_arena = [&c](const LocalGraph& local, const std::vector<ValueId>& outputs) {
-    std::vector<ValueId> local_outputs;
-    for (ValueId v : outputs) local_outputs.push_back(local.local_of[v]);
-    CompileOptions options;
-    options.plan_only = true;
-    options.bucket_bytes = static_cast<size_t>(c.bucket_mib * 1048576.0);
-    return static_cast<int64_t>(Program(local.graph, local_outputs, options).arena_bytes());
-  };
-  std::vector<RankMemory> ranks;
-  for (int r = 0; r < mesh.rank_count(); ++r) {
-    LocalGraph local = lower_to_rank(t.graph, outputs, mesh, layout, r, options);
-    RankMemory m;
-    m.rank = r;
-    m.arena = planned_arena(local, outputs);
-    m.eval_arena = planned_arena(lower_to_rank(eval, eval_outputs, mesh, layout, r, eval_options),
-                                 eval_outputs);
-    for (size_t i = 0; i < t.graph.params().size(); ++i) {
-      ValueId p = t.graph.params()[i];
-      const Shape& global = t.graph.node(p).shape;
-      m.parameters += local.sharding_of[p].local_shape(global, mesh).numel() * 4;
-      const int64_t state = local.sharding_of[t.grads[i]].local_shape(global, mesh).numel() * 4;
-      m.gradients += state;
-      if (c.optimizer == "adamw") m.optimizer += 2 * state;
-    }
-    m.host = host_buffer_bytes(t.graph, t.grads, local, mesh, c.optimizer == "adamw");
-    ranks.push_back(m);
+RankMemory predict_rank_memory(const CompiledRank& compiled) {
+  if (compiled.pipelined()) return pipeline_rank_memory(compiled);
+  const TrainConfig& c = compiled.config;
+  const Graph& g = compiled.train.global;
+  const LocalGraph& local = compiled.train.local;
+  RankMemory m;
+  m.rank = compiled.rank;
+  m.arena = static_cast<int64_t>(compiled.train.program->arena_bytes());
+  m.eval_arena = static_cast<int64_t>(compiled.eval.program->arena_bytes());
+  for (size_t i = 0; i < g.params().size(); ++i) {
+    ValueId p = g.params()[i];
+    const Shape& global = g.node(p).shape;
+    m.parameters += local.sharding_of[p].local_shape(global, compiled.mesh).numel() * 4;
+    const int64_t state =
+        local.sharding_of[compiled.grads[i]].local_shape(global, compiled.mesh).numel() * 4;
+    m.gradients += state;
+    if (c.optimizer == "adamw") m.optimizer += 2 * state;
   }
+  m.host = host_buffer_bytes(g, compiled.grads, local, compiled.mesh, c.optimizer == "adamw");
+  return m;
+}
+
+std::vector<RankMemory> predict_memory(const TrainConfig& c) {
+  const Mesh mesh = Mesh::parse(c.mesh);
+  const Layout layout = layout_for(c, mesh);
+  GraphCache cache;
+  std::vector<RankMemory> ranks;
+  for (int r = 0; r < mesh.rank_count(); ++r)
+    ranks.push_back(predict_rank_memory(
+        compile_rank(c, mesh, layout, r, CompileMode::kPlanOnly, nullptr, &cache)));
   return ranks;
 }
 
@@ -209,7 +185,7 @@ void check_memory_limit(const TrainConfig& c) {
   // What would fit: the same run with more sharding or recomputation.
   std::string fits;
   Mesh mesh = Mesh::parse(c.mesh);
-  Layout layout = c.layout.empty() ? Layout::defaults(mesh) : Layout::parse(c.layout, mesh);
+  Layout layout = layout_for(c, mesh);
   const bool has_data_axis = layout.axis_of("batch") >= 0;
   if (uses_pipeline(c, mesh)) {
     // Fewer micro-batches in flight (1F1B) and recomputation shrink the arenas.

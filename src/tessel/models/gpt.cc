@@ -1,4 +1,4 @@
-#include "tessel/train/models/gpt.h"
+#include "tessel/models/gpt.h"
 
 #include <cmath>
 #include <string>

@@ -1,13 +1,13 @@
-#include "tessel/train/recompute_choice.h"
+#include "tessel/compile/recompute_choice.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 
 #include "tessel/base/error.h"
+#include "tessel/compile/compile_rank.h"
+#include "tessel/compile/memory_report.h"
 #include "tessel/passes/recompute_policy.h"
-#include "tessel/train/memory_report.h"
-#include "tessel/train/trainer.h"
 
 namespace tessel {
 namespace {

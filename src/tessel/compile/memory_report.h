@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "tessel/compile/config.h"
 #include "tessel/sharding/lower.h"
-#include "tessel/train/config.h"
 
 namespace tessel {
 
@@ -60,7 +60,11 @@ struct RankMemory {
   }
 };
 
+// Every rank's memory, each from its plan-only compile (compile_rank.h).
 std::vector<RankMemory> predict_memory(const TrainConfig& config);
+struct CompiledRank;
+// One rank's memory, from its compile (what that rank's trainer allocates).
+RankMemory predict_rank_memory(const CompiledRank& compiled);
 
 // `training` is the global training graph with one gradient per parameter in
 // `grads`; `local` its lowering for the rank. `moments`: AdamW moments exist.

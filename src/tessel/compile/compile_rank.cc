@@ -1,0 +1,136 @@
+#include "tessel/compile/compile_rank.h"
+
+#include "tessel/autodiff/backward.h"
+#include "tessel/base/error.h"
+#include "tessel/compile/distributed.h"
+#include "tessel/compile/memory_report.h"
+#include "tessel/compile/zero.h"
+#include "tessel/passes/recompute.h"
+
+namespace tessel {
+
+TrainingGraph build_training_graph(const TrainConfig& config, int64_t batch) {
+  TrainingGraph t;
+  GraphBuilder b(t.graph);
+  t.outputs = build_model(config, b, batch, /*training=*/true);
+  std::map<ValueId, ValueId> grads = build_backward(b, t.outputs.loss, t.graph.params());
+  for (ValueId p : t.graph.params()) t.grads.push_back(grads.at(p));
+  apply_recompute(t, RecomputePolicy::parse(config.recompute));
+  return t;
+}
+
+void apply_recompute(TrainingGraph& t, const RecomputePolicy& policy) {
+  if (policy.none()) return;
+  TS_CHECK(t.recomputed_flops == 0, "recompute: the graph is already recomputed");
+  RecomputeResult r = recompute_segments(t.graph, t.outputs.loss + 1, policy.segments());
+  t.graph = std::move(r.graph);
+  t.outputs.loss = r.remap[t.outputs.loss];
+  if (t.outputs.logits >= 0) t.outputs.logits = r.remap[t.outputs.logits];
+  for (ValueId& g : t.grads) g = r.remap[g];
+  t.recomputed_flops = r.recomputed_flops;
+}
+
+LoweringOptions training_lowering(const TrainingGraph& t, const TrainConfig& config,
+                                  const Layout& layout, const Mesh& mesh) {
+  LoweringOptions options;
+  options.targets = zero_targets(t.graph, t.grads, layout, mesh, config.zero);
+  options.phase_boundary = t.outputs.loss;
+  return options;
+}
+
+Layout layout_for(const TrainConfig& config, const Mesh& mesh) {
+  Layout layout =
+      config.layout.empty() ? Layout::defaults(mesh) : Layout::parse(config.layout, mesh);
+  for (const auto& [label, spec] : config.shard) layout.set_override(label, spec, mesh);
+  return layout;
+}
+
+std::optional<RecomputeChoice> resolve_recompute(TrainConfig& config) {
+  if (config.recompute != "auto") return std::nullopt;
+  RecomputeChoice choice = choose_recompute(config);
+  config.recompute = choice.chosen;
+  return choice;
+}
+
+namespace {
+
+// Lowers `global` to the rank and compiles the program that computes `wanted`.
+void compile_program(CompiledProgram& c, const Mesh& mesh, const Layout& layout, int rank,
+                     const LoweringOptions& lowering, const TrainConfig& config, CompileMode mode,
+                     DistributedContext* ctx) {
+  c.local = lower_to_rank(c.global, c.wanted, mesh, layout, rank, lowering);
+  std::vector<ValueId> local_outputs;
+  for (ValueId v : c.wanted) local_outputs.push_back(c.local.local_of[v]);
+  CompileOptions options;
+  options.plan_only = mode == CompileMode::kPlanOnly;  // the run's plan, buckets included
+  options.comms = ctx ? &ctx->groups() : nullptr;
+  options.bucket_bytes = static_cast<size_t>(config.bucket_mib * 1048576.0);
+  c.program = std::make_unique<Program>(c.local.graph, local_outputs, options);
+}
+
+}  // namespace
+
+CompiledRank compile_rank(const TrainConfig& config, const Mesh& mesh, const Layout& layout,
+                          int rank, CompileMode mode, DistributedContext* ctx, GraphCache* cache) {
+  TS_CHECK(rank >= 0 && rank < mesh.rank_count(), "rank ", rank, " is not a rank of mesh ",
+           mesh.to_string());
+  TS_CHECK((mode == CompileMode::kRun) == (ctx != nullptr),
+           "compile_rank: a program that runs needs its rank's communicators, a plan none");
+  CompiledRank c;
+  c.config = config;
+  c.mesh = mesh;
+  c.layout = layout;
+  c.rank = rank;
+  c.mode = mode;
+  c.recompute_choice = resolve_recompute(c.config);
+  const TrainConfig& cfg = c.config;
+  if (uses_pipeline(cfg, mesh)) {
+    c.pipeline = ctx ? std::make_unique<PipelineModel>(cfg, *ctx)
+                     : std::make_unique<PipelineModel>(cfg, mesh, rank, nullptr, true);
+    c.flops_per_step = c.pipeline->flops_per_step();
+    return c;
+  }
+
+  // Training: loss and every parameter's gradient.
+  TrainingGraph t;
+  if (cache) {
+    auto key = std::make_tuple(cfg.recompute, cfg.batch);
+    auto it = cache->training.find(key);
+    if (it == cache->training.end())
+      it = cache->training.emplace(key, build_training_graph(cfg, cfg.batch)).first;
+    t = it->second;
+  } else {
+    t = build_training_graph(cfg, cfg.batch);
+  }
+  layout.validate(t.graph, mesh);
+  {
+    std::vector<bool> all(t.graph.size(), true);
+    c.flops_per_step = t.graph.flops(all);
+  }
+  c.grads = t.grads;
+  c.recomputed_flops = t.recomputed_flops;
+  const LoweringOptions train_lowering = training_lowering(t, cfg, layout, mesh);
+  c.train.outputs = t.outputs;
+  c.train.outputs.logits = -1;  // the training program needs only the loss and gradients
+  c.train.wanted = {t.outputs.loss};
+  c.train.wanted.insert(c.train.wanted.end(), t.grads.begin(), t.grads.end());
+  c.train.global = std::move(t.graph);
+  compile_program(c.train, mesh, layout, rank, train_lowering, cfg, mode, ctx);
+
+  // Evaluation: forward only, reading the same parameter storage (ZeRO-3
+  // shards are gathered on use there too).
+  {
+    Graph eval_graph;
+    GraphBuilder eb(eval_graph);
+    c.eval.outputs = build_model(cfg, eb, cfg.batch, /*training=*/false);
+    c.eval.global = std::move(eval_graph);
+  }
+  c.eval.wanted = {c.eval.outputs.loss};
+  if (c.eval.outputs.logits >= 0) c.eval.wanted.push_back(c.eval.outputs.logits);
+  LoweringOptions eval_lowering;
+  eval_lowering.targets = zero_targets(c.eval.global, {}, layout, mesh, cfg.zero);
+  compile_program(c.eval, mesh, layout, rank, eval_lowering, cfg, mode, ctx);
+  return c;
+}
+
+}  // namespace tessel
