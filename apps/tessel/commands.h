@@ -7,6 +7,7 @@
 #include <functional>
 
 #include "tessel/compile/config.h"
+#include "tessel/plan/search.h"
 
 namespace tessel {
 struct CompiledRank;
@@ -24,6 +25,16 @@ Command add_sample_command(CLI::App& app);
 Command add_eval_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);
 Command add_inspect_command(CLI::App& app);
+Command add_plan_command(CLI::App& app);
+struct ConfigOptions;
+// The planner's request from a command line: the knobs given are fixed.
+plan::PlanRequest plan_request(const ConfigOptions& options, const TrainConfig& base, int ranks);
+// `train --plan auto`: the config with the top plan's mesh, layout, schedule,
+// chunks, micro-batches, ZeRO stage, recompute policy and threads for
+// `ranks` ranks, from this machine's cached profile (every rank reads the
+// same one, so every rank makes the same choice).
+TrainConfig apply_auto_plan(const ConfigOptions& options, TrainConfig config, int ranks,
+                            bool announce);
 // `inspect` of a pipelined config: the stage partition and each rank's share.
 
 int inspect_pipeline(const CompiledRank& compiled);

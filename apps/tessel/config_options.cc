@@ -41,7 +41,7 @@ void ConfigOptions::add_to(CLI::App* command, bool with_steps) {
                       "override one value's placement: LABEL:dim=axis,... (LABEL: replicates it)");
 }
 
-TrainConfig ConfigOptions::load() const {
+TrainConfig ConfigOptions::load(bool with_data) const {
   TrainConfig c = TrainConfig::from_file(path);
   for (const std::string& o : overrides) c.set(o);
   if (steps >= 0) c.set("steps=" + std::to_string(steps));
@@ -63,7 +63,7 @@ TrainConfig ConfigOptions::load() const {
                "' must look like LABEL:dim=axis,... (e.g. block0.mlp.act:seq=model)");
     c.shard[s.substr(0, colon)] = s.substr(colon + 1);
   }
-  c.validate();
+  c.validate(with_data);
   if (c.threads > 0) omp_set_num_threads(c.threads);
   return c;
 }

@@ -26,8 +26,9 @@ struct ConfigOptions {
   std::vector<std::string> shard;
 
   void add_to(CLI::App* command, bool with_steps = true);
-  // The file, then --set, then --steps/--threads; validated.
-  TrainConfig load() const;
+  // The file, then --set, then --steps/--threads; validated (without the
+  // data-set checks unless `with_data`: plans of models no data set fits).
+  TrainConfig load(bool with_data = true) const;
 };
 
 }  // namespace tessel::cli

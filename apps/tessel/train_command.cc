@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -28,6 +29,7 @@ struct TrainOptions {
   std::string out = "runs/latest";
   bool comm_stats = false;
   bool dry_run = false;
+  std::string plan;  // "auto": the planner's top plan for the ranks launched
 };
 
 // The predicted memory of every rank, without allocating or running.
@@ -98,8 +100,20 @@ nlohmann::json comm_delta(const CommStats& before, const CommStats& after) {
   return out;
 }
 
+// Processes of this job: mpirun's world size, else 1.
+int launched_ranks() {
+  const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
+  return size ? std::max(1, std::atoi(size)) : 1;
+}
+
+bool is_launched_root() {
+  const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+  return !rank || std::atoi(rank) == 0;
+}
+
 int run_train(const TrainOptions& opt) {
   TrainConfig config = opt.config.load();
+  if (opt.plan == "auto") config = apply_auto_plan(opt.config, config, launched_ranks(), is_launched_root());
   if (opt.dry_run) return run_dry(config);
   Trainer trainer(config);
   const Task& task = trainer.task();
@@ -258,6 +272,10 @@ Command add_train_command(CLI::App& app) {
   opt->config.add_to(sub);
   sub->add_option("--out", opt->out, "output directory (metrics.jsonl, checkpoint/)");
   sub->add_flag("--comm-stats", opt->comm_stats, "print collective calls and bytes per mesh axis");
+  sub->add_option("--plan", opt->plan,
+                  "auto: train with `tessel plan`'s top plan for the ranks launched (flags given "
+                  "fix their knobs)")
+      ->check(CLI::IsMember({"auto"}));
   sub->add_flag("--dry-run", opt->dry_run,
                 "print each rank's predicted memory (no data, no allocation, no MPI) and exit");
   return {sub, [opt] { return run_train(*opt); }};

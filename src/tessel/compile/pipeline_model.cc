@@ -222,7 +222,8 @@ PipelineStage PipelineModel::compile(const LocalStage& st, int chunk, bool eval)
   // Instances never run at once: they share one region for the buffers that
   // live within a phase and keep only what crosses phases (the stash).
   options.separate_phase_local = !eval;
-  const int copies = eval ? 1 : st.instances;
+  // A plan needs one instance: the others are the same program (st.instances counts them).
+  const int copies = eval || plan_only_ ? 1 : st.instances;
   for (int i = 0; i < copies; ++i) {
     ps.instances.push_back(std::make_unique<Program>(local.graph, outputs, options));
     options.phase_local_memory = ps.instances.front()->phase_local_memory();

@@ -75,6 +75,10 @@ class PipelineModel {
     size_t eval_arena_bytes = 0;
   };
   const std::vector<LocalStage>& stages() const { return stages_; }
+  // This rank's compiled stage programs (training and evaluation), until
+  // bind() hands them to the executors; a plan-only model keeps them (the
+  // planner's cost model reads their instructions).
+  const std::vector<PipelineStage>& compiled_stages() const { return train_stages_; }
   // The mesh axis name the batch is split over on the stage mesh ("" if none).
   const std::string& data_axis() const { return data_axis_; }
 

@@ -179,6 +179,24 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
   for (Bucket& b : buckets_) b.region = address(b.buffer);
 }
 
+std::vector<Program::InstructionInfo> Program::instruction_info() const {
+  std::vector<InstructionInfo> out;
+  int phase = 0;
+  for (size_t i = 0; i < instructions_.size(); ++i) {
+    while (phase + 1 < phase_count() && i >= phase_begin_[phase + 1]) ++phase;
+    const Instruction& ins = instructions_[i];
+    out.push_back({ins.node, ins.einsum_plan >= 0 ? &einsum_plans_[ins.einsum_plan] : nullptr,
+                   ins.bucket, phase, ins.scratch >= 0 ? requests_[ins.scratch].bytes : 0});
+  }
+  return out;
+}
+
+std::vector<Program::BucketInfo> Program::bucket_info() const {
+  std::vector<BucketInfo> out;
+  for (const Bucket& b : buckets_) out.push_back({b.axis, b.bytes, b.last_instruction});
+  return out;
+}
+
 void Program::run_bucket_member(const Instruction& ins, size_t index) {
   const Node& node = graph_->node(ins.node);
   std::memcpy(value_ptr_[ins.node], value_ptr_[node.inputs[0]],

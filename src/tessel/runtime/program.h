@@ -80,6 +80,25 @@ class Program {
   // Wall time spent inside collectives (blocking ones, and waiting for
   // gradient buckets) over all runs so far.
   double collective_seconds() const { return collective_seconds_; }
+  // What a cost model reads (plan/cost_model.h), in execution order: each
+  // instruction's node in graph(), its einsum plan (null unless einsum), the
+  // gradient bucket it is a member of (-1: none), its phase and its scratch.
+  struct InstructionInfo {
+    ValueId node;
+    const kernels::EinsumPlan* einsum;
+    int bucket;
+    int phase;
+    size_t scratch_bytes;
+  };
+  std::vector<InstructionInfo> instruction_info() const;
+  // A gradient bucket: one non-blocking all-reduce on `axis` of `bytes`,
+  // started right after instruction `last_instruction`, waited for at the end.
+  struct BucketInfo {
+    std::string axis;
+    size_t bytes;
+    int last_instruction;
+  };
+  std::vector<BucketInfo> bucket_info() const;
   // The buffer requests and plan, for checking the plan (tests, inspect).
   const std::vector<BufferRequest>& buffer_requests() const { return requests_; }
   const MemoryPlan& memory_plan() const { return plan_; }

@@ -24,6 +24,7 @@
 // Thread-safe (pure functions).
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "tessel/schedule/schedule.h"
@@ -68,5 +69,15 @@ struct SimulatedTimeline {
 // Sends, recvs and optimizer steps take no time. Checks the schedule first
 // (throws as check_schedule does) and throws for a negative cost.
 SimulatedTimeline simulate_schedule(const Schedule& s, UnitCosts costs = {});
+
+// The same clock with a cost per action: `compute(rank, action)` for F, B,
+// BI and BW (seconds, >= 0), and `transfer(rank, action)` for a send (the
+// time from its issue until the matching recv can complete; 0 if empty).
+// The planner's cost model times pipelines this way (plan/cost_model.h).
+struct ActionCosts {
+  std::function<double(int rank, const Action& action)> compute;
+  std::function<double(int rank, const Action& action)> transfer;
+};
+SimulatedTimeline simulate_schedule(const Schedule& s, const ActionCosts& costs);
 
 }  // namespace tessel

@@ -32,6 +32,12 @@ SimulatedTimeline simulate_schedule(const Schedule& s, UnitCosts costs) {
   if (costs.forward < 0 || costs.backward_input < 0 || costs.backward_weight < 0)
     TS_THROW("simulate_schedule: unit costs must be >= 0, got forward=", costs.forward,
              " backward_input=", costs.backward_input, " backward_weight=", costs.backward_weight);
+  return simulate_schedule(
+      s, ActionCosts{[costs](int, const Action& a) { return cost_of(a.kind, costs); }, nullptr});
+}
+
+SimulatedTimeline simulate_schedule(const Schedule& s, const ActionCosts& costs) {
+  TS_CHECK(costs.compute, "simulate_schedule: a compute cost function is required");
   check_schedule(s);
   SimulatedTimeline out;
   std::vector<double> clock(s.ranks, 0), busy(s.ranks, 0);
@@ -44,14 +50,18 @@ SimulatedTimeline simulate_schedule(const Schedule& s, UnitCosts costs) {
       for (; next[r] < static_cast<int>(list.size()); ++next[r], moved = true) {
         const Action& a = list[next[r]];
         if (a.kind == ActionKind::kSendActivation || a.kind == ActionKind::kSendGradient) {
-          sent_at[transfer_of(s, r, next[r])] = clock[r];
+          sent_at[transfer_of(s, r, next[r])] =
+              clock[r] + (costs.transfer ? costs.transfer(r, a) : 0.0);
         } else if (is_communication(a.kind)) {
           auto it = sent_at.find(transfer_of(s, r, next[r]));
           if (it == sent_at.end()) break;
           clock[r] = std::max(clock[r], it->second);
         } else if (is_compute(a.kind)) {
           const double start = clock[r];
-          clock[r] += cost_of(a.kind, costs);
+          const double cost = costs.compute(r, a);
+          if (cost < 0)
+            TS_THROW("simulate_schedule: negative cost ", cost, " for ", describe_action(s, r, next[r]));
+          clock[r] += cost;
           busy[r] += clock[r] - start;
           out.events.push_back({r, a, start, clock[r]});
           out.makespan = std::max(out.makespan, clock[r]);

@@ -1,0 +1,223 @@
+// `tessel plan`: ranks every configuration of N ranks by predicted step
+// time (plan/search.h) and prints the table, the commands that run the
+// plans, optionally --explain (the best plan against the runner-up) or one
+// JSON object (--json). Never loads data or allocates tensors.
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "config_options.h"
+#include "tessel/base/error.h"
+#include "tessel/compile/memory_report.h"
+#include "tessel/plan/calibrate.h"
+#include "tessel/plan/cluster_spec.h"
+#include "tessel/plan/search.h"
+
+namespace tessel::cli {
+namespace {
+
+struct PlanOptions {
+  ConfigOptions config;
+  int ranks = 1;
+  std::string cluster, profile;
+  int top = 10;
+  bool json = false, explain = false;
+};
+
+double total(const std::map<std::string, double>& per_axis) {
+  double t = 0;
+  for (const auto& [axis, s] : per_axis) t += s;
+  return t;
+}
+
+std::string comm_shares(const plan::StepPrediction& p) {
+  std::string out;
+  for (const auto& [axis, s] : p.exposed_comm_s)
+    out +=
+        str_cat(out.empty() ? "" : " ", axis, ":", static_cast<int>(100 * s / p.step_s + 0.5), "%");
+  return out.empty() ? "-" : out;
+}
+
+nlohmann::json plan_json(const plan::Plan& p) {
+  const TrainConfig& c = p.config;
+  nlohmann::json comm = nlohmann::json::object(), exposed = nlohmann::json::object();
+  for (const auto& [axis, s] : p.prediction.comm_s) comm[axis] = s * 1e3;
+  for (const auto& [axis, s] : p.prediction.exposed_comm_s) exposed[axis] = s * 1e3;
+  return {{"mesh", c.mesh},
+          {"layout", c.layout},
+          {"layout_kind", p.layout_label},
+          {"schedule", c.schedule},
+          {"chunks", c.chunks},
+          {"microbatches", c.microbatches},
+          {"zero", c.zero},
+          {"recompute", c.recompute},
+          {"precision", "f32"},
+          {"step_ms", p.prediction.step_s * 1e3},
+          {"compute_ms", p.prediction.compute_s * 1e3},
+          {"optimizer_ms", p.prediction.optimizer_s * 1e3},
+          {"bubble_ms", p.prediction.bubble_s * 1e3},
+          {"comm_ms", comm},
+          {"exposed_comm_ms", exposed},
+          {"tokens_per_s", p.tokens_per_s},
+          {"tflops_per_device", p.tflops_per_device},
+          {"fraction_of_peak", p.fraction_of_peak},
+          {"peak_bytes", p.prediction.peak_bytes},
+          {"peak_rank", p.prediction.peak_rank},
+          {"command", p.command}};
+}
+
+void print_breakdown(const char* title, const plan::Plan& p) {
+  const plan::StepPrediction& s = p.prediction;
+  std::printf(
+      "%s: %s\n  step %.2f ms = compute %.2f + exposed communication %.2f + bubble %.2f "
+      "+ optimizer %.2f",
+      title, plan::plan_flags(p.config).c_str(), s.step_s * 1e3, s.compute_s * 1e3,
+      total(s.exposed_comm_s) * 1e3, s.bubble_s * 1e3, s.optimizer_s * 1e3);
+  std::printf("\n  communication per axis (exposed of total):");
+  for (const auto& [axis, t] : s.comm_s)
+    std::printf(" %s %.2f of %.2f ms", axis.c_str(), s.exposed_comm_s.at(axis) * 1e3, t * 1e3);
+  if (s.comm_s.empty()) std::printf(" none");
+  std::printf("\n  peak memory %s (rank %d)\n", format_bytes(s.peak_bytes).c_str(), s.peak_rank);
+}
+
+void explain(const plan::PlanResult& r) {
+  print_breakdown("best", r.plans[0]);
+  if (r.plans.size() < 2) return;
+  print_breakdown("runner-up", r.plans[1]);
+  const plan::StepPrediction &a = r.plans[0].prediction, &b = r.plans[1].prediction;
+  const std::vector<std::pair<const char*, double>> deltas = {
+      {"compute", b.compute_s - a.compute_s},
+      {"exposed communication", total(b.exposed_comm_s) - total(a.exposed_comm_s)},
+      {"pipeline bubble", b.bubble_s - a.bubble_s},
+      {"optimizer", b.optimizer_s - a.optimizer_s}};
+  const auto* biggest = &deltas[0];
+  for (const auto& d : deltas)
+    if (std::abs(d.second) > std::abs(biggest->second)) biggest = &d;
+  std::printf(
+      "why: the best is %.2f ms faster; the largest difference is %s (%+.2f ms for the "
+      "runner-up)\n",
+      (b.step_s - a.step_s) * 1e3, biggest->first, biggest->second * 1e3);
+}
+
+int run_plan(const PlanOptions& opt) {
+  if (!opt.cluster.empty() && !opt.profile.empty())
+    TS_THROW("plan: give --cluster or --profile, not both");
+  std::unique_ptr<plan::HardwareModel> hw;
+  if (!opt.cluster.empty()) {
+    hw = std::make_unique<plan::ClusterSpec>(plan::ClusterSpec::load(opt.cluster));
+  } else {
+    hw = plan::load_or_calibrate(opt.profile, nullptr);
+  }
+  const plan::PlanRequest q =
+      plan_request(opt.config, opt.config.load(/*with_data=*/false), opt.ranks);
+  const plan::PlanResult r = plan::search_plans(q, *hw);
+  const size_t shown = std::min<size_t>(r.plans.size(), std::max(1, opt.top));
+  if (opt.json) {
+    nlohmann::json out = {{"search_s", r.search_s},
+                          {"considered", r.considered},
+                          {"pruned", r.pruned},
+                          {"costed", r.plans.size()},
+                          {"hardware", r.hardware},
+                          {"ranks", opt.ranks},
+                          {"threads_per_rank", q.cost.threads}};
+    out["plans"] = nlohmann::json::array();
+    for (size_t i = 0; i < shown; ++i) out["plans"].push_back(plan_json(r.plans[i]));
+    std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
+  std::printf(
+      "plan for %d ranks on %s (%d threads per rank): %d configurations, %d pruned, %zu "
+      "costed in %.3f s\n\n",
+      opt.ranks, r.hardware.c_str(), q.cost.threads, r.considered, r.pruned, r.plans.size(),
+      r.search_s);
+  std::printf("%-3s %-24s %-16s %-11s %-2s %-3s %-4s %-10s %9s %10s %8s %6s %10s %7s %s\n", "#",
+              "mesh", "layout", "schedule", "v", "m", "zero", "recompute", "step ms", "tokens/s",
+              "TFLOP/s", "peak", "memory", "bubble", "exposed comm");
+  for (size_t i = 0; i < shown; ++i) {
+    const plan::Plan& p = r.plans[i];
+    const TrainConfig& k = p.config;
+    const bool piped = k.mesh.find("pipe=") != std::string::npos;
+    std::printf(
+        "%-3zu %-24s %-16s %-11s %-2lld %-3lld %-4d %-10s %9.2f %10.0f %8.4f %5.1f%% %10s "
+        "%6.1f%% %s\n",
+        i + 1, k.mesh.empty() ? "(1 rank)" : k.mesh.c_str(), p.layout_label.c_str(),
+        piped ? k.schedule.c_str() : "-", static_cast<long long>(k.chunks),
+        static_cast<long long>(k.microbatches), k.zero, k.recompute.c_str(),
+        p.prediction.step_s * 1e3, p.tokens_per_s, p.tflops_per_device, 100 * p.fraction_of_peak,
+        format_bytes(p.prediction.peak_bytes).c_str(),
+        100 * p.prediction.bubble_s / p.prediction.step_s, comm_shares(p.prediction).c_str());
+  }
+  std::printf("\ncommands:\n");
+  for (size_t i = 0; i < shown; ++i) std::printf("  %zu: %s\n", i + 1, r.plans[i].command.c_str());
+  if (opt.explain) {
+    std::printf("\n");
+    explain(r);
+  }
+  return 0;
+}
+
+}  // namespace
+
+plan::PlanRequest plan_request(const ConfigOptions& c, const TrainConfig& base, int ranks) {
+  plan::PlanRequest q;
+  q.base = base;
+  q.config_path = c.path;
+  q.ranks = ranks;
+  if (!c.mesh.empty()) q.mesh = c.mesh;
+  if (!c.layout.empty()) q.layout = c.layout;
+  if (!c.schedule.empty()) q.schedule = c.schedule;
+  if (!c.recompute.empty()) q.recompute = c.recompute;
+  if (c.chunks > 0) q.chunks = static_cast<int>(c.chunks);
+  if (c.microbatches > 0) q.microbatches = static_cast<int>(c.microbatches);
+  if (c.zero >= 0) q.zero = c.zero;
+  if (!base.memory_limit.empty()) q.memory_limit = parse_bytes(base.memory_limit);
+  q.cost.threads = c.threads > 0 ? c.threads : std::max(1, plan::core_count() / std::max(1, ranks));
+  return q;
+}
+
+TrainConfig apply_auto_plan(const ConfigOptions& options, TrainConfig config, int ranks,
+                            bool announce) {
+  const std::string cached = plan::default_profile_path();
+  if (ranks > 1 && !std::filesystem::exists(cached))
+    TS_THROW("--plan auto under mpirun needs this machine's profile, and none is cached at ",
+             cached, ": run `tessel calibrate` once first");
+  const std::unique_ptr<plan::HardwareModel> hw = plan::load_or_calibrate("", nullptr);
+  plan::PlanRequest q = plan_request(options, config, ranks);
+  q.exact_top = 1;
+  const plan::PlanResult r = plan::search_plans(q, *hw);
+  const plan::Plan& best = r.plans.front();
+  for (const char* key :
+       {"mesh", "layout", "schedule", "chunks", "microbatches", "zero", "recompute"})
+    config.set(str_cat(key, "=", best.config.to_json().at(key).dump()));
+  config.threads = q.cost.threads;
+  config.validate();
+  if (announce)
+    std::printf(
+        "plan auto: the best of %d configurations for %d ranks (%.2f s):%s --threads %d; "
+        "predicted %.2f ms per step, peak %s per rank\n",
+        r.considered, ranks, r.search_s, plan::plan_flags(config).c_str(), config.threads,
+        best.prediction.step_s * 1e3, format_bytes(best.prediction.peak_bytes).c_str());
+  return config;
+}
+
+Command add_plan_command(CLI::App& app) {
+  auto opt = std::make_shared<PlanOptions>();
+  CLI::App* sub = app.add_subcommand(
+      "plan",
+      "rank every mesh, layout, schedule, ZeRO and recompute choice by predicted step time");
+  opt->config.add_to(sub, /*with_steps=*/false);
+  sub->add_option("--ranks", opt->ranks, "number of ranks (devices) to plan for")->required();
+  sub->add_option("--cluster", opt->cluster, "a cluster file (examples/clusters/) to plan for");
+  sub->add_option("--profile", opt->profile,
+                  "this machine's profile (tessel calibrate); default: the cached one, "
+                  "calibrating when there is none");
+  sub->add_option("--top", opt->top, "plans to show (default 10)");
+  sub->add_flag("--json", opt->json, "print one JSON object instead of the table");
+  sub->add_flag("--explain", opt->explain,
+                "break the best plan and the runner-up into compute, communication, bubble and "
+                "optimizer time");
+  return {sub, [opt] { return run_plan(*opt); }};
+}
+
+}  // namespace tessel::cli

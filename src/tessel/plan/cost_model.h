@@ -1,0 +1,71 @@
+// Predicted step time and memory of a compiled configuration.
+//
+// The cost model reads the programs compile_rank() built for one
+// representative rank per role (plan-only: nothing allocated) and simulates
+// one training step on a HardwareModel, the way the runtime executes it:
+//   - each instruction in program order: an einsum as a GEMM of its plan's
+//     (batch, m, n, k) plus the copies of operands it permutes into scratch;
+//     any other kernel as a memory-bound pass over its inputs and output, or
+//     its FLOPs at peak when that is slower; views cost nothing;
+//   - a blocking collective (tensor- and sequence-parallel activations,
+//     ZeRO-3 gathers) by alpha-beta on the link its mesh axis spans, on the
+//     critical path;
+//   - gradient buckets: each starts its all-reduce after its last member and
+//     runs on its axis's channel behind the following instructions; the step
+//     waits for every bucket at the end (what is not hidden is exposed);
+//   - pipelines: per stage, the forward, backward-input and backward-weight
+//     phases of its program (plus the gradient accumulation) become the
+//     costs of the schedule's actions, activations and gradients cross the
+//     pipe axis point to point, and the schedule simulator
+//     (schedule_check.h) runs the action lists; the per-step data-axis
+//     reduction of the accumulators and the tied-embedding sum follow;
+//   - the optimizer: AdamW (or SGD) over the rank's state elements, the
+//     gradient-norm all-reduce, and the ZeRO-1/2 parameter all-gathers.
+// Memory is the exact static plan (predict_rank_memory), as the dry run
+// prints it. Which ranks share a node follows the mesh's axis order: ranks
+// are row-major, so an axis whose groups span at most devices_per_node
+// consecutive ranks is intra-node.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tessel/compile/compile_rank.h"
+#include "tessel/plan/hardware_model.h"
+
+namespace tessel::plan {
+
+struct StepPrediction {
+  double step_s = 0;
+  double compute_s = 0;    // kernels on the slowest rank's critical path
+  double optimizer_s = 0;  // update, gradient norm, ZeRO gathers, data-axis reduction of pipelines
+  double bubble_s = 0;     // pipelines: the slowest rank's idle time in the schedule
+  std::map<std::string, double> comm_s;          // per mesh axis: time in collectives
+  std::map<std::string, double> exposed_comm_s;  // per mesh axis: not hidden behind compute
+  int64_t peak_bytes = 0;                        // largest predicted tensor storage of any rank
+  int peak_rank = 0;
+};
+
+struct CostOptions {
+  int threads = 1;  // threads per rank (CPU hardware models)
+  Precision precision = Precision::kF32;
+};
+
+// The link a collective on `axis` of `mesh` runs over.
+Link link_of_axis(const Mesh& mesh, int axis, int devices_per_node);
+
+// The ranks whose programs stand for every rank: rank 0 without a pipe
+// axis, else the rank at coordinate 0 on every axis but `pipe`, one per
+// pipeline rank. With `every_rank` (small meshes), all of them.
+std::vector<int> representative_ranks(const Mesh& mesh, bool every_rank);
+
+// Predicts one step of `config` (recompute resolved, mesh and layout set)
+// from plan-only compiles of `ranks` (see representative_ranks). Throws as
+// compile_rank does for a configuration the model cannot take.
+StepPrediction predict_step(const TrainConfig& config, const std::vector<int>& ranks,
+                            const HardwareModel& hw, const CostOptions& options,
+                            GraphCache* cache = nullptr);
+
+}  // namespace tessel::plan

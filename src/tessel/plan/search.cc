@@ -1,0 +1,235 @@
+#include "tessel/plan/search.h"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <map>
+
+#include "tessel/base/error.h"
+#include "tessel/compile/memory_report.h"
+
+namespace tessel::plan {
+namespace {
+
+struct Candidate {
+  TrainConfig config;
+  std::string layout_label;
+};
+
+// (pipe, data, model) with pipe * data * model = n.
+std::vector<std::array<int, 3>> factorizations(int n) {
+  std::vector<std::array<int, 3>> out;
+  for (int p = 1; p <= n; ++p)
+    if (n % p == 0)
+      for (int d = 1; d <= n / p; ++d)
+        if ((n / p) % d == 0) out.push_back({p, d, n / p / d});
+  return out;
+}
+
+// Every order of the axes larger than 1 (only the canonical pipe, data,
+// model order when every rank shares one node: the order changes nothing).
+std::vector<std::string> mesh_texts(const std::array<int, 3>& sizes, bool one_node) {
+  std::vector<MeshAxis> axes;
+  const char* names[] = {"pipe", "data", "model"};
+  for (int i = 0; i < 3; ++i)
+    if (sizes[i] > 1) axes.push_back({names[i], sizes[i]});
+  std::vector<int> order(axes.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  std::vector<std::string> out;
+  do {
+    std::vector<MeshAxis> ordered;
+    for (int i : order) ordered.push_back(axes[i]);
+    out.push_back(Mesh(ordered).to_string());
+  } while (!one_node && std::next_permutation(order.begin(), order.end()));
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> layouts(const Mesh& mesh) {
+  const bool data = mesh.axis_index("data") >= 0, model = mesh.axis_index("model") >= 0;
+  if (!model) return {{"data", ""}};
+  const std::string seq =
+      std::string(data ? "batch=data," : "") + "heads=model,hidden=model,vocab=model,seq=model";
+  return {{"tensor", ""}, {"tensor+sequence", seq}};
+}
+
+// Checks that need no compile; false prunes.
+bool shape_fits(const TrainConfig& c, const Mesh& mesh) {
+  const int pipe = mesh.axis_index("pipe") >= 0 ? mesh.axis(mesh.axis_index("pipe")).size : 1;
+  const int data = mesh.axis_index("data") >= 0 ? mesh.axis(mesh.axis_index("data")).size : 1;
+  const int model = mesh.axis_index("model") >= 0 ? mesh.axis(mesh.axis_index("model")).size : 1;
+  if (c.batch % c.microbatches != 0 || (c.batch / c.microbatches) % data != 0) return false;
+  if (c.model == "gpt") {
+    if (c.n_head % model != 0 || c.vocab % model != 0) return false;
+    if (c.layout.find("seq=model") != std::string::npos && c.context % model != 0) return false;
+    if (pipe * c.chunks > c.n_layer) return false;
+  }
+  if (c.schedule == "interleaved" && (pipe < 2 || c.microbatches % pipe != 0)) return false;
+  if (c.zero == 3 && (pipe > 1 || c.microbatches > 1)) return false;
+  return true;
+}
+
+std::vector<Candidate> candidates(const PlanRequest& q, bool one_node) {
+  std::vector<std::string> meshes;
+  if (q.mesh) {
+    meshes.push_back(*q.mesh);
+  } else {
+    for (const auto& f : factorizations(q.ranks))
+      for (const std::string& m : mesh_texts(f, one_node)) meshes.push_back(m);
+  }
+  std::vector<Candidate> out;
+  for (const std::string& mesh_text : meshes) {
+    const Mesh mesh = Mesh::parse(mesh_text);
+    const int pipe_axis = mesh.axis_index("pipe");
+    const int pipe = pipe_axis >= 0 ? mesh.axis(pipe_axis).size : 1;
+    const bool data = mesh.axis_index("data") >= 0;
+    std::vector<std::pair<std::string, std::string>> layout_choices =
+        q.layout ? std::vector<std::pair<std::string, std::string>>{{*q.layout, *q.layout}}
+                 : layouts(mesh);
+    std::vector<std::string> schedules = {"1f1b"};
+    if (q.schedule)
+      schedules = {*q.schedule};
+    else if (pipe > 1)
+      schedules = {"gpipe", "1f1b", "interleaved", "zb-h1"};
+    std::vector<int> micro;
+    if (q.microbatches) {
+      micro = {*q.microbatches};
+    } else if (pipe == 1) {
+      micro = {1};
+    } else {
+      for (int m = 1; m <= q.base.batch && m <= 8 * pipe; ++m)
+        if (q.base.batch % m == 0) micro.push_back(m);
+    }
+    std::vector<int> zeros = {0};
+    if (q.zero)
+      zeros = {*q.zero};
+    else if (data)
+      zeros = {0, 1, 2, 3};
+    const std::vector<std::string> recomputes =
+        q.recompute ? std::vector<std::string>{*q.recompute}
+                    : std::vector<std::string>{"none", "selective", "blocks"};
+    for (const auto& [label, layout] : layout_choices)
+      for (const std::string& schedule : schedules)
+        for (int m : micro)
+          for (int zero : zeros)
+            for (const std::string& recompute : recomputes) {
+              Candidate c{q.base, label};
+              c.config.mesh = mesh_text;
+              c.config.layout = layout;
+              c.config.schedule = schedule;
+              c.config.chunks = q.chunks ? *q.chunks : (schedule == "interleaved" ? 2 : 1);
+              c.config.microbatches = m;
+              c.config.zero = zero;
+              c.config.recompute = recompute;
+              out.push_back(c);
+            }
+  }
+  return out;
+}
+
+std::string knobs(const TrainConfig& c) {
+  return str_cat("mesh ", c.mesh.empty() ? "(one rank)" : c.mesh, ", layout ",
+                 c.layout.empty() ? "(defaults)" : c.layout, ", schedule ", c.schedule, ", chunks ",
+                 c.chunks, ", microbatches ", c.microbatches, ", zero ", c.zero, ", recompute ",
+                 c.recompute);
+}
+
+}  // namespace
+
+std::string plan_flags(const TrainConfig& c) {
+  std::string flags;
+  if (!c.mesh.empty()) flags += " --mesh " + c.mesh;
+  if (!c.layout.empty()) flags += " --layout " + c.layout;
+  const bool pipelined = c.mesh.find("pipe=") != std::string::npos || c.microbatches > 1;
+  if (pipelined) {
+    flags += str_cat(" --microbatches ", c.microbatches);
+    if (c.mesh.find("pipe=") != std::string::npos) flags += " --schedule " + c.schedule;
+    if (c.schedule == "interleaved") flags += str_cat(" --chunks ", c.chunks);
+  }
+  if (c.zero > 0) flags += str_cat(" --zero ", c.zero);
+  if (c.recompute != "none") flags += " --recompute " + c.recompute;
+  return flags;
+}
+
+PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
+  const auto start = std::chrono::steady_clock::now();
+  TS_CHECK(q.ranks >= 1, "plan: --ranks must be at least 1, got ", q.ranks);
+  if (q.ranks > hw.total_devices())
+    TS_THROW("plan: ", q.ranks, " ranks, but ", hw.name(), " has ", hw.total_devices(), " devices");
+  q.base.validate(/*with_data=*/false);
+  PlanResult result;
+  result.hardware = hw.name();
+  // Model FLOPs of one step (no recomputation), for TFLOP/s per device.
+  double model_flops = 0;
+  {
+    TrainConfig none = q.base;
+    none.recompute = "none";
+    TrainingGraph t = build_training_graph(none, none.batch);
+    std::vector<bool> all(t.graph.size(), true);
+    model_flops = t.graph.flops(all);
+  }
+  const int64_t device_memory = hw.device_memory_bytes();
+  int64_t limit = q.memory_limit;
+  if (device_memory > 0 && (limit == 0 || device_memory < limit)) limit = device_memory;
+  const bool one_node = hw.devices_per_node() >= q.ranks;
+  const double items_per_row = q.base.model == "gpt" ? static_cast<double>(q.base.context) : 1;
+
+  std::map<std::string, GraphCache> caches;  // by mesh-independent key: one per config family
+  int64_t closest = -1;
+  std::string closest_knobs, first_error;
+  for (Candidate& cand : candidates(q, one_node)) {
+    ++result.considered;
+    const Mesh mesh = Mesh::parse(cand.config.mesh);
+    if (mesh.rank_count() != q.ranks)
+      TS_THROW("plan: --mesh ", cand.config.mesh, " has ", mesh.rank_count(), " ranks, not ",
+               q.ranks);
+    if (!shape_fits(cand.config, mesh)) {
+      ++result.pruned;
+      continue;
+    }
+    Plan plan;
+    try {
+      const std::vector<int> reps = representative_ranks(mesh, false);
+      plan.prediction = predict_step(cand.config, reps, hw, q.cost, &caches[cand.config.recompute]);
+    } catch (const Error& e) {  // a layout or schedule this model cannot take
+      ++result.pruned;
+      if (first_error.empty()) first_error = e.what();
+      continue;
+    }
+    const int64_t peak = plan.prediction.peak_bytes;
+    if (closest < 0 || peak < closest) closest = peak, closest_knobs = knobs(cand.config);
+    if (limit > 0 && peak > limit) {
+      ++result.pruned;
+      continue;
+    }
+    plan.config = cand.config;
+    plan.layout_label = cand.layout_label;
+    const double step = plan.prediction.step_s;
+    plan.tokens_per_s = static_cast<double>(q.base.batch) * items_per_row / step;
+    plan.tflops_per_device = model_flops / step / q.ranks / 1e12;
+    plan.fraction_of_peak =
+        plan.tflops_per_device * 1e12 / hw.peak_flops(q.cost.precision, q.cost.threads);
+    plan.command = (q.ranks > 1 ? str_cat("mpirun -n ", q.ranks, " ") : std::string()) +
+                   "tessel train --config " + q.config_path + plan_flags(plan.config) +
+                   str_cat(" --threads ", q.cost.threads);
+    result.plans.push_back(std::move(plan));
+  }
+  std::stable_sort(result.plans.begin(), result.plans.end(), [](const Plan& a, const Plan& b) {
+    if (a.prediction.step_s != b.prediction.step_s)
+      return a.prediction.step_s < b.prediction.step_s;
+    return a.prediction.peak_bytes < b.prediction.peak_bytes;
+  });
+  result.search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (result.plans.empty()) {
+    if (closest < 0)
+      TS_THROW("plan: none of the ", result.considered, " configurations of ", q.ranks,
+               " ranks suits this model (", result.pruned, " pruned by divisibility or layout)",
+               first_error.empty() ? std::string() : "; first error: " + first_error);
+    TS_THROW("plan: none of the ", result.considered, " configurations of ", q.ranks,
+             " ranks fits ", format_bytes(limit), " per rank; the smallest peak found is ",
+             format_bytes(closest), " (", closest_knobs,
+             "). Raise --memory-limit to at least that, use more ranks, or free a fixed knob");
+  }
+  return result;
+}
+
+}  // namespace tessel::plan

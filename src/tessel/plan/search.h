@@ -1,0 +1,68 @@
+// The planner's search: every configuration of N ranks a user could write,
+// pruned, costed, ranked.
+//
+// Knobs: the mesh (every factorization of N into pipe x data x model, and
+// the order of its axes), the layout (data parallel; Megatron tensor
+// parallel; tensor + sequence parallel), the pipeline schedule (gpipe,
+// 1f1b, interleaved with 2 chunks, zb-h1) and micro-batches, the ZeRO stage
+// and the recompute policy. A knob given in the request is fixed; the rest
+// are searched. Candidates that cannot work are pruned before any compile
+// (a model axis that does not divide the heads, micro-batch rows the data
+// axis cannot split, more stages than blocks), then each survivor is
+// compiled plan-only (compile_rank) for its representative ranks, its
+// memory checked against the limit and the device, and its step predicted
+// (cost_model.h). Deterministic: every rank of a run makes the same choice.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tessel/compile/config.h"
+#include "tessel/plan/cost_model.h"
+#include "tessel/plan/hardware_model.h"
+
+namespace tessel::plan {
+
+struct PlanRequest {
+  TrainConfig base;         // the model and optimisation keys
+  std::string config_path;  // for the command line of each plan
+  int ranks = 1;
+  int64_t memory_limit = 0;  // bytes per rank; 0: none but the device's memory
+  // Fixed knobs; unset ones are searched.
+  std::optional<std::string> mesh, layout, schedule, recompute;
+  std::optional<int> chunks, microbatches, zero;
+  CostOptions cost;
+  // The search compiles representative ranks (cost_model.h); the best
+  // `exact_top` plans are then compiled on every rank (meshes of up to 64
+  // ranks) so their peak memory is the worst rank's, exactly as the dry run
+  // and the run report it, and re-checked against the limit.
+  int exact_top = 10;
+};
+
+struct Plan {
+  TrainConfig config;  // the run: mesh, layout, schedule, chunks, microbatches, zero, recompute
+  std::string layout_label;  // "data", "tensor", "tensor+sequence", or the fixed layout
+  StepPrediction prediction;
+  double tokens_per_s = 0;
+  double tflops_per_device = 0;  // model FLOPs (recomputation not counted) per second per rank
+  double fraction_of_peak = 0;
+  std::string command;  // the line that runs it
+};
+
+struct PlanResult {
+  std::vector<Plan> plans;  // every feasible candidate, fastest first
+  int considered = 0;       // candidates generated
+  int pruned = 0;           // of which dropped before costing (divisibility, layout, memory)
+  double search_s = 0;
+  std::string hardware;  // HardwareModel::name()
+};
+
+// Throws when nothing fits, naming what was tried and what came closest
+// (the smallest peak memory found, and its knobs).
+PlanResult search_plans(const PlanRequest& request, const HardwareModel& hw);
+
+// The config keys a plan sets, as `tessel train` flags.
+std::string plan_flags(const TrainConfig& config);
+
+}  // namespace tessel::plan

@@ -1,0 +1,180 @@
+// The planner's cost model and search against a synthetic hardware model
+// whose times are simple formulas: the step decomposes into its parts,
+// memory is the dry run's, overlap and links behave as documented, and the
+// search prunes, fixes knobs and ranks as it says.
+#include "tessel/plan/cost_model.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "common/error_of.h"
+#include "common/tiny_gpt.h"
+#include "tessel/compile/memory_report.h"
+#include "tessel/plan/search.h"
+
+namespace tessel::plan {
+namespace {
+
+// 10 GFLOP/s, 10 GB/s, links 10 us + 1 GB/s; nodes of `per_node` devices.
+class FakeHardware : public HardwareModel {
+ public:
+  explicit FakeHardware(int per_node = 8, double link_gbs = 1)
+      : per_node_(per_node), link_(link_gbs) {}
+  std::string name() const override { return "fake"; }
+  double gemm_seconds(int64_t b, int64_t m, int64_t n, int64_t k, Precision, int) const override {
+    return 2.0 * b * m * n * k / 1e10;
+  }
+  double memory_seconds(double bytes, int) const override { return bytes / 1e10; }
+  double collective_seconds(CollectiveKind, double bytes, int ranks, Link link) const override {
+    return (link == Link::kIntraNode ? 1 : 10) * (1e-5 + bytes / (link_ * 1e9)) * (ranks - 1) /
+           ranks;
+  }
+  double p2p_seconds(double bytes, Link) const override { return 1e-5 + bytes / (link_ * 1e9); }
+  int devices_per_node() const override { return per_node_; }
+  int total_devices() const override { return 64; }
+  int64_t device_memory_bytes() const override { return 0; }
+  double peak_flops(Precision, int) const override { return 1e10; }
+
+ private:
+  int per_node_;
+  double link_;
+};
+
+TrainConfig tiny(const std::string& mesh) {
+  TrainConfig c = tiny_gpt_config(2, 8);
+  c.mesh = mesh;
+  return c;
+}
+
+double sum(const std::map<std::string, double>& m) {
+  double t = 0;
+  for (const auto& [k, v] : m) t += v;
+  return t;
+}
+
+int64_t worst_predicted(const TrainConfig& c) {
+  int64_t worst = 0;
+  for (const RankMemory& m : predict_memory(c)) worst = std::max(worst, m.total());
+  return worst;
+}
+
+TEST(CostModel, StepIsComputePlusExposedCommunicationPlusBubblePlusOptimizer) {
+  const FakeHardware hw;
+  for (const char* mesh : {"", "data=2", "model=2", "data=2,model=2"}) {
+    const TrainConfig c = tiny(mesh);
+    const StepPrediction p =
+        predict_step(c, representative_ranks(Mesh::parse(mesh), false), hw, {});
+    EXPECT_GT(p.compute_s, 0) << mesh;
+    EXPECT_NEAR(p.step_s, p.compute_s + sum(p.exposed_comm_s) + p.bubble_s + p.optimizer_s, 1e-12)
+        << mesh;
+    for (const auto& [axis, t] : p.exposed_comm_s) EXPECT_LE(t, p.comm_s.at(axis) + 1e-15);
+  }
+}
+
+TEST(CostModel, PeakMemoryIsTheDryRunsWorstRank) {
+  const FakeHardware hw;
+  for (const char* mesh : {"data=2,model=2", "pipe=2,data=2"}) {
+    TrainConfig c = tiny(mesh);
+    c.zero = std::string(mesh).find("pipe") != std::string::npos ? 1 : 3;
+    c.microbatches = 2;
+    if (c.zero == 3) c.microbatches = 1;
+    const StepPrediction p = predict_step(c, representative_ranks(Mesh::parse(mesh), true), hw, {});
+    EXPECT_EQ(p.peak_bytes, worst_predicted(c)) << mesh;
+  }
+}
+
+TEST(CostModel, DataParallelGradientsHideBehindBackwardWhenTheLinkIsFast) {
+  const TrainConfig c = tiny("data=2");
+  const StepPrediction fast = predict_step(c, {0}, FakeHardware(8, /*link_gbs=*/1000), {});
+  const StepPrediction slow = predict_step(c, {0}, FakeHardware(8, 0.001), {});
+  ASSERT_GT(fast.comm_s.at("data"), 0);
+  EXPECT_LT(fast.exposed_comm_s.at("data"), fast.comm_s.at("data"));
+  EXPECT_GT(slow.exposed_comm_s.at("data"), 0.5 * slow.comm_s.at("data"));
+  EXPECT_GT(slow.step_s, fast.step_s);
+}
+
+TEST(CostModel, PipelinesHaveABubbleThatShrinksWithMoreMicrobatches) {
+  const FakeHardware hw;
+  TrainConfig c = tiny("pipe=2");
+  c.schedule = "gpipe";
+  c.microbatches = 2;
+  const std::vector<int> ranks = representative_ranks(Mesh::parse(c.mesh), false);
+  ASSERT_EQ(ranks, (std::vector<int>{0, 1}));
+  const StepPrediction two = predict_step(c, ranks, hw, {});
+  c.microbatches = 8;
+  const StepPrediction eight = predict_step(c, ranks, hw, {});
+  EXPECT_GT(two.bubble_s, 0);
+  EXPECT_LT(eight.bubble_s / eight.step_s, two.bubble_s / two.step_s);
+}
+
+TEST(CostModel, AxisOrderDecidesWhichAxisStaysOnANode) {
+  const Mesh m = Mesh::parse("data=4,model=2");
+  EXPECT_EQ(link_of_axis(m, 1, 2), Link::kIntraNode);  // model: consecutive ranks
+  EXPECT_EQ(link_of_axis(m, 0, 2), Link::kInterNode);  // data: stride 2, span 8
+  EXPECT_EQ(link_of_axis(m, 0, 8), Link::kIntraNode);
+}
+
+TEST(PlanSearch, FixedKnobsGiveExactlyThatPlan) {
+  const FakeHardware hw;
+  PlanRequest q;
+  q.base = tiny_gpt_config(2, 8);
+  q.ranks = 4;
+  q.mesh = "data=2,model=2";
+  q.layout = "";
+  q.schedule = "1f1b";
+  q.microbatches = 1;
+  q.zero = 1;
+  q.recompute = "selective";
+  const PlanResult r = search_plans(q, hw);
+  ASSERT_EQ(r.plans.size(), 1u);
+  TrainConfig c = q.base;
+  c.mesh = "data=2,model=2";
+  c.zero = 1;
+  c.recompute = "selective";
+  const StepPrediction p = predict_step(c, representative_ranks(Mesh::parse(c.mesh), true), hw, {});
+  EXPECT_DOUBLE_EQ(r.plans[0].prediction.step_s, p.step_s);
+  EXPECT_EQ(r.plans[0].prediction.peak_bytes, worst_predicted(c));
+  EXPECT_NE(r.plans[0].command.find("--mesh data=2,model=2"), std::string::npos);
+  EXPECT_NE(r.plans[0].command.find("--zero 1 --recompute selective"), std::string::npos);
+}
+
+TEST(PlanSearch, RanksEveryFeasibleCandidateFastestFirst) {
+  const FakeHardware hw;
+  PlanRequest q;
+  q.base = tiny_gpt_config(2, 8);
+  q.ranks = 4;
+  const PlanResult r = search_plans(q, hw);
+  EXPECT_GT(r.considered, 50);
+  EXPECT_GT(r.pruned, 0);  // e.g. model=4 does not divide 2 heads
+  EXPECT_EQ(r.considered - r.pruned, static_cast<int>(r.plans.size()));
+  for (size_t i = 1; i < r.plans.size(); ++i)
+    EXPECT_LE(r.plans[i - 1].prediction.step_s, r.plans[i].prediction.step_s);
+  for (const Plan& p : r.plans) {
+    EXPECT_EQ(Mesh::parse(p.config.mesh).rank_count(), 4);
+    EXPECT_EQ(p.config.mesh.find("model=4"), std::string::npos);
+  }
+}
+
+TEST(PlanSearch, NothingFitsNamesTheSmallestPeak) {
+  const FakeHardware hw;
+  PlanRequest q;
+  q.base = tiny_gpt_config(2, 8);
+  q.ranks = 2;
+  q.memory_limit = 1024;
+  const std::string e = error_of([&] { search_plans(q, hw); });
+  EXPECT_NE(e.find("fits 0.00 MiB per rank; the smallest peak found is"), std::string::npos) << e;
+  EXPECT_NE(e.find("mesh "), std::string::npos) << e;
+}
+
+TEST(PlanSearch, APrimeRankCountLargerThanEveryDimIsRefusedWithWhatWasTried) {
+  const FakeHardware hw;
+  PlanRequest q;
+  q.base = tiny_gpt_config(2, 8);
+  q.ranks = 13;
+  const std::string e = error_of([&] { search_plans(q, hw); });
+  EXPECT_NE(e.find("configurations of 13 ranks suits this model"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace tessel::plan
