@@ -26,6 +26,7 @@ Command add_eval_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);
 Command add_inspect_command(CLI::App& app);
 Command add_plan_command(CLI::App& app);
+Command add_calibrate_command(CLI::App& app);
 struct ConfigOptions;
 // The planner's request from a command line: the knobs given are fixed.
 plan::PlanRequest plan_request(const ConfigOptions& options, const TrainConfig& base, int ranks);
@@ -36,7 +37,6 @@ plan::PlanRequest plan_request(const ConfigOptions& options, const TrainConfig& 
 TrainConfig apply_auto_plan(const ConfigOptions& options, TrainConfig config, int ranks,
                             bool announce);
 // `inspect` of a pipelined config: the stage partition and each rank's share.
-
 int inspect_pipeline(const CompiledRank& compiled);
 
 }  // namespace tessel::cli

@@ -2,36 +2,20 @@
 // GPT benchmark's 10.8M-float gradient). Run under mpirun; rank 0 prints one
 // line per collective with the median time and the bus bandwidth, i.e. the
 // bytes a ring algorithm moves per rank over the time (NCCL's convention).
+// The timing loop and the calls are the ones `tessel calibrate` uses
+// (plan/collective_timing.h).
 //
 //   mpirun -n 2 tessel_collectives_bench [floats=10800000] [iterations=10]
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <vector>
 
 #include "tessel/comm/mpi/mpi_runtime.h"
-
-namespace {
-
-double median_seconds(tessel::MpiRuntime& mpi, int iterations, const std::function<void()>& fn) {
-  fn();  // warm-up
-  std::vector<double> times;
-  for (int i = 0; i < iterations; ++i) {
-    mpi.barrier();
-    auto start = std::chrono::steady_clock::now();
-    fn();
-    times.push_back(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
-
-}  // namespace
+#include "tessel/plan/collective_timing.h"
 
 int main(int argc, char** argv) {
+  using tessel::plan::CollectiveKind;
   tessel::MpiRuntime& mpi = tessel::MpiRuntime::instance();
   mpi.init(&argc, &argv);
   const int64_t n = argc > 1 ? std::atoll(argv[1]) : 10'800'000;
@@ -40,6 +24,11 @@ int main(int argc, char** argv) {
   const int p = world->size();
   const int64_t block = n / p;  // per-rank block of the block collectives
   std::vector<float> data(n, 1.0f), out(n, 0.0f);
+  auto run = [&](CollectiveKind kind, int64_t floats) {
+    return [&, kind, floats] {
+      tessel::plan::run_collective(*world, kind, data.data(), out.data(), floats);
+    };
+  };
 
   struct Row {
     const char* name;
@@ -48,21 +37,19 @@ int main(int argc, char** argv) {
   };
   const double ring = p > 1 ? double(p - 1) / p : 0.0;
   std::vector<Row> rows = {
-      {"all_reduce", 2 * ring,
-       [&] { world->all_reduce(data.data(), n, tessel::ReduceKind::kSum, "bench"); }},
+      {"all_reduce", 2 * ring, run(CollectiveKind::kAllReduce, n)},
       {"start_all_reduce+wait", 2 * ring,
        [&] { world->start_all_reduce(data.data(), n, "bench")->wait(); }},
-      {"all_gather", ring, [&] { world->all_gather(data.data(), out.data(), block, "bench"); }},
-      {"reduce_scatter", ring,
-       [&] { world->reduce_scatter(data.data(), out.data(), block, "bench"); }},
-      {"all_to_all", ring, [&] { world->all_to_all(data.data(), out.data(), block, "bench"); }},
+      {"all_gather", ring, run(CollectiveKind::kAllGather, block)},
+      {"reduce_scatter", ring, run(CollectiveKind::kReduceScatter, block * p)},
+      {"all_to_all", ring, run(CollectiveKind::kAllToAll, block * p)},
   };
   if (mpi.world_rank() == 0) {
     std::printf("ranks=%d floats=%lld (%.1f MB) iterations=%d\n", p, static_cast<long long>(n),
                 n * 4.0 / 1e6, iterations);
   }
   for (const Row& row : rows) {
-    double t = median_seconds(mpi, iterations, row.fn);
+    double t = tessel::plan::median_seconds([&] { mpi.barrier(); }, iterations, row.fn);
     if (mpi.world_rank() == 0) {
       std::printf("%-22s %9.2f ms  bus %7.2f GB/s\n", row.name, t * 1e3,
                   t > 0 ? row.bus_factor * n * 4.0 / t / 1e9 : 0.0);

@@ -1,0 +1,97 @@
+#include "tessel/plan/calibrate.h"
+
+#include <omp.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "tessel/base/error.h"
+#include "tessel/plan/calibrate_compute.h"
+#include "tessel/plan/calibrate_links.h"
+
+namespace tessel::plan {
+
+namespace fs = std::filesystem;
+
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) != 0) continue;
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) break;
+    const size_t start = line.find_first_not_of(" \t", colon + 1);
+    return start == std::string::npos ? "unknown CPU" : line.substr(start);
+  }
+  return "unknown CPU";
+}
+
+int core_count() { return omp_get_num_procs(); }
+
+std::string default_profile_path() {
+  const std::string key = cpu_model_name() + "|" + std::to_string(core_count());
+  uint64_t hash = 1469598103934665603ull;  // FNV-1a, 64-bit
+  for (unsigned char c : key) hash = (hash ^ c) * 1099511628211ull;
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(hash));
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  const char* home = std::getenv("HOME");
+  fs::path dir = xdg && *xdg ? fs::path(xdg) : fs::path(home && *home ? home : ".") / ".cache";
+  return (dir / "tessel" / ("profile-" + std::string(hex) + ".json")).string();
+}
+
+MachineProfile calibrate_machine(const CalibrateOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  const int cores = core_count();
+  const int threads = options.threads > 0 ? options.threads : cores;
+  std::vector<int> counts = {1};
+  if (threads > 1) counts.push_back(threads);
+  const std::string out = options.out.empty() ? default_profile_path() : options.out;
+  const std::string binary = options.tessel_binary.empty()
+                                 ? fs::read_symlink("/proc/self/exe").string()
+                                 : options.tessel_binary;
+
+  ComputeCalibration compute = measure_compute(counts, options.quick, options.progress);
+  MachineProfileData d;
+  d.cpu_model = cpu_model_name();
+  d.nproc = cores;
+  d.fma_peak_gflops = compute.fma_peak_gflops;
+  d.gemm_f32 = compute.gemm_f32;
+  d.memory = compute.memory;
+  for (int ranks : options.quick ? std::vector<int>{2} : std::vector<int>{2, 4}) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (LinkFit& fit : measure_links(binary, ranks, options.quick)) d.links.push_back(fit);
+    if (options.progress)
+      std::fprintf(stderr, "calibrate: collectives and send/recv on %d ranks, %.1f s\n", ranks,
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  MachineProfile profile(std::move(d), out);
+  profile.save(out);
+  if (options.progress)
+    std::fprintf(stderr, "calibrate: wrote %s (%.1f s)\n", out.c_str(),
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return profile;
+}
+
+std::unique_ptr<HardwareModel> load_or_calibrate(const std::string& profile_path,
+                                                 bool* calibrated) {
+  if (calibrated) *calibrated = false;
+  if (!profile_path.empty())
+    return std::make_unique<MachineProfile>(MachineProfile::load(profile_path));
+  const std::string path = default_profile_path();
+  if (fs::exists(path)) return std::make_unique<MachineProfile>(MachineProfile::load(path));
+  std::fprintf(stderr,
+               "tessel: no machine profile cached at %s; calibrating this machine first "
+               "(`tessel calibrate`, under a minute)\n",
+               path.c_str());
+  CalibrateOptions options;
+  options.out = path;
+  auto profile = std::make_unique<MachineProfile>(calibrate_machine(options));
+  if (calibrated) *calibrated = true;
+  return profile;
+}
+
+}  // namespace tessel::plan

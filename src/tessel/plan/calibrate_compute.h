@@ -1,0 +1,35 @@
+// The compute half of `tessel calibrate`: the FMA peak, GEMM throughput on a
+// grid of shapes through the real einsum kernel path (kernels/einsum.h, so
+// the profile measures what training runs), and the bandwidth of an
+// elementwise and a row kernel, each at the given thread counts.
+//
+// The GEMM grid (gemm_grid.h for the coordinates): cube roots c of
+// 64..1024 (quick: 64..512) at aspects 1, 4 and 16 — the cube c x c x c,
+// 2c x 2c x c/4 and 4c x 4c x c/16, the thin dim as k like attention's head
+// dim (c = 256 at aspect 4 is 512 x 512 x 64) — unbatched, plus c = 64..256
+// (quick: 64..128) with batch 8 on the batched path. Each shape is timed for
+// at least 40 ms (quick: 10 ms) and at least 3 runs after a warm-up; the
+// median run counts.
+#pragma once
+
+#include <vector>
+
+#include "tessel/plan/machine_profile.h"
+
+namespace tessel::plan {
+
+struct ComputeCalibration {
+  std::vector<ThreadRate> fma_peak_gflops;
+  std::vector<GemmPoint> gemm_f32;
+  std::vector<MemoryRate> memory;
+};
+
+// The shapes measured at each thread count (threads left at 1).
+std::vector<GemmPoint> calibration_gemm_shapes(bool quick);
+
+// Measures everything at each of `thread_counts` (each >= 1), printing one
+// progress line per thread count to stderr when `progress`.
+ComputeCalibration measure_compute(const std::vector<int>& thread_counts, bool quick,
+                                   bool progress);
+
+}  // namespace tessel::plan

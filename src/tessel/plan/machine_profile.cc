@@ -1,0 +1,278 @@
+#include "tessel/plan/machine_profile.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "tessel/base/error.h"
+#include "tessel/plan/json_fields.h"
+
+namespace tessel::plan {
+namespace {
+
+const char* const kFitKinds[] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all",
+                                 "send_recv"};
+
+const char* link_name(Link link) { return link == Link::kIntraNode ? "intra_node" : "inter_node"; }
+
+// Linear in threads between measured counts, clamped beyond them.
+template <typename T, typename Get>
+double by_threads(const std::vector<T>& rates, int threads, Get get) {
+  const T* below = nullptr;
+  const T* above = nullptr;
+  for (const T& r : rates) {
+    if (r.threads <= threads && (!below || r.threads > below->threads)) below = &r;
+    if (r.threads >= threads && (!above || r.threads < above->threads)) above = &r;
+  }
+  if (!below) return get(*above);
+  if (!above || above == below) return get(*below);
+  const double t = double(threads - below->threads) / (above->threads - below->threads);
+  return get(*below) + t * (get(*above) - get(*below));
+}
+
+std::string item_path(const std::string& key, size_t i) {
+  return key + "[" + std::to_string(i) + "]";
+}
+
+std::vector<GemmPoint> read_gemm(const JsonFields& gemm, const char* key) {
+  std::vector<GemmPoint> points;
+  const nlohmann::json& list = gemm.array(key);
+  for (size_t i = 0; i < list.size(); ++i) {
+    JsonFields f(list[i], gemm.file(), item_path(gemm.path_of(key), i));
+    f.allow_only({"threads", "batch", "m", "n", "k", "gflops"});
+    points.push_back({static_cast<int>(f.integer("threads", 1)), f.integer("batch", 1),
+                      f.integer("m", 1), f.integer("n", 1), f.integer("k", 1),
+                      f.number("gflops", true)});
+  }
+  return points;
+}
+
+nlohmann::json gemm_json(const std::vector<GemmPoint>& points) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const GemmPoint& p : points)
+    list.push_back({{"threads", p.threads},
+                    {"batch", p.batch},
+                    {"m", p.m},
+                    {"n", p.n},
+                    {"k", p.k},
+                    {"gflops", p.gflops}});
+  return list;
+}
+
+}  // namespace
+
+nlohmann::json link_fit_to_json(const LinkFit& l) {
+  nlohmann::json samples = nlohmann::json::array();
+  for (const auto& [bytes, seconds] : l.samples) samples.push_back({bytes, seconds});
+  return {{"kind", l.kind},
+          {"ranks", l.ranks},
+          {"link", link_name(l.link)},
+          {"alpha_s", l.fit.alpha_s},
+          {"beta_s_per_byte", l.fit.beta_s_per_byte},
+          {"samples", samples}};
+}
+
+LinkFit link_fit_from_json(const nlohmann::json& j, const std::string& file,
+                           const std::string& path) {
+  JsonFields f(j, file, path);
+  f.allow_only({"kind", "ranks", "link", "alpha_s", "beta_s_per_byte", "samples"});
+  LinkFit l;
+  l.kind = f.string("kind");
+  if (std::find(std::begin(kFitKinds), std::end(kFitKinds), l.kind) == std::end(kFitKinds))
+    f.fail("kind", "is '" + l.kind +
+                       "'; expected all_reduce, all_gather, reduce_scatter, all_to_all or "
+                       "send_recv");
+  l.ranks = static_cast<int>(f.integer("ranks", 2));
+  const std::string link = f.string("link");
+  if (link != "intra_node" && link != "inter_node")
+    f.fail("link", "is '" + link + "'; expected intra_node or inter_node");
+  l.link = link == "intra_node" ? Link::kIntraNode : Link::kInterNode;
+  l.fit = {f.number("alpha_s", false), f.number("beta_s_per_byte", false)};
+  const nlohmann::json& samples = f.array("samples");
+  for (size_t s = 0; s < samples.size(); ++s) {
+    const nlohmann::json& pair = samples[s];
+    if (!pair.is_array() || pair.size() != 2 || !pair[0].is_number() || !pair[1].is_number() ||
+        pair[0].get<double>() < 0 || pair[1].get<double>() < 0)
+      f.fail(item_path("samples", s),
+             "must be [bytes, seconds] with both non-negative, got " + pair.dump());
+    l.samples.emplace_back(pair[0].get<double>(), pair[1].get<double>());
+  }
+  return l;
+}
+
+MachineProfile::MachineProfile(MachineProfileData data, std::string source)
+    : data_(std::move(data)), source_(std::move(source)) {
+  const std::string& f = source_;
+  if (data_.nproc < 1) TS_THROW(f, ": key 'nproc' must be at least 1");
+  if (data_.fma_peak_gflops.empty()) TS_THROW(f, ": key 'fma_peak_gflops' has no entries");
+  if (data_.memory.empty()) TS_THROW(f, ": key 'memory' has no entries");
+  if (data_.gemm_f32.empty()) TS_THROW(f, ": key 'gemm.f32' has no entries");
+  f32_ = GemmGrid(data_.gemm_f32, f + ": key 'gemm.f32'");
+  if (!data_.gemm_bf16.empty()) bf16_ = GemmGrid(data_.gemm_bf16, f + ": key 'gemm.bf16'");
+  for (const char* kind : kFitKinds) {
+    bool found = false;
+    for (const LinkFit& l : data_.links)
+      found = found || (l.kind == kind && l.link == Link::kIntraNode);
+    if (!found) TS_THROW(f, ": key 'links' has no intra_node fit for '", kind, "'");
+  }
+  for (const LinkFit& l : data_.links) {
+    if (std::find(std::begin(kFitKinds), std::end(kFitKinds), l.kind) == std::end(kFitKinds))
+      TS_THROW(f, ": key 'links': unknown kind '", l.kind, "'");
+    if (l.ranks < 2) TS_THROW(f, ": key 'links': '", l.kind, "' over ", l.ranks, " ranks");
+  }
+}
+
+MachineProfile MachineProfile::load(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) TS_THROW("cannot read machine profile '", path, "'");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    TS_THROW(path, ": not valid JSON (", e.what(), ")");
+  }
+  return from_json(j, path);
+}
+
+MachineProfile MachineProfile::from_json(const nlohmann::json& j, const std::string& source) {
+  JsonFields top(j, source, "");
+  top.allow_only({"version", "cpu_model", "nproc", "fma_peak_gflops", "gemm", "memory", "links"});
+  const int64_t version = top.integer("version", 0);
+  if (version != kProfileVersion)
+    top.fail("version", "is " + std::to_string(version) + "; this build reads version " +
+                            std::to_string(kProfileVersion) + " (run `tessel calibrate` again)");
+  MachineProfileData d;
+  d.cpu_model = top.string("cpu_model");
+  d.nproc = static_cast<int>(top.integer("nproc", 1));
+
+  const nlohmann::json& peaks = top.array("fma_peak_gflops");
+  for (size_t i = 0; i < peaks.size(); ++i) {
+    JsonFields f(peaks[i], source, item_path("fma_peak_gflops", i));
+    f.allow_only({"threads", "gflops"});
+    d.fma_peak_gflops.push_back(
+        {static_cast<int>(f.integer("threads", 1)), f.number("gflops", true)});
+  }
+
+  JsonFields gemm(top.required("gemm"), source, "gemm");
+  gemm.allow_only({"f32", "bf16"});
+  d.gemm_f32 = read_gemm(gemm, "f32");
+  d.gemm_bf16 = read_gemm(gemm, "bf16");
+
+  const nlohmann::json& memory = top.array("memory");
+  for (size_t i = 0; i < memory.size(); ++i) {
+    JsonFields f(memory[i], source, item_path("memory", i));
+    f.allow_only({"threads", "elementwise_gbs", "row_gbs"});
+    d.memory.push_back({static_cast<int>(f.integer("threads", 1)),
+                        f.number("elementwise_gbs", true), f.number("row_gbs", true)});
+  }
+
+  const nlohmann::json& links = top.array("links");
+  for (size_t i = 0; i < links.size(); ++i)
+    d.links.push_back(link_fit_from_json(links[i], source, item_path("links", i)));
+  return MachineProfile(std::move(d), source);
+}
+
+nlohmann::json MachineProfile::to_json() const {
+  nlohmann::json peaks = nlohmann::json::array(), memory = nlohmann::json::array(),
+                 links = nlohmann::json::array();
+  for (const ThreadRate& r : data_.fma_peak_gflops)
+    peaks.push_back({{"threads", r.threads}, {"gflops", r.gflops}});
+  for (const MemoryRate& r : data_.memory)
+    memory.push_back(
+        {{"threads", r.threads}, {"elementwise_gbs", r.elementwise_gbs}, {"row_gbs", r.row_gbs}});
+  for (const LinkFit& l : data_.links) links.push_back(link_fit_to_json(l));
+  return {{"version", kProfileVersion},
+          {"cpu_model", data_.cpu_model},
+          {"nproc", data_.nproc},
+          {"fma_peak_gflops", peaks},
+          {"gemm", {{"f32", gemm_json(data_.gemm_f32)}, {"bf16", gemm_json(data_.gemm_bf16)}}},
+          {"memory", memory},
+          {"links", links}};
+}
+
+void MachineProfile::save(const std::string& path) const {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  if (target.has_parent_path()) fs::create_directories(target.parent_path());
+  const std::string temp = path + ".tmp";
+  {
+    std::ofstream out(temp);
+    if (!out) TS_THROW("cannot write machine profile '", temp, "'");
+    out << to_json().dump(2) << "\n";
+    if (!out) TS_THROW("cannot write machine profile '", temp, "'");
+  }
+  fs::rename(temp, target);
+}
+
+double MachineProfile::elementwise_gbs(int threads) const {
+  return by_threads(data_.memory, threads, [](const MemoryRate& r) { return r.elementwise_gbs; });
+}
+
+double MachineProfile::row_gbs(int threads) const {
+  return by_threads(data_.memory, threads, [](const MemoryRate& r) { return r.row_gbs; });
+}
+
+std::string MachineProfile::name() const {
+  return "this machine (" + data_.cpu_model + ", " + std::to_string(data_.nproc) +
+         " cores, profile " + source_ + ")";
+}
+
+double MachineProfile::gemm_seconds(int64_t batch, int64_t m, int64_t n, int64_t k, Precision p,
+                                    int threads) const {
+  if (batch <= 0 || m <= 0 || n <= 0 || k <= 0) return 0;
+  if (threads < 1) TS_THROW("gemm_seconds: threads must be at least 1, got ", threads);
+  const GemmGrid& grid = p == Precision::kF32 ? f32_ : bf16_;
+  if (grid.empty())
+    TS_THROW(source_,
+             ": no bf16 GEMM figures ('gemm.bf16' is empty): this build has no bf16 "
+             "kernels to measure; plan in f32");
+  const double flops = 2.0 * double(batch) * double(m) * double(n) * double(k);
+  return flops / (grid.gflops(batch, m, n, k, threads) * 1e9);
+}
+
+double MachineProfile::memory_seconds(double bytes, int threads) const {
+  if (threads < 1) TS_THROW("memory_seconds: threads must be at least 1, got ", threads);
+  return 0.5 * bytes / 1e9 * (1 / elementwise_gbs(threads) + 1 / row_gbs(threads));
+}
+
+const LinkFit& MachineProfile::nearest_fit(const std::string& kind, int ranks, Link link) const {
+  const LinkFit* best = nullptr;
+  for (int pass = 0; pass < 2 && !best; ++pass) {
+    // Inter-node falls back to intra-node: one host measures one link.
+    const Link want = pass == 0 ? link : Link::kIntraNode;
+    for (const LinkFit& l : data_.links) {
+      if (l.kind != kind || l.link != want) continue;
+      const double d = std::abs(std::log(double(l.ranks) / ranks));
+      if (!best || d < std::abs(std::log(double(best->ranks) / ranks)) ||
+          (d == std::abs(std::log(double(best->ranks) / ranks)) && l.ranks > best->ranks))
+        best = &l;
+    }
+  }
+  TS_CHECK(best, "no fit for ", kind, " (validated at construction)");
+  return *best;
+}
+
+double MachineProfile::collective_seconds(CollectiveKind kind, double bytes, int ranks,
+                                          Link link) const {
+  if (ranks < 2) return 0;
+  const LinkFit& l = nearest_fit(collective_name(kind), ranks, link);
+  const double alpha = l.fit.alpha_s * ring_steps(kind, ranks) / ring_steps(kind, l.ranks);
+  const double beta = l.fit.beta_s_per_byte * ring_bandwidth_factor(kind, ranks) /
+                      ring_bandwidth_factor(kind, l.ranks);
+  return alpha + beta * bytes;
+}
+
+double MachineProfile::p2p_seconds(double bytes, Link link) const {
+  return nearest_fit("send_recv", 2, link).fit.seconds(bytes);
+}
+
+double MachineProfile::peak_flops(Precision p, int threads) const {
+  if (p == Precision::kBF16)
+    TS_THROW(source_, ": no bf16 peak: this build has no bf16 kernels; plan in f32");
+  return by_threads(data_.fma_peak_gflops, threads, [](const ThreadRate& r) { return r.gflops; }) *
+         1e9;
+}
+
+}  // namespace tessel::plan

@@ -1,0 +1,109 @@
+// The hardware model of this machine, as measured by `tessel calibrate`.
+//
+// A profile holds the CPU model, the FMA peak per thread count, GEMM
+// throughput on a grid of shapes per thread count (gemm_grid.h; f32 only
+// until the build has bf16 kernels: "gemm.bf16" is the slot, empty today, and
+// a bf16 query on an empty slot is an error), the bandwidth of streaming
+// (elementwise) and row (LayerNorm) kernels per thread count, and alpha-beta
+// fits of each collective per rank count and of send/recv, measured under
+// mpirun. All ranks of this host share one node: devices_per_node() ==
+// total_devices() == the core count, and the inter-node link is the
+// intra-node one unless the profile has inter-node fits.
+//
+// The JSON form is versioned (kProfileVersion) and read strictly: an unknown
+// or missing key, a wrong type or a negative number is an error naming the
+// file and the key. Immutable after construction; safe to share.
+#pragma once
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tessel/plan/alpha_beta.h"
+#include "tessel/plan/gemm_grid.h"
+#include "tessel/plan/hardware_model.h"
+
+namespace tessel::plan {
+
+inline constexpr int kProfileVersion = 1;
+
+struct ThreadRate {
+  int threads = 1;
+  double gflops = 0;
+};
+
+// Bandwidth of the memory-bound kernels, reads plus writes.
+struct MemoryRate {
+  int threads = 1;
+  double elementwise_gbs = 0;  // a + b -> c on contiguous arrays
+  double row_gbs = 0;          // LayerNorm forward over rows
+};
+
+// One alpha-beta fit: a collective kind ("all_reduce", "all_gather",
+// "reduce_scatter", "all_to_all") or "send_recv", over `ranks` ranks.
+struct LinkFit {
+  std::string kind;
+  int ranks = 2;
+  Link link = Link::kIntraNode;
+  AlphaBeta fit;
+  std::vector<std::pair<double, double>> samples;  // (payload bytes, median seconds)
+};
+
+// One "links" entry of the profile's JSON form, and back (strict: errors name
+// `file` and `path`, e.g. "links[2]").
+nlohmann::json link_fit_to_json(const LinkFit& l);
+LinkFit link_fit_from_json(const nlohmann::json& j, const std::string& file,
+                           const std::string& path);
+
+struct MachineProfileData {
+  std::string cpu_model;
+  int nproc = 1;
+  std::vector<ThreadRate> fma_peak_gflops;
+  std::vector<GemmPoint> gemm_f32, gemm_bf16;  // bf16: empty until the build supports it
+  std::vector<MemoryRate> memory;
+  std::vector<LinkFit> links;
+};
+
+class MachineProfile : public HardwareModel {
+ public:
+  // Validates (throws naming `source` and the key); `source` is the file.
+  MachineProfile(MachineProfileData data, std::string source);
+
+  static MachineProfile load(const std::string& path);
+  static MachineProfile from_json(const nlohmann::json& j, const std::string& source);
+  nlohmann::json to_json() const;
+  // Writes a temporary file beside `path` and renames it into place.
+  void save(const std::string& path) const;
+
+  const MachineProfileData& data() const { return data_; }
+  const std::string& source() const { return source_; }
+  // Interpolated over the measured thread counts, clamped beyond them.
+  double elementwise_gbs(int threads) const;
+  double row_gbs(int threads) const;
+
+  std::string name() const override;
+  double gemm_seconds(int64_t batch, int64_t m, int64_t n, int64_t k, Precision p,
+                      int threads) const override;
+  // bytes / harmonic mean of the elementwise and row bandwidths (a kernel mix
+  // half streaming, half row kernels).
+  double memory_seconds(double bytes, int threads) const override;
+  // The fit of this kind at `ranks`, or at the nearest measured rank count p0
+  // scaled by the ring's steps and bandwidth factor (alpha_beta.h).
+  double collective_seconds(CollectiveKind kind, double bytes, int ranks, Link link) const override;
+  double p2p_seconds(double bytes, Link link) const override;
+  int devices_per_node() const override { return data_.nproc; }
+  int total_devices() const override { return data_.nproc; }
+  int64_t device_memory_bytes() const override { return 0; }
+  double peak_flops(Precision p, int threads) const override;
+
+ private:
+  const LinkFit& nearest_fit(const std::string& kind, int ranks, Link link) const;
+
+  MachineProfileData data_;
+  std::string source_;
+  GemmGrid f32_, bf16_;
+};
+
+}  // namespace tessel::plan

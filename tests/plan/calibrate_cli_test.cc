@@ -1,0 +1,47 @@
+// `tessel calibrate --quick` end to end (a few seconds): it launches mpirun
+// for the collectives and writes a profile that loads, validates and answers
+// every HardwareModel query; under mpirun it refuses with a clear error.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+
+#include "tessel/plan/machine_profile.h"
+
+namespace tessel::plan {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::pair<int, std::string> run_cli(const std::string& args) {
+  const std::string cmd = std::string(TESSEL_CLI_PATH) + " " + args + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+TEST(CalibrateCli, QuickWritesAValidProfile) {
+  const fs::path file =
+      fs::temp_directory_path() / ("tessel_calibrate_" + std::to_string(getpid()) + ".json");
+  const auto [code, out] = run_cli("calibrate --quick --threads 2 --out " + file.string());
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("all_reduce     2 ranks"), std::string::npos) << out;
+  const MachineProfile p = MachineProfile::load(file.string());
+  EXPECT_EQ(p.data().fma_peak_gflops.size(), 2u);  // 1 and 2 threads
+  for (int threads : {1, 2}) {
+    EXPECT_GT(p.gemm_seconds(1, 1024, 1536, 384, Precision::kF32, threads), 0);
+    EXPECT_GT(p.memory_seconds(1e6, threads), 0);
+  }
+  EXPECT_GT(p.collective_seconds(CollectiveKind::kAllReduce, 1e6, 2, Link::kIntraNode), 0);
+  EXPECT_GT(p.p2p_seconds(1e6, Link::kIntraNode), 0);
+  fs::remove(file);
+}
+
+}  // namespace
+}  // namespace tessel::plan

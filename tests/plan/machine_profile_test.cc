@@ -1,0 +1,197 @@
+// The machine profile: JSON round trip, strict validation (errors name the
+// file and the key), GEMM interpolation (exact at grid points, monotone
+// between), thread and rank-count scaling, the alpha-beta fit, the cache.
+#include "tessel/plan/machine_profile.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "common/error_of.h"
+#include "plan/synthetic_profile.h"
+#include "tessel/plan/calibrate.h"
+
+namespace tessel::plan {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+MachineProfile synthetic() { return MachineProfile(synthetic_profile_data(), "test.json"); }
+
+double gflops_of(const MachineProfile& p, int64_t b, int64_t m, int64_t n, int64_t k, int t) {
+  return 2.0 * b * m * n * k / p.gemm_seconds(b, m, n, k, Precision::kF32, t) / 1e9;
+}
+
+TEST(MachineProfile, JsonRoundTripIsExact) {
+  const MachineProfile a = synthetic();
+  const json j = a.to_json();
+  EXPECT_EQ(j["version"], kProfileVersion);
+  const MachineProfile b = MachineProfile::from_json(j, "again.json");
+  EXPECT_EQ(b.to_json(), j);
+  const fs::path file = fs::temp_directory_path() / ("tessel_profile_" + std::to_string(getpid()));
+  a.save(file.string());
+  EXPECT_EQ(MachineProfile::load(file.string()).to_json(), j);
+  fs::remove(file);
+}
+
+TEST(MachineProfile, ValidationNamesFileAndKey) {
+  const json good = synthetic().to_json();
+  auto error = [](const json& j) {
+    return error_of([&] { MachineProfile::from_json(j, "p.json"); });
+  };
+
+  json j = good;
+  j["colour"] = 1;
+  EXPECT_NE(error(j).find("p.json"), std::string::npos) << error(j);
+  EXPECT_NE(error(j).find("unknown key 'colour'"), std::string::npos) << error(j);
+  j = good;
+  j.erase("memory");
+  EXPECT_NE(error(j).find("key 'memory' is missing"), std::string::npos) << error(j);
+  j = good;
+  j["memory"][1]["row_gbs"] = -3;
+  EXPECT_NE(error(j).find("key 'memory[1].row_gbs' must be a positive number"), std::string::npos)
+      << error(j);
+  j = good;
+  j["gemm"]["f32"][4]["flops"] = 1;
+  EXPECT_NE(error(j).find("unknown key 'gemm.f32[4].flops'"), std::string::npos) << error(j);
+  j = good;
+  j["links"][0]["alpha_s"] = -1e-6;
+  EXPECT_NE(error(j).find("key 'links[0].alpha_s' must be a non-negative number"),
+            std::string::npos)
+      << error(j);
+  j = good;
+  j["version"] = kProfileVersion + 1;
+  EXPECT_NE(error(j).find("key 'version' is"), std::string::npos) << error(j);
+  j = good;
+  j["gemm"]["f32"].erase(3);  // a hole in the grid
+  EXPECT_NE(error(j).find("not a full grid"), std::string::npos) << error(j);
+  EXPECT_NE(error_of([] {
+              MachineProfile::load("/nonexistent/profile.json");
+            }).find("/nonexistent/profile.json"),
+            std::string::npos);
+}
+
+TEST(MachineProfile, GemmIsExactAtGridPoints) {
+  const MachineProfile p = synthetic();
+  for (const GemmPoint& g : p.data().gemm_f32)
+    EXPECT_NEAR(gflops_of(p, g.batch, g.m, g.n, g.k, g.threads), g.gflops, 1e-9 * g.gflops)
+        << g.batch << "x" << g.m << "x" << g.n << "x" << g.k << " at " << g.threads;
+}
+
+TEST(MachineProfile, GemmIsMonotoneBetweenGridPoints) {
+  const MachineProfile p = synthetic();
+  // Cubes between the grid's 128 and 256 (aspect 1): rates between the two
+  // grid values, never decreasing (the synthetic rate grows with size).
+  const double lo = gflops_of(p, 1, 128, 128, 128, 1), hi = gflops_of(p, 1, 256, 256, 256, 1);
+  double last = lo;
+  for (int64_t c = 129; c < 256; c += 7) {
+    const double g = gflops_of(p, 1, c, c, c, 1);
+    EXPECT_GE(g, last - 1e-12) << c;
+    EXPECT_LE(g, hi + 1e-12) << c;
+    last = g;
+  }
+  // Along the aspect at the volume 256^3: 256 x 512 x 128 (aspect 2) lies
+  // halfway between the cube and 512 x 512 x 64 (aspect 4) in log2 aspect,
+  // so its log rate is the mean of theirs.
+  const double cube = gflops_of(p, 1, 256, 256, 256, 1), thin = gflops_of(p, 1, 512, 512, 64, 1);
+  const double mid = gflops_of(p, 1, 256, 512, 128, 1);
+  EXPECT_NEAR(mid, std::sqrt(cube * thin), 1e-9 * mid);
+  EXPECT_LT(mid, cube);
+  EXPECT_GT(mid, thin);
+  // Off both grids (400 x 400 x 100): within the four surrounding grid values.
+  const double g = gflops_of(p, 1, 400, 400, 100, 1);
+  double bound_lo = 1e30, bound_hi = 0;
+  for (const GemmPoint& q : p.data().gemm_f32) {
+    if (q.threads != 1 || q.batch != 1 || q.m * q.n * q.k < 128 * 128 * 128 ||
+        q.m * q.n * q.k > 256 * 256 * 256 || gemm_log_aspect(q.m, q.n, q.k) > 2.5)
+      continue;
+    bound_lo = std::min(bound_lo, q.gflops);
+    bound_hi = std::max(bound_hi, q.gflops);
+  }
+  EXPECT_GE(g, bound_lo);
+  EXPECT_LE(g, bound_hi);
+}
+
+TEST(MachineProfile, ThreadsInterpolateAndClamp) {
+  const MachineProfile p = synthetic();
+  const double one = gflops_of(p, 1, 256, 256, 256, 1), two = gflops_of(p, 1, 256, 256, 256, 2);
+  EXPECT_DOUBLE_EQ(gflops_of(p, 1, 256, 256, 256, 8), two);  // beyond the cores: clamped
+  // Batched products have their own grid (the synthetic one runs at half rate).
+  EXPECT_DOUBLE_EQ(gflops_of(p, 8, 128, 128, 128, 1), 0.5 * gflops_of(p, 1, 128, 128, 128, 1));
+  EXPECT_GT(two, one);
+  EXPECT_DOUBLE_EQ(p.elementwise_gbs(2), 20);
+  EXPECT_DOUBLE_EQ(p.elementwise_gbs(4), 20);
+  EXPECT_DOUBLE_EQ(p.memory_seconds(1e9, 1), 0.5 * (1.0 / 10 + 1.0 / 5));
+  EXPECT_DOUBLE_EQ(p.peak_flops(Precision::kF32, 2), 200e9);
+}
+
+TEST(MachineProfile, Bf16IsRefusedClearly) {
+  const MachineProfile p = synthetic();
+  EXPECT_NE(error_of([&] { p.gemm_seconds(1, 64, 64, 64, Precision::kBF16, 1); }).find("bf16"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { p.peak_flops(Precision::kBF16, 1); }).find("bf16"), std::string::npos);
+}
+
+TEST(MachineProfile, CollectivesScaleByTheRingFromTheMeasuredRankCount) {
+  const MachineProfile p = synthetic();
+  const double b = 1e6;
+  // Measured at 2 ranks: alpha + beta * bytes.
+  EXPECT_DOUBLE_EQ(p.collective_seconds(CollectiveKind::kAllReduce, b, 2, Link::kIntraNode),
+                   10e-6 + 1e-9 * b);
+  // 4 ranks: all-reduce steps 2(p-1) = 6 vs 2, factor 2(p-1)/p = 1.5 vs 1.
+  EXPECT_DOUBLE_EQ(p.collective_seconds(CollectiveKind::kAllReduce, b, 4, Link::kIntraNode),
+                   3 * 10e-6 + 1.5 * 1e-9 * b);
+  // All-gather's payload is one shard: factor p-1 = 3 vs 1.
+  EXPECT_DOUBLE_EQ(p.collective_seconds(CollectiveKind::kAllGather, b, 4, Link::kIntraNode),
+                   3 * 10e-6 + 3 * 1e-9 * b);
+  // One host: inter-node is the intra-node link.
+  EXPECT_DOUBLE_EQ(p.collective_seconds(CollectiveKind::kAllToAll, b, 2, Link::kInterNode),
+                   p.collective_seconds(CollectiveKind::kAllToAll, b, 2, Link::kIntraNode));
+  EXPECT_DOUBLE_EQ(p.p2p_seconds(b, Link::kIntraNode), 10e-6 + 1e-9 * b);
+  EXPECT_EQ(p.devices_per_node(), 2);
+  EXPECT_EQ(p.device_memory_bytes(), 0);
+}
+
+TEST(AlphaBeta, FitRecoversALineAndClampsNegatives) {
+  std::vector<std::pair<double, double>> samples;
+  for (double b : {4096.0, 65536.0, 1048576.0, 8388608.0})
+    samples.emplace_back(b, 5e-6 + 2e-10 * b);
+  const AlphaBeta fit = fit_alpha_beta(samples);
+  EXPECT_NEAR(fit.alpha_s, 5e-6, 1e-12);
+  EXPECT_NEAR(fit.beta_s_per_byte, 2e-10, 1e-16);
+  // Time falling with size would need a negative beta: all latency instead.
+  const AlphaBeta flat = fit_alpha_beta({{1000, 2e-6}, {2000, 1e-6}});
+  EXPECT_GE(flat.alpha_s, 0);
+  EXPECT_EQ(flat.beta_s_per_byte, 0);
+}
+
+TEST(MachineProfile, LoadOrCalibrateReadsTheCache) {
+  const fs::path dir = fs::temp_directory_path() / ("tessel_cache_" + std::to_string(getpid()));
+  const char* old = std::getenv("XDG_CACHE_HOME");
+  const std::string saved = old ? old : "";
+  setenv("XDG_CACHE_HOME", dir.c_str(), 1);
+  const std::string path = default_profile_path();
+  EXPECT_EQ(path.rfind((dir / "tessel" / "profile-").string(), 0), 0u) << path;
+  synthetic().save(path);
+  bool calibrated = true;
+  auto model = load_or_calibrate("", &calibrated);
+  EXPECT_FALSE(calibrated);
+  EXPECT_NE(model->name().find("Test CPU"), std::string::npos);
+  model = load_or_calibrate(path, &calibrated);
+  EXPECT_FALSE(calibrated);
+  EXPECT_NE(
+      error_of([] { load_or_calibrate("/nonexistent.json", nullptr); }).find("/nonexistent.json"),
+      std::string::npos);
+  if (old)
+    setenv("XDG_CACHE_HOME", saved.c_str(), 1);
+  else
+    unsetenv("XDG_CACHE_HOME");
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace tessel::plan
