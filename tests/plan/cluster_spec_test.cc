@@ -9,7 +9,7 @@
 #include <fstream>
 
 #include "common/error_of.h"
-#include "tessel/train/config.h"
+#include "tessel/compile/config.h"
 
 namespace tessel::plan {
 namespace {
