@@ -102,6 +102,8 @@ PipelineModel::PipelineModel(const TrainConfig& config, const Mesh& mesh, int ra
   for (ValueId id : eval_forward.inputs())
     input_batch_bytes_ += eval_forward.node(id).shape.numel() *
                           static_cast<int64_t>(dtype_size(eval_forward.node(id).dtype));
+  // Against the whole model: a middle stage lacks the vocab dim a layout may shard.
+  stage_layout_.validate(forward, stage_mesh_);
   std::vector<int> boundaries(config.stages.begin(), config.stages.end());
   partition_ = partition_stages(forward, stage_count, boundaries);
   std::vector<int> chosen(partition_.first_block.begin() + 1, partition_.first_block.end());
@@ -145,7 +147,6 @@ PipelineModel::PipelineModel(const TrainConfig& config, const Mesh& mesh, int ra
     st.graph = std::move(train_graphs[k]);
     st.eval_graph = std::move(eval_graphs[k]);
     const Graph& g = st.graph.graph;
-    stage_layout_.validate(g, stage_mesh_);
     std::map<ValueId, Sharding> targets;
     // Gradients stay partial over data: micro-batches add up locally first.
     for (size_t i = 0; i < g.params().size(); ++i) {
@@ -176,7 +177,6 @@ PipelineModel::PipelineModel(const TrainConfig& config, const Mesh& mesh, int ra
     std::vector<ValueId> eval_outputs = st.eval_graph.activations_out;
     if (st.eval_graph.loss >= 0) eval_outputs.push_back(st.eval_graph.loss);
     if (st.eval_graph.logits >= 0) eval_outputs.push_back(st.eval_graph.logits);
-    stage_layout_.validate(st.eval_graph.graph, stage_mesh_);
     st.eval_local = lower_to_rank(st.eval_graph.graph, eval_outputs, stage_mesh_, stage_layout_,
                                   stage_rank_, {eval_targets});
     st.instances = instances_needed(schedule_, pipe_rank_, c);
