@@ -47,6 +47,7 @@ int run_inspect(const InspectOptions& opt) {
   CompileOptions options;
   options.plan_only = true;  // the run's plan (gradient buckets included), nothing allocated
   options.bucket_bytes = static_cast<size_t>(c.bucket_mib * 1048576.0);
+  options.bf16 = c.precision == "bf16";
   Program program(local.graph, local_outputs, options);
 
   if (opt.graph) std::printf("%s\n", local.graph.to_string().c_str());

@@ -14,6 +14,7 @@
 #include "config_options.h"
 #include "progress.h"
 #include "tessel/base/error.h"
+#include "tessel/kernels/einsum_bf16.h"
 #include "tessel/tensor/aligned_buffer.h"
 #include "tessel/train/memory_report.h"
 #include "tessel/train/recompute_choice.h"
@@ -108,6 +109,7 @@ int run_train(const TrainOptions& opt) {
     if (const RecomputeChoice* choice = trainer.recompute_choice())
       std::printf("%s", choice->report().c_str());
     std::filesystem::create_directories(opt.out);
+    if (config.precision == "bf16") std::printf("%s\n", kernels::bf16_matmul_note().c_str());
     std::printf(
         "tessel train: %s, %lld parameters on mesh %s, %.2f GFLOP/step, arena %.1f MiB "
         "per rank, %d threads per rank\n",
@@ -190,6 +192,7 @@ int run_train(const TrainOptions& opt) {
   nlohmann::json summary = {{"mesh", trainer.distributed().mesh().to_string()},
                             {"zero", config.zero},
                             {"recompute", trainer.config().recompute},
+                            {"precision", config.precision},
                             {"parameters", trainer.parameter_count()},
                             {"model_state_bytes_per_rank",
                              {{"parameters", state.parameters},

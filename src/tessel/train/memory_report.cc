@@ -106,6 +106,7 @@ std::vector<RankMemory> predict_memory(const TrainConfig& c) {
     CompileOptions options;
     options.plan_only = true;
     options.bucket_bytes = static_cast<size_t>(c.bucket_mib * 1048576.0);
+    options.bf16 = c.precision == "bf16";
     return static_cast<int64_t>(Program(local.graph, local_outputs, options).arena_bytes());
   };
   std::vector<RankMemory> ranks;

@@ -56,6 +56,7 @@ void Trainer::compile(Compiled& c, Graph global, TaskGraph outputs,
   CompileOptions options;
   options.comms = &ctx_->groups();
   options.bucket_bytes = static_cast<size_t>(config_.bucket_mib * 1048576.0);
+  options.bf16 = config_.precision == "bf16";
   c.program = std::make_unique<Program>(c.local.graph, local_outputs, options);
 }
 
