@@ -1,50 +1,67 @@
 #!/usr/bin/env bash
-# Tessel vs PyTorch on the same GPT training step, side by side in one run.
+# Tessel vs PyTorch on the same GPT training step, side by side in one run,
+# in f32 and in bf16 mixed precision.
 #
-# Runs `tessel bench step` on examples/gpt-bench.json and the PyTorch baseline
-# (../shared/baselines/torch_gpt_bench.py, the same model) alternately, at 1
-# and 2 threads, `ROUNDS` times each, and prints the median ms/step of each
-# and their ratio. PyTorch runs in its best environment on this machine:
-# Debian's python3-torch over OpenBLAS (pthread build), with the allocator
-# and OpenMP settings that help it. OPENBLAS_CORETYPE is chosen from the CPU:
-# SkylakeX where AVX-512 exists, else Zen on AMD, else Haswell (SkylakeX
-# kernels crash with SIGILL on a CPU without AVX-512).
+# Runs `tessel bench step` on examples/gpt-bench.json and its PyTorch twin
+# (bench/torch_gpt.py, the same model) alternately, at 1 and 2 threads,
+# `ROUNDS` times each, in f32 and in bf16 (Tessel: --set precision=bf16;
+# PyTorch: torch.autocast("cpu", torch.bfloat16)), and prints the median
+# ms/step of each and the ratios: Tessel vs PyTorch at each precision, and
+# Tessel bf16 vs Tessel f32. The CPU model and oneDNN's ISA head the output.
+# PyTorch runs in its best environment on this machine: Debian's
+# python3-torch over OpenBLAS (pthread build), with the allocator and OpenMP
+# settings that help it. OPENBLAS_CORETYPE is chosen from the CPU: SkylakeX
+# where AVX-512 exists, else Zen on AMD, else Haswell (SkylakeX kernels crash
+# with SIGILL on a CPU without AVX-512).
 #
-# Usage: bench/gpt_vs_torch.sh [ROUNDS] [STEPS]
+# Usage: bench/gpt_vs_torch.sh [ROUNDS] [STEPS]   (SKIP_BUILD=1: use build/ as it is)
+# Hold the machine-wide lock: flock /tmp/tessel-bench.lock bench/gpt_vs_torch.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-3}
 STEPS=${2:-8}
-BASELINE=${BASELINE:-../shared/baselines/torch_gpt_bench.py}
 scripts/install-deps.sh python3-torch libopenblas0-pthread >&2
-scripts/build.sh >&2
+[ "${SKIP_BUILD:-0}" = 1 ] || scripts/build.sh >&2
 
 if grep -q avx512f /proc/cpuinfo; then coretype=SkylakeX
 elif grep -q AuthenticAMD /proc/cpuinfo; then coretype=Zen
 else coretype=Haswell; fi
 
-torch_ms() {  # threads -> median ms/step
+torch_ms() {  # threads precision -> median ms/step
+  local flag=""
+  [ "$2" = bf16 ] && flag=--bf16
   env -u OPENBLAS_L2_SIZE OPENBLAS_CORETYPE=$coretype MALLOC_MMAP_THRESHOLD_=1073741824 \
     MALLOC_TRIM_THRESHOLD_=4294967295 OMP_WAIT_POLICY=PASSIVE \
     OMP_NUM_THREADS=$1 OPENBLAS_NUM_THREADS=$1 \
-    /usr/bin/python3 "$BASELINE" --model gpt --threads "$1" --steps "$STEPS" |
+    /usr/bin/python3 bench/torch_gpt.py --threads "$1" --steps "$STEPS" $flag |
     sed -n 's/.*median=\([0-9.]*\) ms.*/\1/p'
 }
-tessel_ms() {  # threads -> median ms/step
-  build/tessel bench step --config examples/gpt-bench.json --threads "$1" --steps "$STEPS" |
-    /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["ms_per_step_median"])'
+tessel_json() {  # threads precision -> the bench step JSON line
+  build/tessel bench step --config examples/gpt-bench.json --threads "$1" --steps "$STEPS" \
+    --set precision="$2"
 }
+field() { /usr/bin/python3 -c "import json,sys; print(json.load(sys.stdin)[\"$1\"])"; }
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+ratio() { echo "$1 / $2" | bc -l; }
 
-echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), OPENBLAS_CORETYPE=$coretype"
+isa=$(tessel_json 1 bf16 | field onednn_isa)
+echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)," \
+  "AVX-512/AMX flags: $(grep -m1 -o -w -E 'avx512[a-z_0-9]*|amx[a-z_0-9]*' /proc/cpuinfo | sort -u | xargs)," \
+  "oneDNN ISA $isa, OPENBLAS_CORETYPE=$coretype"
 for threads in 1 2; do
-  t_runs=(); p_runs=()
-  for ((r = 0; r < ROUNDS; r++)); do
-    t_runs+=("$(tessel_ms "$threads")")
-    p_runs+=("$(torch_ms "$threads")")
+  declare -A med=()
+  for precision in f32 bf16; do
+    t_runs=(); p_runs=()
+    for ((r = 0; r < ROUNDS; r++)); do
+      t_runs+=("$(tessel_json "$threads" "$precision" | field ms_per_step_median)")
+      p_runs+=("$(torch_ms "$threads" "$precision")")
+    done
+    med[t$precision]=$(printf '%s\n' "${t_runs[@]}" | median)
+    med[p$precision]=$(printf '%s\n' "${p_runs[@]}" | median)
+    printf 'threads=%d %-4s  tessel %.1f ms/step (runs: %s)  pytorch %.1f ms/step (runs: %s)  tessel vs pytorch %.2fx\n' \
+      "$threads" "$precision" "${med[t$precision]}" "${t_runs[*]}" "${med[p$precision]}" \
+      "${p_runs[*]}" "$(ratio "${med[p$precision]}" "${med[t$precision]}")"
   done
-  t=$(printf '%s\n' "${t_runs[@]}" | median)
-  p=$(printf '%s\n' "${p_runs[@]}" | median)
-  printf 'threads=%d  tessel %.1f ms/step (runs: %s)  pytorch %.1f ms/step (runs: %s)  speedup %.2fx\n' \
-    "$threads" "$t" "${t_runs[*]}" "$p" "${p_runs[*]}" "$(echo "$p / $t" | bc -l)"
+  printf 'threads=%d  tessel bf16 vs tessel f32 %.2fx, pytorch bf16 vs pytorch f32 %.2fx\n' "$threads" \
+    "$(ratio "${med[tf32]}" "${med[tbf16]}")" "$(ratio "${med[pf32]}" "${med[pbf16]}")"
 done

@@ -1,6 +1,7 @@
 // `tessel bench step`: times training steps after warm-up and prints one JSON
 // line with the median step time, throughput, achieved GFLOP/s and the
-// machine's measured FMA peak, so the fraction of peak is visible.
+// machine's measured FMA peak (the bf16 peak for precision bf16), so the
+// fraction of peak is visible.
 #include <omp.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 
 #include "commands.h"
 #include "config_options.h"
+#include "tessel/kernels/einsum_bf16.h"
 #include "tessel/runtime/machine_peak.h"
 #include "tessel/train/trainer.h"
 
@@ -47,8 +49,14 @@ int run_bench_step(const BenchOptions& opt) {
   // Under mpirun only the root probes the peak, once the other ranks are done
   // (their steps end together: every step synchronises on collectives).
   if (!trainer.is_root()) return 0;
-  double peak1 = measure_fma_peak_gflops(1);
-  double peak_all = measure_fma_peak_gflops(threads);
+  // A bf16 run is measured against the bf16 peak (its GEMMs' units).
+  const bool bf16 = config.precision == "bf16";
+  auto peak = [bf16](int t) {
+    return bf16 ? measure_bf16_peak_gflops(t) : measure_fma_peak_gflops(t);
+  };
+  double peak1 = peak(1);
+  double peak_all = peak(threads);
+  const std::string peak_isa = bf16 ? bf16_probe_isa() : fma_probe_isa();
   nlohmann::json out = {
       {"model", config.model},
       {"threads", threads},
@@ -63,7 +71,11 @@ int run_bench_step(const BenchOptions& opt) {
       {"gflops", gflops},
       {"peak_gflops_1core", peak1},
       {"peak_gflops_all_cores", peak_all},
-      {"fraction_of_peak", gflops / peak_all},
+      {"peak_isa", peak_isa.empty() ? "amx (not probed)" : peak_isa},
+      // null where the peak is not probed (AMX): never a fraction against the wrong units
+      {"fraction_of_peak", peak_all > 0 ? nlohmann::json(gflops / peak_all) : nlohmann::json()},
+      {"precision", config.precision},
+      {"onednn_isa", kernels::onednn_cpu_isa()},
       {"arena_mib", trainer.arena_bytes() / 1048576.0},
       {"mesh", trainer.distributed().mesh().to_string()},
       {"ranks", trainer.distributed().mesh().rank_count()},

@@ -52,7 +52,7 @@ nlohmann::json plan_json(const plan::Plan& p) {
           {"microbatches", c.microbatches},
           {"zero", c.zero},
           {"recompute", c.recompute},
-          {"precision", "f32"},
+          {"precision", c.precision},
           {"step_ms", p.prediction.step_s * 1e3},
           {"compute_ms", p.prediction.compute_s * 1e3},
           {"optimizer_ms", p.prediction.optimizer_s * 1e3},
@@ -172,6 +172,7 @@ plan::PlanRequest plan_request(const ConfigOptions& c, const TrainConfig& base, 
   if (c.microbatches > 0) q.microbatches = static_cast<int>(c.microbatches);
   if (c.zero >= 0) q.zero = c.zero;
   if (!base.memory_limit.empty()) q.memory_limit = parse_bytes(base.memory_limit);
+  q.cost.precision = base.precision == "bf16" ? plan::Precision::kBF16 : plan::Precision::kF32;
   q.cost.threads = c.threads > 0 ? c.threads : std::max(1, plan::core_count() / std::max(1, ranks));
   return q;
 }

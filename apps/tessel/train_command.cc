@@ -17,6 +17,7 @@
 #include "tessel/base/error.h"
 #include "tessel/compile/memory_report.h"
 #include "tessel/compile/recompute_choice.h"
+#include "tessel/kernels/einsum_bf16.h"
 #include "tessel/tensor/aligned_buffer.h"
 #include "tessel/train/text_model.h"
 #include "tessel/train/trainer.h"
@@ -113,7 +114,8 @@ bool is_launched_root() {
 
 int run_train(const TrainOptions& opt) {
   TrainConfig config = opt.config.load();
-  if (opt.plan == "auto") config = apply_auto_plan(opt.config, config, launched_ranks(), is_launched_root());
+  if (opt.plan == "auto")
+    config = apply_auto_plan(opt.config, config, launched_ranks(), is_launched_root());
   if (opt.dry_run) return run_dry(config);
   Trainer trainer(config);
   const Task& task = trainer.task();
@@ -122,6 +124,7 @@ int run_train(const TrainOptions& opt) {
     if (const RecomputeChoice* choice = trainer.recompute_choice())
       std::printf("%s", choice->report().c_str());
     std::filesystem::create_directories(opt.out);
+    if (config.precision == "bf16") std::printf("%s\n", kernels::bf16_matmul_note().c_str());
     std::printf(
         "tessel train: %s, %lld parameters on mesh %s, %.2f GFLOP/step, arena %.1f MiB "
         "per rank, %d threads per rank\n",
@@ -204,6 +207,7 @@ int run_train(const TrainOptions& opt) {
   nlohmann::json summary = {{"mesh", trainer.distributed().mesh().to_string()},
                             {"zero", config.zero},
                             {"recompute", trainer.config().recompute},
+                            {"precision", config.precision},
                             {"parameters", trainer.parameter_count()},
                             {"model_state_bytes_per_rank",
                              {{"parameters", state.parameters},

@@ -439,7 +439,13 @@ INSTANTIATE_TEST_SUITE_P(
         MemoryCase{"memory_pipe2_data2_gpipe_zero1", 4, "pipe=2,data=2", 1, "none",
                    "--schedule gpipe --microbatches 2"},
         MemoryCase{"memory_pipe2_pipedream", 2, "pipe=2", 0, "none",
-                   "--schedule pipedream --microbatches 4"}),
+                   "--schedule pipedream --microbatches 4"},
+        // bf16: the einsums' bf16 operand copies and oneDNN's scratchpad are planned scratch
+        MemoryCase{"memory_bf16_single", 0, "", 0, "none", "--set precision=bf16"},
+        MemoryCase{"memory_bf16_zero1_blocks_data2_model2", 4, "data=2,model=2", 1, "blocks",
+                   "--set precision=bf16"},
+        MemoryCase{"memory_bf16_pipe2_1f1b", 2, "pipe=2", 0, "none",
+                   "--set precision=bf16 --schedule 1f1b --microbatches 4"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // Bad meshes and layouts stop every rank with a clear error and a non-zero

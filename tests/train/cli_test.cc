@@ -73,6 +73,11 @@ TEST_F(Cli, NegativeSizeIsRejected) {
   expect_error(run("train --config " + write_config(j)), "'d_model' must be positive");
 }
 
+TEST_F(Cli, UnknownPrecisionIsNamed) {
+  expect_error(run("train --config " + write_config(tiny_gpt()) + " --set precision=fp16"),
+               "'precision' must be \"f32\" or \"bf16\", got \"fp16\"");
+}
+
 TEST_F(Cli, HeadsMustDivideModelWidth) {
   nlohmann::json j = tiny_gpt();
   j["n_head"] = 3;

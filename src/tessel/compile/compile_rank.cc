@@ -65,6 +65,7 @@ void compile_program(CompiledProgram& c, const Mesh& mesh, const Layout& layout,
   options.plan_only = mode == CompileMode::kPlanOnly;  // the run's plan, buckets included
   options.comms = ctx ? &ctx->groups() : nullptr;
   options.bucket_bytes = static_cast<size_t>(config.bucket_mib * 1048576.0);
+  options.bf16 = config.precision == "bf16";
   c.program = std::make_unique<Program>(c.local.graph, local_outputs, options);
 }
 

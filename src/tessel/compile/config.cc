@@ -41,6 +41,7 @@ const std::map<std::string, KeyRule>& rules() {
       {"batch", field(&TrainConfig::batch)},
       {"steps", field(&TrainConfig::steps)},
       {"optimizer", field(&TrainConfig::optimizer)},
+      {"precision", field(&TrainConfig::precision)},
       {"lr", field(&TrainConfig::lr)},
       {"min_lr", field(&TrainConfig::min_lr)},
       {"warmup_steps", field(&TrainConfig::warmup_steps)},
@@ -163,6 +164,8 @@ void TrainConfig::validate(bool with_data) const {
     TS_THROW("config: 'data' must be \"fortunes\" or \"fashion-mnist\", got \"", data, "\"");
   if (optimizer != "adamw" && optimizer != "sgd")
     TS_THROW("config: 'optimizer' must be \"adamw\" or \"sgd\", got \"", optimizer, "\"");
+  if (precision != "f32" && precision != "bf16")
+    TS_THROW("config: 'precision' must be \"f32\" or \"bf16\", got \"", precision, "\"");
   positive("batch", batch);
   positive("steps", steps);
   positive("lr", lr);

@@ -32,6 +32,10 @@ struct TrainConfig {
   int64_t batch = 16;
   int64_t steps = 200;
   std::string optimizer = "adamw";  // "adamw" | "sgd"
+  // Number format of the GEMMs: "f32" | "bf16" (einsum operands rounded to
+  // bf16, f32 accumulation and output; master weights, gradients, optimizer
+  // state and every reduction stay f32; docs/precision.md).
+  std::string precision = "f32";
   double lr = 1e-3;
   double min_lr = 1e-4;
   int64_t warmup_steps = 20;

@@ -216,6 +216,7 @@ PipelineStage PipelineModel::compile(const LocalStage& st, int chunk, bool eval)
   options.comms = ctx_ ? &ctx_->groups() : nullptr;
   options.bucket_bytes = static_cast<size_t>(config_.bucket_mib * 1048576.0);
   options.plan_only = plan_only_;
+  options.bf16 = config_.precision == "bf16";
   if (!eval)
     options.phase_starts = {local_phase_start(local, sg.backward_input_begin),
                             local_phase_start(local, sg.backward_weight_begin)};

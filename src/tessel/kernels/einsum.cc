@@ -12,12 +12,12 @@
 namespace tessel::kernels {
 namespace {
 
-struct Groups {
-  std::vector<std::string> batch, m, n, k;
-};
+using Groups = EinsumGroups;
 
-Groups classify(const Shape& a, const Shape& b, const Shape& out) {
-  Groups g;
+}  // namespace
+
+EinsumGroups einsum_groups(const Shape& a, const Shape& b, const Shape& out) {
+  EinsumGroups g;
   for (const Dim& d : out.dims()) {
     bool in_a = a.has(d.name), in_b = b.has(d.name);
     if (in_a && in_b)
@@ -31,6 +31,8 @@ Groups classify(const Shape& a, const Shape& b, const Shape& out) {
     if (b.has(d.name) && !out.has(d.name)) g.k.push_back(d.name);
   return g;
 }
+
+namespace {
 
 int64_t group_size(const Shape& s, const std::vector<std::string>& group) {
   int64_t n = 1;
@@ -141,7 +143,7 @@ void scatter_canonical(const GemmOperand& op, const float* dense, float* out) {
 }  // namespace
 
 EinsumPlan plan_einsum(const Shape& a, const Shape& b, const Shape& out) {
-  Groups g = classify(a, b, out);
+  Groups g = einsum_groups(a, b, out);
   EinsumPlan p;
   p.batch = group_size(out, g.batch);
   p.m = group_size(out, g.m);

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "tessel/base/shape.h"
@@ -36,6 +37,12 @@ struct EinsumPlan {
 
   int64_t scratch_elements() const { return scratch_a + scratch_b + scratch_c; }
 };
+
+// The dims of an einsum by role, each group in the output's (for k: a's) order.
+struct EinsumGroups {
+  std::vector<std::string> batch, m, n, k;
+};
+EinsumGroups einsum_groups(const Shape& a, const Shape& b, const Shape& out);
 
 // REQUIRES: shapes satisfy the einsum shape rule (op_table.h).
 EinsumPlan plan_einsum(const Shape& a, const Shape& b, const Shape& out);

@@ -159,7 +159,9 @@ void execute_op(const OpCall& call) {
       std::fill(out, out + numel, node.attrs.scalar);
       return;
     case OpKind::kEinsum:
-      if (call.reference) {
+      if (call.einsum_bf16 && !call.reference) {
+        call.einsum_bf16->run(in_f32(call, 0), in_f32(call, 1), out, call.scratch);
+      } else if (call.reference) {
         kernels::einsum_ref(in_shape(call, 0), in_f32(call, 0), in_shape(call, 1), in_f32(call, 1),
                             node.shape, out);
       } else {

@@ -10,6 +10,7 @@
 
 #include "tessel/ir/graph.h"
 #include "tessel/kernels/einsum.h"
+#include "tessel/kernels/einsum_bf16.h"
 
 namespace tessel {
 class CommGroups;
@@ -26,6 +27,8 @@ struct OpCall {
   const kernels::EinsumPlan* einsum;
   bool reference;
   const CommGroups* comms;  // collectives and sharded ops; nullptr in a single process
+  // Set for einsums of a bf16 program: they run on it (the scratch is its own).
+  const kernels::EinsumBf16* einsum_bf16 = nullptr;
 };
 
 // Input i's shape and storage.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <string>
 
 #include "tessel/base/error.h"
 
@@ -45,6 +46,51 @@ __attribute__((target("avx2,fma"))) float fma_chunks_avx2(int64_t chunks, float 
   return total;
 }
 
+// The same with 16-lane AVX-512 FMAs, for CPUs that have AVX-512 (chosen at
+// run time; the build may target any x86-64).
+__attribute__((target("avx512f"))) float fma_chunks_avx512(int64_t chunks, float a, float b) {
+  __m512 acc[kAccumulators];
+  for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm512_set1_ps(0.01f * static_cast<float>(i));
+  const __m512 va = _mm512_set1_ps(a), vb = _mm512_set1_ps(b);
+  for (int64_t c = 0; c < chunks; ++c) {
+    for (int64_t it = 0; it < kChunk; ++it) {
+#pragma GCC unroll 12
+      for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm512_fmadd_ps(acc[i], va, vb);
+    }
+  }
+  __m512 sum = acc[0];
+  for (int i = 1; i < kAccumulators; ++i) sum = _mm512_add_ps(sum, acc[i]);
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, sum);
+  float total = 0;
+  for (float v : lanes) total += v;
+  return total;
+}
+
+// AVX512-BF16 dot products (vdpbf16ps): each lane adds two bf16 products to
+// an f32 accumulator, 64 flops per instruction. The accumulators grow by
+// 2ab per step from small values: no overflow, no denormals.
+__attribute__((target("avx512f,avx512bf16"))) float dpbf16_chunks(int64_t chunks, float a,
+                                                                  float b) {
+  __m512 acc[kAccumulators];
+  for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm512_set1_ps(0.01f * static_cast<float>(i));
+  const __m512bh va = _mm512_cvtne2ps_pbh(_mm512_set1_ps(a), _mm512_set1_ps(a));
+  const __m512bh vb = _mm512_cvtne2ps_pbh(_mm512_set1_ps(b), _mm512_set1_ps(b));
+  for (int64_t c = 0; c < chunks; ++c) {
+    for (int64_t it = 0; it < kChunk; ++it) {
+#pragma GCC unroll 12
+      for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], va, vb);
+    }
+  }
+  __m512 sum = acc[0];
+  for (int i = 1; i < kAccumulators; ++i) sum = _mm512_add_ps(sum, acc[i]);
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, sum);
+  float total = 0;
+  for (float v : lanes) total += v;
+  return total;
+}
+
 float fma_chunks_scalar(int64_t chunks, float a, float b) {
   float acc[kAccumulators];
   for (int i = 0; i < kAccumulators; ++i) acc[i] = 0.01f * static_cast<float>(i);
@@ -56,29 +102,17 @@ float fma_chunks_scalar(int64_t chunks, float a, float b) {
   return total;
 }
 
-}  // namespace
-
-double measure_fma_peak_gflops(int threads, double seconds) {
-  if (threads < 1) TS_THROW("measure_fma_peak_gflops: threads must be >= 1, got ", threads);
-  if (!(seconds > 0)) TS_THROW("measure_fma_peak_gflops: seconds must be > 0, got ", seconds);
-  const bool has_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  const int lanes = has_fma ? 8 : 1;
-  const double flops_per_chunk = static_cast<double>(kChunk) * kAccumulators * lanes * 2.0;
+// Runs `chunk(chunks, a, b)` on `threads` threads for about `seconds` in 4
+// trials; `flops_per_chunk` is the work of one chunk. Returns the best trial.
+double measure(int threads, double seconds, float (*chunk)(int64_t, float, float),
+               double flops_per_chunk, float a, float b) {
   const double trial_seconds = seconds / kTrials;
-  // Read through volatiles so the compiler cannot fold the chains. The chain
-  // x <- 0.9999999 x + 1e-7 converges to 1: no overflow, no denormals.
-  volatile float va = 0.9999999f, vb = 1e-7f;
-  const float a = va, b = vb;
-
   std::atomic<int64_t> trial_chunks{0};
   double best_gflops = 0;
   float sink = 0;
 #pragma omp parallel num_threads(threads) reduction(+ : sink)
   {
-    auto run = [&](int64_t chunks) {
-      return has_fma ? fma_chunks_avx2(chunks, a, b) : fma_chunks_scalar(chunks, a, b);
-    };
-    sink += run(4);  // Warm up: let clocks and the vector units ramp.
+    sink += chunk(4, a, b);  // Warm up: let clocks and the vector units ramp.
     for (int trial = 0; trial < kTrials; ++trial) {
       double start = 0;
 #pragma omp barrier
@@ -91,7 +125,7 @@ double measure_fma_peak_gflops(int threads, double seconds) {
       // and the rate is total work over the wall time until the last finishes.
       int64_t chunks = 0;
       while (omp_get_wtime() - start < trial_seconds) {
-        sink += run(1);
+        sink += chunk(1, a, b);
         ++chunks;
       }
       trial_chunks.fetch_add(chunks);
@@ -105,6 +139,49 @@ double measure_fma_peak_gflops(int threads, double seconds) {
   }
   g_sink = sink;
   return best_gflops;
+}
+
+void check_args(const char* what, int threads, double seconds) {
+  if (threads < 1) TS_THROW(what, ": threads must be >= 1, got ", threads);
+  if (!(seconds > 0)) TS_THROW(what, ": seconds must be > 0, got ", seconds);
+}
+
+}  // namespace
+
+std::string fma_probe_isa() {
+  if (__builtin_cpu_supports("avx512f")) return "avx512f";
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "avx2";
+  return "scalar";
+}
+
+std::string bf16_probe_isa() {
+  if (__builtin_cpu_supports("amx-bf16")) return "";  // AMX: no probe yet (see header)
+  if (__builtin_cpu_supports("avx512bf16")) return "avx512_bf16";
+  return fma_probe_isa();
+}
+
+double measure_fma_peak_gflops(int threads, double seconds) {
+  check_args("measure_fma_peak_gflops", threads, seconds);
+  // Read through volatiles so the compiler cannot fold the chains. The chain
+  // x <- 0.9999999 x + 1e-7 converges to 1: no overflow, no denormals.
+  volatile float va = 0.9999999f, vb = 1e-7f;
+  const std::string isa = fma_probe_isa();
+  const int lanes = isa == "avx512f" ? 16 : isa == "avx2" ? 8 : 1;
+  auto* chunk = isa == "avx512f" ? fma_chunks_avx512
+                : isa == "avx2"  ? fma_chunks_avx2
+                                 : fma_chunks_scalar;
+  return measure(threads, seconds, chunk, static_cast<double>(kChunk) * kAccumulators * lanes * 2.0,
+                 va, vb);
+}
+
+double measure_bf16_peak_gflops(int threads, double seconds) {
+  check_args("measure_bf16_peak_gflops", threads, seconds);
+  const std::string isa = bf16_probe_isa();
+  if (isa.empty()) return 0;
+  if (isa != "avx512_bf16") return measure_fma_peak_gflops(threads, seconds);
+  volatile float va = 1.0f, vb = 1e-6f;
+  return measure(threads, seconds, dpbf16_chunks,
+                 static_cast<double>(kChunk) * kAccumulators * 16 * 2 * 2.0, va, vb);
 }
 
 }  // namespace tessel

@@ -53,6 +53,11 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
       einsum_plans_.push_back(kernels::plan_einsum(g.node(node.inputs[0]).shape,
                                                    g.node(node.inputs[1]).shape, node.shape));
       ins.einsum_plan = static_cast<int>(einsum_plans_.size()) - 1;
+      if (options_.bf16 && !options_.reference_kernels) {
+        einsum_bf16_.emplace_back(g.node(node.inputs[0]).shape, g.node(node.inputs[1]).shape,
+                                  node.shape, /*create_primitives=*/!options_.plan_only);
+        ins.einsum_bf16 = static_cast<int>(einsum_bf16_.size()) - 1;
+      }
     }
     instructions_.push_back(ins);
     for (ValueId in : node.inputs) {
@@ -113,8 +118,11 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
   }
   for (size_t i = 0; i < instructions_.size(); ++i) {
     Instruction& ins = instructions_[i];
-    size_t scratch = scratch_bytes(
-        g, g.node(ins.node), ins.einsum_plan >= 0 ? &einsum_plans_[ins.einsum_plan] : nullptr);
+    size_t scratch =
+        ins.einsum_bf16 >= 0
+            ? einsum_bf16_[ins.einsum_bf16].scratch_bytes()
+            : scratch_bytes(g, g.node(ins.node),
+                            ins.einsum_plan >= 0 ? &einsum_plans_[ins.einsum_plan] : nullptr);
     if (scratch == 0) continue;
     ins.scratch = static_cast<int>(requests_.size());
     requests_.push_back({scratch, static_cast<int>(i), static_cast<int>(i)});
@@ -261,7 +269,8 @@ void Program::run_instructions(size_t begin, size_t end) {
                 ins.scratch_ptr,
                 ins.einsum_plan >= 0 ? &einsum_plans_[ins.einsum_plan] : nullptr,
                 options_.reference_kernels,
-                options_.comms};
+                options_.comms,
+                ins.einsum_bf16 >= 0 ? &einsum_bf16_[ins.einsum_bf16] : nullptr};
     if (communicates(node.kind)) {
       auto t0 = std::chrono::steady_clock::now();
       execute_op(call);

@@ -17,6 +17,7 @@
 #include "tessel/comm/communicator.h"
 #include "tessel/ir/graph.h"
 #include "tessel/kernels/einsum.h"
+#include "tessel/kernels/einsum_bf16.h"
 #include "tessel/passes/memory_plan.h"
 #include "tessel/tensor/aligned_buffer.h"
 
@@ -26,6 +27,9 @@ class CommGroups;
 
 struct CompileOptions {
   bool reference_kernels = false;  // run every op on its naive `_ref` twin
+  // Einsums in bf16 with f32 accumulation (kernels/einsum_bf16.h); their
+  // bf16 operand copies are per-instruction scratch in the memory plan.
+  bool bf16 = false;
   // Plan memory as a run with communicators would (gradient buckets
   // included) but allocate nothing (dry runs); run() refuses.
   bool plan_only = false;
@@ -107,6 +111,7 @@ class Program {
   struct Instruction {
     ValueId node;
     int einsum_plan = -1;  // index into einsum_plans_
+    int einsum_bf16 = -1;  // index into einsum_bf16_ (bf16 programs)
     int scratch = -1;      // buffer index of per-instruction scratch
     int bucket = -1;       // gradient bucket this all-reduce belongs to
     uint8_t* scratch_ptr = nullptr;
@@ -128,6 +133,7 @@ class Program {
   CompileOptions options_;
   std::vector<Instruction> instructions_;
   std::vector<kernels::EinsumPlan> einsum_plans_;
+  std::vector<kernels::EinsumBf16> einsum_bf16_;
   std::vector<int> value_buffer_;  // buffer index per value, -1 if none
   std::vector<ValueId> alias_root_;
   std::vector<BufferRequest> requests_;

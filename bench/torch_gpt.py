@@ -1,0 +1,99 @@
+#!/usr/bin/python3
+"""PyTorch twin of examples/gpt-bench.json, for bench/gpt_vs_torch.sh.
+
+The same GPT as Tessel's benchmark config: byte vocabulary (256), context 128,
+6 pre-LayerNorm blocks of width 384 with 6 heads, a 4x GELU MLP, the output
+projection tied to the token embedding, batch 8, AdamW (lr 3e-4, betas
+0.9/0.999, weight decay 0.1). It times whole training steps (zero_grad,
+forward, loss, backward, update) after warm-up and prints one line with the
+median, e.g. `median=123.4 ms`.
+
+--bf16 runs forward and loss under torch.autocast("cpu", torch.bfloat16):
+PyTorch's CPU mixed precision (f32 weights, gradients and optimizer; bf16
+matmuls). Set OMP_NUM_THREADS / OPENBLAS_NUM_THREADS to --threads outside.
+"""
+import argparse
+import math
+import statistics
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+VOCAB, CONTEXT, LAYERS, WIDTH, HEADS, BATCH = 256, 128, 6, 384, 6, 8
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm1, self.norm2 = nn.LayerNorm(WIDTH), nn.LayerNorm(WIDTH)
+        self.qkv = nn.Linear(WIDTH, 3 * WIDTH)
+        self.out = nn.Linear(WIDTH, WIDTH)
+        self.up = nn.Linear(WIDTH, 4 * WIDTH)
+        self.down = nn.Linear(4 * WIDTH, WIDTH)
+        causal = torch.ones(CONTEXT, CONTEXT, dtype=torch.bool).tril()
+        self.register_buffer("causal", causal)
+
+    def attend(self, h):
+        b, t, _ = h.shape
+        size = WIDTH // HEADS
+        q, k, v = (z.reshape(b, t, HEADS, size).permute(0, 2, 1, 3)
+                   for z in self.qkv(h).chunk(3, dim=-1))
+        scores = q @ k.transpose(-1, -2) / math.sqrt(size)
+        scores = scores.masked_fill(~self.causal[:t, :t], float("-inf"))
+        mixed = scores.softmax(dim=-1) @ v
+        return self.out(mixed.permute(0, 2, 1, 3).reshape(b, t, WIDTH))
+
+    def forward(self, x):
+        x = x + self.attend(self.norm1(x))
+        return x + self.down(F.gelu(self.up(self.norm2(x))))
+
+
+class Gpt(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.tokens = nn.Embedding(VOCAB, WIDTH)
+        self.positions = nn.Embedding(CONTEXT, WIDTH)
+        self.blocks = nn.Sequential(*[Block() for _ in range(LAYERS)])
+        self.norm = nn.LayerNorm(WIDTH)
+        for p in self.parameters():
+            if p.dim() == 2:
+                nn.init.normal_(p, std=0.02)
+
+    def forward(self, idx, target):
+        x = self.tokens(idx) + self.positions(torch.arange(idx.shape[1]))
+        logits = self.norm(self.blocks(x)) @ self.tokens.weight.t()
+        return F.cross_entropy(logits.reshape(-1, VOCAB), target.reshape(-1))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--bf16", action="store_true")
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    torch.set_num_threads(args.threads)
+    model = Gpt()
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.999), weight_decay=0.1)
+    idx = torch.randint(0, VOCAB, (BATCH, CONTEXT))
+    target = torch.randint(0, VOCAB, (BATCH, CONTEXT))
+    times = []
+    for step in range(args.warmup + args.steps):
+        start = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
+            loss = model(idx, target)
+        loss.backward()
+        opt.step()
+        if step >= args.warmup:
+            times.append(time.perf_counter() - start)
+    print(f"threads={args.threads} precision={'bf16' if args.bf16 else 'f32'} "
+          f"median={statistics.median(times) * 1e3:.1f} ms loss={loss.item():.3f} "
+          f"torch={torch.__version__}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,264 @@
+#include "tessel/kernels/einsum_bf16.h"
+
+#include <algorithm>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <unordered_map>
+#include <vector>
+
+#include "tessel/base/error.h"
+#include "tessel/kernels/einsum.h"
+
+namespace tessel::kernels {
+namespace {
+
+using dnnl::memory;
+using Dims = memory::dims;
+
+constexpr size_t kAlign = 64;
+size_t round_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+dnnl::engine& cpu_engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+dnnl::stream& cpu_stream() {
+  static dnnl::stream stream(cpu_engine());
+  return stream;
+}
+
+// Sizes and strides of `s` over the dims in `order`.
+// Sizes and strides of `s` over the dims in `order` ({1}, {1} for none).
+void sizes_strides(const Shape& s, const std::vector<std::string>& order, Dims& sizes,
+                   Dims& strides) {
+  sizes.clear();
+  strides.clear();
+  for (const auto& d : order) {
+    sizes.push_back(s.size(d));
+    strides.push_back(s.stride(d));
+  }
+  if (order.empty()) sizes = strides = {1};
+}
+
+Dims dense_strides(const Dims& sizes) {
+  Dims st(sizes.size(), 1);
+  for (int i = static_cast<int>(sizes.size()) - 2; i >= 0; --i) st[i] = st[i + 1] * sizes[i + 1];
+  return st;
+}
+
+int64_t product(const Dims& d, size_t begin, size_t end) {
+  int64_t n = 1;
+  for (size_t i = begin; i < end; ++i) n *= d[i];
+  return n;
+}
+
+// Stride of a group of dims taken as one index, or -1 if they do not form
+// one evenly strided run (size-1 dims never break a run).
+int64_t merged_stride(const Shape& s, const std::vector<std::string>& group) {
+  int64_t stride = -1, expected = -1;
+  for (auto it = group.rbegin(); it != group.rend(); ++it) {
+    if (s.size(*it) == 1) continue;
+    if (stride < 0)
+      stride = s.stride(*it);
+    else if (s.stride(*it) != expected)
+      return -1;
+    expected = s.stride(*it) * s.size(*it);
+  }
+  return stride < 0 ? 1 : stride;
+}
+
+std::vector<std::string> concat(const std::vector<std::string>& a,
+                                const std::vector<std::string>& b,
+                                const std::vector<std::string>& c) {
+  std::vector<std::string> r = a;
+  r.insert(r.end(), b.begin(), b.end());
+  r.insert(r.end(), c.begin(), c.end());
+  return r;
+}
+
+}  // namespace
+
+struct EinsumBf16::Impl {
+  bool empty = false;  // a zero-sized m, n, k or batch: nothing to compute
+  // Reorders of a and b into dense bf16, and of staged f32 C into out.
+  memory::desc a_src, a_dst, b_src, b_dst, c_stage, c_out;
+  memory::desc mm_a, mm_b, mm_c;  // the matmul's view: [batch.., M, K] etc.
+  bool stage_c = false;
+  size_t a_bytes = 0, b_bytes = 0, c_bytes = 0, pad_bytes = 0;
+  std::string impl_name;
+  dnnl::reorder ra, rb, rc;
+  dnnl::matmul mm;
+};
+
+EinsumBf16::EinsumBf16(const Shape& a, const Shape& b, const Shape& out, bool create_primitives)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& p = *impl_;
+  const EinsumGroups g = einsum_groups(a, b, out);
+  const std::vector<std::string> a_order = concat(g.batch, g.m, g.k);
+  const std::vector<std::string> b_order = concat(g.batch, g.k, g.n);
+  const std::vector<std::string> c_order = concat(g.batch, g.m, g.n);
+  Dims sizes, strides;
+  const size_t nb = g.batch.size();
+
+  sizes_strides(a, a_order, sizes, strides);
+  if (product(sizes, 0, sizes.size()) == 0) p.empty = true;
+  p.a_src = memory::desc(sizes, memory::data_type::f32, strides);
+  p.a_dst = memory::desc(sizes, memory::data_type::bf16, dense_strides(sizes));
+  Dims batch(sizes.begin(), sizes.begin() + nb);
+  const int64_t M = product(sizes, nb, nb + g.m.size());
+  const int64_t K = product(sizes, nb + g.m.size(), nb + g.m.size() + g.k.size());
+  p.a_bytes = round_up(product(sizes, 0, sizes.size()) * sizeof(uint16_t));
+
+  sizes_strides(b, b_order, sizes, strides);
+  if (product(sizes, 0, sizes.size()) == 0) p.empty = true;
+  p.b_src = memory::desc(sizes, memory::data_type::f32, strides);
+  p.b_dst = memory::desc(sizes, memory::data_type::bf16, dense_strides(sizes));
+  const int64_t N = product(sizes, nb + g.k.size(), nb + g.k.size() + g.n.size());
+  p.b_bytes = round_up(product(sizes, 0, sizes.size()) * sizeof(uint16_t));
+
+  sizes_strides(out, c_order, sizes, strides);
+  if (product(sizes, 0, sizes.size()) == 0) p.empty = true;
+  if (p.empty) return;
+  p.c_out = memory::desc(sizes, memory::data_type::f32, strides);
+  p.c_stage = memory::desc(sizes, memory::data_type::f32, dense_strides(sizes));
+
+  auto matrix = [&](int64_t rows, int64_t cols, memory::data_type type) {
+    Dims d = batch;
+    d.push_back(rows);
+    d.push_back(cols);
+    return memory::desc(d, type, dense_strides(d));
+  };
+  p.mm_a = matrix(M, K, memory::data_type::bf16);
+  p.mm_b = matrix(K, N, memory::data_type::bf16);
+
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  auto make_matmul = [&](const memory::desc& c) {
+    return dnnl::matmul::primitive_desc(dnnl::matmul::desc(p.mm_a, p.mm_b, c), attr, cpu_engine());
+  };
+  // C written in place when m and n each merge into one strided index and
+  // oneDNN has an optimised (non-reference) kernel for those strides.
+  dnnl::matmul::primitive_desc mm_pd;
+  const int64_t ms = merged_stride(out, g.m), ns = merged_stride(out, g.n);
+  bool in_place = ms >= 0 && ns >= 0;
+  if (in_place) {
+    Dims d = batch, st;
+    for (const auto& name : g.batch) st.push_back(out.stride(name));
+    d.push_back(M);
+    d.push_back(N);
+    st.push_back(ms);
+    st.push_back(ns);
+    p.mm_c = memory::desc(d, memory::data_type::f32, st);
+    try {
+      mm_pd = make_matmul(p.mm_c);
+      in_place = std::string(mm_pd.impl_info_str()).find("ref") == std::string::npos;
+    } catch (const dnnl::error&) {
+      in_place = false;
+    }
+  }
+  if (!in_place) {
+    p.stage_c = true;
+    p.mm_c = matrix(M, N, memory::data_type::f32);
+    mm_pd = make_matmul(p.mm_c);
+    p.c_bytes = round_up(static_cast<size_t>(product(sizes, 0, sizes.size())) * sizeof(float));
+  }
+  p.impl_name = mm_pd.impl_info_str();
+  auto reorder_pd = [&](const memory::desc& from, const memory::desc& to) {
+    return dnnl::reorder::primitive_desc(cpu_engine(), from, cpu_engine(), to, attr);
+  };
+  auto ra_pd = reorder_pd(p.a_src, p.a_dst), rb_pd = reorder_pd(p.b_src, p.b_dst);
+  size_t pad = std::max({mm_pd.scratchpad_desc().get_size(), ra_pd.scratchpad_desc().get_size(),
+                         rb_pd.scratchpad_desc().get_size()});
+  dnnl::reorder::primitive_desc rc_pd;
+  if (p.stage_c) {
+    rc_pd = reorder_pd(p.c_stage, p.c_out);
+    pad = std::max(pad, rc_pd.scratchpad_desc().get_size());
+  }
+  p.pad_bytes = round_up(pad);
+  if (!create_primitives) return;
+  p.ra = dnnl::reorder(ra_pd);
+  p.rb = dnnl::reorder(rb_pd);
+  if (p.stage_c) p.rc = dnnl::reorder(rc_pd);
+  p.mm = dnnl::matmul(mm_pd);
+}
+
+EinsumBf16::~EinsumBf16() = default;
+EinsumBf16::EinsumBf16(EinsumBf16&&) noexcept = default;
+EinsumBf16& EinsumBf16::operator=(EinsumBf16&&) noexcept = default;
+
+size_t EinsumBf16::scratch_bytes() const {
+  const Impl& p = *impl_;
+  return p.empty ? 0 : p.a_bytes + p.b_bytes + p.c_bytes + p.pad_bytes;
+}
+
+std::string EinsumBf16::implementation() const { return impl_->impl_name; }
+
+void EinsumBf16::run(const float* a, const float* b, float* out, void* scratch) const {
+  const Impl& p = *impl_;
+  if (p.empty) return;
+  TS_CHECK(p.mm, "einsum bf16: primitives were not created (a plan-only instance)");
+  const dnnl::engine& e = cpu_engine();
+  dnnl::stream& s = cpu_stream();
+  uint8_t* base = static_cast<uint8_t*>(scratch);
+  uint8_t* a16 = base;
+  uint8_t* b16 = a16 + p.a_bytes;
+  uint8_t* c32 = b16 + p.b_bytes;
+  uint8_t* pad = c32 + p.c_bytes;
+  memory pad_mem(memory::desc({static_cast<int64_t>(p.pad_bytes)}, memory::data_type::u8,
+                              memory::format_tag::a),
+                 e, pad);
+  memory a_src(p.a_src, e, const_cast<float*>(a)), a_dst(p.a_dst, e, a16);
+  memory b_src(p.b_src, e, const_cast<float*>(b)), b_dst(p.b_dst, e, b16);
+  p.ra.execute(s, {{DNNL_ARG_FROM, a_src}, {DNNL_ARG_TO, a_dst}, {DNNL_ARG_SCRATCHPAD, pad_mem}});
+  p.rb.execute(s, {{DNNL_ARG_FROM, b_src}, {DNNL_ARG_TO, b_dst}, {DNNL_ARG_SCRATCHPAD, pad_mem}});
+  memory mm_a(p.mm_a, e, a16), mm_b(p.mm_b, e, b16);
+  memory mm_c(p.mm_c, e, p.stage_c ? static_cast<void*>(c32) : static_cast<void*>(out));
+  p.mm.execute(s, {{DNNL_ARG_SRC, mm_a},
+                   {DNNL_ARG_WEIGHTS, mm_b},
+                   {DNNL_ARG_DST, mm_c},
+                   {DNNL_ARG_SCRATCHPAD, pad_mem}});
+  if (p.stage_c) {
+    memory c_stage(p.c_stage, e, c32), c_out(p.c_out, e, out);
+    p.rc.execute(s,
+                 {{DNNL_ARG_FROM, c_stage}, {DNNL_ARG_TO, c_out}, {DNNL_ARG_SCRATCHPAD, pad_mem}});
+  }
+  s.wait();
+}
+
+std::string onednn_cpu_isa() {
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::sse41:
+      return "sse41";
+    case dnnl::cpu_isa::avx:
+      return "avx";
+    case dnnl::cpu_isa::avx2:
+      return "avx2";
+    case dnnl::cpu_isa::avx2_vnni:
+      return "avx2_vnni";
+    case dnnl::cpu_isa::avx512_core:
+      return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni:
+      return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16:
+      return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx:
+      return "avx512_core_amx";
+    default:
+      return "other";
+  }
+}
+
+bool cpu_has_native_bf16() {
+  const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+  return isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
+}
+
+std::string bf16_matmul_note() {
+  std::string note = "precision bf16: matmul on " + onednn_cpu_isa();
+  if (!cpu_has_native_bf16())
+    note +=
+        " (WARNING: this CPU has neither AVX512-BF16 nor AMX; oneDNN emulates bf16, so bf16 "
+        "will be slower than f32)";
+  return note;
+}
+
+}  // namespace tessel::kernels

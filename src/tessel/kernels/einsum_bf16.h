@@ -1,0 +1,52 @@
+// Einsum in bf16 with f32 accumulation, through oneDNN's matmul primitive.
+//
+// Each operand is rounded to bf16 (round to nearest even) into dense scratch
+// in canonical order, [batch.., m.., k..] for a and [batch.., k.., n..] for
+// b, by a oneDNN reorder that reads the operand's own strides (so attention's
+// (batch, seq, heads, head) layouts need no f32 transpose first). The matmul
+// multiplies them with f32 accumulation and writes f32 straight into the
+// output's own strides when oneDNN has an optimised kernel for that layout;
+// otherwise into dense f32 scratch, reordered into the output afterwards.
+// Every byte it needs (the bf16 copies, the f32 staging, oneDNN's own
+// scratchpad) is in scratch_bytes(), so the memory plan reserves it.
+// Primitives are created once, in the constructor; run() allocates nothing
+// but oneDNN's small per-call memory handles.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "tessel/base/shape.h"
+
+namespace tessel::kernels {
+
+class EinsumBf16 {
+ public:
+  // REQUIRES: shapes satisfy the einsum shape rule (op_table.h). With
+  // create_primitives = false only the sizes are computed (dry runs).
+  EinsumBf16(const Shape& a, const Shape& b, const Shape& out, bool create_primitives = true);
+  ~EinsumBf16();
+  EinsumBf16(EinsumBf16&&) noexcept;
+  EinsumBf16& operator=(EinsumBf16&&) noexcept;
+
+  size_t scratch_bytes() const;
+  // out = einsum(a, b); scratch holds scratch_bytes() bytes, 64-byte aligned.
+  void run(const float* a, const float* b, float* out, void* scratch) const;
+  // oneDNN's name for the matmul implementation it chose (e.g. "brg:avx512_core_bf16").
+  std::string implementation() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The instruction set oneDNN dispatches to on this CPU ("avx512_core_bf16", ...).
+std::string onednn_cpu_isa();
+// True when the CPU multiplies bf16 natively (AVX512-BF16 or AMX); otherwise
+// oneDNN emulates bf16 and it runs slower than f32.
+bool cpu_has_native_bf16();
+// One line for the start of a bf16 run: the ISA, and a warning where bf16 is emulated.
+std::string bf16_matmul_note();
+
+}  // namespace tessel::kernels

@@ -1,0 +1,108 @@
+// The bf16 einsum against the naive f32 reference: exact up to f32
+// accumulation order on operands already rounded to bf16, and within bf16's
+// rounding error (2^-8 relative per operand: 7 stored mantissa bits) of the
+// f32 product.
+#include "tessel/kernels/einsum_bf16.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "tessel/kernels/einsum.h"
+#include "tessel/tensor/aligned_buffer.h"
+
+namespace tessel::kernels {
+namespace {
+
+std::vector<float> random_values(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// Round to the nearest bf16 (ties to even), kept in an f32.
+float to_bf16(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  bits += 0x7fff + ((bits >> 16) & 1);
+  bits &= 0xffff0000u;
+  std::memcpy(&x, &bits, 4);
+  return x;
+}
+
+struct Case {
+  const char* name;
+  Shape a, b, out;
+};
+
+void PrintTo(const Case& c, std::ostream* out) { *out << c.name; }
+
+std::vector<Case> cases() {
+  Dim i{"i", 33}, j{"j", 17}, k{"k", 70}, n{"n", 3};
+  Dim batch{"batch", 2}, seq{"seq", 9}, kseq{"kseq", 9}, heads{"heads", 3}, head{"head", 8};
+  Dim x{"x", 4}, y{"y", 5}, z{"z", 6};
+  return {
+      {"matmul", Shape{i, k}, Shape{k, j}, Shape{i, j}},
+      {"batched_transposed", Shape{n, k, i}, Shape{n, j, k}, Shape{n, i, j}},
+      // attention's scores and context, straight from (batch, seq, heads, head)
+      {"attention_scores", Shape{batch, seq, heads, head}, Shape{batch, kseq, heads, head},
+       Shape{batch, heads, seq, kseq}},
+      {"attention_context", Shape{batch, heads, seq, kseq}, Shape{batch, kseq, heads, head},
+       Shape{batch, seq, heads, head}},
+      {"needs_permute", Shape{x, k, y}, Shape{k, z}, Shape{x, z, y}},
+      {"outer_product", Shape{i}, Shape{j}, Shape{i, j}},
+      {"dot", Shape{k}, Shape{k}, Shape{}},
+  };
+}
+
+class EinsumBf16Test : public ::testing::TestWithParam<Case> {};
+
+TEST_P(EinsumBf16Test, MatchesReference) {
+  const Case& c = GetParam();
+  std::vector<float> a = random_values(c.a.numel(), 1), b = random_values(c.b.numel(), 2);
+  EinsumBf16 op(c.a, c.b, c.out);
+  EXPECT_EQ(op.scratch_bytes(), EinsumBf16(c.a, c.b, c.out, false).scratch_bytes())
+      << "a plan-only instance must reserve the same scratch";
+  AlignedBuffer scratch(op.scratch_bytes());
+  std::vector<float> out(c.out.numel(), -1.0f);
+  op.run(a.data(), b.data(), out.data(), scratch.data());
+
+  // Reference on bf16-rounded operands: differs only in accumulation order.
+  std::vector<float> a16(a), b16(b), ref16(out.size()), ref32(out.size()), absref(out.size());
+  for (float& v : a16) v = to_bf16(v);
+  for (float& v : b16) v = to_bf16(v);
+  einsum_ref(c.a, a16.data(), c.b, b16.data(), c.out, ref16.data());
+  einsum_ref(c.a, a.data(), c.b, b.data(), c.out, ref32.data());
+  std::vector<float> aa(a), bb(b);
+  for (float& v : aa) v = std::fabs(v);
+  for (float& v : bb) v = std::fabs(v);
+  einsum_ref(c.a, aa.data(), c.b, bb.data(), c.out, absref.data());  // sum |a||b| per output
+  for (size_t e = 0; e < out.size(); ++e) {
+    EXPECT_NEAR(out[e], ref16[e], 1e-5 * absref[e] + 1e-7) << c.name << " element " << e;
+    // Each operand is off by at most 2^-8 relative: each product by 2^-7.
+    EXPECT_NEAR(out[e], ref32[e], std::ldexp(1.0, -7) * absref[e] + 1e-7)
+        << c.name << " element " << e;
+  }
+  // Not a silent f32 path: bf16 rounding must show somewhere.
+  double max_diff = 0;
+  for (size_t e = 0; e < out.size(); ++e)
+    max_diff = std::max<double>(max_diff, std::fabs(out[e] - ref32[e]));
+  EXPECT_GT(max_diff, 0.0) << c.name << " matches f32 exactly";
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, EinsumBf16Test, ::testing::ValuesIn(cases()),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+TEST(EinsumBf16, NoteNamesTheIsa) {
+  const std::string note = bf16_matmul_note();
+  EXPECT_NE(note.find(onednn_cpu_isa()), std::string::npos) << note;
+  EXPECT_EQ(note.find("slower than f32") == std::string::npos, cpu_has_native_bf16()) << note;
+}
+
+}  // namespace
+}  // namespace tessel::kernels
