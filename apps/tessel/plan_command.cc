@@ -22,7 +22,7 @@ struct PlanOptions {
   int ranks = 1;
   std::string cluster, profile;
   int top = 10;
-  bool json = false, explain = false;
+  bool json = false, explain = false, ignore_device_memory = false;
 };
 
 double total(const std::map<std::string, double>& per_axis) {
@@ -109,8 +109,8 @@ int run_plan(const PlanOptions& opt) {
   } else {
     hw = plan::load_or_calibrate(opt.profile, nullptr);
   }
-  const plan::PlanRequest q =
-      plan_request(opt.config, opt.config.load(/*with_data=*/false), opt.ranks);
+  plan::PlanRequest q = plan_request(opt.config, opt.config.load(/*with_data=*/false), opt.ranks);
+  q.check_device_memory = !opt.ignore_device_memory;
   const plan::PlanResult r = plan::search_plans(q, *hw);
   const size_t shown = std::min<size_t>(r.plans.size(), std::max(1, opt.top));
   if (opt.json) {
@@ -214,6 +214,9 @@ Command add_plan_command(CLI::App& app) {
                   "this machine's profile (tessel calibrate); default: the cached one, "
                   "calibrating when there is none");
   sub->add_option("--top", opt->top, "plans to show (default 10)");
+  sub->add_flag("--ignore-device-memory", opt->ignore_device_memory,
+                "keep plans whose predicted memory exceeds the device's (to time a published "
+                "run's configuration); --memory-limit still applies");
   sub->add_flag("--json", opt->json, "print one JSON object instead of the table");
   sub->add_flag("--explain", opt->explain,
                 "break the best plan and the runner-up into compute, communication, bubble and "

@@ -208,16 +208,24 @@ std::vector<RankStep> pipeline_steps(const std::vector<CompiledRank>& reps, cons
   std::vector<const CompiledRank*> by_pipe(p, nullptr);
   for (const CompiledRank& c : reps)
     if (!by_pipe[c.pipeline->pipe_rank()]) by_pipe[c.pipeline->pipe_rank()] = &c;
-  for (int r = 0; r < p; ++r)
-    TS_CHECK(by_pipe[r], "cost model: no representative for pipeline rank ", r);
+  TS_CHECK(by_pipe[0] && by_pipe[p - 1],
+           "cost model: no representative for the first or last "
+           "pipeline rank");
 
   struct StageCost {
     double f = 0, bi = 0, bw = 0, act_bytes = 0, grad_bytes = 0;
     std::map<std::string, double> comm_f, comm_b;  // blocking, per axis
   };
-  std::vector<std::vector<StageCost>> cost(p);  // [pipe rank][chunk]
-  for (int r = 0; r < p; ++r)
-    for (const PipelineStage& st : by_pipe[r]->pipeline->compiled_stages()) {
+  // Per pipeline rank: its chunks' costs and the elements it holds.
+  struct RankCosts {
+    std::vector<StageCost> chunks;
+    double held = 0, state = 0, tied = 0;
+  };
+  std::vector<RankCosts> cost(p);
+  for (int r = 0; r < p; ++r) {
+    if (!by_pipe[r]) continue;
+    const CompiledRank& c = *by_pipe[r];
+    for (const PipelineStage& st : c.pipeline->compiled_stages()) {
       const Program& prog = *st.instances.front();
       const ProgramTime t = sim.run(prog);
       StageCost sc;
@@ -232,13 +240,51 @@ std::vector<RankStep> pipeline_steps(const std::vector<CompiledRank>& reps, cons
       for (ValueId v : st.gradients_out) sc.grad_bytes += value_bytes(prog.graph(), v);
       for (int ph = 0; ph < static_cast<int>(t.blocking_s.size()); ++ph)
         for (const auto& [axis, s] : t.blocking_s[ph]) (ph == 0 ? sc.comm_f : sc.comm_b)[axis] += s;
-      if (static_cast<int>(cost[r].size()) <= st.chunk) cost[r].resize(st.chunk + 1);
-      cost[r][st.chunk] = sc;
+      if (static_cast<int>(cost[r].chunks.size()) <= st.chunk) cost[r].chunks.resize(st.chunk + 1);
+      cost[r].chunks[st.chunk] = sc;
     }
+    for (const PipelineParam& q : c.pipeline->params()) {
+      if (!q.held) continue;
+      const double n = static_cast<double>(q.sharding.local_shape(q.shape, c.mesh).numel());
+      cost[r].held += n;
+      cost[r].state += static_cast<double>(q.state_sharding().local_shape(q.shape, c.mesh).numel());
+      if (q.pipe_ranks.size() > 1) cost[r].tied += n;
+    }
+  }
+  // Ranks not compiled hold middle stages only: a compiled middle rank's
+  // costs, scaled by each chunk's block count (the partition is known).
+  const StagePartition& part = first.partition();
+  auto blocks = [&](int stage) {
+    const int end = stage + 1 < part.stages ? part.first_block[stage + 1] : part.blocks;
+    return std::max(1, end - part.first_block[stage]);
+  };
+  for (int r = 0; r < p; ++r) {
+    if (by_pipe[r]) continue;
+    int t = -1;
+    for (int k = 1; k + 1 < p && t < 0; ++k)
+      if (by_pipe[k]) t = k;
+    TS_CHECK(t >= 0, "cost model: no middle pipeline rank to stand for rank ", r);
+    cost[r] = cost[t];
+    cost[r].tied = 0;
+    double ratio_sum = 0;
+    for (size_t c = 0; c < cost[r].chunks.size(); ++c) {
+      const double ratio = static_cast<double>(blocks(schedule.stage_of(r, static_cast<int>(c)))) /
+                           blocks(schedule.stage_of(t, static_cast<int>(c)));
+      StageCost& sc = cost[r].chunks[c];
+      sc.f *= ratio, sc.bi *= ratio, sc.bw *= ratio;
+      for (auto* comm : {&sc.comm_f, &sc.comm_b})
+        for (auto& [axis, v] : *comm) v *= ratio;
+      ratio_sum += ratio;
+    }
+    const double mean = ratio_sum / static_cast<double>(std::max<size_t>(1, cost[r].chunks.size()));
+    cost[r].held *= mean;
+    cost[r].state *= mean;
+  }
+  const CompiledRank& any = *by_pipe[0];
   const int pipe_axis = first.pipe_axis();
   ActionCosts costs;
   costs.compute = [&](int r, const Action& a) {
-    const StageCost& sc = cost[r][a.chunk];
+    const StageCost& sc = cost[r].chunks[a.chunk];
     switch (a.kind) {
       case ActionKind::kForward:
         return sc.f;
@@ -253,7 +299,7 @@ std::vector<RankStep> pipeline_steps(const std::vector<CompiledRank>& reps, cons
     }
   };
   costs.transfer = [&](int r, const Action& a) {
-    const StageCost& sc = cost[r][a.chunk];
+    const StageCost& sc = cost[r].chunks[a.chunk];
     const double bytes = a.kind == ActionKind::kSendActivation ? sc.act_bytes : sc.grad_bytes;
     return pipe_axis >= 0 ? sim.p2p(bytes, pipe_axis) : 0.0;
   };
@@ -262,12 +308,11 @@ std::vector<RankStep> pipeline_steps(const std::vector<CompiledRank>& reps, cons
   std::vector<RankStep> steps;
   for (int r = 0; r < p; ++r) {
     RankStep s;
-    const CompiledRank& c = *by_pipe[r];
     double busy = 0;
     for (const SimulatedTimeline::Event& e : timeline.events)
       if (e.rank == r) {
         busy += e.end - e.start;
-        const StageCost& sc = cost[r][e.action.chunk];
+        const StageCost& sc = cost[r].chunks[e.action.chunk];
         const auto& comm = e.action.kind == ActionKind::kForward ? sc.comm_f : sc.comm_b;
         for (const auto& [axis, t] : comm) {
           s.comm_s[axis] += t;
@@ -279,18 +324,11 @@ std::vector<RankStep> pipeline_steps(const std::vector<CompiledRank>& reps, cons
     s.bubble_s = timeline.makespan * (timeline.bubble_fraction[r]);
     // After the schedule: the accumulators' data-axis reduction (or
     // reduce-scatter under ZeRO), the tied parameters' pipe-axis sum, the update.
-    double held = 0, state = 0, tied = 0;
-    for (const PipelineParam& q : c.pipeline->params()) {
-      if (!q.held) continue;
-      const double n = static_cast<double>(q.sharding.local_shape(q.shape, c.mesh).numel());
-      held += n;
-      state += static_cast<double>(q.state_sharding().local_shape(q.shape, c.mesh).numel());
-      if (q.pipe_ranks.size() > 1) tied += n;
-    }
+    const double held = cost[r].held, state = cost[r].state, tied = cost[r].tied;
     double post = 0;
-    if (!c.pipeline->data_axis().empty()) {
-      const std::string& axis = c.pipeline->data_axis();
-      const double d = c.config.zero > 0
+    if (!any.pipeline->data_axis().empty()) {
+      const std::string& axis = any.pipeline->data_axis();
+      const double d = any.config.zero > 0
                            ? sim.collective(CollectiveKind::kReduceScatter, 4 * held, axis)
                            : sim.collective(CollectiveKind::kAllReduce, 4 * held, axis);
       s.comm_s[axis] += d;
@@ -303,7 +341,7 @@ std::vector<RankStep> pipeline_steps(const std::vector<CompiledRank>& reps, cons
       s.exposed_s["pipe"] += d;
       post += d;
     }
-    s.optimizer_s = post + sim.update(state, c.config.optimizer);
+    s.optimizer_s = post + sim.update(state, any.config.optimizer);
     s.end_s = timeline.makespan + s.optimizer_s;
     steps.push_back(s);
   }
@@ -322,6 +360,7 @@ Link link_of_axis(const Mesh& mesh, int axis, int devices_per_node) {
 std::vector<int> representative_ranks(const Mesh& mesh, bool every_rank) {
   std::vector<int> ranks;
   const int pipe = mesh.axis_index("pipe");
+  const int p = pipe >= 0 ? mesh.axis(pipe).size : 1;
   for (int r = 0; r < mesh.rank_count(); ++r) {
     if (every_rank) {
       ranks.push_back(r);
@@ -331,7 +370,9 @@ std::vector<int> representative_ranks(const Mesh& mesh, bool every_rank) {
     bool first = true;
     for (int a = 0; a < static_cast<int>(coords.size()); ++a)
       if (a != pipe && coords[a] != 0) first = false;
-    if (first) ranks.push_back(r);
+    // Past 4 pipeline ranks, the middle ones stand in for each other.
+    const int q = pipe >= 0 ? coords[pipe] : 0;
+    if (first && (p <= 4 || q <= 1 || q == p - 1)) ranks.push_back(r);
   }
   return ranks;
 }

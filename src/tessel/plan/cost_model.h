@@ -58,7 +58,10 @@ Link link_of_axis(const Mesh& mesh, int axis, int devices_per_node);
 
 // The ranks whose programs stand for every rank: rank 0 without a pipe
 // axis, else the rank at coordinate 0 on every axis but `pipe`, one per
-// pipeline rank. With `every_rank` (small meshes), all of them.
+// pipeline rank up to 4 of them; past 4, only pipeline ranks 0, 1 and p-1
+// are compiled, and every other (middle) rank takes rank 1's stage costs
+// scaled by its stages' block counts (an approximation: its memory is not
+// computed). With `every_rank` (small meshes), all of them.
 std::vector<int> representative_ranks(const Mesh& mesh, bool every_rank);
 
 // Predicts one step of `config` (recompute resolved, mesh and layout set)

@@ -169,7 +169,8 @@ PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
   }
   const int64_t device_memory = hw.device_memory_bytes();
   int64_t limit = q.memory_limit;
-  if (device_memory > 0 && (limit == 0 || device_memory < limit)) limit = device_memory;
+  if (q.check_device_memory && device_memory > 0 && (limit == 0 || device_memory < limit))
+    limit = device_memory;
   const bool one_node = hw.devices_per_node() >= q.ranks;
   const double items_per_row = q.base.model == "gpt" ? static_cast<double>(q.base.context) : 1;
 

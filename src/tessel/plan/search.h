@@ -29,6 +29,10 @@ struct PlanRequest {
   std::string config_path;  // for the command line of each plan
   int ranks = 1;
   int64_t memory_limit = 0;  // bytes per rank; 0: none but the device's memory
+  // Prune by the device's memory (HardwareModel::device_memory_bytes). Off
+  // only to time configurations Tessel's own plan could not hold (a
+  // published run's exact configuration); their peak is still reported.
+  bool check_device_memory = true;
   // Fixed knobs; unset ones are searched.
   std::optional<std::string> mesh, layout, schedule, recompute;
   std::optional<int> chunks, microbatches, zero;

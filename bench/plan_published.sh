@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The planner against published large training runs (examples/published/):
+# for each, `tessel plan` predicts the run's exact configuration (mesh,
+# micro-batches, schedule, ZeRO, recomputation, bf16) on its cluster file,
+# and the prediction is compared with the published throughput, as step
+# time: the published FLOP/s per GPU over the FLOPs the authors counted per
+# step (Narayanan et al.'s formula, which counts the recomputed forward pass
+# for the Megatron and BLOOM runs; without it for Llama 3, whose MFU counts
+# model FLOPs). Then a free search (same cluster, ranks and memory rules)
+# must not pick a plan it rates slower than the published configuration.
+# Prints a table; writes runs/plan-published/results.json.
+#
+# Usage: bench/plan_published.sh [FILES...]   (default: examples/published/*.json)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=runs/plan-published
+mkdir -p "$OUT"
+files=("$@")
+[ ${#files[@]} -gt 0 ] || files=(examples/published/*.json)
+/usr/bin/python3 - "$OUT" "${files[@]}" <<'PY'
+import json, subprocess, sys, time
+out, files = sys.argv[1], sys.argv[2:]
+rows = []
+for path in files:
+    spec = json.load(open(path))
+    pub = spec.pop("published")
+    spec["precision"] = "bf16"
+    config = f"{out}/{path.split('/')[-1]}"
+    json.dump(spec, open(config, "w"))
+    mesh = pub["mesh"]
+    mesh_text = f"pipe={mesh['pipe']},data={mesh['data']},model={mesh['model']}"
+    micro = pub.get("microbatches") or spec["batch"] // mesh["data"]  # micro-batch size 1 when unstated
+    recompute = pub.get("recompute") or ("none" if "Llama" in pub["run"] else "blocks")
+    schedule = pub["schedule"]
+    fixed = ["--mesh", mesh_text, "--microbatches", str(micro), "--schedule", schedule,
+             "--zero", str(pub.get("zero", 0)), "--recompute", recompute,
+             "--layout", "batch=data,heads=model,hidden=model,vocab=model,seq=model"]
+    if schedule == "interleaved":
+        fixed += ["--chunks", str(pub.get("chunks", 2))]
+    base = ["build/tessel", "plan", "--config", config, "--cluster", pub["cluster"],
+            "--ranks", str(pub["gpus"]), "--json", "--top", "1", "--ignore-device-memory"]
+    t0 = time.time()
+    got = json.loads(subprocess.check_output(base + fixed))
+    seconds = time.time() - t0
+    plan = got["plans"][0]
+    B, s, l, h, V = spec["batch"], spec["context"], spec["n_layer"], spec["d_model"], spec["vocab"]
+    if recompute == "blocks":  # Narayanan et al., eq. (3): forward counted twice
+        flops = 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))
+    else:
+        flops = 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h))
+    published_ms = flops / (pub["tflops_per_gpu"] * 1e12 * pub["gpus"]) * 1e3
+    row = {"run": pub["run"], "gpus": pub["gpus"], "config": " ".join(fixed),
+           "published_ms": published_ms, "predicted_ms": plan["step_ms"],
+           "error": plan["step_ms"] / published_ms - 1, "plan_s": seconds,
+           "predicted_peak_gib": plan["peak_bytes"] / 2**30,
+           "compute_ms": plan["compute_ms"], "bubble_ms": plan["bubble_ms"],
+           "exposed_comm_ms": plan["exposed_comm_ms"]}
+    rows.append(row)
+    print(f"{pub['run']}: published {published_ms:.0f} ms/step, predicted {plan['step_ms']:.0f} ms "
+          f"({100 * row['error']:+.1f}%), compute {plan['compute_ms']:.0f}, bubble {plan['bubble_ms']:.0f}, "
+          f"exposed comm {plan['exposed_comm_ms']}, peak {row['predicted_peak_gib']:.1f} GiB, {seconds:.1f} s",
+          flush=True)
+json.dump(rows, open(f"{out}/results.json", "w"), indent=1)
+PY
