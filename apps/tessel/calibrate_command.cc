@@ -3,8 +3,10 @@
 // alpha-beta) and writes the machine profile (plan/calibrate.h). It launches
 // mpirun itself for the collectives; the hidden --collectives-out is that
 // inner run.
+#include <array>
 #include <cstdio>
 #include <memory>
+#include <vector>
 
 #include "commands.h"
 #include "tessel/base/error.h"
@@ -20,28 +22,38 @@ struct CalibrateCliOptions {
   std::string collectives_out;
 };
 
-// Headline figures, one line each.
+// Headline figures: the FMA peak, GEMM rates at a cube and at the GPT
+// benchmark's forward shapes (examples/gpt-bench.json: 1024 tokens, d_model
+// 384, MLP 1536, vocab 256, 48 (batch, head) pairs of 128 x 64), kernel
+// bandwidth, and every alpha-beta fit.
 void print_summary(const plan::MachineProfile& profile, int threads) {
-  using plan::Link;
   using plan::Precision;
+  std::vector<int> counts = {1};
+  if (threads > 1) counts.push_back(threads);
   std::printf("machine: %s, %d cores\n", profile.data().cpu_model.c_str(), profile.data().nproc);
-  for (int t : {1, threads}) {
-    std::printf("%d thread%s: FMA peak %.1f GFLOP/s; GEMM GFLOP/s", t, t == 1 ? "" : "s",
-                profile.peak_flops(Precision::kF32, t) / 1e9);
-    for (auto [m, n, k] : {std::array<int64_t, 3>{1024, 1024, 1024},
-                           {1024, 1536, 384},
-                           {512, 512, 64},
-                           {128, 128, 64}}) {
-      const double s = profile.gemm_seconds(1, m, n, k, Precision::kF32, t);
-      std::printf(" %lldx%lldx%lld %.1f", static_cast<long long>(m), static_cast<long long>(n),
-                  static_cast<long long>(k), 2.0 * m * n * k / s / 1e9);
-    }
-    std::printf("; elementwise %.1f GB/s, row %.1f GB/s\n", profile.elementwise_gbs(t),
-                profile.row_gbs(t));
-    if (threads == 1) break;
+  std::printf("%-28s", "GFLOP/s at threads");
+  for (int t : counts) std::printf(" %8d", t);
+  std::printf("\n%-28s", "FMA peak");
+  for (int t : counts) std::printf(" %8.1f", profile.peak_flops(Precision::kF32, t) / 1e9);
+  std::printf("\n");
+  const std::array<int64_t, 4> shapes[] = {
+      {1, 1024, 1024, 1024}, {1, 1024, 384, 384}, {1, 1024, 1536, 384}, {1, 1024, 384, 1536},
+      {1, 1024, 256, 384},   {48, 128, 128, 64},  {48, 128, 64, 128}};
+  for (const auto& [b, m, n, k] : shapes) {
+    char label[64];
+    std::snprintf(label, sizeof(label), "GEMM %s%lldx%lldx%lld", b > 1 ? "48 x " : "",
+                  static_cast<long long>(m), static_cast<long long>(n), static_cast<long long>(k));
+    std::printf("%-28s", label);
+    for (int t : counts)
+      std::printf(" %8.1f",
+                  2.0 * b * m * n * k / profile.gemm_seconds(b, m, n, k, Precision::kF32, t) / 1e9);
+    std::printf("\n");
   }
+  std::printf("%-28s", "elementwise / row GB/s");
+  for (int t : counts) std::printf(" %4.1f/%4.1f", profile.elementwise_gbs(t), profile.row_gbs(t));
+  std::printf("\n");
   for (const plan::LinkFit& l : profile.data().links)
-    std::printf("%-14s %d ranks: alpha %.2f us, beta %.3f ms/MB (%.2f GB/s)\n", l.kind.c_str(),
+    std::printf("%-14s %d ranks: alpha %7.2f us, beta %.3f ms/MB (%.2f GB/s)\n", l.kind.c_str(),
                 l.ranks, l.fit.alpha_s * 1e6, l.fit.beta_s_per_byte * 1e9,
                 l.fit.beta_s_per_byte > 0 ? 1e-9 / l.fit.beta_s_per_byte : 0.0);
   std::printf("profile: %s\n", profile.source().c_str());

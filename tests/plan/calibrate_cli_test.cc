@@ -16,8 +16,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::pair<int, std::string> run_cli(const std::string& args) {
-  const std::string cmd = std::string(TESSEL_CLI_PATH) + " " + args + " 2>&1";
+std::pair<int, std::string> run_cli(const std::string& args, const std::string& env = "") {
+  const std::string cmd = env + " " + std::string(TESSEL_CLI_PATH) + " " + args + " 2>&1";
   FILE* pipe = popen(cmd.c_str(), "r");
   std::string out;
   std::array<char, 4096> buf;
@@ -41,6 +41,15 @@ TEST(CalibrateCli, QuickWritesAValidProfile) {
   EXPECT_GT(p.collective_seconds(CollectiveKind::kAllReduce, 1e6, 2, Link::kIntraNode), 0);
   EXPECT_GT(p.p2p_seconds(1e6, Link::kIntraNode), 0);
   fs::remove(file);
+}
+
+TEST(CalibrateCli, RefusesToRunUnderAnMpiLauncher) {
+  // What mpirun sets: calibrate launches mpirun itself, so it must not be
+  // launched under one (it fails before measuring anything).
+  const auto [code, out] =
+      run_cli("calibrate --quick --out /nonexistent/p.json", "OMPI_COMM_WORLD_SIZE=2");
+  ASSERT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("without mpirun"), std::string::npos) << out;
 }
 
 }  // namespace

@@ -156,6 +156,50 @@ TEST(MachineProfile, CollectivesScaleByTheRingFromTheMeasuredRankCount) {
   EXPECT_EQ(p.device_memory_bytes(), 0);
 }
 
+TEST(MachineProfile, MeasuredRankCountsReadTheSamples) {
+  // A cliff: fast up to 256 KiB, then slow (shared memory on a busy VM).
+  MachineProfileData d = synthetic_profile_data();
+  const std::vector<std::pair<double, double>> samples = {
+      {4096, 4e-6}, {262144, 44e-6}, {4194304, 16e-3}};
+  d.links[0].samples = samples;  // all_reduce at 2 ranks
+  d.links[0].fit = fit_alpha_beta(samples);
+  const MachineProfile p(d, "cliff.json");
+  auto t = [&](double bytes) {
+    return p.collective_seconds(CollectiveKind::kAllReduce, bytes, 2, Link::kIntraNode);
+  };
+  for (const auto& [bytes, seconds] : samples) EXPECT_NEAR(t(bytes), seconds, 1e-15) << bytes;
+  double last = t(4096);
+  for (double bytes = 8192; bytes < 8e6; bytes *= 1.5) {
+    EXPECT_GE(t(bytes), last) << bytes;
+    last = t(bytes);
+  }
+  // Beyond the largest sample: the last segment's slope.
+  const double slope = (16e-3 - 44e-6) / (4194304 - 262144);
+  EXPECT_NEAR(t(8388608), 16e-3 + slope * 4194304, 1e-12);
+  // Below the smallest: never under the fitted latency.
+  EXPECT_GE(t(0), d.links[0].fit.alpha_s);
+  // Samples out of order are a validation error naming the key.
+  nlohmann::json j = p.to_json();
+  j["links"][0]["samples"] = {{4096, 1e-6}, {1024, 1e-6}};
+  EXPECT_NE(error_of([&] {
+              MachineProfile::from_json(j, "p.json");
+            }).find("key 'links[0].samples[1]' must have more bytes"),
+            std::string::npos);
+}
+
+TEST(AlphaBeta, AnOutlierCostsTheSameFactorEitherWay) {
+  // Three samples on a line and a fourth 4x slower: the log-ratio fit spreads
+  // the error rather than matching three and missing the fourth by 4x.
+  std::vector<std::pair<double, double>> samples;
+  for (double b : {4096.0, 65536.0, 1048576.0}) samples.emplace_back(b, 5e-6 + 2e-10 * b);
+  samples.emplace_back(8388608.0, 4 * (5e-6 + 2e-10 * 8388608.0));
+  const AlphaBeta fit = fit_alpha_beta(samples);
+  double worst = 0;
+  for (const auto& [b, t] : samples)
+    worst = std::max(worst, std::abs(std::log(fit.seconds(b) / t)));
+  EXPECT_LT(worst, 0.8 * std::log(4.0));
+}
+
 TEST(AlphaBeta, FitRecoversALineAndClampsNegatives) {
   std::vector<std::pair<double, double>> samples;
   for (double b : {4096.0, 65536.0, 1048576.0, 8388608.0})

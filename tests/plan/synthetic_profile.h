@@ -30,7 +30,11 @@ inline MachineProfileData synthetic_profile_data() {
     d.memory.push_back({threads, 10.0 * threads, 5.0 * threads});
   }
   for (const char* kind : {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv"})
-    d.links.push_back({kind, 2, Link::kIntraNode, {10e-6, 1e-9}, {{4096, 14.096e-6}}});
+    d.links.push_back({kind, 2, Link::kIntraNode, {10e-6, 1e-9}, {}});
+  // Samples on the line t = 10 us + 1 ns/byte.
+  for (LinkFit& l : d.links)
+    for (double bytes : {4096.0, 65536.0, 1048576.0})
+      l.samples.emplace_back(bytes, 10e-6 + 1e-9 * bytes);
   return d;
 }
 

@@ -33,11 +33,23 @@ double ring_bandwidth_factor(CollectiveKind kind, int ranks);
 // beta per byte sent): steps * alpha + factor * bytes * beta.
 double ring_collective_seconds(CollectiveKind kind, double bytes, int ranks, const AlphaBeta& link);
 
-// Least-squares fit of t = alpha + beta * bytes to (bytes, seconds) samples,
-// minimising the relative error (weights 1/t^2), so the small messages fix
-// alpha and the large ones beta. Both results are >= 0 (a negative one is
-// clamped to 0 and the other refitted). REQUIRES: at least one sample, all
-// seconds > 0.
+// Fit of t = alpha + beta * bytes to (bytes, seconds) samples, alpha and
+// beta >= 0, minimising the sum of squared log ratios of model to sample:
+// every size counts alike, and over- and under-estimates by the same factor
+// cost the same (a least-squares fit on absolute times would ignore the small
+// messages, one weighted by 1/t^2 would ignore a large one that is slower
+// than the line). A coarse scan of beta, then golden-section refinement.
+// REQUIRES: at least one sample, all seconds > 0 and bytes >= 0.
 AlphaBeta fit_alpha_beta(const std::vector<std::pair<double, double>>& samples);
+
+// Time of `bytes` read off measured (bytes, seconds) samples sorted by
+// bytes: linear between neighbouring samples (each segment is the alpha-beta
+// line through its two ends, so the result is exact at every sample and
+// monotone between), the last segment's line beyond the largest sample, and
+// below the smallest the first segment's line, never under `floor_s`.
+// One sample: that time, plus beyond it `fallback_beta` per extra byte.
+// REQUIRES: samples non-empty and sorted by bytes, ascending and distinct.
+double piecewise_seconds(const std::vector<std::pair<double, double>>& samples, double bytes,
+                         double floor_s, double fallback_beta);
 
 }  // namespace tessel::plan

@@ -37,22 +37,24 @@ int iterations_for(int64_t bytes, bool quick) {
 
 std::vector<LinkFit> measure_links(const std::string& tessel_binary, int ranks, bool quick) {
   TS_CHECK(ranks >= 2, "ranks ", ranks);
-  for (const char* kv : {"OMPI_MCA_btl=self,vader", "OMPI_MCA_mpi_yield_when_idle=1",
-                         "OMPI_MCA_btl_vader_single_copy_mechanism=none", "OMP_NUM_THREADS=1"}) {
-    const std::string s(kv);
-    const size_t eq = s.find('=');
-    setenv(s.substr(0, eq).c_str(), s.substr(eq + 1).c_str(), /*overwrite=*/0);
-  }
   const char* mpirun_env = std::getenv("TESSEL_MPIRUN");
   const std::string mpirun = mpirun_env && *mpirun_env ? mpirun_env : "mpirun";
   const fs::path base =
       fs::temp_directory_path() /
       ("tessel-calibrate-" + std::to_string(getpid()) + "-" + std::to_string(ranks));
   const std::string out = base.string() + ".json", log = base.string() + ".log";
-  std::string cmd = quoted(mpirun) + (geteuid() == 0 ? " --allow-run-as-root" : "") +
-                    " --oversubscribe -n " + std::to_string(ranks) + " " + quoted(tessel_binary) +
-                    " calibrate --collectives-out " + quoted(out) + (quick ? " --quick" : "") +
-                    " >" + quoted(log) + " 2>&1";
+  // Defaults for the launched job only (this process's environment is left
+  // alone); a value already set wins.
+  std::string cmd;
+  for (const char* kv : {"OMPI_MCA_btl=self,vader", "OMPI_MCA_mpi_yield_when_idle=1",
+                         "OMPI_MCA_btl_vader_single_copy_mechanism=none", "OMP_NUM_THREADS=1"}) {
+    const std::string s(kv);
+    const size_t eq = s.find('=');
+    cmd += s.substr(0, eq) + "=\"${" + s.substr(0, eq) + ":-" + s.substr(eq + 1) + "}\" ";
+  }
+  cmd += quoted(mpirun) + (geteuid() == 0 ? " --allow-run-as-root" : "") + " --oversubscribe -n " +
+         std::to_string(ranks) + " " + quoted(tessel_binary) + " calibrate --collectives-out " +
+         quoted(out) + (quick ? " --quick" : "") + " >" + quoted(log) + " 2>&1";
   const int status = std::system(cmd.c_str());
   std::stringstream log_text;
   log_text << std::ifstream(log).rdbuf();

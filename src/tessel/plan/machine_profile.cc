@@ -97,6 +97,9 @@ LinkFit link_fit_from_json(const nlohmann::json& j, const std::string& file,
         pair[0].get<double>() < 0 || pair[1].get<double>() < 0)
       f.fail(item_path("samples", s),
              "must be [bytes, seconds] with both non-negative, got " + pair.dump());
+    if (!l.samples.empty() && !(pair[0].get<double>() > l.samples.back().first))
+      f.fail(item_path("samples", s), "must have more bytes than the sample before it");
+    if (!(pair[1].get<double>() > 0)) f.fail(item_path("samples", s), "must take a positive time");
     l.samples.emplace_back(pair[0].get<double>(), pair[1].get<double>());
   }
   return l;
@@ -258,6 +261,8 @@ double MachineProfile::collective_seconds(CollectiveKind kind, double bytes, int
                                           Link link) const {
   if (ranks < 2) return 0;
   const LinkFit& l = nearest_fit(collective_name(kind), ranks, link);
+  if (l.ranks == ranks && !l.samples.empty())
+    return piecewise_seconds(l.samples, bytes, l.fit.alpha_s, l.fit.beta_s_per_byte);
   const double alpha = l.fit.alpha_s * ring_steps(kind, ranks) / ring_steps(kind, l.ranks);
   const double beta = l.fit.beta_s_per_byte * ring_bandwidth_factor(kind, ranks) /
                       ring_bandwidth_factor(kind, l.ranks);
@@ -265,7 +270,9 @@ double MachineProfile::collective_seconds(CollectiveKind kind, double bytes, int
 }
 
 double MachineProfile::p2p_seconds(double bytes, Link link) const {
-  return nearest_fit("send_recv", 2, link).fit.seconds(bytes);
+  const LinkFit& l = nearest_fit("send_recv", 2, link);
+  if (l.samples.empty()) return l.fit.seconds(bytes);
+  return piecewise_seconds(l.samples, bytes, l.fit.alpha_s, l.fit.beta_s_per_byte);
 }
 
 double MachineProfile::peak_flops(Precision p, int threads) const {

@@ -89,9 +89,12 @@ class MachineProfile : public HardwareModel {
   // bytes / harmonic mean of the elementwise and row bandwidths (a kernel mix
   // half streaming, half row kernels).
   double memory_seconds(double bytes, int threads) const override;
-  // The fit of this kind at `ranks`, or at the nearest measured rank count p0
-  // scaled by the ring's steps and bandwidth factor (alpha_beta.h).
+  // At a measured rank count: the measured samples, interpolated piecewise
+  // (alpha_beta.h's piecewise_seconds: exact at every measured size). At
+  // another: the alpha-beta fit at the nearest measured rank count p0,
+  // alpha scaled by the ring's steps and beta by its bandwidth factor.
   double collective_seconds(CollectiveKind kind, double bytes, int ranks, Link link) const override;
+  // The send/recv samples, interpolated piecewise.
   double p2p_seconds(double bytes, Link link) const override;
   int devices_per_node() const override { return data_.nproc; }
   int total_devices() const override { return data_.nproc; }
