@@ -1,7 +1,8 @@
 """Compares the planner's predictions with the runs bench/plan_validation.sh made.
 
 Reads OUT/plans.json, OUT/picked.txt and each OUT/plan-I/{metrics.jsonl,summary.json};
-prints one row per plan and the error statistics; writes OUT/validation.json.
+prints one row per plan and the error statistics; writes OUT/validation.json and
+OUT/plan_validation.json (the scatter `tessel report --plan-validation` draws).
 """
 import json
 import statistics
@@ -60,6 +61,10 @@ def main(out):
     print(f"step time: mean absolute percentage error {100 * mape:.1f}%, Spearman rank correlation {rho:.3f}")
     print(f"top plan measured {top:.1f} ms vs best measured {best:.1f} ms: {100 * (top / best - 1):+.1f}%")
     print(f"peak memory equal to the byte: {exact} of {len(rows)}")
+    # The points `tessel report --plan-validation FILE` draws.
+    json.dump([{"predicted_ms": r["predicted_ms"], "measured_ms": r["measured_ms"],
+                "label": f"#{r['index']} {r['flags']}"} for r in rows],
+              open(out + "/plan_validation.json", "w"), indent=1)
     json.dump({"rows": rows, "mape": mape, "spearman": rho, "top_vs_best": top / best - 1,
                "memory_exact": exact, "plans": len(rows), "search_s": plans["search_s"],
                "considered": plans["considered"], "pruned": plans["pruned"]},

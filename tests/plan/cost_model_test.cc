@@ -12,6 +12,7 @@
 #include "common/tiny_gpt.h"
 #include "tessel/compile/memory_report.h"
 #include "tessel/plan/search.h"
+#include "tessel/schedule/schedule.h"
 
 namespace tessel::plan {
 namespace {
@@ -106,6 +107,25 @@ TEST(CostModel, PipelinesHaveABubbleThatShrinksWithMoreMicrobatches) {
   const StepPrediction eight = predict_step(c, ranks, hw, {});
   EXPECT_GT(two.bubble_s, 0);
   EXPECT_LT(eight.bubble_s / eight.step_s, two.bubble_s / two.step_s);
+}
+
+TEST(CostModel, OneCompiledPipelineStandsForEverySynchronousScheduleWithItsChunks) {
+  const FakeHardware hw;
+  TrainConfig c = tiny("pipe=2,data=2");
+  c.microbatches = 4;
+  c.zero = 1;
+  const std::vector<int> ranks = representative_ranks(Mesh::parse(c.mesh), true);
+  const std::vector<CompiledRank> as_1f1b = compile_ranks(c, ranks);
+  for (const char* name : {"gpipe", "zb-h1"}) {
+    c.schedule = name;
+    const Schedule s = make_schedule(name, 2, 4);
+    const StepPrediction shared = predict_compiled(as_1f1b, hw, {}, &s);
+    const StepPrediction own = predict_step(c, ranks, hw, {});
+    EXPECT_DOUBLE_EQ(shared.step_s, own.step_s) << name;
+    EXPECT_DOUBLE_EQ(shared.bubble_s, own.bubble_s) << name;
+    EXPECT_EQ(shared.peak_bytes, own.peak_bytes) << name;
+    EXPECT_EQ(own.peak_bytes, worst_predicted(c)) << name;
+  }
 }
 
 TEST(CostModel, AxisOrderDecidesWhichAxisStaysOnANode) {

@@ -9,6 +9,7 @@
 #include "tessel/compile/compile_rank.h"
 #include "tessel/compile/pipeline_model.h"
 #include "tessel/compile/zero.h"
+#include "tessel/runtime/pipeline_executor.h"
 #include "tessel/runtime/program.h"
 #include "tessel/schedule/schedule_check.h"
 #include "tessel/sharding/lower.h"
@@ -19,7 +20,7 @@ namespace {
 
 // A pipelined rank: its stages' plans, and the host buffers
 // Trainer::init_pipeline allocates.
-RankMemory pipeline_rank_memory(const CompiledRank& compiled) {
+RankMemory pipeline_rank_memory(const CompiledRank& compiled, const Schedule& schedule) {
   const TrainConfig& c = compiled.config;
   const Mesh& mesh = compiled.mesh;
   const PipelineModel& model = *compiled.pipeline;
@@ -41,7 +42,6 @@ RankMemory pipeline_rank_memory(const CompiledRank& compiled) {
   }
   if (c.optimizer == "adamw") m.optimizer = 2 * state;
   m.host.zero_slice = largest_slice;
-  m.arena = static_cast<int64_t>(model.arena_bytes());
   m.eval_arena = static_cast<int64_t>(model.eval_arena_bytes());
   // The full input batch, a zero buffer for tied gradients this rank does
   // not hold (with the accumulators), and one whole parameter for
@@ -55,16 +55,25 @@ RankMemory pipeline_rank_memory(const CompiledRank& compiled) {
   }
   if (mesh.rank_count() > 1) m.host.full_tensor = largest * 4;
   m.accumulators += largest_tie * 4;
+  // Micro-batches in flight per stage, as the executor allocates instances.
+  std::vector<int> instances;
   int in_flight = 0;
-  for (const PipelineModel::LocalStage& st : model.stages()) in_flight += st.instances;
-  if (model.schedule().asynchronous) {  // as Trainer::init_asynchronous allocates them
-    const int versions = check_schedule(model.schedule()).weight_versions[model.pipe_rank()];
-    const int copies = model.schedule().name == "xpipe" ? 1 : std::min(in_flight, versions);
+  for (size_t k = 0; k < model.stages().size(); ++k) {
+    instances.push_back(instances_needed(schedule, model.pipe_rank(), static_cast<int>(k)));
+    in_flight += instances.back();
+  }
+  if (schedule.asynchronous) {  // as Trainer::init_asynchronous allocates them
+    const int versions = check_schedule(schedule).weight_versions[model.pipe_rank()];
+    const int copies = schedule.name == "xpipe" ? 1 : std::min(in_flight, versions);
     m.weight_copies = copies * m.parameters;
   }
-  for (const PipelineModel::LocalStage& st : model.stages()) {
+  m.arena = 0;
+  for (size_t k = 0; k < model.stages().size(); ++k) {
+    const PipelineModel::LocalStage& st = model.stages()[k];
+    m.arena += instances[k] * static_cast<int64_t>(st.arena_bytes) +
+               static_cast<int64_t>(st.phase_local_bytes);
     m.stages.push_back(st.graph.stage);
-    m.in_flight.push_back(st.instances);
+    m.in_flight.push_back(instances[k]);
     m.stage_arena.push_back(static_cast<int64_t>(st.arena_bytes));
     m.stage_shared.push_back(static_cast<int64_t>(st.phase_local_bytes));
   }
@@ -73,8 +82,10 @@ RankMemory pipeline_rank_memory(const CompiledRank& compiled) {
 
 }  // namespace
 
-RankMemory predict_rank_memory(const CompiledRank& compiled) {
-  if (compiled.pipelined()) return pipeline_rank_memory(compiled);
+RankMemory predict_rank_memory(const CompiledRank& compiled, const Schedule* as_schedule) {
+  if (compiled.pipelined())
+    return pipeline_rank_memory(compiled,
+                                as_schedule ? *as_schedule : compiled.pipeline->schedule());
   const TrainConfig& c = compiled.config;
   const Graph& g = compiled.train.global;
   const LocalGraph& local = compiled.train.local;

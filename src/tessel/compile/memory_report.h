@@ -64,7 +64,11 @@ struct RankMemory {
 std::vector<RankMemory> predict_memory(const TrainConfig& config);
 struct CompiledRank;
 // One rank's memory, from its compile (what that rank's trainer allocates).
-RankMemory predict_rank_memory(const CompiledRank& compiled);
+// For a pipeline, `as_schedule` (synchronous, the compiled chunks and
+// micro-batches) counts the micro-batches in flight under that schedule
+// instead of the compiled one: the stage programs are the same.
+struct Schedule;
+RankMemory predict_rank_memory(const CompiledRank& compiled, const Schedule* as_schedule = nullptr);
 
 // `training` is the global training graph with one gradient per parameter in
 // `grads`; `local` its lowering for the rank. `moments`: AdamW moments exist.

@@ -201,9 +201,9 @@ RankStep single_program_step(const CompiledRank& c, const Simulator& sim) {
 
 // A pipelined configuration: phase times of every representative's stages
 // drive the schedule simulator; then each rank's per-step reductions and update.
-std::vector<RankStep> pipeline_steps(const std::vector<CompiledRank>& reps, const Simulator& sim) {
+std::vector<RankStep> pipeline_steps(const std::vector<CompiledRank>& reps,
+                                     const Schedule& schedule, const Simulator& sim) {
   const PipelineModel& first = *reps.front().pipeline;
-  const Schedule& schedule = first.schedule();
   const int p = schedule.ranks;
   std::vector<const CompiledRank*> by_pipe(p, nullptr);
   for (const CompiledRank& c : reps)
@@ -377,25 +377,39 @@ std::vector<int> representative_ranks(const Mesh& mesh, bool every_rank) {
   return ranks;
 }
 
-StepPrediction predict_step(const TrainConfig& config, const std::vector<int>& ranks,
-                            const HardwareModel& hw, const CostOptions& options,
-                            GraphCache* cache) {
+std::vector<CompiledRank> compile_ranks(const TrainConfig& config, const std::vector<int>& ranks,
+                                        GraphCache* cache) {
   TS_CHECK(!ranks.empty(), "predict_step: no ranks to compile");
   const Mesh mesh = Mesh::parse(config.mesh);
   const Layout layout = layout_for(config, mesh);
   std::vector<CompiledRank> compiled;
-  StepPrediction out;
-  out.peak_bytes = -1;
-  for (int r : ranks) {
+  for (int r : ranks)
     compiled.push_back(
         compile_rank(config, mesh, layout, r, CompileMode::kPlanOnly, nullptr, cache));
-    const int64_t bytes = predict_rank_memory(compiled.back()).total();
-    if (bytes > out.peak_bytes) out.peak_bytes = bytes, out.peak_rank = r;
+  return compiled;
+}
+
+StepPrediction predict_compiled(const std::vector<CompiledRank>& compiled, const HardwareModel& hw,
+                                const CostOptions& options, const Schedule* schedule) {
+  TS_CHECK(!compiled.empty(), "predict_compiled: no compiled ranks");
+  const bool pipelined = compiled.front().pipelined();
+  TS_CHECK(
+      !schedule || (pipelined && !schedule->asynchronous &&
+                    schedule->chunks == compiled.front().pipeline->schedule().chunks &&
+                    schedule->microbatches == compiled.front().pipeline->schedule().microbatches),
+      "predict_compiled: another schedule must be synchronous with the same chunks and "
+      "micro-batches");
+  StepPrediction out;
+  out.peak_bytes = -1;
+  for (const CompiledRank& c : compiled) {
+    const int64_t bytes = predict_rank_memory(c, schedule).total();
+    if (bytes > out.peak_bytes) out.peak_bytes = bytes, out.peak_rank = c.rank;
   }
-  const Simulator sim(mesh, hw, options);
+  const Simulator sim(compiled.front().mesh, hw, options);
   std::vector<RankStep> steps;
-  if (compiled.front().pipelined()) {
-    steps = pipeline_steps(compiled, sim);
+  if (pipelined) {
+    steps =
+        pipeline_steps(compiled, schedule ? *schedule : compiled.front().pipeline->schedule(), sim);
   } else {
     steps.push_back(single_program_step(compiled.front(), sim));
   }
@@ -409,6 +423,12 @@ StepPrediction predict_step(const TrainConfig& config, const std::vector<int>& r
   out.comm_s = slowest->comm_s;
   out.exposed_comm_s = slowest->exposed_s;
   return out;
+}
+
+StepPrediction predict_step(const TrainConfig& config, const std::vector<int>& ranks,
+                            const HardwareModel& hw, const CostOptions& options,
+                            GraphCache* cache) {
+  return predict_compiled(compile_ranks(config, ranks, cache), hw, options, nullptr);
 }
 
 }  // namespace tessel::plan

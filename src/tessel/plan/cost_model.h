@@ -71,4 +71,15 @@ StepPrediction predict_step(const TrainConfig& config, const std::vector<int>& r
                             const HardwareModel& hw, const CostOptions& options,
                             GraphCache* cache = nullptr);
 
+// The two halves of predict_step: plan-only compiles of `ranks`, and the
+// prediction from them. A pipeline compiled with one synchronous schedule
+// has the same stage programs under any other with the same chunks and
+// micro-batches (gpipe, 1f1b and zb-h1 differ only in the action lists and
+// in how many micro-batches each stage keeps in flight), so `schedule`, when
+// given, predicts the compiled stages under that schedule instead, exactly.
+std::vector<CompiledRank> compile_ranks(const TrainConfig& config, const std::vector<int>& ranks,
+                                        GraphCache* cache = nullptr);
+StepPrediction predict_compiled(const std::vector<CompiledRank>& compiled, const HardwareModel& hw,
+                                const CostOptions& options, const Schedule* schedule = nullptr);
+
 }  // namespace tessel::plan

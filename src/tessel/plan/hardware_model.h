@@ -22,8 +22,8 @@ enum class CollectiveKind { kAllReduce, kAllGather, kReduceScatter, kAllToAll };
 // Which link a group of ranks communicates over: all on one node, or not.
 enum class Link { kIntraNode, kInterNode };
 
-const char* precision_name(Precision p);            // "f32", "bf16"
-const char* collective_name(CollectiveKind k);      // "all_reduce", ...
+const char* precision_name(Precision p);        // "f32", "bf16"
+const char* collective_name(CollectiveKind k);  // "all_reduce", ...
 
 class HardwareModel {
  public:

@@ -7,6 +7,7 @@
 
 #include "tessel/base/error.h"
 #include "tessel/compile/memory_report.h"
+#include "tessel/schedule/schedule.h"
 
 namespace tessel::plan {
 namespace {
@@ -126,6 +127,12 @@ std::vector<Candidate> candidates(const PlanRequest& q, bool one_node) {
   return out;
 }
 
+// A synchronous pipeline whose stages any of gpipe, 1f1b and zb-h1 share.
+bool shares_stages(const TrainConfig& c) {
+  return c.mesh.find("pipe=") != std::string::npos && c.chunks == 1 &&
+         (c.schedule == "gpipe" || c.schedule == "1f1b" || c.schedule == "zb-h1");
+}
+
 std::string knobs(const TrainConfig& c) {
   return str_cat("mesh ", c.mesh.empty() ? "(one rank)" : c.mesh, ", layout ",
                  c.layout.empty() ? "(defaults)" : c.layout, ", schedule ", c.schedule, ", chunks ",
@@ -174,7 +181,8 @@ PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
   const bool one_node = hw.devices_per_node() >= q.ranks;
   const double items_per_row = q.base.model == "gpt" ? static_cast<double>(q.base.context) : 1;
 
-  std::map<std::string, GraphCache> caches;  // by mesh-independent key: one per config family
+  std::map<std::string, GraphCache> caches;  // training graphs, by recompute policy
+  std::map<std::string, std::vector<CompiledRank>> pipelines;  // by config (as 1f1b)
   int64_t closest = -1;
   std::string closest_knobs, first_error;
   for (Candidate& cand : candidates(q, one_node)) {
@@ -190,7 +198,22 @@ PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
     Plan plan;
     try {
       const std::vector<int> reps = representative_ranks(mesh, false);
-      plan.prediction = predict_step(cand.config, reps, hw, q.cost, &caches[cand.config.recompute]);
+      if (shares_stages(cand.config)) {
+        // gpipe, 1f1b and zb-h1 compile to the same stages: compile once (as 1f1b).
+        TrainConfig key = cand.config;
+        key.schedule = "1f1b";
+        const std::string k = key.to_json().dump();
+        auto it = pipelines.find(k);
+        if (it == pipelines.end())
+          it = pipelines.emplace(k, compile_ranks(key, reps, &caches[key.recompute])).first;
+        const Schedule schedule =
+            make_schedule(cand.config.schedule, it->second.front().pipeline->schedule().ranks,
+                          static_cast<int>(cand.config.microbatches));
+        plan.prediction = predict_compiled(it->second, hw, q.cost, &schedule);
+      } else {
+        plan.prediction =
+            predict_step(cand.config, reps, hw, q.cost, &caches[cand.config.recompute]);
+      }
     } catch (const Error& e) {  // a layout or schedule this model cannot take
       ++result.pruned;
       if (first_error.empty()) first_error = e.what();
