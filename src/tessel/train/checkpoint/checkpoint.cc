@@ -1,12 +1,16 @@
 #include "tessel/train/checkpoint/checkpoint.h"
 
+#include <fcntl.h>
+#include <stdio.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 
 #include "tessel/base/error.h"
+#include "tessel/comm/io_scope.h"
 #include "tessel/train/checkpoint/safetensors.h"
 
 namespace tessel {
@@ -67,26 +71,43 @@ void save_checkpoint(const std::string& dir, const TrainConfig& config,
         if (t.nbytes > 0) t.produce();
     return;
   }
+  IoScope io("writing checkpoint '" + dir + "'");  // peers waiting meanwhile is no hang
   fs::path final_dir(dir);
   fs::path tmp = final_dir.string() + ".tmp-" + std::to_string(getpid());
   fs::remove_all(tmp);
-  fs::create_directories(tmp);
-  std::map<std::string, std::string> meta = {{"format", "tessel"}, {"step", std::to_string(step)}};
-  write_safetensors((tmp / "model.safetensors").string(), model, meta);
-  if (!optimizer.empty())
-    write_safetensors((tmp / "optimizer.safetensors").string(), optimizer, meta);
-  nlohmann::json manifest = {{"format", "tessel-checkpoint"},
-                             {"version", kFormatVersion},
-                             {"step", step},
-                             {"config", config.to_json()},
-                             {"param_dims", dims}};
-  write_file_atomically((tmp / "manifest.json").string(), manifest.dump(2) + "\n");
+  try {
+    fs::create_directories(tmp);
+    std::map<std::string, std::string> meta = {{"format", "tessel"},
+                                               {"step", std::to_string(step)}};
+    write_safetensors((tmp / "model.safetensors").string(), model, meta);
+    if (!optimizer.empty())
+      write_safetensors((tmp / "optimizer.safetensors").string(), optimizer, meta);
+    nlohmann::json manifest = {{"format", "tessel-checkpoint"},
+                               {"version", kFormatVersion},
+                               {"step", step},
+                               {"config", config.to_json()},
+                               {"param_dims", dims}};
+    write_file_atomically((tmp / "manifest.json").string(), manifest.dump(2) + "\n");
+  } catch (const std::exception& e) {
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    TS_THROW("saving checkpoint '", dir, "' failed (", e.what(), "); ",
+             fs::exists(final_dir) ? "the previous checkpoint there is unchanged"
+                                   : "no checkpoint was written");
+  }
 
-  // Swap into place: the old checkpoint is removed only after the new one is complete.
-  fs::path old = final_dir.string() + ".old-" + std::to_string(getpid());
-  if (fs::exists(final_dir)) fs::rename(final_dir, old);
-  fs::rename(tmp, final_dir);
-  fs::remove_all(old);
+  // Swap into place in one atomic step: an exchange of the two directory
+  // names (renameat2 RENAME_EXCHANGE), so at every instant `dir` is either
+  // the old complete checkpoint or the new one; the old one, now under the
+  // temporary name, is removed afterwards.
+  if (fs::exists(final_dir)) {
+    if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, final_dir.c_str(), RENAME_EXCHANGE) != 0)
+      TS_THROW("checkpoint: cannot swap '", tmp.string(), "' into '", dir,
+               "': ", std::strerror(errno));
+    fs::remove_all(tmp);
+  } else {
+    fs::rename(tmp, final_dir);
+  }
 }
 
 void save_checkpoint(const std::string& dir, const TrainConfig& config, const ParamStore& params,
