@@ -1,5 +1,6 @@
 // tessel: train, sample, evaluate, benchmark and inspect models.
 #include <exception>
+#include <new>
 #include <vector>
 
 #include "commands.h"
@@ -21,6 +22,11 @@ int main(int argc, char** argv) {
   try {
     for (const tessel::cli::Command& command : commands)
       if (command.app->parsed()) return command.run();
+  } catch (const std::bad_alloc&) {
+    return tessel::report_fatal_error(
+        "out of memory (std::bad_alloc): the model, batch or data does not fit in this machine's "
+        "memory; `tessel train --dry-run` prints the predicted memory per rank",
+        1);
   } catch (const std::exception& e) {
     // Under mpirun this aborts every rank (never a return into MPI_Finalize
     // while the others wait in a collective).

@@ -7,6 +7,7 @@
 
 #include "tessel/base/error.h"
 #include "tessel/passes/recompute_policy.h"
+#include "tessel/train/config_limits.h"
 
 namespace tessel {
 namespace {
@@ -218,6 +219,7 @@ void TrainConfig::validate() const {
       TS_THROW("config: model \"mlp\" classifies images; 'data' must be \"fashion-mnist\", got \"",
                data, "\"");
   }
+  check_config_sizes(*this);
 }
 
 }  // namespace tessel
