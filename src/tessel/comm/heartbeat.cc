@@ -1,12 +1,16 @@
 #include "tessel/comm/heartbeat.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstddef>
+#include <cerrno>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -29,11 +33,29 @@ std::string slot_path(const std::string& job, int rank) {
   return heartbeat_dir() + "/tessel-heartbeat-" + job + "-rank" + std::to_string(rank);
 }
 
+// Removes heartbeat files whose owner process no longer exists (left by jobs
+// that were aborted or killed). Only owners on this host can be checked,
+// which is where the files are.
+void remove_dead_heartbeats(const std::string& dir) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with("tessel-heartbeat-")) continue;
+    int fd = open(entry.path().c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    int32_t pid = 0;
+    const bool read_ok = pread(fd, &pid, sizeof(pid), 0) == static_cast<ssize_t>(sizeof(pid));
+    close(fd);
+    if (read_ok && pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) unlink(entry.path().c_str());
+  }
+}
+
 }  // namespace
 
 // The file's layout. Fields are written by the owning rank only; readers may
 // see a label mid-update (it is a diagnostic, and always NUL-terminated).
 struct Heartbeat::Slot {
+  std::atomic<int32_t> pid;  // the owner (for removing files of dead processes)
   std::atomic<int32_t> state;
   std::atomic<uint64_t> seq;
   std::atomic<double> since_s;
@@ -54,6 +76,8 @@ std::string heartbeat_job_key() {
 }
 
 std::unique_ptr<Heartbeat> Heartbeat::create(const std::string& job, int rank) {
+  static_assert(offsetof(Slot, pid) == 0, "remove_dead_heartbeats reads the pid at offset 0");
+  remove_dead_heartbeats(heartbeat_dir());
   std::string path = slot_path(job, rank);
   int fd = open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return nullptr;
@@ -71,6 +95,7 @@ std::unique_ptr<Heartbeat> Heartbeat::create(const std::string& job, int rank) {
   Slot* slot = new (mem) Slot;  // zero-filled by ftruncate
   slot->since_s.store(now_s());
   slot->alive_s.store(now_s());
+  slot->pid.store(static_cast<int32_t>(getpid()));
   return std::unique_ptr<Heartbeat>(new Heartbeat(job, std::move(path), slot));
 }
 

@@ -10,7 +10,8 @@
 // when a collective times out, to name the rank that did not arrive, and to
 // postpone while a peer is in I/O (a slow checkpoint write is never a hang).
 // Peers on another host have no visible file: they are reported as unknown.
-// Times are CLOCK_MONOTONIC (shared by every process of one host).
+// Times are CLOCK_MONOTONIC (shared by every process of one host). Files of
+// aborted jobs stay behind; create() removes those whose owner pid is dead.
 #pragma once
 
 #include <cstdint>
