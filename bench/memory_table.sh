@@ -37,7 +37,7 @@ for mesh in data=2 data=4; do
       dir="$OUT/$mesh-$zero-$recompute"
       $MPIRUN -n "$ranks" build/tessel train --config "$CONFIG" --mesh "$mesh" --zero "$zero" \
         --recompute "$recompute" --steps "$STEPS" --threads 1 --set eval_batches=1 \
-        --out "$dir" >"$dir.log" 2>&1 || { echo "run failed: $dir.log" >&2; cat "$dir.log" >&2; exit 1; }
+        --out "$dir" --overwrite >"$dir.log" 2>&1 || { echo "run failed: $dir.log" >&2; cat "$dir.log" >&2; exit 1; }
       /usr/bin/python3 - "$dir" "$mesh" "$zero" "$recompute" <<'EOF'
 import json, statistics, sys
 d, mesh, zero, recompute = sys.argv[1:]

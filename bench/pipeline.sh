@@ -19,7 +19,7 @@ run() {  # name mesh extra-args...
   local name=$1 mesh=$2
   shift 2
   $MPIRUN build/tessel train --config "$CONFIG" --threads 1 --steps "$STEPS" --mesh "$mesh" \
-    --out "$OUT/$name" "$@" >"$OUT/$name.log" 2>&1 || { cat "$OUT/$name.log"; exit 1; }
+    --out "$OUT/$name" --overwrite "$@" >"$OUT/$name.log" 2>&1 || { cat "$OUT/$name.log"; exit 1; }
 }
 summarise() {  # name -> "median_ms bubble theory rss_mib tracked_mib"
   /usr/bin/python3 - "$OUT/$1" <<'PY'

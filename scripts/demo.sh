@@ -10,4 +10,4 @@ scripts/build.sh
 export OMPI_MCA_btl=self,vader OMPI_MCA_mpi_yield_when_idle=1
 mpirun --allow-run-as-root --oversubscribe -n 4 \
   build/tessel train --config examples/gpt-fortunes.json --mesh data=2,model=2 --threads 1 \
-  --out runs/gpt-fortunes --comm-stats "$@"
+  --out runs/gpt-fortunes --overwrite --comm-stats "$@"

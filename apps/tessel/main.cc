@@ -1,11 +1,11 @@
-// tessel: train, sample, evaluate, benchmark and inspect models; calibrate the machine.
-#include <cstdio>
-#include <cstdlib>
+// tessel: train, sample, evaluate, benchmark and inspect models; calibrate the machine, plan runs.
 #include <exception>
+#include <new>
 #include <vector>
 
 #include "commands.h"
 #include "tessel/base/error.h"
+#include "tessel/comm/fatal.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"Tessel: train deep-learning models across many devices as if they were one"};
@@ -23,12 +23,15 @@ int main(int argc, char** argv) {
   try {
     for (const tessel::cli::Command& command : commands)
       if (command.app->parsed()) return command.run();
+  } catch (const std::bad_alloc&) {
+    return tessel::report_fatal_error(
+        "out of memory (std::bad_alloc): the model, batch or data does not fit in this machine's "
+        "memory; `tessel train --dry-run` prints the predicted memory per rank",
+        1);
   } catch (const std::exception& e) {
-    // Under mpirun every rank reports; say which.
-    const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
-    std::fprintf(stderr, "tessel: %s%s%serror: %s\n", rank ? "[rank " : "", rank ? rank : "",
-                 rank ? "] " : "", e.what());
-    return 1;
+    // Under mpirun this aborts every rank (never a return into MPI_Finalize
+    // while the others wait in a collective).
+    return tessel::report_fatal_error(e.what(), 1);
   }
   return 1;
 }

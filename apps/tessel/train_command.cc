@@ -14,11 +14,14 @@
 #include "commands.h"
 #include "config_options.h"
 #include "progress.h"
+#include "run_directory.h"
+#include "stop_signal.h"
 #include "tessel/base/error.h"
 #include "tessel/compile/memory_report.h"
 #include "tessel/compile/recompute_choice.h"
 #include "tessel/kernels/einsum_bf16.h"
 #include "tessel/tensor/aligned_buffer.h"
+#include "tessel/train/checkpoint/safetensors.h"
 #include "tessel/train/text_model.h"
 #include "tessel/train/trainer.h"
 
@@ -31,6 +34,10 @@ struct TrainOptions {
   bool comm_stats = false;
   bool dry_run = false;
   std::string plan;  // "auto": the planner's top plan for the ranks launched
+  bool overwrite = false;
+  // Continue the run in --out instead of refusing it; set by --resume once
+  // that exists (nothing else needs to change here).
+  bool resume = false;
 };
 
 // The predicted memory of every rank, without allocating or running.
@@ -112,18 +119,33 @@ bool is_launched_root() {
   return !rank || std::atoi(rank) == 0;
 }
 
+// The stop signal any rank received (0: none); every rank gets the same
+// answer, so all stop after the same step (a collective on a mesh).
+int agreed_stop_signal(Trainer& trainer) {
+  float sig = static_cast<float>(stop_signal());
+  if (trainer.distributed().mesh().rank_count() > 1)
+    trainer.distributed().world().all_reduce(&sig, 1, ReduceKind::kMax, "stop signal");
+  return static_cast<int>(sig);
+}
+
 int run_train(const TrainOptions& opt) {
   TrainConfig config = opt.config.load();
   if (opt.plan == "auto")
     config = apply_auto_plan(opt.config, config, launched_ranks(), is_launched_root());
   if (opt.dry_run) return run_dry(config);
+  install_stop_handlers();
   Trainer trainer(config);
+  // Lock and check --out and every output path before the first step (after
+  // the config, mesh and data are known to be good). An error here is on
+  // rank 0 only: main aborts every rank.
+  if (!config.trace.empty() && !trainer.pipeline())
+    TS_THROW("--trace records pipeline actions; this run has no pipeline or micro-batches");
+  RunDirectory run_dir({opt.out, config.trace, opt.overwrite, opt.resume});
   const Task& task = trainer.task();
   const bool root = trainer.is_root();
   if (root) {
     if (const RecomputeChoice* choice = trainer.recompute_choice())
       std::printf("%s", choice->report().c_str());
-    std::filesystem::create_directories(opt.out);
     if (config.precision == "bf16") std::printf("%s\n", kernels::bf16_matmul_note().c_str());
     std::printf(
         "tessel train: %s, %lld parameters on mesh %s, %.2f GFLOP/step, arena %.1f MiB "
@@ -138,16 +160,20 @@ int run_train(const TrainOptions& opt) {
     std::fflush(stdout);
   }
 
+  const std::string metrics_path = (std::filesystem::path(opt.out) / "metrics.jsonl").string();
   std::ofstream metrics;
   if (root) {
-    metrics.open(std::filesystem::path(opt.out) / "metrics.jsonl");
-    if (!metrics) TS_THROW("cannot write metrics to '", opt.out, "/metrics.jsonl'");
+    metrics.open(metrics_path, std::ios::out | std::ios::app);
+    if (!metrics) TS_THROW("cannot write metrics to '", metrics_path, "'");
   }
   Progress progress(config.steps, task.item_name());
   trainer.distributed().reset_stats();
   EvalResult last_eval{-1, -1};
   double last_loss = 0;
+  int stopped_by = 0;  // the signal that stopped training early (0: none)
+  int64_t steps_done = 0;
   for (int64_t s = 0; s < config.steps; ++s) {
+    if ((stopped_by = agreed_stop_signal(trainer)) != 0) break;
     const CommStats before = trainer.distributed().stats();
     auto t0 = std::chrono::steady_clock::now();
     StepResult r = trainer.step();
@@ -170,15 +196,29 @@ int run_train(const TrainOptions& opt) {
       line["val_loss"] = last_eval.loss;
       if (last_eval.accuracy >= 0) line["val_accuracy"] = last_eval.accuracy;
     }
+    steps_done = s + 1;
     if (!root) continue;
     metrics << line.dump() << "\n";
     metrics.flush();
+    if (!metrics)
+      TS_THROW("writing '", metrics_path, "' failed at step ", s,
+               " (disk full or I/O error); the file may end mid-line");
     progress.update(s + 1, r.loss, trainer.items_per_step() / seconds,
                     trainer.flops_per_step() / seconds / 1e9, eval_now ? last_eval.loss : -1);
   }
   const CommStats stats = trainer.distributed().stats();
   std::string checkpoint = (std::filesystem::path(opt.out) / "checkpoint").string();
   trainer.save_checkpoint(checkpoint);
+  if (stopped_by != 0) {
+    if (root) {
+      std::printf(
+          "\ntessel train: stopped by %s after %lld of %lld steps; checkpoint saved to %s\n",
+          signal_name(stopped_by), static_cast<long long>(steps_done),
+          static_cast<long long>(config.steps), checkpoint.c_str());
+      std::fflush(stdout);
+    }
+    return 128 + stopped_by;
+  }
   // Measured after the save, whose full-tensor buffer belongs to the peak.
   const std::vector<int64_t> tracked =
       trainer.distributed().gather_counts(allocation_stats().peak_bytes);
@@ -226,7 +266,8 @@ int run_train(const TrainOptions& opt) {
         {"measured_bubble", pipe.measured_bubble}, {"theoretical_bubble", pipe.theoretical_bubble},
         {"weight_versions", pipe.weight_versions}, {"timed_steps", pipe.steps}};
   }
-  std::ofstream(std::filesystem::path(opt.out) / "summary.json") << summary.dump(2) << "\n";
+  write_file_atomically((std::filesystem::path(opt.out) / "summary.json").string(),
+                        summary.dump(2) + "\n");
   progress.finish();
   if (opt.comm_stats) {
     std::printf("collectives on rank 0 over %lld steps (training and evaluation):\n",
@@ -275,6 +316,8 @@ Command add_train_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("train", "train a model from a JSON config");
   opt->config.add_to(sub);
   sub->add_option("--out", opt->out, "output directory (metrics.jsonl, checkpoint/)");
+  sub->add_flag("--overwrite", opt->overwrite,
+                "replace the run already in --out (its metrics, summary and checkpoint)");
   sub->add_flag("--comm-stats", opt->comm_stats, "print collective calls and bytes per mesh axis");
   sub->add_option("--plan", opt->plan,
                   "auto: train with `tessel plan`'s top plan for the ranks launched (flags given "

@@ -42,8 +42,9 @@ inline std::string run(const std::string& cmd, int* status) {
   return out;
 }
 
-inline std::string mpirun(int ranks) {
-  return std::string(TESSEL_MPIEXEC) + " --allow-run-as-root --oversubscribe -n " +
+// `mpi_args`: more mpirun options (e.g. the transport: "--mca btl self,tcp").
+inline std::string mpirun(int ranks, const std::string& mpi_args = "") {
+  return std::string(TESSEL_MPIEXEC) + " --allow-run-as-root --oversubscribe " + mpi_args + " -n " +
          std::to_string(ranks) + " ";
 }
 
@@ -100,14 +101,15 @@ class LayoutInvariance : public ::testing::Test {
   static void TearDownTestSuite() { fs::remove_all(root()); }
 
   // Trains `config` with `ranks` processes (0: a plain process) and reads the result.
-  // `extra`: more command-line options (e.g. "--microbatches 4").
+  // `extra`: more command-line options (e.g. "--microbatches 4"); `mpi_args`:
+  // more mpirun options.
   static TrainRun train(const std::string& name, const nlohmann::json& config, int ranks,
                         const std::string& mesh = "", const std::string& layout = "",
-                        const std::string& extra = "") {
+                        const std::string& extra = "", const std::string& mpi_args = "") {
     fs::path dir = root() / name;
     fs::create_directories(dir);
     std::ofstream(dir / "config.json") << config.dump();
-    std::string cmd = (ranks > 0 ? mpirun(ranks) : std::string()) + TESSEL_CLI_PATH +
+    std::string cmd = (ranks > 0 ? mpirun(ranks, mpi_args) : std::string()) + TESSEL_CLI_PATH +
                       " train --config " + (dir / "config.json").string() + " --out " +
                       (dir / "out").string();
     if (!mesh.empty()) cmd += " --mesh " + mesh;

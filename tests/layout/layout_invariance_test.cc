@@ -40,6 +40,14 @@ INSTANTIATE_TEST_SUITE_P(
                                "heads=model,hidden=model,vocab=model,seq=model"}),
     [](const auto& info) { return std::string(info.param.name); });
 
+// The transport a multi-host job takes: Open MPI's TCP byte-transfer layer
+// (here over loopback) instead of shared memory. Same losses and weights.
+TEST_F(LayoutInvariance, GptOverTcpLoopback) {
+  TrainRun got = train("tcp_data2_model2", gpt_config(), 4, "data=2,model=2", "", "",
+                       "--mca btl self,tcp --mca btl_tcp_if_include lo");
+  expect_same(got, reference("gpt"), "data=2,model=2 over TCP");
+}
+
 TEST_F(LayoutInvariance, MlpDataParallel) {
   expect_same(train("mlp_data2", mlp_config(), 2, "data=2"), reference("mlp"), "mlp data=2");
 }

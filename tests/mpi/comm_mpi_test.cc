@@ -18,6 +18,7 @@
 #include "common/error_of.h"
 #include "tessel/base/error.h"
 #include "tessel/comm/communicator.h"
+#include "tessel/comm/fatal.h"
 #include "tessel/comm/mpi/mpi_runtime.h"
 
 namespace tessel {
@@ -416,6 +417,17 @@ TEST(MpiWatchdog, DISABLED_HangAbortsWithMessage) {
     std::this_thread::sleep_for(std::chrono::seconds(30));
   }
   ADD_FAILURE() << "the watchdog did not abort the job";
+}
+
+// An error on one rank while the others wait in a collective ends the job
+// at once with that rank's message (run by the ctest mpi_error_aborts_job,
+// which fails on a hang).
+TEST(MpiFatal, DISABLED_ErrorOnOneRankAbortsTheJob) {
+  auto world = mpi().world("fatal_group");
+  float x = 1.0f;
+  if (world->rank() == 1) report_fatal_error("injected failure on rank 1", 3);
+  if (world->rank() == 0) world->all_reduce(&x, 1, ReduceKind::kSum, "never_joined");
+  ADD_FAILURE() << "report_fatal_error did not abort the job";
 }
 
 }  // namespace

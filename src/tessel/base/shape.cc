@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "tessel/base/checked_math.h"
 #include "tessel/base/error.h"
 
 namespace tessel {
@@ -23,6 +24,11 @@ Shape::Shape(std::vector<Dim> dims) : dims_(std::move(dims)) {
       if (dims_[j].name == dims_[i].name)
         TS_THROW("shape ", to_string(), ": dim name '", dims_[i].name, "' appears twice");
   }
+  // numel() and byte counts stay exact: the product must fit, with room for
+  // 8-byte elements.
+  int64_t n = 1;
+  for (const Dim& d : dims_) n = checked_mul(n, d.size, str_cat("shape ", to_string()));
+  checked_mul(n, 8, str_cat("the byte size of shape ", to_string()));
 }
 
 int64_t Shape::numel() const {

@@ -8,6 +8,7 @@
 #include "tessel/base/error.h"
 #include "tessel/compile/model_registry.h"
 #include "tessel/passes/recompute_policy.h"
+#include "tessel/compile/config_limits.h"
 
 namespace tessel {
 namespace {
@@ -222,6 +223,7 @@ void TrainConfig::validate(bool with_data) const {
       TS_THROW("config: model \"mlp\" classifies images; 'data' must be \"fashion-mnist\", got \"",
                data, "\"");
   }
+  check_config_sizes(*this);
 }
 
 }  // namespace tessel

@@ -29,17 +29,15 @@ ValueId Graph::add(OpKind kind, std::vector<ValueId> inputs, Attrs attrs, std::s
 }
 
 ValueId Graph::find(const std::string& leaf_name) const {
-  for (ValueId id : params_)
-    if (nodes_[id].name == leaf_name) return id;
-  for (ValueId id : inputs_)
-    if (nodes_[id].name == leaf_name) return id;
-  return -1;
+  auto it = leaves_.find(leaf_name);
+  return it == leaves_.end() ? -1 : it->second;
 }
 
 ValueId Graph::add_input(const std::string& name, Shape shape, DType dtype) {
   if (find(name) >= 0) TS_THROW("input '", name, "': the name is already used in this graph");
   nodes_.push_back(Node{OpKind::kInput, {}, {}, std::move(shape), dtype, name, {}});
   inputs_.push_back(size() - 1);
+  leaves_.emplace(name, size() - 1);
   return size() - 1;
 }
 
@@ -47,6 +45,7 @@ ValueId Graph::add_param(const std::string& name, Shape shape, ParamInit init) {
   if (find(name) >= 0) TS_THROW("param '", name, "': the name is already used in this graph");
   nodes_.push_back(Node{OpKind::kParam, {}, {}, std::move(shape), DType::kF32, name, init});
   params_.push_back(size() - 1);
+  leaves_.emplace(name, size() - 1);
   return size() - 1;
 }
 

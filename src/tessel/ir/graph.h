@@ -8,6 +8,7 @@
 #pragma once
 
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "tessel/base/dtype.h"
@@ -49,7 +50,7 @@ class Graph {
   int size() const { return static_cast<int>(nodes_.size()); }
   const std::vector<ValueId>& params() const { return params_; }
   const std::vector<ValueId>& inputs() const { return inputs_; }
-  ValueId find(const std::string& leaf_name) const;  // -1 if absent
+  ValueId find(const std::string& leaf_name) const;  // -1 if absent; O(1)
 
   // Number of floating-point operations of one evaluation of `ids`' nodes
   // (einsum: 2 per multiply-add; elementwise ops: a few per element).
@@ -63,6 +64,7 @@ class Graph {
   std::vector<Node> nodes_;
   std::vector<ValueId> params_;
   std::vector<ValueId> inputs_;
+  std::unordered_map<std::string, ValueId> leaves_;  // name -> input or param, for find()
 };
 
 }  // namespace tessel

@@ -18,7 +18,7 @@ TextModel::TextModel(const std::string& checkpoint_dir)
   info_.config.validate();
   one_row_ = compile(1);
   params_ = std::make_unique<ParamStore>(one_row_.program->graph(), info_.config.seed);
-  load_checkpoint(checkpoint_dir, *params_);
+  load_checkpoint(checkpoint_dir, *params_, /*with_optimizer=*/false);
   for (ParamEntry& e : params_->entries()) one_row_.program->bind_param(e.name, e.value.f32());
 }
 

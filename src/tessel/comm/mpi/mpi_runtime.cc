@@ -10,11 +10,20 @@
 #include <thread>
 
 #include "tessel/base/error.h"
+#include "tessel/comm/heartbeat.h"
 
 namespace tessel {
 namespace {
 
 constexpr int kWatchdogExitCode = 124;
+// The watchdog's default limit on one blocking call (TESSEL_COMM_TIMEOUT_S).
+constexpr double kDefaultTimeoutS = 300;
+// A peer whose watchdog has not refreshed its heartbeat for this long is
+// stopped or dead (the refresh runs every half second at most): 5 s, or half
+// the timeout when that is shorter (at least 1 s).
+double not_responding_s(double timeout_s) { return std::clamp(timeout_s / 2, 1.0, 5.0); }
+// At most this many peers are described when the watchdog fires.
+constexpr int kMaxPeersReported = 32;
 
 std::string mpi_error_string(int code) {
   char text[MPI_MAX_ERROR_STRING];
@@ -109,6 +118,7 @@ struct MpiRuntime::Watchdog {
   bool active = false;
   std::chrono::steady_clock::time_point since;
   std::string what;
+  std::unique_ptr<Heartbeat> heartbeat;  // null if the file could not be made
   std::thread thread;
 };
 
@@ -145,6 +155,7 @@ void MpiRuntime::init(int* argc, char*** argv) {
   check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &world_size_), "MPI_Comm_size", "world", "init", 0);
   initialized_ = true;
 
+  timeout_s_ = kDefaultTimeoutS;
   if (const char* text = std::getenv("TESSEL_COMM_TIMEOUT_S"); text != nullptr && *text != '\0') {
     char* end = nullptr;
     double seconds = std::strtod(text, &end);
@@ -152,8 +163,8 @@ void MpiRuntime::init(int* argc, char*** argv) {
       TS_THROW("TESSEL_COMM_TIMEOUT_S='", text, "' is not a number of seconds >= 0");
     }
     timeout_s_ = seconds;
-    if (timeout_s_ > 0) start_watchdog();
   }
+  if (timeout_s_ > 0) start_watchdog();
 }
 
 void MpiRuntime::finalize_at_exit() {
@@ -220,16 +231,31 @@ void MpiRuntime::begin_blocking(const char* collective, const std::string& group
   watchdog_->since = std::chrono::steady_clock::now();
   watchdog_->what =
       str_cat(collective, " on group '", group, "' (op '", op, "', ", n, " elements)");
+  if (watchdog_->heartbeat) watchdog_->heartbeat->begin_blocking(watchdog_->what);
 }
 
 void MpiRuntime::end_blocking() {
   if (!watchdog_) return;
   std::lock_guard<std::mutex> lock(watchdog_->mu);
   watchdog_->active = false;
+  if (watchdog_->heartbeat) watchdog_->heartbeat->end_blocking();
+}
+
+void MpiRuntime::begin_io(const std::string& what) {
+  if (!watchdog_) return;
+  std::lock_guard<std::mutex> lock(watchdog_->mu);
+  if (watchdog_->heartbeat) watchdog_->heartbeat->begin_io(what);
+}
+
+void MpiRuntime::end_io() {
+  if (!watchdog_) return;
+  std::lock_guard<std::mutex> lock(watchdog_->mu);
+  if (watchdog_->heartbeat) watchdog_->heartbeat->end_io();
 }
 
 void MpiRuntime::start_watchdog() {
   watchdog_ = std::make_unique<Watchdog>();
+  if (world_size_ > 1) watchdog_->heartbeat = Heartbeat::create(heartbeat_job_key(), world_rank_);
   watchdog_->thread = std::thread([this] { watchdog_loop(); });
 }
 
@@ -245,6 +271,60 @@ void MpiRuntime::stop_watchdog() {
   timeout_s_ = 0;
 }
 
+namespace {
+
+// One line per peer for the watchdog's report; `behind` collects the ranks
+// that did not arrive (not responding, running, or blocked elsewhere).
+std::string describe_peers(const Heartbeat& hb, int me, int world_size, const std::string& what,
+                           double timeout_s, std::string& behind) {
+  std::string lines;
+  int described = 0;
+  for (int r = 0; r < world_size; ++r) {
+    if (r == me) continue;
+    Heartbeat::View v = hb.read(r);
+    std::string line;
+    bool late = false;
+    if (!v.visible) {
+      line = "no heartbeat visible (another host?)";
+    } else if (v.alive_age_s > not_responding_s(timeout_s)) {
+      late = true;
+      line = str_cat(
+          "NOT RESPONDING for ", static_cast<int>(v.alive_age_s), " s (stopped or dead); last ",
+          v.state == Heartbeat::State::kBlocked ? "in " : "after ", "call #", v.seq, ": ", v.what);
+    } else if (v.state == Heartbeat::State::kRunning) {
+      late = true;
+      line = str_cat("has not arrived: computing for ", static_cast<int>(v.state_age_s),
+                     " s since its call #", v.seq, " (", v.what, ")");
+    } else if (v.state == Heartbeat::State::kIo) {
+      line = str_cat("in I/O for ", static_cast<int>(v.state_age_s), " s (", v.what, ")");
+    } else if (v.what != what) {
+      late = true;
+      line = str_cat("blocked for ", static_cast<int>(v.state_age_s), " s in a different call #",
+                     v.seq, ": ", v.what);
+    } else {
+      line = str_cat("waiting in the same call (#", v.seq, ") for ",
+                     static_cast<int>(v.state_age_s), " s");
+    }
+    if (late) behind += (behind.empty() ? "" : ", ") + std::to_string(r);
+    if (described++ < kMaxPeersReported) lines += str_cat("  rank ", r, ": ", line, "\n");
+  }
+  return lines;
+}
+
+// True when some peer's heartbeat says it is in I/O: waiting for it is no hang.
+bool peer_in_io(const Heartbeat& hb, int me, int world_size, double timeout_s) {
+  for (int r = 0; r < world_size; ++r) {
+    if (r == me) continue;
+    Heartbeat::View v = hb.read(r);
+    if (v.visible && v.alive_age_s <= not_responding_s(timeout_s) &&
+        v.state == Heartbeat::State::kIo)
+      return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 void MpiRuntime::watchdog_loop() {
   using Clock = std::chrono::steady_clock;
   const auto timeout = std::chrono::duration<double>(timeout_s_);
@@ -254,13 +334,27 @@ void MpiRuntime::watchdog_loop() {
   std::unique_lock<std::mutex> lock(watchdog_->mu);
   while (!watchdog_->stop) {
     watchdog_->wake.wait_for(lock, poll);
+    if (watchdog_->heartbeat) watchdog_->heartbeat->beat();
     if (watchdog_->stop || !watchdog_->active) continue;
     if (Clock::now() - watchdog_->since < timeout) continue;
+    const Heartbeat* hb = watchdog_->heartbeat.get();
+    if (hb && peer_in_io(*hb, world_rank_, world_size_, timeout_s_)) {
+      watchdog_->since = Clock::now();  // a peer writing a checkpoint is no hang
+      continue;
+    }
+    std::string behind;
+    std::string peers =
+        hb ? describe_peers(*hb, world_rank_, world_size_, watchdog_->what, timeout_s_, behind)
+           : "";
     std::fprintf(stderr,
-                 "tessel: rank %d: %s blocked for more than %g s (TESSEL_COMM_TIMEOUT_S); "
-                 "aborting the job. A hang usually means the ranks issued different collectives, "
-                 "or the same ones in a different order.\n",
-                 world_rank_, watchdog_->what.c_str(), timeout_s_);
+                 "tessel: rank %d: %s blocked for more than %g s (TESSEL_COMM_TIMEOUT_S, default "
+                 "%g; 0 disables); aborting the job. %s\n%s",
+                 world_rank_, watchdog_->what.c_str(), timeout_s_, kDefaultTimeoutS,
+                 behind.empty()
+                     ? "A hang usually means the ranks issued different collectives, or the "
+                       "same ones in a different order."
+                     : str_cat("Rank(s) that did not arrive: ", behind, ".").c_str(),
+                 peers.c_str());
     std::fflush(stderr);
     // Under MPI_THREAD_FUNNELED only the main thread may call MPI; MPI_Abort is
     // the exception we rely on (Open MPI supports it), with _Exit as fallback.

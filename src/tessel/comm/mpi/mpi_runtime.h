@@ -10,11 +10,15 @@
 // once, and only if init() started MPI). A plain single process does not need
 // MPI at all: check launched_under_mpi() and use make_self_communicator().
 //
-// Hang watchdog: if the environment variable TESSEL_COMM_TIMEOUT_S is set to a
-// positive number of seconds when init() runs, a background thread aborts the
-// whole job (MPI_Abort, exit code 124) with a message naming the collective,
-// group, op and element count once one blocking call (a collective, a request
-// wait() or barrier()) has been in flight longer than that.
+// Hang watchdog (on by default: 300 s; the environment variable
+// TESSEL_COMM_TIMEOUT_S sets the limit in seconds, 0 turns it off): a
+// background thread aborts the whole job (MPI_Abort, exit code 124) once one
+// blocking call (a collective, a request wait() or barrier()) has been in
+// flight longer than the limit, with a message naming the collective, group,
+// op and element count, and, from the peers' heartbeats (comm/heartbeat.h),
+// the ranks that did not arrive (stopped, dead, computing, or blocked in a
+// different call). While a peer is in I/O (begin_io/end_io, e.g. writing a
+// checkpoint) the clock restarts: I/O is never a hang.
 //
 // MpiCommunicator owns one MPI_Comm and frees it on destruction (unless MPI
 // has already been finalised). Collectives are collective over the group:
@@ -68,7 +72,7 @@ class MpiRuntime {
   // Waits until every rank of the world has called barrier().
   void barrier();
 
-  // Watchdog bookkeeping (no-ops unless TESSEL_COMM_TIMEOUT_S is set). One
+  // Watchdog bookkeeping (no-ops when the watchdog is off). One
   // blocking call is tracked at a time: begin_blocking() before it,
   // end_blocking() after (mpi_runtime.cc's WatchScope does both).
   // timeout_s() is 0 when the watchdog is off.
@@ -76,6 +80,9 @@ class MpiRuntime {
   void begin_blocking(const char* collective, const std::string& group, const std::string& op,
                       int64_t n);
   void end_blocking();
+  // Marks this rank as doing I/O (nests); peers' watchdogs wait for it.
+  void begin_io(const std::string& what);
+  void end_io();
   double timeout_s() const { return timeout_s_; }
 
  private:

@@ -1,12 +1,18 @@
 #include "tessel/train/checkpoint/checkpoint.h"
 
+#include <fcntl.h>
+#include <stdio.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "tessel/base/error.h"
+#include "tessel/comm/io_scope.h"
 #include "tessel/train/checkpoint/safetensors.h"
 
 namespace tessel {
@@ -34,6 +40,21 @@ void copy_checked(const SafetensorsFile& file, const std::string& path, const st
              "] but the model expects ", into.shape());
   }
   std::memcpy(into.raw(), r->bytes.data(), into.nbytes());
+  const float* v = into.f32();
+  for (int64_t i = 0; i < into.numel(); ++i)
+    if (!std::isfinite(v[i]))
+      TS_THROW("checkpoint '", path, "': tensor '", name, "' holds ", v[i], " at element ", i,
+               " (a diverged or damaged checkpoint)");
+}
+
+// Every tensor in `file` must be one of `expected`.
+void check_no_extra(const SafetensorsFile& file, const std::string& path,
+                    const std::set<std::string>& expected) {
+  for (const TensorRecord& t : file.tensors)
+    if (!expected.count(t.name))
+      TS_THROW("checkpoint '", path, "' holds tensor '", t.name,
+               "' that the model described by its manifest.json does not have (does the "
+               "manifest's config, e.g. 'n_layer', match the file?)");
 }
 
 }  // namespace
@@ -67,26 +88,43 @@ void save_checkpoint(const std::string& dir, const TrainConfig& config,
         if (t.nbytes > 0) t.produce();
     return;
   }
+  IoScope io("writing checkpoint '" + dir + "'");  // peers waiting meanwhile is no hang
   fs::path final_dir(dir);
   fs::path tmp = final_dir.string() + ".tmp-" + std::to_string(getpid());
   fs::remove_all(tmp);
-  fs::create_directories(tmp);
-  std::map<std::string, std::string> meta = {{"format", "tessel"}, {"step", std::to_string(step)}};
-  write_safetensors((tmp / "model.safetensors").string(), model, meta);
-  if (!optimizer.empty())
-    write_safetensors((tmp / "optimizer.safetensors").string(), optimizer, meta);
-  nlohmann::json manifest = {{"format", "tessel-checkpoint"},
-                             {"version", kFormatVersion},
-                             {"step", step},
-                             {"config", config.to_json()},
-                             {"param_dims", dims}};
-  write_file_atomically((tmp / "manifest.json").string(), manifest.dump(2) + "\n");
+  try {
+    fs::create_directories(tmp);
+    std::map<std::string, std::string> meta = {{"format", "tessel"},
+                                               {"step", std::to_string(step)}};
+    write_safetensors((tmp / "model.safetensors").string(), model, meta);
+    if (!optimizer.empty())
+      write_safetensors((tmp / "optimizer.safetensors").string(), optimizer, meta);
+    nlohmann::json manifest = {{"format", "tessel-checkpoint"},
+                               {"version", kFormatVersion},
+                               {"step", step},
+                               {"config", config.to_json()},
+                               {"param_dims", dims}};
+    write_file_atomically((tmp / "manifest.json").string(), manifest.dump(2) + "\n");
+  } catch (const std::exception& e) {
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    TS_THROW("saving checkpoint '", dir, "' failed (", e.what(), "); ",
+             fs::exists(final_dir) ? "the previous checkpoint there is unchanged"
+                                   : "no checkpoint was written");
+  }
 
-  // Swap into place: the old checkpoint is removed only after the new one is complete.
-  fs::path old = final_dir.string() + ".old-" + std::to_string(getpid());
-  if (fs::exists(final_dir)) fs::rename(final_dir, old);
-  fs::rename(tmp, final_dir);
-  fs::remove_all(old);
+  // Swap into place in one atomic step: an exchange of the two directory
+  // names (renameat2 RENAME_EXCHANGE), so at every instant `dir` is either
+  // the old complete checkpoint or the new one; the old one, now under the
+  // temporary name, is removed afterwards.
+  if (fs::exists(final_dir)) {
+    if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, final_dir.c_str(), RENAME_EXCHANGE) != 0)
+      TS_THROW("checkpoint: cannot swap '", tmp.string(), "' into '", dir,
+               "': ", std::strerror(errno));
+    fs::remove_all(tmp);
+  } else {
+    fs::rename(tmp, final_dir);
+  }
 }
 
 void save_checkpoint(const std::string& dir, const TrainConfig& config, const ParamStore& params,
@@ -114,38 +152,79 @@ CheckpointInfo read_checkpoint_info(const std::string& dir) {
   } catch (const nlohmann::json::exception& e) {
     TS_THROW("checkpoint: '", path.string(), "' is not valid JSON: ", e.what());
   }
-  if (m.value("format", "") != "tessel-checkpoint")
-    TS_THROW("checkpoint: '", path.string(), "' is not a Tessel manifest");
-  if (m.value("version", 0) != kFormatVersion)
-    TS_THROW("checkpoint: '", path.string(), "' has format version ", m.value("version", 0),
-             ", this build reads version ", kFormatVersion);
+  const std::string where = str_cat("checkpoint: '", path.string(), "'");
+  // Each key is checked for presence and type, so no nlohmann exception
+  // (which names neither the file nor the key) escapes.
+  auto key = [&](const char* name, bool (nlohmann::json::*is)() const,
+                 const char* type) -> const nlohmann::json& {
+    if (!m.is_object() || !m.contains(name))
+      TS_THROW(where, " has no key '", name, "' (is it a Tessel manifest?)");
+    const nlohmann::json& v = m[name];
+    if (!(v.*is)()) TS_THROW(where, ": key '", name, "' must be ", type, ", found ", v.dump());
+    return v;
+  };
+  if (key("format", &nlohmann::json::is_string, "a string").get<std::string>() !=
+      "tessel-checkpoint")
+    TS_THROW(where, " is not a Tessel manifest ('format' is not \"tessel-checkpoint\")");
+  const nlohmann::json& version = key("version", &nlohmann::json::is_number_integer, "an integer");
+  if (version.get<int64_t>() != kFormatVersion)
+    TS_THROW(where, " has format version ", version.dump(), ", this build reads version ",
+             kFormatVersion);
   CheckpointInfo info;
-  info.config = TrainConfig::from_json(m.at("config"));
-  info.step = m.value("step", int64_t{0});
+  try {
+    info.config = TrainConfig::from_json(key("config", &nlohmann::json::is_object, "an object"));
+  } catch (const Error& e) {
+    TS_THROW(where, ": ", e.what());
+  }
+  const nlohmann::json& step = key("step", &nlohmann::json::is_number_integer, "an integer");
+  if (step.get<int64_t>() < 0) TS_THROW(where, ": key 'step' is negative (", step.dump(), ")");
+  info.step = step.get<int64_t>();
   return info;
 }
 
-void load_checkpoint(const std::string& dir, ParamStore& params) {
+void load_checkpoint(const std::string& dir, ParamStore& params, bool with_optimizer) {
   std::string model_path = (fs::path(dir) / "model.safetensors").string();
   SafetensorsFile model = read_safetensors(model_path);
   // Check everything first, then copy: a mismatch leaves the params untouched.
+  std::set<std::string> names;
   std::vector<Tensor> staged;
   for (ParamEntry& e : params.entries()) {
+    names.insert(e.name);
     staged.push_back(Tensor(e.value.shape(), DType::kF32));
     copy_checked(model, model_path, e.name, staged.back());
+  }
+  check_no_extra(model, model_path, names);
+  std::string opt_path = (fs::path(dir) / "optimizer.safetensors").string();
+  std::vector<std::pair<Tensor, Tensor>> moments;
+  std::vector<bool> has_moments;
+  const bool load_moments = with_optimizer && fs::exists(opt_path);
+  if (load_moments) {
+    SafetensorsFile opt = read_safetensors(opt_path);
+    std::set<std::string> moment_names;
+    for (ParamEntry& e : params.entries()) {
+      has_moments.push_back(opt.find(e.name + ".m") || opt.find(e.name + ".v"));
+      if (!has_moments.back()) {  // no state for this parameter (e.g. SGD)
+        moments.emplace_back();
+        continue;
+      }
+      moments.emplace_back(Tensor(e.value.shape(), DType::kF32),
+                           Tensor(e.value.shape(), DType::kF32));
+      moment_names.insert(e.name + ".m");
+      moment_names.insert(e.name + ".v");
+      copy_checked(opt, opt_path, e.name + ".m", moments.back().first);
+      copy_checked(opt, opt_path, e.name + ".v", moments.back().second);
+    }
+    check_no_extra(opt, opt_path, moment_names);
   }
   // Copy in place: compiled programs hold pointers to the parameter storage.
   for (size_t i = 0; i < staged.size(); ++i)
     std::memcpy(params.entries()[i].value.raw(), staged[i].raw(), staged[i].nbytes());
-  std::string opt_path = (fs::path(dir) / "optimizer.safetensors").string();
-  if (!fs::exists(opt_path)) return;
-  SafetensorsFile opt = read_safetensors(opt_path);
-  for (ParamEntry& e : params.entries()) {
-    if (!opt.find(e.name + ".m")) continue;
-    e.m = Tensor(e.value.shape(), DType::kF32);
-    e.v = Tensor(e.value.shape(), DType::kF32);
-    copy_checked(opt, opt_path, e.name + ".m", e.m);
-    copy_checked(opt, opt_path, e.name + ".v", e.v);
+  if (!load_moments) return;
+  for (size_t i = 0; i < params.entries().size(); ++i) {
+    ParamEntry& e = params.entries()[i];
+    if (!has_moments[i]) continue;
+    e.m = std::move(moments[i].first);
+    e.v = std::move(moments[i].second);
   }
 }
 

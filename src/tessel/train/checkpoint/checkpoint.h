@@ -54,7 +54,13 @@ struct CheckpointInfo {
 // Reads manifest.json only.
 CheckpointInfo read_checkpoint_info(const std::string& dir);
 
-// Loads parameters (and optimizer moments when present) into `params`.
-void load_checkpoint(const std::string& dir, ParamStore& params);
+// Loads parameters (and, with `with_optimizer`, the optimizer moments when
+// the file is present) into `params`. Everything is checked before anything
+// is copied: a missing or extra tensor (e.g. a manifest whose n_layer
+// disagrees with the file), a wrong dtype or shape, or a NaN/Inf value is an
+// error naming the file and tensor, and leaves `params` untouched.
+// `sample` and `eval` pass with_optimizer = false and never open
+// optimizer.safetensors.
+void load_checkpoint(const std::string& dir, ParamStore& params, bool with_optimizer = true);
 
 }  // namespace tessel

@@ -1,0 +1,68 @@
+// Absurd sizes are errors naming the key, found with overflow-safe
+// arithmetic before anything is built: no negative sizes, no bad_alloc, no
+// graph that takes days to build.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <climits>
+
+#include "common/error_of.h"
+#include "common/tiny_gpt.h"
+#include "tessel/base/shape.h"
+#include "tessel/ir/graph.h"
+#include "tessel/compile/config.h"
+
+namespace tessel {
+namespace {
+
+TEST(ConfigLimits, HugeModelWidthNamesTheKey) {
+  TrainConfig c = tiny_gpt_config(1, 4);
+  c.n_head = 1;
+  c.d_model = INT64_MAX;
+  EXPECT_NE(
+      error_of([&] { c.validate(); }).find("'d_model' is 9223372036854775807, over the limit"),
+      std::string::npos);
+}
+
+TEST(ConfigLimits, ProductsOverflowOrExceedTheLimitWithTheirKeys) {
+  TrainConfig c = tiny_gpt_config(1, 4);
+  c.n_head = 2;
+  c.d_model = INT_MAX - 1;  // 4 * d_model^2 overflows int64
+  std::string e = error_of([&] { c.validate(); });
+  EXPECT_NE(e.find("d_model=2147483646"), std::string::npos) << e;
+  EXPECT_NE(e.find("overflows a 64-bit count"), std::string::npos) << e;
+  c = tiny_gpt_config(1, 1 << 10);
+  c.n_head = 32;
+  c.context = 1 << 15;  // attention scores 2^10 * 2^5 * 2^30 elements; activations 2^37
+  e = error_of([&] { c.validate(); });
+  EXPECT_NE(e.find("attention scores"), std::string::npos) << e;
+  EXPECT_NE(e.find("over the limit of 2^40"), std::string::npos) << e;
+}
+
+TEST(ConfigLimits, TooManyLayersFailFast) {
+  TrainConfig c = tiny_gpt_config(100000, 4);
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_NE(error_of([&] { c.validate(); }).find("'n_layer' is 100000, over the limit"),
+            std::string::npos);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
+}
+
+TEST(ConfigLimits, ShapeElementCountMustFit) {
+  EXPECT_NE(error_of([] {
+              Shape({{"a", INT64_MAX / 2}, {"b", 4}});
+            }).find("overflows"),
+            std::string::npos);
+}
+
+// find() is a hash lookup: many parameters build in linear time.
+TEST(ConfigLimits, ManyParametersBuildQuickly) {
+  Graph g;
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 200000; ++i) g.add_param("p" + std::to_string(i), Shape({{"x", 1}}), {});
+  EXPECT_EQ(g.find("p123456"), 123456);
+  EXPECT_EQ(g.find("nope"), -1);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+}
+
+}  // namespace
+}  // namespace tessel

@@ -1,0 +1,147 @@
+// The output directory of `tessel train`: an existing run is refused unless
+// --overwrite, a directory in use by another run is refused, output paths are
+// checked before the first step, stale save temporaries are removed, and
+// SIGTERM ends a run after the current step with a checkpoint that loads.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int exit_code;
+  std::string output;
+};
+
+Result run(const std::string& args) {
+  std::string cmd = std::string(TESSEL_CLI_PATH) + " " + args + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
+  int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+class RunDirectory : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("tessel_rundir_" + std::to_string(getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+    nlohmann::json j = {{"model", "gpt"}, {"n_layer", 1},     {"n_head", 2}, {"d_model", 32},
+                        {"context", 16},  {"batch", 4},       {"steps", 2},  {"eval_every", 0},
+                        {"threads", 1},   {"sample_chars", 0}};
+    config_ = (dir_ / "config.json").string();
+    std::ofstream(config_) << j.dump();
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string train(const std::string& out, const std::string& extra = "") {
+    return "train --config " + config_ + " --out " + out + " " + extra;
+  }
+
+  fs::path dir_;
+  std::string config_;
+};
+
+void expect_error(const Result& r, const std::string& needle) {
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find(needle), std::string::npos) << "missing '" << needle << "' in:\n"
+                                                      << r.output;
+}
+
+TEST_F(RunDirectory, ExistingRunIsRefusedUnlessOverwrite) {
+  const std::string out = (dir_ / "run").string();
+  ASSERT_EQ(run(train(out)).exit_code, 0);
+  const auto before = fs::last_write_time(fs::path(out) / "metrics.jsonl");
+  expect_error(run(train(out)), "already holds a run (checkpoint/); pass --overwrite");
+  EXPECT_EQ(fs::last_write_time(fs::path(out) / "metrics.jsonl"), before);  // untouched
+  Result again = run(train(out, "--overwrite --steps 3"));
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  std::ifstream metrics(fs::path(out) / "metrics.jsonl");
+  int lines = 0;
+  for (std::string line; std::getline(metrics, line);) ++lines;
+  EXPECT_EQ(lines, 3);  // the old run's lines are gone, not appended to
+}
+
+TEST_F(RunDirectory, DirectoryInUseIsRefused) {
+  const fs::path out = dir_ / "busy";
+  fs::create_directories(out);
+  int fd = ::open((out / ".lock").c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
+  expect_error(run(train(out.string())), "is in use by another run");
+  ::close(fd);
+  EXPECT_FALSE(fs::exists(out / "metrics.jsonl"));
+}
+
+TEST_F(RunDirectory, OutputPathsAreCheckedBeforeTheFirstStep) {
+  const fs::path out = dir_ / "run";
+  expect_error(
+      run(train(out.string(), "--microbatches 2 --trace " + (dir_ / "no" / "t.json").string())),
+      "cannot write --trace file");
+  expect_error(run(train(out.string(), "--trace " + (dir_ / "t.json").string())),
+               "--trace records pipeline actions; this run has no pipeline");
+  EXPECT_FALSE(fs::exists(out / "metrics.jsonl"));
+  EXPECT_FALSE(fs::exists(out / "checkpoint"));
+  std::ofstream(dir_ / "file") << "x";
+  expect_error(run(train((dir_ / "file").string())), "exists and is not a directory");
+}
+
+TEST_F(RunDirectory, StaleSaveTemporariesAreRemoved) {
+  const fs::path out = dir_ / "run";
+  fs::create_directories(out / "checkpoint.tmp-123456");
+  Result r = run(train(out.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_FALSE(fs::exists(out / "checkpoint.tmp-123456"));
+  EXPECT_NE(r.output.find("left by an interrupted save"), std::string::npos) << r.output;
+}
+
+TEST_F(RunDirectory, SigtermSavesTheCheckpointAndExitsNonZero) {
+  const fs::path out = dir_ / "run";
+  const std::string log = (dir_ / "log").string();
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    execl(TESSEL_CLI_PATH, TESSEL_CLI_PATH, "train", "--config", config_.c_str(), "--out",
+          out.c_str(), "--steps", "1000000", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Wait for the first step's metrics, then signal.
+  for (int i = 0;
+       i < 600 && !(fs::exists(out / "metrics.jsonl") && fs::file_size(out / "metrics.jsonl") > 0);
+       ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_TRUE(fs::exists(out / "metrics.jsonl"));
+  ASSERT_EQ(kill(pid, SIGTERM), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  std::ifstream in(log);
+  std::string output((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_TRUE(WIFEXITED(status)) << output;
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM) << output;
+  EXPECT_NE(output.find("stopped by SIGTERM after"), std::string::npos) << output;
+  Result sample =
+      run("sample --checkpoint " + (out / "checkpoint").string() + " --prompt Hi --chars 5");
+  EXPECT_EQ(sample.exit_code, 0) << sample.output;
+}
+
+}  // namespace
