@@ -18,6 +18,14 @@ namespace tessel {
 
 namespace {
 
+// Rank 0's host copy of the whole state for asynchronous periodic saves
+// (checkpoint.h, CheckpointSnapshot): held from the first periodic save on.
+int64_t snapshot_host_bytes(const TrainConfig& c, int rank, int64_t parameter_elements) {
+  if (rank != 0 || c.checkpoint_every <= 0 || !c.async_save || c.checkpoint_every > c.steps)
+    return 0;
+  return parameter_elements * 4 * (c.optimizer == "adamw" ? 3 : 1);
+}
+
 // Every rank's stages compiled for their memory plans only.
 std::vector<RankMemory> predict_pipeline_memory(const TrainConfig& c, const Mesh& mesh) {
   std::vector<RankMemory> ranks;
@@ -62,6 +70,11 @@ std::vector<RankMemory> predict_pipeline_memory(const TrainConfig& c, const Mesh
         largest_tie = std::max(largest_tie, p.sharding.local_shape(p.shape, mesh).numel());
     }
     if (mesh.rank_count() > 1) m.host.full_tensor = largest * 4;
+    int64_t elements = 0;
+    for (const PipelineParam& p : model.params())  // asynchronous: the tied copies too
+      elements += p.shape.numel() *
+                  (model.schedule().asynchronous ? static_cast<int64_t>(p.pipe_ranks.size()) : 1);
+    m.host.checkpoint_snapshot = snapshot_host_bytes(c, r, elements);
     m.accumulators += largest_tie * 4;
     int in_flight = 0;
     for (const PipelineModel::LocalStage& st : model.stages()) in_flight += st.instances;
@@ -125,6 +138,9 @@ std::vector<RankMemory> predict_memory(const TrainConfig& c) {
       if (c.optimizer == "adamw") m.optimizer += 2 * state;
     }
     m.host = host_buffer_bytes(t.graph, t.grads, local, mesh, c.optimizer == "adamw");
+    int64_t elements = 0;
+    for (ValueId p : t.graph.params()) elements += t.graph.node(p).shape.numel();
+    m.host.checkpoint_snapshot = snapshot_host_bytes(c, r, elements);
     ranks.push_back(m);
   }
   return ranks;
