@@ -21,7 +21,11 @@
 #include "tessel/compile/recompute_choice.h"
 #include "tessel/kernels/einsum_bf16.h"
 #include "tessel/tensor/aligned_buffer.h"
+#include "tessel/train/checkpoint/background_writer.h"
+#include "tessel/train/checkpoint/checkpoint.h"
+#include "tessel/train/checkpoint/checkpoint_dirs.h"
 #include "tessel/train/checkpoint/safetensors.h"
+#include "tessel/train/fault_inject.h"
 #include "tessel/train/text_model.h"
 #include "tessel/train/trainer.h"
 
@@ -35,10 +39,37 @@ struct TrainOptions {
   bool dry_run = false;
   std::string plan;  // "auto": the planner's top plan for the ranks launched
   bool overwrite = false;
-  // Continue the run in --out instead of refusing it; set by --resume once
-  // that exists (nothing else needs to change here).
-  bool resume = false;
+  std::string resume;  // a checkpoint directory, or "auto"
+  int64_t checkpoint_every = -1, keep = -1;
+  bool sync_save = false;
 };
+
+// The periodic-save flags are config keys (the memory prediction counts the
+// asynchronous save's host copy), set here on top of the file and --set.
+TrainConfig load_config(const TrainOptions& opt) {
+  TrainConfig config = opt.config.load();
+  if (opt.checkpoint_every >= 0)
+    config.set("checkpoint_every=" + std::to_string(opt.checkpoint_every));
+  if (opt.keep >= 0) config.set("keep_checkpoints=" + std::to_string(opt.keep));
+  if (opt.sync_save) config.set("async_save=false");
+  config.validate();
+  return config;
+}
+
+// A resumed run keeps the metrics of the steps before `first` (and drops any
+// a killed run logged after its last checkpoint: they are computed again),
+// rewriting the file atomically; new lines are appended.
+void keep_metrics_before(const std::filesystem::path& path, int64_t first) {
+  std::ifstream in(path);
+  std::string kept, line;
+  while (std::getline(in, line)) {
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
+        j["step"].get<int64_t>() < first)
+      kept += line + "\n";
+  }
+  write_file_atomically(path.string(), kept);
+}
 
 // The predicted memory of every rank, without allocating or running.
 int run_dry(TrainConfig config) {
@@ -63,7 +94,8 @@ int run_dry(TrainConfig config) {
       "arena = the training step's activations + gradients + collective and einsum scratch "
       "(+ parameters gathered on use under --zero 3) at the planned peak\n"
       "host = input batch staging + ZeRO-1/2 update slice + one full tensor for sharded "
-      "checkpoints; accumulators = pipeline gradient accumulators (+ asynchronous weight "
+      "checkpoints (+ on rank 0 the host copy asynchronous periodic saves write from); "
+      "accumulators = pipeline gradient accumulators (+ asynchronous weight "
       "copies); total = the peak of tensor storage (code, libraries, data not included)\n");
   for (const RankMemory& m : predict_memory(config)) {
     if (m.stages.empty()) break;
@@ -114,11 +146,6 @@ int launched_ranks() {
   return size ? std::max(1, std::atoi(size)) : 1;
 }
 
-bool is_launched_root() {
-  const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
-  return !rank || std::atoi(rank) == 0;
-}
-
 // The stop signal any rank received (0: none); every rank gets the same
 // answer, so all stop after the same step (a collective on a mesh).
 int agreed_stop_signal(Trainer& trainer) {
@@ -129,9 +156,9 @@ int agreed_stop_signal(Trainer& trainer) {
 }
 
 int run_train(const TrainOptions& opt) {
-  TrainConfig config = opt.config.load();
+  TrainConfig config = load_config(opt);
   if (opt.plan == "auto")
-    config = apply_auto_plan(opt.config, config, launched_ranks(), is_launched_root());
+    config = apply_auto_plan(opt.config, config, launched_ranks(), launcher_rank() == 0);
   if (opt.dry_run) return run_dry(config);
   install_stop_handlers();
   Trainer trainer(config);
@@ -140,7 +167,20 @@ int run_train(const TrainOptions& opt) {
   // rank 0 only: main aborts every rank.
   if (!config.trace.empty() && !trainer.pipeline())
     TS_THROW("--trace records pipeline actions; this run has no pipeline or micro-batches");
-  RunDirectory run_dir({opt.out, config.trace, opt.overwrite, opt.resume});
+  RunDirectory run_dir({opt.out, config.trace, opt.overwrite, !opt.resume.empty()});
+  int64_t first_step = 0;
+  if (!opt.resume.empty()) {  // every rank resolves the same directory and loads its shards
+    const std::string dir = resolve_resume(opt.resume, opt.out);
+    trainer.load_checkpoint(dir);
+    first_step = trainer.steps_done();
+    if (trainer.is_root()) {
+      const nlohmann::json saved =
+          read_checkpoint_info(dir).state.value("saved_on", nlohmann::json());
+      std::printf("resuming from %s at step %lld (saved on %s)\n", dir.c_str(),
+                  static_cast<long long>(first_step),
+                  saved.is_null() ? "an unknown layout" : saved.dump().c_str());
+    }
+  }
   const Task& task = trainer.task();
   const bool root = trainer.is_root();
   if (root) {
@@ -163,16 +203,42 @@ int run_train(const TrainOptions& opt) {
   const std::string metrics_path = (std::filesystem::path(opt.out) / "metrics.jsonl").string();
   std::ofstream metrics;
   if (root) {
+    if (!opt.resume.empty()) keep_metrics_before(metrics_path, first_step);
     metrics.open(metrics_path, std::ios::out | std::ios::app);
     if (!metrics) TS_THROW("cannot write metrics to '", metrics_path, "'");
   }
+  // Periodic saves: asynchronous ones copy into `snapshot` (rank 0 keeps the
+  // bytes) and rank 0's `writer` writes them while training goes on.
+  CheckpointSnapshot snapshot;
+  BackgroundWriter writer;
+  auto periodic_save = [&](int64_t steps_done) {
+    const std::string dir = periodic_checkpoint_dir(opt.out, steps_done);
+    const int keep = static_cast<int>(config.keep_checkpoints);
+    const int64_t step = steps_done - 1;  // TESSEL_FAULT_INJECT's step of this save
+    if (!root) fault_point(FaultPoint::kSave, step);
+    if (!config.async_save) {
+      trainer.save_checkpoint(dir);
+      if (!root) return;
+      fault_point(FaultPoint::kSave, step);  // written, not yet published
+      publish_periodic_checkpoint(opt.out, steps_done, keep);
+      return;
+    }
+    if (root) writer.wait();  // the previous write still reads the buffers
+    trainer.snapshot_checkpoint(snapshot);
+    if (root)
+      writer.start([&snapshot, dir, out = opt.out, cfg = trainer.config(), steps_done, keep, step] {
+        save_checkpoint(dir, cfg, snapshot.source(), steps_done, true);
+        fault_point(FaultPoint::kSave, step);
+        publish_periodic_checkpoint(out, steps_done, keep);
+      });
+  };
   Progress progress(config.steps, task.item_name());
   trainer.distributed().reset_stats();
   EvalResult last_eval{-1, -1};
   double last_loss = 0;
   int stopped_by = 0;  // the signal that stopped training early (0: none)
-  int64_t steps_done = 0;
-  for (int64_t s = 0; s < config.steps; ++s) {
+  int64_t steps_done = first_step;
+  for (int64_t s = first_step; s < config.steps; ++s) {
     if ((stopped_by = agreed_stop_signal(trainer)) != 0) break;
     const CommStats before = trainer.distributed().stats();
     auto t0 = std::chrono::steady_clock::now();
@@ -197,6 +263,13 @@ int run_train(const TrainOptions& opt) {
       if (last_eval.accuracy >= 0) line["val_accuracy"] = last_eval.accuracy;
     }
     steps_done = s + 1;
+    if (config.checkpoint_every > 0 && (s + 1) % config.checkpoint_every == 0) {
+      auto save_start = std::chrono::steady_clock::now();
+      periodic_save(s + 1);
+      line["save_stall_ms"] =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - save_start)
+              .count();
+    }
     if (!root) continue;
     metrics << line.dump() << "\n";
     metrics.flush();
@@ -207,6 +280,7 @@ int run_train(const TrainOptions& opt) {
                     trainer.flops_per_step() / seconds / 1e9, eval_now ? last_eval.loss : -1);
   }
   const CommStats stats = trainer.distributed().stats();
+  if (root) writer.wait();  // the last periodic write, before the final save
   std::string checkpoint = (std::filesystem::path(opt.out) / "checkpoint").string();
   trainer.save_checkpoint(checkpoint);
   if (stopped_by != 0) {
@@ -240,6 +314,7 @@ int run_train(const TrainOptions& opt) {
                         {"input_staging", m.host.input_staging},
                         {"zero_slice", m.host.zero_slice},
                         {"full_tensor", m.host.full_tensor},
+                        {"checkpoint_snapshot", m.host.checkpoint_snapshot},
                         {"total", m.total()}}},
                       {"measured_peak_tracked_bytes", tracked.at(m.rank)},
                       {"peak_rss_bytes", rss.at(m.rank)}});
@@ -323,6 +398,15 @@ Command add_train_command(CLI::App& app) {
                   "auto: train with `tessel plan`'s top plan for the ranks launched (flags given "
                   "fix their knobs)")
       ->check(CLI::IsMember({"auto"}));
+  sub->add_option("--resume", opt->resume,
+                  "continue from a checkpoint directory, or 'auto': the newest complete one "
+                  "under --out (checkpoints/latest, then checkpoints/step-N, then checkpoint)");
+  sub->add_option("--checkpoint-every", opt->checkpoint_every,
+                  "also save OUT/checkpoints/step-N/ every N steps (0: only at the end)");
+  sub->add_option("--keep", opt->keep, "periodic checkpoints kept (default 2)");
+  sub->add_flag("--sync-save", opt->sync_save,
+                "write periodic checkpoints on the training thread (default: copy to host "
+                "buffers, write in the background)");
   sub->add_flag("--dry-run", opt->dry_run,
                 "print each rank's predicted memory (no data, no allocation, no MPI) and exit");
   return {sub, [opt] { return run_train(*opt); }};

@@ -6,9 +6,9 @@
 #include <map>
 
 #include "tessel/base/error.h"
+#include "tessel/compile/config_limits.h"
 #include "tessel/compile/model_registry.h"
 #include "tessel/passes/recompute_policy.h"
-#include "tessel/compile/config_limits.h"
 
 namespace tessel {
 namespace {
@@ -69,6 +69,9 @@ const std::map<std::string, KeyRule>& rules() {
       {"chunks", field(&TrainConfig::chunks)},
       {"stages", field(&TrainConfig::stages)},
       {"trace", field(&TrainConfig::trace)},
+      {"checkpoint_every", field(&TrainConfig::checkpoint_every)},
+      {"keep_checkpoints", field(&TrainConfig::keep_checkpoints)},
+      {"async_save", field(&TrainConfig::async_save)},
   };
   return table;
 }
@@ -179,6 +182,8 @@ void TrainConfig::validate(bool with_data) const {
   non_negative("sample_chars", sample_chars);
   non_negative("threads", threads);
   positive("bucket_mib", bucket_mib);
+  non_negative("checkpoint_every", checkpoint_every);
+  positive("keep_checkpoints", keep_checkpoints);
   if (recompute == "auto") {
     if (memory_limit.empty())
       TS_THROW(

@@ -72,6 +72,14 @@ struct TrainConfig {
   // Per-value overrides of the layout, by node label: {"block0.mlp.act": "seq=model"}
   // ("" replicates the value on every axis).
   std::map<std::string, std::string> shard;
+  // Periodic checkpoints (checkpoint/checkpoint_dirs.h): every N steps into
+  // OUT/checkpoints/step-N/ (0: only the final one), keeping the newest K.
+  // async_save: copy the state into host buffers at the step boundary and
+  // write on a background thread (the root holds one full copy of the model
+  // state for it, counted in the memory prediction).
+  int64_t checkpoint_every = 0;
+  int64_t keep_checkpoints = 2;
+  bool async_save = true;
 
   static TrainConfig from_json(const nlohmann::json& j);
   static TrainConfig from_file(const std::string& path);

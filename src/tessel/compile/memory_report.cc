@@ -18,6 +18,14 @@ namespace tessel {
 
 namespace {
 
+// Rank 0's host copy of the whole state for asynchronous periodic saves
+// (checkpoint.h, CheckpointSnapshot): held from the first periodic save on.
+int64_t snapshot_host_bytes(const TrainConfig& c, int rank, int64_t parameter_elements) {
+  if (rank != 0 || c.checkpoint_every <= 0 || !c.async_save || c.checkpoint_every > c.steps)
+    return 0;
+  return parameter_elements * 4 * (c.optimizer == "adamw" ? 3 : 1);
+}
+
 // A pipelined rank: its stages' plans, and the host buffers
 // Trainer::init_pipeline allocates.
 RankMemory pipeline_rank_memory(const CompiledRank& compiled, const Schedule& schedule) {
@@ -54,6 +62,11 @@ RankMemory pipeline_rank_memory(const CompiledRank& compiled, const Schedule& sc
       largest_tie = std::max(largest_tie, p.sharding.local_shape(p.shape, mesh).numel());
   }
   if (mesh.rank_count() > 1) m.host.full_tensor = largest * 4;
+  int64_t elements = 0;
+  for (const PipelineParam& p : model.params())  // asynchronous: the tied copies too
+    elements +=
+        p.shape.numel() * (schedule.asynchronous ? static_cast<int64_t>(p.pipe_ranks.size()) : 1);
+  m.host.checkpoint_snapshot = snapshot_host_bytes(c, compiled.rank, elements);
   m.accumulators += largest_tie * 4;
   // Micro-batches in flight per stage, as the executor allocates instances.
   std::vector<int> instances;
@@ -103,6 +116,9 @@ RankMemory predict_rank_memory(const CompiledRank& compiled, const Schedule* as_
     if (c.optimizer == "adamw") m.optimizer += 2 * state;
   }
   m.host = host_buffer_bytes(g, compiled.grads, local, compiled.mesh, c.optimizer == "adamw");
+  int64_t elements = 0;
+  for (ValueId p : g.params()) elements += g.node(p).shape.numel();
+  m.host.checkpoint_snapshot = snapshot_host_bytes(c, compiled.rank, elements);
   return m;
 }
 

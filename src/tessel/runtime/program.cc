@@ -261,6 +261,7 @@ void Program::run_instructions(size_t begin, size_t end) {
     // Let buckets in flight progress while compute goes on.
     for (Bucket& b : buckets_)
       if (b.pending && b.pending->test()) b.pending.reset();
+    running_node_ = ins.node;
     if (progress_) progress_();
     OpCall call{g,
                 node,

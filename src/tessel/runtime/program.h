@@ -71,6 +71,9 @@ class Program {
   // Called between instructions (e.g. to drive non-blocking sends that MPI
   // progresses only inside MPI calls); empty by default.
   void set_progress_hook(std::function<void()> hook) { progress_ = std::move(hook); }
+  // The node of the instruction about to run when the progress hook is
+  // called (the last one run, after; -1 before the first run).
+  ValueId running_node() const { return running_node_; }
   int phase_count() const { return static_cast<int>(phase_begin_.size()) - 1; }
 
   const Graph& graph() const { return *graph_; }
@@ -142,6 +145,7 @@ class Program {
   // Phase-local buffers: request index -> index in local_plan_ (-1: in the arena).
   std::vector<int> local_index_;
   MemoryPlan local_plan_;
+  ValueId running_node_ = -1;
   AlignedBuffer own_phase_local_;
   uint8_t* phase_local_base_ = nullptr;
   std::vector<void*> value_ptr_;

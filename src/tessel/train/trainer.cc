@@ -9,6 +9,8 @@
 #include "tessel/compile/memory_report.h"
 #include "tessel/compile/zero.h"
 #include "tessel/train/checkpoint/checkpoint.h"
+#include "tessel/train/checkpoint/run_state.h"
+#include "tessel/train/fault_inject.h"
 
 namespace tessel {
 
@@ -18,6 +20,7 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   config_.validate();
   if (config_.threads > 0) omp_set_num_threads(config_.threads);
   ctx_ = std::make_unique<DistributedContext>(config_.mesh, config_.layout);
+  arm_fault_injection(ctx_->rank());
   for (const auto& [label, spec] : config_.shard)
     ctx_->layout().set_override(label, spec, ctx_->mesh());
   recompute_choice_ = resolve_recompute(config_);
@@ -65,6 +68,12 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
     compiled_.eval.program->bind_param(e.name, e.value.f32());
   }
   for (ValueId g : grads_) grad_ptrs_.push_back(train.program->f32(train.local.local_of[g]));
+  if (fault_armed(FaultPoint::kBackward)) {  // the first instruction past the loss
+    const ValueId loss = train.local.local_of[train.outputs.loss];
+    train.program->set_progress_hook([this, loss] {
+      if (compiled_.train.program->running_node() > loss) fault_point(FaultPoint::kBackward, step_);
+    });
+  }
   slice_buffer_ = AlignedBuffer(host_bytes_.zero_slice);
   slots_ = update_slots();  // storage is fixed from here on: a step builds nothing
   for (ValueId id : train.global.inputs()) {
@@ -105,6 +114,7 @@ const Program& Trainer::train_program() const {
 StepResult Trainer::step() {
   if (pipe_) return pipeline_step();
   feed(compiled_.train, Split::kTrain, step_);
+  fault_point(FaultPoint::kForward, step_);
   compiled_.train.program->run();
   StepResult r;
   r.step = step_;
@@ -114,10 +124,12 @@ StepResult Trainer::step() {
     float total = 0;
     for (size_t i = 0; i < local_sq.size(); ++i)
       total += static_cast<float>(local_sq[i] / replicas_[i]);
+    fault_point(FaultPoint::kCollective, step_);
     ctx_->world().all_reduce(&total, 1, ReduceKind::kSum, "grad_norm");
     return static_cast<double>(total);
   };
   UpdateStats u = apply_update(config_, slots_, step_, global_sum);
+  fault_point(FaultPoint::kOptimizer, step_);
   gather_updated_slices();
   r.grad_norm = u.grad_norm;
   r.lr = u.lr;
@@ -166,7 +178,7 @@ Trainer::ModelStateBytes Trainer::model_state_bytes() const {
     const ParamEntry& e = params_->entries()[i];
     b.parameters += e.value.nbytes();
     b.gradients += pipe_ ? e.value.nbytes() : state_numel(i) * sizeof(float);
-    b.optimizer += (e.m.numel() + e.v.numel()) * sizeof(float);
+    b.optimizer += e.m.nbytes() + e.v.nbytes();
   }
   return b;
 }
@@ -204,28 +216,42 @@ int64_t Trainer::parameter_count() const {
   return n;
 }
 
-void Trainer::save_checkpoint(const std::string& dir) {
-  if (pipe_) return pipeline_save_checkpoint(dir);
-  // A tensor this rank holds whole is written from its storage; a sharded
-  // one is gathered into `full` (every rank, in the writer's order).
+CheckpointSource Trainer::checkpoint_source() {
+  if (pipe_) return pipeline_checkpoint_source();
+  // A tensor this rank holds whole is read from its storage; a sharded one
+  // is gathered into one full-tensor buffer (every rank, in the writer's order).
   using Part = CheckpointSource::Part;
   CheckpointSource source;
   const auto& params = compiled_.train.global.params();
   for (size_t i = 0; i < params.size(); ++i) {
     const Node& node = compiled_.train.global.node(params[i]);
-    source.params.push_back({node.name, node.shape, params_->entries()[i].m.numel() > 0});
+    source.params.push_back({node.name, node.shape, params_->entries()[i].m.nbytes() > 0});
   }
-  AlignedBuffer full(host_bytes_.full_tensor);
-  source.full = [&](size_t i, Part part) -> const float* {
-    const Shape& shape = source.params[i].shape;
+  auto full = std::make_shared<AlignedBuffer>(host_bytes_.full_tensor);
+  source.full = [this, full, shapes = source.params](size_t i, Part part) -> const float* {
+    const Shape& shape = shapes[i].shape;
     const Sharding& s = part == Part::kValue ? param_sharding_[i] : state_sharding_[i];
     ParamEntry& e = params_->entries()[i];
     float* local = part == Part::kValue ? e.value.f32() : part == Part::kM ? e.m.f32() : e.v.f32();
     if (s.local_shape(shape, ctx_->mesh()).numel() == shape.numel()) return local;
-    ctx_->gather_full(shape, s, local, full.as<float>());
-    return full.as<float>();
+    ctx_->gather_full(shape, s, local, full->as<float>());
+    return full->as<float>();
   };
-  tessel::save_checkpoint(dir, config_, source, step_, ctx_->is_root());
+  source.state = run_state();
+  return source;
+}
+
+nlohmann::json Trainer::run_state() const {
+  return describe_run_state(config_, ctx_->mesh().to_string(), ctx_->layout().to_string(),
+                            ctx_->world().size(), step_);
+}
+
+void Trainer::save_checkpoint(const std::string& dir) {
+  tessel::save_checkpoint(dir, config_, checkpoint_source(), step_, ctx_->is_root());
+}
+
+void Trainer::snapshot_checkpoint(CheckpointSnapshot& snapshot) {
+  snapshot.take(checkpoint_source(), ctx_->is_root());
 }
 
 void Trainer::load_checkpoint(const std::string& dir) {
@@ -238,7 +264,7 @@ void Trainer::load_checkpoint(const std::string& dir) {
     const ParamEntry& src = full.at(node.name);
     ParamEntry& dst = params_->entries()[i];
     ctx_->slice_local(node.shape, param_sharding_[i], src.value.f32(), dst.value.f32());
-    if (src.m.numel() > 0) {
+    if (src.m.nbytes() > 0) {
       const int64_t n = state_numel(i);
       dst.m = Tensor(Shape{{"state", n}}, DType::kF32);
       dst.v = Tensor(Shape{{"state", n}}, DType::kF32);

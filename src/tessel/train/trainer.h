@@ -23,6 +23,7 @@
 #include "tessel/compile/recompute_choice.h"
 #include "tessel/runtime/program.h"
 #include "tessel/sharding/lower.h"
+#include "tessel/train/checkpoint/checkpoint.h"
 #include "tessel/train/optimizer.h"
 #include "tessel/train/param_store.h"
 #include "tessel/train/task.h"
@@ -66,8 +67,17 @@ class Trainer {
   // Checkpoints hold full tensors whatever the layout, so a run can resume on
   // another mesh. Both are collective; only the root writes. A save gathers
   // one sharded tensor at a time into one buffer (HostBufferBytes::full_tensor).
+  // `load_checkpoint` restores the step (and with it the data position, the
+  // learning-rate schedule and every random stream: checkpoint/run_state.h),
+  // so the next step() continues the saved run exactly.
   void save_checkpoint(const std::string& dir);
   void load_checkpoint(const std::string& dir);
+  // The state copied into host buffers at this step boundary (collective;
+  // the root keeps the bytes), to be written later off the training thread:
+  // tessel::save_checkpoint(dir, config(), snapshot.source(), step, true).
+  void snapshot_checkpoint(CheckpointSnapshot& snapshot);
+  // The manifest's "state" for the current step.
+  nlohmann::json run_state() const;
 
   // Of the whole model (all shards).
   int64_t parameter_count() const;
@@ -105,6 +115,8 @@ class Trainer {
   int64_t state_numel(size_t param_index) const;
   void gather_updated_slices();
   void feed(CompiledProgram& c, Split split, int64_t index);
+  CheckpointSource checkpoint_source();
+  CheckpointSource pipeline_checkpoint_source();
   // The pipeline path (trainer_pipeline.cc).
   void init_pipeline();
   void pipeline_update(int microbatch);
@@ -116,7 +128,6 @@ class Trainer {
   void gather_pipeline_slices();
   StepResult pipeline_step();
   EvalResult pipeline_evaluate();
-  void pipeline_save_checkpoint(const std::string& dir);
   void pipeline_load(const std::string& dir);
   int64_t pipeline_parameter_count() const;
 
@@ -151,6 +162,7 @@ class Trainer {
   // applied on this rank, micro-batch gradients since the last update.
   std::unique_ptr<WeightVersions> versions_;
   int64_t updates_ = 0;
+  int64_t updates_per_step_ = 0;  // this rank's optimizer steps per trainer step
   int last_stepped_microbatch_ = -1;
   std::vector<double> stage_replicas_;              // replicas_ without the tied-parameter factor
   double busy_seconds_ = 0, makespan_seconds_ = 0;  // summed over steps after the first

@@ -5,6 +5,7 @@
 // step sums the accumulators over the data axis in one all-reduce and over
 // the pipeline ranks sharing a tied parameter, then updates what it holds.
 #include <cstring>
+#include <filesystem>
 
 #include "tessel/base/error.h"
 #include "tessel/compile/memory_report.h"
@@ -12,9 +13,18 @@
 #include "tessel/schedule/schedule_check.h"
 #include "tessel/train/checkpoint/checkpoint.h"
 #include "tessel/train/checkpoint/safetensors.h"
+#include "tessel/train/fault_inject.h"
 #include "tessel/train/trainer.h"
 
 namespace tessel {
+
+namespace {
+
+std::string tied_copy_name(const std::string& param, int pipe_coord) {
+  return param + "@pipe" + std::to_string(pipe_coord);
+}
+
+}  // namespace
 
 void Trainer::init_pipeline() {
   pipe_ = std::move(compiled_.pipeline);
@@ -64,7 +74,18 @@ void Trainer::init_pipeline() {
       [this](const std::string& name) { return accumulator_of_.at(name); },
       [this](const std::string& name) { return static_cast<float*>(staging_.at(name).raw()); },
       [this](int microbatch) { pipeline_update(microbatch); });
-  if (pipe_->schedule().asynchronous) init_asynchronous();
+  if (pipe_->schedule().asynchronous) {
+    init_asynchronous();
+  } else if (fault_armed(FaultPoint::kForward) || fault_armed(FaultPoint::kBackward)) {
+    PipelineExecutor::WeightHooks hooks;  // synchronous schedules have none otherwise
+    hooks.before_forward = [this](size_t, int, Program&) {
+      fault_point(FaultPoint::kForward, step_);
+    };
+    hooks.before_backward = [this](size_t, int, Program&) {
+      fault_point(FaultPoint::kBackward, step_);
+    };
+    pipe_->executor().set_weight_hooks(std::move(hooks));
+  }
   pipe_->executor().tracing = !config_.trace.empty();
   // A common time origin for every rank's trace: right after a collective.
   float sync = 0;
@@ -87,6 +108,7 @@ void Trainer::init_asynchronous() {
     if (a.kind == ActionKind::kForward) started[a.microbatch] = steps;
     if (a.kind == ActionKind::kBackward) staleness[a.microbatch] = steps - started[a.microbatch];
   }
+  updates_per_step_ = steps;
   const ScheduleReport report = check_schedule(s);
   int in_flight = 0;
   for (const PipelineModel::LocalStage& st : pipe_->stages()) in_flight += st.instances;
@@ -95,8 +117,14 @@ void Trainer::init_asynchronous() {
       predict ? WeightVersions::Mode::kPredict : WeightVersions::Mode::kStash, *params_,
       std::min(in_flight, report.weight_versions[r]), config_, staleness);
   PipelineExecutor::WeightHooks hooks;
-  hooks.before_forward = [this](size_t, int mb, Program& p) { versions_->before_forward(mb, p); };
-  hooks.before_backward = [this](size_t, int mb, Program& p) { versions_->before_backward(mb, p); };
+  hooks.before_forward = [this](size_t, int mb, Program& p) {
+    fault_point(FaultPoint::kForward, step_);
+    versions_->before_forward(mb, p);
+  };
+  hooks.before_backward = [this](size_t, int mb, Program& p) {
+    fault_point(FaultPoint::kBackward, step_);
+    versions_->before_backward(mb, p);
+  };
   hooks.released = [this](size_t, int mb, Program&) { versions_->released(mb); };
   pipe_->executor().set_weight_hooks(std::move(hooks));
 }
@@ -116,12 +144,14 @@ void Trainer::asynchronous_update(int microbatch) {
     float total_sq = 0;
     for (size_t i = 0; i < local_sq.size(); ++i)
       total_sq += static_cast<float>(local_sq[i] / stage_replicas_[i]);
+    fault_point(FaultPoint::kCollective, step_);
     for (const MeshAxis& axis : pipe_->stage_mesh().axes())
       ctx_->groups().axis(axis.name).all_reduce(&total_sq, 1, ReduceKind::kSum, "grad_norm");
     return static_cast<double>(total_sq);
   };
   ++updates_;
   last_update_ = apply_update(config_, slots_, step_, stage_sum, updates_);
+  fault_point(FaultPoint::kOptimizer, step_);
   gather_pipeline_slices();
   std::memset(grad_accumulators_.data(), 0, grad_accumulators_.size());
   versions_->on_update(updates_, last_update_.lr);
@@ -217,10 +247,12 @@ void Trainer::pipeline_update(int microbatch) {
     float total_sq = 0;
     for (size_t i = 0; i < local_sq.size(); ++i)
       total_sq += static_cast<float>(local_sq[i] / replicas_[i]);
+    fault_point(FaultPoint::kCollective, step_);
     ctx_->world().all_reduce(&total_sq, 1, ReduceKind::kSum, "grad_norm");
     return static_cast<double>(total_sq);
   };
   last_update_ = apply_update(config_, slots_, step_, global_sum);
+  fault_point(FaultPoint::kOptimizer, step_);
   gather_pipeline_slices();
 }
 
@@ -284,17 +316,33 @@ int64_t Trainer::pipeline_parameter_count() const {
 
 // Every rank drives every gather (world collectives) in the writer's order;
 // the first pipeline rank holding a parameter contributes it.
-void Trainer::pipeline_save_checkpoint(const std::string& dir) {
+CheckpointSource Trainer::pipeline_checkpoint_source() {
   using Part = CheckpointSource::Part;
   CheckpointSource source;
   const bool moments = step_ > 0 && config_.optimizer == "adamw";
+  // (parameter, pipeline rank whose copy) of each tensor written.
+  std::vector<std::pair<size_t, int>> holder;
   int64_t largest = 1;
-  for (const PipelineParam& p : pipe_->params()) {
-    source.params.push_back({p.name, p.shape, moments});
-    largest = std::max(largest, p.shape.numel());
+  const std::vector<PipelineParam>& params = pipe_->params();
+  for (size_t i = 0; i < params.size(); ++i) {
+    source.params.push_back({params[i].name, params[i].shape, moments});
+    holder.emplace_back(i, params[i].pipe_ranks.front());
+    largest = std::max(largest, params[i].shape.numel());
   }
-  AlignedBuffer full(largest * sizeof(float));
-  source.full = [&](size_t i, Part part) -> const float* {
+  // Asynchronous schedules clip each stage's gradient by its own norm, so
+  // the later stages' copies of a tied parameter drift from the first's:
+  // they are saved too, for an exact resume on the same pipeline.
+  if (versions_)
+    for (size_t i = 0; i < params.size(); ++i)
+      for (size_t k = 1; k < params[i].pipe_ranks.size(); ++k) {
+        const int coord = params[i].pipe_ranks[k];
+        source.params.push_back(
+            {tied_copy_name(params[i].name, coord), params[i].shape, moments, true});
+        holder.emplace_back(i, coord);
+      }
+  auto full = std::make_shared<AlignedBuffer>(largest * sizeof(float));
+  source.full = [this, full, holder](size_t t, Part part) -> const float* {
+    const auto [i, coord] = holder[t];
     const PipelineParam& p = pipe_->params()[i];
     const float* local = nullptr;
     if (p.held) {
@@ -302,10 +350,11 @@ void Trainer::pipeline_save_checkpoint(const std::string& dir) {
       local = part == Part::kValue ? e.value.f32() : part == Part::kM ? e.m.f32() : e.v.f32();
     }
     ctx_->gather_full(p.shape, part == Part::kValue ? p.sharding : p.state_sharding(), local,
-                      full.as<float>(), pipe_->pipe_axis(), p.pipe_ranks.front());
-    return full.as<float>();
+                      full->as<float>(), pipe_->pipe_axis(), coord);
+    return full->as<float>();
   };
-  tessel::save_checkpoint(dir, config_, source, step_, ctx_->is_root());
+  source.state = run_state();
+  return source;
 }
 
 void Trainer::pipeline_load(const std::string& dir) {
@@ -318,7 +367,7 @@ void Trainer::pipeline_load(const std::string& dir) {
     const ParamEntry& src = full.at(p.name);
     ParamEntry& dst = params_->at(p.name);
     ctx_->slice_local(p.shape, p.sharding, src.value.f32(), dst.value.f32());
-    if (src.m.numel() == 0) continue;
+    if (src.m.nbytes() == 0) continue;
     const Shape state = p.state_sharding().local_shape(p.shape, ctx_->mesh());
     dst.m = Tensor(state, DType::kF32);
     dst.v = Tensor(state, DType::kF32);
@@ -326,6 +375,32 @@ void Trainer::pipeline_load(const std::string& dir) {
     ctx_->slice_local(p.shape, p.state_sharding(), src.v.f32(), dst.v.f32());
   }
   step_ = read_checkpoint_info(dir).step;
+  const std::string tied_path = (std::filesystem::path(dir) / "tied_copies.safetensors").string();
+  if (versions_ && std::filesystem::exists(tied_path)) {  // this stage's own copy of a tie
+    SafetensorsFile tied = read_safetensors(tied_path);
+    for (const PipelineParam& p : pipe_->params()) {
+      if (!p.held || p.pipe_ranks.front() == pipe_->pipe_rank()) continue;
+      const std::string name = tied_copy_name(p.name, pipe_->pipe_rank());
+      ParamEntry& dst = params_->at(p.name);
+      auto load = [&](const std::string& tensor, const Sharding& s, float* into) {
+        const TensorRecord* r = tied.find(tensor);
+        if (!r) return false;
+        if (r->bytes.size() != static_cast<size_t>(p.shape.numel()) * sizeof(float))
+          TS_THROW("checkpoint '", tied_path, "': tensor '", tensor, "' has the wrong size");
+        ctx_->slice_local(p.shape, s, reinterpret_cast<const float*>(r->bytes.data()), into);
+        return true;
+      };
+      if (!load(name, p.sharding, dst.value.f32())) continue;  // saved on another pipeline
+      if (dst.m.nbytes() > 0) {
+        load(name + ".m", p.state_sharding(), dst.m.f32());
+        load(name + ".v", p.state_sharding(), dst.v.f32());
+      }
+    }
+  }
+  if (versions_) {  // drained at the step boundary: only the update count and last lr carry over
+    updates_ = step_ * updates_per_step_;
+    if (step_ > 0) versions_->on_update(updates_, learning_rate(config_, step_ - 1));
+  }
 }
 
 Trainer::PipelineStats Trainer::pipeline_stats() {

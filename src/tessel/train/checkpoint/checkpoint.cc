@@ -62,7 +62,7 @@ void check_no_extra(const SafetensorsFile& file, const std::string& path,
 void save_checkpoint(const std::string& dir, const TrainConfig& config,
                      const CheckpointSource& source, int64_t step, bool write) {
   using Part = CheckpointSource::Part;
-  std::vector<TensorView> model, optimizer;
+  std::vector<TensorView> model, optimizer, tied;
   nlohmann::json dims = nlohmann::json::object();
   for (size_t i = 0; i < source.params.size(); ++i) {
     const CheckpointSource::Param& p = source.params[i];
@@ -75,15 +75,17 @@ void save_checkpoint(const std::string& dir, const TrainConfig& config,
           static_cast<size_t>(p.shape.numel()) * sizeof(float),
           [&source, i, part] { return static_cast<const void*>(source.full(i, part)); }};
     };
-    model.push_back(view(p.name, Part::kValue));
-    dims[p.name] = p.shape.names();
+    std::vector<TensorView>& values = p.tied_copy ? tied : model;
+    std::vector<TensorView>& moments = p.tied_copy ? tied : optimizer;
+    values.push_back(view(p.name, Part::kValue));
+    if (!p.tied_copy) dims[p.name] = p.shape.names();
     if (p.has_moments) {  // moments are stored in the parameter's shape
-      optimizer.push_back(view(p.name + ".m", Part::kM));
-      optimizer.push_back(view(p.name + ".v", Part::kV));
+      moments.push_back(view(p.name + ".m", Part::kM));
+      moments.push_back(view(p.name + ".v", Part::kV));
     }
   }
   if (!write) {  // the writer's gathers, in the writer's order
-    for (const std::vector<TensorView>* file : {&model, &optimizer})
+    for (const std::vector<TensorView>* file : {&model, &optimizer, &tied})
       for (const TensorView& t : *file)
         if (t.nbytes > 0) t.produce();
     return;
@@ -99,11 +101,10 @@ void save_checkpoint(const std::string& dir, const TrainConfig& config,
     write_safetensors((tmp / "model.safetensors").string(), model, meta);
     if (!optimizer.empty())
       write_safetensors((tmp / "optimizer.safetensors").string(), optimizer, meta);
-    nlohmann::json manifest = {{"format", "tessel-checkpoint"},
-                               {"version", kFormatVersion},
-                               {"step", step},
-                               {"config", config.to_json()},
-                               {"param_dims", dims}};
+    if (!tied.empty()) write_safetensors((tmp / "tied_copies.safetensors").string(), tied, meta);
+    nlohmann::json manifest = {
+        {"format", "tessel-checkpoint"}, {"version", kFormatVersion}, {"step", step},
+        {"config", config.to_json()},    {"param_dims", dims},        {"state", source.state}};
     write_file_atomically((tmp / "manifest.json").string(), manifest.dump(2) + "\n");
   } catch (const std::exception& e) {
     std::error_code ec;
@@ -125,6 +126,66 @@ void save_checkpoint(const std::string& dir, const TrainConfig& config,
   } else {
     fs::rename(tmp, final_dir);
   }
+}
+
+void CheckpointSnapshot::take(const CheckpointSource& source, bool keep) {
+  using Part = CheckpointSource::Part;
+  const bool same = shape_.params.size() == source.params.size();
+  shape_.params = source.params;
+  shape_.state = source.state;
+  if (!same) values_.clear(), m_.clear(), v_.clear();
+  values_.resize(source.params.size());
+  m_.resize(source.params.size());
+  v_.resize(source.params.size());
+  auto copy = [&](size_t i, Part part, AlignedBuffer& into) {
+    const size_t bytes = static_cast<size_t>(source.params[i].shape.numel()) * sizeof(float);
+    const float* full = source.full(i, part);  // collective: every rank, same order
+    if (!keep) return;
+    if (into.size() != bytes) into = AlignedBuffer(bytes);
+    std::memcpy(into.data(), full, bytes);
+  };
+  // The writer's order (save_checkpoint): every value, then every moment
+  // pair, then the tied copies (value and moments each).
+  for (size_t i = 0; i < source.params.size(); ++i)
+    if (!source.params[i].tied_copy) copy(i, Part::kValue, values_[i]);
+  for (size_t i = 0; i < source.params.size(); ++i)
+    if (!source.params[i].tied_copy && source.params[i].has_moments) {
+      copy(i, Part::kM, m_[i]);
+      copy(i, Part::kV, v_[i]);
+    }
+  for (size_t i = 0; i < source.params.size(); ++i) {
+    if (!source.params[i].tied_copy) continue;
+    copy(i, Part::kValue, values_[i]);
+    if (source.params[i].has_moments) {
+      copy(i, Part::kM, m_[i]);
+      copy(i, Part::kV, v_[i]);
+    }
+  }
+}
+
+CheckpointSource CheckpointSnapshot::source() const {
+  CheckpointSource s = shape_;
+  s.full = [this](size_t i, CheckpointSource::Part part) -> const float* {
+    const AlignedBuffer& b = part == CheckpointSource::Part::kValue ? values_[i]
+                             : part == CheckpointSource::Part::kM   ? m_[i]
+                                                                    : v_[i];
+    return reinterpret_cast<const float*>(b.data());
+  };
+  return s;
+}
+
+int64_t CheckpointSnapshot::bytes() const {
+  int64_t n = 0;
+  for (const auto* list : {&values_, &m_, &v_})
+    for (const AlignedBuffer& b : *list) n += static_cast<int64_t>(b.size());
+  return n;
+}
+
+int64_t snapshot_bytes(const std::vector<CheckpointSource::Param>& params) {
+  int64_t n = 0;
+  for (const CheckpointSource::Param& p : params)
+    n += p.shape.numel() * static_cast<int64_t>(sizeof(float)) * (p.has_moments ? 3 : 1);
+  return n;
 }
 
 void save_checkpoint(const std::string& dir, const TrainConfig& config, const ParamStore& params,
@@ -179,6 +240,9 @@ CheckpointInfo read_checkpoint_info(const std::string& dir) {
   const nlohmann::json& step = key("step", &nlohmann::json::is_number_integer, "an integer");
   if (step.get<int64_t>() < 0) TS_THROW(where, ": key 'step' is negative (", step.dump(), ")");
   info.step = step.get<int64_t>();
+  if (m.contains("state") && !m.at("state").is_object())
+    TS_THROW(where, ": key 'state' must be an object");
+  info.state = m.value("state", nlohmann::json::object());
   return info;
 }
 

@@ -2,8 +2,15 @@
 //
 //   model.safetensors      parameters, named as the model names them
 //   optimizer.safetensors  AdamW moments ("<name>.m", "<name>.v"), if any
-//   manifest.json          format version, step, the full config, and each
-//                          parameter's named dims
+//   tied_copies.safetensors  asynchronous pipelines only: the copies of a tied
+//                          parameter held by its later pipeline stages
+//                          ("<name>@pipe<coord>" and its moments), which
+//                          drift from the first stage's (each stage clips its
+//                          own gradient); only the same pipeline reads them
+//   manifest.json          format version, step, the full config, each
+//                          parameter's named dims, and "state": the rest of
+//                          the run's state (checkpoint/run_state.h) for exact
+//                          resume
 //
 // Saving writes a sibling temporary directory and renames it into place, so
 // an interrupted save never leaves a half-written checkpoint under the final
@@ -18,6 +25,7 @@
 #include <vector>
 
 #include "tessel/compile/config.h"
+#include "tessel/tensor/aligned_buffer.h"
 #include "tessel/train/param_store.h"
 
 namespace tessel {
@@ -32,10 +40,31 @@ struct CheckpointSource {
     std::string name;
     Shape shape;
     bool has_moments = false;
+    bool tied_copy = false;  // goes to tied_copies.safetensors, not model/optimizer
   };
   std::vector<Param> params;
   std::function<const float*(size_t param, Part part)> full;
+  nlohmann::json state = nlohmann::json::object();  // written as the manifest's "state"
 };
+
+// The full tensors of a source copied into host memory, in the writer's
+// order (collective like `source.full`). Only where `keep` is true are the
+// bytes kept (the writing rank); the others just join the gathers. The
+// buffers are reused by the next snapshot of the same model.
+class CheckpointSnapshot {
+ public:
+  void take(const CheckpointSource& source, bool keep);
+  // A source that reads the copies (no collectives): safe on another thread.
+  CheckpointSource source() const;
+  int64_t bytes() const;
+
+ private:
+  CheckpointSource shape_;  // names, shapes, state; no `full`
+  std::vector<AlignedBuffer> values_, m_, v_;
+};
+
+// Bytes a snapshot of these tensors keeps: values, plus both moments when present.
+int64_t snapshot_bytes(const std::vector<CheckpointSource::Param>& params);
 
 // Every rank of a mesh calls this (it drives `source.full` in one fixed
 // order); only where `write` is true are files written.
@@ -49,6 +78,7 @@ void save_checkpoint(const std::string& dir, const TrainConfig& config, const Pa
 struct CheckpointInfo {
   TrainConfig config;
   int64_t step = 0;
+  nlohmann::json state;  // the manifest's "state" (empty for older checkpoints)
 };
 
 // Reads manifest.json only.

@@ -1,0 +1,38 @@
+// Where a run's checkpoints live under its output directory, and which one
+// `--resume auto` picks.
+//
+//   OUT/checkpoint/            the final checkpoint (written at the end)
+//   OUT/checkpoints/step-N/    periodic checkpoints (--checkpoint-every), each
+//                              complete before it is renamed into place
+//   OUT/checkpoints/latest     the name of the newest periodic one ("step-N"),
+//                              replaced atomically (temporary file + rename)
+//                              after that directory exists
+//
+// Invariant: at every moment there is a complete checkpoint to resume from
+// (once the first has been written): a new step directory appears whole,
+// `latest` moves to it only afterwards, and older ones are pruned last, never
+// the one `latest` names.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace tessel {
+
+std::string periodic_checkpoint_dir(const std::string& out, int64_t step);
+
+// After periodic_checkpoint_dir(out, step) is complete: points `latest` at
+// it, then removes all but the newest `keep` step directories (and stale
+// temporaries of earlier saves).
+void publish_periodic_checkpoint(const std::string& out, int64_t step, int keep);
+
+// The newest complete checkpoint under `out`: the one `latest` names (if it
+// exists), else the highest complete step directory, else OUT/checkpoint if
+// complete; "" if none.
+std::string newest_checkpoint(const std::string& out);
+
+// `--resume` resolved: "auto" -> newest_checkpoint(out) (an error naming
+// `out` if there is none), anything else is a checkpoint directory.
+std::string resolve_resume(const std::string& resume, const std::string& out);
+
+}  // namespace tessel

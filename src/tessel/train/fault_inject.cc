@@ -1,0 +1,79 @@
+#include "tessel/train/fault_inject.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+
+#include "tessel/base/error.h"
+
+namespace tessel {
+namespace {
+
+struct Armed {
+  bool on = false;
+  FaultPoint point = FaultPoint::kForward;
+  int64_t step = 0;
+};
+Armed armed;
+
+FaultPoint parse_point(const std::string& text) {
+  if (text == "forward") return FaultPoint::kForward;
+  if (text == "backward") return FaultPoint::kBackward;
+  if (text == "collective") return FaultPoint::kCollective;
+  if (text == "optimizer") return FaultPoint::kOptimizer;
+  if (text == "save") return FaultPoint::kSave;
+  TS_THROW("TESSEL_FAULT_INJECT: unknown point '", text,
+           "' (expected forward, backward, collective, optimizer or save)");
+}
+
+}  // namespace
+
+void arm_fault_injection(int world_rank) {
+  armed = Armed{};
+  const char* spec = std::getenv("TESSEL_FAULT_INJECT");
+  if (!spec || !*spec) return;
+  int64_t rank = -1, step = -1;
+  std::string point;
+  std::stringstream in(spec);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    const size_t eq = item.find('=');
+    const std::string key = item.substr(0, eq),
+                      value = eq == std::string::npos ? "" : item.substr(eq + 1);
+    try {
+      if (key == "rank")
+        rank = std::stoll(value);
+      else if (key == "step")
+        step = std::stoll(value);
+      else if (key == "point")
+        point = value;
+      else
+        TS_THROW("TESSEL_FAULT_INJECT: unknown key '", key, "' in '", spec,
+                 "' (expected rank=R,step=S,point=P)");
+    } catch (const std::logic_error&) {
+      TS_THROW("TESSEL_FAULT_INJECT: '", key, "' needs an integer, got '", value, "'");
+    }
+  }
+  if (rank < 0 || step < 0 || point.empty())
+    TS_THROW("TESSEL_FAULT_INJECT='", spec, "' needs rank=R,step=S,point=P (R, S >= 0)");
+  const FaultPoint p = parse_point(point);
+  const char* attempt = std::getenv("TESSEL_ATTEMPT");
+  if (attempt && std::string(attempt) != "0") return;  // later attempts run clean
+  if (rank != world_rank) return;
+  armed = {true, p, step};
+}
+
+bool fault_armed(FaultPoint point) { return armed.on && armed.point == point; }
+
+void fault_point(FaultPoint point, int64_t step) {
+  if (!armed.on || armed.point != point || armed.step != step) return;
+  std::fprintf(stderr, "TESSEL_FAULT_INJECT: killing this rank (SIGKILL) at step %lld\n",
+               static_cast<long long>(step));
+  std::fflush(stderr);
+  ::kill(::getpid(), SIGKILL);
+}
+
+}  // namespace tessel

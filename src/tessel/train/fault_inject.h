@@ -1,0 +1,29 @@
+// Fault injection for testing recovery: TESSEL_FAULT_INJECT=rank=R,step=S,point=P
+// makes world rank R SIGKILL itself when it reaches point P of step S (from 0):
+//   forward    as the step's forward starts (a pipeline: its first forward action)
+//   backward   as the step's backward starts (after the loss is computed;
+//              a pipeline: its first backward action)
+//   collective on entering the gradient-norm all-reduce, with the other ranks inside it
+//   optimizer  after this rank's AdamW update, before the ZeRO parameter gather
+//   save       during the periodic save after step S (rank 0: the checkpoint
+//              is written but `latest` not yet moved to it; others: before the gathers)
+// It fires only on a job's first attempt: `tessel launch` sets TESSEL_ATTEMPT
+// (0, 1, ...) and a value other than 0 disarms it. A malformed value is an
+// error naming the variable, raised when the trainer starts.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace tessel {
+
+enum class FaultPoint { kForward, kBackward, kCollective, kOptimizer, kSave };
+
+// Reads the environment once (throws on a malformed TESSEL_FAULT_INJECT).
+void arm_fault_injection(int world_rank);
+// Whether `point` fires on this rank at some step (to install hooks only when needed).
+bool fault_armed(FaultPoint point);
+// SIGKILLs this process if the armed fault is (point, step) on this rank.
+void fault_point(FaultPoint point, int64_t step);
+
+}  // namespace tessel

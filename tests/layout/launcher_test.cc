@@ -1,0 +1,74 @@
+// `tessel launch` restarts a failed job from its newest checkpoint: a rank
+// SIGKILLs itself (TESSEL_FAULT_INJECT) at each of the five points, on the
+// first attempt only, and the relaunched job's final parameters and AdamW
+// moments, and every step's loss, are bitwise equal to the uninterrupted run
+// on the same mesh (data=2, saving every 2 steps).
+#include "layout/layout_harness.h"
+
+namespace tessel {
+namespace {
+
+struct FaultCase {
+  const char* point;
+  int rank;
+};
+void PrintTo(const FaultCase& c, std::ostream* out) { *out << c.point; }
+
+class Launcher : public LayoutInvariance, public ::testing::WithParamInterface<FaultCase> {
+ protected:
+  static nlohmann::json config() {
+    nlohmann::json c = gpt_config();
+    c["steps"] = 6;
+    c["eval_every"] = 3;
+    return c;
+  }
+};
+
+TEST_P(Launcher, RestartsAndFinishesBitwiseEqual) {
+  const FaultCase& c = GetParam();
+  static const TrainRun ref = train("launch_ref", config(), 2, "data=2");
+  const fs::path dir = root() / (std::string("launch_") + c.point);
+  fs::create_directories(dir);
+  std::ofstream(dir / "config.json") << config().dump();
+  const std::string cmd = "TESSEL_FAULT_INJECT=rank=" + std::to_string(c.rank) +
+                          ",step=3,point=" + c.point + " timeout 300 " + TESSEL_CLI_PATH +
+                          " launch -n 2 --max-restarts 2 --mpirun " + TESSEL_MPIEXEC +
+                          " -- train --config " + (dir / "config.json").string() + " --out " +
+                          (dir / "out").string() + " --mesh data=2 --checkpoint-every 2";
+  int status = 0;
+  const std::string out = run(cmd, &status);
+  ASSERT_EQ(status, 0) << cmd << "\n" << out;
+  EXPECT_NE(out.find("TESSEL_FAULT_INJECT: killing this rank"), std::string::npos) << out;
+  EXPECT_NE(out.find("launch: attempt 0 failed"), std::string::npos) << out;
+  EXPECT_NE(out.find("launch: attempt 1 finished"), std::string::npos) << out;
+  EXPECT_NE(out.find("ETTR"), std::string::npos) << out;
+  std::ifstream metrics(dir / "out" / "metrics.jsonl");
+  std::string line;
+  std::vector<nlohmann::json> steps;
+  while (std::getline(metrics, line)) steps.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(steps.size(), ref.steps.size()) << out;
+  for (size_t s = 0; s < steps.size(); ++s) {
+    EXPECT_EQ(steps[s]["step"], ref.steps[s]["step"]);
+    EXPECT_EQ(steps[s]["loss"].get<double>(), ref.steps[s]["loss"].get<double>()) << "step " << s;
+  }
+  for (const char* file : {"model.safetensors", "optimizer.safetensors"}) {
+    SafetensorsFile got = read_safetensors((dir / "out" / "checkpoint" / file).string());
+    SafetensorsFile want =
+        read_safetensors((root() / "launch_ref" / "out" / "checkpoint" / file).string());
+    ASSERT_EQ(got.tensors.size(), want.tensors.size()) << file;
+    for (const TensorRecord& t : want.tensors) {
+      const TensorRecord* g = got.find(t.name);
+      ASSERT_NE(g, nullptr) << t.name;
+      EXPECT_TRUE(g->bytes == t.bytes) << c.point << ": " << file << " " << t.name;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Faults, Launcher,
+                         ::testing::Values(FaultCase{"forward", 1}, FaultCase{"backward", 1},
+                                           FaultCase{"collective", 1}, FaultCase{"optimizer", 1},
+                                           FaultCase{"save", 0}),
+                         [](const auto& info) { return std::string(info.param.point); });
+
+}  // namespace
+}  // namespace tessel
