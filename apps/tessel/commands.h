@@ -20,6 +20,7 @@ Command add_sample_command(CLI::App& app);
 Command add_eval_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);
 Command add_inspect_command(CLI::App& app);
+Command add_report_command(CLI::App& app);
 // `inspect` of a pipelined config: the stage partition and each rank's share.
 int inspect_pipeline(const TrainConfig& config, int rank);
 

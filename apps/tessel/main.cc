@@ -1,4 +1,4 @@
-// tessel: train, sample, evaluate, benchmark and inspect models.
+// tessel: train, sample, evaluate, benchmark and inspect models; report on runs.
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -11,9 +11,9 @@ int main(int argc, char** argv) {
   CLI::App app{"Tessel: train deep-learning models across many devices as if they were one"};
   app.require_subcommand(1);
   const std::vector<tessel::cli::Command> commands = {
-      tessel::cli::add_train_command(app), tessel::cli::add_sample_command(app),
-      tessel::cli::add_eval_command(app), tessel::cli::add_bench_command(app),
-      tessel::cli::add_inspect_command(app)};
+      tessel::cli::add_train_command(app),   tessel::cli::add_sample_command(app),
+      tessel::cli::add_eval_command(app),    tessel::cli::add_bench_command(app),
+      tessel::cli::add_inspect_command(app), tessel::cli::add_report_command(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
