@@ -31,6 +31,7 @@ int run_report(const ReportOptions& opt) {
   const std::string chart_js = report::read_chart_library(opt.chart_js);
   std::vector<report::RunData> runs;
   for (const std::string& dir : opt.runs) runs.push_back(report::read_run(dir));
+  report::make_names_unique(runs);
   bool any = false;
   for (const report::RunData& r : runs) any |= r.has_data();
   if (!any) TS_THROW("report: none of the run directories holds anything readable");

@@ -144,6 +144,17 @@ TEST_F(RunReader, DifferentModelsAreFlaggedAndTheirConfigDifferencesShown) {
   EXPECT_EQ(data["runs"][1]["header"]["mesh"], "data=2");
 }
 
+TEST_F(RunReader, RepeatedDirectoryNamesAreNamedByPath) {
+  std::vector<RunData> runs = {read_run(make_run("a/run", {{"metrics.jsonl", kTwoSteps}})),
+                               read_run(make_run("b/run", {{"metrics.jsonl", kTwoSteps}})),
+                               read_run(make_run("c", {{"metrics.jsonl", kTwoSteps}}))};
+  EXPECT_EQ(runs[0].name, "run");
+  make_names_unique(runs);
+  EXPECT_EQ(runs[0].name, (root_ / "a/run").string());
+  EXPECT_EQ(runs[1].name, (root_ / "b/run").string());
+  EXPECT_EQ(runs[2].name, "c");
+}
+
 TEST(ConfigDiff, OneKnownConfigHasNothingToCompare) {
   EXPECT_TRUE(differing_keys({json{{"lr", 1}}, json()}, {}).empty());
   EXPECT_EQ(differing_keys({json{{"lr", 1}}, json{{"lr", 2}}, json()}, {}),

@@ -133,4 +133,13 @@ RunData read_run(const std::string& dir_text) {
   return run;
 }
 
+void make_names_unique(std::vector<RunData>& runs) {
+  std::vector<bool> repeated(runs.size(), false);
+  for (size_t i = 0; i < runs.size(); ++i)
+    for (size_t j = 0; j < runs.size(); ++j)
+      if (i != j && runs[i].name == runs[j].name) repeated[i] = true;
+  for (size_t i = 0; i < runs.size(); ++i)
+    if (repeated[i]) runs[i].name = runs[i].dir;
+}
+
 }  // namespace tessel::report

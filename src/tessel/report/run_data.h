@@ -34,6 +34,10 @@ struct RunData {
 // `dir` does not exist or is not a directory.
 RunData read_run(const std::string& dir);
 
+// Runs whose directory names repeat (a/run, b/run) are named by their full
+// path instead, so legends stay unambiguous.
+void make_names_unique(std::vector<RunData>& runs);
+
 // metrics.jsonl text -> steps; appends a warning per unreadable line
 // (`source` names the file in them). Exposed for tests.
 std::vector<nlohmann::json> parse_metrics(const std::string& text, const std::string& source,
