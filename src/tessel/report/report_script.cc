@@ -58,7 +58,7 @@ const char* report_script() {
     if (!datasets.length) return;
     draw(id, title, note, {type: 'line', data: {datasets: datasets}, options: {
       interaction: {mode: 'nearest', intersect: false},
-      scales: {x: axis('step', {type: 'linear'}), y: axis(yTitle)}}});
+      scales: {x: axis('step', {type: 'linear', ticks: {precision: 0}}), y: axis(yTitle)}}});
   }
 
   // Loss: training loss (solid), validation loss (dashed, points), baselines.
@@ -91,7 +91,7 @@ const char* report_script() {
            'grey dotted: the baseline to beat (unigram entropy of the text, or chance)',
            {type: 'line', data: {datasets: datasets}, options: {
              interaction: {mode: 'nearest', intersect: false},
-             scales: {x: axis('step', {type: 'linear'}), y: axis('loss (nats)')}}});
+             scales: {x: axis('step', {type: 'linear', ticks: {precision: 0}}), y: axis('loss (nats)')}}});
   }
   stepChart('chart-lr', 'Learning rate', '', 'lr', 'learning rate');
   stepChart('chart-grad-norm', 'Gradient norm', 'global norm before clipping', 'grad_norm',
@@ -112,7 +112,7 @@ const char* report_script() {
       draw('chart-comm', 'Bytes per mesh axis per step',
            'collective payload bytes on rank 0 per training step, all kinds summed',
            {type: 'line', data: {datasets: datasets}, options: {
-             scales: {x: axis('step', {type: 'linear'}), y: axis('MiB per step', {beginAtZero: true})}}});
+             scales: {x: axis('step', {type: 'linear', ticks: {precision: 0}}), y: axis('MiB per step', {beginAtZero: true})}}});
   }
 
   // Per-rank bar charts: one group per (run, rank).
