@@ -9,6 +9,7 @@ packages=(
   libdnnl-dev                         # oneDNN: GEMM
   libopenmpi-dev openmpi-bin          # Open MPI: the distributed runtime
   nlohmann-json3-dev                  # configs, manifests, safetensors headers
+  libjs-chart.js                      # Chart.js, inlined into `tessel report` pages
   libcli11-dev                        # the tessel command line
   libgtest-dev libbenchmark-dev       # tests and kernel micro-benchmarks
   zlib1g-dev                          # reading the gzipped Fashion-MNIST files

@@ -25,6 +25,7 @@ Command add_sample_command(CLI::App& app);
 Command add_eval_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);
 Command add_inspect_command(CLI::App& app);
+Command add_report_command(CLI::App& app);
 Command add_launch_command(CLI::App& app);
 Command add_plan_command(CLI::App& app);
 Command add_calibrate_command(CLI::App& app);

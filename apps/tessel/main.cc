@@ -1,4 +1,5 @@
-// tessel: train, sample, evaluate, benchmark and inspect models; calibrate the machine, plan runs.
+// tessel: train, sample, evaluate, benchmark and inspect models; calibrate the machine, plan runs,
+// launch with restarts, report on runs.
 #include <exception>
 #include <new>
 #include <vector>
@@ -14,7 +15,8 @@ int main(int argc, char** argv) {
       tessel::cli::add_train_command(app),     tessel::cli::add_sample_command(app),
       tessel::cli::add_eval_command(app),      tessel::cli::add_bench_command(app),
       tessel::cli::add_inspect_command(app),   tessel::cli::add_plan_command(app),
-      tessel::cli::add_calibrate_command(app), tessel::cli::add_launch_command(app)};
+      tessel::cli::add_calibrate_command(app), tessel::cli::add_launch_command(app),
+      tessel::cli::add_report_command(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

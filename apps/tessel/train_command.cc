@@ -194,8 +194,7 @@ int run_train(const TrainOptions& opt) {
         trainer.distributed().mesh().to_string().c_str(), trainer.flops_per_step() / 1e9,
         trainer.arena_bytes() / 1048576.0,
         config.threads > 0 ? config.threads : omp_get_max_threads());
-    std::printf("baseline loss to beat (%s): %.4f nats\n",
-                config.model == "gpt" ? "unigram entropy of the training text" : "chance",
+    std::printf("baseline loss to beat (%s): %.4f nats\n", task.baseline_name(),
                 task.baseline_loss());
     std::fflush(stdout);
   }
@@ -319,7 +318,9 @@ int run_train(const TrainOptions& opt) {
                       {"measured_peak_tracked_bytes", tracked.at(m.rank)},
                       {"peak_rss_bytes", rss.at(m.rank)}});
   const Trainer::ModelStateBytes state = trainer.model_state_bytes();
-  nlohmann::json summary = {{"mesh", trainer.distributed().mesh().to_string()},
+  nlohmann::json summary = {{"model", config.model},
+                            {"mesh", trainer.distributed().mesh().to_string()},
+                            {"layout", trainer.distributed().layout().to_string()},
                             {"zero", config.zero},
                             {"recompute", trainer.config().recompute},
                             {"precision", config.precision},
@@ -332,7 +333,9 @@ int run_train(const TrainOptions& opt) {
                             {"peak_rss_bytes_rank0", peak_rss_bytes()},
                             {"memory_per_rank", memory},
                             {"final_loss", last_loss},
-                            {"final_val_loss", last_eval.loss}};
+                            {"final_val_loss", last_eval.loss},
+                            {"baseline_loss", task.baseline_loss()},
+                            {"baseline", task.baseline_name()}};
   if (trainer.pipeline()) {
     const PipelineModel& p = *trainer.pipeline();
     summary["pipeline"] = {

@@ -39,6 +39,7 @@ class GptTextTask : public Task {
   int64_t items_per_row() const override { return context_; }
   const char* item_name() const override { return "tokens"; }
   double baseline_loss() const override { return baseline_; }
+  const char* baseline_name() const override { return "unigram entropy of the training text"; }
 
  private:
   TextCorpus corpus_;
@@ -73,6 +74,7 @@ class MlpImageTask : public Task {
   double baseline_loss() const override {
     return std::log(static_cast<double>(kFashionMnistClasses));
   }
+  const char* baseline_name() const override { return "chance"; }
 
   bool has_accuracy() const override { return true; }
   double accuracy(const float* l, const InputBuffers& input, int64_t rows) const override {

@@ -38,6 +38,8 @@ class Task {
   // A loss any real learning must beat: the unigram entropy of the text, or
   // log(classes) for a classifier at chance.
   virtual double baseline_loss() const = 0;
+  // What baseline_loss is, for printouts and summary.json.
+  virtual const char* baseline_name() const = 0;
   // Classifiers: accuracy of full logits against the batch's labels.
   virtual bool has_accuracy() const { return false; }
   virtual double accuracy(const float* logits, const InputBuffers& input, int64_t batch) const {

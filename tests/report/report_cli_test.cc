@@ -1,0 +1,86 @@
+// `tessel report` on bad input: a missing directory or Chart.js is an error
+// before anything is written; a damaged run is a warning and the page is
+// still written from what is readable. (The browser test covers real runs.)
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int exit_code;
+  std::string output;
+};
+
+Result run(const std::string& args) {
+  const std::string cmd = std::string(TESSEL_CLI_PATH) + " report " + args + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+class ReportCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("tessel_report_cli_" + std::to_string(getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_ / "killed");
+    // A killed run: two steps and half of a third, no summary or checkpoint.
+    std::ofstream(dir_ / "killed" / "metrics.jsonl")
+        << "{\"step\":0,\"loss\":5.5,\"lr\":0.001}\n{\"step\":1,\"loss\":5.0,\"lr\":0.002}\n"
+           "{\"step\":2,\"lo";
+    fs::create_directories(dir_ / "empty");
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  fs::path dir_;
+};
+
+TEST_F(ReportCli, MissingDirectoryIsAnErrorAndNothingIsWritten) {
+  const Result r = run(path("killed") + " " + path("nope") + " --out " + path("r.html"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("run directory '" + path("nope") + "' does not exist"), std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(path("r.html")));
+}
+
+TEST_F(ReportCli, MissingChartJsNamesThePackage) {
+  const Result r =
+      run(path("killed") + " --chart-js " + path("none.js") + " --out " + path("r.html"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("libjs-chart.js"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(path("r.html")));
+}
+
+TEST_F(ReportCli, NothingReadableIsAnError) {
+  const Result r = run(path("empty") + " --out " + path("r.html"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("none of the run directories holds anything readable"), std::string::npos)
+      << r.output;
+}
+
+TEST_F(ReportCli, KilledAndEmptyRunsAreWarningsAndThePageIsWritten) {
+  const Result r = run(path("killed") + " " + path("empty") + " --out " + path("r.html"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("warning: " + path("killed") + "/metrics.jsonl line 3 is cut off"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find(path("empty") + " has nothing readable"), std::string::npos) << r.output;
+  std::ifstream in(path("r.html"));
+  const std::string html((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(html.find("line 3 is cut off (a killed run?)"), std::string::npos);
+  EXPECT_NE(html.find("<td>killed</td>"), std::string::npos);
+}
+
+}  // namespace
