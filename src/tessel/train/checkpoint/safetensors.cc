@@ -234,7 +234,8 @@ SafetensorsFile read_safetensors(const std::string& path) {
     e.record.dtype = value["dtype"].get<std::string>();
     const size_t itemsize = safetensors_dtype_size(e.record.dtype);
     if (itemsize == 0)
-      TS_THROW(tw, " has unsupported dtype \"", e.record.dtype, "\" (expected F32, I32, BF16 or F64)");
+      TS_THROW(tw, " has unsupported dtype \"", e.record.dtype,
+               "\" (expected F32, I32, BF16 or F64)");
     for (const Json& d : value["shape"])
       e.record.shape.push_back(static_cast<int64_t>(
           json_uint(d, static_cast<uint64_t>(kMaxElements), tw + " shape dim")));
