@@ -153,7 +153,7 @@ TEST(CheckpointSafetensors, WriterValidatesBeforeWriting) {
   };
   expect_rejected({{"w", "F32", {2, 2}, x.data(), 24}}, "needs 16");
   expect_rejected({{"w", "F32", {6}, x.data(), 24}, {"w", "F32", {6}, x.data(), 24}}, "duplicate");
-  expect_rejected({{"w", "F64", {3}, x.data(), 24}}, "unsupported dtype \"F64\"");
+  expect_rejected({{"w", "F16", {3}, x.data(), 6}}, "unsupported dtype \"F16\"");
   expect_rejected({{"w", "F32", {-1, 6}, x.data(), 24}}, "negative dimension");
   expect_rejected({{"__metadata__", "F32", {6}, x.data(), 24}}, "reserved");
   expect_rejected({{"", "F32", {6}, x.data(), 24}}, "empty name");

@@ -133,6 +133,7 @@ const TensorRecord* SafetensorsFile::find(const std::string& name) const {
 size_t safetensors_dtype_size(const std::string& dtype) {
   if (dtype == "F32" || dtype == "I32") return 4;
   if (dtype == "BF16") return 2;
+  if (dtype == "F64") return 8;
   return 0;
 }
 
@@ -151,7 +152,7 @@ void write_safetensors(const std::string& path, const std::vector<TensorView>& t
     if (!names.insert(t.name).second) TS_THROW(where, ": duplicate tensor name");
     const size_t itemsize = safetensors_dtype_size(t.dtype);
     if (itemsize == 0)
-      TS_THROW(where, ": unsupported dtype \"", t.dtype, "\" (expected F32, I32 or BF16)");
+      TS_THROW(where, ": unsupported dtype \"", t.dtype, "\" (expected F32, I32, BF16 or F64)");
     const uint64_t expected = shape_bytes(t.shape, itemsize, where);
     if (t.nbytes != expected)
       TS_THROW(where, ": has ", t.nbytes, " bytes but shape ", shape_str(t.shape), " of ", t.dtype,
@@ -233,7 +234,8 @@ SafetensorsFile read_safetensors(const std::string& path) {
     e.record.dtype = value["dtype"].get<std::string>();
     const size_t itemsize = safetensors_dtype_size(e.record.dtype);
     if (itemsize == 0)
-      TS_THROW(tw, " has unsupported dtype \"", e.record.dtype, "\" (expected F32, I32 or BF16)");
+      TS_THROW(tw, " has unsupported dtype \"", e.record.dtype,
+               "\" (expected F32, I32, BF16 or F64)");
     for (const Json& d : value["shape"])
       e.record.shape.push_back(static_cast<int64_t>(
           json_uint(d, static_cast<uint64_t>(kMaxElements), tw + " shape dim")));

@@ -8,7 +8,8 @@
 // start of the data section. Tensors are written contiguously in the order
 // given; a file read back must have its tensors tile the data section exactly
 // (no overlap, no gap, no trailing bytes), as the reference implementation
-// requires. Supported dtypes: "F32", "I32" (4 bytes) and "BF16" (2 bytes).
+// requires. Supported dtypes: "F32", "I32" (4 bytes), "BF16" (2 bytes) and
+// "F64" (8 bytes; only test fixtures use it: checkpoints demand F32).
 //
 // Writes never leave a half-written file under the final name: they go to
 // `path + ".tmp"`, which is fsynced and then renamed over `path` (and the
@@ -31,7 +32,7 @@ namespace tessel {
 // one full tensor at a time).
 struct TensorView {
   std::string name;
-  std::string dtype;  // "F32", "I32" or "BF16".
+  std::string dtype;  // "F32", "I32", "BF16" or "F64".
   std::vector<int64_t> shape;
   const void* data = nullptr;
   size_t nbytes = 0;
