@@ -169,7 +169,7 @@ TEST_F(Cli, RecomputeAutoChoosesWithinTheMemoryLimit) {
   Result dry = run("train --config " + config + " --recompute auto --memory-limit 1GiB --dry-run");
   EXPECT_EQ(dry.exit_code, 0) << dry.output;
   for (const char* part : {"recompute auto: chose none", "fits, chosen",
-                           "recompute none):", "fits in --memory-limit 1GiB"})
+                           "recompute none, precision f32):", "fits in --memory-limit 1GiB"})
     EXPECT_NE(dry.output.find(part), std::string::npos) << part << " in:\n" << dry.output;
   nlohmann::json j = tiny_gpt();
   j["data_dir"] = (dir_ / "no-such-dir").string();  // the data would only be loaded after the check
