@@ -78,6 +78,17 @@ TEST_F(Cli, UnknownPrecisionIsNamed) {
                "'precision' must be \"f32\" or \"bf16\", got \"fp16\"");
 }
 
+// oneDNN 2.6 has no bf16 matmul below AVX-512: forced here with its own
+// ISA limit, the run stops before any compute with an error that says so.
+TEST_F(Cli, Bf16WithoutAvx512IsAClearError) {
+  setenv("DNNL_MAX_CPU_ISA", "AVX2", 1);
+  Result r = run("train --config " + write_config(tiny_gpt()) + " --set precision=bf16 --out " +
+                 (dir_ / "o").string());
+  unsetenv("DNNL_MAX_CPU_ISA");
+  expect_error(r,
+               "precision bf16: oneDNN has no bf16 matmul on this CPU (its instruction set: avx2)");
+}
+
 TEST_F(Cli, HeadsMustDivideModelWidth) {
   nlohmann::json j = tiny_gpt();
   j["n_head"] = 3;

@@ -94,6 +94,11 @@ struct EinsumBf16::Impl {
 EinsumBf16::EinsumBf16(const Shape& a, const Shape& b, const Shape& out, bool create_primitives,
                        Bf16Inputs bf16_inputs)
     : impl_(std::make_unique<Impl>()) {
+  if (!onednn_has_bf16_matmul())
+    TS_THROW("precision bf16: oneDNN has no bf16 matmul on this CPU (its instruction set: ",
+             onednn_cpu_isa(),
+             "); bf16 needs AVX-512 (emulated, slower than f32), AVX512-BF16 or AMX. Use "
+             "precision f32 here");
   Impl& p = *impl_;
   const EinsumGroups g = einsum_groups(a, b, out);
   const std::vector<std::string> a_order = concat(g.batch, g.m, g.k);
@@ -330,6 +335,18 @@ std::string onednn_cpu_isa() {
       return "avx512_core_amx";
     default:
       return "other";
+  }
+}
+
+bool onednn_has_bf16_matmul() {
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::avx512_core:
+    case dnnl::cpu_isa::avx512_core_vnni:
+    case dnnl::cpu_isa::avx512_core_bf16:
+    case dnnl::cpu_isa::avx512_core_amx:
+      return true;
+    default:
+      return false;
   }
 }
 

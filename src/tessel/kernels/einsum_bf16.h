@@ -32,7 +32,8 @@ struct Bf16Inputs {
 class EinsumBf16 {
  public:
   // REQUIRES: shapes satisfy the einsum shape rule (op_table.h). With
-  // create_primitives = false only the sizes are computed (dry runs).
+  // create_primitives = false only the sizes are computed (dry runs). Throws
+  // a clear error where onednn_has_bf16_matmul() is false.
   EinsumBf16(const Shape& a, const Shape& b, const Shape& out, bool create_primitives = true,
              Bf16Inputs bf16_inputs = {});
   ~EinsumBf16();
@@ -70,6 +71,9 @@ class Bf16Convert {
 
 // The instruction set oneDNN dispatches to on this CPU ("avx512_core_bf16", ...).
 std::string onednn_cpu_isa();
+// True when oneDNN (2.6) has a bf16 matmul on this CPU at all: AVX-512 and
+// up (emulated on plain AVX-512). Below that (AVX2), EinsumBf16 throws.
+bool onednn_has_bf16_matmul();
 // True when the CPU multiplies bf16 natively (AVX512-BF16 or AMX); otherwise
 // oneDNN emulates bf16 and it runs slower than f32.
 bool cpu_has_native_bf16();
