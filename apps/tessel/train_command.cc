@@ -78,9 +78,9 @@ int run_dry(TrainConfig config) {
     std::printf("%s", choice.report().c_str());
     config.recompute = choice.chosen;
   }
-  std::printf("predicted memory per rank (mesh %s, zero %d, recompute %s):\n",
+  std::printf("predicted memory per rank (mesh %s, zero %d, recompute %s, precision %s):\n",
               config.mesh.empty() ? "single rank" : config.mesh.c_str(), config.zero,
-              config.recompute.c_str());
+              config.recompute.c_str(), config.precision.c_str());
   std::printf("  %-5s %12s %12s %12s %14s %12s %12s %13s %12s\n", "rank", "parameters", "optimizer",
               "arena", "(gradients)", "eval arena", "host", "accumulators", "total");
   for (const RankMemory& m : predict_memory(config))

@@ -63,6 +63,7 @@ std::vector<Case> cases() {
 class EinsumBf16Test : public ::testing::TestWithParam<Case> {};
 
 TEST_P(EinsumBf16Test, MatchesReference) {
+  if (!onednn_has_bf16_matmul()) GTEST_SKIP() << "no bf16 matmul in oneDNN on this CPU";
   const Case& c = GetParam();
   std::vector<float> a = random_values(c.a.numel(), 1), b = random_values(c.b.numel(), 2);
   EinsumBf16 op(c.a, c.b, c.out);
@@ -87,6 +88,22 @@ TEST_P(EinsumBf16Test, MatchesReference) {
     // Each operand is off by at most 2^-8 relative: each product by 2^-7.
     EXPECT_NEAR(out[e], ref32[e], std::ldexp(1.0, -7) * absref[e] + 1e-7)
         << c.name << " element " << e;
+  }
+  // Operands handed over already in bf16 (a weight's once-per-step copy):
+  // read in place or reordered, the same products up to accumulation order.
+  std::vector<uint16_t> a_bf16(a.size()), b_bf16(b.size());
+  Bf16Convert(static_cast<int64_t>(a.size())).run(a.data(), a_bf16.data());
+  Bf16Convert(static_cast<int64_t>(b.size())).run(b.data(), b_bf16.data());
+  for (Bf16Inputs in : {Bf16Inputs{true, false}, Bf16Inputs{false, true}, Bf16Inputs{true, true}}) {
+    EinsumBf16 pre(c.a, c.b, c.out, true, in);
+    AlignedBuffer pre_scratch(pre.scratch_bytes());
+    std::vector<float> pre_out(out.size(), -1.0f);
+    pre.run(in.a ? static_cast<const void*>(a_bf16.data()) : a.data(),
+            in.b ? static_cast<const void*>(b_bf16.data()) : b.data(), pre_out.data(),
+            pre_scratch.data());
+    for (size_t e = 0; e < out.size(); ++e)
+      EXPECT_NEAR(pre_out[e], ref16[e], 1e-5 * absref[e] + 1e-7)
+          << c.name << " bf16 inputs " << in.a << in.b << " element " << e;
   }
   // Not a silent f32 path: bf16 rounding must show somewhere.
   double max_diff = 0;

@@ -4,6 +4,7 @@
 // option cannot be a silent no-op). The memory side (predicted == measured
 // in bf16) is in layout_invariance_test.cc's MeasuredMemory cases.
 #include "layout/layout_harness.h"
+#include "tessel/kernels/einsum_bf16.h"
 
 namespace tessel {
 namespace {
@@ -20,6 +21,11 @@ nlohmann::json bf16_config() {
 
 class Bf16Training : public LayoutInvariance {
  protected:
+  void SetUp() override {
+    if (!kernels::onednn_has_bf16_matmul())
+      GTEST_SKIP() << "oneDNN has no bf16 matmul on this CPU (" << kernels::onednn_cpu_isa()
+                   << "); bf16 needs AVX-512";
+  }
   static const TrainRun& bf16_reference() {
     static TrainRun r = train("bf16_single", bf16_config(), 0);
     return r;

@@ -78,6 +78,17 @@ TEST_F(Cli, UnknownPrecisionIsNamed) {
                "'precision' must be \"f32\" or \"bf16\", got \"fp16\"");
 }
 
+// oneDNN 2.6 has no bf16 matmul below AVX-512: forced here with its own
+// ISA limit, the run stops before any compute with an error that says so.
+TEST_F(Cli, Bf16WithoutAvx512IsAClearError) {
+  setenv("DNNL_MAX_CPU_ISA", "AVX2", 1);
+  Result r = run("train --config " + write_config(tiny_gpt()) + " --set precision=bf16 --out " +
+                 (dir_ / "o").string());
+  unsetenv("DNNL_MAX_CPU_ISA");
+  expect_error(r,
+               "precision bf16: oneDNN has no bf16 matmul on this CPU (its instruction set: avx2)");
+}
+
 TEST_F(Cli, HeadsMustDivideModelWidth) {
   nlohmann::json j = tiny_gpt();
   j["n_head"] = 3;
@@ -169,7 +180,7 @@ TEST_F(Cli, RecomputeAutoChoosesWithinTheMemoryLimit) {
   Result dry = run("train --config " + config + " --recompute auto --memory-limit 1GiB --dry-run");
   EXPECT_EQ(dry.exit_code, 0) << dry.output;
   for (const char* part : {"recompute auto: chose none", "fits, chosen",
-                           "recompute none):", "fits in --memory-limit 1GiB"})
+                           "recompute none, precision f32):", "fits in --memory-limit 1GiB"})
     EXPECT_NE(dry.output.find(part), std::string::npos) << part << " in:\n" << dry.output;
   nlohmann::json j = tiny_gpt();
   j["data_dir"] = (dir_ / "no-such-dir").string();  // the data would only be loaded after the check

@@ -81,7 +81,9 @@ struct EinsumBf16::Impl {
   bool empty = false;  // a zero-sized m, n, k or batch: nothing to compute
   // Reorders of a and b into dense bf16, and of staged f32 C into out.
   memory::desc a_src, a_dst, b_src, b_dst, c_stage, c_out;
-  memory::desc mm_a, mm_b, mm_c;  // the matmul's view: [batch.., M, K] etc.
+  memory::desc mm_a, mm_b, mm_c;                // the matmul's view: [batch.., M, K] etc.
+  memory::desc a_direct, b_direct;              // bf16 inputs as they are, where the strides allow
+  bool a_in_place = false, b_in_place = false;  // the matmul reads a bf16 input itself
   bool stage_c = false;
   size_t a_bytes = 0, b_bytes = 0, c_bytes = 0, pad_bytes = 0;
   std::string impl_name;
@@ -89,8 +91,14 @@ struct EinsumBf16::Impl {
   dnnl::matmul mm;
 };
 
-EinsumBf16::EinsumBf16(const Shape& a, const Shape& b, const Shape& out, bool create_primitives)
+EinsumBf16::EinsumBf16(const Shape& a, const Shape& b, const Shape& out, bool create_primitives,
+                       Bf16Inputs bf16_inputs)
     : impl_(std::make_unique<Impl>()) {
+  if (!onednn_has_bf16_matmul())
+    TS_THROW("precision bf16: oneDNN has no bf16 matmul on this CPU (its instruction set: ",
+             onednn_cpu_isa(),
+             "); bf16 needs AVX-512 (emulated, slower than f32), AVX512-BF16 or AMX. Use "
+             "precision f32 here");
   Impl& p = *impl_;
   const EinsumGroups g = einsum_groups(a, b, out);
   const std::vector<std::string> a_order = concat(g.batch, g.m, g.k);
@@ -99,9 +107,12 @@ EinsumBf16::EinsumBf16(const Shape& a, const Shape& b, const Shape& out, bool cr
   Dims sizes, strides;
   const size_t nb = g.batch.size();
 
+  const auto type_of = [](bool bf16) {
+    return bf16 ? memory::data_type::bf16 : memory::data_type::f32;
+  };
   sizes_strides(a, a_order, sizes, strides);
   if (product(sizes, 0, sizes.size()) == 0) p.empty = true;
-  p.a_src = memory::desc(sizes, memory::data_type::f32, strides);
+  p.a_src = memory::desc(sizes, type_of(bf16_inputs.a), strides);
   p.a_dst = memory::desc(sizes, memory::data_type::bf16, dense_strides(sizes));
   Dims batch(sizes.begin(), sizes.begin() + nb);
   const int64_t M = product(sizes, nb, nb + g.m.size());
@@ -110,7 +121,7 @@ EinsumBf16::EinsumBf16(const Shape& a, const Shape& b, const Shape& out, bool cr
 
   sizes_strides(b, b_order, sizes, strides);
   if (product(sizes, 0, sizes.size()) == 0) p.empty = true;
-  p.b_src = memory::desc(sizes, memory::data_type::f32, strides);
+  p.b_src = memory::desc(sizes, type_of(bf16_inputs.b), strides);
   p.b_dst = memory::desc(sizes, memory::data_type::bf16, dense_strides(sizes));
   const int64_t N = product(sizes, nb + g.k.size(), nb + g.k.size() + g.n.size());
   p.b_bytes = round_up(product(sizes, 0, sizes.size()) * sizeof(uint16_t));
@@ -130,9 +141,48 @@ EinsumBf16::EinsumBf16(const Shape& a, const Shape& b, const Shape& out, bool cr
   p.mm_a = matrix(M, K, memory::data_type::bf16);
   p.mm_b = matrix(K, N, memory::data_type::bf16);
 
+  // A bf16 operand whose row and column groups each merge into one strided
+  // index is read in place; the matmul's choice of kernel decides below.
+  auto strided = [&](const Shape& s, const std::vector<std::string>& rows,
+                     const std::vector<std::string>& cols, int64_t nrows, int64_t ncols) {
+    const int64_t rs = merged_stride(s, rows), cs = merged_stride(s, cols);
+    if (rs < 0 || cs < 0) return memory::desc();
+    Dims d = batch, st;
+    for (const auto& name : g.batch) st.push_back(s.stride(name));
+    d.push_back(nrows);
+    d.push_back(ncols);
+    st.push_back(rs);
+    st.push_back(cs);
+    return memory::desc(d, memory::data_type::bf16, st);
+  };
+  if (bf16_inputs.a) p.a_direct = strided(a, g.m, g.k, M, K);
+  if (bf16_inputs.b) p.b_direct = strided(b, g.k, g.n, K, N);
+
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  auto try_matmul = [&](const memory::desc& c, dnnl::matmul::primitive_desc& pd) {
+    for (int direct = 3; direct >= 0; --direct) {  // read bf16 inputs in place if possible
+      const bool da = (direct & 1) && !p.a_direct.is_zero();
+      const bool db = (direct & 2) && !p.b_direct.is_zero();
+      if (((direct & 1) && !da) || ((direct & 2) && !db)) continue;
+      try {
+        pd = dnnl::matmul::primitive_desc(
+            dnnl::matmul::desc(da ? p.a_direct : p.mm_a, db ? p.b_direct : p.mm_b, c), attr,
+            cpu_engine());
+      } catch (const dnnl::error&) {
+        continue;
+      }
+      if (std::string(pd.impl_info_str()).find("ref") != std::string::npos) continue;
+      p.a_in_place = da;
+      p.b_in_place = db;
+      return true;
+    }
+    return false;
+  };
   auto make_matmul = [&](const memory::desc& c) {
+    dnnl::matmul::primitive_desc pd;
+    if (try_matmul(c, pd)) return pd;
+    p.a_in_place = p.b_in_place = false;  // oneDNN's reference kernel: accepted only as is
     return dnnl::matmul::primitive_desc(dnnl::matmul::desc(p.mm_a, p.mm_b, c), attr, cpu_engine());
   };
   // C written in place when m and n each merge into one strided index and
@@ -148,12 +198,7 @@ EinsumBf16::EinsumBf16(const Shape& a, const Shape& b, const Shape& out, bool cr
     st.push_back(ms);
     st.push_back(ns);
     p.mm_c = memory::desc(d, memory::data_type::f32, st);
-    try {
-      mm_pd = make_matmul(p.mm_c);
-      in_place = std::string(mm_pd.impl_info_str()).find("ref") == std::string::npos;
-    } catch (const dnnl::error&) {
-      in_place = false;
-    }
+    in_place = try_matmul(p.mm_c, mm_pd);
   }
   if (!in_place) {
     p.stage_c = true;
@@ -165,9 +210,18 @@ EinsumBf16::EinsumBf16(const Shape& a, const Shape& b, const Shape& out, bool cr
   auto reorder_pd = [&](const memory::desc& from, const memory::desc& to) {
     return dnnl::reorder::primitive_desc(cpu_engine(), from, cpu_engine(), to, attr);
   };
-  auto ra_pd = reorder_pd(p.a_src, p.a_dst), rb_pd = reorder_pd(p.b_src, p.b_dst);
-  size_t pad = std::max({mm_pd.scratchpad_desc().get_size(), ra_pd.scratchpad_desc().get_size(),
-                         rb_pd.scratchpad_desc().get_size()});
+  if (p.a_in_place) p.a_bytes = 0;
+  if (p.b_in_place) p.b_bytes = 0;
+  size_t pad = mm_pd.scratchpad_desc().get_size();
+  dnnl::reorder::primitive_desc ra_pd, rb_pd;
+  if (!p.a_in_place) {
+    ra_pd = reorder_pd(p.a_src, p.a_dst);
+    pad = std::max(pad, ra_pd.scratchpad_desc().get_size());
+  }
+  if (!p.b_in_place) {
+    rb_pd = reorder_pd(p.b_src, p.b_dst);
+    pad = std::max(pad, rb_pd.scratchpad_desc().get_size());
+  }
   dnnl::reorder::primitive_desc rc_pd;
   if (p.stage_c) {
     rc_pd = reorder_pd(p.c_stage, p.c_out);
@@ -175,8 +229,8 @@ EinsumBf16::EinsumBf16(const Shape& a, const Shape& b, const Shape& out, bool cr
   }
   p.pad_bytes = round_up(pad);
   if (!create_primitives) return;
-  p.ra = dnnl::reorder(ra_pd);
-  p.rb = dnnl::reorder(rb_pd);
+  if (!p.a_in_place) p.ra = dnnl::reorder(ra_pd);
+  if (!p.b_in_place) p.rb = dnnl::reorder(rb_pd);
   if (p.stage_c) p.rc = dnnl::reorder(rc_pd);
   p.mm = dnnl::matmul(mm_pd);
 }
@@ -192,7 +246,7 @@ size_t EinsumBf16::scratch_bytes() const {
 
 std::string EinsumBf16::implementation() const { return impl_->impl_name; }
 
-void EinsumBf16::run(const float* a, const float* b, float* out, void* scratch) const {
+void EinsumBf16::run(const void* a, const void* b, float* out, void* scratch) const {
   const Impl& p = *impl_;
   if (p.empty) return;
   TS_CHECK(p.mm, "einsum bf16: primitives were not created (a plan-only instance)");
@@ -206,11 +260,18 @@ void EinsumBf16::run(const float* a, const float* b, float* out, void* scratch) 
   memory pad_mem(memory::desc({static_cast<int64_t>(p.pad_bytes)}, memory::data_type::u8,
                               memory::format_tag::a),
                  e, pad);
-  memory a_src(p.a_src, e, const_cast<float*>(a)), a_dst(p.a_dst, e, a16);
-  memory b_src(p.b_src, e, const_cast<float*>(b)), b_dst(p.b_dst, e, b16);
-  p.ra.execute(s, {{DNNL_ARG_FROM, a_src}, {DNNL_ARG_TO, a_dst}, {DNNL_ARG_SCRATCHPAD, pad_mem}});
-  p.rb.execute(s, {{DNNL_ARG_FROM, b_src}, {DNNL_ARG_TO, b_dst}, {DNNL_ARG_SCRATCHPAD, pad_mem}});
-  memory mm_a(p.mm_a, e, a16), mm_b(p.mm_b, e, b16);
+  void* a_in = const_cast<void*>(a);
+  void* b_in = const_cast<void*>(b);
+  if (!p.a_in_place) {
+    memory from(p.a_src, e, a_in), to(p.a_dst, e, a16);
+    p.ra.execute(s, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}, {DNNL_ARG_SCRATCHPAD, pad_mem}});
+  }
+  if (!p.b_in_place) {
+    memory from(p.b_src, e, b_in), to(p.b_dst, e, b16);
+    p.rb.execute(s, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}, {DNNL_ARG_SCRATCHPAD, pad_mem}});
+  }
+  memory mm_a(p.a_in_place ? p.a_direct : p.mm_a, e, p.a_in_place ? a_in : a16);
+  memory mm_b(p.b_in_place ? p.b_direct : p.mm_b, e, p.b_in_place ? b_in : b16);
   memory mm_c(p.mm_c, e, p.stage_c ? static_cast<void*>(c32) : static_cast<void*>(out));
   p.mm.execute(s, {{DNNL_ARG_SRC, mm_a},
                    {DNNL_ARG_WEIGHTS, mm_b},
@@ -222,6 +283,36 @@ void EinsumBf16::run(const float* a, const float* b, float* out, void* scratch) 
                  {{DNNL_ARG_FROM, c_stage}, {DNNL_ARG_TO, c_out}, {DNNL_ARG_SCRATCHPAD, pad_mem}});
   }
   s.wait();
+}
+
+struct Bf16Convert::Impl {
+  memory::desc from, to;
+  dnnl::reorder reorder;
+};
+
+Bf16Convert::Bf16Convert(int64_t n, bool create_primitive)
+    : n_(n), impl_(std::make_unique<Impl>()) {
+  if (n == 0) return;
+  impl_->from = memory::desc({n}, memory::data_type::f32, memory::format_tag::a);
+  impl_->to = memory::desc({n}, memory::data_type::bf16, memory::format_tag::a);
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  dnnl::reorder::primitive_desc pd(cpu_engine(), impl_->from, cpu_engine(), impl_->to, attr);
+  TS_CHECK(pd.scratchpad_desc().get_size() == 0,
+           "bf16 weight copy: oneDNN asks for scratch the memory plan does not hold");
+  if (create_primitive) impl_->reorder = dnnl::reorder(pd);
+}
+
+Bf16Convert::~Bf16Convert() = default;
+Bf16Convert::Bf16Convert(Bf16Convert&&) noexcept = default;
+Bf16Convert& Bf16Convert::operator=(Bf16Convert&&) noexcept = default;
+
+void Bf16Convert::run(const float* in, void* out) const {
+  if (n_ == 0) return;
+  TS_CHECK(impl_->reorder, "bf16 weight copy: a plan-only instance");
+  memory from(impl_->from, cpu_engine(), const_cast<float*>(in)), to(impl_->to, cpu_engine(), out);
+  impl_->reorder.execute(cpu_stream(), {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
+  cpu_stream().wait();
 }
 
 std::string onednn_cpu_isa() {
@@ -244,6 +335,18 @@ std::string onednn_cpu_isa() {
       return "avx512_core_amx";
     default:
       return "other";
+  }
+}
+
+bool onednn_has_bf16_matmul() {
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::avx512_core:
+    case dnnl::cpu_isa::avx512_core_vnni:
+    case dnnl::cpu_isa::avx512_core_bf16:
+    case dnnl::cpu_isa::avx512_core_amx:
+      return true;
+    default:
+      return false;
   }
 }
 

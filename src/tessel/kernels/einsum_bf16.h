@@ -21,18 +21,29 @@
 
 namespace tessel::kernels {
 
+// Which operands run() receives already in bf16 (row-major over their own
+// shape, e.g. a weight's once-per-step copy): the matmul reads them in place
+// where oneDNN has an optimised kernel for their strides, else they are
+// reordered (bf16 to bf16) into the dense scratch copy.
+struct Bf16Inputs {
+  bool a = false, b = false;
+};
+
 class EinsumBf16 {
  public:
   // REQUIRES: shapes satisfy the einsum shape rule (op_table.h). With
-  // create_primitives = false only the sizes are computed (dry runs).
-  EinsumBf16(const Shape& a, const Shape& b, const Shape& out, bool create_primitives = true);
+  // create_primitives = false only the sizes are computed (dry runs). Throws
+  // a clear error where onednn_has_bf16_matmul() is false.
+  EinsumBf16(const Shape& a, const Shape& b, const Shape& out, bool create_primitives = true,
+             Bf16Inputs bf16_inputs = {});
   ~EinsumBf16();
   EinsumBf16(EinsumBf16&&) noexcept;
   EinsumBf16& operator=(EinsumBf16&&) noexcept;
 
   size_t scratch_bytes() const;
-  // out = einsum(a, b); scratch holds scratch_bytes() bytes, 64-byte aligned.
-  void run(const float* a, const float* b, float* out, void* scratch) const;
+  // out = einsum(a, b); a and b are f32, or bf16 as given in the constructor;
+  // scratch holds scratch_bytes() bytes, 64-byte aligned.
+  void run(const void* a, const void* b, float* out, void* scratch) const;
   // oneDNN's name for the matmul implementation it chose (e.g. "brg:avx512_core_bf16").
   std::string implementation() const;
 
@@ -41,8 +52,28 @@ class EinsumBf16 {
   std::unique_ptr<Impl> impl_;
 };
 
+// Rounds n f32 values to bf16 (nearest even) in the same order: the
+// once-per-step copy of a weight. One oneDNN reorder, created once.
+class Bf16Convert {
+ public:
+  explicit Bf16Convert(int64_t n, bool create_primitive = true);
+  ~Bf16Convert();
+  Bf16Convert(Bf16Convert&&) noexcept;
+  Bf16Convert& operator=(Bf16Convert&&) noexcept;
+  size_t bytes() const { return static_cast<size_t>(n_) * 2; }
+  void run(const float* in, void* out) const;
+
+ private:
+  int64_t n_;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 // The instruction set oneDNN dispatches to on this CPU ("avx512_core_bf16", ...).
 std::string onednn_cpu_isa();
+// True when oneDNN (2.6) has a bf16 matmul on this CPU at all: AVX-512 and
+// up (emulated on plain AVX-512). Below that (AVX2), EinsumBf16 throws.
+bool onednn_has_bf16_matmul();
 // True when the CPU multiplies bf16 natively (AVX512-BF16 or AMX); otherwise
 // oneDNN emulates bf16 and it runs slower than f32.
 bool cpu_has_native_bf16();

@@ -160,7 +160,9 @@ void execute_op(const OpCall& call) {
       return;
     case OpKind::kEinsum:
       if (call.einsum_bf16 && !call.reference) {
-        call.einsum_bf16->run(in_f32(call, 0), in_f32(call, 1), out, call.scratch);
+        const void* a = call.bf16_in[0] ? call.bf16_in[0] : in_f32(call, 0);
+        const void* b = call.bf16_in[1] ? call.bf16_in[1] : in_f32(call, 1);
+        call.einsum_bf16->run(a, b, out, call.scratch);
       } else if (call.reference) {
         kernels::einsum_ref(in_shape(call, 0), in_f32(call, 0), in_shape(call, 1), in_f32(call, 1),
                             node.shape, out);

@@ -29,6 +29,8 @@ struct OpCall {
   const CommGroups* comms;  // collectives and sharded ops; nullptr in a single process
   // Set for einsums of a bf16 program: they run on it (the scratch is its own).
   const kernels::EinsumBf16* einsum_bf16 = nullptr;
+  // Per einsum input: its bf16 copy (a weight's, made once per phase), or nullptr.
+  const void* bf16_in[2] = {nullptr, nullptr};
 };
 
 // Input i's shape and storage.

@@ -53,11 +53,6 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
       einsum_plans_.push_back(kernels::plan_einsum(g.node(node.inputs[0]).shape,
                                                    g.node(node.inputs[1]).shape, node.shape));
       ins.einsum_plan = static_cast<int>(einsum_plans_.size()) - 1;
-      if (options_.bf16 && !options_.reference_kernels) {
-        einsum_bf16_.emplace_back(g.node(node.inputs[0]).shape, g.node(node.inputs[1]).shape,
-                                  node.shape, /*create_primitives=*/!options_.plan_only);
-        ins.einsum_bf16 = static_cast<int>(einsum_bf16_.size()) - 1;
-      }
     }
     instructions_.push_back(ins);
     for (ValueId in : node.inputs) {
@@ -73,6 +68,43 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
     phase_begin_.push_back(i);
   }
   phase_begin_.push_back(instructions_.size());
+  auto phase_of = [this](int instruction) {
+    int k = 0;
+    while (k + 1 < static_cast<int>(phase_begin_.size()) - 1 &&
+           instruction >= static_cast<int>(phase_begin_[k + 1]))
+      ++k;
+    return k;
+  };
+  if (options_.bf16 && !options_.reference_kernels) {
+    // Weights read by einsums get one bf16 copy per phase (a pipeline's
+    // forward and backward may run on different weight versions).
+    std::map<std::pair<ValueId, int>, int> copy_of;
+    for (size_t i = 0; i < instructions_.size(); ++i) {
+      Instruction& ins = instructions_[i];
+      if (ins.einsum_plan < 0) continue;
+      const Node& node = g.node(ins.node);
+      kernels::Bf16Inputs in;
+      for (int k = 0; k < 2; ++k) {
+        const ValueId root = alias_root_[node.inputs[k]];
+        if (g.node(root).kind != OpKind::kParam) continue;
+        auto key = std::make_pair(root, phase_of(static_cast<int>(i)));
+        auto it = copy_of.find(key);
+        if (it == copy_of.end()) {
+          weight_copies_.push_back(
+              {root, static_cast<int>(i), static_cast<int>(i), -1,
+               kernels::Bf16Convert(g.node(root).shape.numel(), !options_.plan_only)});
+          ins.make_copies.push_back(static_cast<int>(weight_copies_.size()) - 1);
+          it = copy_of.emplace(key, static_cast<int>(weight_copies_.size()) - 1).first;
+        }
+        weight_copies_[it->second].last = static_cast<int>(i);
+        ins.bf16_copy[k] = it->second;
+        (k == 0 ? in.a : in.b) = true;
+      }
+      einsum_bf16_.emplace_back(g.node(node.inputs[0]).shape, g.node(node.inputs[1]).shape,
+                                node.shape, /*create_primitives=*/!options_.plan_only, in);
+      ins.einsum_bf16 = static_cast<int>(einsum_bf16_.size()) - 1;
+    }
+  }
   const int end = std::max<int>(1, static_cast<int>(instructions_.size()));
   for (ValueId out : outputs) touch(out, end);
   // Inputs keep their values across runs (write once, run many times).
@@ -116,6 +148,10 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
     requests_.push_back({static_cast<size_t>(node.shape.numel()) * dtype_size(node.dtype),
                          first_use[id], last_use[id]});
   }
+  for (WeightCopy& c : weight_copies_) {
+    c.buffer = static_cast<int>(requests_.size());
+    requests_.push_back({c.convert.bytes(), c.first, c.last});
+  }
   for (size_t i = 0; i < instructions_.size(); ++i) {
     Instruction& ins = instructions_[i];
     size_t scratch =
@@ -143,13 +179,6 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
   local_index_.assign(requests_.size(), -1);
   std::vector<BufferRequest> arena_requests, local_requests;
   std::vector<int> arena_index(requests_.size(), -1);
-  auto phase_of = [this](int instruction) {
-    int k = 0;
-    while (k + 1 < static_cast<int>(phase_begin_.size()) - 1 &&
-           instruction >= static_cast<int>(phase_begin_[k + 1]))
-      ++k;
-    return k;
-  };
   for (size_t r = 0; r < requests_.size(); ++r) {
     const BufferRequest& q = requests_[r];
     if (options_.separate_phase_local && phase_count() > 1 && q.last < end &&
@@ -185,6 +214,7 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
   for (Instruction& ins : instructions_)
     if (ins.scratch >= 0) ins.scratch_ptr = address(ins.scratch);
   for (Bucket& b : buckets_) b.region = address(b.buffer);
+  for (WeightCopy& c : weight_copies_) c.data = address(c.buffer);
 }
 
 std::vector<Program::InstructionInfo> Program::instruction_info() const {
@@ -272,6 +302,11 @@ void Program::run_instructions(size_t begin, size_t end) {
                 options_.reference_kernels,
                 options_.comms,
                 ins.einsum_bf16 >= 0 ? &einsum_bf16_[ins.einsum_bf16] : nullptr};
+    for (int c : ins.make_copies)
+      weight_copies_[c].convert.run(static_cast<const float*>(value_ptr_[weight_copies_[c].param]),
+                                    weight_copies_[c].data);
+    for (int k = 0; k < 2; ++k)
+      if (ins.bf16_copy[k] >= 0) call.bf16_in[k] = weight_copies_[ins.bf16_copy[k]].data;
     if (communicates(node.kind)) {
       auto t0 = std::chrono::steady_clock::now();
       execute_op(call);

@@ -28,7 +28,8 @@ class CommGroups;
 struct CompileOptions {
   bool reference_kernels = false;  // run every op on its naive `_ref` twin
   // Einsums in bf16 with f32 accumulation (kernels/einsum_bf16.h); their
-  // bf16 operand copies are per-instruction scratch in the memory plan.
+  // bf16 operand copies are per-instruction scratch in the memory plan, and
+  // each weight's bf16 copy (one per phase) a planned buffer.
   bool bf16 = false;
   // Plan memory as a run with communicators would (gradient buckets
   // included) but allocate nothing (dry runs); run() refuses.
@@ -113,10 +114,12 @@ class Program {
  private:
   struct Instruction {
     ValueId node;
-    int einsum_plan = -1;  // index into einsum_plans_
-    int einsum_bf16 = -1;  // index into einsum_bf16_ (bf16 programs)
-    int scratch = -1;      // buffer index of per-instruction scratch
-    int bucket = -1;       // gradient bucket this all-reduce belongs to
+    int einsum_plan = -1;          // index into einsum_plans_
+    int einsum_bf16 = -1;          // index into einsum_bf16_ (bf16 programs)
+    int bf16_copy[2] = {-1, -1};   // weight copy each einsum input reads (bf16 programs)
+    std::vector<int> make_copies;  // weight copies made just before this instruction
+    int scratch = -1;              // buffer index of per-instruction scratch
+    int bucket = -1;               // gradient bucket this all-reduce belongs to
     uint8_t* scratch_ptr = nullptr;
   };
   // Outputs of overlapped all-reduces on one axis, packed back to back in one
@@ -137,6 +140,16 @@ class Program {
   std::vector<Instruction> instructions_;
   std::vector<kernels::EinsumPlan> einsum_plans_;
   std::vector<kernels::EinsumBf16> einsum_bf16_;
+  // bf16 programs: one bf16 copy per parameter an einsum reads, per phase,
+  // made before the phase's first such einsum and planned like any buffer.
+  struct WeightCopy {
+    ValueId param;
+    int first, last;  // instructions of its first and last use
+    int buffer = -1;
+    kernels::Bf16Convert convert;
+    uint8_t* data = nullptr;
+  };
+  std::vector<WeightCopy> weight_copies_;
   std::vector<int> value_buffer_;  // buffer index per value, -1 if none
   std::vector<ValueId> alias_root_;
   std::vector<BufferRequest> requests_;
