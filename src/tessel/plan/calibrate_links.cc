@@ -102,26 +102,29 @@ void measure_links_on_world(const std::string& out_path, bool quick) {
     fit.fit = fit_alpha_beta(fit.samples);
     fits.push_back(link_fit_to_json(fit));
   }
-  // Ping-pong between ranks 0 and 1; the others wait at the barriers.
-  LinkFit p2p{"send_recv", 2, Link::kIntraNode, {}, {}};
-  const int rank = world->rank();
-  for (int64_t bytes : sizes) {
-    const int64_t floats = bytes / 4;
-    int tag = 0;
-    const double round_trip = median_seconds(barrier, iterations_for(bytes, quick), [&] {
-      ++tag;
-      if (rank == 0) {
-        world->start_send(in.data(), floats, 1, tag, "calibrate")->wait();
-        world->recv(out.data(), floats, 1, tag, "calibrate");
-      } else if (rank == 1) {
-        world->recv(out.data(), floats, 0, tag, "calibrate");
-        world->start_send(in.data(), floats, 0, tag, "calibrate")->wait();
-      }
-    });
-    p2p.samples.emplace_back(double(bytes), round_trip / 2);
+  // Ping-pong between ranks 0 and 1, on the 2-rank launch only (one
+  // send/recv entry per profile).
+  if (p == 2) {
+    LinkFit p2p{"send_recv", 2, Link::kIntraNode, {}, {}};
+    const int rank = world->rank();
+    for (int64_t bytes : sizes) {
+      const int64_t floats = bytes / 4;
+      int tag = 0;
+      const double round_trip = median_seconds(barrier, iterations_for(bytes, quick), [&] {
+        ++tag;
+        if (rank == 0) {
+          world->start_send(in.data(), floats, 1, tag, "calibrate")->wait();
+          world->recv(out.data(), floats, 1, tag, "calibrate");
+        } else if (rank == 1) {
+          world->recv(out.data(), floats, 0, tag, "calibrate");
+          world->start_send(in.data(), floats, 0, tag, "calibrate")->wait();
+        }
+      });
+      p2p.samples.emplace_back(double(bytes), round_trip / 2);
+    }
+    p2p.fit = fit_alpha_beta(p2p.samples);
+    fits.push_back(link_fit_to_json(p2p));
   }
-  p2p.fit = fit_alpha_beta(p2p.samples);
-  fits.push_back(link_fit_to_json(p2p));
   if (mpi.world_rank() == 0) {
     std::ofstream file(out_path);
     file << fits.dump(2) << "\n";

@@ -9,7 +9,7 @@
 // mpirun program is $TESSEL_MPIRUN, else `mpirun` on the PATH. Under mpirun,
 // measure_links_on_world() times each collective at payloads of 4 KiB to
 // 8 MiB (quick: 4 KiB to 4 MiB) on the world, ping-pong send/recv between
-// ranks 0 and 1 (half the round trip), fits alpha-beta per kind
+// ranks 0 and 1 (half the round trip; 2-rank runs only), fits alpha-beta per kind
 // (alpha_beta.h) and rank 0 writes the fits as a JSON array of profile
 // "links" entries.
 #pragma once
