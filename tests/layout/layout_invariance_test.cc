@@ -49,6 +49,33 @@ TEST_F(LayoutInvariance, GptOverTcpLoopback) {
   expect_same(got, reference("gpt"), "data=2,model=2 over TCP");
 }
 
+// Dropout masks are keyed by each element's global index, so a sharded run
+// drops exactly what one process drops. (Micro-batches and pipelines with
+// dropout are refused by the config check for now: docs/failures.md.)
+nlohmann::json dropout_config() {
+  nlohmann::json config = gpt_config();
+  config["dropout"] = 0.1;
+  return config;
+}
+
+TEST_F(LayoutInvariance, GptWithDropoutDataParallel) {
+  TrainRun want = train("dropout_single", dropout_config(), 0);
+  expect_same(train("dropout_data2", dropout_config(), 2, "data=2"), want, "dropout, data=2");
+  // The masks matter: the losses differ from the run without dropout.
+  EXPECT_NE(want.steps.back()["loss"].get<double>(),
+            reference("gpt").steps.back()["loss"].get<double>());
+}
+
+// KNOWN FAILURE (disabled; docs/failures.md): with tensor parallelism the
+// losses match to 1e-5 but after 10 steps the parameters drift up to about
+// 4e-5 relative (block0.mlp.w1) from one process; not diagnosed yet.
+TEST_F(LayoutInvariance, DISABLED_GptWithDropoutTensorParallel) {
+  TrainRun want = train("dropout_single_tp", dropout_config(), 0);
+  expect_same(train("dropout_model2", dropout_config(), 2, "model=2"), want, "dropout, model=2");
+  expect_same(train("dropout_data2_model2", dropout_config(), 4, "data=2,model=2"), want,
+              "dropout, data=2,model=2");
+}
+
 TEST_F(LayoutInvariance, MlpDataParallel) {
   expect_same(train("mlp_data2", mlp_config(), 2, "data=2"), reference("mlp"), "mlp data=2");
 }
