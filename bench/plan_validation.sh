@@ -29,7 +29,8 @@ import json, sys
 out, want = sys.argv[1], int(sys.argv[2])
 plans = json.load(open(out + "/plans.json"))["plans"]
 n = len(plans)
-picked = sorted({round(i * (n - 1) / max(1, want - 1)) for i in range(min(want, n))})
+k = min(want, n)
+picked = sorted({round(i * (n - 1) / max(1, k - 1)) for i in range(k)})
 with open(out + "/picked.txt", "w") as f:
     for i in picked:
         f.write(f"{i}\t{plans[i]['command']}\n")
@@ -41,7 +42,7 @@ while IFS=$'\t' read -r index command; do
   cmd=${cmd/mpirun -n/mpirun --allow-run-as-root --oversubscribe -n}
   echo "plan $index: $cmd"
   # shellcheck disable=SC2086
-  $cmd --steps "$STEPS" --set eval_every=0 --set eval_batches=1 --out "$dir" >"$OUT/plan-$index.log" 2>&1 ||
+  $cmd --steps "$STEPS" --set eval_every=0 --set eval_batches=1 --out "$dir" </dev/null >"$OUT/plan-$index.log" 2>&1 ||
     { echo "plan $index failed; see $OUT/plan-$index.log"; exit 1; }
 done <"$OUT/picked.txt"
 /usr/bin/python3 bench/plan_validation.py "$OUT"

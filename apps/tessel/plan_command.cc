@@ -22,7 +22,7 @@ struct PlanOptions {
   int ranks = 1;
   std::string cluster, profile;
   int top = 10;
-  bool json = false, explain = false, ignore_device_memory = false;
+  bool json = false, explain = false, ignore_device_memory = false, oversubscribe = false;
 };
 
 double total(const std::map<std::string, double>& per_axis) {
@@ -111,6 +111,7 @@ int run_plan(const PlanOptions& opt) {
   }
   plan::PlanRequest q = plan_request(opt.config, opt.config.load(/*with_data=*/false), opt.ranks);
   q.check_device_memory = !opt.ignore_device_memory;
+  q.oversubscribe = opt.oversubscribe;
   const plan::PlanResult r = plan::search_plans(q, *hw);
   const size_t shown = std::min<size_t>(r.plans.size(), std::max(1, opt.top));
   if (opt.json) {
@@ -217,6 +218,9 @@ Command add_plan_command(CLI::App& app) {
   sub->add_flag("--ignore-device-memory", opt->ignore_device_memory,
                 "keep plans whose predicted memory exceeds the device's (to time a published "
                 "run's configuration); --memory-limit still applies");
+  sub->add_flag("--oversubscribe", opt->oversubscribe,
+                "plan more ranks than the hardware has devices, each costed as if it had its own "
+                "(contention is not modelled)");
   sub->add_flag("--json", opt->json, "print one JSON object instead of the table");
   sub->add_flag("--explain", opt->explain,
                 "break the best plan and the runner-up into compute, communication, bubble and "

@@ -228,7 +228,7 @@ void TrainConfig::validate(bool with_data) const {
       TS_THROW("config: model \"mlp\" classifies images; 'data' must be \"fashion-mnist\", got \"",
                data, "\"");
   }
-  check_config_sizes(*this);
+  check_config_sizes(*this, with_data);
 }
 
 }  // namespace tessel

@@ -11,24 +11,30 @@
 namespace tessel {
 namespace {
 
-constexpr int64_t kMaxElements = int64_t{1} << 40;  // one tensor, or all parameters
-constexpr int64_t kMaxLayers = 1024;                // the memory planner is quadratic in graph size
+// One tensor, or all parameters, of a run (plans only need the products not
+// to overflow: their tensors are never allocated).
+constexpr int64_t kMaxElements = int64_t{1} << 40;
+constexpr int64_t kMaxPlanElements = int64_t{1} << 56;
+constexpr int64_t kMaxLayers = 1024;  // the memory planner is quadratic in graph size
 
 // The product of named config values, checked against kMaxElements.
-void check_product(const std::string& what, const std::vector<std::pair<const char*, int64_t>>& f) {
+void check_product(const std::string& what, const std::vector<std::pair<const char*, int64_t>>& f,
+                   int64_t limit) {
   std::string keys;
   int64_t n = 1;
   for (const auto& [key, value] : f) {
     keys += (keys.empty() ? "" : " x ") + str_cat(key, "=", value);
     n = checked_mul(n, value, str_cat("config: ", what, " (", keys, ")"));
   }
-  if (n > kMaxElements)
-    TS_THROW("config: ", what, " (", keys, ") is ", n, " elements, over the limit of 2^40");
+  if (n > limit)
+    TS_THROW("config: ", what, " (", keys, ") is ", n, " elements, over the limit of 2^",
+             limit == kMaxElements ? 40 : 56);
 }
 
 }  // namespace
 
-void check_config_sizes(const TrainConfig& c) {
+void check_config_sizes(const TrainConfig& c, bool runs) {
+  const int64_t limit = runs ? kMaxElements : kMaxPlanElements;
   for (const auto& [key, value] :
        std::vector<std::pair<const char*, int64_t>>{{"batch", c.batch},
                                                     {"n_layer", c.n_layer},
@@ -47,20 +53,23 @@ void check_config_sizes(const TrainConfig& c) {
       TS_THROW("config: 'n_layer' is ", c.n_layer, ", over the limit of ", kMaxLayers,
                " blocks (the graph would take too long to build)");
     const int64_t d = c.d_model, bt = c.batch;
-    check_product("the MLP weight 4*d_model x d_model", {{"4", 4}, {"d_model", d}, {"d_model", d}});
+    check_product("the MLP weight 4*d_model x d_model", {{"4", 4}, {"d_model", d}, {"d_model", d}},
+                  limit);
     check_product("the parameters, about 12*d_model^2 per block",
-                  {{"12", 12}, {"d_model", d}, {"d_model", d}, {"n_layer", c.n_layer}});
-    check_product("the embedding vocab x d_model", {{"vocab", c.vocab}, {"d_model", d}});
+                  {{"12", 12}, {"d_model", d}, {"d_model", d}, {"n_layer", c.n_layer}}, limit);
+    check_product("the embedding vocab x d_model", {{"vocab", c.vocab}, {"d_model", d}}, limit);
     check_product("the MLP activation batch x context x 4*d_model",
-                  {{"batch", bt}, {"context", c.context}, {"4", 4}, {"d_model", d}});
+                  {{"batch", bt}, {"context", c.context}, {"4", 4}, {"d_model", d}}, limit);
     check_product(
         "the attention scores batch x n_head x context x context",
-        {{"batch", bt}, {"n_head", c.n_head}, {"context", c.context}, {"context", c.context}});
+        {{"batch", bt}, {"n_head", c.n_head}, {"context", c.context}, {"context", c.context}},
+        limit);
     check_product("the logits batch x context x vocab",
-                  {{"batch", bt}, {"context", c.context}, {"vocab", c.vocab}});
+                  {{"batch", bt}, {"context", c.context}, {"vocab", c.vocab}}, limit);
   } else {
-    check_product("the hidden layer batch x hidden", {{"batch", c.batch}, {"hidden", c.hidden}});
-    check_product("the weight 784 x hidden", {{"784", 784}, {"hidden", c.hidden}});
+    check_product("the hidden layer batch x hidden", {{"batch", c.batch}, {"hidden", c.hidden}},
+                  limit);
+    check_product("the weight 784 x hidden", {{"784", 784}, {"hidden", c.hidden}}, limit);
   }
 }
 

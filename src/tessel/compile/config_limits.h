@@ -12,6 +12,8 @@
 
 namespace tessel {
 
-void check_config_sizes(const TrainConfig& config);
+// `runs`: the config will train (tensors allocated: the 2^40 limits); else
+// it is only planned or dry-run offline (products must not overflow).
+void check_config_sizes(const TrainConfig& config, bool runs = true);
 
 }  // namespace tessel

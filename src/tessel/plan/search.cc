@@ -40,7 +40,7 @@ std::vector<std::string> mesh_texts(const std::array<int, 3>& sizes, bool one_no
   do {
     std::vector<MeshAxis> ordered;
     for (int i : order) ordered.push_back(axes[i]);
-    out.push_back(Mesh(ordered).to_string());
+    out.push_back(ordered.empty() ? std::string() : Mesh(ordered).to_string());
   } while (!one_node && std::next_permutation(order.begin(), order.end()));
   return out;
 }
@@ -160,7 +160,7 @@ std::string plan_flags(const TrainConfig& c) {
 PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
   const auto start = std::chrono::steady_clock::now();
   TS_CHECK(q.ranks >= 1, "plan: --ranks must be at least 1, got ", q.ranks);
-  if (q.ranks > hw.total_devices())
+  if (q.ranks > hw.total_devices() && !q.oversubscribe)
     TS_THROW("plan: ", q.ranks, " ranks, but ", hw.name(), " has ", hw.total_devices(), " devices");
   q.base.validate(/*with_data=*/false);
   PlanResult result;
@@ -178,7 +178,8 @@ PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
   int64_t limit = q.memory_limit;
   if (q.check_device_memory && device_memory > 0 && (limit == 0 || device_memory < limit))
     limit = device_memory;
-  const bool one_node = hw.devices_per_node() >= q.ranks;
+  // Oversubscribed ranks share this host: the axis order changes nothing.
+  const bool one_node = hw.devices_per_node() >= q.ranks || q.oversubscribe;
   const double items_per_row = q.base.model == "gpt" ? static_cast<double>(q.base.context) : 1;
 
   std::map<std::string, GraphCache> caches;  // training graphs, by recompute policy

@@ -33,6 +33,9 @@ struct PlanRequest {
   // only to time configurations Tessel's own plan could not hold (a
   // published run's exact configuration); their peak is still reported.
   bool check_device_memory = true;
+  // Plan more ranks than the hardware has devices (oversubscribed runs on
+  // this machine; each rank is costed as if it had its own device).
+  bool oversubscribe = false;
   // Fixed knobs; unset ones are searched.
   std::optional<std::string> mesh, layout, schedule, recompute;
   std::optional<int> chunks, microbatches, zero;
