@@ -9,22 +9,13 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "common/run_cli.h"
 #include "tessel/plan/machine_profile.h"
 
 namespace tessel::plan {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::pair<int, std::string> run_cli(const std::string& args, const std::string& env = "") {
-  const std::string cmd = env + " " + std::string(TESSEL_CLI_PATH) + " " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
 
 TEST(CalibrateCli, QuickWritesAValidProfile) {
   const fs::path file =

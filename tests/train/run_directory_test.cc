@@ -17,24 +17,15 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "common/run_cli.h"
+
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int exit_code;
-  std::string output;
-};
+using Result = tessel::CliResult;
 
-Result run(const std::string& args) {
-  std::string cmd = std::string(TESSEL_CLI_PATH) + " " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
-  int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+Result run(const std::string& args) { return tessel::run_cli(args); }
 
 class RunDirectory : public ::testing::Test {
  protected:

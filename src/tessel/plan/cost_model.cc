@@ -285,18 +285,7 @@ std::vector<RankStep> pipeline_steps(const std::vector<CompiledRank>& reps,
   ActionCosts costs;
   costs.compute = [&](int r, const Action& a) {
     const StageCost& sc = cost[r].chunks[a.chunk];
-    switch (a.kind) {
-      case ActionKind::kForward:
-        return sc.f;
-      case ActionKind::kBackward:
-        return sc.bi + sc.bw;
-      case ActionKind::kBackwardInput:
-        return sc.bi;
-      case ActionKind::kBackwardWeight:
-        return sc.bw;
-      default:
-        return 0.0;
-    }
+    return action_cost(a.kind, UnitCosts{sc.f, sc.bi, sc.bw});
   };
   costs.transfer = [&](int r, const Action& a) {
     const StageCost& sc = cost[r].chunks[a.chunk];

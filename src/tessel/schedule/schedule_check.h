@@ -52,6 +52,10 @@ struct UnitCosts {
   double forward = 1, backward_input = 1, backward_weight = 1;
 };
 
+// The cost of one action of `kind` from per-phase costs: F forward, BI and
+// BW their own, B both, anything else 0.
+double action_cost(ActionKind kind, const UnitCosts& costs);
+
 struct SimulatedTimeline {
   struct Event {
     int rank;

@@ -9,9 +9,7 @@
 #include "tessel/schedule/transfer.h"
 
 namespace tessel {
-namespace {
-
-double cost_of(ActionKind k, const UnitCosts& c) {
+double action_cost(ActionKind k, const UnitCosts& c) {
   switch (k) {
     case ActionKind::kForward:
       return c.forward;
@@ -26,14 +24,13 @@ double cost_of(ActionKind k, const UnitCosts& c) {
   }
 }
 
-}  // namespace
-
 SimulatedTimeline simulate_schedule(const Schedule& s, UnitCosts costs) {
   if (costs.forward < 0 || costs.backward_input < 0 || costs.backward_weight < 0)
     TS_THROW("simulate_schedule: unit costs must be >= 0, got forward=", costs.forward,
              " backward_input=", costs.backward_input, " backward_weight=", costs.backward_weight);
   return simulate_schedule(
-      s, ActionCosts{[costs](int, const Action& a) { return cost_of(a.kind, costs); }, nullptr});
+      s,
+      ActionCosts{[costs](int, const Action& a) { return action_cost(a.kind, costs); }, nullptr});
 }
 
 SimulatedTimeline simulate_schedule(const Schedule& s, const ActionCosts& costs) {
@@ -60,7 +57,8 @@ SimulatedTimeline simulate_schedule(const Schedule& s, const ActionCosts& costs)
           const double start = clock[r];
           const double cost = costs.compute(r, a);
           if (cost < 0)
-            TS_THROW("simulate_schedule: negative cost ", cost, " for ", describe_action(s, r, next[r]));
+            TS_THROW("simulate_schedule: negative cost ", cost, " for ",
+                     describe_action(s, r, next[r]));
           clock[r] += cost;
           busy[r] += clock[r] - start;
           out.events.push_back({r, a, start, clock[r]});
