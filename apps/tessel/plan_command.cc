@@ -187,6 +187,7 @@ TrainConfig apply_auto_plan(const ConfigOptions& options, TrainConfig config, in
   const std::unique_ptr<plan::HardwareModel> hw = plan::load_or_calibrate("", nullptr);
   plan::PlanRequest q = plan_request(options, config, ranks);
   q.exact_top = 1;
+  q.oversubscribe = true;  // the ranks are launched already: plan for them all
   const plan::PlanResult r = plan::search_plans(q, *hw);
   const plan::Plan& best = r.plans.front();
   for (const char* key :

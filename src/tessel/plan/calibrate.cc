@@ -1,7 +1,9 @@
 #include "tessel/plan/calibrate.h"
 
 #include <omp.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -29,7 +31,9 @@ std::string cpu_model_name() {
   return "unknown CPU";
 }
 
-int core_count() { return omp_get_num_procs(); }
+// The machine's online cores, not this process's affinity: a rank under
+// mpirun may be bound to one core, and must find the same cached profile.
+int core_count() { return std::max(1, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN))); }
 
 std::string default_profile_path() {
   const std::string key = cpu_model_name() + "|" + std::to_string(core_count());

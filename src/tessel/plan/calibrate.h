@@ -27,7 +27,7 @@ struct CalibrateOptions {
 
 // "model name" from /proc/cpuinfo ("unknown CPU" if absent).
 std::string cpu_model_name();
-// Cores this process may use.
+// Cores of this machine (online), whatever this process is bound to.
 int core_count();
 std::string default_profile_path();
 
