@@ -46,3 +46,6 @@ while IFS=$'\t' read -r index command; do
     { echo "plan $index failed; see $OUT/plan-$index.log"; exit 1; }
 done <"$OUT/picked.txt"
 /usr/bin/python3 bench/plan_validation.py "$OUT"
+# The scatter on a page: the top plan's run with every plan's predicted vs measured time.
+build/tessel report "$OUT/plan-0" --plan-validation "$OUT/plan_validation.json" \
+  --out "$OUT/report.html"
