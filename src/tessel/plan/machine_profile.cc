@@ -229,8 +229,8 @@ double MachineProfile::gemm_seconds(int64_t batch, int64_t m, int64_t n, int64_t
   const GemmGrid& grid = p == Precision::kF32 ? f32_ : bf16_;
   if (grid.empty())
     TS_THROW(source_,
-             ": no bf16 GEMM figures ('gemm.bf16' is empty): this build has no bf16 "
-             "kernels to measure; plan in f32");
+             ": no bf16 GEMM figures ('gemm.bf16' is empty): `tessel calibrate` measures "
+             "f32 GEMMs only so far; plan this machine in f32");
   const double flops = 2.0 * double(batch) * double(m) * double(n) * double(k);
   return flops / (grid.gflops(batch, m, n, k, threads) * 1e9);
 }
@@ -277,7 +277,9 @@ double MachineProfile::p2p_seconds(double bytes, Link link) const {
 
 double MachineProfile::peak_flops(Precision p, int threads) const {
   if (p == Precision::kBF16)
-    TS_THROW(source_, ": no bf16 peak: this build has no bf16 kernels; plan in f32");
+    TS_THROW(source_,
+             ": no bf16 peak: `tessel calibrate` measures f32 only so far; plan this machine in "
+             "f32");
   return by_threads(data_.fma_peak_gflops, threads, [](const ThreadRate& r) { return r.gflops; }) *
          1e9;
 }

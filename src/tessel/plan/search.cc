@@ -163,6 +163,7 @@ PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
   if (q.ranks > hw.total_devices() && !q.oversubscribe)
     TS_THROW("plan: ", q.ranks, " ranks, but ", hw.name(), " has ", hw.total_devices(), " devices");
   q.base.validate(/*with_data=*/false);
+  hw.peak_flops(q.cost.precision, q.cost.threads);  // a precision the hardware model lacks: say so
   PlanResult result;
   result.hardware = hw.name();
   // Model FLOPs of one step (no recomputation), for TFLOP/s per device.
