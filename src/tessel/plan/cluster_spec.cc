@@ -34,15 +34,7 @@ AlphaBeta LinkSpec::alpha_beta() const {
 }
 
 ClusterSpec ClusterSpec::load(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) TS_THROW("cannot read cluster file '", path, "'");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    TS_THROW(path, ": not valid JSON (", e.what(), ")");
-  }
-  return from_json(j, path);
+  return from_json(read_json_file(path, "cluster file"), path);
 }
 
 ClusterSpec ClusterSpec::from_json(const nlohmann::json& j, const std::string& source) {

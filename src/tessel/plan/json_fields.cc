@@ -1,10 +1,21 @@
 #include "tessel/plan/json_fields.h"
 
 #include <cmath>
+#include <fstream>
 
 #include "tessel/base/error.h"
 
 namespace tessel::plan {
+
+nlohmann::json read_json_file(const std::string& path, const char* what) {
+  std::ifstream in(path);
+  if (!in) TS_THROW("cannot read ", what, " '", path, "'");
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    TS_THROW(path, ": not valid JSON (", e.what(), ")");
+  }
+}
 
 JsonFields::JsonFields(const nlohmann::json& object, std::string file, std::string path)
     : object_(object), file_(std::move(file)), path_(std::move(path)) {

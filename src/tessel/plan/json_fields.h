@@ -14,6 +14,10 @@
 
 namespace tessel::plan {
 
+// The JSON document in file `path` (`what` names it in errors: "machine
+// profile", "cluster file"); throws if it cannot be read or parsed.
+nlohmann::json read_json_file(const std::string& path, const char* what);
+
 class JsonFields {
  public:
   // Throws unless `object` is a JSON object. `path` is "" for the top level.

@@ -128,15 +128,7 @@ MachineProfile::MachineProfile(MachineProfileData data, std::string source)
 }
 
 MachineProfile MachineProfile::load(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) TS_THROW("cannot read machine profile '", path, "'");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    TS_THROW(path, ": not valid JSON (", e.what(), ")");
-  }
-  return from_json(j, path);
+  return from_json(read_json_file(path, "machine profile"), path);
 }
 
 MachineProfile MachineProfile::from_json(const nlohmann::json& j, const std::string& source) {
