@@ -13,6 +13,7 @@
 #include "tessel/base/error.h"
 #include "tessel/plan/calibrate_compute.h"
 #include "tessel/plan/calibrate_links.h"
+#include "tessel/plan/kernel_rates.h"
 
 namespace tessel::plan {
 
@@ -65,6 +66,7 @@ MachineProfile calibrate_machine(const CalibrateOptions& options) {
   d.fma_peak_gflops = compute.fma_peak_gflops;
   d.gemm_f32 = compute.gemm_f32;
   d.memory = compute.memory;
+  d.kernels = measure_kernel_rates(counts, options.quick);
   for (int ranks : options.quick ? std::vector<int>{2} : std::vector<int>{2, 4}) {
     const auto t0 = std::chrono::steady_clock::now();
     for (LinkFit& fit : measure_links(binary, ranks, options.quick)) d.links.push_back(fit);

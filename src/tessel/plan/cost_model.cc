@@ -57,8 +57,8 @@ class Simulator {
     }
     double bytes = value_bytes(g, ins.node);
     for (ValueId in : n.inputs) bytes += value_bytes(g, in);
-    const double flops = g.node_flops(ins.node);
-    return std::max(memory(bytes), flops / hw_.peak_flops(options_.precision, options_.threads));
+    return hw_.kernel_seconds(op_name(n.kind), bytes, g.node_flops(ins.node), options_.precision,
+                              options_.threads);
   }
 
   // A blocking collective node of a local graph (its kind and payload as

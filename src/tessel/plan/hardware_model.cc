@@ -1,5 +1,7 @@
 #include "tessel/plan/hardware_model.h"
 
+#include <algorithm>
+
 namespace tessel::plan {
 
 const char* precision_name(Precision p) { return p == Precision::kF32 ? "f32" : "bf16"; }
@@ -16,6 +18,11 @@ const char* collective_name(CollectiveKind k) {
       return "all_to_all";
   }
   return "?";
+}
+
+double HardwareModel::kernel_seconds(const std::string&, double bytes, double flops, Precision p,
+                                     int threads) const {
+  return std::max(bytes > 0 ? memory_seconds(bytes, threads) : 0.0, flops / peak_flops(p, threads));
 }
 
 }  // namespace tessel::plan

@@ -37,6 +37,12 @@ class HardwareModel {
   // A memory-bound kernel (elementwise, row reductions, copies) that reads
   // and writes `bytes` in total.
   virtual double memory_seconds(double bytes, int threads) const = 0;
+  // A non-GEMM kernel of op kind `op` (op_name(): "softmax", ...) that reads
+  // and writes `bytes` and does `flops`. By default the larger of its memory
+  // time and its FLOPs at peak; a profile that measured the kind charges its
+  // measured rate (kernel_rates.h).
+  virtual double kernel_seconds(const std::string& op, double bytes, double flops, Precision p,
+                                int threads) const;
   // One collective over `ranks` ranks (ranks >= 2) on `link`.
   virtual double collective_seconds(CollectiveKind kind, double bytes, int ranks,
                                     Link link) const = 0;

@@ -133,7 +133,8 @@ MachineProfile MachineProfile::load(const std::string& path) {
 
 MachineProfile MachineProfile::from_json(const nlohmann::json& j, const std::string& source) {
   JsonFields top(j, source, "");
-  top.allow_only({"version", "cpu_model", "nproc", "fma_peak_gflops", "gemm", "memory", "links"});
+  top.allow_only(
+      {"version", "cpu_model", "nproc", "fma_peak_gflops", "gemm", "memory", "links", "kernels"});
   const int64_t version = top.integer("version", 0);
   if (version != kProfileVersion)
     top.fail("version", "is " + std::to_string(version) + "; this build reads version " +
@@ -163,6 +164,19 @@ MachineProfile MachineProfile::from_json(const nlohmann::json& j, const std::str
                         f.number("elementwise_gbs", true), f.number("row_gbs", true)});
   }
 
+  if (top.has("kernels")) {
+    const nlohmann::json& kernels = top.array("kernels");
+    for (size_t i = 0; i < kernels.size(); ++i) {
+      JsonFields f(kernels[i], source, item_path("kernels", i));
+      f.allow_only({"op", "threads", "gbs"});
+      const nlohmann::json& op = f.required("op");
+      if (!op.is_string())
+        TS_THROW(source, ": key '", item_path("kernels", i), ".op' must be a string");
+      d.kernels.push_back({op.get<std::string>(), static_cast<int>(f.integer("threads", 1)),
+                           f.number("gbs", true)});
+    }
+  }
+
   const nlohmann::json& links = top.array("links");
   for (size_t i = 0; i < links.size(); ++i)
     d.links.push_back(link_fit_from_json(links[i], source, item_path("links", i)));
@@ -178,13 +192,17 @@ nlohmann::json MachineProfile::to_json() const {
     memory.push_back(
         {{"threads", r.threads}, {"elementwise_gbs", r.elementwise_gbs}, {"row_gbs", r.row_gbs}});
   for (const LinkFit& l : data_.links) links.push_back(link_fit_to_json(l));
+  nlohmann::json kernels = nlohmann::json::array();
+  for (const KernelRate& k : data_.kernels)
+    kernels.push_back({{"op", k.op}, {"threads", k.threads}, {"gbs", k.gbs}});
   return {{"version", kProfileVersion},
           {"cpu_model", data_.cpu_model},
           {"nproc", data_.nproc},
           {"fma_peak_gflops", peaks},
           {"gemm", {{"f32", gemm_json(data_.gemm_f32)}, {"bf16", gemm_json(data_.gemm_bf16)}}},
           {"memory", memory},
-          {"links", links}};
+          {"links", links},
+          {"kernels", kernels}};
 }
 
 void MachineProfile::save(const std::string& path) const {
@@ -207,6 +225,16 @@ double MachineProfile::elementwise_gbs(int threads) const {
 
 double MachineProfile::row_gbs(int threads) const {
   return by_threads(data_.memory, threads, [](const MemoryRate& r) { return r.row_gbs; });
+}
+
+double MachineProfile::kernel_seconds(const std::string& op, double bytes, double flops,
+                                      Precision p, int threads) const {
+  std::vector<KernelRate> measured;
+  for (const KernelRate& k : data_.kernels)
+    if (k.op == op) measured.push_back(k);
+  if (measured.empty() || bytes <= 0)
+    return HardwareModel::kernel_seconds(op, bytes, flops, p, threads);
+  return bytes / (by_threads(measured, threads, [](const KernelRate& k) { return k.gbs; }) * 1e9);
 }
 
 std::string MachineProfile::name() const {

@@ -24,6 +24,7 @@
 #include "tessel/plan/alpha_beta.h"
 #include "tessel/plan/gemm_grid.h"
 #include "tessel/plan/hardware_model.h"
+#include "tessel/plan/kernel_rates.h"
 
 namespace tessel::plan {
 
@@ -64,6 +65,8 @@ struct MachineProfileData {
   std::vector<GemmPoint> gemm_f32, gemm_bf16;  // bf16: empty until the build supports it
   std::vector<MemoryRate> memory;
   std::vector<LinkFit> links;
+  // Optional (older profiles lack it): measured non-GEMM kernel rates.
+  std::vector<KernelRate> kernels;
 };
 
 class MachineProfile : public HardwareModel {
@@ -93,6 +96,10 @@ class MachineProfile : public HardwareModel {
   // (alpha_beta.h's piecewise_seconds: exact at every measured size). At
   // another: the alpha-beta fit at the nearest measured rank count p0,
   // alpha scaled by the ring's steps and beta by its bandwidth factor.
+  // The measured rate of `op` (interpolated over thread counts), else the
+  // default roofline.
+  double kernel_seconds(const std::string& op, double bytes, double flops, Precision p,
+                        int threads) const override;
   double collective_seconds(CollectiveKind kind, double bytes, int ranks, Link link) const override;
   // The send/recv samples, interpolated piecewise.
   double p2p_seconds(double bytes, Link link) const override;
