@@ -190,9 +190,14 @@ TrainConfig apply_auto_plan(const ConfigOptions& options, TrainConfig config, in
   q.oversubscribe = true;  // the ranks are launched already: plan for them all
   const plan::PlanResult r = plan::search_plans(q, *hw);
   const plan::Plan& best = r.plans.front();
-  for (const char* key :
-       {"mesh", "layout", "schedule", "chunks", "microbatches", "zero", "recompute"})
-    config.set(str_cat(key, "=", best.config.to_json().at(key).dump()));
+  const TrainConfig& chosen = best.config;
+  config.mesh = chosen.mesh;
+  config.layout = chosen.layout;
+  config.schedule = chosen.schedule;
+  config.chunks = chosen.chunks;
+  config.microbatches = chosen.microbatches;
+  config.zero = chosen.zero;
+  config.recompute = chosen.recompute;
   config.threads = q.cost.threads;
   config.validate();
   if (announce)

@@ -17,6 +17,7 @@
 #include "run_directory.h"
 #include "stop_signal.h"
 #include "tessel/base/error.h"
+#include "tessel/compile/compile_rank.h"
 #include "tessel/compile/memory_report.h"
 #include "tessel/compile/recompute_choice.h"
 #include "tessel/kernels/einsum_bf16.h"
@@ -73,11 +74,8 @@ void keep_metrics_before(const std::filesystem::path& path, int64_t first) {
 
 // The predicted memory of every rank, without allocating or running.
 int run_dry(TrainConfig config) {
-  if (config.recompute == "auto") {
-    RecomputeChoice choice = choose_recompute(config);
-    std::printf("%s", choice.report().c_str());
-    config.recompute = choice.chosen;
-  }
+  if (const std::optional<RecomputeChoice> choice = resolve_recompute(config))
+    std::printf("%s", choice->report().c_str());
   std::printf("predicted memory per rank (mesh %s, zero %d, recompute %s, precision %s):\n",
               config.mesh.empty() ? "single rank" : config.mesh.c_str(), config.zero,
               config.recompute.c_str(), config.precision.c_str());

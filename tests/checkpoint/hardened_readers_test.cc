@@ -22,9 +22,9 @@
 #include "common/error_of.h"
 #include "common/tiny_gpt.h"
 #include "tessel/base/error.h"
+#include "tessel/compile/config.h"
 #include "tessel/train/checkpoint/checkpoint.h"
 #include "tessel/train/checkpoint/safetensors.h"
-#include "tessel/compile/config.h"
 #include "tessel/train/trainer.h"
 
 namespace tessel {

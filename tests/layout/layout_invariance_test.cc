@@ -56,9 +56,8 @@ TEST_F(LayoutInvariance, GptOverTcpLoopback) {
 TEST_F(LayoutInvariance, PlanAutoMatchesSingleProcess) {
   const fs::path cache = root() / "xdg_cache";
   int status = 0;
-  const std::string calibrated =
-      run("XDG_CACHE_HOME=" + cache.string() + " " + TESSEL_CLI_PATH + " calibrate --quick",
-          &status);
+  const std::string calibrated = run(
+      "XDG_CACHE_HOME=" + cache.string() + " " + TESSEL_CLI_PATH + " calibrate --quick", &status);
   ASSERT_EQ(status, 0) << calibrated;
   TrainRun got = train("plan_auto_4", gpt_config(), 4, "", "", "--plan auto",
                        "-x XDG_CACHE_HOME=" + cache.string());
@@ -496,8 +495,7 @@ INSTANTIATE_TEST_SUITE_P(
                    "--schedule gpipe --microbatches 2"},
         // Asynchronous periodic saves: rank 0 holds a host copy of the whole state.
         MemoryCase{"memory_single_async_save", 0, "", 0, "none", "--checkpoint-every 1"},
-        MemoryCase{"memory_zero1_data2_async_save", 2, "data=2", 1, "none",
-                   "--checkpoint-every 1"},
+        MemoryCase{"memory_zero1_data2_async_save", 2, "data=2", 1, "none", "--checkpoint-every 1"},
         MemoryCase{"memory_pipe2_async_save", 2, "pipe=2", 0, "none",
                    "--schedule 1f1b --microbatches 2 --checkpoint-every 1"},
         MemoryCase{"memory_pipe2_pipedream", 2, "pipe=2", 0, "none",

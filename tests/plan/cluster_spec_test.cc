@@ -4,6 +4,7 @@
 #include "tessel/plan/cluster_spec.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -109,6 +110,30 @@ TEST(ClusterSpec, GemmIsARooflineWithASaturatingEfficiency) {
   EXPECT_NEAR(c.gemm_seconds(1, 4096, 4096, 1, Precision::kBF16, 1), traffic / (2000e9 * 0.8),
               1e-15);
   EXPECT_EQ(c.gemm_seconds(1, 0, 4, 4, Precision::kF32, 1), 0);
+}
+
+// A shipped cluster file cut in half, and one with a corrupted value, fail
+// naming the file.
+TEST(ClusterSpec, TruncatedOrCorruptedFilesFailNamingTheFile) {
+  const fs::path source =
+      fs::path(TESSEL_SOURCE_DIR) / "examples" / "clusters" / "dgx-h100-32.json";
+  std::ifstream in(source);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const fs::path dir = fs::temp_directory_path() / ("tessel_cluster_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const fs::path truncated = dir / "truncated.json", corrupted = dir / "corrupted.json";
+  std::ofstream(truncated) << text.substr(0, text.size() / 2);
+  std::string bad = text;
+  const size_t at = bad.find("\"nodes\"");
+  ASSERT_NE(at, std::string::npos);
+  bad.replace(bad.find(':', at), 2, ": -");  // a negative node count
+  std::ofstream(corrupted) << bad;
+  const std::string e1 = error_of([&] { ClusterSpec::load(truncated.string()); });
+  EXPECT_NE(e1.find(truncated.string() + ": not valid JSON"), std::string::npos) << e1;
+  const std::string e2 = error_of([&] { ClusterSpec::load(corrupted.string()); });
+  EXPECT_NE(e2.find(corrupted.string()), std::string::npos) << e2;
+  EXPECT_NE(e2.find("nodes"), std::string::npos) << e2;
+  fs::remove_all(dir);
 }
 
 TEST(ClusterSpec, ShippedExamplesParse) {

@@ -75,6 +75,52 @@ TEST(MachineProfile, ValidationNamesFileAndKey) {
             std::string::npos);
 }
 
+// Files on disk as a killed writer or a damaged disk leaves them: a
+// truncated profile and one with a corrupted value fail naming the file; a
+// save that cannot write its temporary file leaves the previous profile as
+// it was.
+TEST(MachineProfile, TruncatedOrCorruptedFilesFailAndAFailedSaveKeepsTheOldOne) {
+  const fs::path dir = fs::temp_directory_path() / ("tessel_profile_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const std::string text = synthetic().to_json().dump(2);
+  const fs::path truncated = dir / "truncated.json", corrupted = dir / "corrupted.json";
+  std::ofstream(truncated) << text.substr(0, text.size() / 2);
+  std::string bad = text;
+  bad.replace(bad.find("\"nproc\": 2"), std::string("\"nproc\": 2").size(), "\"nproc\": \"two\"");
+  std::ofstream(corrupted) << bad;
+  const std::string e1 = error_of([&] { MachineProfile::load(truncated.string()); });
+  EXPECT_NE(e1.find(truncated.string() + ": not valid JSON"), std::string::npos) << e1;
+  const std::string e2 = error_of([&] { MachineProfile::load(corrupted.string()); });
+  EXPECT_NE(e2.find(corrupted.string()), std::string::npos) << e2;
+  EXPECT_NE(e2.find("nproc"), std::string::npos) << e2;
+
+  const fs::path kept = dir / "kept.json";
+  synthetic().save(kept.string());
+  fs::create_directories(kept.string() + ".tmp");  // the temporary file cannot be written
+  MachineProfileData other = synthetic_profile_data();
+  other.cpu_model = "another CPU";
+  EXPECT_FALSE(error_of([&] { MachineProfile(other, "x").save(kept.string()); }).empty());
+  EXPECT_EQ(MachineProfile::load(kept.string()).data().cpu_model, synthetic().data().cpu_model);
+  fs::remove_all(dir);
+}
+
+// Measured kernel rates are charged per op kind (interpolated over
+// threads); a kind the profile did not measure takes the roofline; a bad
+// entry names its key.
+TEST(MachineProfile, KernelRatesChargeTheMeasuredKindsOnly) {
+  MachineProfileData d = synthetic_profile_data();
+  d.kernels = {{"softmax", 1, 10.0}, {"softmax", 2, 20.0}};
+  const MachineProfile p(d, "k.json");
+  EXPECT_DOUBLE_EQ(p.kernel_seconds("softmax", 1e9, 0, Precision::kF32, 1), 0.1);
+  EXPECT_DOUBLE_EQ(p.kernel_seconds("softmax", 1e9, 0, Precision::kF32, 2), 0.05);
+  EXPECT_DOUBLE_EQ(p.kernel_seconds("gelu", 1e9, 0, Precision::kF32, 1), p.memory_seconds(1e9, 1));
+  json j = p.to_json();
+  EXPECT_EQ(MachineProfile::from_json(j, "k.json").data().kernels.size(), 2u);
+  j["kernels"][0]["gbs"] = 0;
+  const std::string e = error_of([&] { MachineProfile::from_json(j, "k.json"); });
+  EXPECT_NE(e.find("kernels[0].gbs"), std::string::npos) << e;
+}
+
 TEST(MachineProfile, GemmIsExactAtGridPoints) {
   const MachineProfile p = synthetic();
   for (const GemmPoint& g : p.data().gemm_f32)

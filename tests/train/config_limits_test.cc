@@ -9,8 +9,8 @@
 #include "common/error_of.h"
 #include "common/tiny_gpt.h"
 #include "tessel/base/shape.h"
-#include "tessel/ir/graph.h"
 #include "tessel/compile/config.h"
+#include "tessel/ir/graph.h"
 
 namespace tessel {
 namespace {

@@ -8,9 +8,9 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cstddef>
 #include <cerrno>
 #include <csignal>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
