@@ -1,39 +1,6 @@
 // tessel: train, sample, evaluate, benchmark and inspect models; calibrate the machine, plan runs,
-// launch with restarts, report on runs.
-#include <exception>
-#include <new>
-#include <vector>
+// launch with restarts, report on runs. Everything is in the library function run_cli, so a
+// user's program with its own registered models is the same CLI (docs/library.md).
+#include "tessel/run_cli.h"
 
-#include "commands.h"
-#include "tessel/base/error.h"
-#include "tessel/comm/fatal.h"
-
-int main(int argc, char** argv) {
-  CLI::App app{"Tessel: train deep-learning models across many devices as if they were one"};
-  app.require_subcommand(1);
-  const std::vector<tessel::cli::Command> commands = {
-      tessel::cli::add_train_command(app),     tessel::cli::add_sample_command(app),
-      tessel::cli::add_eval_command(app),      tessel::cli::add_bench_command(app),
-      tessel::cli::add_inspect_command(app),   tessel::cli::add_plan_command(app),
-      tessel::cli::add_calibrate_command(app), tessel::cli::add_launch_command(app),
-      tessel::cli::add_report_command(app)};
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
-  try {
-    for (const tessel::cli::Command& command : commands)
-      if (command.app->parsed()) return command.run();
-  } catch (const std::bad_alloc&) {
-    return tessel::report_fatal_error(
-        "out of memory (std::bad_alloc): the model, batch or data does not fit in this machine's "
-        "memory; `tessel train --dry-run` prints the predicted memory per rank",
-        1);
-  } catch (const std::exception& e) {
-    // Under mpirun this aborts every rank (never a return into MPI_Finalize
-    // while the others wait in a collective).
-    return tessel::report_fatal_error(e.what(), 1);
-  }
-  return 1;
-}
+int main(int argc, char** argv) { return tessel::run_cli(argc, argv); }

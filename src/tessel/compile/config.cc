@@ -37,6 +37,7 @@ const std::map<std::string, KeyRule>& rules() {
       {"vocab", field(&TrainConfig::vocab)},
       {"hidden", field(&TrainConfig::hidden)},
       {"dropout", field(&TrainConfig::dropout)},
+      {"model_options", field(&TrainConfig::model_options)},
       {"data", field(&TrainConfig::data)},
       {"data_dir", field(&TrainConfig::data_dir)},
       {"batch", field(&TrainConfig::batch)},
@@ -164,8 +165,14 @@ void TrainConfig::validate(bool with_data) const {
     if (!(v >= 0)) TS_THROW("config: '", key, "' must be >= 0, got ", v);
   };
   if (!model_registered(model)) build_model_error(model);
-  if (data != "fortunes" && data != "fashion-mnist")
-    TS_THROW("config: 'data' must be \"fortunes\" or \"fashion-mnist\", got \"", data, "\"");
+  data_kind_of(data);  // throws naming the value
+  check_model_options(*this);
+  // A model registered with its own data kind trains only on that data.
+  const DataKind kind = model_data_kind(*this);
+  if (with_data && data_kind_of(data) != kind)
+    TS_THROW("config: model \"", model, "\" ",
+             kind == DataKind::kText ? "trains on text" : "classifies images",
+             "; 'data' must be \"", data_name(kind), "\", got \"", data, "\"");
   if (optimizer != "adamw" && optimizer != "sgd")
     TS_THROW("config: 'optimizer' must be \"adamw\" or \"sgd\", got \"", optimizer, "\"");
   if (precision != "f32" && precision != "bf16")
@@ -217,16 +224,10 @@ void TrainConfig::validate(bool with_data) const {
     if (d_model % n_head != 0)
       TS_THROW("config: 'n_head' (", n_head, ") must divide 'd_model' (", d_model,
                ") so every head gets d_model/n_head dims");
-    if (with_data && data != "fortunes")
-      TS_THROW("config: model \"gpt\" trains on text; 'data' must be \"fortunes\", got \"", data,
-               "\"");
     if (with_data && vocab != 256)
       TS_THROW("config: 'vocab' must be 256 for byte-level text, got ", vocab);
   } else if (model == "mlp") {
     positive("hidden", hidden);
-    if (with_data && data != "fashion-mnist")
-      TS_THROW("config: model \"mlp\" classifies images; 'data' must be \"fashion-mnist\", got \"",
-               data, "\"");
   }
   check_config_sizes(*this, with_data);
 }

@@ -25,8 +25,11 @@ struct TrainConfig {
   int64_t vocab = 256;
   int64_t hidden = 1024;  // mlp hidden width
   double dropout = 0.0;
+  // A registered model's own keys (ModelSpec::options), e.g. {"patch": 7};
+  // keys it did not register are errors naming them.
+  nlohmann::json model_options = nlohmann::json::object();
   // Data.
-  std::string data = "fortunes";  // "fortunes" | "fashion-mnist"
+  std::string data = "fortunes";  // "fortunes" (text) | "fashion-mnist" (images)
   std::string data_dir;           // empty: the Debian package's directory
   // Optimisation.
   int64_t batch = 16;

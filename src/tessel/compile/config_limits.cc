@@ -66,7 +66,7 @@ void check_config_sizes(const TrainConfig& c, bool runs) {
         limit);
     check_product("the logits batch x context x vocab",
                   {{"batch", bt}, {"context", c.context}, {"vocab", c.vocab}}, limit);
-  } else {
+  } else if (c.model == "mlp") {
     check_product("the hidden layer batch x hidden", {{"batch", c.batch}, {"hidden", c.hidden}},
                   limit);
     check_product("the weight 784 x hidden", {{"784", 784}, {"hidden", c.hidden}}, limit);

@@ -181,7 +181,9 @@ PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
     limit = device_memory;
   // Oversubscribed ranks share this host: the axis order changes nothing.
   const bool one_node = hw.devices_per_node() >= q.ranks || q.oversubscribe;
-  const double items_per_row = q.base.model == "gpt" ? static_cast<double>(q.base.context) : 1;
+  const double items_per_row = model_data_kind(q.base) == DataKind::kText
+                                   ? static_cast<double>(q.base.context)
+                                   : 1;  // tokens per row, or one image
 
   std::map<std::string, GraphCache> caches;  // training graphs, by recompute policy
   std::map<std::string, std::vector<CompiledRank>> pipelines;  // by config (as 1f1b)

@@ -3,7 +3,6 @@
 #include <cmath>
 
 #include "tessel/base/error.h"
-#include "tessel/models/mlp.h"
 #include "tessel/train/data/fashion_mnist.h"
 #include "tessel/train/data/text_corpus.h"
 
@@ -13,11 +12,11 @@ namespace {
 // Evaluation batches are drawn from a stream of their own, so evaluating
 // never shifts which training batches a run sees.
 constexpr uint64_t kEvalSeedSalt = 0x5eed0fe7a1ull;
-constexpr int64_t kMlpPixels = MlpConfig{}.pixels;
+constexpr int64_t kImagePixels = 28 * 28;  // what DataKind::kImages promises a model
 
-class GptTextTask : public Task {
+class TextTask : public Task {
  public:
-  explicit GptTextTask(const TrainConfig& c)
+  explicit TextTask(const TrainConfig& c)
       : corpus_(c.data_dir.empty() ? TextCorpus::load_fortunes()
                                    : TextCorpus::load_fortunes(c.data_dir)),
         seed_(c.seed) {
@@ -48,17 +47,17 @@ class GptTextTask : public Task {
   double baseline_ = 0;
 };
 
-class MlpImageTask : public Task {
+class ImageTask : public Task {
  public:
-  explicit MlpImageTask(const TrainConfig& c)
+  explicit ImageTask(const TrainConfig& c)
       : train_(c.data_dir.empty() ? load_fashion_mnist("train")
                                   : load_fashion_mnist("train", c.data_dir)),
         test_(c.data_dir.empty() ? load_fashion_mnist("test")
                                  : load_fashion_mnist("test", c.data_dir)),
         seed_(c.seed) {
-    if (train_.rows * train_.cols != kMlpPixels)
+    if (train_.rows * train_.cols != kImagePixels)
       TS_THROW("data: Fashion-MNIST images are ", train_.rows, "x", train_.cols, ", expected ",
-               kMlpPixels, " pixels");
+               kImagePixels, " pixels");
   }
 
   void fill_batch(const InputBuffers& input, Split split, int64_t index,
@@ -98,8 +97,10 @@ class MlpImageTask : public Task {
 }  // namespace
 
 std::unique_ptr<Task> make_task(const TrainConfig& config) {
-  if (config.model == "gpt") return std::make_unique<GptTextTask>(config);
-  return std::make_unique<MlpImageTask>(config);
+  // The model's data kind (model_registry.h); the graph's inputs were
+  // checked against it when the model was built.
+  if (model_data_kind(config) == DataKind::kText) return std::make_unique<TextTask>(config);
+  return std::make_unique<ImageTask>(config);
 }
 
 }  // namespace tessel

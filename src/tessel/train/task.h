@@ -1,4 +1,6 @@
-// A training task: a model family bound to its dataset.
+// A training task: the data set that feeds a model, by the model's DataKind
+// (compile/model_registry.h: text for "gpt", images for "mlp", what a user's
+// model registered).
 //
 // The trainer is model-agnostic: build_model() builds the config's model for a
 // given batch, and a Task fills a compiled program's inputs with the batch for (split,
