@@ -33,7 +33,7 @@ exe=$dir/example/mixer-trainer
 
 # The custom model through the offline paths: dry run (memory per rank) and inspect.
 step "$exe" train --config "$config" --dry-run --mesh data=2,model=2 --layout "$layout"
-grep -q "rank 3" "$dir/log" || fail "the dry run printed no rank 3"
+grep -Eq "^ +3 +[0-9.]+ MiB" "$dir/log" || fail "the dry run printed no rank 3"
 step "$exe" inspect --config "$config" --mesh data=2,model=2 --layout "$layout" --rank 1
 grep -q "block1.channel_mix.w1 .*S(hidden)" "$dir/log" ||
   fail "inspect does not show the mixer's channel MLP split over hidden"
