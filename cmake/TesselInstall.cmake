@@ -7,9 +7,8 @@ include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 set(TESSEL_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/Tessel)
-install(TARGETS tessel tessel_app EXPORT TesselTargets
-        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
-        INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+# (The targets' INSTALL_INTERFACE already names include/.)
+install(TARGETS tessel tessel_app EXPORT TesselTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS tessel_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/src/tessel ${CMAKE_SOURCE_DIR}/apps/tessel/include/tessel
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.h")

@@ -3,7 +3,7 @@
 #   install_test.sh BUILD_DIR SOURCE_DIR MPIEXEC
 # installs BUILD_DIR into a temporary prefix (cmake --install), configures and
 # builds examples/cpp-custom-model out of tree against it (find_package(Tessel)),
-# checks that its own model "mixer" goes through dry run and inspect, trains it
+# checks that its own model "mixer" goes through dry run, inspect and plan, trains it
 # for a few steps on 1 rank and on 4 ranks (mpirun, data=2,model=2, both MLPs
 # split over `model`), and compares the losses of every step in metrics.jsonl:
 # relative 1e-5, the layout-invariance tolerance. Exits 0 when all holds.
@@ -39,6 +39,9 @@ grep -q "block1.channel_mix.w1 .*S(hidden)" "$dir/log" ||
   fail "inspect does not show the mixer's channel MLP split over hidden"
 grep -q "block1.token_mix.w1 .*S(token_hidden)" "$dir/log" ||
   fail "inspect does not show the mixer's token MLP split over token_hidden"
+
+step "$exe" plan --config "$config" --ranks 4 --cluster "$src/examples/clusters/dgx-h100-32.json" --top 1
+grep -q "configurations" "$dir/log" || fail "plan printed no candidates for the mixer"
 
 run=(train --config "$config" --steps $steps --set eval_every=0 --threads 1)
 step "$exe" "${run[@]}" --out "$dir/one"
