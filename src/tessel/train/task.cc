@@ -98,7 +98,10 @@ class MlpImageTask : public Task {
 }  // namespace
 
 std::unique_ptr<Task> make_task(const TrainConfig& config) {
-  if (config.model == "gpt") return std::make_unique<GptTextTask>(config);
+  // By the data set, so models registered by other programs (or from Python)
+  // train on it too: "fortunes" feeds inputs tokens/targets (batch, seq),
+  // "fashion-mnist" images (batch, pixel) and labels (batch).
+  if (config.data == "fortunes") return std::make_unique<GptTextTask>(config);
   return std::make_unique<MlpImageTask>(config);
 }
 
