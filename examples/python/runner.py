@@ -46,7 +46,8 @@ def main(model, config_file):
     trainer, lines = tessel.train(config, out=args.out, log=log)
     if trainer.is_root:
         shards = trainer.param_shapes()
-        print(f"{model} on mesh {trainer.mesh} ({trainer.layout}): {trainer.parameter_count} "
+        layout = f" ({trainer.layout})" if trainer.layout else ""
+        print(f"{model} on mesh {trainer.mesh}{layout}: {trainer.parameter_count} "
               f"parameters; rank 0 holds wte as {shards.get('wte', shards[next(iter(shards))])}")
         print(f"final: train loss {lines[-1]['loss']:.4f}, val loss {lines[-1]['val_loss']:.4f} "
               f"(baseline {trainer.baseline_loss:.4f})")

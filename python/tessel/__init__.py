@@ -9,6 +9,7 @@ import ctypes
 import ctypes.util
 import json
 import os
+import sys
 import time
 
 # Open MPI loads its components as plugins that resolve symbols of libmpi;
@@ -36,6 +37,21 @@ from ._tessel import (  # noqa: E402
     registered_models,
     resolve_config,
 )
+
+from ._tessel import _report_fatal_error  # noqa: E402
+
+
+def _end_job_on_uncaught(kind, value, tb, _previous=sys.excepthook):
+    """An uncaught exception on one rank ends every rank (as the CLI does):
+    otherwise this rank would enter MPI_Finalize at exit while its peers wait
+    in their next collective until the comm watchdog fires. Without MPI it
+    only prints the traceback."""
+    _previous(kind, value, tb)
+    if int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1")) > 1:
+        _report_fatal_error(f"{kind.__name__}: {value}", 1)
+
+
+sys.excepthook = _end_job_on_uncaught
 
 __all__ = [
     "Builder", "Error", "Program", "Scope", "TextModel", "Trainer", "build_model",

@@ -94,7 +94,7 @@ def test_errors_in_a_python_model_reach_python(pygpt):
     tessel.register_model("broken", broken)
     with pytest.raises(tessel.Error, match="bad_head") as e:
         tessel.Trainer(dict(TINY_GPT, model="broken"))
-    assert "i32" in str(e.value) or "embed" in str(e.value), str(e.value)
+    assert "must be f32, got i32 (batch=8, seq=16)" in str(e.value), str(e.value)
 
     def raises(b, config, batch, training):
         raise KeyError("no such key in my model")
@@ -102,5 +102,5 @@ def test_errors_in_a_python_model_reach_python(pygpt):
     tessel.register_model("raises", raises)
     with pytest.raises(KeyError, match="no such key"):
         tessel.Trainer(dict(TINY_GPT, model="raises"))
-    with pytest.raises(tessel.Error, match="'mesh'.*data=3|3.*ranks|rank"):
+    with pytest.raises(tessel.Error, match="mesh data=3 has 3 ranks but 1 process"):
         tessel.Trainer(dict(TINY_GPT, model=pygpt, mesh="data=3"))

@@ -4,7 +4,9 @@ layout tolerance (relative 1e-5), each rank holding only its shards."""
 
 import json
 import os
+import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -41,3 +43,23 @@ def test_data2_model2_matches_one_process(tmp_path, example, model):
     for name in want_w:
         assert rel_diff(got_w[name], want_w[name]) <= REL_TOL, name
     assert tessel.read_checkpoint_info(str(tmp_path / "mesh" / "checkpoint"))["config"]["model"] == model
+
+
+def test_an_exception_on_one_rank_ends_every_rank(tmp_path):
+    """Rank 1 raises while rank 0 waits in a step's collective: the package's
+    excepthook aborts the job at once (MPI_Abort), naming the rank and the
+    error, long before the comm watchdog."""
+    script = tmp_path / "fails.py"
+    script.write_text(
+        "import tessel\n"
+        f"t = tessel.Trainer(dict({TINY_GPT!r}, model='gpt', mesh='data=2'))\n"
+        "if t.rank == 1:\n"
+        "    raise ValueError('injected failure on rank 1')\n"
+        "t.step()\n")
+    start = time.monotonic()
+    p = subprocess.run(mpirun(2) + ["-x", "PYTHONPATH", sys.executable, str(script)],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120,
+                       env=dict(os.environ, TESSEL_COMM_TIMEOUT_S="100"))
+    assert p.returncode != 0, p.stdout
+    assert time.monotonic() - start < 60, p.stdout
+    assert "[rank 1] error: ValueError: injected failure on rank 1" in p.stdout, p.stdout
