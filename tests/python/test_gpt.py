@@ -104,3 +104,16 @@ def test_errors_in_a_python_model_reach_python(pygpt):
         tessel.Trainer(dict(TINY_GPT, model="raises"))
     with pytest.raises(tessel.Error, match="mesh data=3 has 3 ranks but 1 process"):
         tessel.Trainer(dict(TINY_GPT, model=pygpt, mesh="data=3"))
+
+
+@pytest.mark.parametrize("extra", [{"recompute": "blocks"}, {"recompute": "selective"},
+                                   {"microbatches": 2}, {"dropout": 0.1}],
+                         ids=["recompute_blocks", "recompute_selective", "microbatches", "dropout"])
+def test_python_gpt_equals_builtin_with_trainer_features(pygpt, extra):
+    """Recomputation (which finds blocks by their labels), gradient
+    accumulation and dropout treat the Python GPT as the built-in one."""
+    losses = []
+    for model in ("gpt", pygpt):
+        trainer = tessel.Trainer(dict(TINY_GPT, model=model, **extra))
+        losses.append([trainer.step()["loss"] for _ in range(3)])
+    assert losses[0] == losses[1]
