@@ -8,6 +8,7 @@ final checkpoint) over :class:`Trainer`. See docs/python.md.
 import ctypes
 import ctypes.util
 import json
+import math
 import os
 import sys
 import time
@@ -83,6 +84,8 @@ def train(config, out=None, log=None):
             t0 = time.perf_counter()
             line = trainer.step()
             seconds = time.perf_counter() - t0
+            if not math.isfinite(line["loss"]):
+                raise Error(f"step {s}: loss is {line['loss']} (diverged)")
             line["step_ms"] = seconds * 1e3
             line["tokens_per_s"] = trainer.items_per_step / seconds
             line["gflops"] = trainer.flops_per_step / seconds / 1e9
