@@ -15,6 +15,8 @@ packages=(
   zlib1g-dev                          # reading the gzipped Fashion-MNIST files
   fortunes fortunes-min               # the text the GPT trains on
   dataset-fashion-mnist               # the images the MLP trains on
+  pybind11-dev python3-pybind11 python3-dev  # the Python module (python/)
+  python3-numpy python3-pytest        # its arrays and its tests (tests/python)
   "$@"
 )
 

@@ -5,16 +5,17 @@
 
 #include "tessel/base/error.h"
 #include "tessel/base/philox.h"
-#include "tessel/models/gpt.h"
+#include "tessel/compile/model_registry.h"
 #include "tessel/train/data/text_corpus.h"
 #include "tessel/train/task.h"
 
 namespace tessel {
 TextModel::TextModel(const std::string& checkpoint_dir)
     : info_(read_checkpoint_info(checkpoint_dir)) {
-  if (info_.config.model != "gpt")
+  if (info_.config.data != "fortunes")
     TS_THROW("checkpoint '", checkpoint_dir, "' holds a \"", info_.config.model,
-             "\" model; sampling and text evaluation need a \"gpt\"");
+             "\" model trained on \"", info_.config.data,
+             "\"; sampling and text evaluation need a text model (data \"fortunes\")");
   info_.config.validate();
   one_row_ = compile(1);
   params_ = std::make_unique<ParamStore>(one_row_.program->graph(), info_.config.seed);
@@ -25,7 +26,8 @@ TextModel::TextModel(const std::string& checkpoint_dir)
 TextModel::Compiled TextModel::compile(int64_t batch) {
   Graph graph;
   GraphBuilder b(graph);
-  GptGraph g = build_gpt(b, gpt_config(info_.config), batch, /*training=*/false);  // no dropout
+  // Through the registry, so text models registered elsewhere (Python) sample too.
+  TaskGraph g = build_model(info_.config, b, batch, /*training=*/false);  // no dropout
   Compiled c;
   c.program = std::make_unique<Program>(graph, std::vector<ValueId>{g.logits, g.loss});
   c.logits = g.logits;

@@ -1,5 +1,8 @@
-// A trained GPT loaded from a checkpoint, for sampling and evaluation.
+// A trained text model loaded from a checkpoint, for sampling and evaluation.
 //
+// Any registered model trained on the text (data "fortunes": the GPT, or one
+// registered from Python) whose inputs are tokens/targets (batch, seq) and
+// whose logits are (batch, seq, vocab), causal over seq.
 // Rebuilds the model from the checkpoint's config (forward only, no dropout),
 // loads the parameters, and compiles two programs: one row for sampling and
 // `batch` rows for scoring text. Sampling is deterministic given the seed.

@@ -1,0 +1,57 @@
+// The pieces of the `tessel` Python extension (_tessel), one binding file per
+// concept, and the conversions they share.
+//
+// Invariants: every tessel::Error reaches Python as tessel.Error with the
+// same message; arrays cross without copies where the memory can be shared
+// (a parameter bound from NumPy, an output or parameter shard viewed as
+// NumPy, kept alive by its owner); the GIL is released around compiling and
+// running and taken again before any Python code (a model builder) runs.
+#pragma once
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "tessel/base/dtype.h"
+#include "tessel/base/shape.h"
+#include "tessel/ir/builder.h"
+
+namespace tessel::python {
+
+namespace py = pybind11;
+
+void bind_graph(py::module_& m);
+void bind_program(py::module_& m);
+void bind_registry(py::module_& m);
+void bind_train(py::module_& m);
+
+// A shape from Python: a dict {"batch": 8, "seq": 64} (insertion order is
+// the storage order) or a sequence of (name, size) pairs.
+Shape to_shape(const py::handle& obj);
+// [(name, size), ...]
+py::list from_shape(const Shape& shape);
+DType to_dtype(const std::string& name);
+// JSON <-> Python through the json module (configs are small).
+nlohmann::json to_json(const py::handle& obj);
+py::object from_json(const nlohmann::json& j);
+// A NumPy view of `data` with the shape's sizes; `owner` keeps it alive.
+py::array view(void* data, const Shape& shape, DType dtype, py::handle owner, bool writable);
+
+// A GraphBuilder as Python sees it: either one it owns (tessel.Builder())
+// or one a registered model function is lent for the duration of the call
+// (then `alive` turns false when the call returns and any later use raises).
+struct PyBuilder {
+  std::shared_ptr<Graph> graph;         // owned graphs only
+  std::shared_ptr<GraphBuilder> owned;  // owned graphs only
+  GraphBuilder* builder = nullptr;
+  std::shared_ptr<bool> alive = std::make_shared<bool>(true);
+
+  PyBuilder();                             // a fresh graph
+  explicit PyBuilder(GraphBuilder& lent);  // lent by a model builder call
+  GraphBuilder& get() const;
+};
+
+}  // namespace tessel::python

@@ -1,0 +1,230 @@
+// tessel.Builder: GraphBuilder with named dims from Python.
+//
+// Values are the graph's integer ids, as in C++. Every method adds one node
+// and checks its shape at once, so a wrong dim name or size raises
+// tessel.Error naming the op, its label and the dims. `with b.scope("attn"):`
+// prefixes labels and parameter names like GraphBuilder::Scope.
+#include <pybind11/stl.h>
+
+#include <memory>
+
+#include "bindings.h"
+#include "tessel/base/error.h"
+
+namespace tessel::python {
+
+PyBuilder::PyBuilder()
+    : graph(std::make_shared<Graph>()),
+      owned(std::make_shared<GraphBuilder>(*graph)),
+      builder(owned.get()) {}
+
+PyBuilder::PyBuilder(GraphBuilder& lent) : builder(&lent) {}
+
+GraphBuilder& PyBuilder::get() const {
+  if (!*alive)
+    TS_THROW("this Builder was lent to a model function that has returned; build only inside it");
+  return *builder;
+}
+
+namespace {
+
+// A `with` block around GraphBuilder::Scope (Python guarantees LIFO exits).
+struct PyScope {
+  std::shared_ptr<PyBuilder> builder;
+  std::string name;
+  std::unique_ptr<GraphBuilder::Scope> scope;
+};
+
+ParamInit to_init(const std::string& kind, float stddev) {
+  if (kind == "normal") return ParamInit{ParamInit::kNormal, stddev};
+  if (kind == "zeros") return ParamInit{ParamInit::kZeros, stddev};
+  if (kind == "ones") return ParamInit{ParamInit::kOnes, stddev};
+  TS_THROW("param init must be \"normal\", \"zeros\" or \"ones\", got \"", kind, "\"");
+}
+
+using B = PyBuilder;
+using Dims = std::vector<std::string>;
+
+// Binds a unary op `fn(x, name)`.
+template <ValueId (GraphBuilder::*Fn)(ValueId, const std::string&)>
+void unary(py::class_<B, std::shared_ptr<B>>& c, const char* op) {
+  c.def(
+      op, [](const B& b, ValueId x, const std::string& name) { return (b.get().*Fn)(x, name); },
+      py::arg("x"), py::arg("name") = op);
+}
+
+template <ValueId (GraphBuilder::*Fn)(ValueId, ValueId, const std::string&)>
+void binary(py::class_<B, std::shared_ptr<B>>& c, const char* op, const char* label) {
+  c.def(
+      op,
+      [](const B& b, ValueId x, ValueId y, const std::string& name) {
+        return (b.get().*Fn)(x, y, name);
+      },
+      py::arg("a"), py::arg("b"), py::arg("name") = label);
+}
+
+template <ValueId (GraphBuilder::*Fn)(ValueId, Dims, const std::string&)>
+void reduce(py::class_<B, std::shared_ptr<B>>& c, const char* op, const char* label) {
+  c.def(
+      op,
+      [](const B& b, ValueId x, Dims dims, const std::string& name) {
+        return (b.get().*Fn)(x, std::move(dims), name);
+      },
+      py::arg("x"), py::arg("dims"), py::arg("name") = label);
+}
+
+}  // namespace
+
+void bind_graph(py::module_& m) {
+  py::class_<PyScope>(m, "Scope")
+      .def("__enter__",
+           [](PyScope& s) -> PyScope& {
+             s.scope = std::make_unique<GraphBuilder::Scope>(s.builder->get(), s.name);
+             return s;
+           })
+      .def("__exit__", [](PyScope& s, py::args) {
+        s.scope.reset();
+        return false;
+      });
+
+  py::class_<B, std::shared_ptr<B>> c(m, "Builder",
+                                      "Builds a graph with named dims (C++: GraphBuilder).");
+  c.def(py::init<>(), "A builder over a new, empty graph.")
+      .def(
+          "scope",
+          [](std::shared_ptr<B> b, const std::string& name) {
+            return PyScope{std::move(b), name, nullptr};
+          },
+          py::arg("name"), "Labels of nodes added inside `with b.scope(name):` get 'name.' first.")
+      .def("label", [](const B& b, const std::string& name) { return b.get().label(name); })
+      .def(
+          "shape", [](const B& b, ValueId v) { return from_shape(b.get().shape(v)); },
+          py::arg("value"), "The value's shape: [(name, size), ...] in storage order.")
+      .def(
+          "dtype",
+          [](const B& b, ValueId v) {
+            return std::string(dtype_name(b.get().graph().node(v).dtype));
+          },
+          py::arg("value"))
+      .def("__len__", [](const B& b) { return b.get().graph().size(); })
+      .def(
+          "graph_text", [](const B& b) { return b.get().graph().to_string(); },
+          "One line per node, as `tessel inspect --graph` prints.")
+      .def(
+          "params",
+          [](const B& b) {
+            py::dict out;
+            const Graph& g = b.get().graph();
+            for (ValueId p : g.params()) out[py::str(g.node(p).name)] = from_shape(g.node(p).shape);
+            return out;
+          },
+          "Parameter names and shapes, in the graph's order.")
+      .def(
+          "input",
+          [](const B& b, const std::string& name, const py::object& shape,
+             const std::string& dtype) {
+            return b.get().input(name, to_shape(shape), to_dtype(dtype));
+          },
+          py::arg("name"), py::arg("shape"), py::arg("dtype") = "f32")
+      .def(
+          "param",
+          [](const B& b, const std::string& name, const py::object& shape, const std::string& init,
+             float stddev) { return b.get().param(name, to_shape(shape), to_init(init, stddev)); },
+          py::arg("name"), py::arg("shape"), py::arg("init") = "normal", py::arg("stddev") = 0.02f,
+          "A trained parameter; init 'normal' (stddev), 'zeros' or 'ones'.")
+      .def(
+          "fill",
+          [](const B& b, const py::object& shape, float value) {
+            return b.get().fill(to_shape(shape), value);
+          },
+          py::arg("shape"), py::arg("value"))
+      .def(
+          "einsum",
+          [](const B& b, ValueId x, ValueId y, Dims out, const std::string& name) {
+            return b.get().einsum(x, y, std::move(out), name);
+          },
+          py::arg("a"), py::arg("b"), py::arg("out_dims"), py::arg("name") = "einsum",
+          "Contracts every dim in both operands that is absent from out_dims.")
+      .def(
+          "scale",
+          [](const B& b, ValueId x, float alpha, const std::string& name) {
+            return b.get().scale(x, alpha, name);
+          },
+          py::arg("x"), py::arg("alpha"), py::arg("name") = "scale")
+      .def(
+          "bias_gelu",
+          [](const B& b, ValueId x, ValueId bias, const std::string& name) {
+            return b.get().bias_gelu(x, bias, name);
+          },
+          py::arg("x"), py::arg("bias"), py::arg("name") = "bias_gelu")
+      .def(
+          "dropout",
+          [](const B& b, ValueId x, float p, uint64_t seed, const std::string& key) {
+            return b.get().dropout(x, p, seed, key);
+          },
+          py::arg("x"), py::arg("p"), py::arg("seed"), py::arg("key"))
+      .def(
+          "expand",
+          [](const B& b, ValueId x, const py::object& target, const std::string& name) {
+            return b.get().expand(x, to_shape(target), name);
+          },
+          py::arg("x"), py::arg("target"), py::arg("name") = "expand")
+      .def(
+          "softmax",
+          [](const B& b, ValueId x, const std::string& dim, float scale,
+             const std::string& causal_query_dim, const std::string& name) {
+            return b.get().softmax(x, dim, scale, causal_query_dim, name);
+          },
+          py::arg("x"), py::arg("dim"), py::arg("scale") = 1.0f, py::arg("causal_query_dim") = "",
+          py::arg("name") = "softmax",
+          "Softmax of scale*x over dim; with causal_query_dim, later keys are masked.")
+      .def(
+          "layernorm",
+          [](const B& b, ValueId x, ValueId gamma, ValueId beta, const std::string& dim, float eps,
+             const std::string& name) { return b.get().layernorm(x, gamma, beta, dim, eps, name); },
+          py::arg("x"), py::arg("gamma"), py::arg("beta"), py::arg("dim"), py::arg("eps") = 1e-5f,
+          py::arg("name") = "layernorm")
+      .def(
+          "embedding",
+          [](const B& b, ValueId table, ValueId ids, const std::string& vocab_dim,
+             const std::string& name) { return b.get().embedding(table, ids, vocab_dim, name); },
+          py::arg("table"), py::arg("ids"), py::arg("vocab_dim"), py::arg("name") = "embedding")
+      .def(
+          "cross_entropy",
+          [](const B& b, ValueId logits, ValueId labels, const std::string& vocab_dim,
+             const std::string& name) {
+            return b.get().cross_entropy(logits, labels, vocab_dim, name);
+          },
+          py::arg("logits"), py::arg("labels"), py::arg("vocab_dim"),
+          py::arg("name") = "cross_entropy", "Mean cross-entropy over every other dim (a scalar).")
+      .def(
+          "split_dim",
+          [](const B& b, ValueId x, const std::string& dim, const py::object& parts,
+             const std::string& name) { return b.get().split_dim(x, dim, to_shape(parts), name); },
+          py::arg("x"), py::arg("dim"), py::arg("parts"), py::arg("name") = "split")
+      .def(
+          "merge_dims",
+          [](const B& b, ValueId x, Dims dims, const std::string& merged, const std::string& name) {
+            return b.get().merge_dims(x, std::move(dims), merged, name);
+          },
+          py::arg("x"), py::arg("dims"), py::arg("merged"), py::arg("name") = "merge")
+      .def(
+          "rename",
+          [](const B& b, ValueId x, const std::string& from, const std::string& to,
+             const std::string& name) { return b.get().rename(x, from, to, name); },
+          py::arg("x"), py::arg("from_dim"), py::arg("to_dim"), py::arg("name") = "rename");
+  binary<&GraphBuilder::add>(c, "add", "add");
+  binary<&GraphBuilder::sub>(c, "sub", "sub");
+  binary<&GraphBuilder::mul>(c, "mul", "mul");
+  binary<&GraphBuilder::div>(c, "div", "div");
+  unary<&GraphBuilder::gelu>(c, "gelu");
+  unary<&GraphBuilder::relu>(c, "relu");
+  unary<&GraphBuilder::exp>(c, "exp");
+  unary<&GraphBuilder::log>(c, "log");
+  unary<&GraphBuilder::tanh>(c, "tanh");
+  reduce<&GraphBuilder::reduce_sum>(c, "reduce_sum", "sum");
+  reduce<&GraphBuilder::reduce_mean>(c, "reduce_mean", "mean");
+  reduce<&GraphBuilder::reduce_max>(c, "reduce_max", "max");
+}
+
+}  // namespace tessel::python

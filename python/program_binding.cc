@@ -1,0 +1,148 @@
+// tessel.Program: a Builder's graph compiled for some outputs, run on NumPy.
+//
+// Parameters live outside the program: bind_param() binds a float32
+// C-contiguous NumPy array's own memory (no copy; the program keeps a
+// reference), or init_params() makes them as the trainer would (Philox,
+// keyed by name, so the same values as `tessel train` with that seed).
+// Inputs live in the program's arena: input(name) is a writable view of it,
+// run(name=array, ...) copies into it. Outputs are read-only views of the
+// arena, valid until the next run (copy them to keep them).
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <map>
+#include <memory>
+
+#include "bindings.h"
+#include "tessel/base/error.h"
+#include "tessel/runtime/program.h"
+#include "tessel/train/param_store.h"
+
+namespace tessel::python {
+namespace {
+
+struct PyProgram {
+  std::unique_ptr<Program> program;
+  std::vector<ValueId> outputs;
+  std::map<std::string, py::object> bound;  // NumPy arrays bound as parameters
+  std::unique_ptr<ParamStore> store;        // init_params()
+
+  const Node& node(ValueId v) const { return program->graph().node(v); }
+};
+
+std::string sizes_text(const py::array& a) {
+  std::string s = "(";
+  for (py::ssize_t i = 0; i < a.ndim(); ++i) s += (i ? ", " : "") + std::to_string(a.shape(i));
+  return s + (a.ndim() == 1 ? ",)" : ")");
+}
+
+// The array's sizes must be the shape's, in order.
+void check_sizes(const py::array& a, const Shape& shape, const std::string& what) {
+  bool same = a.ndim() == shape.rank();
+  for (int i = 0; same && i < shape.rank(); ++i) same = a.shape(i) == shape[i].size;
+  if (!same)
+    TS_THROW(what, " has shape ", shape.to_string(), "; the array's sizes are ", sizes_text(a));
+}
+
+void copy_input(PyProgram& p, const std::string& name, const py::handle& value) {
+  const ValueId id = p.program->graph().find(name);
+  if (id < 0 || p.node(id).kind != OpKind::kInput)
+    TS_THROW("program has no input named '", name, "'");
+  const Node& n = p.node(id);
+  py::array a =
+      n.dtype == DType::kI32
+          ? py::array(
+                py::array_t<int32_t, py::array::c_style | py::array::forcecast>::ensure(value))
+          : py::array(py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(value));
+  if (!a)
+    TS_THROW("input '", name, "': cannot convert the value to a ", dtype_name(n.dtype), " array");
+  check_sizes(a, n.shape, "input '" + name + "'");
+  std::memcpy(p.program->input(name), a.data(), a.nbytes());
+}
+
+}  // namespace
+
+void bind_program(py::module_& m) {
+  py::class_<PyProgram>(m, "Program", "A graph compiled for its outputs, run on NumPy arrays.")
+      .def(py::init([](const PyBuilder& b, std::vector<ValueId> outputs) {
+             auto p = std::make_unique<PyProgram>();
+             const Graph& g = b.get().graph();
+             {
+               py::gil_scoped_release release;
+               p->program = std::make_unique<Program>(g, outputs);
+             }
+             p->outputs = std::move(outputs);
+             return p;
+           }),
+           py::arg("builder"), py::arg("outputs"))
+      .def(
+          "bind_param",
+          [](PyProgram& p, const std::string& name, py::array a) {
+            const ValueId id = p.program->graph().find(name);
+            if (id < 0 || p.node(id).kind != OpKind::kParam)
+              TS_THROW("program has no parameter named '", name, "'");
+            if (!py::isinstance<py::array_t<float>>(a) || !(a.flags() & py::array::c_style) ||
+                !a.writeable())
+              TS_THROW("parameter '", name,
+                       "': bind a writable float32 C-contiguous array (np.ascontiguousarray(x, "
+                       "dtype=np.float32)); it is used in place, without a copy");
+            check_sizes(a, p.node(id).shape, "parameter '" + name + "'");
+            p.program->bind_param(name, static_cast<float*>(a.mutable_data()));
+            p.bound[name] = a;
+          },
+          py::arg("name"), py::arg("array"))
+      .def(
+          "init_params",
+          [](py::object self, uint64_t seed) {
+            PyProgram& p = self.cast<PyProgram&>();
+            p.store = std::make_unique<ParamStore>(p.program->graph(), seed);
+            py::dict out;
+            for (ParamEntry& e : p.store->entries()) {
+              p.program->bind_param(e.name, e.value.f32());
+              p.bound.erase(e.name);
+              out[py::str(e.name)] = view(e.value.f32(), e.value.shape(), DType::kF32, self, true);
+            }
+            return out;
+          },
+          py::arg("seed"),
+          "Makes and binds every parameter as the trainer initialises it from `seed`; returns "
+          "{name: array} (views the program owns: writing them changes the parameters).")
+      .def(
+          "input",
+          [](py::object self, const std::string& name) {
+            PyProgram& p = self.cast<PyProgram&>();
+            void* data = p.program->input(name);
+            const Node& n = p.node(p.program->graph().find(name));
+            return view(data, n.shape, n.dtype, self, true);
+          },
+          py::arg("name"), "A writable view of the input's storage in the arena.")
+      .def(
+          "output",
+          [](py::object self, ValueId v) {
+            PyProgram& p = self.cast<PyProgram&>();
+            return view(p.program->data(v), p.node(v).shape, p.node(v).dtype, self, false);
+          },
+          py::arg("value"), "A read-only view of a kept value; valid until the next run.")
+      .def(
+          "run",
+          [](py::object self, py::kwargs inputs) {
+            PyProgram& p = self.cast<PyProgram&>();
+            for (auto item : inputs) copy_input(p, py::cast<std::string>(item.first), item.second);
+            {
+              py::gil_scoped_release release;
+              p.program->run();
+            }
+            py::list out;
+            for (ValueId v : p.outputs)
+              out.append(view(p.program->data(v), p.node(v).shape, p.node(v).dtype, self, false));
+            return out;
+          },
+          "Copies the keyword inputs into the arena, runs, and returns the outputs as read-only "
+          "views (valid until the next run).")
+      .def_property_readonly("arena_bytes",
+                             [](const PyProgram& p) { return p.program->arena_bytes(); })
+      .def_property_readonly("flops",
+                             [](const PyProgram& p) { return p.program->flops_per_run(); });
+}
+
+}  // namespace tessel::python
