@@ -123,11 +123,13 @@ double measure(int threads, double seconds, float (*chunk)(int64_t, float, float
       }
       // Each thread runs for the trial's duration; work is counted per thread
       // and the rate is total work over the wall time until the last finishes.
+      // At least one chunk each: on a loaded machine a thread may first run
+      // after the trial's time is up, and a rate of 0 would be no measurement.
       int64_t chunks = 0;
-      while (omp_get_wtime() - start < trial_seconds) {
+      do {
         sink += chunk(1, a, b);
         ++chunks;
-      }
+      } while (omp_get_wtime() - start < trial_seconds);
       trial_chunks.fetch_add(chunks);
 #pragma omp barrier
 #pragma omp master
