@@ -179,12 +179,12 @@ TEST(PlanSearch, RanksEveryFeasibleCandidateFastestFirst) {
 // The search shares compiles (stage graphs across ranks and meshes, one
 // pipeline compile for ZeRO 0-2, evaluation arenas across micro-batches,
 // schedules and recompute policies); every prediction must be exactly what
-// compiling each candidate on its own predicts.
+// compiling each candidate on its own predicts (4 ranks, pipelines of 2 and 4).
 TEST(PlanSearch, SharedCompilesPredictExactlyWhatSeparateCompilesPredict) {
   const FakeHardware hw(/*per_node=*/2);  // several nodes: every axis order is searched
   PlanRequest q;
   q.base = tiny_gpt_config(4, 8);
-  q.ranks = 8;
+  q.ranks = 4;
   q.share_compiles = true;
   const PlanResult fast = search_plans(q, hw);
   q.share_compiles = false;
@@ -207,7 +207,7 @@ TEST(PlanSearch, SharedCompilesPredictExactlyWhatSeparateCompilesPredict) {
     if (a.config.mesh.find("pipe=") != std::string::npos && a.config.zero > 0)
       ++pipelined_with_zero;
   }
-  EXPECT_GT(fast.plans.size(), 100u);
+  EXPECT_GT(fast.plans.size(), 50u);
   EXPECT_GT(pipelined_with_zero, 10);  // the shared ZeRO compiles were exercised
 }
 
