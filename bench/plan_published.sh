@@ -9,8 +9,11 @@
 # model FLOPs). Then a free search (same cluster, ranks and memory rules)
 # must not pick a plan it rates slower than the published configuration.
 # Prints a table; writes runs/plan-published/results.json.
+# The free search runs only with FREE_SEARCH=1 (it is slow at this scale),
+# each under FREE_TIMEOUT seconds (default 600); the check fails the script
+# when the free search's top plan is rated slower than the published one.
 #
-# Usage: bench/plan_published.sh [FILES...]   (default: examples/published/*.json)
+# Usage: [FREE_SEARCH=1] bench/plan_published.sh [FILES...]   (default: examples/published/*.json)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=runs/plan-published
@@ -18,9 +21,12 @@ mkdir -p "$OUT"
 files=("$@")
 [ ${#files[@]} -gt 0 ] || files=(examples/published/*.json)
 /usr/bin/python3 - "$OUT" "${files[@]}" <<'PY'
-import json, subprocess, sys, time
+import json, os, subprocess, sys, time
 out, files = sys.argv[1], sys.argv[2:]
+free_search = os.environ.get("FREE_SEARCH") == "1"
+free_timeout = float(os.environ.get("FREE_TIMEOUT", "600"))
 rows = []
+failed = []
 for path in files:
     spec = json.load(open(path))
     pub = spec.pop("published")
@@ -55,10 +61,27 @@ for path in files:
            "predicted_peak_gib": plan["peak_bytes"] / 2**30,
            "compute_ms": plan["compute_ms"], "bubble_ms": plan["bubble_ms"],
            "exposed_comm_ms": plan["exposed_comm_ms"]}
+    if free_search:  # same cluster, ranks and memory rules; every knob searched
+        t0 = time.time()
+        try:
+            free = json.loads(subprocess.check_output(base, timeout=free_timeout))
+            top = free["plans"][0]
+            row["free"] = {"search_s": time.time() - t0, "considered": free["considered"],
+                           "pruned": free["pruned"], "costed": free["costed"],
+                           "step_ms": top["step_ms"], "command": top["command"],
+                           "no_slower": top["step_ms"] <= plan["step_ms"]}
+            if not row["free"]["no_slower"]:
+                failed.append(pub["run"])
+        except subprocess.TimeoutExpired:
+            row["free"] = {"search_s": None, "timed_out_after_s": free_timeout}
+        print(f"  free search: {row['free']}", flush=True)
     rows.append(row)
     print(f"{pub['run']}: published {published_ms:.0f} ms/step, predicted {plan['step_ms']:.0f} ms "
           f"({100 * row['error']:+.1f}%), compute {plan['compute_ms']:.0f}, bubble {plan['bubble_ms']:.0f}, "
           f"exposed comm {plan['exposed_comm_ms']}, peak {row['predicted_peak_gib']:.1f} GiB, {seconds:.1f} s",
           flush=True)
 json.dump(rows, open(f"{out}/results.json", "w"), indent=1)
+if failed:
+    sys.exit(f"the free search picked a plan its own model rates slower than the published "
+             f"configuration for: {', '.join(failed)}")
 PY

@@ -176,6 +176,41 @@ TEST(PlanSearch, RanksEveryFeasibleCandidateFastestFirst) {
   }
 }
 
+// The search shares compiles (stage graphs across ranks and meshes, one
+// pipeline compile for ZeRO 0-2, evaluation arenas across micro-batches,
+// schedules and recompute policies); every prediction must be exactly what
+// compiling each candidate on its own predicts (4 ranks, pipelines of 2 and 4).
+TEST(PlanSearch, SharedCompilesPredictExactlyWhatSeparateCompilesPredict) {
+  const FakeHardware hw(/*per_node=*/2);  // several nodes: every axis order is searched
+  PlanRequest q;
+  q.base = tiny_gpt_config(4, 8);
+  q.ranks = 4;
+  q.share_compiles = true;
+  const PlanResult fast = search_plans(q, hw);
+  q.share_compiles = false;
+  const PlanResult slow = search_plans(q, hw);
+  EXPECT_EQ(fast.considered, slow.considered);
+  EXPECT_EQ(fast.pruned, slow.pruned);
+  ASSERT_EQ(fast.plans.size(), slow.plans.size());
+  int pipelined_with_zero = 0;
+  for (size_t i = 0; i < fast.plans.size(); ++i) {
+    const Plan &a = fast.plans[i], &b = slow.plans[i];
+    ASSERT_EQ(a.config.to_json().dump(), b.config.to_json().dump()) << i;
+    EXPECT_EQ(a.prediction.step_s, b.prediction.step_s) << a.command;
+    EXPECT_EQ(a.prediction.peak_bytes, b.prediction.peak_bytes) << a.command;
+    EXPECT_EQ(a.prediction.peak_rank, b.prediction.peak_rank) << a.command;
+    EXPECT_EQ(a.prediction.compute_s, b.prediction.compute_s) << a.command;
+    EXPECT_EQ(a.prediction.bubble_s, b.prediction.bubble_s) << a.command;
+    EXPECT_EQ(a.prediction.optimizer_s, b.prediction.optimizer_s) << a.command;
+    EXPECT_EQ(a.prediction.comm_s, b.prediction.comm_s) << a.command;
+    EXPECT_EQ(a.prediction.exposed_comm_s, b.prediction.exposed_comm_s) << a.command;
+    if (a.config.mesh.find("pipe=") != std::string::npos && a.config.zero > 0)
+      ++pipelined_with_zero;
+  }
+  EXPECT_GT(fast.plans.size(), 50u);
+  EXPECT_GT(pipelined_with_zero, 10);  // the shared ZeRO compiles were exercised
+}
+
 TEST(PlanSearch, NothingFitsNamesTheSmallestPeak) {
   const FakeHardware hw;
   PlanRequest q;

@@ -26,9 +26,16 @@ Shape::Shape(std::vector<Dim> dims) : dims_(std::move(dims)) {
   }
   // numel() and byte counts stay exact: the product must fit, with room for
   // 8-byte elements.
+  // (The messages are built only on overflow: shapes are made by the
+  // million in the planner's compiles.)
   int64_t n = 1;
-  for (const Dim& d : dims_) n = checked_mul(n, d.size, str_cat("shape ", to_string()));
-  checked_mul(n, 8, str_cat("the byte size of shape ", to_string()));
+  for (const Dim& d : dims_) {
+    int64_t next = 0;
+    if (__builtin_mul_overflow(n, d.size, &next)) checked_mul(n, d.size, "shape " + to_string());
+    n = next;
+  }
+  if (int64_t bytes = 0; __builtin_mul_overflow(n, 8, &bytes))
+    checked_mul(n, 8, "the byte size of shape " + to_string());
 }
 
 int64_t Shape::numel() const {

@@ -87,7 +87,8 @@ CompiledRank compile_rank(const TrainConfig& config, const Mesh& mesh, const Lay
   const TrainConfig& cfg = c.config;
   if (uses_pipeline(cfg, mesh)) {
     c.pipeline = ctx ? std::make_unique<PipelineModel>(cfg, *ctx)
-                     : std::make_unique<PipelineModel>(cfg, mesh, rank, nullptr, true);
+                     : std::make_unique<PipelineModel>(cfg, mesh, rank, nullptr, true,
+                                                       cache ? &cache->pipelines : nullptr);
     c.flops_per_step = c.pipeline->flops_per_step();
     return c;
   }
@@ -119,7 +120,17 @@ CompiledRank compile_rank(const TrainConfig& config, const Mesh& mesh, const Lay
   compile_program(c.train, mesh, layout, rank, train_lowering, cfg, mode, ctx);
 
   // Evaluation: forward only, reading the same parameter storage (ZeRO-3
-  // shards are gathered on use there too).
+  // shards are gathered on use there too). A plan needs only its arena.
+  std::string eval_key;
+  if (cache && mode == CompileMode::kPlanOnly) {
+    eval_key = str_cat(mesh.to_string(), "|", cfg.layout, "|", rank, "|", cfg.zero, "|", cfg.batch,
+                       "|", cfg.precision, "|", cfg.bucket_mib);
+    for (const auto& [label, spec] : cfg.shard) eval_key += str_cat("|", label, "=", spec);
+    if (auto it = cache->eval_arena_bytes.find(eval_key); it != cache->eval_arena_bytes.end()) {
+      c.eval_arena_bytes = it->second;
+      return c;
+    }
+  }
   {
     Graph eval_graph;
     GraphBuilder eb(eval_graph);
@@ -131,6 +142,8 @@ CompiledRank compile_rank(const TrainConfig& config, const Mesh& mesh, const Lay
   LoweringOptions eval_lowering;
   eval_lowering.targets = zero_targets(c.eval.global, {}, layout, mesh, cfg.zero);
   compile_program(c.eval, mesh, layout, rank, eval_lowering, cfg, mode, ctx);
+  c.eval_arena_bytes = c.eval.program->arena_bytes();
+  if (!eval_key.empty()) cache->eval_arena_bytes[eval_key] = c.eval_arena_bytes;
   return c;
 }
 

@@ -84,8 +84,11 @@ struct CompiledRank {
   std::optional<RecomputeChoice> recompute_choice;  // when the config said "auto"
   double flops_per_step = 0;                        // whole model, every rank together
   // One program per phase of a step (no pipe axis, one micro-batch):
+  // eval.program is null when a plan-only compile took eval_arena_bytes
+  // from its GraphCache (an earlier compile differing only in recompute).
   CompiledProgram train, eval;
-  std::vector<ValueId> grads;  // global ids, aligned with train.global.params()
+  size_t eval_arena_bytes = 0;  // the evaluation program's arena
+  std::vector<ValueId> grads;   // global ids, aligned with train.global.params()
   double recomputed_flops = 0;
   // Pipelines and micro-batches: this rank's stages, compiled.
   std::unique_ptr<PipelineModel> pipeline;
@@ -97,6 +100,10 @@ struct CompiledRank {
 // Keyed by the recompute policy and the batch; not thread-safe.
 struct GraphCache {
   std::map<std::tuple<std::string, int64_t>, TrainingGraph> training;
+  PipelineGraphCache pipelines;  // pipelines: the stage graphs (pipeline_model.h)
+  // Plan-only: the evaluation program's arena by mesh, layout, rank, ZeRO
+  // stage, batch and precision (it does not depend on the recompute policy).
+  std::map<std::string, size_t> eval_arena_bytes;
 };
 
 // Validates the layout against the model, then compiles. kRun needs `ctx`

@@ -105,7 +105,7 @@ RankMemory predict_rank_memory(const CompiledRank& compiled, const Schedule* as_
   RankMemory m;
   m.rank = compiled.rank;
   m.arena = static_cast<int64_t>(compiled.train.program->arena_bytes());
-  m.eval_arena = static_cast<int64_t>(compiled.eval.program->arena_bytes());
+  m.eval_arena = static_cast<int64_t>(compiled.eval_arena_bytes);
   for (size_t i = 0; i < g.params().size(); ++i) {
     ValueId p = g.params()[i];
     const Shape& global = g.node(p).shape;

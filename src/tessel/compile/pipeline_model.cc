@@ -42,6 +42,42 @@ Schedule forward_only_schedule(int ranks, int chunks) {
   return s;
 }
 
+// The model, partition and stage graphs of `config` (stage_count stages).
+std::shared_ptr<PipelineGraphs> build_pipeline_graphs(const TrainConfig& config, int stage_count) {
+  auto pg = std::make_shared<PipelineGraphs>();
+  const int m = static_cast<int>(config.microbatches);
+  Graph eval_forward;
+  GraphBuilder fb(pg->forward), eb(eval_forward);
+  const TaskGraph train_out = build_model(config, fb, config.batch / m, /*training=*/true);
+  const TaskGraph eval_out = build_model(config, eb, config.batch, /*training=*/false);
+  for (ValueId id : eval_forward.inputs())
+    pg->input_batch_bytes += eval_forward.node(id).shape.numel() *
+                             static_cast<int64_t>(dtype_size(eval_forward.node(id).dtype));
+  std::vector<int> boundaries(config.stages.begin(), config.stages.end());
+  pg->partition = partition_stages(pg->forward, stage_count, boundaries);
+  std::vector<int> chosen(pg->partition.first_block.begin() + 1, pg->partition.first_block.end());
+  StagePartition eval_partition = partition_stages(eval_forward, stage_count, chosen);
+  pg->train =
+      build_stage_graphs(pg->forward, train_out.loss, pg->partition, {true, m, config.recompute});
+  pg->eval = build_stage_graphs(eval_forward, eval_out.loss, eval_partition, {false, 1, ""},
+                                eval_out.logits);
+  for (const StageGraph& g : pg->train) {
+    std::vector<bool> live(g.graph.size(), true);
+    pg->flops_per_step += m * g.graph.flops(live);
+    int64_t n = 0;
+    for (ValueId p : g.graph.params()) n += g.graph.node(p).shape.numel();
+    pg->stage_parameters.push_back(n);
+  }
+  return pg;
+}
+
+std::string pipeline_graphs_key(const TrainConfig& config, int stage_count) {
+  std::string key =
+      str_cat(config.recompute, "|", config.batch, "|", config.microbatches, "|", stage_count, "|");
+  for (int64_t b : config.stages) key += str_cat(b, ",");
+  return key;
+}
+
 }  // namespace
 
 bool uses_pipeline(const TrainConfig& config, const Mesh& mesh) {
@@ -59,7 +95,7 @@ PipelineModel::PipelineModel(const TrainConfig& config, DistributedContext& ctx,
     : PipelineModel(config, ctx.mesh(), ctx.rank(), &ctx, plan_only) {}
 
 PipelineModel::PipelineModel(const TrainConfig& config, const Mesh& mesh, int rank,
-                             DistributedContext* ctx, bool plan_only)
+                             DistributedContext* ctx, bool plan_only, PipelineGraphCache* cache)
     : config_(config), ctx_(ctx), plan_only_(plan_only) {
   TS_CHECK(ctx || plan_only, "a pipeline that runs needs its ranks' communicators");
   const std::vector<int> coords = mesh.coords(rank);
@@ -80,13 +116,7 @@ PipelineModel::PipelineModel(const TrainConfig& config, const Mesh& mesh, int ra
   stage_rank_ = stage_mesh_.rank_of(stage_coords);
   stage_layout_ = layout_for(config, stage_mesh_);
   if (int a = stage_layout_.axis_of("batch"); a >= 0) data_axis_ = stage_mesh_.axis(a).name;
-  if (config.zero == 3)
-    TS_THROW(
-        "config: 'zero' 3 (parameters gathered on use) with pipelines or micro-batches is "
-        "not supported yet; stages 1 and 2 are");
-  if (config.zero > 0 && data_axis_.empty())
-    TS_THROW("config: 'zero' ", config.zero,
-             " shards over the data-parallel axis, but the layout maps 'batch' to no mesh axis");
+  check_zero(config.zero);
 
   const int m = static_cast<int>(config.microbatches);
   const int chunks = static_cast<int>(config.chunks);
@@ -95,36 +125,32 @@ PipelineModel::PipelineModel(const TrainConfig& config, const Mesh& mesh, int ra
   eval_schedule_ = forward_only_schedule(pipe_size_, chunks);
   const int stage_count = pipe_size_ * chunks;
 
-  Graph forward, eval_forward;
-  GraphBuilder fb(forward), eb(eval_forward);
-  const TaskGraph train_out = build_model(config, fb, config.batch / m, /*training=*/true);
-  const TaskGraph eval_out = build_model(config, eb, config.batch, /*training=*/false);
-  for (ValueId id : eval_forward.inputs())
-    input_batch_bytes_ += eval_forward.node(id).shape.numel() *
-                          static_cast<int64_t>(dtype_size(eval_forward.node(id).dtype));
+  // The stage graphs: shared with other compiles of this config through
+  // `cache`, else built here and moved into this rank's stages.
+  std::shared_ptr<PipelineGraphs> owned;
+  std::shared_ptr<const PipelineGraphs> graphs;
+  if (cache) {
+    std::shared_ptr<const PipelineGraphs>& slot =
+        cache->graphs[pipeline_graphs_key(config, stage_count)];
+    if (!slot) slot = build_pipeline_graphs(config, stage_count);
+    graphs = slot;
+  } else {
+    owned = build_pipeline_graphs(config, stage_count);
+    graphs = owned;
+  }
+  const Graph& forward = graphs->forward;
+  input_batch_bytes_ = graphs->input_batch_bytes;
   // Against the whole model: a middle stage lacks the vocab dim a layout may shard.
   stage_layout_.validate(forward, stage_mesh_);
-  std::vector<int> boundaries(config.stages.begin(), config.stages.end());
-  partition_ = partition_stages(forward, stage_count, boundaries);
-  std::vector<int> chosen(partition_.first_block.begin() + 1, partition_.first_block.end());
-  StagePartition eval_partition = partition_stages(eval_forward, stage_count, chosen);
-  std::vector<StageGraph> train_graphs =
-      build_stage_graphs(forward, train_out.loss, partition_, {true, m, config.recompute});
-  std::vector<StageGraph> eval_graphs = build_stage_graphs(
-      eval_forward, eval_out.loss, eval_partition, {false, 1, ""}, eval_out.logits);
-  for (const StageGraph& g : train_graphs) {
-    std::vector<bool> live(g.graph.size(), true);
-    flops_per_step_ += m * g.graph.flops(live);
-    int64_t n = 0;
-    for (ValueId p : g.graph.params()) n += g.graph.node(p).shape.numel();
-    stage_parameters_.push_back(n);
-  }
+  partition_ = graphs->partition;
+  flops_per_step_ = graphs->flops_per_step;
+  stage_parameters_ = graphs->stage_parameters;
 
   // Every parameter, with the pipeline ranks that hold it.
   for (ValueId id : forward.params()) {
     const Node& n = forward.node(id);
     PipelineParam p{n.name, n.shape, n.init, {}, {}, std::nullopt, false};
-    for (const StageGraph& g : train_graphs)
+    for (const StageGraph& g : graphs->train)
       if (g.graph.find(n.name) >= 0) {
         int r = schedule_.rank_of_stage(g.stage);
         if (std::find(p.pipe_ranks.begin(), p.pipe_ranks.end(), r) == p.pipe_ranks.end())
@@ -133,19 +159,34 @@ PipelineModel::PipelineModel(const TrainConfig& config, const Mesh& mesh, int ra
     std::sort(p.pipe_ranks.begin(), p.pipe_ranks.end());
     p.held = std::find(p.pipe_ranks.begin(), p.pipe_ranks.end(), pipe_rank_) != p.pipe_ranks.end();
     p.sharding = on_full_mesh(stage_layout_.target(n.shape, n.name, stage_mesh_));
-    if (config.zero > 0)
-      if (std::optional<Sharding> z =
-              zero_sharding(n, stage_layout_, stage_mesh_, stage_layout_.axis_of("batch")))
-        p.zero_state = on_full_mesh(*z);
     params_.push_back(p);
   }
+  assign_zero_state();
 
   const int data = stage_layout_.axis_of("batch");
   for (int c = 0; c < chunks; ++c) {
     const int k = schedule_.stage_of(pipe_rank_, c);
     LocalStage st;
-    st.graph = std::move(train_graphs[k]);
-    st.eval_graph = std::move(eval_graphs[k]);
+    // A plan-only compile with a cache takes the evaluation arena of an
+    // earlier compile of the same stage on the same block of the same mesh.
+    std::string eval_key;
+    size_t* cached_eval = nullptr;
+    if (cache && plan_only_) {
+      eval_key = str_cat(config.batch, "|", k, "|", stage_count, "|", stage_mesh_.to_string(), "|",
+                         stage_rank_, "|", config.layout, "|", config.precision, "|",
+                         config.bucket_mib, "|");
+      for (int b : partition_.first_block) eval_key += str_cat(b, ",");
+      for (const auto& [label, spec] : config.shard) eval_key += str_cat("|", label, "=", spec);
+      auto it = cache->eval_arena_bytes.find(eval_key);
+      if (it != cache->eval_arena_bytes.end()) cached_eval = &it->second;
+    }
+    if (owned) {
+      st.graph = std::move(owned->train[k]);
+      st.eval_graph = std::move(owned->eval[k]);
+    } else {
+      st.graph = graphs->train[k];
+      if (!cached_eval) st.eval_graph = graphs->eval[k];
+    }
     const Graph& g = st.graph.graph;
     std::map<ValueId, Sharding> targets;
     // Gradients stay partial over data: micro-batches add up locally first.
@@ -172,21 +213,62 @@ PipelineModel::PipelineModel(const TrainConfig& config, const Mesh& mesh, int ra
     if (st.graph.loss >= 0) outputs.push_back(st.graph.loss);
     st.local = lower_to_rank(g, outputs, stage_mesh_, stage_layout_, stage_rank_, {targets});
 
-    std::map<ValueId, Sharding> eval_targets;
-    boundary_targets(st.eval_graph, eval_targets);
-    std::vector<ValueId> eval_outputs = st.eval_graph.activations_out;
-    if (st.eval_graph.loss >= 0) eval_outputs.push_back(st.eval_graph.loss);
-    if (st.eval_graph.logits >= 0) eval_outputs.push_back(st.eval_graph.logits);
-    st.eval_local = lower_to_rank(st.eval_graph.graph, eval_outputs, stage_mesh_, stage_layout_,
-                                  stage_rank_, {eval_targets});
+    if (!cached_eval) {
+      std::map<ValueId, Sharding> eval_targets;
+      boundary_targets(st.eval_graph, eval_targets);
+      std::vector<ValueId> eval_outputs = st.eval_graph.activations_out;
+      if (st.eval_graph.loss >= 0) eval_outputs.push_back(st.eval_graph.loss);
+      if (st.eval_graph.logits >= 0) eval_outputs.push_back(st.eval_graph.logits);
+      st.eval_local = lower_to_rank(st.eval_graph.graph, eval_outputs, stage_mesh_, stage_layout_,
+                                    stage_rank_, {eval_targets});
+    }
     st.instances = instances_needed(schedule_, pipe_rank_, c);
     stages_.push_back(std::move(st));
     train_stages_.push_back(compile(stages_.back(), c, false));
-    eval_stages_.push_back(compile(stages_.back(), c, true));
     stages_.back().arena_bytes = train_stages_.back().instances[0]->arena_bytes();
     stages_.back().phase_local_bytes = train_stages_.back().instances[0]->phase_local_bytes();
-    stages_.back().eval_arena_bytes = eval_stages_.back().instances[0]->arena_bytes();
+    if (cached_eval) {
+      PipelineStage none;
+      none.stage = k;
+      none.chunk = c;
+      eval_stages_.push_back(std::move(none));
+      stages_.back().eval_arena_bytes = *cached_eval;
+    } else {
+      eval_stages_.push_back(compile(stages_.back(), c, true));
+      stages_.back().eval_arena_bytes = eval_stages_.back().instances[0]->arena_bytes();
+      if (!eval_key.empty()) cache->eval_arena_bytes[eval_key] = stages_.back().eval_arena_bytes;
+    }
   }
+}
+
+void PipelineModel::check_zero(int zero) const {
+  if (zero == 3)
+    TS_THROW(
+        "config: 'zero' 3 (parameters gathered on use) with pipelines or micro-batches is "
+        "not supported yet; stages 1 and 2 are");
+  if (zero > 0 && data_axis_.empty())
+    TS_THROW("config: 'zero' ", zero,
+             " shards over the data-parallel axis, but the layout maps 'batch' to no mesh axis");
+}
+
+void PipelineModel::assign_zero_state() {
+  for (PipelineParam& p : params_) {
+    p.zero_state.reset();
+    if (config_.zero == 0) continue;
+    Node n{};
+    n.name = p.name;
+    n.shape = p.shape;
+    if (std::optional<Sharding> z =
+            zero_sharding(n, stage_layout_, stage_mesh_, stage_layout_.axis_of("batch")))
+      p.zero_state = on_full_mesh(*z);
+  }
+}
+
+void PipelineModel::set_zero(int zero) {
+  TS_CHECK(plan_only_, "set_zero: only a plan-only pipeline changes its ZeRO stage");
+  check_zero(zero);
+  config_.zero = zero;
+  assign_zero_state();
 }
 
 PipelineStage PipelineModel::compile(const LocalStage& st, int chunk, bool eval) {

@@ -13,6 +13,7 @@
 // micro-batches this is plain gradient accumulation.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -44,14 +45,48 @@ struct PipelineParam {
   const Sharding& state_sharding() const { return zero_state ? *zero_state : sharding; }
 };
 
+// What a pipeline's compile builds before it lowers anything: the model
+// for one micro-batch and for the whole batch (evaluation), the partition
+// and every stage's graph. It depends on the config's model keys, the
+// recompute policy, the micro-batch count, the stage count and the stage
+// boundaries only, not on the mesh, layout, rank or ZeRO stage, so the
+// planner and memory predictions over many ranks build it once.
+struct PipelineGraphs {
+  Graph forward;  // one micro-batch, training
+  int64_t input_batch_bytes = 0;
+  StagePartition partition;
+  std::vector<StageGraph> train, eval;
+  double flops_per_step = 0;
+  std::vector<int64_t> stage_parameters;
+};
+// PipelineGraphs by (recompute, batch, micro-batches, stages, boundaries),
+// for compiles of one model config; not thread-safe.
+// Plan-only compiles with a cache also reuse the evaluation stages' arena
+// sizes (the only thing a plan reads of them; they do not depend on the
+// micro-batches, schedule, recompute policy or ZeRO stage), by stage, stage
+// mesh, layout and rank; such a model has no evaluation programs.
+struct PipelineGraphCache {
+  std::map<std::string, std::shared_ptr<const PipelineGraphs>> graphs;
+  std::map<std::string, size_t> eval_arena_bytes;
+};
+
 class PipelineModel {
  public:
   // The share of this process's rank, ready to bind and run.
   PipelineModel(const TrainConfig& config, DistributedContext& ctx, bool plan_only = false);
   // Any rank's share, offline (no MPI): `ctx` may be null when `plan_only`
   // (memory plans compiled, nothing allocated; dry runs and inspect).
+  // `cache` (optional) shares the stage graphs with other compiles of the
+  // same model config.
   PipelineModel(const TrainConfig& config, const Mesh& mesh, int rank, DistributedContext* ctx,
-                bool plan_only);
+                bool plan_only, PipelineGraphCache* cache = nullptr);
+
+  // Plan-only: the same compile under another ZeRO stage. A pipeline's
+  // stage programs do not depend on it (gradients accumulate partial on
+  // the data axis and are reduced by the trainer), only where each
+  // parameter's optimizer state lives; so the planner compiles once for
+  // ZeRO 0, 1 and 2. Throws as the constructor does for a stage it cannot take.
+  void set_zero(int zero);
 
   int pipe_axis() const { return pipe_axis_; }  // -1 without a pipe axis
   int pipe_rank() const { return pipe_rank_; }
@@ -112,6 +147,8 @@ class PipelineModel {
   Sharding on_full_mesh(const Sharding& s) const;
 
  private:
+  void check_zero(int zero) const;
+  void assign_zero_state();  // params_' zero_state for config_.zero
   double share_loss(double local_sum);
   void feed(const LocalStage& st, bool eval, int microbatch, Program& program);
   PipelineStage compile(const LocalStage& st, int chunk, bool eval);

@@ -185,8 +185,12 @@ PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
                                    ? static_cast<double>(q.base.context)
                                    : 1;  // tokens per row, or one image
 
-  std::map<std::string, GraphCache> caches;  // training graphs, by recompute policy
-  std::map<std::string, std::vector<CompiledRank>> pipelines;  // by config (as 1f1b)
+  GraphCache graphs;  // training and stage graphs, evaluation arenas (keyed by recompute)
+  // Pipelines compiled for the current mesh, by config (as 1f1b, ZeRO 0).
+  std::map<std::string, std::vector<CompiledRank>> pipelines;
+  std::string pipelines_mesh;
+  // Without shared compiles, every compile builds its graphs (the reference path).
+  auto shared_graphs = [&]() -> GraphCache* { return q.share_compiles ? &graphs : nullptr; };
   int64_t closest = -1;
   std::string closest_knobs, first_error;
   for (Candidate& cand : candidates(q, one_node)) {
@@ -202,21 +206,45 @@ PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
     Plan plan;
     try {
       const std::vector<int> reps = representative_ranks(mesh, false);
-      if (shares_stages(cand.config)) {
+      if (q.share_compiles && uses_pipeline(cand.config, mesh)) {
+        // gpipe, 1f1b and zb-h1 compile to the same stages, and so do ZeRO
+        // 0, 1 and 2 (PipelineModel::set_zero): compile once (as 1f1b, ZeRO 0).
+        if (pipelines_mesh != cand.config.mesh)
+          pipelines.clear(), pipelines_mesh = cand.config.mesh;
+        const bool shared = shares_stages(cand.config);
+        TrainConfig key = cand.config;
+        if (shared) key.schedule = "1f1b";
+        key.zero = 0;
+        const std::string k = key.to_json().dump();
+        auto it = pipelines.find(k);
+        if (it == pipelines.end())
+          it = pipelines.emplace(k, compile_ranks(key, reps, &graphs)).first;
+        for (CompiledRank& c : it->second) {
+          c.pipeline->set_zero(cand.config.zero);
+          c.config.zero = cand.config.zero;
+        }
+        if (shared) {
+          const Schedule schedule =
+              make_schedule(cand.config.schedule, it->second.front().pipeline->schedule().ranks,
+                            static_cast<int>(cand.config.microbatches));
+          plan.prediction = predict_compiled(it->second, hw, q.cost, &schedule);
+        } else {
+          plan.prediction = predict_compiled(it->second, hw, q.cost, nullptr);
+        }
+      } else if (shares_stages(cand.config)) {
         // gpipe, 1f1b and zb-h1 compile to the same stages: compile once (as 1f1b).
         TrainConfig key = cand.config;
         key.schedule = "1f1b";
         const std::string k = key.to_json().dump();
         auto it = pipelines.find(k);
         if (it == pipelines.end())
-          it = pipelines.emplace(k, compile_ranks(key, reps, &caches[key.recompute])).first;
+          it = pipelines.emplace(k, compile_ranks(key, reps, shared_graphs())).first;
         const Schedule schedule =
             make_schedule(cand.config.schedule, it->second.front().pipeline->schedule().ranks,
                           static_cast<int>(cand.config.microbatches));
         plan.prediction = predict_compiled(it->second, hw, q.cost, &schedule);
       } else {
-        plan.prediction =
-            predict_step(cand.config, reps, hw, q.cost, &caches[cand.config.recompute]);
+        plan.prediction = predict_step(cand.config, reps, hw, q.cost, shared_graphs());
       }
     } catch (const Error& e) {  // a layout or schedule this model cannot take
       ++result.pruned;

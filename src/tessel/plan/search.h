@@ -45,6 +45,11 @@ struct PlanRequest {
   // ranks) so their peak memory is the worst rank's, exactly as the dry run
   // and the run report it, and re-checked against the limit.
   int exact_top = 10;
+  // Share compiles between candidates whose programs are the same: the
+  // stage graphs of a pipeline across ranks and meshes, and one pipeline
+  // compile for ZeRO 0, 1 and 2. Predictions are identical either way (a
+  // test compares them); off only to check that.
+  bool share_compiles = true;
 };
 
 struct Plan {
