@@ -95,6 +95,12 @@ int run_dry(TrainConfig config) {
       "checkpoints (+ on rank 0 the host copy asynchronous periodic saves write from); "
       "accumulators = pipeline gradient accumulators (+ asynchronous weight "
       "copies); total = the peak of tensor storage (code, libraries, data not included)\n");
+  if (config.precision == "bf16" && !kernels::onednn_has_bf16_matmul())
+    std::printf(
+        "note: oneDNN has no bf16 matmul on this CPU (%s): the bf16 einsum scratch is "
+        "estimated (every operand converted, no oneDNN scratchpad), and `train` here would "
+        "refuse bf16\n",
+        kernels::onednn_cpu_isa().c_str());
   for (const RankMemory& m : predict_memory(config)) {
     if (m.stages.empty()) break;
     if (m.rank == 0)

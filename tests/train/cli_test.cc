@@ -80,6 +80,17 @@ TEST_F(Cli, Bf16WithoutAvx512IsAClearError) {
                "precision bf16: oneDNN has no bf16 matmul on this CPU (its instruction set: avx2)");
 }
 
+// The same CPU can still plan bf16 for another machine: sizes only, with the
+// einsum scratch estimated, and said so.
+TEST_F(Cli, Bf16DryRunWithoutAvx512EstimatesAndSaysSo) {
+  setenv("DNNL_MAX_CPU_ISA", "AVX2", 1);
+  Result r = run("train --config " + write_config(tiny_gpt()) + " --set precision=bf16 --dry-run");
+  unsetenv("DNNL_MAX_CPU_ISA");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("precision bf16"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("the bf16 einsum scratch is estimated"), std::string::npos) << r.output;
+}
+
 TEST_F(Cli, HeadsMustDivideModelWidth) {
   nlohmann::json j = tiny_gpt();
   j["n_head"] = 3;

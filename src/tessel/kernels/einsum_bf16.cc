@@ -94,7 +94,7 @@ struct EinsumBf16::Impl {
 EinsumBf16::EinsumBf16(const Shape& a, const Shape& b, const Shape& out, bool create_primitives,
                        Bf16Inputs bf16_inputs)
     : impl_(std::make_unique<Impl>()) {
-  if (!onednn_has_bf16_matmul())
+  if (create_primitives && !onednn_has_bf16_matmul())
     TS_THROW("precision bf16: oneDNN has no bf16 matmul on this CPU (its instruction set: ",
              onednn_cpu_isa(),
              "); bf16 needs AVX-512 (emulated, slower than f32), AVX512-BF16 or AMX. Use "
@@ -158,6 +158,16 @@ EinsumBf16::EinsumBf16(const Shape& a, const Shape& b, const Shape& out, bool cr
   if (bf16_inputs.a) p.a_direct = strided(a, g.m, g.k, M, K);
   if (bf16_inputs.b) p.b_direct = strided(b, g.k, g.n, K, N);
 
+  if (!onednn_has_bf16_matmul()) {
+    // Sizes only, on a CPU with no bf16 matmul (a plan for another machine):
+    // every operand reordered and C staged, oneDNN's own scratchpad unknown
+    // and counted as 0. Exact only where the kernels would run.
+    p.a_direct = p.b_direct = memory::desc();
+    p.stage_c = true;
+    p.c_bytes = round_up(static_cast<size_t>(product(sizes, 0, sizes.size())) * sizeof(float));
+    p.impl_name = "none on this CPU (" + onednn_cpu_isa() + "): sizes estimated";
+    return;
+  }
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   auto try_matmul = [&](const memory::desc& c, dnnl::matmul::primitive_desc& pd) {

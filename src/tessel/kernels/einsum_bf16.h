@@ -32,8 +32,11 @@ struct Bf16Inputs {
 class EinsumBf16 {
  public:
   // REQUIRES: shapes satisfy the einsum shape rule (op_table.h). With
-  // create_primitives = false only the sizes are computed (dry runs). Throws
-  // a clear error where onednn_has_bf16_matmul() is false.
+  // create_primitives = false only the sizes are computed (dry runs, plans);
+  // where onednn_has_bf16_matmul() is false they are then estimated (operands
+  // reordered, C staged, no oneDNN scratchpad), so a bf16 plan for another
+  // machine compiles here. With create_primitives it throws a clear error
+  // where onednn_has_bf16_matmul() is false.
   EinsumBf16(const Shape& a, const Shape& b, const Shape& out, bool create_primitives = true,
              Bf16Inputs bf16_inputs = {});
   ~EinsumBf16();
