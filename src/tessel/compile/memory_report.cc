@@ -9,6 +9,7 @@
 #include "tessel/compile/compile_rank.h"
 #include "tessel/compile/pipeline_model.h"
 #include "tessel/compile/rank_storage.h"
+#include "tessel/ir/model_contract.h"
 #include "tessel/runtime/pipeline_executor.h"
 #include "tessel/runtime/program.h"
 #include "tessel/schedule/schedule_check.h"
@@ -163,7 +164,7 @@ void check_memory_limit(const TrainConfig& c) {
   std::string fits;
   Mesh mesh = Mesh::parse(c.mesh);
   Layout layout = layout_for(c, mesh);
-  const bool has_data_axis = layout.axis_of("batch") >= 0;
+  const bool has_data_axis = layout.axis_of(kBatchDim) >= 0;
   if (uses_pipeline(c, mesh)) {
     // Fewer micro-batches in flight (1F1B) and recomputation shrink the arenas.
     for (const std::string& schedule : {c.schedule, std::string("1f1b")})

@@ -7,12 +7,13 @@
 #include "tessel/compile/model_registry.h"
 #include "tessel/compile/zero.h"
 #include "tessel/ir/builder.h"
+#include "tessel/ir/model_contract.h"
 #include "tessel/schedule/schedule_check.h"
 
 namespace tessel {
 namespace {
 
-bool is_pipe_value(const std::string& name) { return name.rfind("pipe.", 0) == 0; }
+bool is_pipe_value(const std::string& name) { return name.rfind(kPipeValuePrefix, 0) == 0; }
 
 // The local graph's first node at or after global node `start`.
 ValueId local_phase_start(const LocalGraph& local, ValueId start) {
@@ -45,7 +46,7 @@ Schedule forward_only_schedule(int ranks, int chunks) {
 }  // namespace
 
 bool uses_pipeline(const TrainConfig& config, const Mesh& mesh) {
-  return mesh.axis_index("pipe") >= 0 || config.microbatches > 1;
+  return mesh.axis_index(kPipeAxis) >= 0 || config.microbatches > 1;
 }
 
 Sharding PipelineModel::on_full_mesh(const Sharding& s) const {
@@ -64,7 +65,7 @@ PipelineModel::PipelineModel(const TrainConfig& config, const Mesh& mesh, int ra
   TS_CHECK(ctx || plan_only, "a pipeline that runs needs its ranks' communicators");
   const std::vector<int> coords = mesh.coords(rank);
   mesh_ = mesh;
-  pipe_axis_ = mesh.axis_index("pipe");
+  pipe_axis_ = mesh.axis_index(kPipeAxis);
   std::vector<MeshAxis> stage_axes;
   std::vector<int> stage_coords;
   for (int a = 0; a < static_cast<int>(mesh.axes().size()); ++a) {
@@ -79,7 +80,7 @@ PipelineModel::PipelineModel(const TrainConfig& config, const Mesh& mesh, int ra
   stage_mesh_ = Mesh(stage_axes);
   stage_rank_ = stage_mesh_.rank_of(stage_coords);
   stage_layout_ = layout_for(config, stage_mesh_);
-  if (int a = stage_layout_.axis_of("batch"); a >= 0) data_axis_ = stage_mesh_.axis(a).name;
+  if (int a = stage_layout_.axis_of(kBatchDim); a >= 0) data_axis_ = stage_mesh_.axis(a).name;
   if (config.zero == 3)
     TS_THROW(
         "config: 'zero' 3 (parameters gathered on use) with pipelines or micro-batches is "
@@ -135,12 +136,12 @@ PipelineModel::PipelineModel(const TrainConfig& config, const Mesh& mesh, int ra
     p.sharding = on_full_mesh(stage_layout_.target(n.shape, n.name, stage_mesh_));
     if (config.zero > 0)
       if (std::optional<Sharding> z =
-              zero_sharding(n, stage_layout_, stage_mesh_, stage_layout_.axis_of("batch")))
+              zero_sharding(n, stage_layout_, stage_mesh_, stage_layout_.axis_of(kBatchDim)))
         p.zero_state = on_full_mesh(*z);
     params_.push_back(p);
   }
 
-  const int data = stage_layout_.axis_of("batch");
+  const int data = stage_layout_.axis_of(kBatchDim);
   for (int c = 0; c < chunks; ++c) {
     const int k = schedule_.stage_of(pipe_rank_, c);
     LocalStage st;
@@ -161,7 +162,7 @@ PipelineModel::PipelineModel(const TrainConfig& config, const Mesh& mesh, int ra
             sg.graph.node(sg.activations_out[i]).shape, sg.out_names[i], stage_mesh_);
       for (size_t i = 0; i < sg.gradients_out.size(); ++i) {
         const Node& in = sg.graph.node(sg.activations_in[i]);
-        std::string seed = "pipe.grad." + in.name.substr(std::string("pipe.act.").size());
+        std::string seed = kPipeGradientPrefix + in.name.substr(kPipeActivationPrefix.size());
         out[sg.gradients_out[i]] = stage_layout_.target(in.shape, seed, stage_mesh_);
       }
     };
@@ -247,7 +248,7 @@ void PipelineModel::bind(const Lookup& param, const Lookup& grad, Lookup staging
     for (size_t i = 0; i < sg.param_grads.size(); ++i)
       train_stages_[k].accumulators.push_back(grad(sg.graph.node(sg.graph.params()[i]).name));
   }
-  Communicator* pipe = pipe_axis_ >= 0 ? &ctx_->groups().axis("pipe") : nullptr;
+  Communicator* pipe = pipe_axis_ >= 0 ? &ctx_->groups().axis(kPipeAxis) : nullptr;
   auto feeder = [this](bool eval) {
     return [this, eval](int stage, int microbatch, Program& program) {
       for (const LocalStage& st : stages_)
@@ -266,7 +267,7 @@ void PipelineModel::feed(const LocalStage& st, bool eval, int microbatch, Progra
   for (ValueId id : g.inputs()) {
     const Node& n = g.node(id);
     if (is_pipe_value(n.name)) continue;
-    TS_CHECK(n.shape.rank() >= 1 && n.shape[0].name == "batch", "pipeline: input '", n.name,
+    TS_CHECK(n.shape.rank() >= 1 && n.shape[0].name == kBatchDim, "pipeline: input '", n.name,
              "' must lead with the batch dim to be cut into micro-batches");
     const float* full = staging_(n.name);
     // Micro-batches are consecutive row blocks of the batch (token ids travel as raw words).
@@ -279,7 +280,8 @@ void PipelineModel::feed(const LocalStage& st, bool eval, int microbatch, Progra
 // Only the last stage's ranks summed losses; the others hold 0.
 double PipelineModel::share_loss(double local_sum) {
   float total = static_cast<float>(local_sum);
-  if (pipe_axis_ >= 0) ctx_->groups().axis("pipe").all_reduce(&total, 1, ReduceKind::kSum, "loss");
+  if (pipe_axis_ >= 0)
+    ctx_->groups().axis(kPipeAxis).all_reduce(&total, 1, ReduceKind::kSum, "loss");
   return total;
 }
 

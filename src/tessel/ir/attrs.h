@@ -11,8 +11,8 @@
 
 namespace tessel {
 
-#define TS_ATTR_ACCESSOR(name, type, field)                 \
-  inline type& name(Attrs& a) { return a.field; }           \
+#define TS_ATTR_ACCESSOR(name, type, field)       \
+  inline type& name(Attrs& a) { return a.field; } \
   inline const type& name(const Attrs& a) { return a.field; }
 
 // kFill: every element's value.

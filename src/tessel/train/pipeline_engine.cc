@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "tessel/base/error.h"
+#include "tessel/ir/model_contract.h"
 #include "tessel/runtime/chrome_trace.h"
 #include "tessel/schedule/schedule_check.h"
 #include "tessel/train/checkpoint/checkpoint.h"
@@ -133,7 +134,7 @@ void PipelineEngine::reduce_accumulated_gradients(float scale) {
       buffer = accumulator_of_.at(p.name);
     else
       std::memset(buffer, 0, n * sizeof(float));
-    ctx_.groups().axis("pipe").all_reduce(buffer, n, ReduceKind::kSum, "tied " + p.name);
+    ctx_.groups().axis(kPipeAxis).all_reduce(buffer, n, ReduceKind::kSum, "tied " + p.name);
   }
   if (zero) reduce_scatter_accumulated_gradients();
 }

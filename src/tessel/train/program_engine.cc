@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "tessel/base/error.h"
+#include "tessel/ir/model_contract.h"
 #include "tessel/train/fault_inject.h"
 
 namespace tessel {
@@ -10,7 +11,8 @@ namespace tessel {
 ProgramEngine::ProgramEngine(CompiledRank compiled, DistributedContext& ctx, Optimizer optimizer)
     : Engine(std::move(compiled), ctx, std::move(optimizer)) {
   CompiledProgram& train = compiled_.train;
-  zero_axis_ = compiled_.config.zero > 0 ? ctx_.layout().axis_of("batch") : -1;
+  if (const int data = ctx_.layout().axis_of(kBatchDim); compiled_.config.zero > 0 && data >= 0)
+    zero_axis_ = data;
   init_params();
   for (ParamEntry& e : params_->entries()) {
     train.program->bind_param(e.name, e.value.f32());
@@ -29,7 +31,7 @@ ProgramEngine::ProgramEngine(CompiledRank compiled, DistributedContext& ctx, Opt
     ParamEntry& e = params_->entries()[i];
     const int64_t n = held_[i]->state_numel;
     float* param = e.value.f32();
-    if (n != e.value.numel()) param += ctx_.coords()[zero_axis_] * n;
+    if (n != e.value.numel()) param += ctx_.coords()[*zero_axis_] * n;
     const float* grad = train.program->f32(train.local.local_of[compiled_.grads[i]]);
     slots_.push_back({param, grad, n, &e});
   }
@@ -62,8 +64,8 @@ double ProgramEngine::train_step(int64_t step) {
 // stage 3 a rank stores only its slice (the update covered all of it), so
 // nothing is gathered here: the next step gathers on use.
 void ProgramEngine::gather_updated_slices() {
-  if (zero_axis_ < 0) return;
-  Communicator& comm = ctx_.groups().axis(ctx_.mesh().axis(zero_axis_).name);
+  if (!zero_axis_) return;
+  Communicator& comm = ctx_.groups().axis(ctx_.mesh().axis(*zero_axis_).name);
   for (const UpdateSlot& slot : slots_) {
     ParamEntry& e = *slot.state;
     if (slot.n == e.value.numel()) continue;

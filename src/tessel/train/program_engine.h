@@ -10,6 +10,8 @@
 // and gathers on use inside the program).
 #pragma once
 
+#include <optional>
+
 #include "tessel/train/engine.h"
 
 namespace tessel {
@@ -31,7 +33,7 @@ class ProgramEngine : public Engine {
   void feed(CompiledProgram& c);
   void gather_updated_slices();
 
-  int zero_axis_ = -1;  // the mesh axis ZeRO shards over, or -1
+  std::optional<int> zero_axis_;  // the mesh axis ZeRO 1-3 shard over
 };
 
 }  // namespace tessel
