@@ -65,7 +65,8 @@ struct RankMemory {
 // Every rank's memory, each from its plan-only compile (compile_rank.h).
 std::vector<RankMemory> predict_memory(const TrainConfig& config);
 struct CompiledRank;
-// One rank's memory, from its compile (what that rank's trainer allocates).
+// One rank's memory, from its compile (what that rank's engine allocates:
+// rank_storage.h).
 // For a pipeline, `as_schedule` (synchronous, the compiled chunks and
 // micro-batches) counts the micro-batches in flight under that schedule
 // instead of the compiled one: the stage programs are the same.

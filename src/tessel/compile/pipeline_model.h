@@ -7,8 +7,8 @@
 // built for one micro-batch (batch / microbatches rows), partitioned into
 // pipe x chunks stages (passes/pipeline_stages.h), and this rank's stages
 // are lowered to its stage-mesh block with parameter gradients left partial
-// on the data axis, so micro-batches accumulate locally and the trainer
-// reduces once per step. A forward-only copy (the full batch, one pass
+// on the data axis, so micro-batches accumulate locally and the engine
+// (train/pipeline_engine.h) reduces once per step. A forward-only copy (the full batch, one pass
 // through the stages) evaluates. With no `pipe` axis and several
 // micro-batches this is plain gradient accumulation.
 #pragma once
@@ -99,7 +99,7 @@ class PipelineModel {
   // the logits, with their global shape and sharding (full mesh); else null.
   const float* eval_logits(Shape* shape, Sharding* sharding);
 
-  // Bytes of one full batch of the model's inputs (the trainer's staging).
+  // Bytes of one full batch of the model's inputs (the engine's staging).
   int64_t input_batch_bytes() const { return input_batch_bytes_; }
   // Bytes of the parameters this rank holds (local shards).
   int64_t held_parameter_bytes() const;
