@@ -64,7 +64,6 @@ PipelineModel::PipelineModel(const TrainConfig& config, const Mesh& mesh, int ra
     : config_(config), ctx_(ctx), plan_only_(plan_only) {
   TS_CHECK(ctx || plan_only, "a pipeline that runs needs its ranks' communicators");
   const std::vector<int> coords = mesh.coords(rank);
-  mesh_ = mesh;
   pipe_axis_ = mesh.axis_index(kPipeAxis);
   std::vector<MeshAxis> stage_axes;
   std::vector<int> stage_coords;
@@ -100,9 +99,6 @@ PipelineModel::PipelineModel(const TrainConfig& config, const Mesh& mesh, int ra
   GraphBuilder fb(forward), eb(eval_forward);
   const TaskGraph train_out = build_model(config, fb, config.batch / m, /*training=*/true);
   const TaskGraph eval_out = build_model(config, eb, config.batch, /*training=*/false);
-  for (ValueId id : eval_forward.inputs())
-    input_batch_bytes_ += eval_forward.node(id).shape.numel() *
-                          static_cast<int64_t>(dtype_size(eval_forward.node(id).dtype));
   // Against the whole model: a middle stage lacks the vocab dim a layout may shard.
   stage_layout_.validate(forward, stage_mesh_);
   std::vector<int> boundaries(config.stages.begin(), config.stages.end());
@@ -311,13 +307,6 @@ const PipelineParam* PipelineModel::param(const std::string& name) const {
   for (const PipelineParam& p : params_)
     if (p.name == name) return &p;
   return nullptr;
-}
-
-int64_t PipelineModel::held_parameter_bytes() const {
-  int64_t bytes = 0;
-  for (const PipelineParam& p : params_)
-    if (p.held) bytes += p.sharding.local_shape(p.shape, mesh_).numel() * 4;
-  return bytes;
 }
 
 size_t PipelineModel::arena_bytes() const {

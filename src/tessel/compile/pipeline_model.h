@@ -99,10 +99,6 @@ class PipelineModel {
   // the logits, with their global shape and sharding (full mesh); else null.
   const float* eval_logits(Shape* shape, Sharding* sharding);
 
-  // Bytes of one full batch of the model's inputs (the engine's staging).
-  int64_t input_batch_bytes() const { return input_batch_bytes_; }
-  // Bytes of the parameters this rank holds (local shards).
-  int64_t held_parameter_bytes() const;
   // Sum over this rank's stages of instances x arena plus the shared
   // phase-local region (training), and of the eval arenas.
   size_t arena_bytes() const;
@@ -118,7 +114,6 @@ class PipelineModel {
 
   TrainConfig config_;
   DistributedContext* ctx_;
-  Mesh mesh_;
   int pipe_axis_ = -1, pipe_rank_ = 0, pipe_size_ = 1, stage_rank_ = 0;
   Mesh stage_mesh_;
   Layout stage_layout_;
@@ -131,7 +126,6 @@ class PipelineModel {
   std::vector<PipelineStage> train_stages_, eval_stages_;  // until bind() hands them over
   std::unique_ptr<PipelineExecutor> executor_, eval_executor_;
   double flops_per_step_ = 0;
-  int64_t input_batch_bytes_ = 0;
   bool plan_only_ = false;
   Lookup staging_;
   PipelineExecutor::StepOutcome last_outcome_;
