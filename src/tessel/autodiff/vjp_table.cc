@@ -3,6 +3,7 @@
 #include <array>
 
 #include "tessel/base/error.h"
+#include "tessel/ir/attrs.h"
 
 namespace tessel {
 namespace {
@@ -59,7 +60,7 @@ void einsum_rule(VjpContext& c) {
 }
 
 void scale_rule(VjpContext& c) {
-  c.input_grads[0] = c.builder.scale(c.grad, c.node().attrs.scalar, label(c, ".grad"));
+  c.input_grads[0] = c.builder.scale(c.grad, scale_factor(c.node().attrs), label(c, ".grad"));
 }
 
 void gelu_rule(VjpContext& c) {
@@ -152,12 +153,12 @@ void merge_rule(VjpContext& c) {
   std::vector<Dim> parts;
   for (const std::string& n : c.node().attrs.dims) parts.push_back(x.dim(n));
   c.input_grads[0] =
-      c.builder.split_dim(c.grad, c.node().attrs.dim2, Shape(parts), label(c, ".grad"));
+      c.builder.split_dim(c.grad, merged_dim(c.node().attrs), Shape(parts), label(c, ".grad"));
 }
 
 void rename_rule(VjpContext& c) {
   c.input_grads[0] =
-      c.builder.rename(c.grad, c.node().attrs.dim2, c.node().attrs.dim, label(c, ".grad"));
+      c.builder.rename(c.grad, renamed_to(c.node().attrs), c.node().attrs.dim, label(c, ".grad"));
 }
 
 struct Entry {

@@ -8,7 +8,8 @@
 #include "tessel/base/error.h"
 #include "tessel/compile/compile_rank.h"
 #include "tessel/compile/pipeline_model.h"
-#include "tessel/compile/zero.h"
+#include "tessel/compile/rank_storage.h"
+#include "tessel/ir/model_contract.h"
 #include "tessel/runtime/pipeline_executor.h"
 #include "tessel/runtime/program.h"
 #include "tessel/schedule/schedule_check.h"
@@ -26,48 +27,31 @@ int64_t snapshot_host_bytes(const TrainConfig& c, int rank, int64_t parameter_el
   return parameter_elements * 4 * (c.optimizer == "adamw" ? 3 : 1);
 }
 
-// A pipelined rank: its stages' plans, and the host buffers
-// Trainer::init_pipeline allocates.
-RankMemory pipeline_rank_memory(const CompiledRank& compiled, const Schedule& schedule) {
+// What the rank's engine stores outside its arenas (rank_storage.h): the
+// same function the engine allocates from.
+void add_storage(const CompiledRank& compiled, const RankStorage& s, bool asynchronous,
+                 RankMemory& m) {
   const TrainConfig& c = compiled.config;
-  const Mesh& mesh = compiled.mesh;
+  m.parameters = s.value_bytes();
+  if (c.optimizer == "adamw") m.optimizer = 2 * s.state_bytes();
+  m.host.input_staging = s.input_staging;
+  m.host.zero_slice = s.zero_slice;
+  m.host.full_tensor = s.full_tensor;
+  int64_t elements = 0;  // asynchronous pipelines save the tied copies too
+  for (const StoredParam& p : s.params)
+    elements += p.shape.numel() * (asynchronous ? static_cast<int64_t>(p.pipe_ranks.size()) : 1);
+  m.host.checkpoint_snapshot = snapshot_host_bytes(c, compiled.rank, elements);
+}
+
+// A pipelined rank: its stages' plans, times the micro-batches in flight.
+RankMemory pipeline_rank_memory(const CompiledRank& compiled, const Schedule& schedule) {
   const PipelineModel& model = *compiled.pipeline;
+  const RankStorage s = rank_storage(compiled);
   RankMemory m;
   m.rank = compiled.rank;
-  m.parameters = model.held_parameter_bytes();
-  m.accumulators = m.parameters;
-  // Optimizer moments follow the (ZeRO-sliced) gradient; slices get a
-  // buffer of their own and the largest one a staging copy for the gather.
-  int64_t state = 0, largest_slice = 0;
-  for (const PipelineParam& p : model.params()) {
-    if (!p.held) continue;
-    const int64_t n = p.state_sharding().local_shape(p.shape, mesh).numel() * 4;
-    state += n;
-    if (p.zero_state) {
-      m.accumulators += n;
-      largest_slice = std::max(largest_slice, n);
-    }
-  }
-  if (c.optimizer == "adamw") m.optimizer = 2 * state;
-  m.host.zero_slice = largest_slice;
+  add_storage(compiled, s, schedule.asynchronous, m);
+  m.accumulators = (s.accumulator_elements + s.zero_gradient_elements + s.tie_scratch_elements) * 4;
   m.eval_arena = static_cast<int64_t>(model.eval_arena_bytes());
-  // The full input batch, a zero buffer for tied gradients this rank does
-  // not hold (with the accumulators), and one whole parameter for
-  // checkpoint gathers.
-  m.host.input_staging = model.input_batch_bytes();
-  int64_t largest = 1, largest_tie = 1;
-  for (const PipelineParam& p : model.params()) {
-    largest = std::max(largest, p.shape.numel());
-    if (p.pipe_ranks.size() > 1)
-      largest_tie = std::max(largest_tie, p.sharding.local_shape(p.shape, mesh).numel());
-  }
-  if (mesh.rank_count() > 1) m.host.full_tensor = largest * 4;
-  int64_t elements = 0;
-  for (const PipelineParam& p : model.params())  // asynchronous: the tied copies too
-    elements +=
-        p.shape.numel() * (schedule.asynchronous ? static_cast<int64_t>(p.pipe_ranks.size()) : 1);
-  m.host.checkpoint_snapshot = snapshot_host_bytes(c, compiled.rank, elements);
-  m.accumulators += largest_tie * 4;
   // Micro-batches in flight per stage, as the executor allocates instances.
   std::vector<int> instances;
   int in_flight = 0;
@@ -75,7 +59,7 @@ RankMemory pipeline_rank_memory(const CompiledRank& compiled, const Schedule& sc
     instances.push_back(instances_needed(schedule, model.pipe_rank(), static_cast<int>(k)));
     in_flight += instances.back();
   }
-  if (schedule.asynchronous) {  // as Trainer::init_asynchronous allocates them
+  if (schedule.asynchronous) {  // as PipelineEngine's WeightVersions allocates them
     const int versions = check_schedule(schedule).weight_versions[model.pipe_rank()];
     const int copies = schedule.name == "xpipe" ? 1 : std::min(in_flight, versions);
     m.weight_copies = copies * m.parameters;
@@ -99,26 +83,13 @@ RankMemory predict_rank_memory(const CompiledRank& compiled, const Schedule* as_
   if (compiled.pipelined())
     return pipeline_rank_memory(compiled,
                                 as_schedule ? *as_schedule : compiled.pipeline->schedule());
-  const TrainConfig& c = compiled.config;
-  const Graph& g = compiled.train.global;
-  const LocalGraph& local = compiled.train.local;
+  const RankStorage s = rank_storage(compiled);
   RankMemory m;
   m.rank = compiled.rank;
   m.arena = static_cast<int64_t>(compiled.train.program->arena_bytes());
   m.eval_arena = static_cast<int64_t>(compiled.eval_arena_bytes);
-  for (size_t i = 0; i < g.params().size(); ++i) {
-    ValueId p = g.params()[i];
-    const Shape& global = g.node(p).shape;
-    m.parameters += local.sharding_of[p].local_shape(global, compiled.mesh).numel() * 4;
-    const int64_t state =
-        local.sharding_of[compiled.grads[i]].local_shape(global, compiled.mesh).numel() * 4;
-    m.gradients += state;
-    if (c.optimizer == "adamw") m.optimizer += 2 * state;
-  }
-  m.host = host_buffer_bytes(g, compiled.grads, local, compiled.mesh, c.optimizer == "adamw");
-  int64_t elements = 0;
-  for (ValueId p : g.params()) elements += g.node(p).shape.numel();
-  m.host.checkpoint_snapshot = snapshot_host_bytes(c, compiled.rank, elements);
+  add_storage(compiled, s, false, m);
+  m.gradients = s.state_bytes();
   return m;
 }
 
@@ -131,26 +102,6 @@ std::vector<RankMemory> predict_memory(const TrainConfig& c) {
     ranks.push_back(predict_rank_memory(
         compile_rank(c, mesh, layout, r, CompileMode::kPlanOnly, nullptr, &cache)));
   return ranks;
-}
-
-HostBufferBytes host_buffer_bytes(const Graph& training, const std::vector<ValueId>& grads,
-                                  const LocalGraph& local, const Mesh& mesh, bool moments) {
-  HostBufferBytes b;
-  for (ValueId id : training.inputs()) {
-    const Node& n = training.node(id);
-    b.input_staging += n.shape.numel() * static_cast<int64_t>(dtype_size(n.dtype));
-  }
-  const std::vector<ValueId>& params = training.params();
-  for (size_t i = 0; i < params.size(); ++i) {
-    const Shape& global = training.node(params[i]).shape;
-    const int64_t whole = global.numel() * 4;
-    const int64_t value = local.sharding_of[params[i]].local_shape(global, mesh).numel() * 4;
-    const int64_t state = local.sharding_of[grads[i]].local_shape(global, mesh).numel() * 4;
-    if (state != value) b.zero_slice = std::max(b.zero_slice, state);
-    if (value != whole || (moments && state != whole))
-      b.full_tensor = std::max(b.full_tensor, whole);
-  }
-  return b;
 }
 
 int64_t peak_rss_bytes() {
@@ -213,7 +164,7 @@ void check_memory_limit(const TrainConfig& c) {
   std::string fits;
   Mesh mesh = Mesh::parse(c.mesh);
   Layout layout = layout_for(c, mesh);
-  const bool has_data_axis = layout.axis_of("batch") >= 0;
+  const bool has_data_axis = layout.axis_of(kBatchDim) >= 0;
   if (uses_pipeline(c, mesh)) {
     // Fewer micro-batches in flight (1F1B) and recomputation shrink the arenas.
     for (const std::string& schedule : {c.schedule, std::string("1f1b")})

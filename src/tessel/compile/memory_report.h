@@ -26,9 +26,8 @@
 
 namespace tessel {
 
-// Host buffers the trainer holds besides parameters, moments and arenas,
-// sized from the shardings alone, so that the trainer allocates and the dry
-// run predicts the same bytes.
+// Host buffers the engine holds besides parameters, moments and arenas
+// (sized by rank_storage.h, which the engine allocates from).
 struct HostBufferBytes {
   int64_t input_staging = 0;  // the full input batch (each rank copies its block in)
   int64_t zero_slice = 0;     // stages 1, 2: the updated slice sent to the parameter all-gather
@@ -66,17 +65,13 @@ struct RankMemory {
 // Every rank's memory, each from its plan-only compile (compile_rank.h).
 std::vector<RankMemory> predict_memory(const TrainConfig& config);
 struct CompiledRank;
-// One rank's memory, from its compile (what that rank's trainer allocates).
+// One rank's memory, from its compile (what that rank's engine allocates:
+// rank_storage.h).
 // For a pipeline, `as_schedule` (synchronous, the compiled chunks and
 // micro-batches) counts the micro-batches in flight under that schedule
 // instead of the compiled one: the stage programs are the same.
 struct Schedule;
 RankMemory predict_rank_memory(const CompiledRank& compiled, const Schedule* as_schedule = nullptr);
-
-// `training` is the global training graph with one gradient per parameter in
-// `grads`; `local` its lowering for the rank. `moments`: AdamW moments exist.
-HostBufferBytes host_buffer_bytes(const Graph& training, const std::vector<ValueId>& grads,
-                                  const LocalGraph& local, const Mesh& mesh, bool moments);
 
 // Peak resident set size of this process so far, from /proc/self/status; -1
 // where unavailable.

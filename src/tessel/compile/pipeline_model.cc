@@ -7,12 +7,13 @@
 #include "tessel/compile/model_registry.h"
 #include "tessel/compile/zero.h"
 #include "tessel/ir/builder.h"
+#include "tessel/ir/model_contract.h"
 #include "tessel/schedule/schedule_check.h"
 
 namespace tessel {
 namespace {
 
-bool is_pipe_value(const std::string& name) { return name.rfind("pipe.", 0) == 0; }
+bool is_pipe_value(const std::string& name) { return name.rfind(kPipeValuePrefix, 0) == 0; }
 
 // The local graph's first node at or after global node `start`.
 ValueId local_phase_start(const LocalGraph& local, ValueId start) {
@@ -50,9 +51,6 @@ std::shared_ptr<PipelineGraphs> build_pipeline_graphs(const TrainConfig& config,
   GraphBuilder fb(pg->forward), eb(eval_forward);
   const TaskGraph train_out = build_model(config, fb, config.batch / m, /*training=*/true);
   const TaskGraph eval_out = build_model(config, eb, config.batch, /*training=*/false);
-  for (ValueId id : eval_forward.inputs())
-    pg->input_batch_bytes += eval_forward.node(id).shape.numel() *
-                             static_cast<int64_t>(dtype_size(eval_forward.node(id).dtype));
   std::vector<int> boundaries(config.stages.begin(), config.stages.end());
   pg->partition = partition_stages(pg->forward, stage_count, boundaries);
   std::vector<int> chosen(pg->partition.first_block.begin() + 1, pg->partition.first_block.end());
@@ -81,7 +79,7 @@ std::string pipeline_graphs_key(const TrainConfig& config, int stage_count) {
 }  // namespace
 
 bool uses_pipeline(const TrainConfig& config, const Mesh& mesh) {
-  return mesh.axis_index("pipe") >= 0 || config.microbatches > 1;
+  return mesh.axis_index(kPipeAxis) >= 0 || config.microbatches > 1;
 }
 
 Sharding PipelineModel::on_full_mesh(const Sharding& s) const {
@@ -99,8 +97,7 @@ PipelineModel::PipelineModel(const TrainConfig& config, const Mesh& mesh, int ra
     : config_(config), ctx_(ctx), plan_only_(plan_only) {
   TS_CHECK(ctx || plan_only, "a pipeline that runs needs its ranks' communicators");
   const std::vector<int> coords = mesh.coords(rank);
-  mesh_ = mesh;
-  pipe_axis_ = mesh.axis_index("pipe");
+  pipe_axis_ = mesh.axis_index(kPipeAxis);
   std::vector<MeshAxis> stage_axes;
   std::vector<int> stage_coords;
   for (int a = 0; a < static_cast<int>(mesh.axes().size()); ++a) {
@@ -115,7 +112,7 @@ PipelineModel::PipelineModel(const TrainConfig& config, const Mesh& mesh, int ra
   stage_mesh_ = Mesh(stage_axes);
   stage_rank_ = stage_mesh_.rank_of(stage_coords);
   stage_layout_ = layout_for(config, stage_mesh_);
-  if (int a = stage_layout_.axis_of("batch"); a >= 0) data_axis_ = stage_mesh_.axis(a).name;
+  if (int a = stage_layout_.axis_of(kBatchDim); a >= 0) data_axis_ = stage_mesh_.axis(a).name;
   check_zero(config.zero);
 
   const int m = static_cast<int>(config.microbatches);
@@ -139,7 +136,6 @@ PipelineModel::PipelineModel(const TrainConfig& config, const Mesh& mesh, int ra
     graphs = owned;
   }
   const Graph& forward = graphs->forward;
-  input_batch_bytes_ = graphs->input_batch_bytes;
   // Against the whole model: a middle stage lacks the vocab dim a layout may shard.
   stage_layout_.validate(forward, stage_mesh_);
   partition_ = graphs->partition;
@@ -163,7 +159,7 @@ PipelineModel::PipelineModel(const TrainConfig& config, const Mesh& mesh, int ra
   }
   assign_zero_state();
 
-  const int data = stage_layout_.axis_of("batch");
+  const int data = stage_layout_.axis_of(kBatchDim);
   for (int c = 0; c < chunks; ++c) {
     const int k = schedule_.stage_of(pipe_rank_, c);
     LocalStage st;
@@ -202,7 +198,7 @@ PipelineModel::PipelineModel(const TrainConfig& config, const Mesh& mesh, int ra
             sg.graph.node(sg.activations_out[i]).shape, sg.out_names[i], stage_mesh_);
       for (size_t i = 0; i < sg.gradients_out.size(); ++i) {
         const Node& in = sg.graph.node(sg.activations_in[i]);
-        std::string seed = "pipe.grad." + in.name.substr(std::string("pipe.act.").size());
+        std::string seed = kPipeGradientPrefix + in.name.substr(kPipeActivationPrefix.size());
         out[sg.gradients_out[i]] = stage_layout_.target(in.shape, seed, stage_mesh_);
       }
     };
@@ -259,7 +255,7 @@ void PipelineModel::assign_zero_state() {
     n.name = p.name;
     n.shape = p.shape;
     if (std::optional<Sharding> z =
-            zero_sharding(n, stage_layout_, stage_mesh_, stage_layout_.axis_of("batch")))
+            zero_sharding(n, stage_layout_, stage_mesh_, stage_layout_.axis_of(kBatchDim)))
       p.zero_state = on_full_mesh(*z);
   }
 }
@@ -329,7 +325,7 @@ void PipelineModel::bind(const Lookup& param, const Lookup& grad, Lookup staging
     for (size_t i = 0; i < sg.param_grads.size(); ++i)
       train_stages_[k].accumulators.push_back(grad(sg.graph.node(sg.graph.params()[i]).name));
   }
-  Communicator* pipe = pipe_axis_ >= 0 ? &ctx_->groups().axis("pipe") : nullptr;
+  Communicator* pipe = pipe_axis_ >= 0 ? &ctx_->groups().axis(kPipeAxis) : nullptr;
   auto feeder = [this](bool eval) {
     return [this, eval](int stage, int microbatch, Program& program) {
       for (const LocalStage& st : stages_)
@@ -348,7 +344,7 @@ void PipelineModel::feed(const LocalStage& st, bool eval, int microbatch, Progra
   for (ValueId id : g.inputs()) {
     const Node& n = g.node(id);
     if (is_pipe_value(n.name)) continue;
-    TS_CHECK(n.shape.rank() >= 1 && n.shape[0].name == "batch", "pipeline: input '", n.name,
+    TS_CHECK(n.shape.rank() >= 1 && n.shape[0].name == kBatchDim, "pipeline: input '", n.name,
              "' must lead with the batch dim to be cut into micro-batches");
     const float* full = staging_(n.name);
     // Micro-batches are consecutive row blocks of the batch (token ids travel as raw words).
@@ -361,7 +357,8 @@ void PipelineModel::feed(const LocalStage& st, bool eval, int microbatch, Progra
 // Only the last stage's ranks summed losses; the others hold 0.
 double PipelineModel::share_loss(double local_sum) {
   float total = static_cast<float>(local_sum);
-  if (pipe_axis_ >= 0) ctx_->groups().axis("pipe").all_reduce(&total, 1, ReduceKind::kSum, "loss");
+  if (pipe_axis_ >= 0)
+    ctx_->groups().axis(kPipeAxis).all_reduce(&total, 1, ReduceKind::kSum, "loss");
   return total;
 }
 
@@ -391,13 +388,6 @@ const PipelineParam* PipelineModel::param(const std::string& name) const {
   for (const PipelineParam& p : params_)
     if (p.name == name) return &p;
   return nullptr;
-}
-
-int64_t PipelineModel::held_parameter_bytes() const {
-  int64_t bytes = 0;
-  for (const PipelineParam& p : params_)
-    if (p.held) bytes += p.sharding.local_shape(p.shape, mesh_).numel() * 4;
-  return bytes;
 }
 
 size_t PipelineModel::arena_bytes() const {

@@ -7,8 +7,8 @@
 // built for one micro-batch (batch / microbatches rows), partitioned into
 // pipe x chunks stages (passes/pipeline_stages.h), and this rank's stages
 // are lowered to its stage-mesh block with parameter gradients left partial
-// on the data axis, so micro-batches accumulate locally and the trainer
-// reduces once per step. A forward-only copy (the full batch, one pass
+// on the data axis, so micro-batches accumulate locally and the engine
+// (train/pipeline_engine.h) reduces once per step. A forward-only copy (the full batch, one pass
 // through the stages) evaluates. With no `pipe` axis and several
 // micro-batches this is plain gradient accumulation.
 #pragma once
@@ -53,7 +53,6 @@ struct PipelineParam {
 // planner and memory predictions over many ranks build it once.
 struct PipelineGraphs {
   Graph forward;  // one micro-batch, training
-  int64_t input_batch_bytes = 0;
   StagePartition partition;
   std::vector<StageGraph> train, eval;
   double flops_per_step = 0;
@@ -134,10 +133,6 @@ class PipelineModel {
   // the logits, with their global shape and sharding (full mesh); else null.
   const float* eval_logits(Shape* shape, Sharding* sharding);
 
-  // Bytes of one full batch of the model's inputs (the trainer's staging).
-  int64_t input_batch_bytes() const { return input_batch_bytes_; }
-  // Bytes of the parameters this rank holds (local shards).
-  int64_t held_parameter_bytes() const;
   // Sum over this rank's stages of instances x arena plus the shared
   // phase-local region (training), and of the eval arenas.
   size_t arena_bytes() const;
@@ -155,7 +150,6 @@ class PipelineModel {
 
   TrainConfig config_;
   DistributedContext* ctx_;
-  Mesh mesh_;
   int pipe_axis_ = -1, pipe_rank_ = 0, pipe_size_ = 1, stage_rank_ = 0;
   Mesh stage_mesh_;
   Layout stage_layout_;
@@ -168,7 +162,6 @@ class PipelineModel {
   std::vector<PipelineStage> train_stages_, eval_stages_;  // until bind() hands them over
   std::unique_ptr<PipelineExecutor> executor_, eval_executor_;
   double flops_per_step_ = 0;
-  int64_t input_batch_bytes_ = 0;
   bool plan_only_ = false;
   Lookup staging_;
   PipelineExecutor::StepOutcome last_outcome_;

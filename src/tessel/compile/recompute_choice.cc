@@ -19,12 +19,12 @@ std::vector<RecomputePolicy> candidate_policies(int64_t blocks) {
   std::vector<RecomputePolicy> out = {RecomputePolicy{}};
   if (blocks < 1) return out;  // no blocks: nothing to recompute
   const int n = static_cast<int>(blocks);
-  out.push_back({0, -1, true});
+  out.push_back({0, std::nullopt, true});
   for (int j = 1; j < n; ++j) {
     out.push_back({1, j, false});
     out.push_back({1, j, true});
   }
-  for (int k = 1; k <= n; ++k) out.push_back({k, -1, false});
+  for (int k = 1; k <= n; ++k) out.push_back({k, std::nullopt, false});
   return out;
 }
 

@@ -1,6 +1,7 @@
 #include "tessel/compile/zero.h"
 
 #include "tessel/base/error.h"
+#include "tessel/ir/model_contract.h"
 
 namespace tessel {
 
@@ -18,7 +19,7 @@ std::map<ValueId, Sharding> zero_targets(const Graph& graph, const std::vector<V
                                          const Layout& layout, const Mesh& mesh, int zero) {
   std::map<ValueId, Sharding> targets;
   if (zero == 0) return targets;
-  const int axis = layout.axis_of("batch");
+  const int axis = layout.axis_of(kBatchDim);
   if (axis < 0)
     TS_THROW("config: 'zero' ", zero,
              " shards over the data-parallel axis, but the layout maps 'batch' to no mesh axis");

@@ -1,5 +1,7 @@
 #include "tessel/ir/builder.h"
 
+#include "tessel/ir/attrs.h"
+
 namespace tessel {
 
 GraphBuilder::Scope::Scope(GraphBuilder& builder, const std::string& name)
@@ -25,7 +27,7 @@ ValueId GraphBuilder::param(const std::string& name, Shape shape, ParamInit init
 ValueId GraphBuilder::fill(Shape shape, float value) {
   Attrs a;
   a.shape = std::move(shape);
-  a.scalar = value;
+  fill_value(a) = value;
   return op(OpKind::kFill, {}, std::move(a), "fill");
 }
 
@@ -51,7 +53,7 @@ ValueId GraphBuilder::div(ValueId a, ValueId b, const std::string& n) {
 
 ValueId GraphBuilder::scale(ValueId x, float alpha, const std::string& n) {
   Attrs a;
-  a.scalar = alpha;
+  scale_factor(a) = alpha;
   return op(OpKind::kScale, {x}, std::move(a), n);
 }
 
@@ -104,11 +106,11 @@ ValueId GraphBuilder::expand(ValueId x, Shape target, const std::string& n) {
 }
 
 ValueId GraphBuilder::softmax(ValueId x, const std::string& dim, float scale,
-                              const std::string& causal_query_dim, const std::string& n) {
+                              const std::string& query_dim, const std::string& n) {
   Attrs a;
   a.dim = dim;
-  a.dim2 = causal_query_dim;
-  a.scalar = scale;
+  causal_query_dim(a) = query_dim;
+  softmax_scale(a) = scale;
   return op(OpKind::kSoftmax, {x}, std::move(a), n);
 }
 
@@ -116,7 +118,7 @@ ValueId GraphBuilder::layernorm(ValueId x, ValueId gamma, ValueId beta, const st
                                 float eps, const std::string& n) {
   Attrs a;
   a.dim = dim;
-  a.scalar = eps;
+  layernorm_eps(a) = eps;
   return op(OpKind::kLayerNorm, {x, gamma, beta}, std::move(a), n);
 }
 
@@ -146,7 +148,7 @@ ValueId GraphBuilder::merge_dims(ValueId x, std::vector<std::string> dims,
                                  const std::string& merged, const std::string& n) {
   Attrs a;
   a.dims = std::move(dims);
-  a.dim2 = merged;
+  merged_dim(a) = merged;
   return op(OpKind::kMergeDims, {x}, std::move(a), n);
 }
 
@@ -154,7 +156,7 @@ ValueId GraphBuilder::rename(ValueId x, const std::string& from, const std::stri
                              const std::string& n) {
   Attrs a;
   a.dim = from;
-  a.dim2 = to;
+  renamed_to(a) = to;
   return op(OpKind::kRename, {x}, std::move(a), n);
 }
 

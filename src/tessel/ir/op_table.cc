@@ -4,6 +4,7 @@
 #include <array>
 
 #include "tessel/base/error.h"
+#include "tessel/ir/attrs.h"
 
 namespace tessel {
 namespace {
@@ -182,11 +183,11 @@ ShapeRuleOutput softmax_rule(const ShapeRuleInput& in) {
   const Shape& x = *in.shapes[0];
   expect_f32(in, 0, "input");
   expect_dim(in, x, in.attrs.dim, "softmax");
-  if (!in.attrs.dim2.empty()) {
+  if (const std::string& query = causal_query_dim(in.attrs); !query.empty()) {
     expect_last(in, x, in.attrs.dim);
-    expect_dim(in, x, in.attrs.dim2, "causal query");
-    if (x.size(in.attrs.dim2) != x.size(in.attrs.dim))
-      TS_THROW(where(in), ": causal mask needs query dim ", x.dim(in.attrs.dim2), " and key dim ",
+    expect_dim(in, x, query, "causal query");
+    if (x.size(query) != x.size(in.attrs.dim))
+      TS_THROW(where(in), ": causal mask needs query dim ", x.dim(query), " and key dim ",
                x.dim(in.attrs.dim), " of equal size");
   }
   if (in.shapes.size() == 2) expect_same(in, x, *in.shapes[1], "value and gradient");
@@ -283,7 +284,7 @@ ShapeRuleOutput merge_rule(const ShapeRuleInput& in) {
   const Shape& x = *in.shapes[0];
   const auto& names = in.attrs.dims;
   if (names.size() < 2) TS_THROW(where(in), ": needs at least two dims to merge");
-  if (in.attrs.dim2.empty()) TS_THROW(where(in), ": needs a name for the merged dim");
+  if (merged_dim(in.attrs).empty()) TS_THROW(where(in), ": needs a name for the merged dim");
   expect_dim(in, x, names[0], "merged");
   int first = *x.index_of(names[0]);
   int64_t size = 1;
@@ -295,7 +296,7 @@ ShapeRuleOutput merge_rule(const ShapeRuleInput& in) {
   }
   std::vector<Dim> out;
   for (int i = 0; i < x.rank(); ++i) {
-    if (i == first) out.push_back({in.attrs.dim2, size});
+    if (i == first) out.push_back({merged_dim(in.attrs), size});
     if (i < first || i >= first + static_cast<int>(names.size())) out.push_back(x[i]);
   }
   return {Shape(out), in.dtypes[0]};
@@ -306,7 +307,7 @@ ShapeRuleOutput rename_rule(const ShapeRuleInput& in) {
   expect_dim(in, x, in.attrs.dim, "renamed");
   std::vector<Dim> out = x.dims();
   for (Dim& d : out)
-    if (d.name == in.attrs.dim) d.name = in.attrs.dim2;
+    if (d.name == in.attrs.dim) d.name = renamed_to(in.attrs);
   return {Shape(out), in.dtypes[0]};
 }
 
@@ -342,7 +343,7 @@ ShapeRuleOutput gather_rule(const ShapeRuleInput& in) {
 
 ShapeRuleOutput all_to_all_rule(const ShapeRuleInput& in) {
   Shape grown = resize_dim(in, *in.shapes[0], in.attrs.dim, true);
-  return {resize_dim(in, grown, in.attrs.dim2, false), in.dtypes[0]};
+  return {resize_dim(in, grown, all_to_all_dim(in.attrs), false), in.dtypes[0]};
 }
 
 double einsum_flops(const std::vector<const Shape*>& in, const Shape& out) {

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <string>
 
+#include "tessel/ir/model_contract.h"
+
 namespace tessel {
 namespace {
 
@@ -19,21 +21,21 @@ ValueId attention(GraphBuilder& b, const Dims& d, ValueId x) {
   // full-size updates that differ between layouts.
   auto project = [&](const char* name, bool with_bias) {
     ValueId w = b.param(std::string("w") + name, Shape{d.embed, d.heads, d.head});
-    ValueId y = b.einsum(x, w, {"batch", "seq", "heads", "head"}, name);
+    ValueId y = b.einsum(x, w, {kBatchDim, kSeqDim, "heads", "head"}, name);
     if (!with_bias) return y;
     ValueId bias = b.param(std::string("b") + name, Shape{d.heads, d.head}, zeros);
     return b.add(y, bias, std::string(name) + "_bias");
   };
   ValueId q = project("q", true);
-  ValueId k = b.rename(project("k", false), "seq", "kseq");
-  ValueId v = b.rename(project("v", true), "seq", "kseq");
-  ValueId scores = b.einsum(q, k, {"batch", "heads", "seq", "kseq"}, "scores");
+  ValueId k = b.rename(project("k", false), kSeqDim, kKeySeqDim);
+  ValueId v = b.rename(project("v", true), kSeqDim, kKeySeqDim);
+  ValueId scores = b.einsum(q, k, {kBatchDim, "heads", kSeqDim, kKeySeqDim}, "scores");
   float scale = 1.0f / std::sqrt(static_cast<float>(d.head.size));
-  ValueId probs = b.softmax(scores, "kseq", scale, "seq", "probs");
-  ValueId mixed = b.einsum(probs, v, {"batch", "seq", "heads", "head"}, "mix");
+  ValueId probs = b.softmax(scores, kKeySeqDim, scale, kSeqDim, "probs");
+  ValueId mixed = b.einsum(probs, v, {kBatchDim, kSeqDim, "heads", "head"}, "mix");
   ValueId wo = b.param("wo", Shape{d.heads, d.head, d.embed});
   ValueId bo = b.param("bo", Shape{d.embed}, zeros);
-  return b.add(b.einsum(mixed, wo, {"batch", "seq", "embed"}, "o"), bo, "o_bias");
+  return b.add(b.einsum(mixed, wo, {kBatchDim, kSeqDim, "embed"}, "o"), bo, "o_bias");
 }
 
 ValueId mlp(GraphBuilder& b, const Dims& d, ValueId x) {
@@ -43,8 +45,8 @@ ValueId mlp(GraphBuilder& b, const Dims& d, ValueId x) {
   ValueId b1 = b.param("b1", Shape{d.hidden}, zeros);
   ValueId w2 = b.param("w2", Shape{d.hidden, d.embed});
   ValueId b2 = b.param("b2", Shape{d.embed}, zeros);
-  ValueId h = b.bias_gelu(b.einsum(x, w1, {"batch", "seq", "hidden"}, "fc"), b1, "act");
-  return b.add(b.einsum(h, w2, {"batch", "seq", "embed"}, "proj"), b2, "proj_bias");
+  ValueId h = b.bias_gelu(b.einsum(x, w1, {kBatchDim, kSeqDim, "hidden"}, "fc"), b1, "act");
+  return b.add(b.einsum(h, w2, {kBatchDim, kSeqDim, "embed"}, "proj"), b2, "proj_bias");
 }
 
 ValueId layernorm(GraphBuilder& b, const Dims& d, ValueId x, const std::string& name) {
@@ -63,12 +65,8 @@ ValueId residual_dropout(GraphBuilder& b, ValueId x, const GptConfig& c, bool tr
 }  // namespace
 
 GptGraph build_gpt(GraphBuilder& b, const GptConfig& c, int64_t batch, bool training) {
-  const Dims d{{"batch", batch},
-               {"seq", c.context},
-               {"embed", c.d_model},
-               {"heads", c.n_head},
-               {"head", c.d_model / c.n_head},
-               {"hidden", 4 * c.d_model},
+  const Dims d{{kBatchDim, batch},  {kSeqDim, c.context},           {"embed", c.d_model},
+               {"heads", c.n_head}, {"head", c.d_model / c.n_head}, {"hidden", 4 * c.d_model},
                {"vocab", c.vocab}};
   GptGraph g;
   g.tokens = b.input("tokens", Shape{d.batch, d.seq}, DType::kI32);
@@ -76,10 +74,10 @@ GptGraph build_gpt(GraphBuilder& b, const GptConfig& c, int64_t batch, bool trai
   ValueId wte = b.param("wte", Shape{d.vocab, d.embed});
   ValueId wpe = b.param("wpe", Shape{{"pos", c.context}, d.embed});
   ValueId x = b.add(b.embedding(wte, g.tokens, "vocab", "tok_emb"),
-                    b.rename(wpe, "pos", "seq", "pos_emb"), "emb");
+                    b.rename(wpe, "pos", kSeqDim, "pos_emb"), "emb");
   x = residual_dropout(b, x, c, training, "emb_dropout");
   for (int64_t layer = 0; layer < c.n_layer; ++layer) {
-    GraphBuilder::Scope scope(b, "block" + std::to_string(layer));
+    GraphBuilder::Scope scope(b, block_scope(static_cast<int>(layer)));
     x = b.add(x,
               residual_dropout(b, attention(b, d, layernorm(b, d, x, "ln1")), c, training,
                                "attn_dropout"),
@@ -89,7 +87,7 @@ GptGraph build_gpt(GraphBuilder& b, const GptConfig& c, int64_t batch, bool trai
               "mlp_residual");
   }
   ValueId h = layernorm(b, d, x, "ln_f");
-  g.logits = b.einsum(h, wte, {"batch", "seq", "vocab"}, "lm_head");
+  g.logits = b.einsum(h, wte, {kBatchDim, kSeqDim, "vocab"}, "lm_head");
   g.loss = b.cross_entropy(g.logits, g.targets, "vocab", "loss");
   return g;
 }

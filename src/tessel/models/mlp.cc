@@ -2,10 +2,12 @@
 
 #include <cmath>
 
+#include "tessel/ir/model_contract.h"
+
 namespace tessel {
 
 MlpGraph build_mlp(GraphBuilder& b, const MlpConfig& c, int64_t batch) {
-  const Dim dbatch{"batch", batch}, pixel{"pixel", c.pixels}, hidden{"hidden", c.hidden},
+  const Dim dbatch{kBatchDim, batch}, pixel{"pixel", c.pixels}, hidden{"hidden", c.hidden},
       cls{"class", c.classes};
   // He initialisation for the ReLU layer, Xavier-like for the output layer.
   const ParamInit w1_init{ParamInit::kNormal, std::sqrt(2.0f / static_cast<float>(c.pixels))};
@@ -18,8 +20,8 @@ MlpGraph build_mlp(GraphBuilder& b, const MlpConfig& c, int64_t batch) {
   ValueId b1 = b.param("b1", Shape{hidden}, zeros);
   ValueId w2 = b.param("w2", Shape{hidden, cls}, w2_init);
   ValueId b2 = b.param("b2", Shape{cls}, zeros);
-  ValueId h = b.relu(b.add(b.einsum(g.images, w1, {"batch", "hidden"}, "fc1"), b1, "fc1_bias"));
-  g.logits = b.add(b.einsum(h, w2, {"batch", "class"}, "fc2"), b2, "fc2_bias");
+  ValueId h = b.relu(b.add(b.einsum(g.images, w1, {kBatchDim, "hidden"}, "fc1"), b1, "fc1_bias"));
+  g.logits = b.add(b.einsum(h, w2, {kBatchDim, "class"}, "fc2"), b2, "fc2_bias");
   g.loss = b.cross_entropy(g.logits, g.labels, "class", "loss");
   return g;
 }

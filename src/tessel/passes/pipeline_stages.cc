@@ -9,6 +9,7 @@
 #include "tessel/base/error.h"
 #include "tessel/ir/builder.h"
 #include "tessel/ir/graph_copy.h"
+#include "tessel/ir/model_contract.h"
 #include "tessel/passes/block_label.h"
 #include "tessel/passes/recompute_policy.h"
 
@@ -147,7 +148,7 @@ StagePartition partition_stages(const Graph& forward, int stages,
 
 namespace {
 
-std::string act_name(ValueId id) { return "pipe.act." + std::to_string(id); }
+std::string act_name(ValueId id) { return kPipeActivationPrefix + std::to_string(id); }
 
 // Forward of every stage: nodes copied in order, cross-stage reads turned
 // into "pipe.act" inputs (and the producer's activations_out).
@@ -210,8 +211,8 @@ void add_backward(StageGraph& st, const StageGraphOptions& options) {
     for (size_t i = 0; i < st.activations_out.size(); ++i) {
       ValueId out = st.activations_out[i];
       const Shape shape = g.node(out).shape;
-      std::string suffix = st.out_names[i].substr(std::string("pipe.act.").size());
-      ValueId seed = b.input("pipe.grad." + suffix, shape, DType::kF32);
+      std::string suffix = st.out_names[i].substr(kPipeActivationPrefix.size());
+      ValueId seed = b.input(kPipeGradientPrefix + suffix, shape, DType::kF32);
       seeds.push_back(seed);
       std::vector<std::string> all;
       for (const Dim& d : shape.dims()) all.push_back(d.name);

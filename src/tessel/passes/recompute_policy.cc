@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "tessel/base/error.h"
+#include "tessel/ir/model_contract.h"
 #include "tessel/passes/block_label.h"
 
 namespace tessel {
@@ -42,8 +43,8 @@ std::vector<std::string> split(const std::string& text, char sep) {
 std::string RecomputePolicy::to_string() const {
   if (group == 0) return selective ? "selective" : "none";
   std::string s = "blocks";
-  if (first >= 0)
-    s += str_cat(":", group, ":", first);
+  if (first)
+    s += str_cat(":", group, ":", *first);
   else if (group != 1)
     s += str_cat(":", group);
   return selective ? s + "+selective" : s;
@@ -76,8 +77,8 @@ void RecomputePolicy::check_blocks(int64_t blocks) const {
   if (group > blocks)
     TS_THROW("config: 'recompute' \"", to_string(), "\" groups ", group,
              " blocks per segment but the model has ", blocks, " ('n_layer')");
-  if (first > blocks)
-    TS_THROW("config: 'recompute' \"", to_string(), "\" recomputes the first ", first,
+  if (first && *first > blocks)
+    TS_THROW("config: 'recompute' \"", to_string(), "\" recomputes the first ", *first,
              " blocks but the model has ", blocks, " ('n_layer')");
 }
 
@@ -86,10 +87,10 @@ SegmentFn RecomputePolicy::segments() const {
   return [p](const Node& n) -> std::string {
     const int block = block_of_label(n.name);
     if (block < 0) return "";
-    if (p.group > 0 && (p.first < 0 || block < p.first))
+    if (p.group > 0 && (!p.first || block < *p.first))
       return "blocks" + std::to_string(block / p.group * p.group);
-    if (p.selective && n.shape.has("seq") && n.shape.has("kseq"))
-      return "block" + std::to_string(block) + ".attention";
+    if (p.selective && n.shape.has(kSeqDim) && n.shape.has(kKeySeqDim))
+      return block_scope(block) + ".attention";
     return "";
   };
 }

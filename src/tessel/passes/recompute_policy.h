@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "tessel/passes/recompute.h"
@@ -29,8 +30,9 @@
 namespace tessel {
 
 struct RecomputePolicy {
-  int group = 0;           // blocks per segment; 0: no block segments
-  int first = -1;          // block segments cover blocks [0, first); -1: every block
+  int group = 0;  // blocks per segment; 0: no block segments
+  // Block segments cover blocks [0, first); absent: every block.
+  std::optional<int> first = std::nullopt;
   bool selective = false;  // attention cores of the blocks no block segment covers
 
   bool none() const { return group == 0 && !selective; }

@@ -4,8 +4,10 @@
 #include <array>
 #include <cstring>
 
+#include "tessel/base/around.h"
 #include "tessel/base/error.h"
 #include "tessel/base/philox.h"
+#include "tessel/ir/attrs.h"
 #include "tessel/ir/op_table.h"
 #include "tessel/kernels/cross_entropy.h"
 #include "tessel/kernels/dropout.h"
@@ -76,40 +78,26 @@ void binary(const OpCall& call, kernels::BinaryOp op) {
    out.rank());
 }
 
-// (outer, n, inner) view of `x` around `dim`.
-struct Around {
-  int64_t outer = 1, n = 1, inner = 1;
-};
-Around around(const Shape& x, const std::string& dim) {
-  Around a;
-  int at = *x.index_of(dim);
-  for (int i = 0; i < x.rank(); ++i) {
-    if (i < at) a.outer *= x[i].size;
-    if (i > at) a.inner *= x[i].size;
-  }
-  a.n = x[at].size;
-  return a;
-}
-
 void softmax_forward(const OpCall& call) {
   const Shape& x = in_shape(call, 0);
   const Attrs& at = call.node.attrs;
   Around a = around(x, at.dim);
   kernels::CausalMask mask{};
   const kernels::CausalMask* mask_ptr = nullptr;
-  if (!at.dim2.empty()) {
-    mask.query_size = x.size(at.dim2);
-    mask.query_stride = x.stride(at.dim2) / a.n;  // rows exclude the (last) key dim
+  if (!causal_query_dim(at).empty()) {
+    mask.query_size = x.size(causal_query_dim(at));
+    mask.query_stride = x.stride(causal_query_dim(at)) / a.n;  // rows exclude the (last) key dim
     mask_ptr = &mask;
   }
   TS_KERNEL(softmax_forward)
-  (in_f32(call, 0), out_f32(call), a.outer, a.n, a.inner, at.scalar, mask_ptr);
+  (in_f32(call, 0), out_f32(call), a.outer, a.n, a.inner, softmax_scale(at), mask_ptr);
 }
 
 void softmax_backward(const OpCall& call) {
   Around a = around(in_shape(call, 0), call.node.attrs.dim);
   TS_KERNEL(softmax_backward)
-  (in_f32(call, 0), in_f32(call, 1), out_f32(call), a.outer, a.n, a.inner, call.node.attrs.scalar);
+  (in_f32(call, 0), in_f32(call, 1), out_f32(call), a.outer, a.n, a.inner,
+   softmax_scale(call.node.attrs));
 }
 
 void dropout(const OpCall& call) {
@@ -156,7 +144,7 @@ void execute_op(const OpCall& call) {
     case OpKind::kCount:
       TS_CHECK(false, op_name(node.kind), " is not an instruction");
     case OpKind::kFill:
-      std::fill(out, out + numel, node.attrs.scalar);
+      std::fill(out, out + numel, fill_value(node.attrs));
       return;
     case OpKind::kEinsum:
       if (call.einsum_bf16 && !call.reference) {
@@ -180,7 +168,7 @@ void execute_op(const OpCall& call) {
     case OpKind::kDiv:
       return binary(call, kernels::BinaryOp::kDiv);
     case OpKind::kScale:
-      return TS_KERNEL(scale)(in_f32(call, 0), node.attrs.scalar, out, numel);
+      return TS_KERNEL(scale)(in_f32(call, 0), scale_factor(node.attrs), out, numel);
     case OpKind::kGelu:
       return TS_KERNEL(gelu)(in_f32(call, 0), out, numel);
     case OpKind::kRelu:
@@ -217,7 +205,7 @@ void execute_op(const OpCall& call) {
     case OpKind::kLayerNorm: {
       int64_t cols = node.shape.size(node.attrs.dim);
       return TS_KERNEL(layernorm_forward)(in_f32(call, 0), in_f32(call, 1), in_f32(call, 2), out,
-                                          numel / cols, cols, node.attrs.scalar);
+                                          numel / cols, cols, layernorm_eps(node.attrs));
     }
     case OpKind::kEmbedding: {
       const Shape& table = in_shape(call, 0);
@@ -253,14 +241,15 @@ void execute_op(const OpCall& call) {
     case OpKind::kLayerNormGradInput: {
       int64_t cols = node.shape.size(node.attrs.dim);
       return TS_KERNEL(layernorm_backward_input)(in_f32(call, 0), in_f32(call, 1), in_f32(call, 2),
-                                                 out, numel / cols, cols, node.attrs.scalar);
+                                                 out, numel / cols, cols,
+                                                 layernorm_eps(node.attrs));
     }
     case OpKind::kLayerNormGradGamma: {
       const Shape& x = in_shape(call, 0);
       int64_t cols = numel;
-      return TS_KERNEL(layernorm_backward_params)(in_f32(call, 0), in_f32(call, 1), out,
-                                                  static_cast<float*>(call.scratch),
-                                                  x.numel() / cols, cols, node.attrs.scalar);
+      return TS_KERNEL(layernorm_backward_params)(
+          in_f32(call, 0), in_f32(call, 1), out, static_cast<float*>(call.scratch),
+          x.numel() / cols, cols, layernorm_eps(node.attrs));
     }
     case OpKind::kEmbeddingGrad: {
       const Shape& table = node.shape;

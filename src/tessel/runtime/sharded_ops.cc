@@ -5,8 +5,10 @@
 #include <cstring>
 #include <vector>
 
+#include "tessel/base/around.h"
 #include "tessel/base/error.h"
 #include "tessel/base/philox.h"
+#include "tessel/ir/attrs.h"
 #include "tessel/kernels/cross_entropy.h"
 #include "tessel/kernels/dropout.h"
 #include "tessel/kernels/elementwise.h"
@@ -14,29 +16,19 @@
 namespace tessel {
 namespace {
 
-// A tensor seen as (pre, d, post) around one dim.
-struct Around {
-  int64_t pre = 1, d = 1, post = 1;
-};
-Around around(const Shape& s, const std::string& dim) {
-  Around a;
-  int at = *s.index_of(dim);
-  for (int i = 0; i < s.rank(); ++i) (i < at ? a.pre : i > at ? a.post : a.d) *= s[i].size;
-  return a;
-}
-
-// Copies n blocks of (pre, len, post) between "rank-major" [r][pre][len][post]
-// and "dim-major" [pre][r*len][post] layouts.
-void rank_major_to_dim_major(const float* src, float* dst, int64_t n, const Around& a) {
-  // dst sizes (pre, n, len, post); src strides for them.
-  const int64_t sizes[4] = {a.pre, n, a.d, a.post};
-  const int64_t strides[4] = {a.d * a.post, a.pre * a.d * a.post, a.post, 1};
+// Copies `ranks` blocks of (outer, len, inner), len = a.n, between
+// "rank-major" [r][outer][len][inner] and "dim-major" [outer][r*len][inner]
+// layouts.
+void rank_major_to_dim_major(const float* src, float* dst, int64_t ranks, const Around& a) {
+  // dst sizes (outer, ranks, len, inner); src strides for them.
+  const int64_t sizes[4] = {a.outer, ranks, a.n, a.inner};
+  const int64_t strides[4] = {a.n * a.inner, a.outer * a.n * a.inner, a.inner, 1};
   kernels::expand(src, strides, dst, sizes, 4);
 }
-void dim_major_to_rank_major(const float* src, float* dst, int64_t n, const Around& a) {
-  // dst sizes (n, pre, len, post); src strides in the (pre, n*len, post) layout.
-  const int64_t sizes[4] = {n, a.pre, a.d, a.post};
-  const int64_t strides[4] = {a.d * a.post, n * a.d * a.post, a.post, 1};
+void dim_major_to_rank_major(const float* src, float* dst, int64_t ranks, const Around& a) {
+  // dst sizes (ranks, outer, len, inner); src strides in the (outer, ranks*len, inner) layout.
+  const int64_t sizes[4] = {ranks, a.outer, a.n, a.inner};
+  const int64_t strides[4] = {a.n * a.inner, ranks * a.n * a.inner, a.inner, 1};
   kernels::expand(src, strides, dst, sizes, 4);
 }
 
@@ -44,7 +36,7 @@ void all_gather(const OpCall& call, Communicator& comm) {
   const Shape& x = in_shape(call, 0);
   Around a = around(x, call.node.attrs.dim);
   float* out = static_cast<float*>(call.out);
-  if (a.pre == 1) {
+  if (a.outer == 1) {
     comm.all_gather(in_f32(call, 0), out, x.numel(), call.node.name);
     return;
   }
@@ -57,7 +49,7 @@ void reduce_scatter(const OpCall& call, Communicator& comm) {
   const Shape& out_shape = call.node.shape;
   Around a = around(out_shape, call.node.attrs.dim);
   const float* in = in_f32(call, 0);
-  if (a.pre != 1) {
+  if (a.outer != 1) {
     float* buf = static_cast<float*>(call.scratch);
     dim_major_to_rank_major(in, buf, call.node.attrs.count, a);
     in = buf;
@@ -71,7 +63,7 @@ void all_to_all(const OpCall& call, Communicator& comm) {
   const Shape& x = in_shape(call, 0);
   const Shape& y = call.node.shape;
   const std::string& d = call.node.attrs.dim;
-  const std::string& e = call.node.attrs.dim2;
+  const std::string& e = all_to_all_dim(call.node.attrs);
   const int64_t n = call.node.attrs.count;
   const int64_t block = x.numel() / n;
   float* send = static_cast<float*>(call.scratch);
@@ -320,7 +312,8 @@ void execute_sharded_op(const OpCall& call, const CommGroups* comms) {
     case OpKind::kAllReduce: {
       const int64_t n = node.shape.numel();
       std::memcpy(out, in_f32(call, 0), n * sizeof(float));
-      comm().all_reduce(out, n, node.attrs.key == "max" ? ReduceKind::kMax : ReduceKind::kSum,
+      comm().all_reduce(out, n,
+                        allreduce_kind(node.attrs) == "max" ? ReduceKind::kMax : ReduceKind::kSum,
                         node.name);
       return;
     }

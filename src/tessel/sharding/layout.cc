@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "tessel/base/error.h"
+#include "tessel/ir/model_contract.h"
 
 namespace tessel {
 namespace {
@@ -49,7 +50,7 @@ Layout Layout::parse(const std::string& text, const Mesh& mesh) {
 Layout Layout::defaults(const Mesh& mesh) {
   std::string text;
   for (const MeshAxis& a : mesh.axes()) {
-    if (a.name == "data") text += "batch=data,";
+    if (a.name == "data") text += kBatchDim + "=data,";
     if (a.name == "model") text += "heads=model,hidden=model,vocab=model,";
   }
   return parse(text, mesh);

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "tessel/base/error.h"
+#include "tessel/ir/attrs.h"
 #include "tessel/sharding/boxing.h"
 #include "tessel/sharding/signature.h"
 
@@ -48,7 +49,7 @@ class Lowering {
         for (ValueId in : global_.node(id).inputs) consumers_[in].push_back(id);
     for (ValueId o : outputs) is_output_.insert(o);
     for (ValueId id = 0; id < global_.size(); ++id) {
-      if (options_.phase_boundary >= 0 && id == options_.phase_boundary + 1)
+      if (options_.phase_boundary && id == *options_.phase_boundary + 1)
         forget_gathered_parameters();
       if (live[id] || global_.node(id).kind == OpKind::kInput ||
           global_.node(id).kind == OpKind::kParam)
@@ -263,10 +264,11 @@ ValueId emit_boxing(Graph& graph, ValueId local, const Shape& global, const std:
     a.count = axis.size;
     a.offset = coords.at(t.axis);
     a.dim = t.from.is_split() ? t.from.dim : t.to.dim;
-    if (t.op == OpKind::kAllToAll) a.dim2 = t.to.dim;
-    if (t.op == OpKind::kAllReduce) a.key = t.from.kind == Placement::kPartialMax ? "max" : "sum";
+    if (t.op == OpKind::kAllToAll) all_to_all_dim(a) = t.to.dim;
+    if (t.op == OpKind::kAllReduce)
+      allreduce_kind(a) = t.from.kind == Placement::kPartialMax ? "max" : "sum";
     if (t.op == OpKind::kZeroUnlessRoot || t.op == OpKind::kAllReduce) a.dim.clear();
-    a.overlap = overlap && t.op == OpKind::kAllReduce && a.key == "sum";
+    a.overlap = overlap && t.op == OpKind::kAllReduce && allreduce_kind(a) == "sum";
     local = graph.add(t.op, {local}, a, label + "." + op_name(t.op));
     if (emitted) emitted->push_back({local, t});
   }

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -71,8 +72,8 @@ struct LoweringOptions {
   std::map<ValueId, Sharding> targets;
   // Nodes with ids above this one (the loss) form the backward phase: a
   // parameter gathered on use is gathered again there rather than kept alive
-  // from forward. -1: the whole graph is one phase.
-  ValueId phase_boundary = -1;
+  // from forward. Absent: the whole graph is one phase.
+  std::optional<ValueId> phase_boundary = std::nullopt;
 };
 
 // Lowers the nodes `outputs` depend on. REQUIRES: layout.validate(global, mesh) passed.

@@ -4,6 +4,7 @@
 #include <array>
 
 #include "tessel/base/error.h"
+#include "tessel/ir/attrs.h"
 
 namespace tessel {
 namespace {
@@ -107,7 +108,7 @@ std::set<std::string> pinned_dims(const Node& node, Pins pins) {
     }
     case Pins::kMerge: {
       std::set<std::string> p(a.dims.begin(), a.dims.end());
-      p.insert(a.dim2);
+      p.insert(merged_dim(a));
       return p;
     }
   }
@@ -175,7 +176,7 @@ std::vector<AxisSignature> candidates(const Graph& graph, const Node& node, int 
     }
     case Family::kRename: {
       for (const Dim& d : in[0]->dims()) {
-        std::string renamed = d.name == node.attrs.dim ? node.attrs.dim2 : d.name;
+        std::string renamed = d.name == node.attrs.dim ? renamed_to(node.attrs) : d.name;
         if (taken.count(d.name) || taken.count(renamed) || d.size % n != 0) continue;
         result.push_back({d.name, {Placement::split(d.name)}, Placement::split(renamed)});
       }

@@ -1,13 +1,13 @@
-// The training loop's engine, on one process or on every rank of a mesh.
+// The training loop: data, optimizer, checkpoints and metrics over one
+// engine (train/engine.h), on one process or on every rank of a mesh.
 //
-// Builds the task's global training graph (forward + autodiff), lowers it to
-// this rank's local graph for the mesh and layout (sharding/lower.h: every
-// collective is a node), compiles that once into a Program over one static
-// arena, and steps: fill the full batch, copy this rank's shard of it in,
-// run, apply the optimizer to the local parameter shards. A forward-only
-// program (no dropout) evaluates on held-out data. Parameters start from the
-// same full values on every layout (Philox keyed by global index), so any
-// mesh trains to the same losses and weights as one process.
+// The constructor validates the config, sets up the mesh, compiles this
+// rank's program(s) once (compile/compile_rank.h) and hands them to the
+// engine: a single program, or a pipeline's stages. A step fills the full
+// batch from the task and has the engine run it; the engine calls back into
+// the trainer's optimizer. Parameters start from the same full values on
+// every layout (Philox keyed by global index), so any mesh trains to the
+// same losses and weights as one process.
 #pragma once
 
 #include <map>
@@ -24,10 +24,11 @@
 #include "tessel/runtime/program.h"
 #include "tessel/sharding/lower.h"
 #include "tessel/train/checkpoint/checkpoint.h"
+#include "tessel/train/engine.h"
 #include "tessel/train/optimizer.h"
 #include "tessel/train/param_store.h"
+#include "tessel/train/pipeline_engine.h"
 #include "tessel/train/task.h"
-#include "tessel/train/weight_versions.h"
 
 namespace tessel {
 
@@ -61,7 +62,7 @@ class Trainer {
   DistributedContext& distributed() { return *ctx_; }
   bool is_root() const { return ctx_->is_root(); }
   // This rank's parameter shards (the full parameters on a single process).
-  ParamStore& params() { return *params_; }
+  ParamStore& params() { return engine_->params(); }
   int64_t steps_done() const { return step_; }
   void set_steps_done(int64_t step) { step_ = step; }
   // Checkpoints hold full tensors whatever the layout, so a run can resume on
@@ -92,81 +93,29 @@ class Trainer {
   size_t eval_arena_bytes() const;
   // The single training program (not for pipelines or micro-batches: see pipeline()).
   const Program& train_program() const;
-  const LocalGraph& train_lowering() const { return compiled_.train.local; }
+  const LocalGraph& train_lowering() const { return engine_->compiled().train.local; }
   int64_t items_per_step() const { return config_.batch * task_->items_per_row(); }
   // The pipeline (a `pipe` mesh axis or several micro-batches), or nullptr.
-  PipelineModel* pipeline() { return pipe_.get(); }
-  // Per world rank, over the steps after the first: the measured bubble
-  // fraction (1 - compute time / the pipeline's makespan) next to the
-  // schedule's, simulated with unit costs F = BI = BW = 1. Collective.
-  struct PipelineStats {
-    std::vector<double> measured_bubble, theoretical_bubble;
-    std::vector<int> pipe_rank;
-    std::vector<int> weight_versions;  // most distinct versions held at once (asynchronous)
-    int steps = 0;
-  };
+  PipelineModel* pipeline() { return engine_->compiled().pipeline.get(); }
+  // Per world rank: measured and theoretical bubble fractions (empty
+  // without a pipeline). Collective.
+  using PipelineStats = tessel::PipelineStats;  // train/pipeline_engine.h
   PipelineStats pipeline_stats();
   // Writes the Chrome trace of every step's actions (config `trace`);
   // collective, the root writes.
   void write_trace(const std::string& path);
 
  private:
-  std::vector<UpdateSlot> update_slots();
-  int64_t state_numel(size_t param_index) const;
-  void gather_updated_slices();
-  void feed(CompiledProgram& c, Split split, int64_t index);
   CheckpointSource checkpoint_source();
-  CheckpointSource pipeline_checkpoint_source();
-  // The pipeline path (trainer_pipeline.cc).
-  void init_pipeline();
-  void pipeline_update(int microbatch);
-  void init_asynchronous();
-  void asynchronous_update(int microbatch);
-  void reduce_accumulated_gradients(float scale);
-  void init_pipeline_zero();
-  void reduce_scatter_accumulated_gradients();
-  void gather_pipeline_slices();
-  StepResult pipeline_step();
-  EvalResult pipeline_evaluate();
-  void pipeline_load(const std::string& dir);
-  int64_t pipeline_parameter_count() const;
+  PipelineEngine* pipeline_engine() const;
 
   TrainConfig config_;
   std::optional<RecomputeChoice> recompute_choice_;
   std::unique_ptr<DistributedContext> ctx_;
   std::unique_ptr<Task> task_;
-  CompiledRank compiled_;       // this rank's programs (compile/compile_rank.h)
-  std::vector<ValueId> grads_;  // global ids, aligned with params_->entries()
-  std::unique_ptr<ParamStore> params_;
-  std::vector<Sharding> param_sharding_;
-  std::vector<Sharding> state_sharding_;  // gradients and optimizer state
-  int zero_axis_ = -1;                    // mesh axis ZeRO shards over, or -1
-  HostBufferBytes host_bytes_;
-  AlignedBuffer slice_buffer_;    // ZeRO 1, 2: this rank's updated slice, sent to the all-gather
-  std::vector<double> replicas_;  // ranks holding identical copies of each parameter shard
-  std::vector<const float*> grad_ptrs_;
-  std::vector<UpdateSlot> slots_;
-  std::map<std::string, Tensor> staging_;  // full inputs, by name
+  std::unique_ptr<Engine> engine_;  // this rank's compiled step
   double global_flops_ = 0;
   int64_t step_ = 0;
-  // Pipeline path: the model's stages on this rank, one gradient accumulator
-  // per held parameter (contiguous, reduced over data in one call) and the
-  // last update's statistics.
-  std::unique_ptr<PipelineModel> pipe_;
-  AlignedBuffer grad_accumulators_;
-  std::map<std::string, float*> accumulator_of_;
-  AlignedBuffer tie_scratch_;
-  AlignedBuffer zero_grads_;  // ZeRO on a pipeline: the gradient slices, back to back
-  UpdateStats last_update_;
-  // Asynchronous schedules: the weight copies micro-batches run on, updates
-  // applied on this rank, micro-batch gradients since the last update.
-  std::unique_ptr<WeightVersions> versions_;
-  int64_t updates_ = 0;
-  int64_t updates_per_step_ = 0;  // this rank's optimizer steps per trainer step
-  int last_stepped_microbatch_ = -1;
-  std::vector<double> stage_replicas_;              // replicas_ without the tied-parameter factor
-  double busy_seconds_ = 0, makespan_seconds_ = 0;  // summed over steps after the first
-  int timed_steps_ = 0;
 };
 
 }  // namespace tessel

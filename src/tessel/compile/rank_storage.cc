@@ -1,0 +1,110 @@
+#include "tessel/compile/rank_storage.h"
+
+#include <algorithm>
+
+#include "tessel/compile/compile_rank.h"
+#include "tessel/ir/builder.h"
+
+namespace tessel {
+
+namespace {
+
+// Ranks holding the same copy of a tensor with sharding `s`: the sizes of
+// the axes it is not split on, the pipe axis (`skip`) left out.
+double copies_on_mesh(const Sharding& s, const Mesh& mesh, int skip) {
+  double copies = 1;
+  for (int a = 0; a < s.axis_count(); ++a)
+    if (a != skip && !s[a].is_split()) copies *= mesh.axis(a).size;
+  return copies;
+}
+
+StoredParam stored(const std::string& name, const Shape& shape, const ParamInit& init,
+                   const Sharding& value, const Sharding& state, std::vector<int> pipe_ranks,
+                   bool held, const Mesh& mesh, int pipe_axis) {
+  StoredParam p{name, shape, init, value, state, std::move(pipe_ranks), held};
+  if (held) {
+    p.value_numel = value.local_shape(shape, mesh).numel();
+    p.state_numel = state.local_shape(shape, mesh).numel();
+  }
+  p.replicas = copies_on_mesh(state, mesh, pipe_axis) * static_cast<double>(p.pipe_ranks.size());
+  return p;
+}
+
+void add_inputs(const Graph& g, RankStorage& s) {
+  for (ValueId id : g.inputs()) {
+    const Node& n = g.node(id);
+    s.inputs.push_back({n.name, n.shape, n.dtype});
+    s.input_staging += s.inputs.back().bytes();
+  }
+}
+
+// A single program: every parameter held, the state sharding is its gradient's.
+RankStorage program_storage(const CompiledRank& c) {
+  RankStorage s;
+  const Graph& g = c.train.global;
+  const bool moments = c.config.optimizer == "adamw";
+  for (size_t i = 0; i < g.params().size(); ++i) {
+    const Node& n = g.node(g.params()[i]);
+    s.params.push_back(stored(n.name, n.shape, n.init, c.train.local.sharding_of[g.params()[i]],
+                              c.train.local.sharding_of[c.grads[i]], {0}, true, c.mesh, -1));
+    const StoredParam& p = s.params.back();
+    const int64_t whole = p.shape.numel() * 4;
+    // A ZeRO slice is updated apart and sent to the all-gather; a sharded
+    // value (or moment) goes whole through one buffer at initialisation and
+    // checkpoints.
+    if (p.state_numel != p.value_numel) s.zero_slice = std::max(s.zero_slice, p.state_numel * 4);
+    if (!p.whole() || (moments && p.state_numel != p.shape.numel()))
+      s.full_tensor = std::max(s.full_tensor, whole);
+  }
+  add_inputs(g, s);
+  return s;
+}
+
+RankStorage pipeline_storage(const CompiledRank& c) {
+  RankStorage s;
+  const PipelineModel& model = *c.pipeline;
+  int64_t largest = 1;
+  for (const PipelineParam& pp : model.params()) {
+    s.params.push_back(stored(pp.name, pp.shape, pp.init, pp.sharding, pp.state_sharding(),
+                              pp.pipe_ranks, pp.held, c.mesh, model.pipe_axis()));
+    const StoredParam& p = s.params.back();
+    largest = std::max(largest, p.shape.numel());
+    if (p.pipe_ranks.size() > 1)  // counted on every rank: one joins each tie sum
+      s.tie_scratch_elements =
+          std::max(s.tie_scratch_elements, p.value.local_shape(p.shape, c.mesh).numel());
+    if (!p.held) continue;
+    s.accumulator_elements += p.value_numel;
+    if (p.state_numel != p.value_numel) {  // a ZeRO slice
+      s.zero_gradient_elements += p.state_numel;
+      s.zero_slice = std::max(s.zero_slice, p.state_numel * 4);
+    }
+  }
+  s.tie_scratch_elements = std::max<int64_t>(s.tie_scratch_elements, 1);
+  // Checkpoints gather every parameter through one buffer on every rank.
+  s.full_tensor = largest * 4;
+  Graph g;
+  GraphBuilder b(g);
+  build_model(c.config, b, c.config.batch, /*training=*/true);
+  add_inputs(g, s);
+  return s;
+}
+
+}  // namespace
+
+int64_t RankStorage::value_bytes() const {
+  int64_t n = 0;
+  for (const StoredParam& p : params) n += p.value_numel * 4;
+  return n;
+}
+
+int64_t RankStorage::state_bytes() const {
+  int64_t n = 0;
+  for (const StoredParam& p : params) n += p.state_numel * 4;
+  return n;
+}
+
+RankStorage rank_storage(const CompiledRank& compiled) {
+  return compiled.pipelined() ? pipeline_storage(compiled) : program_storage(compiled);
+}
+
+}  // namespace tessel

@@ -1,0 +1,42 @@
+// Named accessors for the fields of Attrs (ir/op.h) that mean different
+// things for different ops, so call sites say what they read or set:
+// `layernorm_eps(a)`, not `a.scalar`. Each returns a reference (const or
+// mutable), so the builder sets through the same name: `layernorm_eps(a) = eps`.
+// Generic code (the graph printer, copies) still reads the raw fields.
+#pragma once
+
+#include <string>
+
+#include "tessel/ir/op.h"
+
+namespace tessel {
+
+#define TS_ATTR_ACCESSOR(name, type, field)       \
+  inline type& name(Attrs& a) { return a.field; } \
+  inline const type& name(const Attrs& a) { return a.field; }
+
+// kFill: every element's value.
+TS_ATTR_ACCESSOR(fill_value, float, scalar)
+// kScale: the factor.
+TS_ATTR_ACCESSOR(scale_factor, float, scalar)
+// kSoftmax (and kSoftmaxGrad): the logits' scale, and the query dim of a
+// causal mask ("" when not causal).
+TS_ATTR_ACCESSOR(softmax_scale, float, scalar)
+TS_ATTR_ACCESSOR(causal_query_dim, std::string, dim2)
+// kLayerNorm (and its gradients): epsilon.
+TS_ATTR_ACCESSOR(layernorm_eps, float, scalar)
+// kMergeDims: the merged dim's name.
+TS_ATTR_ACCESSOR(merged_dim, std::string, dim2)
+// kRename: the new name of attrs.dim.
+TS_ATTR_ACCESSOR(renamed_to, std::string, dim2)
+// kAllToAll: the dim split after the exchange (attrs.dim before).
+TS_ATTR_ACCESSOR(all_to_all_dim, std::string, dim2)
+// kAllReduce: "sum" or "max".
+TS_ATTR_ACCESSOR(allreduce_kind, std::string, key)
+// kDropout: the drop probability and the random stream's name (with attrs.seed).
+TS_ATTR_ACCESSOR(dropout_p, float, scalar)
+TS_ATTR_ACCESSOR(dropout_stream, std::string, key)
+
+#undef TS_ATTR_ACCESSOR
+
+}  // namespace tessel

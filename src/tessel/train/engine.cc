@@ -1,0 +1,94 @@
+#include "tessel/train/engine.h"
+
+#include "tessel/base/error.h"
+#include "tessel/train/fault_inject.h"
+#include "tessel/train/pipeline_engine.h"
+#include "tessel/train/program_engine.h"
+
+namespace tessel {
+
+std::unique_ptr<Engine> Engine::create(CompiledRank compiled, DistributedContext& ctx,
+                                       Optimizer optimizer) {
+  TS_CHECK(compiled.mode == CompileMode::kRun, "an engine runs a program compiled to run");
+  if (compiled.pipelined())
+    return std::make_unique<PipelineEngine>(std::move(compiled), ctx, std::move(optimizer));
+  return std::make_unique<ProgramEngine>(std::move(compiled), ctx, std::move(optimizer));
+}
+
+Engine::Engine(CompiledRank compiled, DistributedContext& ctx, Optimizer optimizer)
+    : compiled_(std::move(compiled)),
+      ctx_(ctx),
+      storage_(rank_storage(compiled_)),
+      optimizer_(std::move(optimizer)) {}
+
+Engine::~Engine() = default;
+
+void* Engine::input(const std::string& name) {
+  auto it = staging_.find(name);
+  if (it == staging_.end()) TS_THROW("the task wrote input '", name, "', which the model lacks");
+  return it->second.raw();
+}
+
+int64_t Engine::parameter_count() const {
+  int64_t n = 0;
+  for (const StoredParam& p : storage_.params) n += p.shape.numel();
+  return n;
+}
+
+void Engine::init_params() {
+  Graph held;
+  for (const StoredParam& p : storage_.params) {
+    if (!p.held) continue;
+    held.add_param(p.name, p.value.local_shape(p.shape, ctx_.mesh()), p.init);
+    held_.push_back(&p);
+  }
+  params_ = std::make_unique<ParamStore>(held);
+  AlignedBuffer full;  // allocated for the first sharded parameter
+  for (size_t i = 0; i < held_.size(); ++i) {
+    const StoredParam& p = *held_[i];
+    float* local = params_->entries()[i].value.f32();
+    if (p.whole()) {
+      init_param(p.name, p.init, compiled_.config.seed, p.shape.numel(), local);
+      continue;
+    }
+    if (full.size() == 0) full = AlignedBuffer(storage_.full_tensor);
+    TS_CHECK(full.size() >= static_cast<size_t>(p.shape.numel()) * 4, "parameter '", p.name,
+             "' is larger than the full-tensor buffer");
+    init_param(p.name, p.init, compiled_.config.seed, p.shape.numel(), full.as<float>());
+    ctx_.slice_local(p.shape, p.value, full.as<float>(), local);
+  }
+  for (const StagedInput& in : storage_.inputs)
+    staging_.emplace(in.name, Tensor(in.shape, in.dtype));
+}
+
+double Engine::sum_of_squares(const std::vector<double>& local_sq, bool stage_only) {
+  float total = 0;
+  for (size_t i = 0; i < local_sq.size(); ++i)
+    total += static_cast<float>(local_sq[i] /
+                                (stage_only ? held_[i]->stage_replicas() : held_[i]->replicas));
+  fault_point(FaultPoint::kCollective, step_);
+  if (!stage_only) {
+    ctx_.world().all_reduce(&total, 1, ReduceKind::kSum, "grad_norm");
+  } else {
+    for (const MeshAxis& axis : compiled_.pipeline->stage_mesh().axes())
+      ctx_.groups().axis(axis.name).all_reduce(&total, 1, ReduceKind::kSum, "grad_norm");
+  }
+  return static_cast<double>(total);
+}
+
+void Engine::load_param(const StoredParam& p, const ParamEntry& full, ParamEntry& local) {
+  ctx_.slice_local(p.shape, p.value, full.value.f32(), local.value.f32());
+  if (full.m.nbytes() == 0) return;
+  local.m = Tensor(Shape{{"state", p.state_numel}}, DType::kF32);
+  local.v = Tensor(Shape{{"state", p.state_numel}}, DType::kF32);
+  ctx_.slice_local(p.shape, p.state, full.m.f32(), local.m.f32());
+  ctx_.slice_local(p.shape, p.state, full.v.f32(), local.v.f32());
+}
+
+ParamStore Engine::full_store() const {
+  Graph all;
+  for (const StoredParam& p : storage_.params) all.add_param(p.name, p.shape, p.init);
+  return ParamStore(all);
+}
+
+}  // namespace tessel

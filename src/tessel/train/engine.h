@@ -1,0 +1,101 @@
+// A compiled training step on this rank, as the Trainer's loop drives it.
+//
+// Two implementations share this interface: ProgramEngine (one program per
+// phase: train/program_engine.h) and PipelineEngine (a `pipe` axis or
+// several micro-batches: train/pipeline_engine.h). Both store what
+// rank_storage() derives from the compile (the memory prediction sums the
+// same thing), start every parameter from its full initial values (Philox by
+// global index) sliced to this rank, and reduce the gradient norm's sum of
+// squares with each rank's share weighted by 1 / replicas, so any layout
+// trains to the same losses and weights as one process.
+//
+// The trainer owns the loop, the data, the optimizer (passed in as
+// `Optimizer`: the engine decides when to update and over which gradients),
+// checkpoints and metrics. Per step the trainer fills the full batch through
+// input(), then train_step(step) copies this rank's blocks in, runs, and
+// calls the optimizer. Storage is fixed after construction: a step builds
+// nothing.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessel/compile/compile_rank.h"
+#include "tessel/compile/distributed.h"
+#include "tessel/compile/rank_storage.h"
+#include "tessel/tensor/aligned_buffer.h"
+#include "tessel/train/checkpoint/checkpoint.h"
+#include "tessel/train/optimizer.h"
+#include "tessel/train/param_store.h"
+
+namespace tessel {
+
+class Engine {
+ public:
+  // One optimizer update of `slots`; `updates` counts this rank's updates
+  // including this one when several share a step (asynchronous pipelines),
+  // else 0.
+  using Optimizer = std::function<UpdateStats(const std::vector<UpdateSlot>& slots,
+                                              const GlobalSumOfSquares& sum, int64_t updates)>;
+
+  // The engine for `compiled` (kRun, compiled with `ctx`).
+  static std::unique_ptr<Engine> create(CompiledRank compiled, DistributedContext& ctx,
+                                        Optimizer optimizer);
+  virtual ~Engine();
+
+  const CompiledRank& compiled() const { return compiled_; }
+  const RankStorage& storage() const { return storage_; }
+  // This rank's parameter shards, aligned with the held entries of storage().params.
+  ParamStore& params() { return *params_; }
+  // The staged full-batch input `name`, for the task to fill; throws naming
+  // it when the model has no such input.
+  void* input(const std::string& name);
+
+  // One training step on the staged batch (`step` counts from 0); the mean loss.
+  virtual double train_step(int64_t step) = 0;
+  // The statistics of the step's (last) optimizer update.
+  const UpdateStats& last_update() const { return last_update_; }
+  // Forward of the staged batch; the loss. With `logits`, the full logits on
+  // every rank (collective).
+  virtual double evaluate(std::vector<float>* logits) = 0;
+  // Full tensors for a checkpoint (collective; `state` left empty).
+  virtual CheckpointSource checkpoint_source(int64_t step) = 0;
+  // Restores this rank's shards from the checkpoint in `dir`, saved after `step` steps.
+  virtual void load(const std::string& dir, int64_t step) = 0;
+  // Bytes of this rank's gradients: reduced (slices) or accumulated.
+  virtual int64_t gradient_bytes() const = 0;
+  virtual size_t arena_bytes() const = 0;
+  virtual size_t eval_arena_bytes() const = 0;
+  // Parameters of the whole model (every shard, a tied one once).
+  int64_t parameter_count() const;
+
+ protected:
+  Engine(CompiledRank compiled, DistributedContext& ctx, Optimizer optimizer);
+  // Allocates the held parameters at their local shapes, each from its full
+  // initial values (a sharded one through the full-tensor buffer).
+  void init_params();
+  // Sum of squares of the whole gradient from each slot's local one: every
+  // rank's share weighted by 1 / replicas, all-reduced over the world, or
+  // (`stage_only`, asynchronous pipelines) over this stage's mesh axes.
+  double sum_of_squares(const std::vector<double>& local_sq, bool stage_only);
+  // One parameter's shards (value, and moments if saved) from a full copy.
+  void load_param(const StoredParam& p, const ParamEntry& full, ParamEntry& local);
+  // A ParamStore of every parameter at its full shape (to read a checkpoint into).
+  ParamStore full_store() const;
+
+  CompiledRank compiled_;
+  DistributedContext& ctx_;
+  RankStorage storage_;
+  Optimizer optimizer_;
+  std::unique_ptr<ParamStore> params_;
+  std::vector<const StoredParam*> held_;  // aligned with params_->entries() and slots_
+  std::vector<UpdateSlot> slots_;
+  std::map<std::string, Tensor> staging_;  // full inputs, by name
+  AlignedBuffer slice_buffer_;             // ZeRO 1, 2: an updated slice, sent to the all-gather
+  UpdateStats last_update_;
+  int64_t step_ = 0;  // the step running (fault points)
+};
+
+}  // namespace tessel

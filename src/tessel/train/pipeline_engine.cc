@@ -1,0 +1,370 @@
+#include "tessel/train/pipeline_engine.h"
+
+#include <cstring>
+#include <filesystem>
+
+#include "tessel/base/error.h"
+#include "tessel/ir/model_contract.h"
+#include "tessel/runtime/chrome_trace.h"
+#include "tessel/schedule/schedule_check.h"
+#include "tessel/train/checkpoint/checkpoint.h"
+#include "tessel/train/checkpoint/safetensors.h"
+#include "tessel/train/fault_inject.h"
+
+namespace tessel {
+
+namespace {
+
+std::string tied_copy_name(const std::string& param, int pipe_coord) {
+  return param + "@pipe" + std::to_string(pipe_coord);
+}
+
+}  // namespace
+
+PipelineEngine::PipelineEngine(CompiledRank compiled, DistributedContext& ctx, Optimizer optimizer)
+    : Engine(std::move(compiled), ctx, std::move(optimizer)) {
+  init_params();
+  grad_accumulators_ =
+      AlignedBuffer(std::max<size_t>(storage_.accumulator_elements * sizeof(float), sizeof(float)));
+  float* acc = grad_accumulators_.as<float>();
+  for (size_t i = 0; i < held_.size(); ++i) {
+    ParamEntry& e = params_->entries()[i];
+    accumulator_of_[e.name] = acc;
+    slots_.push_back({e.value.f32(), acc, e.value.numel(), &e});
+    acc += e.value.numel();
+  }
+  init_zero();
+  tie_scratch_ = AlignedBuffer(storage_.tie_scratch_elements * sizeof(float));
+  model().bind([this](const std::string& name) { return params_->at(name).value.f32(); },
+               [this](const std::string& name) { return accumulator_of_.at(name); },
+               [this](const std::string& name) { return static_cast<float*>(input(name)); },
+               [this](int microbatch) { update(microbatch); });
+  if (model().schedule().asynchronous) {
+    init_asynchronous();
+  } else if (fault_armed(FaultPoint::kForward) || fault_armed(FaultPoint::kBackward)) {
+    PipelineExecutor::WeightHooks hooks;  // synchronous schedules have none otherwise
+    hooks.before_forward = [this](size_t, int, Program&) {
+      fault_point(FaultPoint::kForward, step_);
+    };
+    hooks.before_backward = [this](size_t, int, Program&) {
+      fault_point(FaultPoint::kBackward, step_);
+    };
+    model().executor().set_weight_hooks(std::move(hooks));
+  }
+  model().executor().tracing = !compiled_.config.trace.empty();
+  // A common time origin for every rank's trace: right after a collective.
+  float sync = 0;
+  ctx_.world().all_reduce(&sync, 1, ReduceKind::kSum, "trace clock");
+  model().executor().set_epoch(steady_seconds());
+}
+
+// Asynchronous schedules: micro-batches run on stashed or predicted weights
+// (weight_versions.h), and each rank updates its stages' weights at the
+// schedule's steps without waiting for the others.
+void PipelineEngine::init_asynchronous() {
+  const Schedule& s = model().schedule();
+  const int r = model().pipe_rank();
+  // Updates between each micro-batch's forward and backward on this rank.
+  std::vector<int> staleness(s.microbatches, 0);
+  std::vector<int> started(s.microbatches, -1);
+  int steps = 0;
+  for (const Action& a : s.actions[r]) {
+    if (a.kind == ActionKind::kOptimizerStep) ++steps;
+    if (a.kind == ActionKind::kForward) started[a.microbatch] = steps;
+    if (a.kind == ActionKind::kBackward) staleness[a.microbatch] = steps - started[a.microbatch];
+  }
+  updates_per_step_ = steps;
+  const ScheduleReport report = check_schedule(s);
+  int in_flight = 0;
+  for (const PipelineModel::LocalStage& st : model().stages()) in_flight += st.instances;
+  const bool predict = s.name == "xpipe";
+  versions_ = std::make_unique<WeightVersions>(
+      predict ? WeightVersions::Mode::kPredict : WeightVersions::Mode::kStash, *params_,
+      std::min(in_flight, report.weight_versions[r]), compiled_.config, staleness);
+  PipelineExecutor::WeightHooks hooks;
+  hooks.before_forward = [this](size_t, int mb, Program& p) {
+    fault_point(FaultPoint::kForward, step_);
+    versions_->before_forward(mb, p);
+  };
+  hooks.before_backward = [this](size_t, int mb, Program& p) {
+    fault_point(FaultPoint::kBackward, step_);
+    versions_->before_backward(mb, p);
+  };
+  hooks.released = [this](size_t, int mb, Program&) { versions_->released(mb); };
+  model().executor().set_weight_hooks(std::move(hooks));
+}
+
+// One asynchronous update of this rank's weights from the micro-batches
+// accumulated since the last: their mean gradient, summed over data ranks
+// (and over the pipeline ranks sharing a tied parameter), clipped by the
+// norm over this stage's ranks only (a world-wide norm would make every
+// stage wait for every other).
+void PipelineEngine::asynchronous_update(int microbatch) {
+  // The step after micro-batch i applies the gradients of those since the last step.
+  const int covered = microbatch - last_stepped_microbatch_;
+  last_stepped_microbatch_ = microbatch;
+  // Each micro-batch's gradient was scaled by 1/m for a synchronous step.
+  reduce_accumulated_gradients(static_cast<float>(model().schedule().microbatches) / covered);
+  ++updates_;
+  last_update_ = optimizer_(
+      slots_, [this](const std::vector<double>& sq) { return sum_of_squares(sq, true); }, updates_);
+  gather_slices();
+  std::memset(grad_accumulators_.data(), 0, grad_accumulators_.size());
+  versions_->on_update(updates_, last_update_.lr);
+}
+
+// The accumulators (times `scale`) summed over the data axis in one call,
+// and over the pipeline ranks sharing a tied parameter (the embedding read
+// by the first and the last stage): every pipeline rank joins one sum per
+// tie, in model order, so the holders end with bitwise-equal gradients.
+void PipelineEngine::reduce_accumulated_gradients(float scale) {
+  float* acc = reinterpret_cast<float*>(grad_accumulators_.data());
+  int64_t total = 0;
+  for (const ParamEntry& e : params_->entries()) total += e.value.numel();
+  if (scale != 1.0f)
+    for (int64_t i = 0; i < total; ++i) acc[i] *= scale;
+  const bool zero = compiled_.config.zero > 0;
+  if (!zero && !model().data_axis().empty() && total > 0)
+    ctx_.groups().axis(model().data_axis()).all_reduce(acc, total, ReduceKind::kSum, "gradients");
+  for (const PipelineParam& p : model().params()) {
+    if (p.pipe_ranks.size() < 2) continue;
+    const int64_t n = p.sharding.local_shape(p.shape, ctx_.mesh()).numel();
+    float* buffer = reinterpret_cast<float*>(tie_scratch_.data());
+    if (p.held)
+      buffer = accumulator_of_.at(p.name);
+    else
+      std::memset(buffer, 0, n * sizeof(float));
+    ctx_.groups().axis(kPipeAxis).all_reduce(buffer, n, ReduceKind::kSum, "tied " + p.name);
+  }
+  if (zero) reduce_scatter_accumulated_gradients();
+}
+
+// ZeRO 1 and 2 on a pipeline: a parameter ZeRO shards (train/zero.h) is
+// updated as this rank's slice of its leading dim: its accumulated gradient
+// is reduce-scattered over data into a slice buffer, AdamW keeps moments of
+// the slice only, and the updated slices are all-gathered. (Accumulators
+// stay whole: micro-batches add into them before the reduction.)
+void PipelineEngine::init_zero() {
+  if (compiled_.config.zero == 0) return;
+  const int data = ctx_.mesh().axis_index(model().data_axis());
+  zero_grads_ =
+      AlignedBuffer(std::max<int64_t>(storage_.zero_gradient_elements, 1) * sizeof(float));
+  slice_buffer_ = AlignedBuffer(std::max<int64_t>(storage_.zero_slice, sizeof(float)));
+  float* g = zero_grads_.as<float>();
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    const int64_t n = held_[i]->state_numel;
+    if (n == held_[i]->value_numel) continue;
+    slots_[i].n = n;
+    slots_[i].param += ctx_.coords()[data] * n;
+    slots_[i].grad = g;
+    g += n;
+  }
+}
+
+// ZeRO on a pipeline, after the tied sums: reduce-scatter each sliced
+// gradient over data into its slot, all-reduce the others.
+void PipelineEngine::reduce_scatter_accumulated_gradients() {
+  Communicator& data = ctx_.groups().axis(model().data_axis());
+  for (UpdateSlot& slot : slots_) {
+    float* acc = accumulator_of_.at(slot.state->name);
+    const int64_t whole = slot.state->value.numel();
+    if (slot.n == whole)
+      data.all_reduce(acc, whole, ReduceKind::kSum, "gradients");
+    else
+      data.reduce_scatter(acc, const_cast<float*>(slot.grad), slot.n, "zero gradients");
+  }
+}
+
+// After a ZeRO update each data rank holds one updated slice; gather them.
+void PipelineEngine::gather_slices() {
+  if (compiled_.config.zero == 0) return;
+  Communicator& data = ctx_.groups().axis(model().data_axis());
+  for (UpdateSlot& slot : slots_) {
+    ParamEntry& e = *slot.state;
+    if (slot.n == e.value.numel()) continue;
+    std::memcpy(slice_buffer_.data(), slot.param, slot.n * sizeof(float));
+    data.all_gather(slice_buffer_.as<float>(), e.value.f32(), slot.n, "zero parameter gather");
+  }
+}
+
+// Gradients of the whole batch from the accumulated micro-batch partials,
+// then one optimizer update of the parameters this rank holds.
+void PipelineEngine::update(int microbatch) {
+  if (versions_) return asynchronous_update(microbatch);
+  reduce_accumulated_gradients(1.0f);
+  last_update_ = optimizer_(
+      slots_, [this](const std::vector<double>& sq) { return sum_of_squares(sq, false); }, 0);
+  gather_slices();
+}
+
+double PipelineEngine::train_step(int64_t step) {
+  step_ = step;
+  std::memset(grad_accumulators_.data(), 0, grad_accumulators_.size());
+  last_stepped_microbatch_ = -1;
+  const double loss = model().run_step();
+  if (step_ > 0) {  // the first step pays one-time costs (page faults, thread start)
+    busy_seconds_ += model().last_outcome().busy_seconds;
+    makespan_seconds_ += model().last_outcome().compute_end;
+    ++timed_steps_;
+  }
+  return loss;
+}
+
+double PipelineEngine::evaluate(std::vector<float>* logits) {
+  const double loss = model().evaluate();
+  if (!logits) return loss;
+  // The last stage's ranks hold the logits; every rank gets them whole.
+  Shape shape;
+  Sharding sharding;
+  const float* local = model().eval_logits(&shape, &sharding);
+  float numel = local ? static_cast<float>(shape.numel()) : 0.0f;
+  ctx_.world().all_reduce(&numel, 1, ReduceKind::kMax, "logits size");
+  logits->resize(static_cast<size_t>(numel));
+  if (!local) {  // any shape of that size; only the holders write
+    shape = Shape{{"n", static_cast<int64_t>(numel)}};
+    sharding = Sharding::replicated(ctx_.mesh().axes().size());
+  }
+  const int last = model().schedule().rank_of_stage(model().schedule().stages() - 1);
+  ctx_.gather_full(shape, sharding, local, logits->data(), model().pipe_axis(), last);
+  return loss;
+}
+
+// Every rank drives every gather (world collectives) in the writer's order;
+// the first pipeline rank holding a parameter contributes it.
+CheckpointSource PipelineEngine::checkpoint_source(int64_t step) {
+  using Part = CheckpointSource::Part;
+  CheckpointSource source;
+  const bool moments = step > 0 && compiled_.config.optimizer == "adamw";
+  // (parameter, pipeline rank whose copy) of each tensor written.
+  std::vector<std::pair<size_t, int>> holder;
+  const std::vector<PipelineParam>& params = model().params();
+  for (size_t i = 0; i < params.size(); ++i) {
+    source.params.push_back({params[i].name, params[i].shape, moments});
+    holder.emplace_back(i, params[i].pipe_ranks.front());
+  }
+  // Asynchronous schedules clip each stage's gradient by its own norm, so
+  // the later stages' copies of a tied parameter drift from the first's:
+  // they are saved too, for an exact resume on the same pipeline.
+  if (versions_)
+    for (size_t i = 0; i < params.size(); ++i)
+      for (size_t k = 1; k < params[i].pipe_ranks.size(); ++k) {
+        const int coord = params[i].pipe_ranks[k];
+        source.params.push_back(
+            {tied_copy_name(params[i].name, coord), params[i].shape, moments, true});
+        holder.emplace_back(i, coord);
+      }
+  auto full = std::make_shared<AlignedBuffer>(storage_.full_tensor);
+  source.full = [this, full, holder](size_t t, Part part) -> const float* {
+    const auto [i, coord] = holder[t];
+    const PipelineParam& p = model().params()[i];
+    const float* local = nullptr;
+    if (p.held) {
+      const ParamEntry& e = params_->at(p.name);
+      local = part == Part::kValue ? e.value.f32() : part == Part::kM ? e.m.f32() : e.v.f32();
+    }
+    ctx_.gather_full(p.shape, part == Part::kValue ? p.sharding : p.state_sharding(), local,
+                     full->as<float>(), model().pipe_axis(), coord);
+    return full->as<float>();
+  };
+  return source;
+}
+
+void PipelineEngine::load(const std::string& dir, int64_t step) {
+  ParamStore full = full_store();
+  tessel::load_checkpoint(dir, full);
+  for (size_t i = 0; i < held_.size(); ++i)
+    load_param(*held_[i], full.at(held_[i]->name), params_->entries()[i]);
+  const std::string tied_path = (std::filesystem::path(dir) / "tied_copies.safetensors").string();
+  if (versions_ && std::filesystem::exists(tied_path)) {  // this stage's own copy of a tie
+    SafetensorsFile tied = read_safetensors(tied_path);
+    for (const PipelineParam& p : model().params()) {
+      if (!p.held || p.pipe_ranks.front() == model().pipe_rank()) continue;
+      const std::string name = tied_copy_name(p.name, model().pipe_rank());
+      ParamEntry& dst = params_->at(p.name);
+      auto load = [&](const std::string& tensor, const Sharding& s, float* into) {
+        const TensorRecord* r = tied.find(tensor);
+        if (!r) return false;
+        if (r->bytes.size() != static_cast<size_t>(p.shape.numel()) * sizeof(float))
+          TS_THROW("checkpoint '", tied_path, "': tensor '", tensor, "' has the wrong size");
+        ctx_.slice_local(p.shape, s, reinterpret_cast<const float*>(r->bytes.data()), into);
+        return true;
+      };
+      if (!load(name, p.sharding, dst.value.f32())) continue;  // saved on another pipeline
+      if (dst.m.nbytes() > 0) {
+        load(name + ".m", p.state_sharding(), dst.m.f32());
+        load(name + ".v", p.state_sharding(), dst.v.f32());
+      }
+    }
+  }
+  if (versions_) {  // drained at the step boundary: only the update count and last lr carry over
+    updates_ = step * updates_per_step_;
+    if (step > 0) versions_->on_update(updates_, learning_rate(compiled_.config, step - 1));
+  }
+}
+
+PipelineStats PipelineEngine::stats() {
+  PipelineStats stats;
+  const int world = ctx_.mesh().rank_count();
+  // Each rank's compute time and the end of its last compute, summed over steps.
+  float mine[2] = {static_cast<float>(busy_seconds_), static_cast<float>(makespan_seconds_)};
+  std::vector<float> all(2 * world);
+  ctx_.world().all_gather(mine, all.data(), 2, "pipeline timing");
+  double makespan = 0;
+  for (int r = 0; r < world; ++r) makespan = std::max<double>(makespan, all[2 * r + 1]);
+  const SimulatedTimeline theory = simulate_schedule(model().schedule());
+  for (int r = 0; r < world; ++r) {
+    const int p = model().pipe_axis() >= 0 ? ctx_.mesh().coords(r)[model().pipe_axis()] : 0;
+    stats.pipe_rank.push_back(p);
+    stats.measured_bubble.push_back(makespan > 0 ? 1.0 - all[2 * r] / makespan : 0.0);
+    stats.theoretical_bubble.push_back(theory.bubble_fraction.at(p));
+  }
+  stats.steps = timed_steps_;
+  float versions = versions_ ? static_cast<float>(versions_->peak_versions()) : 1.0f;
+  std::vector<float> all_versions(world);
+  ctx_.world().all_gather(&versions, all_versions.data(), 1, "weight versions");
+  for (float v : all_versions) stats.weight_versions.push_back(static_cast<int>(v));
+  return stats;
+}
+
+void PipelineEngine::write_trace(const std::string& path) {
+  // Every rank's events, padded to the longest, gathered as 7 floats each
+  // (times as a float and its remainder, so microseconds survive long runs).
+  constexpr int kFields = 7;
+  const std::vector<TraceEvent>& mine = model().executor().trace();
+  float count = static_cast<float>(mine.size());
+  ctx_.world().all_reduce(&count, 1, ReduceKind::kMax, "trace length");
+  const int64_t n = static_cast<int64_t>(count) * kFields;
+  std::vector<float> packed(n, -1.0f);
+  for (size_t i = 0; i < mine.size(); ++i) {
+    const TraceEvent& e = mine[i];
+    float* f = &packed[i * kFields];
+    f[0] = static_cast<float>(e.kind);
+    f[1] = static_cast<float>(e.microbatch);
+    f[2] = static_cast<float>(e.stage);
+    f[3] = static_cast<float>(e.start);
+    f[4] = static_cast<float>(e.start - f[3]);
+    f[5] = static_cast<float>(e.end);
+    f[6] = static_cast<float>(e.end - f[5]);
+  }
+  const int world = ctx_.mesh().rank_count();
+  std::vector<float> all(n * world);
+  ctx_.world().all_gather(packed.data(), all.data(), n, "trace");
+  if (!ctx_.is_root()) return;
+  std::vector<std::vector<TraceEvent>> per_rank(world);
+  std::vector<std::string> names;
+  for (int r = 0; r < world; ++r) {
+    for (int64_t i = 0; i < n; i += kFields) {
+      const float* f = &all[r * n + i];
+      if (f[0] < 0) break;
+      per_rank[r].push_back({static_cast<int>(f[0]), static_cast<int>(f[1]), static_cast<int>(f[2]),
+                             double(f[3]) + f[4], double(f[5]) + f[6]});
+    }
+    std::string name = "rank " + std::to_string(r);
+    if (model().pipe_axis() >= 0)
+      name += " (pipe " + std::to_string(ctx_.mesh().coords(r)[model().pipe_axis()]) + ")";
+    names.push_back(name);
+  }
+  write_file_atomically(path, chrome_trace_json(per_rank, names));
+}
+
+}  // namespace tessel
