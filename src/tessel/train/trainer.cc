@@ -112,6 +112,11 @@ const Program& Trainer::train_program() const {
 }
 
 StepResult Trainer::step() {
+  // Dropout masks are keyed by the step (runtime/dropout_op.h): tell the programs.
+  if (pipe_)
+    pipe_->executor().set_step(step_);
+  else
+    compiled_.train.program->set_step(step_);
   if (pipe_) return pipeline_step();
   feed(compiled_.train, Split::kTrain, step_);
   fault_point(FaultPoint::kForward, step_);
@@ -256,23 +261,33 @@ void Trainer::snapshot_checkpoint(CheckpointSnapshot& snapshot) {
 
 void Trainer::load_checkpoint(const std::string& dir) {
   if (pipe_) return pipeline_load(dir);
-  ParamStore full(compiled_.train.global);
-  tessel::load_checkpoint(dir, full);
+  // Each rank reads only its own blocks of the file (checkpoint/shard_load.h).
+  std::vector<ShardRequest> requests;
   const auto& params = compiled_.train.global.params();
   for (size_t i = 0; i < params.size(); ++i) {
     const Node& node = compiled_.train.global.node(params[i]);
-    const ParamEntry& src = full.at(node.name);
+    requests.push_back({node.name, node.shape, true, block_of(node.shape, param_sharding_[i]),
+                        block_of(node.shape, state_sharding_[i])});
+  }
+  ShardedCheckpoint loaded = load_checkpoint_shards(dir, requests);
+  for (size_t i = 0; i < params.size(); ++i) {
     ParamEntry& dst = params_->entries()[i];
-    ctx_->slice_local(node.shape, param_sharding_[i], src.value.f32(), dst.value.f32());
-    if (src.m.nbytes() > 0) {
-      const int64_t n = state_numel(i);
-      dst.m = Tensor(Shape{{"state", n}}, DType::kF32);
-      dst.v = Tensor(Shape{{"state", n}}, DType::kF32);
-      ctx_->slice_local(node.shape, state_sharding_[i], src.m.f32(), dst.m.f32());
-      ctx_->slice_local(node.shape, state_sharding_[i], src.v.f32(), dst.v.f32());
-    }
+    std::memcpy(dst.value.raw(), loaded.value[i].data(), dst.value.nbytes());
+    if (loaded.m[i].empty()) continue;
+    const int64_t n = state_numel(i);
+    dst.m = Tensor(Shape{{"state", n}}, DType::kF32);
+    dst.v = Tensor(Shape{{"state", n}}, DType::kF32);
+    std::memcpy(dst.m.raw(), loaded.m[i].data(), dst.m.nbytes());
+    std::memcpy(dst.v.raw(), loaded.v[i].data(), dst.v.nbytes());
   }
   step_ = read_checkpoint_info(dir).step;
+}
+
+TensorBlock Trainer::block_of(const Shape& shape, const Sharding& s) const {
+  const Shape local = s.local_shape(shape, ctx_->mesh());
+  TensorBlock b{s.local_offsets(shape, ctx_->mesh(), ctx_->coords()), {}};
+  for (const Dim& d : local.dims()) b.sizes.push_back(d.size);
+  return b;
 }
 
 }  // namespace tessel

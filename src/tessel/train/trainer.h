@@ -24,6 +24,7 @@
 #include "tessel/runtime/program.h"
 #include "tessel/sharding/lower.h"
 #include "tessel/train/checkpoint/checkpoint.h"
+#include "tessel/train/checkpoint/shard_load.h"
 #include "tessel/train/optimizer.h"
 #include "tessel/train/param_store.h"
 #include "tessel/train/task.h"
@@ -129,6 +130,8 @@ class Trainer {
   StepResult pipeline_step();
   EvalResult pipeline_evaluate();
   void pipeline_load(const std::string& dir);
+  // This rank's block of a tensor of `shape` laid out by `s` (sharded checkpoint loads).
+  TensorBlock block_of(const Shape& shape, const Sharding& s) const;
   int64_t pipeline_parameter_count() const;
 
   TrainConfig config_;

@@ -358,21 +358,23 @@ CheckpointSource Trainer::pipeline_checkpoint_source() {
 }
 
 void Trainer::pipeline_load(const std::string& dir) {
-  Graph all;
-  for (const PipelineParam& p : pipe_->params()) all.add_param(p.name, p.shape, p.init);
-  ParamStore full(all);
-  tessel::load_checkpoint(dir, full);
-  for (const PipelineParam& p : pipe_->params()) {
+  // Each rank reads only the blocks of the parameters it holds (checkpoint/shard_load.h).
+  std::vector<ShardRequest> requests;
+  for (const PipelineParam& p : pipe_->params())
+    requests.push_back({p.name, p.shape, p.held, block_of(p.shape, p.sharding),
+                        block_of(p.shape, p.state_sharding())});
+  ShardedCheckpoint loaded = load_checkpoint_shards(dir, requests);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const PipelineParam& p = pipe_->params()[i];
     if (!p.held) continue;
-    const ParamEntry& src = full.at(p.name);
     ParamEntry& dst = params_->at(p.name);
-    ctx_->slice_local(p.shape, p.sharding, src.value.f32(), dst.value.f32());
-    if (src.m.nbytes() == 0) continue;
+    std::memcpy(dst.value.raw(), loaded.value[i].data(), dst.value.nbytes());
+    if (loaded.m[i].empty()) continue;
     const Shape state = p.state_sharding().local_shape(p.shape, ctx_->mesh());
     dst.m = Tensor(state, DType::kF32);
     dst.v = Tensor(state, DType::kF32);
-    ctx_->slice_local(p.shape, p.state_sharding(), src.m.f32(), dst.m.f32());
-    ctx_->slice_local(p.shape, p.state_sharding(), src.v.f32(), dst.v.f32());
+    std::memcpy(dst.m.raw(), loaded.m[i].data(), dst.m.nbytes());
+    std::memcpy(dst.v.raw(), loaded.v[i].data(), dst.v.nbytes());
   }
   step_ = read_checkpoint_info(dir).step;
   const std::string tied_path = (std::filesystem::path(dir) / "tied_copies.safetensors").string();
