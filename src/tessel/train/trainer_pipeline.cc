@@ -4,6 +4,7 @@
 // stages add every micro-batch's gradients), and at the schedule's optimizer
 // step sums the accumulators over the data axis in one all-reduce and over
 // the pipeline ranks sharing a tied parameter, then updates what it holds.
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 
@@ -379,17 +380,15 @@ void Trainer::pipeline_load(const std::string& dir) {
   step_ = read_checkpoint_info(dir).step;
   const std::string tied_path = (std::filesystem::path(dir) / "tied_copies.safetensors").string();
   if (versions_ && std::filesystem::exists(tied_path)) {  // this stage's own copy of a tie
-    SafetensorsFile tied = read_safetensors(tied_path);
+    SafetensorsReader tied(tied_path);  // this rank's blocks only, like the model files
     for (const PipelineParam& p : pipe_->params()) {
       if (!p.held || p.pipe_ranks.front() == pipe_->pipe_rank()) continue;
       const std::string name = tied_copy_name(p.name, pipe_->pipe_rank());
       ParamEntry& dst = params_->at(p.name);
       auto load = [&](const std::string& tensor, const Sharding& s, float* into) {
-        const TensorRecord* r = tied.find(tensor);
-        if (!r) return false;
-        if (r->bytes.size() != static_cast<size_t>(p.shape.numel()) * sizeof(float))
-          TS_THROW("checkpoint '", tied_path, "': tensor '", tensor, "' has the wrong size");
-        ctx_->slice_local(p.shape, s, reinterpret_cast<const float*>(r->bytes.data()), into);
+        std::vector<float> block;
+        if (!read_tensor_block(tied, tensor, p.shape, block_of(p.shape, s), block)) return false;
+        std::copy(block.begin(), block.end(), into);
         return true;
       };
       if (!load(name, p.sharding, dst.value.f32())) continue;  // saved on another pipeline

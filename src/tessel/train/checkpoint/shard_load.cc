@@ -106,6 +106,14 @@ void check_no_extra(const SafetensorsReader& file, const std::set<std::string>& 
 
 }  // namespace
 
+bool read_tensor_block(SafetensorsReader& file, const std::string& name, const Shape& shape,
+                       const TensorBlock& block, std::vector<float>& out) {
+  if (!file.find(name)) return false;
+  read_block(file, checked(file, name, shape), shape, block, out);
+  check_finite(file.path(), name, out);
+  return true;
+}
+
 ShardedCheckpoint load_checkpoint_shards(const std::string& dir,
                                          const std::vector<ShardRequest>& params,
                                          bool with_optimizer) {

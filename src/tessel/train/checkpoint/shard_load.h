@@ -46,6 +46,14 @@ ShardedCheckpoint load_checkpoint_shards(const std::string& dir,
                                          const std::vector<ShardRequest>& params,
                                          bool with_optimizer = true);
 
+class SafetensorsReader;
+
+// Reads `block` of tensor `name` (F32, global `shape`) from an open file into
+// `out`, checking dtype, shape and finiteness; false if the file has no such
+// tensor.
+bool read_tensor_block(SafetensorsReader& file, const std::string& name, const Shape& shape,
+                       const TensorBlock& block, std::vector<float>& out);
+
 // The block of a whole tensor.
 TensorBlock whole_block(const Shape& shape);
 
