@@ -113,11 +113,11 @@ const Program& Trainer::train_program() const {
 
 StepResult Trainer::step() {
   // Dropout masks are keyed by the step (runtime/dropout_op.h): tell the programs.
-  if (pipe_)
+  if (pipe_) {
     pipe_->executor().set_step(step_);
-  else
-    compiled_.train.program->set_step(step_);
-  if (pipe_) return pipeline_step();
+    return pipeline_step();
+  }
+  compiled_.train.program->set_step(step_);
   feed(compiled_.train, Split::kTrain, step_);
   fault_point(FaultPoint::kForward, step_);
   compiled_.train.program->run();
