@@ -107,7 +107,7 @@ void BM_Dropout(benchmark::State& state) {
   const auto x = random_vec(n, 7);
   std::vector<float> y(n);
   for (auto _ : state) {
-    dropout(x.data(), y.data(), n, 0.1f, 1234, 5678, 0);
+    dropout(x.data(), y.data(), n, 0.1f, 1234, 5678, 0, 0);
     benchmark::DoNotOptimize(y.data());
   }
   set_bytes(state, 2 * n);

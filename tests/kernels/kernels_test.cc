@@ -612,37 +612,62 @@ TEST(KernelsDropout, MatchesReferenceAndIsItsOwnBackward) {
   for (int64_t n : kSizes) {
     const Vec x = random_vec(n, 91);
     Vec got(n), want(n);
-    dropout(x.data(), got.data(), n, 0.1f, 1234, 99, 17);
-    dropout_ref(x.data(), want.data(), n, 0.1f, 1234, 99, 17);
+    dropout(x.data(), got.data(), n, 0.1f, 1234, 99, 5, 17);
+    dropout_ref(x.data(), want.data(), n, 0.1f, 1234, 99, 5, 17);
     expect_close(got, want);
     // Backward: the same call on dy keeps exactly the same elements.
     const Vec dy = random_vec(n, 92);
     Vec dx(n);
-    dropout(dy.data(), dx.data(), n, 0.1f, 1234, 99, 17);
+    dropout(dy.data(), dx.data(), n, 0.1f, 1234, 99, 5, 17);
     for (int64_t i = 0; i < n; ++i) EXPECT_EQ(got[i] == 0.0f, dx[i] == 0.0f);
   }
   // A shard with index_offset matches the slice of the whole.
   const int64_t n = 5000;
   const Vec x = random_vec(n, 93, 1.0f, 2.0f);
   Vec whole(n), part(n - 1234);
-  dropout(x.data(), whole.data(), n, 0.3f, 7, 8, 0);
-  dropout(x.data() + 1234, part.data(), n - 1234, 0.3f, 7, 8, 1234);
+  dropout(x.data(), whole.data(), n, 0.3f, 7, 8, 0, 0);
+  dropout(x.data() + 1234, part.data(), n - 1234, 0.3f, 7, 8, 0, 1234);
   expect_bitwise(part, Vec(whole.begin() + 1234, whole.end()));
   int64_t kept = 0;
   for (float v : whole) kept += v != 0.0f;
   EXPECT_NEAR(static_cast<double>(kept) / n, 0.7, 0.03);
+  // A strided call draws the elements at those indices: every third of the whole.
+  Vec strided(n / 3), every_third(n / 3);
+  for (int64_t i = 0; i < n / 3; ++i) every_third[i] = x[3 * i];
+  dropout(every_third.data(), strided.data(), n / 3, 0.3f, 7, 8, 0, 0, 3);
+  for (int64_t i = 0; i < n / 3; ++i) EXPECT_EQ(strided[i], whole[3 * i]) << i;
+}
+
+// The step is part of the key: consecutive steps drop different elements
+// (about p(1-p) of them each way), and a step's mask is reproducible.
+TEST(KernelsDropout, MaskChangesWithTheStep) {
+  const int64_t n = 4096;
+  const Vec x(n, 1.0f);
+  Vec s0(n), s1(n), again(n), far(n);
+  dropout(x.data(), s0.data(), n, 0.5f, 7, 8, 0, 0);
+  dropout(x.data(), s1.data(), n, 0.5f, 7, 8, 1, 0);
+  dropout(x.data(), again.data(), n, 0.5f, 7, 8, 1, 0);
+  dropout(x.data(), far.data(), n, 0.5f, 7, 8, uint64_t{1} << 33, 0);
+  expect_bitwise(again, s1);
+  int64_t differ = 0, differ_far = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    differ += (s0[i] == 0.0f) != (s1[i] == 0.0f);
+    differ_far += (s0[i] == 0.0f) != (far[i] == 0.0f);
+  }
+  EXPECT_NEAR(static_cast<double>(differ) / n, 0.5, 0.05);
+  EXPECT_NEAR(static_cast<double>(differ_far) / n, 0.5, 0.05);
 }
 
 TEST(KernelsDropout, EdgeProbabilities) {
   const Vec x = random_vec(100, 94);
   Vec y(100);
-  dropout(x.data(), y.data(), 100, 0.0f, 1, 2, 0);
+  dropout(x.data(), y.data(), 100, 0.0f, 1, 2, 3, 0);
   expect_bitwise(y, x);
   Vec inf(100, std::numeric_limits<float>::infinity());
-  dropout(inf.data(), y.data(), 100, 1.0f, 1, 2, 0);
+  dropout(inf.data(), y.data(), 100, 1.0f, 1, 2, 3, 0);
   EXPECT_EQ(y, Vec(100, 0.0f));
-  EXPECT_THROW(dropout(x.data(), y.data(), 100, 1.5f, 1, 2, 0), Error);
-  EXPECT_THROW(dropout(x.data(), y.data(), 100, -0.1f, 1, 2, 0), Error);
+  EXPECT_THROW(dropout(x.data(), y.data(), 100, 1.5f, 1, 2, 3, 0), Error);
+  EXPECT_THROW(dropout(x.data(), y.data(), 100, -0.1f, 1, 2, 3, 0), Error);
 }
 
 // ---- optimizer ---------------------------------------------------------------

@@ -188,7 +188,6 @@ TEST_F(Pipelines, BadSettingsFailClearly) {
       {2, "--mesh pipe=2 --microbatches 2 --schedule interleaved --chunks 2",
        "4 stages but the model has only 2 blocks"},
       {2, "--mesh pipe=2 --microbatches 2 --stages 5", "stage boundary 5"},
-      {2, "--mesh pipe=2 --microbatches 2 --set dropout=0.1", "'dropout' 0.1 with 'microbatches'"},
       {2, "--mesh pipe=2 --microbatches 2 --zero 1", "the layout maps 'batch' to no mesh axis"},
       {4, "--mesh pipe=2,data=2 --microbatches 2 --zero 3",
        "'zero' 3 (parameters gathered on use)"},

@@ -115,11 +115,15 @@ TEST_P(ExactResume, ContinuesBitwise) {
 
 INSTANTIATE_TEST_SUITE_P(
     Layouts, ExactResume,
-    ::testing::Values(ResumeCase{"resume_one_rank", 1, "", ""},
-                      ResumeCase{"resume_data2_model2", 4, "data=2,model=2", ""},
-                      ResumeCase{"resume_pipe2", 2, "pipe=2", "--microbatches 2"},
-                      ResumeCase{"resume_pipe2_pipedream", 2, "pipe=2",
-                                 "--microbatches 2 --schedule pipedream"}),
+    ::testing::Values(
+        ResumeCase{"resume_one_rank", 1, "", ""},
+        ResumeCase{"resume_data2_model2", 4, "data=2,model=2", ""},
+        ResumeCase{"resume_pipe2", 2, "pipe=2", "--microbatches 2"},
+        ResumeCase{"resume_pipe2_pipedream", 2, "pipe=2", "--microbatches 2 --schedule pipedream"},
+        // Dropout masks are keyed by the step: a resumed run
+        // draws what the uninterrupted one drew.
+        ResumeCase{"resume_one_rank_dropout", 1, "", "--set dropout=0.1"},
+        ResumeCase{"resume_pipe2_dropout", 2, "pipe=2", "--microbatches 2 --set dropout=0.1"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST_F(LayoutInvariance, ResumeAutoWithoutACheckpointNamesTheDirectory) {

@@ -206,10 +206,6 @@ void TrainConfig::validate(bool with_data) const {
   if (batch % microbatches != 0)
     TS_THROW("config: 'microbatches' (", microbatches, ") must divide 'batch' (", batch,
              ") into equal micro-batches");
-  if (microbatches > 1 && dropout > 0)
-    TS_THROW("config: 'dropout' ", dropout, " with 'microbatches' ", microbatches,
-             " is not supported: dropout masks are keyed by the row index within the batch the "
-             "graph sees, so micro-batches would draw different masks than one batch");
   if (!(beta1 >= 0 && beta1 < 1)) TS_THROW("config: 'beta1' must be in [0, 1), got ", beta1);
   if (!(beta2 >= 0 && beta2 < 1)) TS_THROW("config: 'beta2' must be in [0, 1), got ", beta2);
   positive("eps", eps);

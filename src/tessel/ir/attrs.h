@@ -33,9 +33,11 @@ TS_ATTR_ACCESSOR(renamed_to, std::string, dim2)
 TS_ATTR_ACCESSOR(all_to_all_dim, std::string, dim2)
 // kAllReduce: "sum" or "max".
 TS_ATTR_ACCESSOR(allreduce_kind, std::string, key)
-// kDropout: the drop probability and the random stream's name (with attrs.seed).
+// kDropout: the drop probability, the random stream's name (with attrs.seed),
+// and the dim whose index is the batch row in the mask key ("" for none).
 TS_ATTR_ACCESSOR(dropout_p, float, scalar)
 TS_ATTR_ACCESSOR(dropout_stream, std::string, key)
+TS_ATTR_ACCESSOR(dropout_row_dim, std::string, dim)
 
 #undef TS_ATTR_ACCESSOR
 

@@ -73,11 +73,13 @@ ValueId GraphBuilder::bias_gelu(ValueId x, ValueId bias, const std::string& n) {
   return op(OpKind::kBiasGelu, {x, bias}, {}, n);
 }
 
-ValueId GraphBuilder::dropout(ValueId x, float p, uint64_t seed, const std::string& key) {
+ValueId GraphBuilder::dropout(ValueId x, float p, uint64_t seed, const std::string& key,
+                              const std::string& row_dim) {
   Attrs a;
-  a.scalar = p;
+  dropout_p(a) = p;
   a.seed = seed;
-  a.key = label(key);
+  dropout_stream(a) = label(key);
+  if (graph_.node(x).shape.has(row_dim)) dropout_row_dim(a) = row_dim;
   return op(OpKind::kDropout, {x}, std::move(a), key);
 }
 

@@ -53,7 +53,10 @@ class GraphBuilder {
   ValueId log(ValueId x, const std::string& name = "log");
   ValueId tanh(ValueId x, const std::string& name = "tanh");
   ValueId bias_gelu(ValueId x, ValueId bias, const std::string& name = "bias_gelu");
-  ValueId dropout(ValueId x, float p, uint64_t seed, const std::string& key);
+  // Masks are keyed by (seed, key, step, global row along `row_dim`, element)
+  // when x has that dim (attrs.dim; runtime/dropout_op.h), else by element.
+  ValueId dropout(ValueId x, float p, uint64_t seed, const std::string& key,
+                  const std::string& row_dim = "batch");
 
   ValueId reduce_sum(ValueId x, std::vector<std::string> dims, const std::string& name = "sum");
   ValueId reduce_mean(ValueId x, std::vector<std::string> dims, const std::string& name = "mean");

@@ -33,7 +33,7 @@ enum class OpKind {
   kLog,
   kTanh,
   kBiasGelu,  // gelu(x + bias), bias's dims a suffix of x's
-  kDropout,   // attrs.scalar = p, attrs.key = stream name, attrs.seed
+  kDropout,   // attrs.scalar = p, attrs.key = stream name, attrs.seed, attrs.dim = row dim
   // Reductions and broadcasts over named dims.
   kReduceSum,   // over attrs.dims
   kReduceMean,  // over attrs.dims
@@ -84,12 +84,12 @@ inline bool communicates(OpKind kind) {
 
 struct Attrs {
   std::vector<std::string> dims;  // einsum output order; reduce dims; merge dims
-  std::string dim;                // softmax / layernorm / vocab / split / rename-from dim
-  std::string dim2;               // causal query dim; merged or renamed-to name
-  Shape shape;                    // fill / expand target; split parts; embedding-grad table
-  float scalar = 0.0f;            // scale factor; eps; dropout p; fill value
-  std::string key;                // dropout stream name; all-reduce kind
-  uint64_t seed = 0;              // dropout seed
+  std::string dim;      // softmax / layernorm / vocab / split / rename-from / dropout row dim
+  std::string dim2;     // causal query dim; merged or renamed-to name
+  Shape shape;          // fill / expand target; split parts; embedding-grad table
+  float scalar = 0.0f;  // scale factor; eps; dropout p; fill value
+  std::string key;      // dropout stream name; all-reduce kind
+  uint64_t seed = 0;    // dropout seed
   // Set on a rank's local graph by the sharding lowering.
   std::string axis;              // mesh axis of a collective; vocab axis of sharded cross-entropy
   int64_t count = 1;             // size of that axis

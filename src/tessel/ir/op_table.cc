@@ -133,9 +133,9 @@ ShapeRuleOutput unary_rule(const ShapeRuleInput& in) {
 }
 
 ShapeRuleOutput dropout_rule(const ShapeRuleInput& in) {
-  if (in.attrs.scalar < 0.0f || in.attrs.scalar >= 1.0f)
-    TS_THROW(where(in), ": drop probability ", in.attrs.scalar, " is outside [0, 1)");
-  if (in.attrs.key.empty()) TS_THROW(where(in), ": needs a stream key");
+  const float p = dropout_p(in.attrs);
+  if (p < 0.0f || p >= 1.0f) TS_THROW(where(in), ": drop probability ", p, " is outside [0, 1)");
+  if (dropout_stream(in.attrs).empty()) TS_THROW(where(in), ": needs a stream key");
   return unary_rule(in);
 }
 

@@ -14,16 +14,24 @@ void check_p(float p) {
   if (!(p >= 0.0f && p <= 1.0f)) TS_THROW("dropout: probability ", p, " is outside [0, 1]");
 }
 
+// The step's low 32 bits are the Philox lane (a counter word); the high bits,
+// zero in any real run, are folded into the key.
+PhiloxStream stream_of(uint64_t seed, uint64_t key_hash, uint64_t step) {
+  return PhiloxStream(seed, key_hash ^ ((step >> 32) * 0x9E3779B97F4A7C15ull));
+}
+uint32_t lane_of(uint64_t step) { return static_cast<uint32_t>(step); }
+
 }  // namespace
 
 void dropout(const float* x, float* y, int64_t n, float p, uint64_t seed, uint64_t key_hash,
-             int64_t index_offset) {
+             uint64_t step, int64_t index_offset, int64_t index_stride) {
   check_p(p);
   if (p == 0.0f) {
     if (x != y) std::copy(x, x + n, y);
     return;
   }
-  const PhiloxStream stream(seed, key_hash);
+  const PhiloxStream stream = stream_of(seed, key_hash, step);
+  const uint32_t lane = lane_of(step);
   const float keep_scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
   // Philox dominates the cost (~10 rounds per element), so parallelise early.
   constexpr int64_t kBlock = 256;
@@ -33,7 +41,8 @@ void dropout(const float* x, float* y, int64_t n, float p, uint64_t seed, uint64
     const int64_t begin = b * kBlock, w = std::min(kBlock, n - begin);
     bool keep[kBlock];
     for (int64_t i = 0; i < w; ++i) {
-      keep[i] = stream.uniform(static_cast<uint64_t>(index_offset + begin + i)) >= p;
+      const int64_t index = index_offset + (begin + i) * index_stride;
+      keep[i] = stream.uniform(static_cast<uint64_t>(index), lane) >= p;
     }
     // Dropped elements are exact zeros even where x is inf or NaN.
 #pragma omp simd
@@ -42,11 +51,12 @@ void dropout(const float* x, float* y, int64_t n, float p, uint64_t seed, uint64
 }
 
 void dropout_ref(const float* x, float* y, int64_t n, float p, uint64_t seed, uint64_t key_hash,
-                 int64_t index_offset) {
+                 uint64_t step, int64_t index_offset, int64_t index_stride) {
   check_p(p);
-  const PhiloxStream stream(seed, key_hash);
+  const PhiloxStream stream = stream_of(seed, key_hash, step);
   for (int64_t i = 0; i < n; ++i) {
-    const bool keep = stream.uniform(static_cast<uint64_t>(index_offset + i)) >= p;
+    const int64_t index = index_offset + i * index_stride;
+    const bool keep = stream.uniform(static_cast<uint64_t>(index), lane_of(step)) >= p;
     y[i] = keep ? static_cast<float>(static_cast<double>(x[i]) / (1.0 - p)) : 0.0f;
   }
 }

@@ -6,11 +6,9 @@
 
 #include "tessel/base/around.h"
 #include "tessel/base/error.h"
-#include "tessel/base/philox.h"
 #include "tessel/ir/attrs.h"
 #include "tessel/ir/op_table.h"
 #include "tessel/kernels/cross_entropy.h"
-#include "tessel/kernels/dropout.h"
 #include "tessel/kernels/einsum.h"
 #include "tessel/kernels/elementwise.h"
 #include "tessel/kernels/embedding.h"
@@ -100,14 +98,6 @@ void softmax_backward(const OpCall& call) {
    softmax_scale(call.node.attrs));
 }
 
-void dropout(const OpCall& call) {
-  const Attrs& at = call.node.attrs;
-  // Single process: the local index is the global element index.
-  TS_KERNEL(dropout)
-  (in_f32(call, 0), out_f32(call), call.node.shape.numel(), at.scalar, at.seed, hash_name(at.key),
-   0);
-}
-
 }  // namespace
 
 size_t scratch_bytes(const Graph& graph, const Node& node, const kernels::EinsumPlan* einsum) {
@@ -184,7 +174,7 @@ void execute_op(const OpCall& call) {
       return TS_KERNEL(bias_gelu)(in_f32(call, 0), in_f32(call, 1), out, numel / cols, cols);
     }
     case OpKind::kDropout:
-      return dropout(call);
+      return execute_dropout(call);
     case OpKind::kReduceSum:
     case OpKind::kReduceMean:
     case OpKind::kReduceMax: {

@@ -11,6 +11,7 @@
 #include "tessel/ir/graph.h"
 #include "tessel/kernels/einsum.h"
 #include "tessel/kernels/einsum_bf16.h"
+#include "tessel/runtime/dropout_op.h"
 
 namespace tessel {
 class CommGroups;
@@ -31,6 +32,8 @@ struct OpCall {
   const kernels::EinsumBf16* einsum_bf16 = nullptr;
   // Per einsum input: its bf16 copy (a weight's, made once per phase), or nullptr.
   const void* bf16_in[2] = {nullptr, nullptr};
+  // The step and micro-batch dropout masks are keyed by (runtime/dropout_op.h).
+  DropoutPosition position{};
 };
 
 // Input i's shape and storage.

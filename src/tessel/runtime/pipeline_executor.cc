@@ -69,6 +69,11 @@ PipelineExecutor::PipelineExecutor(const Schedule& schedule, int pipe_rank,
   trace_.reserve(4 * actions.size());
 }
 
+void PipelineExecutor::set_step(int64_t step) {
+  for (PipelineStage& s : stages_)
+    for (auto& program : s.instances) program->set_step(step);
+}
+
 PipelineStage& PipelineExecutor::stage_of_chunk(int chunk) {
   for (PipelineStage& s : stages_)
     if (s.chunk == chunk) return s;
@@ -154,6 +159,7 @@ PipelineExecutor::StepOutcome PipelineExecutor::run() {
     }
     PipelineStage& s = stage_of_chunk(a.chunk);
     Program& p = acquire(s, a.microbatch);
+    p.set_microbatch(a.microbatch);  // dropout masks: the micro-batch's global rows
     const size_t index = &s - stages_.data();
     auto& pending = pending_[index][instance_of_[index][a.microbatch]];
     switch (a.kind) {

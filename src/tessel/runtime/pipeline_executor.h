@@ -69,6 +69,9 @@ class PipelineExecutor {
   };
   // Runs the whole action list once.
   StepOutcome run();
+  // The training step dropout masks are keyed by (each action also tells its
+  // program the micro-batch): set once per step, before run().
+  void set_step(int64_t step);
 
   std::vector<PipelineStage>& stages() { return stages_; }
   const std::vector<TraceEvent>& trace() const { return trace_; }

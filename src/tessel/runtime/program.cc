@@ -302,6 +302,7 @@ void Program::run_instructions(size_t begin, size_t end) {
                 options_.reference_kernels,
                 options_.comms,
                 ins.einsum_bf16 >= 0 ? &einsum_bf16_[ins.einsum_bf16] : nullptr};
+    call.position = position_;
     for (int c : ins.make_copies)
       weight_copies_[c].convert.run(static_cast<const float*>(value_ptr_[weight_copies_[c].param]),
                                     weight_copies_[c].data);

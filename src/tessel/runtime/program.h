@@ -19,6 +19,7 @@
 #include "tessel/kernels/einsum.h"
 #include "tessel/kernels/einsum_bf16.h"
 #include "tessel/passes/memory_plan.h"
+#include "tessel/runtime/dropout_op.h"
 #include "tessel/tensor/aligned_buffer.h"
 
 namespace tessel {
@@ -66,6 +67,11 @@ class Program {
   void* input(const std::string& name);
 
   void run();
+  // The step and micro-batch the next runs key dropout masks by
+  // (runtime/dropout_op.h): set per step and per micro-batch, no recompiling.
+  void set_step(int64_t step) { position_.step = step; }
+  void set_microbatch(int64_t microbatch) { position_.microbatch = microbatch; }
+  const DropoutPosition& dropout_position() const { return position_; }
   // Phases must run in order (0, 1, ...) for the values to be there; other
   // programs may run in between.
   void run_phase(int phase);
@@ -159,6 +165,7 @@ class Program {
   std::vector<int> local_index_;
   MemoryPlan local_plan_;
   ValueId running_node_ = -1;
+  DropoutPosition position_;
   AlignedBuffer own_phase_local_;
   uint8_t* phase_local_base_ = nullptr;
   std::vector<void*> value_ptr_;

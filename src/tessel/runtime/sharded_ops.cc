@@ -7,10 +7,8 @@
 
 #include "tessel/base/around.h"
 #include "tessel/base/error.h"
-#include "tessel/base/philox.h"
 #include "tessel/ir/attrs.h"
 #include "tessel/kernels/cross_entropy.h"
-#include "tessel/kernels/dropout.h"
 #include "tessel/kernels/elementwise.h"
 
 namespace tessel {
@@ -230,31 +228,6 @@ void cross_entropy_grad(const OpCall& call, const CommGroups* comms) {
   }
 }
 
-// Dropout on a shard: the mask of each element is keyed by its global index.
-void dropout_shard(const OpCall& call) {
-  const Attrs& at = call.node.attrs;
-  const Shape& local = call.node.shape;
-  const Shape& global = at.shape;
-  const int rank = local.rank();
-  const int64_t inner = local[rank - 1].size;
-  const int64_t runs = local.numel() / inner;
-  const uint64_t key = hash_name(at.key);
-  auto dropout = call.reference ? kernels::dropout_ref : kernels::dropout;
-  const float* x = in_f32(call, 0);
-  float* y = static_cast<float*>(call.out);
-  for (int64_t run = 0; run < runs; ++run) {
-    int64_t rest = run, global_index = at.offsets[rank - 1];
-    int64_t stride = global[rank - 1].size;
-    for (int i = rank - 2; i >= 0; --i) {
-      int64_t idx = rest % local[i].size;
-      rest /= local[i].size;
-      global_index += (idx + at.offsets[i]) * stride;
-      stride *= global[i].size;
-    }
-    dropout(x + run * inner, y + run * inner, inner, at.scalar, at.seed, key, global_index);
-  }
-}
-
 }  // namespace
 
 bool is_sharded_op(const Node& node) {
@@ -334,7 +307,7 @@ void execute_sharded_op(const OpCall& call, const CommGroups* comms) {
     case OpKind::kCrossEntropyGrad:
       return cross_entropy_grad(call, comms);
     case OpKind::kDropout:
-      return dropout_shard(call);
+      return execute_dropout(call);  // by global indices (runtime/dropout_op.h)
     default:
       TS_CHECK(false, op_name(node.kind), " is not a sharded op");
   }

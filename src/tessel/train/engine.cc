@@ -1,5 +1,7 @@
 #include "tessel/train/engine.h"
 
+#include <cstring>
+
 #include "tessel/base/error.h"
 #include "tessel/train/fault_inject.h"
 #include "tessel/train/pipeline_engine.h"
@@ -76,19 +78,31 @@ double Engine::sum_of_squares(const std::vector<double>& local_sq, bool stage_on
   return static_cast<double>(total);
 }
 
-void Engine::load_param(const StoredParam& p, const ParamEntry& full, ParamEntry& local) {
-  ctx_.slice_local(p.shape, p.value, full.value.f32(), local.value.f32());
-  if (full.m.nbytes() == 0) return;
-  local.m = Tensor(Shape{{"state", p.state_numel}}, DType::kF32);
-  local.v = Tensor(Shape{{"state", p.state_numel}}, DType::kF32);
-  ctx_.slice_local(p.shape, p.state, full.m.f32(), local.m.f32());
-  ctx_.slice_local(p.shape, p.state, full.v.f32(), local.v.f32());
+void Engine::load_shards(const std::string& dir) {
+  std::vector<ShardRequest> requests;
+  for (const StoredParam& p : storage_.params)
+    requests.push_back(
+        {p.name, p.shape, p.held, block_of(p.shape, p.value), block_of(p.shape, p.state)});
+  ShardedCheckpoint loaded = load_checkpoint_shards(dir, requests);
+  size_t k = 0;  // held_ and params_ list the held parameters in storage_'s order
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (!storage_.params[i].held) continue;
+    const StoredParam& p = *held_[k];
+    ParamEntry& local = params_->entries()[k++];
+    std::memcpy(local.value.raw(), loaded.value[i].data(), local.value.nbytes());
+    if (loaded.m[i].empty()) continue;
+    local.m = Tensor(Shape{{"state", p.state_numel}}, DType::kF32);
+    local.v = Tensor(Shape{{"state", p.state_numel}}, DType::kF32);
+    std::memcpy(local.m.raw(), loaded.m[i].data(), local.m.nbytes());
+    std::memcpy(local.v.raw(), loaded.v[i].data(), local.v.nbytes());
+  }
 }
 
-ParamStore Engine::full_store() const {
-  Graph all;
-  for (const StoredParam& p : storage_.params) all.add_param(p.name, p.shape, p.init);
-  return ParamStore(all);
+TensorBlock Engine::block_of(const Shape& shape, const Sharding& s) const {
+  const Shape local = s.local_shape(shape, ctx_.mesh());
+  TensorBlock b{s.local_offsets(shape, ctx_.mesh(), ctx_.coords()), {}};
+  for (const Dim& d : local.dims()) b.sizes.push_back(d.size);
+  return b;
 }
 
 }  // namespace tessel

@@ -27,6 +27,7 @@
 #include "tessel/compile/rank_storage.h"
 #include "tessel/tensor/aligned_buffer.h"
 #include "tessel/train/checkpoint/checkpoint.h"
+#include "tessel/train/checkpoint/shard_load.h"
 #include "tessel/train/optimizer.h"
 #include "tessel/train/param_store.h"
 
@@ -80,10 +81,12 @@ class Engine {
   // rank's share weighted by 1 / replicas, all-reduced over the world, or
   // (`stage_only`, asynchronous pipelines) over this stage's mesh axes.
   double sum_of_squares(const std::vector<double>& local_sq, bool stage_only);
-  // One parameter's shards (value, and moments if saved) from a full copy.
-  void load_param(const StoredParam& p, const ParamEntry& full, ParamEntry& local);
-  // A ParamStore of every parameter at its full shape (to read a checkpoint into).
-  ParamStore full_store() const;
+  // Every held parameter's shards (value, and moments if saved) from the
+  // checkpoint in `dir`, reading only this rank's byte ranges
+  // (checkpoint/shard_load.h); parameters other pipeline ranks hold are checked.
+  void load_shards(const std::string& dir);
+  // This rank's block of a tensor of global `shape` laid out by `s`.
+  TensorBlock block_of(const Shape& shape, const Sharding& s) const;
 
   CompiledRank compiled_;
   DistributedContext& ctx_;

@@ -1,5 +1,6 @@
 #include "tessel/train/pipeline_engine.h"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 
@@ -199,6 +200,7 @@ void PipelineEngine::update(int microbatch) {
 
 double PipelineEngine::train_step(int64_t step) {
   step_ = step;
+  model().executor().set_step(step);  // dropout masks are keyed by the step
   std::memset(grad_accumulators_.data(), 0, grad_accumulators_.size());
   last_stepped_microbatch_ = -1;
   const double loss = model().run_step();
@@ -270,23 +272,18 @@ CheckpointSource PipelineEngine::checkpoint_source(int64_t step) {
 }
 
 void PipelineEngine::load(const std::string& dir, int64_t step) {
-  ParamStore full = full_store();
-  tessel::load_checkpoint(dir, full);
-  for (size_t i = 0; i < held_.size(); ++i)
-    load_param(*held_[i], full.at(held_[i]->name), params_->entries()[i]);
+  load_shards(dir);
   const std::string tied_path = (std::filesystem::path(dir) / "tied_copies.safetensors").string();
   if (versions_ && std::filesystem::exists(tied_path)) {  // this stage's own copy of a tie
-    SafetensorsFile tied = read_safetensors(tied_path);
+    SafetensorsReader tied(tied_path);  // this rank's blocks only, like the model files
     for (const PipelineParam& p : model().params()) {
       if (!p.held || p.pipe_ranks.front() == model().pipe_rank()) continue;
       const std::string name = tied_copy_name(p.name, model().pipe_rank());
       ParamEntry& dst = params_->at(p.name);
       auto load = [&](const std::string& tensor, const Sharding& s, float* into) {
-        const TensorRecord* r = tied.find(tensor);
-        if (!r) return false;
-        if (r->bytes.size() != static_cast<size_t>(p.shape.numel()) * sizeof(float))
-          TS_THROW("checkpoint '", tied_path, "': tensor '", tensor, "' has the wrong size");
-        ctx_.slice_local(p.shape, s, reinterpret_cast<const float*>(r->bytes.data()), into);
+        std::vector<float> block;
+        if (!read_tensor_block(tied, tensor, p.shape, block_of(p.shape, s), block)) return false;
+        std::copy(block.begin(), block.end(), into);
         return true;
       };
       if (!load(name, p.sharding, dst.value.f32())) continue;  // saved on another pipeline

@@ -48,6 +48,7 @@ void ProgramEngine::feed(CompiledProgram& c) {
 
 double ProgramEngine::train_step(int64_t step) {
   step_ = step;
+  compiled_.train.program->set_step(step);  // dropout masks are keyed by the step
   feed(compiled_.train);
   fault_point(FaultPoint::kForward, step_);
   compiled_.train.program->run();
@@ -111,11 +112,6 @@ CheckpointSource ProgramEngine::checkpoint_source(int64_t) {
   return source;
 }
 
-void ProgramEngine::load(const std::string& dir, int64_t) {
-  ParamStore full = full_store();
-  tessel::load_checkpoint(dir, full);
-  for (size_t i = 0; i < held_.size(); ++i)
-    load_param(*held_[i], full.at(held_[i]->name), params_->entries()[i]);
-}
+void ProgramEngine::load(const std::string& dir, int64_t) { load_shards(dir); }
 
 }  // namespace tessel

@@ -124,4 +124,5 @@ void Trainer::write_trace(const std::string& path) {
   p->write_trace(path);
 }
 
+
 }  // namespace tessel

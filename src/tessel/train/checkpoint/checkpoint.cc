@@ -14,6 +14,7 @@
 #include "tessel/base/error.h"
 #include "tessel/comm/io_scope.h"
 #include "tessel/train/checkpoint/safetensors.h"
+#include "tessel/train/checkpoint/shard_load.h"
 
 namespace tessel {
 namespace fs = std::filesystem;
@@ -25,36 +26,6 @@ std::vector<int64_t> sizes(const Shape& s) {
   std::vector<int64_t> out;
   for (const Dim& d : s.dims()) out.push_back(d.size);
   return out;
-}
-
-void copy_checked(const SafetensorsFile& file, const std::string& path, const std::string& name,
-                  Tensor& into) {
-  const TensorRecord* r = file.find(name);
-  if (!r) TS_THROW("checkpoint '", path, "' has no tensor '", name, "'");
-  if (r->dtype != "F32")
-    TS_THROW("checkpoint '", path, "': tensor '", name, "' is ", r->dtype, ", expected F32");
-  if (r->shape != sizes(into.shape())) {
-    std::string got;
-    for (int64_t s : r->shape) got += (got.empty() ? "" : ",") + std::to_string(s);
-    TS_THROW("checkpoint '", path, "': tensor '", name, "' has shape [", got,
-             "] but the model expects ", into.shape());
-  }
-  std::memcpy(into.raw(), r->bytes.data(), into.nbytes());
-  const float* v = into.f32();
-  for (int64_t i = 0; i < into.numel(); ++i)
-    if (!std::isfinite(v[i]))
-      TS_THROW("checkpoint '", path, "': tensor '", name, "' holds ", v[i], " at element ", i,
-               " (a diverged or damaged checkpoint)");
-}
-
-// Every tensor in `file` must be one of `expected`.
-void check_no_extra(const SafetensorsFile& file, const std::string& path,
-                    const std::set<std::string>& expected) {
-  for (const TensorRecord& t : file.tensors)
-    if (!expected.count(t.name))
-      TS_THROW("checkpoint '", path, "' holds tensor '", t.name,
-               "' that the model described by its manifest.json does not have (does the "
-               "manifest's config, e.g. 'n_layer', match the file?)");
 }
 
 }  // namespace
@@ -247,48 +218,21 @@ CheckpointInfo read_checkpoint_info(const std::string& dir) {
 }
 
 void load_checkpoint(const std::string& dir, ParamStore& params, bool with_optimizer) {
-  std::string model_path = (fs::path(dir) / "model.safetensors").string();
-  SafetensorsFile model = read_safetensors(model_path);
-  // Check everything first, then copy: a mismatch leaves the params untouched.
-  std::set<std::string> names;
-  std::vector<Tensor> staged;
-  for (ParamEntry& e : params.entries()) {
-    names.insert(e.name);
-    staged.push_back(Tensor(e.value.shape(), DType::kF32));
-    copy_checked(model, model_path, e.name, staged.back());
-  }
-  check_no_extra(model, model_path, names);
-  std::string opt_path = (fs::path(dir) / "optimizer.safetensors").string();
-  std::vector<std::pair<Tensor, Tensor>> moments;
-  std::vector<bool> has_moments;
-  const bool load_moments = with_optimizer && fs::exists(opt_path);
-  if (load_moments) {
-    SafetensorsFile opt = read_safetensors(opt_path);
-    std::set<std::string> moment_names;
-    for (ParamEntry& e : params.entries()) {
-      has_moments.push_back(opt.find(e.name + ".m") || opt.find(e.name + ".v"));
-      if (!has_moments.back()) {  // no state for this parameter (e.g. SGD)
-        moments.emplace_back();
-        continue;
-      }
-      moments.emplace_back(Tensor(e.value.shape(), DType::kF32),
-                           Tensor(e.value.shape(), DType::kF32));
-      moment_names.insert(e.name + ".m");
-      moment_names.insert(e.name + ".v");
-      copy_checked(opt, opt_path, e.name + ".m", moments.back().first);
-      copy_checked(opt, opt_path, e.name + ".v", moments.back().second);
-    }
-    check_no_extra(opt, opt_path, moment_names);
-  }
+  // The whole of every tensor, through the same checks as a sharded load.
+  std::vector<ShardRequest> requests;
+  for (const ParamEntry& e : params.entries())
+    requests.push_back({e.name, e.value.shape(), true, whole_block(e.value.shape()),
+                        whole_block(e.value.shape())});
+  ShardedCheckpoint loaded = load_checkpoint_shards(dir, requests, with_optimizer);
   // Copy in place: compiled programs hold pointers to the parameter storage.
-  for (size_t i = 0; i < staged.size(); ++i)
-    std::memcpy(params.entries()[i].value.raw(), staged[i].raw(), staged[i].nbytes());
-  if (!load_moments) return;
-  for (size_t i = 0; i < params.entries().size(); ++i) {
+  for (size_t i = 0; i < requests.size(); ++i) {
     ParamEntry& e = params.entries()[i];
-    if (!has_moments[i]) continue;
-    e.m = std::move(moments[i].first);
-    e.v = std::move(moments[i].second);
+    std::memcpy(e.value.raw(), loaded.value[i].data(), e.value.nbytes());
+    if (loaded.m[i].empty()) continue;
+    e.m = Tensor(e.value.shape(), DType::kF32);
+    e.v = Tensor(e.value.shape(), DType::kF32);
+    std::memcpy(e.m.raw(), loaded.m[i].data(), e.m.nbytes());
+    std::memcpy(e.v.raw(), loaded.v[i].data(), e.v.nbytes());
   }
 }
 

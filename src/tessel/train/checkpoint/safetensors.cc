@@ -1,6 +1,7 @@
 #include "tessel/train/checkpoint/safetensors.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,8 +9,6 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <tuple>
@@ -116,12 +115,6 @@ uint64_t json_uint(const Json& v, uint64_t limit, const std::string& where) {
   TS_THROW(where, " must be a non-negative integer, found ", v.dump());
 }
 
-struct Entry {
-  TensorRecord record;
-  uint64_t begin;
-  uint64_t end;
-};
-
 }  // namespace
 
 const TensorRecord* SafetensorsFile::find(const std::string& name) const {
@@ -181,99 +174,148 @@ void write_safetensors(const std::string& path, const std::vector<TensorView>& t
   write_pieces_atomically(path, pieces);
 }
 
-SafetensorsFile read_safetensors(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) TS_THROW("cannot open safetensors file '", path, "'");
-  std::vector<uint8_t> file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) TS_THROW("error while reading safetensors file '", path, "'");
-  const std::string where = str_cat("safetensors file '", path, "'");
-
-  if (file.size() < 8)
-    TS_THROW(where, " is too short: ", file.size(),
-             " bytes, need at least 8 for the header length");
-  uint64_t header_len;
-  std::memcpy(&header_len, file.data(), 8);
-  if (header_len > file.size() - 8)
-    TS_THROW(where, ": header length ", header_len, " runs past the end of the file (", file.size(),
-             " bytes)");
-  const uint8_t* data = file.data() + 8 + header_len;
-  const uint64_t data_size = file.size() - 8 - header_len;
-
-  Json header;
+SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) TS_THROW("cannot open safetensors file '", path, "'");
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd_);
+    TS_THROW("cannot open safetensors file '", path, "' (not a regular file)");
+  }
+  file_bytes_ = static_cast<uint64_t>(st.st_size);
   try {
-    header = Json::parse(file.begin() + 8, file.begin() + 8 + static_cast<ptrdiff_t>(header_len));
-  } catch (const nlohmann::json::exception& e) {
-    TS_THROW(where, ": header is not valid JSON: ", e.what());
-  }
-  if (!header.is_object()) TS_THROW(where, ": header must be a JSON object");
+    const std::string where = str_cat("safetensors file '", path, "'");
+    if (file_bytes_ < 8)
+      TS_THROW(where, " is too short: ", file_bytes_,
+               " bytes, need at least 8 for the header length");
+    uint64_t header_len;
+    pread_all(0, 8, &header_len, "the header length");
+    if (header_len > file_bytes_ - 8)
+      TS_THROW(where, ": header length ", header_len, " runs past the end of the file (",
+               file_bytes_, " bytes)");
+    data_start_ = 8 + header_len;
+    const uint64_t data_size = file_bytes_ - data_start_;
+    std::string text(header_len, '\0');
+    pread_all(8, header_len, text.data(), "the header");
 
-  SafetensorsFile result;
-  std::vector<Entry> entries;
-  for (const auto& [name, value] : header.items()) {
-    if (name == kMetadataKey) {
-      if (!value.is_object()) TS_THROW(where, ": __metadata__ must be an object of strings");
-      for (const auto& [key, v] : value.items()) {
-        if (!v.is_string())
-          TS_THROW(where, ": metadata key '", key, "' must map to a string, found ", v.dump());
-        result.metadata[key] = v.get<std::string>();
-      }
-      continue;
+    Json header;
+    try {
+      header = Json::parse(text);
+    } catch (const nlohmann::json::exception& e) {
+      TS_THROW(where, ": header is not valid JSON: ", e.what());
     }
-    const std::string tw = str_cat(where, ": tensor '", name, "'");
-    if (!value.is_object()) TS_THROW(tw, " must be described by a JSON object");
-    if (!value.contains("dtype") || !value["dtype"].is_string())
-      TS_THROW(tw, " has no string \"dtype\"");
-    if (!value.contains("shape") || !value["shape"].is_array())
-      TS_THROW(tw, " has no array \"shape\"");
-    if (!value.contains("data_offsets") || !value["data_offsets"].is_array() ||
-        value["data_offsets"].size() != 2)
-      TS_THROW(tw, " has no two-element \"data_offsets\"");
+    if (!header.is_object()) TS_THROW(where, ": header must be a JSON object");
 
-    Entry e;
-    e.record.name = name;
-    e.record.dtype = value["dtype"].get<std::string>();
-    const size_t itemsize = safetensors_dtype_size(e.record.dtype);
-    if (itemsize == 0)
-      TS_THROW(tw, " has unsupported dtype \"", e.record.dtype,
-               "\" (expected F32, I32, BF16 or F64)");
-    for (const Json& d : value["shape"])
-      e.record.shape.push_back(static_cast<int64_t>(
-          json_uint(d, static_cast<uint64_t>(kMaxElements), tw + " shape dim")));
-    e.begin = json_uint(value["data_offsets"][0], data_size, tw + " data_offsets begin");
-    e.end = json_uint(value["data_offsets"][1], data_size, tw + " data_offsets end");
-    if (e.end < e.begin)
-      TS_THROW(tw, " has data_offsets [", e.begin, ", ", e.end, "] with end before begin");
-    const uint64_t expected = shape_bytes(e.record.shape, itemsize, tw);
-    if (e.end - e.begin != expected)
-      TS_THROW(tw, " has data_offsets [", e.begin, ", ", e.end, "] spanning ", e.end - e.begin,
-               " bytes but shape ", shape_str(e.record.shape), " of ", e.record.dtype, " needs ",
-               expected);
-    entries.push_back(std::move(e));
+    for (const auto& [name, value] : header.items()) {
+      if (name == kMetadataKey) {
+        if (!value.is_object()) TS_THROW(where, ": __metadata__ must be an object of strings");
+        for (const auto& [key, v] : value.items()) {
+          if (!v.is_string())
+            TS_THROW(where, ": metadata key '", key, "' must map to a string, found ", v.dump());
+          metadata_[key] = v.get<std::string>();
+        }
+        continue;
+      }
+      const std::string tw = str_cat(where, ": tensor '", name, "'");
+      if (!value.is_object()) TS_THROW(tw, " must be described by a JSON object");
+      if (!value.contains("dtype") || !value["dtype"].is_string())
+        TS_THROW(tw, " has no string \"dtype\"");
+      if (!value.contains("shape") || !value["shape"].is_array())
+        TS_THROW(tw, " has no array \"shape\"");
+      if (!value.contains("data_offsets") || !value["data_offsets"].is_array() ||
+          value["data_offsets"].size() != 2)
+        TS_THROW(tw, " has no two-element \"data_offsets\"");
+
+      Tensor e;
+      e.name = name;
+      e.dtype = value["dtype"].get<std::string>();
+      const size_t itemsize = safetensors_dtype_size(e.dtype);
+      if (itemsize == 0)
+        TS_THROW(tw, " has unsupported dtype \"", e.dtype, "\" (expected F32, I32, BF16 or F64)");
+      for (const Json& d : value["shape"])
+        e.shape.push_back(static_cast<int64_t>(
+            json_uint(d, static_cast<uint64_t>(kMaxElements), tw + " shape dim")));
+      e.begin = json_uint(value["data_offsets"][0], data_size, tw + " data_offsets begin");
+      e.end = json_uint(value["data_offsets"][1], data_size, tw + " data_offsets end");
+      if (e.end < e.begin)
+        TS_THROW(tw, " has data_offsets [", e.begin, ", ", e.end, "] with end before begin");
+      const uint64_t expected = shape_bytes(e.shape, itemsize, tw);
+      if (e.end - e.begin != expected)
+        TS_THROW(tw, " has data_offsets [", e.begin, ", ", e.end, "] spanning ", e.end - e.begin,
+                 " bytes but shape ", shape_str(e.shape), " of ", e.dtype, " needs ", expected);
+      tensors_.push_back(std::move(e));
+    }
+
+    std::sort(tensors_.begin(), tensors_.end(), [](const Tensor& a, const Tensor& b) {
+      return std::tie(a.begin, a.end) < std::tie(b.begin, b.end);
+    });
+    uint64_t cursor = 0;
+    const std::string* previous = nullptr;
+    for (const Tensor& e : tensors_) {
+      if (e.begin < cursor)
+        TS_THROW(where, ": tensor '", e.name, "' at [", e.begin, ", ", e.end, "] overlaps tensor '",
+                 *previous, "' ending at ", cursor);
+      if (e.begin > cursor)
+        TS_THROW(where, ": tensor '", e.name, "' starts at ", e.begin,
+                 " leaving a gap of unused bytes after offset ", cursor);
+      cursor = e.end;
+      previous = &e.name;
+    }
+    if (cursor != data_size)
+      TS_THROW(where, ": data section has ", data_size, " bytes but the tensors cover only ",
+               cursor, " (trailing bytes or a missing tensor)");
+  } catch (...) {
+    ::close(fd_);
+    throw;
   }
+}
 
-  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
-    return std::tie(a.begin, a.end) < std::tie(b.begin, b.end);
-  });
-  uint64_t cursor = 0;
-  const std::string* previous = nullptr;
-  for (const Entry& e : entries) {
-    if (e.begin < cursor)
-      TS_THROW(where, ": tensor '", e.record.name, "' at [", e.begin, ", ", e.end,
-               "] overlaps tensor '", *previous, "' ending at ", cursor);
-    if (e.begin > cursor)
-      TS_THROW(where, ": tensor '", e.record.name, "' starts at ", e.begin,
-               " leaving a gap of unused bytes after offset ", cursor);
-    cursor = e.end;
-    previous = &e.record.name;
+SafetensorsReader::~SafetensorsReader() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+const SafetensorsReader::Tensor* SafetensorsReader::find(const std::string& name) const {
+  for (const Tensor& t : tensors_)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+void SafetensorsReader::pread_all(uint64_t position, uint64_t nbytes, void* out,
+                                  const std::string& what) {
+  char* p = static_cast<char*>(out);
+  while (nbytes > 0) {
+    const ssize_t n = ::pread(fd_, p, std::min<uint64_t>(nbytes, uint64_t{1} << 30),
+                              static_cast<off_t>(position));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0)
+      TS_THROW("error while reading ", what, " of safetensors file '", path_, "': ", errno_text());
+    if (n == 0)
+      TS_THROW("safetensors file '", path_, "' ends early (changed while being read?) at byte ",
+               position, ", reading ", what);
+    p += n;
+    position += static_cast<uint64_t>(n);
+    nbytes -= static_cast<uint64_t>(n);
+    bytes_read_ += static_cast<uint64_t>(n);
   }
-  if (cursor != data_size)
-    TS_THROW(where, ": data section has ", data_size, " bytes but the tensors cover only ", cursor,
-             " (trailing bytes or a missing tensor)");
+}
 
-  result.tensors.reserve(entries.size());
-  for (Entry& e : entries) {
-    e.record.bytes.assign(data + e.begin, data + e.end);
-    result.tensors.push_back(std::move(e.record));
+void SafetensorsReader::read(const Tensor& tensor, uint64_t offset, uint64_t nbytes, void* out) {
+  if (offset > tensor.end - tensor.begin || nbytes > tensor.end - tensor.begin - offset)
+    TS_THROW("safetensors file '", path_, "': bytes [", offset, ", ", offset + nbytes,
+             ") are outside tensor '", tensor.name, "' (", tensor.end - tensor.begin, " bytes)");
+  pread_all(data_start_ + tensor.begin + offset, nbytes, out, "tensor '" + tensor.name + "'");
+}
+
+SafetensorsFile read_safetensors(const std::string& path) {
+  SafetensorsReader reader(path);
+  SafetensorsFile result;
+  result.metadata = reader.metadata();
+  result.tensors.reserve(reader.tensors().size());
+  for (const SafetensorsReader::Tensor& t : reader.tensors()) {
+    TensorRecord record{t.name, t.dtype, t.shape, {}};
+    record.bytes.resize(t.end - t.begin);
+    reader.read(t, 0, record.bytes.size(), record.bytes.data());
+    result.tensors.push_back(std::move(record));
   }
   return result;
 }

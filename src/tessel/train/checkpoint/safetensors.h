@@ -70,6 +70,45 @@ void write_safetensors(const std::string& path, const std::vector<TensorView>& t
 // Throws naming the path and the tensor at fault.
 SafetensorsFile read_safetensors(const std::string& path);
 
+// A safetensors file opened for reading byte ranges: the constructor reads
+// and validates the header exactly as read_safetensors does (the header
+// length is checked against the file's size before anything is allocated),
+// and read() then fetches any byte range of one tensor with pread, so a rank
+// reads only its own shards. Counts the bytes it read (header included).
+class SafetensorsReader {
+ public:
+  struct Tensor {
+    std::string name;
+    std::string dtype;
+    std::vector<int64_t> shape;
+    uint64_t begin = 0, end = 0;  // data_offsets: relative to the data section
+  };
+  explicit SafetensorsReader(const std::string& path);
+  ~SafetensorsReader();
+  SafetensorsReader(const SafetensorsReader&) = delete;
+  SafetensorsReader& operator=(const SafetensorsReader&) = delete;
+
+  const std::string& path() const { return path_; }
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  const std::vector<Tensor>& tensors() const { return tensors_; }  // in data-section order
+  const Tensor* find(const std::string& name) const;
+  // Copies bytes [offset, offset + nbytes) of `tensor`'s data into `out`;
+  // throws naming the file and tensor if the range is outside the tensor or
+  // the file is shorter than its header said.
+  void read(const Tensor& tensor, uint64_t offset, uint64_t nbytes, void* out);
+  uint64_t file_bytes() const { return file_bytes_; }
+  uint64_t bytes_read() const { return bytes_read_; }
+
+ private:
+  void pread_all(uint64_t position, uint64_t nbytes, void* out, const std::string& what);
+
+  std::string path_;
+  int fd_ = -1;
+  uint64_t file_bytes_ = 0, data_start_ = 0, bytes_read_ = 0;
+  std::map<std::string, std::string> metadata_;
+  std::vector<Tensor> tensors_;
+};
+
 // Replaces `path` with `contents` via `path + ".tmp"`, fsync and rename.
 void write_file_atomically(const std::string& path, const std::string& contents);
 
