@@ -1,0 +1,59 @@
+# Test tiers of the GoogleTest cases: ctest includes this file after the
+# lists gtest_discover_tests wrote (tessel_tests_TESTS, tessel_layout_tests_TESTS)
+# and gives every discovered test its labels:
+#   fast   a few seconds at most; the whole tier runs in under 60 s on 2 cores
+#   slow   everything else (matches a pattern below)
+#   mpi    runs mpirun (all of tessel_layout_tests, and the patterns below)
+#   asan   also run by the sanitizer phase of scripts/test.sh (mpirun cases)
+# Tests added with add_test get their labels in CMakeLists.txt. A test is fast
+# unless listed here; a new test that takes longer belongs in TESSEL_SLOW.
+# Patterns are regular expressions over the full test name (parameterized
+# tests read Prefix/Suite.Name/Param). Seconds: measured on 2 cores, Release.
+
+set(TESSEL_SLOW
+    "^Training\\.SmallGptBeatsUnigramEntropyOnFortunes$"
+)
+
+# Cases in tessel_tests that launch mpirun themselves.
+set(TESSEL_MPI
+    "^CalibrateCli\\.QuickWritesAValidProfile$"
+)
+
+# The sanitizer phase's mpirun cases (it also runs the whole fast tier).
+set(TESSEL_ASAN
+    "^LayoutInvariance\\.MlpTensorParallel$"
+)
+
+function(tessel_matches name patterns out)
+  set(hit FALSE)
+  foreach(p IN LISTS ${patterns})
+    if(name MATCHES "${p}")
+      set(hit TRUE)
+    endif()
+  endforeach()
+  set(${out} ${hit} PARENT_SCOPE)
+endfunction()
+
+function(tessel_label_tests tests always)
+  foreach(t IN LISTS tests)
+    set(labels ${always})
+    tessel_matches("${t}" TESSEL_SLOW slow)
+    if(slow)
+      list(APPEND labels slow)
+    else()
+      list(APPEND labels fast)
+    endif()
+    tessel_matches("${t}" TESSEL_MPI mpi)
+    if(mpi)
+      list(APPEND labels mpi)
+    endif()
+    tessel_matches("${t}" TESSEL_ASAN asan)
+    if(asan)
+      list(APPEND labels asan)
+    endif()
+    set_tests_properties("${t}" PROPERTIES LABELS "${labels}")
+  endforeach()
+endfunction()
+
+tessel_label_tests("${tessel_tests_TESTS}" "")
+tessel_label_tests("${tessel_layout_tests_TESTS}" "mpi")
