@@ -5,8 +5,10 @@
 #   slow   everything else (matches a pattern below)
 #   mpi    runs mpirun (all of tessel_layout_tests, and the patterns below)
 #   asan   also run by the sanitizer phase of scripts/test.sh (mpirun cases)
-# Tests added with add_test get their labels in CMakeLists.txt. A test is fast
-# unless listed here; a new test that takes longer belongs in TESSEL_SLOW.
+# Tests added with add_test get their labels in CMakeLists.txt. A case of
+# tessel_tests is fast unless listed in TESSEL_SLOW (a new test that takes
+# longer belongs there); a case of tessel_layout_tests is slow unless listed in
+# TESSEL_FAST_LAYOUT.
 # Patterns are regular expressions over the full test name (parameterized
 # tests read Prefix/Suite.Name/Param). Seconds after each pattern: one run of
 # the Release build alone, on the 2-core machine under about 4x load from
@@ -28,11 +30,21 @@ set(TESSEL_MPI
     "^CalibrateCli\\.QuickWritesAValidProfile$"
 )
 
+# tessel_layout_tests: each case trains under mpirun and again in one
+# process, 7-200 s under that load, so the cases are slow unless listed here
+# (one tensor-parallel and one data-parallel check of layout invariance, and an
+# error path), which keeps a layout check in the edit-compile-test loop.
+set(TESSEL_FAST_LAYOUT
+    "^LayoutInvariance\\.MlpTensorParallel$"                          # 11 s
+    "^LayoutInvariance\\.GptWithDropoutDataParallel$"                 # 7 s
+    "^LayoutInvariance\\.ResumeAutoWithoutACheckpointNamesTheDirectory$" # 0.4 s
+)
+
 # The sanitizer phase runs the fast tier and these: the hardened readers'
-# checkpoint fuzz test and a few mpirun cases.
+# checkpoint fuzz test and a pipeline under mpirun.
 set(TESSEL_ASAN
     "^HardenedReaders\\.MutationFuzzOverCheckpointFiles$"
-    "^LayoutInvariance\\.MlpTensorParallel$"
+    "^Pipelines\\.MlpAccumulatesMicroBatchesOnDataParallelRanks$"     # 10 s
 )
 
 function(tessel_matches name patterns out)
@@ -45,10 +57,21 @@ function(tessel_matches name patterns out)
   set(${out} ${hit} PARENT_SCOPE)
 endfunction()
 
-function(tessel_label_tests tests always)
+# tessel_label_tests(TESTS ALWAYS FAST_LIST): with FAST_LIST, a test is slow
+# unless it matches FAST_LIST; without, fast unless it matches TESSEL_SLOW.
+function(tessel_label_tests tests always fast_list)
   foreach(t IN LISTS tests)
     set(labels ${always})
-    tessel_matches("${t}" TESSEL_SLOW slow)
+    if(fast_list)
+      tessel_matches("${t}" ${fast_list} fast)
+      if(fast)
+        set(slow FALSE)
+      else()
+        set(slow TRUE)
+      endif()
+    else()
+      tessel_matches("${t}" TESSEL_SLOW slow)
+    endif()
     if(slow)
       list(APPEND labels slow)
     else()
@@ -66,5 +89,5 @@ function(tessel_label_tests tests always)
   endforeach()
 endfunction()
 
-tessel_label_tests("${tessel_tests_TESTS}" "")
-tessel_label_tests("${tessel_layout_tests_TESTS}" "mpi")
+tessel_label_tests("${tessel_tests_TESTS}" "" "")
+tessel_label_tests("${tessel_layout_tests_TESTS}" "mpi" TESSEL_FAST_LAYOUT)
