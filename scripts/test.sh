@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The README's test command and CI's (.ci/run). Three phases, each ending with
-# a one-line summary and its duration; the first failure ends the run:
+# The README's test command and CI's (.ci/run). Phases, each ending with a
+# one-line summary and its duration; the first failure ends the run:
+#   deps      scripts/install-deps.sh (plus Chromium for the browser test)
 #   format    scripts/check-format.sh: every C++ file clang-formatted
 #   release   scripts/build.sh (Release, -Werror) into build/, the whole CTest suite
 #   sanitize  build-asan/ (AddressSanitizer + UndefinedBehaviorSanitizer, -O1),
