@@ -12,6 +12,7 @@ packages=(
   libjs-chart.js                      # Chart.js, inlined into `tessel report` pages
   libcli11-dev                        # the tessel command line
   libgtest-dev libbenchmark-dev       # tests and kernel micro-benchmarks
+  clang-format                        # scripts/check-format.sh (the format check in scripts/test.sh)
   zlib1g-dev                          # reading the gzipped Fashion-MNIST files
   fortunes fortunes-min               # the text the GPT trains on
   dataset-fashion-mnist               # the images the MLP trains on

@@ -48,7 +48,8 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
     if (!live[id] || node.kind == OpKind::kInput || node.kind == OpKind::kParam) continue;
     if (op_info(node.kind).is_view) continue;
     int step = static_cast<int>(instructions_.size());
-    Instruction ins{id};
+    Instruction ins;
+    ins.node = id;
     if (node.kind == OpKind::kEinsum) {
       einsum_plans_.push_back(kernels::plan_einsum(g.node(node.inputs[0]).shape,
                                                    g.node(node.inputs[1]).shape, node.shape));

@@ -42,7 +42,7 @@ struct CompileOptions {
   // Node ids where phases 1, 2, ... begin (increasing); phase 0 starts at
   // node 0. run_phase(k) runs phase k's instructions only, so a pipeline can
   // run a micro-batch's forward and, later, its backward on the same arena.
-  std::vector<ValueId> phase_starts;
+  std::vector<ValueId> phase_starts{};
   // With phases: buffers that live within one phase (a forward's or a
   // backward's temporaries) get their own plan in a separate region, which
   // programs that never run at the same time (a pipeline stage's instances)

@@ -1,0 +1,93 @@
+# Test tiers of the GoogleTest cases: ctest includes this file after the
+# lists gtest_discover_tests wrote (tessel_tests_TESTS, tessel_layout_tests_TESTS)
+# and gives every discovered test its labels:
+#   fast   a few seconds at most; the whole tier runs in under 60 s on 2 cores
+#   slow   everything else (matches a pattern below)
+#   mpi    runs mpirun (all of tessel_layout_tests, and the patterns below)
+#   asan   also run by the sanitizer phase of scripts/test.sh (mpirun cases)
+# Tests added with add_test get their labels in CMakeLists.txt. A case of
+# tessel_tests is fast unless listed in TESSEL_SLOW (a new test that takes
+# longer belongs there); a case of tessel_layout_tests is slow unless listed in
+# TESSEL_FAST_LAYOUT.
+# Patterns are regular expressions over the full test name (parameterized
+# tests read Prefix/Suite.Name/Param). Seconds after each pattern: one run of
+# the Release build alone, on the 2-core machine under about 4x load from
+# other builds (the 87 s learning test took 365 s), so about a quarter of that
+# on an idle machine. Fast means under about 12 s there (3 s idle).
+
+set(TESSEL_SLOW
+    "^Training\\.SmallGptBeatsUnigramEntropyOnFortunes$"             # 365 s
+    "^Training\\.SelectiveAndGroupedRecomputationAreBitwiseIdentical$" # 80 s
+    "^CalibrateCli\\.QuickWritesAValidProfile$"                      # 64 s
+    "^HardenedReaders\\.MutationFuzzOverCheckpointFiles$"            # 40 s
+    "^Training\\.SameSeedGivesBitwiseIdenticalLosses$"                # 29 s
+    "^Training\\.MlpLearnsFashionMnist$"                              # 28 s
+    "^Training\\.BlockRecomputationIsBitwiseIdenticalAndSmaller$"     # 24 s
+)
+
+# Cases in tessel_tests that launch mpirun themselves.
+set(TESSEL_MPI
+    "^CalibrateCli\\.QuickWritesAValidProfile$"
+)
+
+# tessel_layout_tests: each case trains under mpirun and again in one
+# process, 7-200 s under that load, so the cases are slow unless listed here
+# (one tensor-parallel and one data-parallel check of layout invariance, and an
+# error path), which keeps a layout check in the edit-compile-test loop.
+set(TESSEL_FAST_LAYOUT
+    "^LayoutInvariance\\.MlpTensorParallel$"                          # 11 s
+    "^LayoutInvariance\\.GptWithDropoutDataParallel$"                 # 7 s
+    "^LayoutInvariance\\.ResumeAutoWithoutACheckpointNamesTheDirectory$" # 0.4 s
+)
+
+# The sanitizer phase runs the fast tier and these: the hardened readers'
+# checkpoint fuzz test and a pipeline under mpirun.
+set(TESSEL_ASAN
+    "^HardenedReaders\\.MutationFuzzOverCheckpointFiles$"
+    "^Pipelines\\.MlpAccumulatesMicroBatchesOnDataParallelRanks$"     # 10 s
+)
+
+function(tessel_matches name patterns out)
+  set(hit FALSE)
+  foreach(p IN LISTS ${patterns})
+    if(name MATCHES "${p}")
+      set(hit TRUE)
+    endif()
+  endforeach()
+  set(${out} ${hit} PARENT_SCOPE)
+endfunction()
+
+# tessel_label_tests(TESTS ALWAYS FAST_LIST): with FAST_LIST, a test is slow
+# unless it matches FAST_LIST; without, fast unless it matches TESSEL_SLOW.
+function(tessel_label_tests tests always fast_list)
+  foreach(t IN LISTS tests)
+    set(labels ${always})
+    if(fast_list)
+      tessel_matches("${t}" ${fast_list} fast)
+      if(fast)
+        set(slow FALSE)
+      else()
+        set(slow TRUE)
+      endif()
+    else()
+      tessel_matches("${t}" TESSEL_SLOW slow)
+    endif()
+    if(slow)
+      list(APPEND labels slow)
+    else()
+      list(APPEND labels fast)
+    endif()
+    tessel_matches("${t}" TESSEL_MPI mpi)
+    if(mpi)
+      list(APPEND labels mpi)
+    endif()
+    tessel_matches("${t}" TESSEL_ASAN asan)
+    if(asan)
+      list(APPEND labels asan)
+    endif()
+    set_tests_properties("${t}" PROPERTIES LABELS "${labels}")
+  endforeach()
+endfunction()
+
+tessel_label_tests("${tessel_tests_TESTS}" "" "")
+tessel_label_tests("${tessel_layout_tests_TESTS}" "mpi" TESSEL_FAST_LAYOUT)
