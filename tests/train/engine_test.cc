@@ -55,7 +55,9 @@ TEST_P(EngineStorage, TrackedPeakEqualsThePrediction) {
     EXPECT_EQ(state.optimizer, predicted.optimizer);
     EXPECT_EQ(static_cast<int64_t>(t.arena_bytes()), predicted.arena);
     EXPECT_EQ(static_cast<int64_t>(t.eval_arena_bytes()), predicted.eval_arena);
-    if (!t.pipeline()) EXPECT_EQ(state.gradients, predicted.gradients);
+    if (!t.pipeline()) {
+      EXPECT_EQ(state.gradients, predicted.gradients);
+    }
     t.save_checkpoint(dir.string());
   }
   const int64_t measured = allocation_stats().peak_bytes - before;

@@ -3,8 +3,8 @@
 #include <array>
 
 #include "tessel/base/error.h"
-#include "tessel/ir/attrs.h"
 #include "tessel/base/philox.h"
+#include "tessel/ir/attrs.h"
 #include "tessel/kernels/dropout.h"
 #include "tessel/runtime/execute_op.h"
 
@@ -20,7 +20,8 @@ void execute_dropout(const OpCall& call) {
   if (sharded && (static_cast<int>(at.offsets.size()) != rank || global.rank() != rank))
     TS_THROW("dropout '", call.node.name, "': shard offsets for ", at.offsets.size(),
              " dims on a rank-", rank, " value");
-  const int row = dropout_row_dim(at).empty() ? -1 : local.index_of(dropout_row_dim(at)).value_or(-1);
+  const int row =
+      dropout_row_dim(at).empty() ? -1 : local.index_of(dropout_row_dim(at)).value_or(-1);
   if (!dropout_row_dim(at).empty() && row < 0)
     TS_THROW("dropout '", call.node.name, "': row dim '", dropout_row_dim(at), "' is not in ",
              local.to_string());

@@ -124,5 +124,4 @@ void Trainer::write_trace(const std::string& path) {
   p->write_trace(path);
 }
 
-
 }  // namespace tessel
