@@ -98,7 +98,7 @@ int run_dry(TrainConfig config) {
   if (config.precision == "bf16" && !kernels::onednn_has_bf16_matmul())
     std::printf(
         "note: oneDNN has no bf16 matmul on this CPU (%s): the bf16 einsum scratch is "
-        "estimated (every operand converted, no oneDNN scratchpad), and `train` here would "
+        "estimated (in place where strides allow, no oneDNN scratchpad), and `train` here would "
         "refuse bf16\n",
         kernels::onednn_cpu_isa().c_str());
   for (const RankMemory& m : predict_memory(config)) {

@@ -160,11 +160,17 @@ EinsumBf16::EinsumBf16(const Shape& a, const Shape& b, const Shape& out, bool cr
 
   if (!onednn_has_bf16_matmul()) {
     // Sizes only, on a CPU with no bf16 matmul (a plan for another machine):
-    // every operand reordered and C staged, oneDNN's own scratchpad unknown
-    // and counted as 0. Exact only where the kernels would run.
-    p.a_direct = p.b_direct = memory::desc();
-    p.stage_c = true;
-    p.c_bytes = round_up(static_cast<size_t>(product(sizes, 0, sizes.size())) * sizeof(float));
+    // as an optimised kernel would take them, bf16 operands and C read and
+    // written in place wherever their strides allow, the rest converted or
+    // staged; oneDNN's own scratchpad unknown and counted as 0. Exact only
+    // where the kernels would run.
+    p.a_in_place = !p.a_direct.is_zero();
+    p.b_in_place = !p.b_direct.is_zero();
+    if (p.a_in_place) p.a_bytes = 0;
+    if (p.b_in_place) p.b_bytes = 0;
+    p.stage_c = merged_stride(out, g.m) < 0 || merged_stride(out, g.n) < 0;
+    if (p.stage_c)
+      p.c_bytes = round_up(static_cast<size_t>(product(sizes, 0, sizes.size())) * sizeof(float));
     p.impl_name = "none on this CPU (" + onednn_cpu_isa() + "): sizes estimated";
     return;
   }

@@ -34,7 +34,7 @@ class EinsumBf16 {
   // REQUIRES: shapes satisfy the einsum shape rule (op_table.h). With
   // create_primitives = false only the sizes are computed (dry runs, plans);
   // where onednn_has_bf16_matmul() is false they are then estimated (operands
-  // reordered, C staged, no oneDNN scratchpad), so a bf16 plan for another
+  // and C in place where strides allow, no oneDNN scratchpad), so a bf16 plan for another
   // machine compiles here. With create_primitives it throws a clear error
   // where onednn_has_bf16_matmul() is false.
   EinsumBf16(const Shape& a, const Shape& b, const Shape& out, bool create_primitives = true,
