@@ -112,6 +112,6 @@ def test_a_lent_builder_dies_with_the_call():
 
     tessel.register_model("lent_builder_probe", model)
     assert "lent_builder_probe" in tessel.registered_models()
-    tessel.build_model({"model": "lent_builder_probe"}, tessel.Builder(), 4)
+    tessel.build_model({"model": "lent_builder_probe", "data": "fashion-mnist"}, tessel.Builder(), 4)
     with pytest.raises(tessel.Error, match="lent to a model function"):
         kept[0].input("z", {"batch": 1})
