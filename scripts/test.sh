@@ -4,7 +4,8 @@
 #   deps      scripts/install-deps.sh (plus Chromium for the browser test)
 #   format    scripts/check-format.sh: every C++ file clang-formatted
 #   release   scripts/build.sh (Release, -Werror) into build/, the whole CTest suite
-#   sanitize  build-asan/ (AddressSanitizer + UndefinedBehaviorSanitizer, -O1),
+#   sanitize  only with TESSEL_SANITIZE_TESTS=1 (not yet passed a whole run):
+#             build-asan/ (AddressSanitizer + UndefinedBehaviorSanitizer, -O1),
 #             the fast tier plus the tests labelled `asan` (a few mpirun cases)
 # scripts/test.sh --fast: build/ and the fast tier only (ctest -L fast), for
 # the edit-compile-test loop. Other arguments go to the release phase's ctest
@@ -61,6 +62,13 @@ end
 begin "full ctest"
 (cd build && ctest --output-on-failure -j 2 "$@")
 end
+
+if [ "${TESSEL_SANITIZE_TESTS:-0}" != 1 ]; then
+  # Off in CI until the sanitizer phase has passed a whole run (it has not
+  # yet; tests/README.md): TESSEL_SANITIZE_TESTS=1 scripts/test.sh runs it.
+  printf '== test.sh: %s\n' "${summary[@]}" "sanitizer phase: skipped (TESSEL_SANITIZE_TESTS=1 runs it)"
+  exit 0
+fi
 
 begin "sanitizer build (build-asan)"
 # -O1 keeps the sanitized tests quick; -march=native compiles the same
