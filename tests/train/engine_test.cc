@@ -8,6 +8,7 @@
 
 #include <filesystem>
 
+#include "common/tiny_gpt.h"
 #include "tessel/compile/memory_report.h"
 #include "tessel/tensor/aligned_buffer.h"
 #include "tessel/train/trainer.h"
@@ -26,13 +27,8 @@ class EngineStorage : public ::testing::TestWithParam<EngineCase> {};
 
 TEST_P(EngineStorage, TrackedPeakEqualsThePrediction) {
   const EngineCase& p = GetParam();
-  TrainConfig c;
+  TrainConfig c = tiny_gpt_config(2, 8);
   c.model = "gpt";
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.d_model = 64;
-  c.context = 32;
-  c.batch = 8;
   c.steps = 2;
   c.eval_batches = 1;
   c.threads = 1;
