@@ -5,11 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
 
 #include "common/error_of.h"
 #include "common/tiny_gpt.h"
 #include "tessel/autodiff/backward.h"
+#include "tessel/ir/op_table.h"
 #include "tessel/runtime/program.h"
 #include "tessel/train/param_store.h"
 #include "tessel/train/task.h"
