@@ -62,7 +62,9 @@ INSTANTIATE_TEST_SUITE_P(Bf16, Bf16Layouts,
                          ::testing::Values(Bf16Case{"bf16_data2", 2, "data=2", ""},
                                            Bf16Case{"bf16_model2", 2, "model=2", ""},
                                            Bf16Case{"bf16_data2_model2", 4, "data=2,model=2", ""},
-                                           Bf16Case{"bf16_pipe2", 2, "pipe=2", "--microbatches 2"}),
+                                           Bf16Case{"bf16_pipe2", 2, "pipe=2", "--microbatches 2"},
+                                           // ZeRO-3 gathers GEMM weights in bf16
+                                           Bf16Case{"bf16_zero3_data2", 2, "data=2", "--zero 3"}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 TEST_F(Bf16Training, RecomputeIsBitwiseEqualToStoring) {

@@ -530,7 +530,11 @@ INSTANTIATE_TEST_SUITE_P(
         MemoryCase{"memory_bf16_zero1_blocks_data2_model2", 4, "data=2,model=2", 1, "blocks",
                    "--set precision=bf16"},
         MemoryCase{"memory_bf16_pipe2_1f1b", 2, "pipe=2", 0, "none",
-                   "--set precision=bf16 --schedule 1f1b --microbatches 4"}),
+                   "--set precision=bf16 --schedule 1f1b --microbatches 4"},
+        // bf16 gathers of ZeRO-3 weights; bf16 gradient buckets' work buffers
+        MemoryCase{"memory_bf16_zero3_data2", 2, "data=2", 3, "none", "--set precision=bf16"},
+        MemoryCase{"memory_bf16_grad_bf16_data2", 2, "data=2", 0, "none",
+                   "--set precision=bf16 --set grad_reduce_precision=bf16"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // Bad meshes and layouts stop every rank with a clear error and a non-zero
