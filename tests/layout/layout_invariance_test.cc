@@ -497,9 +497,10 @@ TEST_P(MeasuredMemory, TrackedPeakIsWithinFivePercentOfTheDryRunOnEveryRank) {
         << c.name << " rank " << rank << ": measured " << measured << " B, predicted " << predicted
         << " B\n"
         << r.dump();
-    if (bf16)
+    if (bf16) {
       EXPECT_EQ(measured, predicted)
           << c.name << " rank " << rank << " (" << kernels::bf16_matmul_note() << ")";
+    }
     ASSERT_TRUE(dry_total_mib.count(rank)) << out;
     EXPECT_NEAR(dry_total_mib[rank], predicted / 1048576.0, 0.01) << c.name << "\n" << out;
   }

@@ -109,14 +109,18 @@ TEST(Bf16Activations, OnlyValuesEinsumsAloneReadAreBf16) {
   for (ValueId id = 0; id < g.size(); ++id) {
     const Node& node = g.node(id);
     if (node.kind == OpKind::kEinsum) continue;
-    for (ValueId in : node.inputs)
-      if (!op_info(node.kind).is_view)
-        EXPECT_FALSE(p.stored_bf16(in)) << node.name << " reads bf16 " << g.node(in).name;
+    if (op_info(node.kind).is_view) continue;
+    for (ValueId in : node.inputs) {
+      EXPECT_FALSE(p.stored_bf16(in)) << node.name << " reads bf16 " << g.node(in).name;
+    }
   }
   for (ValueId out : t.outputs) EXPECT_FALSE(p.stored_bf16(out)) << g.node(out).name;
   // Softmax's probabilities are read by its backward: f32.
-  for (ValueId id = 0; id < g.size(); ++id)
-    if (g.node(id).kind == OpKind::kSoftmax) EXPECT_FALSE(p.stored_bf16(id));
+  for (ValueId id = 0; id < g.size(); ++id) {
+    if (g.node(id).kind == OpKind::kSoftmax) {
+      EXPECT_FALSE(p.stored_bf16(id));
+    }
+  }
 }
 
 TEST(Bf16Activations, ReadingABf16ValueAsF32IsAnError) {
