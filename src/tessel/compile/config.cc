@@ -131,7 +131,7 @@ TrainConfig TrainConfig::from_file(const std::string& path) {
   json j;
   try {
     j = json::parse(in);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse errors, and numbers out of range (406)
     TS_THROW("config: '", path, "' is not valid JSON: ", e.what());
   }
   return from_json(j);
