@@ -10,6 +10,7 @@
 #include "config_options.h"
 #include "tessel/base/error.h"
 #include "tessel/compile/memory_report.h"
+#include "tessel/kernels/einsum_bf16.h"
 #include "tessel/plan/calibrate.h"
 #include "tessel/plan/cluster_spec.h"
 #include "tessel/plan/search.h"
@@ -106,6 +107,9 @@ int run_plan(const PlanOptions& opt) {
   std::unique_ptr<plan::HardwareModel> hw;
   if (!opt.cluster.empty()) {
     hw = std::make_unique<plan::ClusterSpec>(plan::ClusterSpec::load(opt.cluster));
+    // Another machine's plan: bf16 einsums sized as oneDNN's matmul takes
+    // them, not as this CPU's route (kernels/einsum_bf16.h).
+    kernels::set_plan_bf16_route(kernels::Bf16Route::kOneDnn);
   } else {
     hw = plan::load_or_calibrate(opt.profile, nullptr);
   }

@@ -95,12 +95,8 @@ int run_dry(TrainConfig config) {
       "checkpoints (+ on rank 0 the host copy asynchronous periodic saves write from); "
       "accumulators = pipeline gradient accumulators (+ asynchronous weight "
       "copies); total = the peak of tensor storage (code, libraries, data not included)\n");
-  if (config.precision == "bf16" && !kernels::onednn_has_bf16_matmul())
-    std::printf(
-        "note: oneDNN has no bf16 matmul on this CPU (%s): the bf16 einsum scratch is "
-        "estimated (in place where strides allow, no oneDNN scratchpad), and `train` here would "
-        "refuse bf16\n",
-        kernels::onednn_cpu_isa().c_str());
+  if (config.precision == "bf16")
+    std::printf("%s; the arena counts its scratch\n", kernels::bf16_matmul_note().c_str());
   for (const RankMemory& m : predict_memory(config)) {
     if (m.stages.empty()) break;
     if (m.rank == 0)

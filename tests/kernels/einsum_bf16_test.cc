@@ -1,7 +1,8 @@
 // The bf16 einsum against the naive f32 reference: exact up to f32
 // accumulation order on operands already rounded to bf16, and within bf16's
 // rounding error (2^-8 relative per operand: 7 stored mantissa bits) of the
-// f32 product.
+// f32 product. Both routes: oneDNN's bf16 matmul (skipped where this CPU has
+// none) and the f32 GEMM on widened bf16 operands (runs everywhere).
 #include "tessel/kernels/einsum_bf16.h"
 
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "tessel/base/bf16.h"
 #include "tessel/kernels/einsum.h"
 #include "tessel/tensor/aligned_buffer.h"
 
@@ -62,12 +64,11 @@ std::vector<Case> cases() {
 
 class EinsumBf16Test : public ::testing::TestWithParam<Case> {};
 
-TEST_P(EinsumBf16Test, MatchesReference) {
-  if (!onednn_has_bf16_matmul()) GTEST_SKIP() << "no bf16 matmul in oneDNN on this CPU";
-  const Case& c = GetParam();
+void check_against_reference(const Case& c, Bf16Route route) {
   std::vector<float> a = random_values(c.a.numel(), 1), b = random_values(c.b.numel(), 2);
-  EinsumBf16 op(c.a, c.b, c.out);
-  EXPECT_EQ(op.scratch_bytes(), EinsumBf16(c.a, c.b, c.out, false).scratch_bytes())
+  EinsumBf16 op(c.a, c.b, c.out, true, {}, route);
+  EXPECT_EQ(op.route(), route);
+  EXPECT_EQ(op.scratch_bytes(), EinsumBf16(c.a, c.b, c.out, false, {}, route).scratch_bytes())
       << "a plan-only instance must reserve the same scratch";
   AlignedBuffer scratch(op.scratch_bytes());
   std::vector<float> out(c.out.numel(), -1.0f);
@@ -95,7 +96,7 @@ TEST_P(EinsumBf16Test, MatchesReference) {
   Bf16Convert(static_cast<int64_t>(a.size())).run(a.data(), a_bf16.data());
   Bf16Convert(static_cast<int64_t>(b.size())).run(b.data(), b_bf16.data());
   for (Bf16Inputs in : {Bf16Inputs{true, false}, Bf16Inputs{false, true}, Bf16Inputs{true, true}}) {
-    EinsumBf16 pre(c.a, c.b, c.out, true, in);
+    EinsumBf16 pre(c.a, c.b, c.out, true, in, route);
     AlignedBuffer pre_scratch(pre.scratch_bytes());
     std::vector<float> pre_out(out.size(), -1.0f);
     pre.run(in.a ? static_cast<const void*>(a_bf16.data()) : a.data(),
@@ -112,13 +113,69 @@ TEST_P(EinsumBf16Test, MatchesReference) {
   EXPECT_GT(max_diff, 0.0) << c.name << " matches f32 exactly";
 }
 
+TEST_P(EinsumBf16Test, OneDnnMatchesReference) {
+  if (!onednn_has_bf16_matmul())
+    GTEST_SKIP() << "no bf16 matmul in oneDNN on this CPU (" << onednn_cpu_isa() << ")";
+  check_against_reference(GetParam(), Bf16Route::kOneDnn);
+}
+
+TEST_P(EinsumBf16Test, WidenedF32MatchesReference) {
+  check_against_reference(GetParam(), Bf16Route::kWidenedF32);
+}
+
+// The widened route is the f32 GEMM on the bf16-rounded operands, bit for
+// bit (the same plan, the same summation order), whether an operand comes
+// in f32 or as a bf16 copy.
+TEST_P(EinsumBf16Test, WidenedF32IsTheF32GemmOnRoundedOperands) {
+  const Case& c = GetParam();
+  std::vector<float> a = random_values(c.a.numel(), 3), b = random_values(c.b.numel(), 4);
+  std::vector<float> a16(a), b16(b);
+  round_bf16_in_f32(a16.data(), a16.data(), static_cast<int64_t>(a16.size()));
+  round_bf16_in_f32(b16.data(), b16.data(), static_cast<int64_t>(b16.size()));
+  const EinsumPlan plan = plan_einsum(c.a, c.b, c.out);
+  std::vector<float> plan_scratch(plan.scratch_elements() + 1), want(c.out.numel(), -1.0f);
+  einsum(plan, a16.data(), b16.data(), want.data(), plan_scratch.data());
+  std::vector<uint16_t> b_bits(b.size());
+  round_to_bf16(b.data(), b_bits.data(), static_cast<int64_t>(b.size()));
+  for (Bf16Inputs in : {Bf16Inputs{false, false}, Bf16Inputs{false, true}}) {
+    EinsumBf16 op(c.a, c.b, c.out, true, in, Bf16Route::kWidenedF32);
+    // Both f32 copies and the f32 plan's own permute scratch.
+    const size_t floats = c.a.numel() + c.b.numel() + plan.scratch_elements();
+    EXPECT_GE(op.scratch_bytes(), floats * sizeof(float));
+    EXPECT_LT(op.scratch_bytes(), floats * sizeof(float) + 3 * 64);
+    AlignedBuffer scratch(op.scratch_bytes());
+    std::vector<float> got(c.out.numel(), -1.0f);
+    op.run(a.data(), in.b ? static_cast<const void*>(b_bits.data()) : b.data(), got.data(),
+           scratch.data());
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+        << c.name << " bf16 b " << in.b;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, EinsumBf16Test, ::testing::ValuesIn(cases()),
                          [](const auto& info) { return std::string(info.param.name); });
 
-TEST(EinsumBf16, NoteNamesTheIsa) {
+TEST(EinsumBf16, NoteNamesTheIsaAndRoute) {
   const std::string note = bf16_matmul_note();
   EXPECT_NE(note.find(onednn_cpu_isa()), std::string::npos) << note;
   EXPECT_EQ(note.find("slower than f32") == std::string::npos, cpu_has_native_bf16()) << note;
+  EXPECT_EQ(note.find("by f32 GEMM on widened bf16 operands") != std::string::npos,
+            bf16_route() == Bf16Route::kWidenedF32)
+      << note;
+  EXPECT_EQ(bf16_route() == Bf16Route::kOneDnn, onednn_has_bf16_matmul());
+}
+
+// A plan for another machine sizes the oneDNN route; by default plans size
+// this CPU's own route, so a dry run predicts this machine's run.
+TEST(EinsumBf16, PlanRouteDefaultsToThisCpuAndCanBeSet) {
+  EXPECT_EQ(plan_bf16_route(), bf16_route());
+  set_plan_bf16_route(Bf16Route::kOneDnn);
+  EXPECT_EQ(plan_bf16_route(), Bf16Route::kOneDnn);
+  const Shape a{{"i", 8}, {"k", 16}}, b{{"k", 16}, {"j", 4}}, out{{"i", 8}, {"j", 4}};
+  EXPECT_EQ(EinsumBf16(a, b, out, false).route(), Bf16Route::kOneDnn);
+  set_plan_bf16_route(std::nullopt);
+  EXPECT_EQ(EinsumBf16(a, b, out, false).route(), bf16_route());
+  EXPECT_EQ(EinsumBf16(a, b, out).route(), bf16_route());
 }
 
 }  // namespace

@@ -1,8 +1,11 @@
 // bf16 mixed precision under real mpirun: every mesh trains to within 2e-3
 // relative of one process in bf16 (per step, over 6 steps), recomputation is
 // bitwise identical to storing, and bf16 really changes the result (so the
-// option cannot be a silent no-op). The memory side (predicted == measured
-// in bf16) is in layout_invariance_test.cc's MeasuredMemory cases.
+// option cannot be a silent no-op). bf16-stored activations change no
+// number and halve the sequence-parallel all-gathers; gradient buckets in
+// bf16 (grad_reduce_precision) halve the gradient bytes, exactly. The memory
+// side (predicted == measured in bf16) is in layout_invariance_test.cc's
+// MeasuredMemory cases.
 #include "layout/layout_harness.h"
 #include "tessel/kernels/einsum_bf16.h"
 
@@ -19,13 +22,10 @@ nlohmann::json bf16_config() {
   return c;
 }
 
+// Runs on every CPU: where oneDNN has no bf16 matmul, the einsums take the
+// widened-f32 route (kernels/einsum_bf16.h), with the same numerics.
 class Bf16Training : public LayoutInvariance {
  protected:
-  void SetUp() override {
-    if (!kernels::onednn_has_bf16_matmul())
-      GTEST_SKIP() << "oneDNN has no bf16 matmul on this CPU (" << kernels::onednn_cpu_isa()
-                   << "); bf16 needs AVX-512";
-  }
   static const TrainRun& bf16_reference() {
     static TrainRun r = train("bf16_single", bf16_config(), 0);
     return r;
@@ -62,7 +62,9 @@ INSTANTIATE_TEST_SUITE_P(Bf16, Bf16Layouts,
                          ::testing::Values(Bf16Case{"bf16_data2", 2, "data=2", ""},
                                            Bf16Case{"bf16_model2", 2, "model=2", ""},
                                            Bf16Case{"bf16_data2_model2", 4, "data=2,model=2", ""},
-                                           Bf16Case{"bf16_pipe2", 2, "pipe=2", "--microbatches 2"}),
+                                           Bf16Case{"bf16_pipe2", 2, "pipe=2", "--microbatches 2"},
+                                           // ZeRO-3 gathers GEMM weights in bf16
+                                           Bf16Case{"bf16_zero3_data2", 2, "data=2", "--zero 3"}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 TEST_F(Bf16Training, RecomputeIsBitwiseEqualToStoring) {
@@ -92,6 +94,80 @@ TEST_F(Bf16Training, ChangesTheResultButStaysClose) {
     differs |= got.steps[s]["loss"].get<double>() != want.steps[s]["loss"].get<double>();
   EXPECT_TRUE(differs) << "bf16 trained bit-identically to f32: the GEMMs did not run in bf16";
   expect_close(got, want, 2e-2, "bf16 vs f32");
+}
+
+// Sequence parallelism gathers on the model axis, per step: the
+// LayerNorm outputs read by GEMMs (2 per block and ln_f) and the output
+// gradients read by the row-parallel GEMMs' backward (2 per block). Stored in
+// bf16, they are gathered in bf16: the same numbers as gathering f32 and
+// rounding, 2 bytes per element instead of 4. The other gathers stay as they
+// were: tokens and targets (i32), the embedding's output gradient (read by
+// the embedding's backward) and the position table's gradient.
+TEST_F(Bf16Training, SequenceParallelGathersCarryBf16) {
+  const std::string layout = "heads=model,hidden=model,vocab=model,seq=model";
+  const nlohmann::json config = bf16_config();
+  nlohmann::json f32_stored = config;
+  f32_stored["bf16_activations"] = false;
+  TrainRun off = train("bf16_sp_f32_stored", f32_stored, 2, "model=2", layout);
+  TrainRun on = train("bf16_sp_bf16_stored", config, 2, "model=2", layout);
+  const int64_t layers = config["n_layer"];
+  const int64_t shard = config["batch"].get<int64_t>() * config["context"].get<int64_t>() *
+                        config["d_model"].get<int64_t>() / 2;  // elements per rank
+  const int64_t bf16_gathers = 2 * layers + 1 + 2 * layers;
+  ASSERT_EQ(on.steps.size(), off.steps.size());
+  for (size_t s = 0; s + 1 < on.steps.size(); ++s) {  // the last step adds evaluation
+    auto [calls_off, bytes_off] = comm(off, s, "model", "all_gather");
+    auto [calls_on, bytes_on] = comm(on, s, "model", "all_gather");
+    EXPECT_EQ(calls_on, calls_off) << "step " << s;
+    EXPECT_GT(bytes_off, bf16_gathers * shard * 4) << "step " << s;
+    EXPECT_EQ(bytes_on, bytes_off - bf16_gathers * shard * 2) << "step " << s;
+  }
+  for (size_t s = 0; s < on.steps.size(); ++s) {
+    const double a = on.steps[s]["loss"], b = off.steps[s]["loss"];
+    if (kernels::bf16_route() == kernels::Bf16Route::kWidenedF32)
+      EXPECT_EQ(a, b) << "step " << s;  // the same f32 GEMMs on the same bf16 values
+    else
+      EXPECT_LE(std::abs(a - b), 1e-5 * std::abs(b)) << "step " << s;
+  }
+  expect_close(on, bf16_reference(), kBf16RelTol, "bf16 sequence parallel");
+}
+
+// grad_reduce_precision bf16: the gradient buckets carry 2 bytes per
+// parameter instead of 4 (the loss keeps its own f32 all-reduce), summed in
+// f32; the losses stay within 2e-3 of one process.
+TEST_F(Bf16Training, GradReduceInBf16HalvesTheGradientBytes) {
+  // Batch 32: every gradient is all-reduced (see LayoutInvariance.
+  // DataParallelMovesTheGradientBytesInBuckets).
+  nlohmann::json config = bf16_config();
+  config["batch"] = 32;
+  TrainRun single = train("bf16_grad_single", config, 0);
+  TrainRun f32_reduce = train("bf16_grad_f32", config, 2, "data=2");
+  config["grad_reduce_precision"] = "bf16";
+  TrainRun bf16_reduce = train("bf16_grad_bf16", config, 2, "data=2");
+  int64_t psi = 0;
+  for (const TensorRecord& t : f32_reduce.params.tensors) psi += t.bytes.size() / 4;
+  ASSERT_GT(psi, 0);
+  for (size_t s = 0; s + 1 < f32_reduce.steps.size(); ++s) {  // the last step adds evaluation
+    EXPECT_EQ(comm(f32_reduce, s, "data", "all_reduce"), std::make_pair(int64_t{1}, 4 * psi + 4))
+        << "step " << s;
+    // One bf16 bucket of gradients, and the loss alone in f32.
+    EXPECT_EQ(comm(bf16_reduce, s, "data", "all_reduce"), std::make_pair(int64_t{2}, 2 * psi + 4))
+        << "step " << s;
+  }
+  expect_close(f32_reduce, single, kBf16RelTol, "bf16, f32 gradient reduction");
+  expect_close(bf16_reduce, single, kBf16RelTol, "bf16, bf16 gradient reduction");
+  bool differs = false;
+  for (size_t s = 0; s < f32_reduce.steps.size(); ++s)
+    differs |= f32_reduce.steps[s]["loss"] != bf16_reduce.steps[s]["loss"];
+  EXPECT_TRUE(differs) << "rounding the gradients to bf16 changed no loss";
+}
+
+TEST_F(Bf16Training, GradReduceInBf16IsRefusedWherePipelinesReduce) {
+  nlohmann::json config = bf16_config();
+  config["grad_reduce_precision"] = "bf16";
+  expect_fails("bf16_grad_pipe", config, 2, "--mesh pipe=2 --microbatches 2",
+               "'grad_reduce_precision' bf16 reduces the gradient all-reduce buckets of a run "
+               "without pipeline at zero 0");
 }
 
 }  // namespace

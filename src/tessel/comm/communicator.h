@@ -1,7 +1,8 @@
 // Communicator: collectives over one group of ranks (one mesh axis).
 //
 // The runtime reaches the network only through this interface, so tests can
-// run a group of one in-process and inject faults. Buffers are f32 and the
+// run a group of one in-process and inject faults. Buffers are f32 (bf16 in
+// the _bf16 calls) and the
 // layouts are rank-major: all_gather's output and reduce_scatter's input hold
 // one contiguous block per rank, in rank order (the caller packs and unpacks
 // strided shards). Every call is counted (calls and bytes sent per rank) in
@@ -9,6 +10,7 @@
 // Implementations are not thread-safe: one caller thread per communicator.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -62,6 +64,21 @@ class Communicator {
   // out[r*n .. (r+1)*n) := rank r's in[rank()*n .. (rank()+1)*n). bytes: size()*n*4.
   virtual void all_to_all(const float* in, float* out, int64_t n, const std::string& op) = 0;
 
+  // bf16 payloads: each element's bits in a uint16_t (base/bf16.h),
+  // counted at 2 bytes per element under the same collective names.
+  // out[r*n .. (r+1)*n) := rank r's in[0..n). bytes counted: n*2.
+  virtual void all_gather_bf16(const uint16_t* in, uint16_t* out, int64_t n,
+                               const std::string& op) = 0;
+  // data[0..n) := the sum over ranks of data[0..n), carried in bf16 and added
+  // in f32: each rank's values are rounded to bf16 once; rank r receives
+  // every rank's bf16 values of its chunk r (all-to-all), adds them in f32 in
+  // rank order (deterministic), rounds the sum to bf16 once and the sums are
+  // all-gathered; every rank ends with the same values. `work` holds
+  // all_reduce_bf16_work_bytes(n, size()) bytes. Blocking. Counted as
+  // "all_reduce", n*2 bytes (an all-to-all plus an all-gather of bf16 move
+  // what a ring all-reduce of bf16 moves).
+  virtual void all_reduce_bf16(float* data, int64_t n, void* work, const std::string& op) = 0;
+
   // Point to point (pipeline stages). Sends data[0..n) to group rank `peer`
   // without blocking; `data` must stay valid until wait(). Counted as "send",
   // n*4 bytes. Messages between two ranks match by `tag`, not by order.
@@ -96,6 +113,16 @@ class Communicator {
  private:
   CommStats stats_;
 };
+
+// Element range [chunk_begin(r), chunk_begin(r + 1)) of n elements split
+// over p ranks as evenly as possible (all_reduce_bf16's chunks).
+inline int64_t chunk_begin(int64_t n, int p, int r) { return n * r / p; }
+// Bytes of all_reduce_bf16's work buffer: the rounded values (n bf16) and
+// every rank's copy of the largest chunk (p * ceil(n / p) bf16).
+inline size_t all_reduce_bf16_work_bytes(int64_t n, int p) {
+  const int64_t chunk = (n + p - 1) / p;
+  return static_cast<size_t>(n + p * chunk) * 2;
+}
 
 // A group of one rank: every collective is a copy (or nothing). Used for
 // single-process runs and unit tests.

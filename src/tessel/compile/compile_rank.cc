@@ -55,9 +55,11 @@ std::optional<RecomputeChoice> resolve_recompute(TrainConfig& config) {
 namespace {
 
 // Lowers `global` to the rank and compiles the program that computes `wanted`.
+// `gradients`: wanted values other than the loss are parameter gradients,
+// whose all-reduces grad_reduce_precision may carry in bf16.
 void compile_program(CompiledProgram& c, const Mesh& mesh, const Layout& layout, int rank,
                      const LoweringOptions& lowering, const TrainConfig& config, CompileMode mode,
-                     DistributedContext* ctx) {
+                     DistributedContext* ctx, bool gradients) {
   c.local = lower_to_rank(c.global, c.wanted, mesh, layout, rank, lowering);
   std::vector<ValueId> local_outputs;
   for (ValueId v : c.wanted) local_outputs.push_back(c.local.local_of[v]);
@@ -66,6 +68,10 @@ void compile_program(CompiledProgram& c, const Mesh& mesh, const Layout& layout,
   options.comms = ctx ? &ctx->groups() : nullptr;
   options.bucket_bytes = static_cast<size_t>(config.bucket_mib * 1048576.0);
   options.bf16 = config.precision == "bf16";
+  options.bf16_activations = config.bf16_activations;
+  if (gradients && config.grad_reduce_precision == "bf16")
+    for (ValueId v : c.wanted)
+      if (v != c.outputs.loss) options.bf16_reduce.insert(c.local.local_of[v]);
   c.program = std::make_unique<Program>(c.local.graph, local_outputs, options);
 }
 
@@ -85,6 +91,13 @@ CompiledRank compile_rank(const TrainConfig& config, const Mesh& mesh, const Lay
   c.mode = mode;
   c.recompute_choice = resolve_recompute(c.config);
   const TrainConfig& cfg = c.config;
+  if (cfg.grad_reduce_precision == "bf16" && (uses_pipeline(cfg, mesh) || cfg.zero != 0))
+    TS_THROW(
+        "config: 'grad_reduce_precision' bf16 reduces the gradient all-reduce buckets of a "
+        "run without pipeline at zero 0; this run has ",
+        uses_pipeline(cfg, mesh) ? "a pipeline (a 'pipe' axis or microbatches > 1)"
+                                 : str_cat("zero ", cfg.zero, " (gradients reduce-scattered)"),
+        ", whose gradient reductions stay f32. Use grad_reduce_precision f32 here");
   if (uses_pipeline(cfg, mesh)) {
     c.pipeline = ctx ? std::make_unique<PipelineModel>(cfg, *ctx)
                      : std::make_unique<PipelineModel>(cfg, mesh, rank, nullptr, true,
@@ -117,14 +130,15 @@ CompiledRank compile_rank(const TrainConfig& config, const Mesh& mesh, const Lay
   c.train.wanted = {t.outputs.loss};
   c.train.wanted.insert(c.train.wanted.end(), t.grads.begin(), t.grads.end());
   c.train.global = std::move(t.graph);
-  compile_program(c.train, mesh, layout, rank, train_lowering, cfg, mode, ctx);
+  compile_program(c.train, mesh, layout, rank, train_lowering, cfg, mode, ctx, true);
 
   // Evaluation: forward only, reading the same parameter storage (ZeRO-3
   // shards are gathered on use there too). A plan needs only its arena.
   std::string eval_key;
   if (cache && mode == CompileMode::kPlanOnly) {
     eval_key = str_cat(mesh.to_string(), "|", cfg.layout, "|", rank, "|", cfg.zero, "|", cfg.batch,
-                       "|", cfg.precision, "|", cfg.bucket_mib);
+                       "|", cfg.precision, "|", cfg.bf16_activations, "|",
+                       cfg.grad_reduce_precision, "|", cfg.bucket_mib);
     for (const auto& [label, spec] : cfg.shard) eval_key += str_cat("|", label, "=", spec);
     if (auto it = cache->eval_arena_bytes.find(eval_key); it != cache->eval_arena_bytes.end()) {
       c.eval_arena_bytes = it->second;
@@ -141,7 +155,7 @@ CompiledRank compile_rank(const TrainConfig& config, const Mesh& mesh, const Lay
   if (c.eval.outputs.logits >= 0) c.eval.wanted.push_back(c.eval.outputs.logits);
   LoweringOptions eval_lowering;
   eval_lowering.targets = zero_targets(c.eval.global, {}, layout, mesh, cfg.zero);
-  compile_program(c.eval, mesh, layout, rank, eval_lowering, cfg, mode, ctx);
+  compile_program(c.eval, mesh, layout, rank, eval_lowering, cfg, mode, ctx, false);
   c.eval_arena_bytes = c.eval.program->arena_bytes();
   if (!eval_key.empty()) cache->eval_arena_bytes[eval_key] = c.eval_arena_bytes;
   return c;

@@ -44,6 +44,8 @@ const std::map<std::string, KeyRule>& rules() {
       {"steps", field(&TrainConfig::steps)},
       {"optimizer", field(&TrainConfig::optimizer)},
       {"precision", field(&TrainConfig::precision)},
+      {"bf16_activations", field(&TrainConfig::bf16_activations)},
+      {"grad_reduce_precision", field(&TrainConfig::grad_reduce_precision)},
       {"lr", field(&TrainConfig::lr)},
       {"min_lr", field(&TrainConfig::min_lr)},
       {"warmup_steps", field(&TrainConfig::warmup_steps)},
@@ -129,7 +131,7 @@ TrainConfig TrainConfig::from_file(const std::string& path) {
   json j;
   try {
     j = json::parse(in);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse errors, and numbers out of range (406)
     TS_THROW("config: '", path, "' is not valid JSON: ", e.what());
   }
   return from_json(j);
@@ -177,6 +179,9 @@ void TrainConfig::validate(bool with_data) const {
     TS_THROW("config: 'optimizer' must be \"adamw\" or \"sgd\", got \"", optimizer, "\"");
   if (precision != "f32" && precision != "bf16")
     TS_THROW("config: 'precision' must be \"f32\" or \"bf16\", got \"", precision, "\"");
+  if (grad_reduce_precision != "f32" && grad_reduce_precision != "bf16")
+    TS_THROW("config: 'grad_reduce_precision' must be \"f32\" or \"bf16\", got \"",
+             grad_reduce_precision, "\"");
   positive("batch", batch);
   positive("steps", steps);
   positive("lr", lr);

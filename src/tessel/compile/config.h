@@ -39,6 +39,14 @@ struct TrainConfig {
   // bf16, f32 accumulation and output; master weights, gradients, optimizer
   // state and every reduction stay f32; docs/precision.md).
   std::string precision = "f32";
+  // With bf16: values only einsums read (attention's q/k/v, LayerNorm outputs,
+  // the MLP's hidden after GELU, ...) are stored in bf16 (the same numbers,
+  // half the bytes); false keeps every activation in f32, for comparison.
+  bool bf16_activations = true;
+  // Number format of the gradient all-reduce buckets on the wire: "f32" |
+  // "bf16" (rounded to bf16 once, summed in f32, the sum rounded to bf16;
+  // half the bytes). bf16 only without pipeline and at zero 0.
+  std::string grad_reduce_precision = "f32";
   double lr = 1e-3;
   double min_lr = 1e-4;
   int64_t warmup_steps = 20;

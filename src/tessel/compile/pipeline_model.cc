@@ -170,7 +170,7 @@ PipelineModel::PipelineModel(const TrainConfig& config, const Mesh& mesh, int ra
     if (cache && plan_only_) {
       eval_key = str_cat(config.batch, "|", k, "|", stage_count, "|", stage_mesh_.to_string(), "|",
                          stage_rank_, "|", config.layout, "|", config.precision, "|",
-                         config.bucket_mib, "|");
+                         config.bf16_activations, "|", config.bucket_mib, "|");
       for (int b : partition_.first_block) eval_key += str_cat(b, ",");
       for (const auto& [label, spec] : config.shard) eval_key += str_cat("|", label, "=", spec);
       auto it = cache->eval_arena_bytes.find(eval_key);
@@ -295,6 +295,7 @@ PipelineStage PipelineModel::compile(const LocalStage& st, int chunk, bool eval)
   options.bucket_bytes = static_cast<size_t>(config_.bucket_mib * 1048576.0);
   options.plan_only = plan_only_;
   options.bf16 = config_.precision == "bf16";
+  options.bf16_activations = config_.bf16_activations;
   if (!eval)
     options.phase_starts = {local_phase_start(local, sg.backward_input_begin),
                             local_phase_start(local, sg.backward_weight_begin)};

@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "tessel/base/bf16.h"
 #include "tessel/base/error.h"
 #include "tessel/kernels/einsum.h"
 
@@ -75,10 +76,32 @@ std::vector<std::string> concat(const std::vector<std::string>& a,
   return r;
 }
 
+std::optional<Bf16Route>& plan_route_override() {
+  static std::optional<Bf16Route> route;
+  return route;
+}
+
 }  // namespace
+
+const char* bf16_route_name(Bf16Route route) {
+  return route == Bf16Route::kOneDnn ? "oneDNN bf16 matmul" : "f32 GEMM on widened bf16 operands";
+}
+
+Bf16Route bf16_route() {
+  return onednn_has_bf16_matmul() ? Bf16Route::kOneDnn : Bf16Route::kWidenedF32;
+}
+
+void set_plan_bf16_route(std::optional<Bf16Route> route) { plan_route_override() = route; }
+
+Bf16Route plan_bf16_route() { return plan_route_override().value_or(bf16_route()); }
 
 struct EinsumBf16::Impl {
   bool empty = false;  // a zero-sized m, n, k or batch: nothing to compute
+  Bf16Route route = Bf16Route::kOneDnn;
+  // kWidenedF32: the f32 plan over the operands' own shapes, and their sizes.
+  EinsumPlan plan;
+  int64_t a_numel = 0, b_numel = 0;
+  Bf16Inputs inputs;
   // Reorders of a and b into dense bf16, and of staged f32 C into out.
   memory::desc a_src, a_dst, b_src, b_dst, c_stage, c_out;
   memory::desc mm_a, mm_b, mm_c;                // the matmul's view: [batch.., M, K] etc.
@@ -92,8 +115,25 @@ struct EinsumBf16::Impl {
 };
 
 EinsumBf16::EinsumBf16(const Shape& a, const Shape& b, const Shape& out, bool create_primitives,
-                       Bf16Inputs bf16_inputs)
+                       Bf16Inputs bf16_inputs, std::optional<Bf16Route> route)
     : impl_(std::make_unique<Impl>()) {
+  impl_->route = route.value_or(create_primitives ? bf16_route() : plan_bf16_route());
+  impl_->inputs = bf16_inputs;
+  if (impl_->route == Bf16Route::kWidenedF32) {
+    // Both operands as f32 copies of their bf16 values, in their own
+    // (row-major) order, so the f32 plan over the same shapes reads them.
+    Impl& p = *impl_;
+    p.a_numel = a.numel();
+    p.b_numel = b.numel();
+    p.empty = p.a_numel == 0 || p.b_numel == 0 || out.numel() == 0;
+    if (p.empty) return;
+    p.plan = plan_einsum(a, b, out);
+    p.a_bytes = round_up(static_cast<size_t>(p.a_numel) * sizeof(float));
+    p.b_bytes = round_up(static_cast<size_t>(p.b_numel) * sizeof(float));
+    p.pad_bytes = round_up(static_cast<size_t>(p.plan.scratch_elements()) * sizeof(float));
+    p.impl_name = std::string("f32 sgemm on widened bf16 operands (") + onednn_cpu_isa() + ")";
+    return;
+  }
   if (create_primitives && !onednn_has_bf16_matmul())
     TS_THROW("precision bf16: oneDNN has no bf16 matmul on this CPU (its instruction set: ",
              onednn_cpu_isa(),
@@ -262,9 +302,27 @@ size_t EinsumBf16::scratch_bytes() const {
 
 std::string EinsumBf16::implementation() const { return impl_->impl_name; }
 
+Bf16Route EinsumBf16::route() const { return impl_->route; }
+
 void EinsumBf16::run(const void* a, const void* b, float* out, void* scratch) const {
   const Impl& p = *impl_;
   if (p.empty) return;
+  if (p.route == Bf16Route::kWidenedF32) {
+    uint8_t* base = static_cast<uint8_t*>(scratch);
+    float* a32 = reinterpret_cast<float*>(base);
+    float* b32 = reinterpret_cast<float*>(base + p.a_bytes);
+    float* pad = reinterpret_cast<float*>(base + p.a_bytes + p.b_bytes);
+    if (p.inputs.a)
+      widen_bf16(static_cast<const uint16_t*>(a), a32, p.a_numel);
+    else
+      round_bf16_in_f32(static_cast<const float*>(a), a32, p.a_numel);
+    if (p.inputs.b)
+      widen_bf16(static_cast<const uint16_t*>(b), b32, p.b_numel);
+    else
+      round_bf16_in_f32(static_cast<const float*>(b), b32, p.b_numel);
+    einsum(p.plan, a32, b32, out, pad);
+    return;
+  }
   TS_CHECK(p.mm, "einsum bf16: primitives were not created (a plan-only instance)");
   const dnnl::engine& e = cpu_engine();
   dnnl::stream& s = cpu_stream();
@@ -304,11 +362,16 @@ void EinsumBf16::run(const void* a, const void* b, float* out, void* scratch) co
 struct Bf16Convert::Impl {
   memory::desc from, to;
   dnnl::reorder reorder;
+  bool loop = false;  // no oneDNN bf16 on this CPU: base/bf16.h
 };
 
 Bf16Convert::Bf16Convert(int64_t n, bool create_primitive)
     : n_(n), impl_(std::make_unique<Impl>()) {
   if (n == 0) return;
+  if (!onednn_has_bf16_matmul()) {
+    impl_->loop = true;
+    return;
+  }
   impl_->from = memory::desc({n}, memory::data_type::f32, memory::format_tag::a);
   impl_->to = memory::desc({n}, memory::data_type::bf16, memory::format_tag::a);
   dnnl::primitive_attr attr;
@@ -325,6 +388,10 @@ Bf16Convert& Bf16Convert::operator=(Bf16Convert&&) noexcept = default;
 
 void Bf16Convert::run(const float* in, void* out) const {
   if (n_ == 0) return;
+  if (impl_->loop) {
+    round_to_bf16(in, static_cast<uint16_t*>(out), n_);
+    return;
+  }
   TS_CHECK(impl_->reorder, "bf16 weight copy: a plan-only instance");
   memory from(impl_->from, cpu_engine(), const_cast<float*>(in)), to(impl_->to, cpu_engine(), out);
   impl_->reorder.execute(cpu_stream(), {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
@@ -373,6 +440,11 @@ bool cpu_has_native_bf16() {
 
 std::string bf16_matmul_note() {
   std::string note = "precision bf16: matmul on " + onednn_cpu_isa();
+  if (bf16_route() == Bf16Route::kWidenedF32)
+    return note +
+           " by f32 GEMM on widened bf16 operands (WARNING: oneDNN has no bf16 matmul on "
+           "this CPU; the operands are rounded to bf16 and multiplied by f32 units, so bf16 is "
+           "slower than f32 here)";
   if (!cpu_has_native_bf16())
     note +=
         " (WARNING: this CPU has neither AVX512-BF16 nor AMX; oneDNN emulates bf16, so bf16 "

@@ -11,15 +11,38 @@
 // scratchpad) is in scratch_bytes(), so the memory plan reserves it.
 // Primitives are created once, in the constructor; run() allocates nothing
 // but oneDNN's small per-call memory handles.
+//
+// Where oneDNN has no bf16 matmul (below AVX-512), the same numerics run by
+// another route (Bf16Route::kWidenedF32): each operand is rounded to bf16 and
+// widened back to f32 (or, given in bf16, widened; exact) into dense scratch
+// in its own order, and the f32 GEMM of kernels/einsum.h multiplies them.
+// A product of two bf16 values is exact in f32, so only the summation order
+// differs from a bf16 matmul with f32 accumulation. Its scratch (both f32
+// copies and the f32 plan's own permute scratch) is in scratch_bytes() too.
 #pragma once
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "tessel/base/shape.h"
 
 namespace tessel::kernels {
+
+// How a bf16 einsum multiplies: oneDNN's bf16 matmul primitive, or the f32
+// GEMM on operands rounded to bf16 and widened to f32 (any CPU).
+enum class Bf16Route { kOneDnn, kWidenedF32 };
+const char* bf16_route_name(Bf16Route route);
+// The route this CPU runs: kOneDnn where onednn_has_bf16_matmul(), else kWidenedF32.
+Bf16Route bf16_route();
+// The route plan-only instances size (dry runs, the planner): this CPU's by
+// default, so a dry run predicts this machine's run to the byte. A plan for
+// another machine (`tessel plan --cluster`) sets kOneDnn: on a CPU without
+// oneDNN bf16 its sizes are then estimated as an optimised oneDNN kernel
+// would take them. Process-wide; nullopt restores the default.
+void set_plan_bf16_route(std::optional<Bf16Route> route);
+Bf16Route plan_bf16_route();
 
 // Which operands run() receives already in bf16 (row-major over their own
 // shape, e.g. a weight's once-per-step copy): the matmul reads them in place
@@ -31,14 +54,16 @@ struct Bf16Inputs {
 
 class EinsumBf16 {
  public:
-  // REQUIRES: shapes satisfy the einsum shape rule (op_table.h). With
-  // create_primitives = false only the sizes are computed (dry runs, plans);
-  // where onednn_has_bf16_matmul() is false they are then estimated (operands
-  // and C in place where strides allow, no oneDNN scratchpad), so a bf16 plan for another
-  // machine compiles here. With create_primitives it throws a clear error
-  // where onednn_has_bf16_matmul() is false.
+  // REQUIRES: shapes satisfy the einsum shape rule (op_table.h). `route`
+  // defaults to bf16_route() (plan_bf16_route() when !create_primitives).
+  // With create_primitives = false only the sizes are computed (dry runs,
+  // plans); for kOneDnn where onednn_has_bf16_matmul() is false they are then
+  // estimated (operands and C in place where strides allow, no oneDNN
+  // scratchpad), so a bf16 plan for another machine compiles here. kOneDnn
+  // with create_primitives throws a clear error where
+  // onednn_has_bf16_matmul() is false.
   EinsumBf16(const Shape& a, const Shape& b, const Shape& out, bool create_primitives = true,
-             Bf16Inputs bf16_inputs = {});
+             Bf16Inputs bf16_inputs = {}, std::optional<Bf16Route> route = std::nullopt);
   ~EinsumBf16();
   EinsumBf16(EinsumBf16&&) noexcept;
   EinsumBf16& operator=(EinsumBf16&&) noexcept;
@@ -47,8 +72,10 @@ class EinsumBf16 {
   // out = einsum(a, b); a and b are f32, or bf16 as given in the constructor;
   // scratch holds scratch_bytes() bytes, 64-byte aligned.
   void run(const void* a, const void* b, float* out, void* scratch) const;
-  // oneDNN's name for the matmul implementation it chose (e.g. "brg:avx512_core_bf16").
+  // oneDNN's name for the matmul implementation it chose (e.g.
+  // "brg:avx512_core_bf16"), or the widened route's description.
   std::string implementation() const;
+  Bf16Route route() const;
 
  private:
   struct Impl;
@@ -56,7 +83,9 @@ class EinsumBf16 {
 };
 
 // Rounds n f32 values to bf16 (nearest even) in the same order: the
-// once-per-step copy of a weight. One oneDNN reorder, created once.
+// once-per-step copy of a weight. One oneDNN reorder, created once, where
+// oneDNN has bf16 (AVX-512 and up); else base/bf16.h's loop (the
+// same values).
 class Bf16Convert {
  public:
   explicit Bf16Convert(int64_t n, bool create_primitive = true);
@@ -75,12 +104,14 @@ class Bf16Convert {
 // The instruction set oneDNN dispatches to on this CPU ("avx512_core_bf16", ...).
 std::string onednn_cpu_isa();
 // True when oneDNN (2.6) has a bf16 matmul on this CPU at all: AVX-512 and
-// up (emulated on plain AVX-512). Below that (AVX2), EinsumBf16 throws.
+// up (emulated on plain AVX-512). Below that (AVX2), bf16 einsums take the
+// widened-f32 route.
 bool onednn_has_bf16_matmul();
 // True when the CPU multiplies bf16 natively (AVX512-BF16 or AMX); otherwise
 // oneDNN emulates bf16 and it runs slower than f32.
 bool cpu_has_native_bf16();
-// One line for the start of a bf16 run: the ISA, and a warning where bf16 is emulated.
+// One line for the start of a bf16 run: the ISA and route, and a warning
+// where bf16 is emulated (plain AVX-512, or the widened-f32 route).
 std::string bf16_matmul_note();
 
 }  // namespace tessel::kernels

@@ -30,8 +30,13 @@ struct OpCall {
   const CommGroups* comms;  // collectives and sharded ops; nullptr in a single process
   // Set for einsums of a bf16 program: they run on it (the scratch is its own).
   const kernels::EinsumBf16* einsum_bf16 = nullptr;
-  // Per einsum input: its bf16 copy (a weight's, made once per phase), or nullptr.
+  // Per einsum input: its bf16 copy (a weight's, made once per phase) or its
+  // bf16 storage (a bf16-stored activation), or nullptr. For an all-gather
+  // that carries bf16: input 0's bf16 storage, or nullptr (f32: rounded first).
   const void* bf16_in[2] = {nullptr, nullptr};
+  // An all-gather whose output is stored in bf16: it carries bf16 (half the
+  // bytes; the same values as gathering f32 and rounding) and `out` is bf16.
+  bool bf16_out = false;
   // The step and micro-batch dropout masks are keyed by (runtime/dropout_op.h).
   DropoutPosition position{};
 };
@@ -51,5 +56,8 @@ void execute_op(const OpCall& call);
 
 // Bytes of per-instruction scratch a node needs.
 size_t scratch_bytes(const Graph& graph, const Node& node, const kernels::EinsumPlan* einsum);
+// The same for an all-gather that carries bf16 (OpCall::bf16_out), with its
+// input in bf16 storage (in_bf16) or f32 (rounded into scratch first).
+size_t bf16_all_gather_scratch_bytes(const Graph& graph, const Node& node, bool in_bf16);
 
 }  // namespace tessel

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "tessel/base/bf16.h"
 #include "tessel/base/error.h"
 #include "tessel/ir/op_table.h"
 #include "tessel/runtime/comm_groups.h"
@@ -76,6 +77,25 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
       ++k;
     return k;
   };
+  // bf16 activations: root values read by einsums only (views included),
+  // produced by an instruction, neither an output nor an input.
+  // An all-gather whose output is stored in bf16 carries bf16, so it reads
+  // its input as an einsum would: rounded. Readers come after what they
+  // read, so one pass in reverse decides every value after its readers.
+  stored_bf16_.assign(n, false);
+  if (options_.bf16 && options_.bf16_activations && !options_.reference_kernels) {
+    std::vector<bool> bf16_read(n, false), other_read(n, false);
+    for (ValueId out : outputs) other_read[alias_root_[out]] = true;
+    for (auto it = instructions_.rbegin(); it != instructions_.rend(); ++it) {
+      const ValueId id = it->node;
+      const Node& node = g.node(id);
+      stored_bf16_[id] = bf16_read[id] && !other_read[id] && node.dtype == DType::kF32;
+      const bool rounds_inputs =
+          node.kind == OpKind::kEinsum || (node.kind == OpKind::kAllGather && stored_bf16_[id]);
+      for (ValueId in : node.inputs)
+        (rounds_inputs ? bf16_read : other_read)[alias_root_[in]] = true;
+    }
+  }
   if (options_.bf16 && !options_.reference_kernels) {
     // Weights read by einsums get one bf16 copy per phase (a pipeline's
     // forward and backward may run on different weight versions).
@@ -87,6 +107,7 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
       kernels::Bf16Inputs in;
       for (int k = 0; k < 2; ++k) {
         const ValueId root = alias_root_[node.inputs[k]];
+        if (stored_bf16_[root]) (k == 0 ? in.a : in.b) = true;  // read in place
         if (g.node(root).kind != OpKind::kParam) continue;
         auto key = std::make_pair(root, phase_of(static_cast<int>(i)));
         auto it = copy_of.find(key);
@@ -116,18 +137,24 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
   std::vector<size_t> bucket_offset(n, 0);
   std::vector<int> bucket_of(n, -1);
   {
-    std::map<std::string, int> open;
+    std::map<std::pair<std::string, bool>, int> open;  // by axis and bf16
+    std::set<ValueId> bf16_roots;
+    for (ValueId v : options_.bf16_reduce) bf16_roots.insert(alias_root_.at(v));
     for (size_t i = 0; i < instructions_.size(); ++i) {
       const Node& node = g.node(instructions_[i].node);
       // Only values no instruction reads may complete after later ones run.
       if (node.kind != OpKind::kAllReduce || !node.attrs.overlap ||
           (!options_.comms && !options_.plan_only) || read_by_instruction[instructions_[i].node])
         continue;
-      auto it = open.find(node.attrs.axis);
+      const bool bf16 = bf16_roots.count(instructions_[i].node) > 0;
+      auto it = open.find({node.attrs.axis, bf16});
       if (it == open.end()) {
         buckets_.emplace_back();
         buckets_.back().axis = node.attrs.axis;
-        it = open.emplace(node.attrs.axis, static_cast<int>(buckets_.size()) - 1).first;
+        buckets_.back().bf16 = bf16;
+        it = open.emplace(std::make_pair(node.attrs.axis, bf16),
+                          static_cast<int>(buckets_.size()) - 1)
+                 .first;
       }
       Bucket& b = buckets_[it->second];
       instructions_[i].bucket = it->second;
@@ -146,7 +173,8 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
     if (g.node(id).kind == OpKind::kParam || bucket_of[id] >= 0) continue;
     const Node& node = g.node(id);
     value_buffer_[id] = static_cast<int>(requests_.size());
-    requests_.push_back({static_cast<size_t>(node.shape.numel()) * dtype_size(node.dtype),
+    requests_.push_back({static_cast<size_t>(node.shape.numel()) *
+                             (stored_bf16_[id] ? sizeof(uint16_t) : dtype_size(node.dtype)),
                          first_use[id], last_use[id]});
   }
   for (WeightCopy& c : weight_copies_) {
@@ -155,10 +183,18 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
   }
   for (size_t i = 0; i < instructions_.size(); ++i) {
     Instruction& ins = instructions_[i];
+    const Node& node = g.node(ins.node);
+    const bool bf16_gather = node.kind == OpKind::kAllGather && stored_bf16_[ins.node];
+    if (stored_bf16_[ins.node] && !bf16_gather) {
+      ins.stage = static_cast<int>(requests_.size());
+      requests_.push_back({static_cast<size_t>(node.shape.numel()) * sizeof(float),
+                           static_cast<int>(i), static_cast<int>(i)});
+    }
     size_t scratch =
-        ins.einsum_bf16 >= 0
-            ? einsum_bf16_[ins.einsum_bf16].scratch_bytes()
-            : scratch_bytes(g, g.node(ins.node),
+        ins.einsum_bf16 >= 0 ? einsum_bf16_[ins.einsum_bf16].scratch_bytes()
+        : bf16_gather
+            ? bf16_all_gather_scratch_bytes(g, node, stored_bf16_[alias_root_[node.inputs[0]]])
+            : scratch_bytes(g, node,
                             ins.einsum_plan >= 0 ? &einsum_plans_[ins.einsum_plan] : nullptr);
     if (scratch == 0) continue;
     ins.scratch = static_cast<int>(requests_.size());
@@ -174,6 +210,14 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
   for (size_t b = 0; b < buckets_.size(); ++b) {
     buckets_[b].buffer = static_cast<int>(requests_.size());
     requests_.push_back({buckets_[b].bytes, bucket_first[b], end});
+    if (buckets_[b].bf16) {
+      const Node& last = g.node(instructions_[buckets_[b].last_instruction].node);
+      buckets_[b].work = static_cast<int>(requests_.size());
+      requests_.push_back(
+          {all_reduce_bf16_work_bytes(static_cast<int64_t>(buckets_[b].bytes / sizeof(float)),
+                                      static_cast<int>(last.attrs.count)),
+           buckets_[b].last_instruction, buckets_[b].last_instruction});
+    }
   }
 
   // Phase-local buffers (first and last use in one phase) in their own plan.
@@ -212,9 +256,14 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
     if (int b = bucket_of[alias_root_[id]]; b >= 0)
       value_ptr_[id] = address(buckets_[b].buffer) + bucket_offset[alias_root_[id]];
   }
-  for (Instruction& ins : instructions_)
+  for (Instruction& ins : instructions_) {
     if (ins.scratch >= 0) ins.scratch_ptr = address(ins.scratch);
-  for (Bucket& b : buckets_) b.region = address(b.buffer);
+    if (ins.stage >= 0) ins.stage_ptr = address(ins.stage);
+  }
+  for (Bucket& b : buckets_) {
+    b.region = address(b.buffer);
+    if (b.work >= 0) b.work_ptr = address(b.work);
+  }
   for (WeightCopy& c : weight_copies_) c.data = address(c.buffer);
 }
 
@@ -243,6 +292,14 @@ void Program::run_bucket_member(const Instruction& ins, size_t index) {
   Bucket& b = buckets_[ins.bucket];
   if (static_cast<int>(index) != b.last_instruction) return;
   float* region = reinterpret_cast<float*>(b.region);
+  if (b.bf16) {
+    auto t0 = std::chrono::steady_clock::now();
+    options_.comms->axis(b.axis).all_reduce_bf16(
+        region, static_cast<int64_t>(b.bytes / sizeof(float)), b.work_ptr, "gradient bucket");
+    collective_seconds_ +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return;
+  }
   b.pending = options_.comms->axis(b.axis).start_all_reduce(
       region, static_cast<int64_t>(b.bytes / sizeof(float)), "gradient bucket");
 }
@@ -254,8 +311,24 @@ void Program::bind_param(const std::string& name, float* data) {
     if (alias_root_[id] == it->second) value_ptr_[id] = data;
 }
 
+bool Program::stored_bf16(ValueId value) const {
+  TS_CHECK(value >= 0 && value < graph_->size(), "value %", value, " is not in the graph");
+  return stored_bf16_[alias_root_[value]];
+}
+
+size_t Program::bf16_value_bytes() const {
+  size_t bytes = 0;
+  for (ValueId id = 0; id < graph_->size(); ++id)
+    if (stored_bf16_[id] && value_buffer_[id] >= 0)
+      bytes += static_cast<size_t>(graph_->node(id).shape.numel()) * sizeof(uint16_t);
+  return bytes;
+}
+
 void* Program::data(ValueId value) {
   TS_CHECK(value >= 0 && value < graph_->size(), "value %", value, " is not in the graph");
+  if (stored_bf16_[alias_root_[value]])
+    TS_THROW("value %", value, " ('", graph_->node(value).name,
+             "') is stored in bf16 (only einsums read it), not as f32");
   if (!value_ptr_[value])
     TS_THROW("value %", value, " ('", graph_->node(value).name,
              "') has no storage in this program (not an output, or an unbound parameter)");
@@ -297,18 +370,25 @@ void Program::run_instructions(size_t begin, size_t end) {
     OpCall call{g,
                 node,
                 value_ptr_,
-                value_ptr_[ins.node],
+                ins.stage_ptr ? ins.stage_ptr : value_ptr_[ins.node],
                 ins.scratch_ptr,
                 ins.einsum_plan >= 0 ? &einsum_plans_[ins.einsum_plan] : nullptr,
                 options_.reference_kernels,
                 options_.comms,
                 ins.einsum_bf16 >= 0 ? &einsum_bf16_[ins.einsum_bf16] : nullptr};
     call.position = position_;
+    if (node.kind == OpKind::kAllGather && stored_bf16_[ins.node]) {
+      call.bf16_out = true;
+      if (stored_bf16_[alias_root_[node.inputs[0]]]) call.bf16_in[0] = value_ptr_[node.inputs[0]];
+    }
     for (int c : ins.make_copies)
       weight_copies_[c].convert.run(static_cast<const float*>(value_ptr_[weight_copies_[c].param]),
                                     weight_copies_[c].data);
-    for (int k = 0; k < 2; ++k)
+    for (int k = 0; k < 2; ++k) {
       if (ins.bf16_copy[k] >= 0) call.bf16_in[k] = weight_copies_[ins.bf16_copy[k]].data;
+      if (ins.einsum_bf16 >= 0 && stored_bf16_[alias_root_[node.inputs[k]]])
+        call.bf16_in[k] = value_ptr_[node.inputs[k]];
+    }
     if (communicates(node.kind)) {
       auto t0 = std::chrono::steady_clock::now();
       execute_op(call);
@@ -317,6 +397,9 @@ void Program::run_instructions(size_t begin, size_t end) {
     } else {
       execute_op(call);
     }
+    if (ins.stage_ptr)
+      round_to_bf16(reinterpret_cast<const float*>(ins.stage_ptr),
+                    static_cast<uint16_t*>(value_ptr_[ins.node]), node.shape.numel());
   }
   auto t0 = std::chrono::steady_clock::now();
   for (Bucket& b : buckets_)

@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,18 @@ struct CompileOptions {
   // bf16 operand copies are per-instruction scratch in the memory plan, and
   // each weight's bf16 copy (one per phase) a planned buffer.
   bool bf16 = false;
+  // With bf16: a value whose every reader is an einsum (through views), and
+  // that is no output or input of the program, is stored in bf16: its
+  // producer writes f32 into per-instruction staging, rounded into the
+  // value's bf16 buffer, and the einsums read it as a bf16 operand. They
+  // would round it to bf16 anyway, so the numbers are the same; the buffer
+  // is half the size. Everything another op reads stays f32.
+  bool bf16_activations = true;
+  // Outputs (parameter gradients) whose overlapped all-reduce is carried in
+  // bf16 and summed in f32 (Communicator::all_reduce_bf16): they fill their
+  // own buckets, reduced blocking at the bucket's last member, each with a
+  // planned work buffer. Empty: every bucket is f32 (grad_reduce_precision).
+  std::set<ValueId> bf16_reduce{};
   // Plan memory as a run with communicators would (gradient buckets
   // included) but allocate nothing (dry runs); run() refuses.
   bool plan_only = false;
@@ -62,8 +75,13 @@ class Program {
   // Parameters are stored by the caller; bind each before the first run.
   void bind_param(const std::string& name, float* data);
   // Storage of a graph input (write before run) or any kept value (read after).
+  // Throws for a value stored in bf16 (never an output: see bf16_activations).
   void* data(ValueId value);
   float* f32(ValueId value) { return static_cast<float*>(data(value)); }
+  // Whether a value (or the value it is a view of) is stored in bf16.
+  bool stored_bf16(ValueId value) const;
+  // Bytes of the values stored in bf16 (at 2 bytes per element), for reports.
+  size_t bf16_value_bytes() const;
   void* input(const std::string& name);
 
   void run();
@@ -127,6 +145,8 @@ class Program {
     int scratch = -1;              // buffer index of per-instruction scratch
     int bucket = -1;               // gradient bucket this all-reduce belongs to
     uint8_t* scratch_ptr = nullptr;
+    int stage = -1;  // buffer index of the f32 staging of a bf16-stored output
+    uint8_t* stage_ptr = nullptr;
   };
   // Outputs of overlapped all-reduces on one axis, packed back to back in one
   // buffer; one non-blocking all-reduce once the last member is written.
@@ -137,6 +157,9 @@ class Program {
     int last_instruction = -1;
     uint8_t* region = nullptr;
     std::unique_ptr<CommRequest> pending;
+    bool bf16 = false;  // carried in bf16 (CompileOptions::bf16_reduce)
+    int work = -1;      // bf16: buffer index of all_reduce_bf16's work
+    uint8_t* work_ptr = nullptr;
   };
   void run_bucket_member(const Instruction& ins, size_t index);
   void run_instructions(size_t begin, size_t end);
@@ -157,6 +180,7 @@ class Program {
   };
   std::vector<WeightCopy> weight_copies_;
   std::vector<int> value_buffer_;  // buffer index per value, -1 if none
+  std::vector<bool> stored_bf16_;  // per root value: stored in bf16 (bf16_activations)
   std::vector<ValueId> alias_root_;
   std::vector<BufferRequest> requests_;
   MemoryPlan plan_;

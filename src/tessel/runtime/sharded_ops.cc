@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "tessel/base/around.h"
+#include "tessel/base/bf16.h"
 #include "tessel/base/error.h"
 #include "tessel/ir/attrs.h"
 #include "tessel/kernels/cross_entropy.h"
@@ -41,6 +42,36 @@ void all_gather(const OpCall& call, Communicator& comm) {
   float* buf = static_cast<float*>(call.scratch);
   comm.all_gather(in_f32(call, 0), buf, x.numel(), call.node.name);
   rank_major_to_dim_major(buf, out, call.node.attrs.count, a);
+}
+
+size_t round64(size_t n) { return (n + 63) / 64 * 64; }
+
+// An all-gather carrying bf16 (OpCall::bf16_out): the input rounded to bf16
+// (unless stored so), gathered at 2 bytes per element, unpacked into the
+// bf16 output. The values are those of gathering f32 and rounding after.
+void all_gather_bf16(const OpCall& call, Communicator& comm) {
+  const Shape& x = in_shape(call, 0);
+  const Around a = around(x, call.node.attrs.dim);
+  uint16_t* out = static_cast<uint16_t*>(call.out);
+  uint16_t* scratch = static_cast<uint16_t*>(call.scratch);
+  const uint16_t* send = static_cast<const uint16_t*>(call.bf16_in[0]);
+  if (!send) {
+    round_to_bf16(in_f32(call, 0), scratch, x.numel());
+    send = scratch;
+    scratch += round64(static_cast<size_t>(x.numel()) * 2) / 2;
+  }
+  if (a.outer == 1) {
+    comm.all_gather_bf16(send, out, x.numel(), call.node.name);
+    return;
+  }
+  comm.all_gather_bf16(send, scratch, x.numel(), call.node.name);
+  // rank-major [r][outer][len][inner] -> [outer][r][len][inner]
+  const int64_t ranks = call.node.attrs.count, block = a.n * a.inner;
+#pragma omp parallel for schedule(static) collapse(2)
+  for (int64_t o = 0; o < a.outer; ++o)
+    for (int64_t r = 0; r < ranks; ++r)
+      std::memcpy(out + (o * ranks + r) * block, scratch + (r * a.outer + o) * block,
+                  static_cast<size_t>(block) * sizeof(uint16_t));
 }
 
 void reduce_scatter(const OpCall& call, Communicator& comm) {
@@ -264,6 +295,13 @@ size_t sharded_scratch_bytes(const Graph& graph, const Node& node) {
   }
 }
 
+size_t bf16_all_gather_scratch_bytes(const Graph& graph, const Node& node, bool in_bf16) {
+  const Shape& x = graph.node(node.inputs.at(0)).shape;
+  const size_t send = in_bf16 ? 0 : round64(static_cast<size_t>(x.numel()) * 2);
+  const bool unpack = around(x, node.attrs.dim).outer != 1;
+  return send + (unpack ? static_cast<size_t>(node.shape.numel()) * 2 : 0);
+}
+
 void execute_sharded_op(const OpCall& call, const CommGroups* comms) {
   const Node& node = call.node;
   auto comm = [&]() -> Communicator& {
@@ -277,7 +315,7 @@ void execute_sharded_op(const OpCall& call, const CommGroups* comms) {
     case OpKind::kShardSlice:
       return shard_slice(call);
     case OpKind::kAllGather:
-      return all_gather(call, comm());
+      return call.bf16_out ? all_gather_bf16(call, comm()) : all_gather(call, comm());
     case OpKind::kReduceScatter:
       return reduce_scatter(call, comm());
     case OpKind::kAllToAll:

@@ -8,7 +8,9 @@
 #include <cstdlib>
 #include <mutex>
 #include <thread>
+#include <vector>
 
+#include "tessel/base/bf16.h"
 #include "tessel/base/error.h"
 #include "tessel/comm/heartbeat.h"
 
@@ -448,6 +450,54 @@ void MpiCommunicator::all_to_all(const float* in, float* out, int64_t n, const s
     check_mpi(MPI_Alltoall(in, c, MPI_FLOAT, out, c, MPI_FLOAT, comm_), "all_to_all", name_, op, n);
   }
   count("all_to_all", int64_t{size_} * n * 4);
+}
+
+void MpiCommunicator::all_gather_bf16(const uint16_t* in, uint16_t* out, int64_t n,
+                                      const std::string& op) {
+  int c = checked_count("all_gather", n, size_, op, in, out);
+  {
+    WatchScope watch("all_gather", name_, op, n);
+    check_mpi(MPI_Allgather(in, c, MPI_UINT16_T, out, c, MPI_UINT16_T, comm_), "all_gather", name_,
+              op, n);
+  }
+  count("all_gather", n * 2);
+}
+
+void MpiCommunicator::all_reduce_bf16(float* data, int64_t n, void* work, const std::string& op) {
+  checked_count("all_reduce", n, 2, op, data, work);
+  const int p = size_;
+  uint16_t* values = static_cast<uint16_t*>(work);  // n: the rounded values, then the sums
+  const int64_t mine = chunk_begin(n, p, rank_ + 1) - chunk_begin(n, p, rank_);
+  uint16_t* chunks = values + n;  // p * mine: every rank's values of my chunk
+  std::vector<int> send_counts(p), send_displs(p), recv_counts(p), recv_displs(p);
+  for (int r = 0; r < p; ++r) {
+    send_displs[r] = static_cast<int>(chunk_begin(n, p, r));
+    send_counts[r] = static_cast<int>(chunk_begin(n, p, r + 1)) - send_displs[r];
+    recv_counts[r] = static_cast<int>(mine);
+    recv_displs[r] = static_cast<int>(r * mine);
+  }
+  round_to_bf16(data, values, n);
+  {
+    WatchScope watch("all_reduce", name_, op, n);
+    check_mpi(MPI_Alltoallv(values, send_counts.data(), send_displs.data(), MPI_UINT16_T, chunks,
+                            recv_counts.data(), recv_displs.data(), MPI_UINT16_T, comm_),
+              "all_reduce (bf16: MPI_Alltoallv)", name_, op, n);
+  }
+  uint16_t* sums = values + send_displs[rank_];
+#pragma omp parallel for schedule(static) if (mine >= (1 << 15))
+  for (int64_t i = 0; i < mine; ++i) {
+    float acc = 0.0f;
+    for (int r = 0; r < p; ++r) acc += bf16_bits_to_f32(chunks[r * mine + i]);
+    sums[i] = f32_to_bf16_bits(acc);
+  }
+  {
+    WatchScope watch("all_reduce", name_, op, n);
+    check_mpi(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, values, send_counts.data(),
+                             send_displs.data(), MPI_UINT16_T, comm_),
+              "all_reduce (bf16: MPI_Allgatherv)", name_, op, n);
+  }
+  widen_bf16(values, data, n);
+  count("all_reduce", n * 2);
 }
 
 }  // namespace tessel

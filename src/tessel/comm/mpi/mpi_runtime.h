@@ -123,6 +123,10 @@ class MpiCommunicator : public Communicator {
   void all_gather(const float* in, float* out, int64_t n, const std::string& op) override;
   void reduce_scatter(const float* in, float* out, int64_t n, const std::string& op) override;
   void all_to_all(const float* in, float* out, int64_t n, const std::string& op) override;
+  void all_gather_bf16(const uint16_t* in, uint16_t* out, int64_t n,
+                       const std::string& op) override;
+  // MPI_Alltoallv of the bf16 chunks, f32 sums, MPI_Allgatherv (in place).
+  void all_reduce_bf16(float* data, int64_t n, void* work, const std::string& op) override;
   // MPI_Isend / MPI_Recv; the receive is watched like a collective.
   std::unique_ptr<CommRequest> start_send(const float* data, int64_t n, int peer, int tag,
                                           const std::string& op) override;

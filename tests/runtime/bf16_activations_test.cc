@@ -1,0 +1,147 @@
+// bf16 activation storage (CompileOptions::bf16_activations): a bf16
+// program stores in bf16 exactly the values that only einsums read, so the
+// numbers are those of a bf16 program that stores every activation in f32
+// (the einsums round their operands to bf16 either way), in a smaller arena.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "common/error_of.h"
+#include "common/tiny_gpt.h"
+#include "tessel/autodiff/backward.h"
+#include "tessel/ir/op_table.h"
+#include "tessel/runtime/program.h"
+#include "tessel/train/param_store.h"
+#include "tessel/train/task.h"
+
+namespace tessel {
+namespace {
+
+struct Training {
+  Graph graph;
+  std::vector<ValueId> outputs;  // loss, then gradients
+};
+
+Training small_gpt() {
+  TrainConfig c = tiny_gpt_config(2, 2);
+  Training t;
+  GraphBuilder b(t.graph);
+  TaskGraph out = build_model(c, b, c.batch, /*training=*/true);
+  std::map<ValueId, ValueId> grads = build_backward(b, out.loss, t.graph.params());
+  t.outputs.push_back(out.loss);
+  for (ValueId p : t.graph.params()) t.outputs.push_back(grads.at(p));
+  return t;
+}
+
+std::vector<float> run(Program& p, const Training& t, ParamStore& params) {
+  for (ParamEntry& e : params.entries()) p.bind_param(e.name, e.value.f32());
+  for (const char* name : {"tokens", "targets"}) {
+    int32_t* ids = static_cast<int32_t*>(p.input(name));
+    for (int i = 0; i < 2 * 16; ++i) ids[i] = (i * 7 + 3) % 256;
+  }
+  p.run();
+  std::vector<float> r;
+  for (ValueId v : t.outputs) {
+    const float* x = p.f32(v);
+    r.insert(r.end(), x, x + t.graph.node(v).shape.numel());
+  }
+  return r;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+TEST(Bf16Activations, SameNumbersSmallerArena) {
+  Training t = small_gpt();
+  ParamStore params(t.graph, 7);
+  CompileOptions f32_stored;
+  f32_stored.bf16 = true;
+  f32_stored.bf16_activations = false;
+  CompileOptions bf16_stored = f32_stored;
+  bf16_stored.bf16_activations = true;
+  Program a(t.graph, t.outputs, f32_stored), b(t.graph, t.outputs, bf16_stored);
+  EXPECT_EQ(a.bf16_value_bytes(), 0u);
+  EXPECT_GT(b.bf16_value_bytes(), 0u);
+  EXPECT_LT(b.arena_bytes(), a.arena_bytes());
+
+  std::vector<float> want = run(a, t, params), got = run(b, t, params);
+  ASSERT_EQ(got.size(), want.size());
+  if (kernels::bf16_route() == kernels::Bf16Route::kWidenedF32) {
+    // The same f32 GEMM plans on the same bf16 values: bit for bit.
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)));
+  } else {
+    // oneDNN may pick another kernel (another summation order) for an
+    // operand read in place as bf16 than for its dense bf16 copy.
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_NEAR(got[i], want[i], 1e-4 * (std::fabs(want[i]) + 1e-3)) << i;
+  }
+}
+
+TEST(Bf16Activations, OnlyValuesEinsumsAloneReadAreBf16) {
+  Training t = small_gpt();
+  CompileOptions options;
+  options.bf16 = true;
+  Program p(t.graph, t.outputs, options);
+  const Graph& g = p.graph();
+  // Which values: attention's q, k, v, the LayerNorm outputs feeding GEMMs,
+  // the MLP's hidden after GELU, and gradients read only by GEMMs.
+  int q = 0, k = 0, v = 0, act = 0, ln = 0;
+  for (ValueId id = 0; id < g.size(); ++id) {
+    const Node& node = g.node(id);
+    if (!p.stored_bf16(id)) continue;
+    q += ends_with(node.name, "attn.q_bias");
+    k += ends_with(node.name, "attn.k") && node.kind == OpKind::kEinsum;
+    v += ends_with(node.name, "attn.v_bias");
+    act += ends_with(node.name, "mlp.act");
+    ln += node.kind == OpKind::kLayerNorm;
+  }
+  EXPECT_EQ(q, 2);
+  EXPECT_EQ(k, 2);
+  EXPECT_EQ(v, 2);
+  EXPECT_EQ(act, 2);
+  EXPECT_EQ(ln, 5);  // ln1 and ln2 of each block, and ln_f (read by lm_head)
+  // Everything else reads f32: no non-einsum op has a bf16 input, and no
+  // output (loss, parameter gradients) is bf16.
+  for (ValueId id = 0; id < g.size(); ++id) {
+    const Node& node = g.node(id);
+    if (node.kind == OpKind::kEinsum) continue;
+    if (op_info(node.kind).is_view) continue;
+    for (ValueId in : node.inputs) {
+      EXPECT_FALSE(p.stored_bf16(in)) << node.name << " reads bf16 " << g.node(in).name;
+    }
+  }
+  for (ValueId out : t.outputs) EXPECT_FALSE(p.stored_bf16(out)) << g.node(out).name;
+  // Softmax's probabilities are read by its backward: f32.
+  for (ValueId id = 0; id < g.size(); ++id) {
+    if (g.node(id).kind == OpKind::kSoftmax) {
+      EXPECT_FALSE(p.stored_bf16(id));
+    }
+  }
+}
+
+TEST(Bf16Activations, ReadingABf16ValueAsF32IsAnError) {
+  Training t = small_gpt();
+  CompileOptions options;
+  options.bf16 = true;
+  std::vector<ValueId> outputs = t.outputs;
+  Program p(t.graph, outputs, options);
+  for (ValueId id = 0; id < p.graph().size(); ++id)
+    if (p.stored_bf16(id)) {
+      EXPECT_NE(error_of([&] { p.f32(id); }).find("is stored in bf16"), std::string::npos);
+      return;
+    }
+  FAIL() << "no value stored in bf16";
+}
+
+TEST(Bf16Activations, F32ProgramsStoreNothingInBf16) {
+  Training t = small_gpt();
+  Program p(t.graph, t.outputs);
+  EXPECT_EQ(p.bf16_value_bytes(), 0u);
+}
+
+}  // namespace
+}  // namespace tessel
