@@ -30,10 +30,11 @@ struct PyModelFunction {
 };
 
 TaskGraph to_task_graph(const std::string& model, const py::object& result) {
-  if (py::isinstance<py::int_>(result)) return TaskGraph{result.cast<ValueId>(), -1};
+  if (py::isinstance<py::int_>(result)) return TaskGraph{result.cast<ValueId>(), std::nullopt};
   if (py::isinstance<py::tuple>(result) && py::len(result) == 2) {
     auto t = result.cast<py::tuple>();
-    ValueId logits = t[1].is_none() ? -1 : t[1].cast<ValueId>();
+    std::optional<ValueId> logits;
+    if (!t[1].is_none()) logits = t[1].cast<ValueId>();
     return TaskGraph{t[0].cast<ValueId>(), logits};
   }
   TS_THROW("model '", model, "': the function must return (loss, logits) or loss, got ",
@@ -67,7 +68,8 @@ void bind_registry(py::module_& m) {
       [](const py::dict& config, PyBuilder& b, int64_t batch, bool training) {
         TrainConfig c = TrainConfig::from_json(to_json(config));
         TaskGraph g = build_model(c, b.get(), batch, training);
-        return py::make_tuple(g.loss, g.logits < 0 ? py::object(py::none()) : py::int_(g.logits));
+        return py::make_tuple(g.loss,
+                              g.logits ? py::object(py::int_(*g.logits)) : py::object(py::none()));
       },
       py::arg("config"), py::arg("builder"), py::arg("batch"), py::arg("training") = false,
       "Adds the config's registered model (built-in or not) to a Builder; (loss, logits).");

@@ -40,7 +40,7 @@ py::dict step_dict(const StepResult& r) {
 py::dict eval_dict(const EvalResult& r) {
   py::dict d;
   d["val_loss"] = r.loss;
-  if (r.accuracy >= 0) d["val_accuracy"] = r.accuracy;
+  if (r.accuracy) d["val_accuracy"] = *r.accuracy;
   return d;
 }
 

@@ -4,7 +4,8 @@
 #   fast   a few seconds at most; the whole tier runs in under 60 s on 2 cores
 #   slow   everything else (matches a pattern below)
 #   mpi    runs mpirun (all of tessel_layout_tests, and the patterns below)
-#   asan   also run by the sanitizer phase of scripts/test.sh (mpirun cases)
+#   asan   also run by the sanitizer phase of scripts/test.sh (the slow
+#          checkpoint fuzz test and a pipeline under mpirun)
 # Tests added with add_test get their labels in CMakeLists.txt. A case of
 # tessel_tests is fast unless listed in TESSEL_SLOW (a new test that takes
 # longer belongs there); a case of tessel_layout_tests is slow unless listed in

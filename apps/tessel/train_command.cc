@@ -259,7 +259,7 @@ int run_train(const TrainOptions& opt) {
     if (eval_now) {
       last_eval = trainer.evaluate();
       line["val_loss"] = last_eval.loss;
-      if (last_eval.accuracy >= 0) line["val_accuracy"] = last_eval.accuracy;
+      if (last_eval.accuracy) line["val_accuracy"] = *last_eval.accuracy;
     }
     steps_done = s + 1;
     if (config.checkpoint_every > 0 && (s + 1) % config.checkpoint_every == 0) {
@@ -365,7 +365,7 @@ int run_train(const TrainOptions& opt) {
   if (!config.trace.empty()) std::printf("trace: %s\n", config.trace.c_str());
   std::printf("final: train loss %.4f, val loss %.4f nats (baseline %.4f)", last_loss,
               last_eval.loss, task.baseline_loss());
-  if (last_eval.accuracy >= 0) std::printf(", val accuracy %.2f%%", 100 * last_eval.accuracy);
+  if (last_eval.accuracy) std::printf(", val accuracy %.2f%%", 100 * *last_eval.accuracy);
   std::printf(
       "\nmodel state per rank: parameters %.2f MiB, gradients %.2f MiB, optimizer %.2f MiB\n",
       state.parameters / 1048576.0, state.gradients / 1048576.0, state.optimizer / 1048576.0);

@@ -32,7 +32,7 @@ void register_test_models() {
                  ModelSpec{[](const TrainConfig&, GraphBuilder& b, int64_t batch, bool) {
                              ValueId x = b.input("images", Shape{{"batch", batch}, {"pixel", 10}});
                              b.input("labels", Shape{{"batch", batch}}, DType::kI32);
-                             return TaskGraph{b.reduce_sum(x, {"batch", "pixel"}), -1};
+                             return TaskGraph{b.reduce_sum(x, {"batch", "pixel"}), std::nullopt};
                            },
                            DataKind::kImages});
   // Registered without a data kind: the config's 'data' decides (text here).
@@ -153,7 +153,8 @@ TEST(ModelRegistry, CustomImageModelTrainsThroughTheTrainer) {
   EXPECT_NEAR(trainer.task().baseline_loss(), std::log(10.0),
               1e-12);  // chance, from the image task
   EXPECT_LT(val.loss, first - 0.5) << "first " << first << ", validation " << val.loss;
-  EXPECT_GT(val.accuracy, 0.5);  // the task's accuracy reads this model's logits
+  ASSERT_TRUE(val.accuracy.has_value());
+  EXPECT_GT(*val.accuracy, 0.5);  // the task's accuracy reads this model's logits
 }
 
 }  // namespace

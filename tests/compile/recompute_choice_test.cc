@@ -73,8 +73,9 @@ void expect_cheapest_that_fits(TrainConfig c) {
     c.recompute = "auto";
     RecomputeChoice choice = choose_recompute(c);
     const RecomputeCandidate& chosen = choice.chosen_candidate();
-    EXPECT_EQ(chosen.memory, memory.at(choice.chosen)) << choice.report();
-    EXPECT_LE(chosen.memory, limit) << choice.report();
+    ASSERT_TRUE(chosen.memory.has_value()) << choice.report();
+    EXPECT_EQ(*chosen.memory, memory.at(choice.chosen)) << choice.report();
+    EXPECT_LE(*chosen.memory, limit) << choice.report();
     for (const RecomputeCandidate& k : all) {
       if (memory.at(k.spec) > limit) continue;
       EXPECT_LE(chosen.recomputed_flops, k.recomputed_flops)

@@ -58,7 +58,7 @@ Forward build(const TrainConfig& c) {
   GraphBuilder b(f.graph);
   f.out = build_model(c, b, c.batch, /*training=*/true);
   std::map<ValueId, ValueId> grads = build_backward(b, f.out.loss, f.graph.params());
-  f.outputs = {f.out.loss, f.out.logits};
+  f.outputs = {f.out.loss, f.out.logits.value()};
   for (ValueId p : f.graph.params()) {
     f.grads.push_back(grads.at(p));
     f.outputs.push_back(grads.at(p));
@@ -137,7 +137,7 @@ TEST(GoldenGpt, ForwardAndBackwardMatchPyTorchFloat64) {
   std::string worst_name = "loss";
   EXPECT_LE(worst, kTolerance) << "loss";
   const TensorRecord& logits = need(fx, "logits", "F64", {c.batch, c.context, c.vocab});
-  const double logits_err = relative_error(p.f32(f.out.logits), logits);
+  const double logits_err = relative_error(p.f32(f.out.logits.value()), logits);
   EXPECT_LE(logits_err, kTolerance) << "logits";
   if (logits_err > worst) worst = logits_err, worst_name = "logits";
   const std::vector<ValueId>& ps = f.graph.params();

@@ -25,7 +25,7 @@ void apply_recompute(TrainingGraph& t, const RecomputePolicy& policy) {
   RecomputeResult r = recompute_segments(t.graph, t.outputs.loss + 1, policy.segments());
   t.graph = std::move(r.graph);
   t.outputs.loss = r.remap[t.outputs.loss];
-  if (t.outputs.logits >= 0) t.outputs.logits = r.remap[t.outputs.logits];
+  if (t.outputs.logits) t.outputs.logits = r.remap[*t.outputs.logits];
   for (ValueId& g : t.grads) g = r.remap[g];
   t.recomputed_flops = r.recomputed_flops;
 }
@@ -126,7 +126,7 @@ CompiledRank compile_rank(const TrainConfig& config, const Mesh& mesh, const Lay
   c.recomputed_flops = t.recomputed_flops;
   const LoweringOptions train_lowering = training_lowering(t, cfg, layout, mesh);
   c.train.outputs = t.outputs;
-  c.train.outputs.logits = -1;  // the training program needs only the loss and gradients
+  c.train.outputs.logits.reset();  // the training program needs only the loss and gradients
   c.train.wanted = {t.outputs.loss};
   c.train.wanted.insert(c.train.wanted.end(), t.grads.begin(), t.grads.end());
   c.train.global = std::move(t.graph);
@@ -152,7 +152,7 @@ CompiledRank compile_rank(const TrainConfig& config, const Mesh& mesh, const Lay
     c.eval.global = std::move(eval_graph);
   }
   c.eval.wanted = {c.eval.outputs.loss};
-  if (c.eval.outputs.logits >= 0) c.eval.wanted.push_back(c.eval.outputs.logits);
+  if (c.eval.outputs.logits) c.eval.wanted.push_back(*c.eval.outputs.logits);
   LoweringOptions eval_lowering;
   eval_lowering.targets = zero_targets(c.eval.global, {}, layout, mesh, cfg.zero);
   compile_program(c.eval, mesh, layout, rank, eval_lowering, cfg, mode, ctx, false);

@@ -88,7 +88,8 @@ std::vector<int64_t> DistributedContext::gather_counts(int64_t value) {
 }
 
 void DistributedContext::gather_full(const Shape& global, const Sharding& s, const float* local,
-                                     float* full, int holder_axis, int holder_coord) {
+                                     float* full, std::optional<int> holder_axis,
+                                     int holder_coord) {
   // The first replica of each block writes it into a zeroed full tensor; a
   // sum over the world then assembles it exactly (x + 0 == x).
   const int64_t n = global.numel();

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,7 +49,7 @@ class DistributedContext {
   // on `holder_axis` (a pipeline stage that is not the first); ranks that
   // hold no block pass local = nullptr.
   void gather_full(const Shape& global, const Sharding& s, const float* local, float* full,
-                   int holder_axis = -1, int holder_coord = 0);
+                   std::optional<int> holder_axis = std::nullopt, int holder_coord = 0);
   // Every rank's `value`, in rank order, on every rank (collective; exact
   // for 0 <= value < 2^48, e.g. byte counts).
   std::vector<int64_t> gather_counts(int64_t value);

@@ -30,7 +30,7 @@ namespace tessel {
 
 struct TaskGraph {
   ValueId loss;
-  ValueId logits;  // -1 when the model has none
+  std::optional<ValueId> logits;  // none when the model has none
 };
 
 using ModelBuilder = std::function<TaskGraph(const TrainConfig& config, GraphBuilder& b,

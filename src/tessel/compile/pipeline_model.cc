@@ -83,9 +83,9 @@ bool uses_pipeline(const TrainConfig& config, const Mesh& mesh) {
 }
 
 Sharding PipelineModel::on_full_mesh(const Sharding& s) const {
-  if (pipe_axis_ < 0) return s;
+  if (!pipe_axis_) return s;
   std::vector<Placement> p = s.placements();
-  p.insert(p.begin() + pipe_axis_, Placement::broadcast());
+  p.insert(p.begin() + *pipe_axis_, Placement::broadcast());
   return Sharding(p);
 }
 
@@ -97,7 +97,7 @@ PipelineModel::PipelineModel(const TrainConfig& config, const Mesh& mesh, int ra
     : config_(config), ctx_(ctx), plan_only_(plan_only) {
   TS_CHECK(ctx || plan_only, "a pipeline that runs needs its ranks' communicators");
   const std::vector<int> coords = mesh.coords(rank);
-  pipe_axis_ = mesh.axis_index(kPipeAxis);
+  if (const int a = mesh.axis_index(kPipeAxis); a >= 0) pipe_axis_ = a;
   std::vector<MeshAxis> stage_axes;
   std::vector<int> stage_coords;
   for (int a = 0; a < static_cast<int>(mesh.axes().size()); ++a) {
@@ -105,9 +105,9 @@ PipelineModel::PipelineModel(const TrainConfig& config, const Mesh& mesh, int ra
     stage_axes.push_back(mesh.axis(a));
     stage_coords.push_back(coords[a]);
   }
-  if (pipe_axis_ >= 0) {
-    pipe_size_ = mesh.axis(pipe_axis_).size;
-    pipe_rank_ = coords[pipe_axis_];
+  if (pipe_axis_) {
+    pipe_size_ = mesh.axis(*pipe_axis_).size;
+    pipe_rank_ = coords[*pipe_axis_];
   }
   stage_mesh_ = Mesh(stage_axes);
   stage_rank_ = stage_mesh_.rank_of(stage_coords);
@@ -206,15 +206,15 @@ PipelineModel::PipelineModel(const TrainConfig& config, const Mesh& mesh, int ra
     std::vector<ValueId> outputs = st.graph.activations_out;
     outputs.insert(outputs.end(), st.graph.gradients_out.begin(), st.graph.gradients_out.end());
     outputs.insert(outputs.end(), st.graph.param_grads.begin(), st.graph.param_grads.end());
-    if (st.graph.loss >= 0) outputs.push_back(st.graph.loss);
+    if (st.graph.loss) outputs.push_back(*st.graph.loss);
     st.local = lower_to_rank(g, outputs, stage_mesh_, stage_layout_, stage_rank_, {targets});
 
     if (!cached_eval) {
       std::map<ValueId, Sharding> eval_targets;
       boundary_targets(st.eval_graph, eval_targets);
       std::vector<ValueId> eval_outputs = st.eval_graph.activations_out;
-      if (st.eval_graph.loss >= 0) eval_outputs.push_back(st.eval_graph.loss);
-      if (st.eval_graph.logits >= 0) eval_outputs.push_back(st.eval_graph.logits);
+      if (st.eval_graph.loss) eval_outputs.push_back(*st.eval_graph.loss);
+      if (st.eval_graph.logits) eval_outputs.push_back(*st.eval_graph.logits);
       st.eval_local = lower_to_rank(st.eval_graph.graph, eval_outputs, stage_mesh_, stage_layout_,
                                     stage_rank_, {eval_targets});
     }
@@ -283,13 +283,13 @@ PipelineStage PipelineModel::compile(const LocalStage& st, int chunk, bool eval)
   ps.gradients_in = to_local(sg.gradients_in);
   ps.gradients_out = to_local(sg.gradients_out);
   ps.param_grads = to_local(sg.param_grads);
-  ps.loss = sg.loss >= 0 ? local.local_of[sg.loss] : -1;
-  ps.logits = sg.logits >= 0 ? local.local_of[sg.logits] : -1;
+  if (sg.loss) ps.loss = local.local_of[*sg.loss];
+  if (sg.logits) ps.logits = local.local_of[*sg.logits];
   std::vector<ValueId> outputs = ps.activations_out;
   outputs.insert(outputs.end(), ps.gradients_out.begin(), ps.gradients_out.end());
   outputs.insert(outputs.end(), ps.param_grads.begin(), ps.param_grads.end());
-  if (ps.loss >= 0) outputs.push_back(ps.loss);
-  if (ps.logits >= 0) outputs.push_back(ps.logits);
+  if (ps.loss) outputs.push_back(*ps.loss);
+  if (ps.logits) outputs.push_back(*ps.logits);
   CompileOptions options;
   options.comms = ctx_ ? &ctx_->groups() : nullptr;
   options.bucket_bytes = static_cast<size_t>(config_.bucket_mib * 1048576.0);
@@ -326,7 +326,7 @@ void PipelineModel::bind(const Lookup& param, const Lookup& grad, Lookup staging
     for (size_t i = 0; i < sg.param_grads.size(); ++i)
       train_stages_[k].accumulators.push_back(grad(sg.graph.node(sg.graph.params()[i]).name));
   }
-  Communicator* pipe = pipe_axis_ >= 0 ? &ctx_->groups().axis(kPipeAxis) : nullptr;
+  Communicator* pipe = pipe_axis_ ? &ctx_->groups().axis(kPipeAxis) : nullptr;
   auto feeder = [this](bool eval) {
     return [this, eval](int stage, int microbatch, Program& program) {
       for (const LocalStage& st : stages_)
@@ -358,8 +358,7 @@ void PipelineModel::feed(const LocalStage& st, bool eval, int microbatch, Progra
 // Only the last stage's ranks summed losses; the others hold 0.
 double PipelineModel::share_loss(double local_sum) {
   float total = static_cast<float>(local_sum);
-  if (pipe_axis_ >= 0)
-    ctx_->groups().axis(kPipeAxis).all_reduce(&total, 1, ReduceKind::kSum, "loss");
+  if (pipe_axis_) ctx_->groups().axis(kPipeAxis).all_reduce(&total, 1, ReduceKind::kSum, "loss");
   return total;
 }
 
@@ -376,11 +375,11 @@ double PipelineModel::evaluate() {
 const float* PipelineModel::eval_logits(Shape* shape, Sharding* sharding) {
   for (size_t k = 0; k < stages_.size(); ++k) {
     const StageGraph& g = stages_[k].eval_graph;
-    if (g.logits < 0) continue;
-    *shape = g.graph.node(g.logits).shape;
-    *sharding = on_full_mesh(stages_[k].eval_local.sharding_of[g.logits]);
+    if (!g.logits) continue;
+    *shape = g.graph.node(*g.logits).shape;
+    *sharding = on_full_mesh(stages_[k].eval_local.sharding_of[*g.logits]);
     PipelineStage& ps = eval_executor_->stages()[k];
-    return ps.instances[0]->f32(ps.logits);
+    return ps.instances[0]->f32(ps.logits.value());
   }
   return nullptr;
 }

@@ -87,7 +87,7 @@ class PipelineModel {
   // ZeRO 0, 1 and 2. Throws as the constructor does for a stage it cannot take.
   void set_zero(int zero);
 
-  int pipe_axis() const { return pipe_axis_; }  // -1 without a pipe axis
+  std::optional<int> pipe_axis() const { return pipe_axis_; }  // none without a pipe axis
   int pipe_rank() const { return pipe_rank_; }
   int pipe_size() const { return pipe_size_; }
   const Mesh& stage_mesh() const { return stage_mesh_; }
@@ -150,7 +150,8 @@ class PipelineModel {
 
   TrainConfig config_;
   DistributedContext* ctx_;
-  int pipe_axis_ = -1, pipe_rank_ = 0, pipe_size_ = 1, stage_rank_ = 0;
+  std::optional<int> pipe_axis_;
+  int pipe_rank_ = 0, pipe_size_ = 1, stage_rank_ = 0;
   Mesh stage_mesh_;
   Layout stage_layout_;
   std::string data_axis_;

@@ -1,6 +1,7 @@
 #include "tessel/compile/rank_storage.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "tessel/compile/compile_rank.h"
 #include "tessel/ir/builder.h"
@@ -11,7 +12,7 @@ namespace {
 
 // Ranks holding the same copy of a tensor with sharding `s`: the sizes of
 // the axes it is not split on, the pipe axis (`skip`) left out.
-double copies_on_mesh(const Sharding& s, const Mesh& mesh, int skip) {
+double copies_on_mesh(const Sharding& s, const Mesh& mesh, std::optional<int> skip) {
   double copies = 1;
   for (int a = 0; a < s.axis_count(); ++a)
     if (a != skip && !s[a].is_split()) copies *= mesh.axis(a).size;
@@ -20,7 +21,7 @@ double copies_on_mesh(const Sharding& s, const Mesh& mesh, int skip) {
 
 StoredParam stored(const std::string& name, const Shape& shape, const ParamInit& init,
                    const Sharding& value, const Sharding& state, std::vector<int> pipe_ranks,
-                   bool held, const Mesh& mesh, int pipe_axis) {
+                   bool held, const Mesh& mesh, std::optional<int> pipe_axis) {
   StoredParam p{name, shape, init, value, state, std::move(pipe_ranks), held};
   if (held) {
     p.value_numel = value.local_shape(shape, mesh).numel();
@@ -46,7 +47,8 @@ RankStorage program_storage(const CompiledRank& c) {
   for (size_t i = 0; i < g.params().size(); ++i) {
     const Node& n = g.node(g.params()[i]);
     s.params.push_back(stored(n.name, n.shape, n.init, c.train.local.sharding_of[g.params()[i]],
-                              c.train.local.sharding_of[c.grads[i]], {0}, true, c.mesh, -1));
+                              c.train.local.sharding_of[c.grads[i]], {0}, true, c.mesh,
+                              std::nullopt));
     const StoredParam& p = s.params.back();
     const int64_t whole = p.shape.numel() * 4;
     // A ZeRO slice is updated apart and sent to the all-gather; a sharded

@@ -39,9 +39,10 @@ bool same_cost(double a, double b) { return std::abs(a - b) <= 1e-9 * std::max(a
 void judge(const TrainConfig& config, RecomputeCandidate& c) {
   TrainConfig alt = config;
   alt.recompute = c.spec;
-  c.memory = -1;
+  c.memory.reset();
   for (const RankMemory& m : predict_memory(alt))
-    if (m.total() > c.memory) c.memory = m.total(), c.worst_rank = m.rank;
+    if (!c.memory || m.total() > *c.memory) c.memory = m.total(), c.worst_rank = m.rank;
+  TS_CHECK(c.memory, "recompute auto: no rank's memory predicted for '", c.spec, "'");
 }
 
 std::string table(const RecomputeChoice& choice) {
@@ -51,16 +52,16 @@ std::string table(const RecomputeChoice& choice) {
   std::string out = header;
   int unjudged = 0;
   for (const RecomputeCandidate& c : choice.candidates) {
-    if (c.memory < 0) {
+    if (!c.memory) {
       ++unjudged;
       continue;
     }
     char line[160];
-    const char* verdict = c.spec == choice.chosen    ? "fits, chosen"
-                          : c.memory <= choice.limit ? "fits"
-                                                     : "over the limit";
+    const char* verdict = c.spec == choice.chosen     ? "fits, chosen"
+                          : *c.memory <= choice.limit ? "fits"
+                                                      : "over the limit";
     std::snprintf(line, sizeof line, "  %-24s %21.3f   %12s on rank %d, %s\n", c.spec.c_str(),
-                  c.recomputed_flops / 1e9, format_bytes(c.memory).c_str(), c.worst_rank, verdict);
+                  c.recomputed_flops / 1e9, format_bytes(*c.memory).c_str(), c.worst_rank, verdict);
     out += line;
   }
   if (unjudged > 0)
@@ -79,7 +80,7 @@ std::vector<RecomputeCandidate> recompute_candidates(const TrainConfig& config) 
   for (const RecomputePolicy& p : candidate_policies(config.model == "gpt" ? config.n_layer : 0)) {
     TrainingGraph t = stored;
     apply_recompute(t, p);
-    out.push_back({p.to_string(), t.recomputed_flops, -1, 0});
+    out.push_back({p.to_string(), t.recomputed_flops, std::nullopt, 0});
   }
   std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
     return a.recomputed_flops < b.recomputed_flops;
@@ -103,16 +104,16 @@ RecomputeChoice choose_recompute(const TrainConfig& config) {
   size_t i = 0;
   for (; i < all.size(); ++i) {
     judge(config, all[i]);
-    if (all[i].memory <= choice.limit) break;
+    if (*all[i].memory <= choice.limit) break;
   }
   if (i == all.size()) {
     const RecomputeCandidate& best = *std::min_element(
-        all.begin(), all.end(), [](const auto& a, const auto& b) { return a.memory < b.memory; });
+        all.begin(), all.end(), [](const auto& a, const auto& b) { return *a.memory < *b.memory; });
     TrainConfig alt = config;
     alt.recompute = best.spec;
     TS_THROW("config: 'recompute' \"auto\": no recomputation fits the memory limit of ",
              format_bytes(choice.limit), " ('", config.memory_limit, "'); the smallest plan, ",
-             best.spec, ", needs ", format_bytes(best.memory), " on rank ", best.worst_rank, ": ",
+             best.spec, ", needs ", format_bytes(*best.memory), " on rank ", best.worst_rank, ": ",
              memory_breakdown(predict_memory(alt).at(best.worst_rank)), ". Candidates:\n",
              table(choice),
              "Use more ranks, --zero 1|2 over a data axis, or a schedule with fewer micro-batches "
@@ -122,7 +123,7 @@ RecomputeChoice choose_recompute(const TrainConfig& config) {
   size_t best = i, end = i + 1;
   for (; end < all.size() && same_cost(all[end].recomputed_flops, all[i].recomputed_flops); ++end) {
     judge(config, all[end]);
-    if (all[end].memory < all[best].memory) best = end;
+    if (*all[end].memory < *all[best].memory) best = end;
   }
   for (size_t k = end; k < all.size() && k < end + kRunnersUp; ++k) judge(config, all[k]);
   choice.chosen = all[best].spec;
@@ -133,9 +134,10 @@ std::string RecomputeChoice::report() const {
   const RecomputeCandidate& c = chosen_candidate();
   const std::string why = chosen == "none" ? "the plan fits without recomputing anything"
                                            : "no candidate that recomputes fewer FLOPs fits";
-  return str_cat("recompute auto: chose ", chosen, " (", format_bytes(c.memory), " on rank ",
-                 c.worst_rank, " within the limit of ", format_bytes(limit), " per rank, ",
-                 gflop(c.recomputed_flops), " GFLOP/step recomputed): ", why, "\n", table(*this));
+  return str_cat("recompute auto: chose ", chosen, " (", format_bytes(c.memory.value()),
+                 " on rank ", c.worst_rank, " within the limit of ", format_bytes(limit),
+                 " per rank, ", gflop(c.recomputed_flops), " GFLOP/step recomputed): ", why, "\n",
+                 table(*this));
 }
 
 }  // namespace tessel

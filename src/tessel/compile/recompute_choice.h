@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,9 +24,9 @@
 namespace tessel {
 
 struct RecomputeCandidate {
-  std::string spec;             // a policy's canonical spelling
-  double recomputed_flops = 0;  // per training step, whole model
-  int64_t memory = -1;          // worst rank's predicted total; -1: not judged
+  std::string spec;               // a policy's canonical spelling
+  double recomputed_flops = 0;    // per training step, whole model
+  std::optional<int64_t> memory;  // worst rank's predicted total; none: not judged
   int worst_rank = 0;
 };
 

@@ -152,8 +152,8 @@ std::string act_name(ValueId id) { return kPipeActivationPrefix + std::to_string
 
 // Forward of every stage: nodes copied in order, cross-stage reads turned
 // into "pipe.act" inputs (and the producer's activations_out).
-std::vector<StageGraph> split_forward(const Graph& forward, ValueId loss, ValueId logits,
-                                      const StagePartition& p) {
+std::vector<StageGraph> split_forward(const Graph& forward, ValueId loss,
+                                      std::optional<ValueId> logits, const StagePartition& p) {
   std::vector<StageGraph> stages(p.stages);
   std::vector<std::vector<ValueId>> map(p.stages, std::vector<ValueId>(forward.size(), -1));
   std::vector<std::set<ValueId>> sent(p.stages);
@@ -185,12 +185,12 @@ std::vector<StageGraph> split_forward(const Graph& forward, ValueId loss, ValueI
       stages[s].activations_out.push_back(map[s][v]);
       stages[s].out_names.push_back(act_name(v));
     }
-  stages.back().loss = map.back()[loss];
-  if (logits >= 0) {
-    stages.back().logits = map.back()[logits];
-    TS_CHECK(stages.back().logits >= 0, "pipeline: the logits are not on the last stage");
+  if (logits) {
+    TS_CHECK(map.back()[*logits] >= 0, "pipeline: the logits are not on the last stage");
+    stages.back().logits = map.back()[*logits];
   }
-  TS_CHECK(stages.back().loss >= 0, "pipeline: the loss is not on the last stage");
+  TS_CHECK(map.back()[loss] >= 0, "pipeline: the loss is not on the last stage");
+  stages.back().loss = map.back()[loss];
   return stages;
 }
 
@@ -202,11 +202,11 @@ void add_backward(StageGraph& st, const StageGraphOptions& options) {
   GraphBuilder b(g);
   ValueId objective = -1;
   std::vector<ValueId> seeds;
-  if (st.loss >= 0) {
+  if (st.loss) {
     objective =
         options.microbatches > 1
-            ? b.scale(st.loss, 1.0f / static_cast<float>(options.microbatches), "pipe.loss_share")
-            : st.loss;
+            ? b.scale(*st.loss, 1.0f / static_cast<float>(options.microbatches), "pipe.loss_share")
+            : *st.loss;
   } else {
     for (size_t i = 0; i < st.activations_out.size(); ++i) {
       ValueId out = st.activations_out[i];
@@ -283,7 +283,7 @@ void add_backward(StageGraph& st, const StageGraphOptions& options) {
   for (ValueId& v : st.activations_out) v = final_id(v);
   for (ValueId s : seeds) st.gradients_in.push_back(final_id(s));
   for (ValueId v : input_grads) st.gradients_out.push_back(to_out[v]);
-  if (st.loss >= 0) st.loss = final_id(st.loss);
+  if (st.loss) st.loss = final_id(*st.loss);
   for (ValueId p : out.params())
     st.param_grads.push_back(to_out[grad_of_param.at(out.node(p).name)]);
   st.graph = std::move(out);
@@ -294,8 +294,9 @@ void add_backward(StageGraph& st, const StageGraphOptions& options) {
 
 std::vector<StageGraph> build_stage_graphs(const Graph& forward, ValueId loss,
                                            const StagePartition& partition,
-                                           const StageGraphOptions& options, ValueId logits) {
-  TS_CHECK(logits < 0 || !options.backward, "pipeline: logits are exposed by forward-only graphs");
+                                           const StageGraphOptions& options,
+                                           std::optional<ValueId> logits) {
+  TS_CHECK(!logits || !options.backward, "pipeline: logits are exposed by forward-only graphs");
   std::vector<StageGraph> stages = split_forward(forward, loss, logits, partition);
   for (StageGraph& st : stages) {
     if (options.backward) {

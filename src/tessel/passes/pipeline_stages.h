@@ -20,6 +20,7 @@
 // the three phases separately (zero-bubble schedules).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,8 +62,8 @@ struct StageGraph {
   std::vector<ValueId> gradients_in;     // "pipe.grad.<id>" inputs, aligned with activations_out
   std::vector<ValueId> gradients_out;    // d/d(activations_in), aligned with activations_in
   std::vector<ValueId> param_grads;      // aligned with graph.params()
-  ValueId loss = -1;                     // last stage only: the micro-batch's mean loss
-  ValueId logits = -1;                   // last stage, forward-only graphs: the logits asked for
+  std::optional<ValueId> loss;           // last stage only: the micro-batch's mean loss
+  std::optional<ValueId> logits;         // last stage, forward-only graphs: the logits asked for
 };
 
 struct StageGraphOptions {
@@ -77,6 +78,7 @@ struct StageGraphOptions {
 // `logits` (optional, forward-only graphs): a last-stage value to expose.
 std::vector<StageGraph> build_stage_graphs(const Graph& forward, ValueId loss,
                                            const StagePartition& partition,
-                                           const StageGraphOptions& options, ValueId logits = -1);
+                                           const StageGraphOptions& options,
+                                           std::optional<ValueId> logits = std::nullopt);
 
 }  // namespace tessel

@@ -1,6 +1,7 @@
 #include "tessel/plan/cost_model.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "tessel/base/error.h"
 #include "tessel/compile/memory_report.h"
@@ -281,7 +282,7 @@ std::vector<RankStep> pipeline_steps(const std::vector<CompiledRank>& reps,
     cost[r].state *= mean;
   }
   const CompiledRank& any = *by_pipe[0];
-  const int pipe_axis = first.pipe_axis();
+  const std::optional<int> pipe_axis = first.pipe_axis();
   ActionCosts costs;
   costs.compute = [&](int r, const Action& a) {
     const StageCost& sc = cost[r].chunks[a.chunk];
@@ -290,7 +291,7 @@ std::vector<RankStep> pipeline_steps(const std::vector<CompiledRank>& reps,
   costs.transfer = [&](int r, const Action& a) {
     const StageCost& sc = cost[r].chunks[a.chunk];
     const double bytes = a.kind == ActionKind::kSendActivation ? sc.act_bytes : sc.grad_bytes;
-    return pipe_axis >= 0 ? sim.p2p(bytes, pipe_axis) : 0.0;
+    return pipe_axis ? sim.p2p(bytes, *pipe_axis) : 0.0;
   };
   const SimulatedTimeline timeline = simulate_schedule(schedule, costs);
 
@@ -324,7 +325,7 @@ std::vector<RankStep> pipeline_steps(const std::vector<CompiledRank>& reps,
       s.exposed_s[axis] += d;
       post += d;
     }
-    if (tied > 0 && pipe_axis >= 0) {
+    if (tied > 0 && pipe_axis) {
       const double d = sim.collective(CollectiveKind::kAllReduce, 4 * tied, "pipe");
       s.comm_s["pipe"] += d;
       s.exposed_s["pipe"] += d;

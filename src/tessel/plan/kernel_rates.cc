@@ -6,6 +6,7 @@
 #include <chrono>
 #include <limits>
 #include <map>
+#include <optional>
 
 #include "tessel/compile/compile_rank.h"
 #include "tessel/ir/op_table.h"
@@ -50,12 +51,12 @@ std::vector<KernelRate> measure_kernel_rates(const std::vector<int>& thread_coun
     omp_set_num_threads(threads);
     std::map<ValueId, double> best;  // per instruction's node: the fastest run
     for (int run = 0; run <= repeats; ++run) {
-      ValueId previous = -1;
+      std::optional<ValueId> previous;
       double started = 0;
       program.set_progress_hook([&] {
         const double now = seconds_now();
-        if (previous >= 0 && run > 0) {
-          auto [it, fresh] = best.emplace(previous, now - started);
+        if (previous && run > 0) {
+          auto [it, fresh] = best.emplace(*previous, now - started);
           if (!fresh) it->second = std::min(it->second, now - started);
         }
         previous = program.running_node();

@@ -18,8 +18,15 @@ std::string chrome_trace_json(const std::vector<std::vector<TraceEvent>>& per_ra
     for (const TraceEvent& e : per_rank[r]) {
       const ActionKind kind = static_cast<ActionKind>(e.kind);
       std::string name = action_name(kind);
-      if (e.microbatch >= 0) name += " mb" + std::to_string(e.microbatch);
-      if (e.stage >= 0) name += " s" + std::to_string(e.stage);
+      nlohmann::json args = nlohmann::json::object();
+      if (e.microbatch) {
+        name += " mb" + std::to_string(*e.microbatch);
+        args["microbatch"] = *e.microbatch;
+      }
+      if (e.stage) {
+        name += " s" + std::to_string(*e.stage);
+        args["stage"] = *e.stage;
+      }
       events.push_back({{"name", name},
                         {"cat", is_compute(kind)         ? "compute"
                                 : is_communication(kind) ? "transfer"
@@ -29,7 +36,7 @@ std::string chrome_trace_json(const std::vector<std::vector<TraceEvent>>& per_ra
                         {"tid", r},
                         {"ts", e.start * 1e6},
                         {"dur", (e.end - e.start) * 1e6},
-                        {"args", {{"microbatch", e.microbatch}, {"stage", e.stage}}}});
+                        {"args", args}});
     }
   }
   nlohmann::json trace = {{"traceEvents", events}, {"displayTimeUnit", "ms"}};

@@ -1,6 +1,8 @@
 // Chrome trace files (the JSON "Trace Event Format" that Perfetto and
 // chrome://tracing open): one track per rank, one complete ("X") event per
-// pipeline action, named by kind, micro-batch and stage.
+// pipeline action, named by kind, micro-batch and stage; its args hold the
+// micro-batch and stage where the action has them (an optimizer step covering
+// all micro-batches has neither).
 #pragma once
 
 #include <string>

@@ -153,8 +153,9 @@ PipelineExecutor::StepOutcome PipelineExecutor::run() {
       // Sends still in flight read activations, never parameters; step now.
       on_step_(a.microbatch);
       if (tracing)
-        trace_.push_back(
-            {static_cast<int>(a.kind), a.microbatch, -1, t0 - epoch_, now_seconds() - epoch_});
+        trace_.push_back({static_cast<int>(a.kind),
+                          a.microbatch >= 0 ? std::optional<int>(a.microbatch) : std::nullopt,
+                          std::nullopt, t0 - epoch_, now_seconds() - epoch_});
       continue;
     }
     PipelineStage& s = stage_of_chunk(a.chunk);
@@ -179,7 +180,7 @@ PipelineExecutor::StepOutcome PipelineExecutor::run() {
         if (hooks_.before_forward) hooks_.before_forward(index, a.microbatch, p);
         feed_(s.stage, a.microbatch, p);
         p.run_phase(kForwardPhase);
-        if (s.loss >= 0) out.loss_sum += *p.f32(s.loss);
+        if (s.loss) out.loss_sum += *p.f32(*s.loss);
         break;
       case ActionKind::kBackwardInput:
         if (hooks_.before_backward) hooks_.before_backward(index, a.microbatch, p);

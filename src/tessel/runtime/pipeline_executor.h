@@ -19,6 +19,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,17 +37,17 @@ struct PipelineStage {
   std::vector<ValueId> activations_in, activations_out, gradients_in, gradients_out;
   std::vector<ValueId> param_grads;
   std::vector<float*> accumulators;  // aligned with param_grads; zeroed by the caller per step
-  ValueId loss = -1;                 // last stage only
-  ValueId logits = -1;               // last stage of an evaluation, if asked for
+  std::optional<ValueId> loss;       // last stage only
+  std::optional<ValueId> logits;     // last stage of an evaluation, if asked for
   bool split_phases = true;          // the program has 3 phases (F, BI, BW)
 };
 
 // One timed action of one rank.
 struct TraceEvent {
-  int kind = 0;  // ActionKind
-  int microbatch = -1;
-  int stage = -1;
-  double start = 0, end = 0;  // seconds since the executor was created
+  int kind = 0;                   // ActionKind
+  std::optional<int> microbatch;  // none: an optimizer step covering all micro-batches
+  std::optional<int> stage;       // none: an optimizer step
+  double start = 0, end = 0;      // seconds since the executor was created
 };
 
 class PipelineExecutor {

@@ -113,7 +113,7 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
         auto it = copy_of.find(key);
         if (it == copy_of.end()) {
           weight_copies_.push_back(
-              {root, static_cast<int>(i), static_cast<int>(i), -1,
+              {root, static_cast<int>(i), static_cast<int>(i), std::nullopt,
                kernels::Bf16Convert(g.node(root).shape.numel(), !options_.plan_only)});
           ins.make_copies.push_back(static_cast<int>(weight_copies_.size()) - 1);
           it = copy_of.emplace(key, static_cast<int>(weight_copies_.size()) - 1).first;
@@ -254,17 +254,17 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
     int buffer = value_buffer_[alias_root_[id]];
     if (buffer >= 0) value_ptr_[id] = address(buffer);
     if (int b = bucket_of[alias_root_[id]]; b >= 0)
-      value_ptr_[id] = address(buckets_[b].buffer) + bucket_offset[alias_root_[id]];
+      value_ptr_[id] = address(*buckets_[b].buffer) + bucket_offset[alias_root_[id]];
   }
   for (Instruction& ins : instructions_) {
     if (ins.scratch >= 0) ins.scratch_ptr = address(ins.scratch);
     if (ins.stage >= 0) ins.stage_ptr = address(ins.stage);
   }
   for (Bucket& b : buckets_) {
-    b.region = address(b.buffer);
-    if (b.work >= 0) b.work_ptr = address(b.work);
+    b.region = address(*b.buffer);
+    if (b.work) b.work_ptr = address(*b.work);
   }
-  for (WeightCopy& c : weight_copies_) c.data = address(c.buffer);
+  for (WeightCopy& c : weight_copies_) c.data = address(*c.buffer);
 }
 
 std::vector<Program::InstructionInfo> Program::instruction_info() const {

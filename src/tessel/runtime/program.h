@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -97,8 +98,8 @@ class Program {
   // progresses only inside MPI calls); empty by default.
   void set_progress_hook(std::function<void()> hook) { progress_ = std::move(hook); }
   // The node of the instruction about to run when the progress hook is
-  // called (the last one run, after; -1 before the first run).
-  ValueId running_node() const { return running_node_; }
+  // called (the last one run, after; none before the first run).
+  std::optional<ValueId> running_node() const { return running_node_; }
   int phase_count() const { return static_cast<int>(phase_begin_.size()) - 1; }
 
   const Graph& graph() const { return *graph_; }
@@ -152,13 +153,13 @@ class Program {
   // buffer; one non-blocking all-reduce once the last member is written.
   struct Bucket {
     std::string axis;
-    int buffer = -1;
+    int last_instruction = 0;   // its last member (set as each member joins)
+    std::optional<int> buffer;  // request index, once the buffers are requested
     size_t bytes = 0;
-    int last_instruction = -1;
     uint8_t* region = nullptr;
     std::unique_ptr<CommRequest> pending;
     bool bf16 = false;  // carried in bf16 (CompileOptions::bf16_reduce)
-    int work = -1;      // bf16: buffer index of all_reduce_bf16's work
+    std::optional<int> work;  // bf16: buffer index of all_reduce_bf16's work
     uint8_t* work_ptr = nullptr;
   };
   void run_bucket_member(const Instruction& ins, size_t index);
@@ -173,8 +174,8 @@ class Program {
   // made before the phase's first such einsum and planned like any buffer.
   struct WeightCopy {
     ValueId param;
-    int first, last;  // instructions of its first and last use
-    int buffer = -1;
+    int first, last;            // instructions of its first and last use
+    std::optional<int> buffer;  // request index, once the buffers are requested
     kernels::Bf16Convert convert;
     uint8_t* data = nullptr;
   };
@@ -188,7 +189,7 @@ class Program {
   // Phase-local buffers: request index -> index in local_plan_ (-1: in the arena).
   std::vector<int> local_index_;
   MemoryPlan local_plan_;
-  ValueId running_node_ = -1;
+  std::optional<ValueId> running_node_;
   DropoutPosition position_;
   AlignedBuffer own_phase_local_;
   uint8_t* phase_local_base_ = nullptr;

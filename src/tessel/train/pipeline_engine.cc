@@ -102,7 +102,8 @@ void PipelineEngine::init_asynchronous() {
 // stage wait for every other).
 void PipelineEngine::asynchronous_update(int microbatch) {
   // The step after micro-batch i applies the gradients of those since the last step.
-  const int covered = microbatch - last_stepped_microbatch_;
+  const int covered =
+      last_stepped_microbatch_ ? microbatch - *last_stepped_microbatch_ : microbatch + 1;
   last_stepped_microbatch_ = microbatch;
   // Each micro-batch's gradient was scaled by 1/m for a synchronous step.
   reduce_accumulated_gradients(static_cast<float>(model().schedule().microbatches) / covered);
@@ -202,7 +203,7 @@ double PipelineEngine::train_step(int64_t step) {
   step_ = step;
   model().executor().set_step(step);  // dropout masks are keyed by the step
   std::memset(grad_accumulators_.data(), 0, grad_accumulators_.size());
-  last_stepped_microbatch_ = -1;
+  last_stepped_microbatch_.reset();
   const double loss = model().run_step();
   if (step_ > 0) {  // the first step pays one-time costs (page faults, thread start)
     busy_seconds_ += model().last_outcome().busy_seconds;
@@ -310,7 +311,7 @@ PipelineStats PipelineEngine::stats() {
   for (int r = 0; r < world; ++r) makespan = std::max<double>(makespan, all[2 * r + 1]);
   const SimulatedTimeline theory = simulate_schedule(model().schedule());
   for (int r = 0; r < world; ++r) {
-    const int p = model().pipe_axis() >= 0 ? ctx_.mesh().coords(r)[model().pipe_axis()] : 0;
+    const int p = model().pipe_axis() ? ctx_.mesh().coords(r)[*model().pipe_axis()] : 0;
     stats.pipe_rank.push_back(p);
     stats.measured_bubble.push_back(makespan > 0 ? 1.0 - all[2 * r] / makespan : 0.0);
     stats.theoretical_bubble.push_back(theory.bubble_fraction.at(p));
@@ -336,8 +337,8 @@ void PipelineEngine::write_trace(const std::string& path) {
     const TraceEvent& e = mine[i];
     float* f = &packed[i * kFields];
     f[0] = static_cast<float>(e.kind);
-    f[1] = static_cast<float>(e.microbatch);
-    f[2] = static_cast<float>(e.stage);
+    f[1] = static_cast<float>(e.microbatch.value_or(-1));  // -1 on the wire: none
+    f[2] = static_cast<float>(e.stage.value_or(-1));
     f[3] = static_cast<float>(e.start);
     f[4] = static_cast<float>(e.start - f[3]);
     f[5] = static_cast<float>(e.end);
@@ -353,12 +354,15 @@ void PipelineEngine::write_trace(const std::string& path) {
     for (int64_t i = 0; i < n; i += kFields) {
       const float* f = &all[r * n + i];
       if (f[0] < 0) break;
-      per_rank[r].push_back({static_cast<int>(f[0]), static_cast<int>(f[1]), static_cast<int>(f[2]),
+      auto present = [](float v) {
+        return v < 0 ? std::nullopt : std::optional<int>(static_cast<int>(v));
+      };
+      per_rank[r].push_back({static_cast<int>(f[0]), present(f[1]), present(f[2]),
                              double(f[3]) + f[4], double(f[5]) + f[6]});
     }
     std::string name = "rank " + std::to_string(r);
-    if (model().pipe_axis() >= 0)
-      name += " (pipe " + std::to_string(ctx_.mesh().coords(r)[model().pipe_axis()]) + ")";
+    if (model().pipe_axis())
+      name += " (pipe " + std::to_string(ctx_.mesh().coords(r)[*model().pipe_axis()]) + ")";
     names.push_back(name);
   }
   write_file_atomically(path, chrome_trace_json(per_rank, names));

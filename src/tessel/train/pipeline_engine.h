@@ -8,6 +8,8 @@
 // points of a step, on stashed or predicted weights (weight_versions.h).
 #pragma once
 
+#include <optional>
+
 #include "tessel/train/engine.h"
 #include "tessel/train/weight_versions.h"
 
@@ -58,8 +60,8 @@ class PipelineEngine : public Engine {
   // applied on this rank, micro-batch gradients since the last update.
   std::unique_ptr<WeightVersions> versions_;
   int64_t updates_ = 0;
-  int64_t updates_per_step_ = 0;  // this rank's optimizer steps per trainer step
-  int last_stepped_microbatch_ = -1;
+  int64_t updates_per_step_ = 0;                    // this rank's optimizer steps per trainer step
+  std::optional<int> last_stepped_microbatch_;      // this step's, none before the first
   double busy_seconds_ = 0, makespan_seconds_ = 0;  // summed over steps after the first
   int timed_steps_ = 0;
 };

@@ -1,6 +1,7 @@
 #include "tessel/train/program_engine.h"
 
 #include <cstring>
+#include <optional>
 
 #include "tessel/base/error.h"
 #include "tessel/ir/model_contract.h"
@@ -21,7 +22,8 @@ ProgramEngine::ProgramEngine(CompiledRank compiled, DistributedContext& ctx, Opt
   if (fault_armed(FaultPoint::kBackward)) {  // the first instruction past the loss
     const ValueId loss = train.local.local_of[train.outputs.loss];
     train.program->set_progress_hook([this, loss] {
-      if (compiled_.train.program->running_node() > loss) fault_point(FaultPoint::kBackward, step_);
+      const std::optional<ValueId> at = compiled_.train.program->running_node();
+      if (at && *at > loss) fault_point(FaultPoint::kBackward, step_);
     });
   }
   slice_buffer_ = AlignedBuffer(storage_.zero_slice);
@@ -82,7 +84,8 @@ double ProgramEngine::evaluate(std::vector<float>* logits) {
   eval.program->run();
   const double loss = *eval.program->f32(eval.local.local_of[eval.outputs.loss]);
   if (logits) {
-    const ValueId id = eval.outputs.logits;
+    TS_CHECK(eval.outputs.logits, "model '", compiled_.config.model, "' has no logits");
+    const ValueId id = *eval.outputs.logits;
     const Shape& shape = eval.global.node(id).shape;
     logits->resize(shape.numel());
     ctx_.gather_full(shape, eval.local.sharding_of[id], eval.program->f32(eval.local.local_of[id]),

@@ -10,6 +10,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "tessel/compile/config.h"
@@ -22,8 +23,8 @@ namespace tessel {
 enum class Split { kTrain, kVal };
 
 struct EvalResult {
-  double loss = 0;       // mean over evaluated batches
-  double accuracy = -1;  // classification tasks; -1 if not applicable
+  double loss = 0;                 // mean over evaluated batches
+  std::optional<double> accuracy;  // classification tasks only
 };
 
 class Task {

@@ -28,9 +28,10 @@ TextModel::Compiled TextModel::compile(int64_t batch) {
   GraphBuilder b(graph);
   // Through the registry, so text models registered elsewhere (Python) sample too.
   TaskGraph g = build_model(info_.config, b, batch, /*training=*/false);  // no dropout
+  TS_CHECK(g.logits, "model '", info_.config.model, "' has no logits to sample from");
   Compiled c;
-  c.program = std::make_unique<Program>(graph, std::vector<ValueId>{g.logits, g.loss});
-  c.logits = g.logits;
+  c.program = std::make_unique<Program>(graph, std::vector<ValueId>{*g.logits, g.loss});
+  c.logits = *g.logits;
   c.loss = g.loss;
   if (params_)
     for (ParamEntry& e : params_->entries()) c.program->bind_param(e.name, e.value.f32());

@@ -72,7 +72,7 @@ EvalResult Trainer::evaluate() {
   }
   EvalResult r;
   r.loss = loss / config_.eval_batches;
-  r.accuracy = task_->has_accuracy() ? accuracy / config_.eval_batches : -1;
+  if (task_->has_accuracy()) r.accuracy = accuracy / config_.eval_batches;
   return r;
 }
 

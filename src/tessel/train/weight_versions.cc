@@ -41,7 +41,7 @@ void WeightVersions::copy_master(uint8_t* base) {
 void WeightVersions::count_versions() {
   std::set<int64_t> held = {version_};
   for (const Copy& c : copies_)
-    if (c.users > 0) held.insert(c.version);
+    if (c.users > 0) held.insert(c.version.value());  // a used copy holds a version
   peak_versions_ = std::max(peak_versions_, static_cast<int>(held.size()));
 }
 

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,7 +51,7 @@ class WeightVersions {
  private:
   struct Copy {
     AlignedBuffer data;
-    int64_t version = -1;
+    std::optional<int64_t> version;  // none until it first holds a copy
     int users = 0;
   };
   void bind(Program& program, uint8_t* base);
