@@ -89,6 +89,21 @@ double training_seconds(const std::string& out, int64_t first, int64_t end) {
   return ms / 1e3;
 }
 
+// The step of the last line of OUT/metrics.jsonl (-1: none yet).
+int64_t newest_logged_step(const std::string& out) {
+  std::ifstream in(std::filesystem::path(out) / "metrics.jsonl", std::ios::ate);
+  if (!in) return -1;
+  const std::streamoff size = in.tellg();
+  in.seekg(std::max<std::streamoff>(0, size - 8192));
+  std::string line, last;
+  while (std::getline(in, line))
+    if (!line.empty()) last = line;
+  const nlohmann::json j = nlohmann::json::parse(last, nullptr, false);
+  return j.is_object() && j.contains("step") && j["step"].is_number_integer()
+             ? j["step"].get<int64_t>()
+             : -1;
+}
+
 // The step the newest complete checkpoint under `out` resumes at (0: none).
 int64_t resumable_step(const std::string& out) {
   const std::string dir = newest_checkpoint(out);
@@ -260,6 +275,7 @@ int Launcher::run() {
   sigemptyset(&sa.sa_mask);
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);  // a closed output must not kill the launcher and orphan its jobs
   std::error_code ec;
   std::filesystem::create_directories(out_, ec);  // the standby's go files live there
   const auto start = Clock::now();
@@ -267,13 +283,30 @@ int Launcher::run() {
   int attempt = 0, standby_failures = 0;
   Job active = start_cold(0);
   Job standby;
-  if (opt_.standby && opt_.max_restarts > 0) standby = start_standby(1);
+  // The next standby starts once the running attempt has taken a new step:
+  // started together, they compete for the cores, and the attempt's first
+  // step (the restart's critical path) took three times as long.
+  int standby_due = opt_.standby && opt_.max_restarts > 0 ? 1 : 0;
+  auto due_since = std::filesystem::file_time_type::clock::now();  // metrics written after this
+  auto new_step_logged = [&] {
+    const std::filesystem::path metrics = std::filesystem::path(out_) / "metrics.jsonl";
+    std::error_code e;
+    const auto written = std::filesystem::last_write_time(metrics, e);
+    return !e && written > due_since && newest_logged_step(out_) >= first_step_;
+  };
   for (;;) {
     int status = 0;
-    const pid_t pid = ::waitpid(-1, &status, 0);
-    if (pid < 0) {
-      if (errno != EINTR) TS_THROW("launch: waitpid failed");
-      if (g_launcher_stop != 0) return stop(active, standby, start, lost);
+    const pid_t pid = ::waitpid(-1, &status, standby_due > 0 ? WNOHANG : 0);
+    if (pid < 0 && errno != EINTR) TS_THROW("launch: waitpid failed");
+    if (g_launcher_stop != 0) return stop(active, standby, start, lost);
+    if (pid <= 0) {
+      if (standby_due > 0 && new_step_logged()) {
+        standby = start_standby(standby_due);
+        standby_due = 0;
+      } else if (pid == 0) {
+        const timespec poll{0, 50'000'000};
+        nanosleep(&poll, nullptr);
+      }
       continue;
     }
     if (pid == standby.pid) {  // the standby ended before it was needed
@@ -281,7 +314,10 @@ int Launcher::run() {
                   describe(status).c_str());
       std::filesystem::remove(standby.go_file);
       standby.pid = -1;
-      if (++standby_failures <= opt_.max_restarts) standby = start_standby(standby.attempt);
+      if (++standby_failures <= opt_.max_restarts) {
+        standby_due = standby.attempt;
+        due_since = std::filesystem::file_time_type::clock::now();
+      }
       continue;
     }
     if (pid != active.pid) continue;
@@ -323,9 +359,12 @@ int Launcher::run() {
                   dir.empty() ? "" : (", resuming " + dir).c_str());
       std::fflush(stdout);
       standby = Job{};
-      if (attempt < opt_.max_restarts) standby = start_standby(attempt + 1);
     } else {
       active = start_cold(attempt);
+    }
+    if (opt_.standby && attempt < opt_.max_restarts) {
+      standby_due = attempt + 1;
+      due_since = std::filesystem::file_time_type::clock::now();
     }
   }
 }
