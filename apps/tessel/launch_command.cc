@@ -14,6 +14,8 @@
 // and wait (standby.h); when the running attempt fails, the launcher writes
 // the standby's go file with the newest checkpoint, and starts the next
 // standby. A restart then costs the checkpoint load and the first step.
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -102,6 +104,19 @@ int64_t newest_logged_step(const std::string& out) {
   return j.is_object() && j.contains("step") && j["step"].is_number_integer()
              ? j["step"].get<int64_t>()
              : -1;
+}
+
+// Waits (at most 10 s) until no process holds OUT/.lock: mpirun can exit
+// before the kernel has finished a SIGKILLed rank 0 and released its lock,
+// and the next attempt would find --out in use.
+void wait_for_unlocked(const std::string& out) {
+  const std::string path = (std::filesystem::path(out) / ".lock").string();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;  // no run has locked it yet
+  const timespec poll{0, 2'000'000};
+  for (int i = 0; i < 5000 && ::flock(fd, LOCK_EX | LOCK_NB) != 0; ++i) nanosleep(&poll, nullptr);
+  ::flock(fd, LOCK_UN);
+  ::close(fd);
 }
 
 // The step the newest complete checkpoint under `out` resumes at (0: none).
@@ -348,6 +363,7 @@ int Launcher::run() {
       return 1;
     }
     ++attempt;
+    wait_for_unlocked(out_);
     if (standby.pid >= 0) {
       const std::string dir = newest_checkpoint(out_);
       write_go(standby.go_file, dir);
