@@ -10,9 +10,13 @@
 # over the launcher's wall time.
 #
 # Per fault: detection (kill -> the launcher sees the job end), restart (->
-# the next attempt's first new step in metrics.jsonl), the steps lost (steps
-# finished past the checkpoint it resumed from, the killed one included),
-# and the standby's own figure (go -> its first step done).
+# the next attempt's first new step in metrics.jsonl, as this script's
+# polling sees it; under load the polling itself, a python3 start per poll,
+# adds up to a second or more), the steps lost (steps finished past the
+# checkpoint it resumed from, the killed one included), and rank 0's own
+# figure (go -> its first step done). The summary adds the restart from the
+# log's own timestamps: the launcher's "failed" line to the next attempt's
+# "first step done" line.
 #
 # Run from the repo root, under the bench lock:
 #   flock /tmp/tessel-bench.lock bench/faults.sh [-n FAULTS] [-r RANKS] [-m MESH]
@@ -139,7 +143,7 @@ sleep 0.5  # the log's last lines
 echo "wall $(python3 -c "print(round($(now) - $t_start, 1))") s"
 column -t "$results"
 python3 - "$results" "$log" "$metrics" <<'EOF'
-import json, statistics, sys
+import json, re, statistics, sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])][1:]
 steps = [json.loads(l) for l in open(sys.argv[3]) if l.strip()]
 ms = sorted(s["step_ms"] for s in steps)
@@ -155,7 +159,15 @@ if rows:
           f"(max {max(col(6)):.2f}), steps lost mean {statistics.mean(col(4)):.1f} "
           f"(total {int(sum(col(4)))})" +
           (f", standby go -> first step median {statistics.median(go):.2f} s" if go else ""))
-for line in open(sys.argv[2]):
+log = [l.rstrip("\n") for l in open(sys.argv[2])]
+stamp = lambda l: float(l.split(" ", 1)[0])
+fails = [stamp(l) for l in log if re.search(r"launch: attempt [0-9]+ failed", l)]
+firsts = [stamp(l) for l in log if "first step done" in l]
+gaps = [min([f for f in firsts if f > t], default=t) - t for t in fails]
+if gaps:
+    print(f"restart from the log (failed line -> next first-step-done line): median "
+          f"{statistics.median(gaps):.2f} s (max {max(gaps):.2f})")
+for line in log:
     if "ETTR" in line or "giving up" in line:
         print(line.split(" ", 1)[1].rstrip())
 EOF

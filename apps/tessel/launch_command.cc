@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -220,6 +221,10 @@ class Launcher {
       if (first_step_ > 0 || !newest_checkpoint(out_).empty()) {
         args.push_back("--resume");
         args.push_back("auto");
+      } else if (std::find(args.begin(), args.end(), "--overwrite") == args.end()) {
+        // No checkpoint yet (the first one's write died with its rank 0):
+        // from step 0, replacing what the failed attempt logged.
+        args.push_back("--overwrite");
       }
     }
     const std::vector<std::string> argv = argv_for(attempt, args);

@@ -6,7 +6,8 @@
 //
 // The go file (written by the launcher atomically: a temporary file, then a
 // rename) holds either "go" and on its second line the checkpoint directory
-// to resume from (empty: start from step 0), or "quit". Every rank of the
+// to resume from (empty: start from step 0, replacing the files the failed
+// attempt left in --out), or "quit". Every rank of the
 // standby job reads the same file, so all make the same choice. While it
 // waits, a rank sleeps (polls every 5 ms) and runs no MPI call. It gives up
 // (exit as if told to quit) when the launcher whose pid it was given in

@@ -251,7 +251,10 @@ int run_train(const TrainOptions& opt) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
     resume = *go;
   }
-  RunDirectory run_dir({opt.out, config.trace, opt.overwrite, !resume.empty()});
+  // A standby told to go with no checkpoint starts from step 0 in place of
+  // the failed attempt (standby.h): its files are replaced.
+  const bool overwrite = opt.overwrite || (!opt.standby.empty() && resume.empty());
+  RunDirectory run_dir({opt.out, config.trace, overwrite, !resume.empty()});
   int64_t first_step = 0;
   if (!resume.empty()) {  // every rank resolves the same directory and loads its shards
     const std::string dir = resolve_resume(resume, opt.out);
