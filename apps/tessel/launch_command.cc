@@ -5,13 +5,25 @@
 // Prints each attempt, why it ended and the time it lost (its wall time minus
 // the training time of the steps it contributed that a checkpoint kept), and
 // at the end the effective training time ratio: the training time of every
-// step in the final metrics.jsonl over the launcher's wall time. Each attempt
-// gets TESSEL_ATTEMPT=0, 1, ... (fault injection fires on attempt 0 only).
+// step in the final metrics.jsonl (with its evaluation) over the launcher's
+// wall time. Each attempt gets TESSEL_ATTEMPT=0, 1, ... (fault injection
+// fires on attempt 0 only).
+//
+// With --standby, the next attempt is started ahead of need: its ranks do
+// everything before their first step (MPI_Init, data, compile, allocations)
+// and wait (standby.h); when the running attempt fails, the launcher writes
+// the standby's go file with the newest checkpoint, and starts the next
+// standby. A restart then costs the checkpoint load and the first step.
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <climits>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -22,6 +34,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "standby.h"
 #include "tessel/base/error.h"
 #include "tessel/train/checkpoint/checkpoint.h"
 #include "tessel/train/checkpoint/checkpoint_dirs.h"
@@ -33,6 +46,7 @@ struct LaunchOptions {
   int ranks = 1;
   int max_restarts = 3;
   std::string mpirun = "mpirun";
+  bool standby = false;
   std::vector<std::string> command;  // "train", ARGS...
 };
 
@@ -60,7 +74,9 @@ std::vector<std::string> without_option(const std::vector<std::string>& args,
   return out;
 }
 
-// Training seconds (step_ms) of the steps in [first, end) of OUT/metrics.jsonl.
+// Training seconds of the steps in [first, end) of OUT/metrics.jsonl: each
+// step's time (step_ms) and its evaluation (eval_ms), the work the job asked
+// for. Periodic saves' stalls (save_stall_ms) are not training.
 double training_seconds(const std::string& out, int64_t first, int64_t end) {
   std::ifstream in(std::filesystem::path(out) / "metrics.jsonl");
   std::string line;
@@ -69,9 +85,39 @@ double training_seconds(const std::string& out, int64_t first, int64_t end) {
     nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
     if (!j.is_object() || !j.contains("step") || !j.contains("step_ms")) continue;
     const int64_t s = j["step"].get<int64_t>();
-    if (s >= first && s < end) ms += j["step_ms"].get<double>();
+    if (s < first || s >= end) continue;
+    ms += j["step_ms"].get<double>();
+    if (j.contains("eval_ms")) ms += j["eval_ms"].get<double>();
   }
   return ms / 1e3;
+}
+
+// The step of the last line of OUT/metrics.jsonl (-1: none yet).
+int64_t newest_logged_step(const std::string& out) {
+  std::ifstream in(std::filesystem::path(out) / "metrics.jsonl", std::ios::ate);
+  if (!in) return -1;
+  const std::streamoff size = in.tellg();
+  in.seekg(std::max<std::streamoff>(0, size - 8192));
+  std::string line, last;
+  while (std::getline(in, line))
+    if (!line.empty()) last = line;
+  const nlohmann::json j = nlohmann::json::parse(last, nullptr, false);
+  return j.is_object() && j.contains("step") && j["step"].is_number_integer()
+             ? j["step"].get<int64_t>()
+             : -1;
+}
+
+// Waits (at most 10 s) until no process holds OUT/.lock: mpirun can exit
+// before the kernel has finished a SIGKILLed rank 0 and released its lock,
+// and the next attempt would find --out in use.
+void wait_for_unlocked(const std::string& out) {
+  const std::string path = (std::filesystem::path(out) / ".lock").string();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;  // no run has locked it yet
+  const timespec poll{0, 2'000'000};
+  for (int i = 0; i < 5000 && ::flock(fd, LOCK_EX | LOCK_NB) != 0; ++i) nanosleep(&poll, nullptr);
+  ::flock(fd, LOCK_UN);
+  ::close(fd);
 }
 
 // The step the newest complete checkpoint under `out` resumes at (0: none).
@@ -80,8 +126,8 @@ int64_t resumable_step(const std::string& out) {
   return dir.empty() ? 0 : read_checkpoint_info(dir).step;
 }
 
-// Runs argv, waits; returns the wait status.
-int run_process(const std::vector<std::string>& argv) {
+// Starts argv; returns its pid.
+pid_t spawn(const std::vector<std::string>& argv) {
   std::vector<char*> c;
   for (const std::string& a : argv) c.push_back(const_cast<char*>(a.c_str()));
   c.push_back(nullptr);
@@ -94,10 +140,7 @@ int run_process(const std::vector<std::string>& argv) {
     std::fprintf(stderr, "launch: cannot run '%s'\n", c[0]);
     std::_Exit(127);
   }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
-  }
-  return status;
+  return pid;
 }
 
 std::string describe(int status) {
@@ -110,68 +153,249 @@ std::string describe(int status) {
   return "exit status " + std::to_string(code);
 }
 
-int run_launch(const LaunchOptions& opt) {
-  if (opt.command.empty() || opt.command[0] != "train")
-    TS_THROW("launch: expected `-- train ARGS...` after the launcher's options");
-  if (opt.ranks < 1) TS_THROW("launch: -n must be at least 1, got ", opt.ranks);
-  if (opt.max_restarts < 0) TS_THROW("launch: --max-restarts must be >= 0");
-  char self[4096];
-  const ssize_t len = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (len <= 0) TS_THROW("launch: cannot find this executable (/proc/self/exe)");
-  self[len] = '\0';
-  const std::string out = option_value(opt.command, "--out", "runs/latest");
-  const auto start = std::chrono::steady_clock::now();
-  auto since = [](std::chrono::steady_clock::time_point t) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-  };
-  double lost = 0;
-  int64_t first_step = 0;
-  for (int attempt = 0; attempt <= opt.max_restarts; ++attempt) {
-    std::vector<std::string> argv = {opt.mpirun};
+std::string joined(const std::vector<std::string>& argv) {
+  std::string line;
+  for (const std::string& a : argv) line += (line.empty() ? "" : " ") + a;
+  return line;
+}
+
+// SIGINT/SIGTERM to the launcher: stop the job (no restart) and report.
+volatile std::sig_atomic_t g_launcher_stop = 0;
+extern "C" void on_launcher_stop(int sig) { g_launcher_stop = sig; }
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// One mpirun job of the launcher: the active attempt, or a standby.
+struct Job {
+  pid_t pid = -1;
+  int attempt = 0;
+  std::string go_file;  // standby jobs only
+  Clock::time_point started;
+};
+
+class Launcher {
+ public:
+  explicit Launcher(const LaunchOptions& opt) : opt_(opt) {
+    char self[4096];
+    const ssize_t len = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (len <= 0) TS_THROW("launch: cannot find this executable (/proc/self/exe)");
+    self[len] = '\0';
+    self_ = self;
+    out_ = option_value(opt.command, "--out", "runs/latest");
+    // When a rank dies, Open MPI's daemon sends the others SIGTERM and, only
+    // after odls_base_sigkill_timeout (1 s by default), SIGKILL; they are
+    // blocked in a collective with the dead rank and cannot save anything, so
+    // the grace only delays the restart (measured: 2.3 s vs 0.25 s on the
+    // main job). The user's own setting wins.
+    ::setenv("OMPI_MCA_odls_base_sigkill_timeout", "0", 0);
+    ::setenv("TESSEL_LAUNCHER_PID", std::to_string(::getpid()).c_str(), 1);
+  }
+
+  int run();
+
+ private:
+  // mpirun ARGS tessel train ... for `attempt`, with `train_args`.
+  std::vector<std::string> argv_for(int attempt, const std::vector<std::string>& train_args) {
+    std::vector<std::string> argv = {opt_.mpirun};
     if (::geteuid() == 0) argv.push_back("--allow-run-as-root");
-    if (opt.ranks > static_cast<int>(std::thread::hardware_concurrency()))
+    const int jobs = opt_.standby ? 2 : 1;  // a standby job's ranks run beside the active ones
+    if (jobs * opt_.ranks > static_cast<int>(std::thread::hardware_concurrency()))
       argv.push_back("--oversubscribe");
-    argv.insert(argv.end(), {"-n", std::to_string(opt.ranks), "-x", "TESSEL_ATTEMPT"});
+    argv.insert(argv.end(), {"-n", std::to_string(opt_.ranks), "-x", "TESSEL_ATTEMPT", "-x",
+                             "TESSEL_LAUNCHER_PID", "-x", "OMPI_MCA_odls_base_sigkill_timeout"});
     if (std::getenv("TESSEL_FAULT_INJECT")) argv.insert(argv.end(), {"-x", "TESSEL_FAULT_INJECT"});
-    argv.push_back(self);
-    std::vector<std::string> args = opt.command;
+    argv.push_back(self_);
+    argv.insert(argv.end(), train_args.begin(), train_args.end());
+    ::setenv("TESSEL_ATTEMPT", std::to_string(attempt).c_str(), 1);
+    return argv;
+  }
+
+  // A cold start of `attempt`: resumes from the newest checkpoint if any.
+  Job start_cold(int attempt) {
+    std::vector<std::string> args = opt_.command;
     if (attempt > 0) {
       args = without_option(args, "--resume");
-      if (first_step > 0 || !newest_checkpoint(out).empty()) {
+      if (first_step_ > 0 || !newest_checkpoint(out_).empty()) {
         args.push_back("--resume");
         args.push_back("auto");
+      } else if (std::find(args.begin(), args.end(), "--overwrite") == args.end()) {
+        // No checkpoint yet (the first one's write died with its rank 0):
+        // from step 0, replacing what the failed attempt logged.
+        args.push_back("--overwrite");
       }
     }
-    argv.insert(argv.end(), args.begin(), args.end());
-    ::setenv("TESSEL_ATTEMPT", std::to_string(attempt).c_str(), 1);
-    std::string line;
-    for (const std::string& a : argv) line += (line.empty() ? "" : " ") + a;
-    std::printf("launch: attempt %d (from step %lld): %s\n", attempt,
-                static_cast<long long>(first_step), line.c_str());
-    const auto t0 = std::chrono::steady_clock::now();
-    const int status = run_process(argv);
-    const double seconds = since(t0);
+    const std::vector<std::string> argv = argv_for(attempt, args);
+    Job job{spawn(argv), attempt, "", Clock::now()};
+    std::printf("launch: attempt %d (from step %lld, mpirun pid %d): %s\n", attempt,
+                static_cast<long long>(first_step_), static_cast<int>(job.pid),
+                joined(argv).c_str());
+    std::fflush(stdout);
+    return job;
+  }
+
+  // A standby for `attempt`: starts up now, waits for its go file.
+  Job start_standby(int attempt) {
+    std::vector<std::string> args = without_option(opt_.command, "--resume");
+    const std::string go =
+        (std::filesystem::path(out_) / (".standby-" + std::to_string(attempt))).string();
+    std::filesystem::remove(go);
+    args.insert(args.end(), {"--standby", go});
+    const std::vector<std::string> argv = argv_for(attempt, args);
+    Job job{spawn(argv), attempt, go, Clock::now()};
+    std::printf("launch: standby for attempt %d started (mpirun pid %d)\n", attempt,
+                static_cast<int>(job.pid));
+    std::fflush(stdout);
+    return job;
+  }
+
+  // Tells a standby to quit and waits for it.
+  void dismiss(Job& standby) {
+    if (standby.pid < 0) return;
+    write_quit(standby.go_file);
+    int status = 0;
+    while (::waitpid(standby.pid, &status, 0) < 0) {
+    }
+    std::filesystem::remove(standby.go_file);
+    standby.pid = -1;
+  }
+
+  // The launcher was told to stop: the running job is stopped (mpirun
+  // passes the signal on), the standby dismissed, and the ETTR of the steps
+  // a checkpoint kept is printed.
+  int stop(Job& active, Job& standby, Clock::time_point start, double lost) {
+    const int sig = g_launcher_stop;
+    std::printf("launch: stopping on signal %d\n", sig);
+    std::fflush(stdout);
+    ::kill(active.pid, SIGTERM);
+    int status = 0;
+    while (::waitpid(active.pid, &status, 0) < 0) {
+    }
+    dismiss(standby);
+    const int64_t kept = resumable_step(out_);
+    const double wall = since(start);
+    const double training = training_seconds(out_, 0, kept);
+    std::printf(
+        "launch: stopped after %d attempt(s), %.1f s lost to failures; ETTR %.3f (training %.1f "
+        "s of the %lld steps a checkpoint kept / wall %.1f s)\n",
+        active.attempt + 1, lost, training / wall, training, static_cast<long long>(kept), wall);
+    return 128 + sig;
+  }
+
+  const LaunchOptions& opt_;
+  std::string self_, out_;
+  int64_t first_step_ = 0;
+};
+
+int Launcher::run() {
+  struct sigaction sa {};
+  sa.sa_handler = on_launcher_stop;  // no SA_RESTART: waitpid returns EINTR
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);  // a closed output must not kill the launcher and orphan its jobs
+  std::error_code ec;
+  std::filesystem::create_directories(out_, ec);  // the standby's go files live there
+  const auto start = Clock::now();
+  double lost = 0;
+  int attempt = 0, standby_failures = 0;
+  Job active = start_cold(0);
+  Job standby;
+  // The next standby starts once the running attempt has taken a new step:
+  // started together, they compete for the cores, and the attempt's first
+  // step (the restart's critical path) took three times as long.
+  int standby_due = opt_.standby && opt_.max_restarts > 0 ? 1 : 0;
+  auto due_since = std::filesystem::file_time_type::clock::now();  // metrics written after this
+  auto new_step_logged = [&] {
+    const std::filesystem::path metrics = std::filesystem::path(out_) / "metrics.jsonl";
+    std::error_code e;
+    const auto written = std::filesystem::last_write_time(metrics, e);
+    return !e && written > due_since && newest_logged_step(out_) >= first_step_;
+  };
+  for (;;) {
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, standby_due > 0 ? WNOHANG : 0);
+    if (pid < 0 && errno != EINTR) TS_THROW("launch: waitpid failed");
+    if (g_launcher_stop != 0) return stop(active, standby, start, lost);
+    if (pid <= 0) {
+      if (standby_due > 0 && new_step_logged()) {
+        standby = start_standby(standby_due);
+        standby_due = 0;
+      } else if (pid == 0) {
+        const timespec poll{0, 50'000'000};
+        nanosleep(&poll, nullptr);
+      }
+      continue;
+    }
+    if (pid == standby.pid) {  // the standby ended before it was needed
+      std::printf("launch: the standby for attempt %d ended early (%s)\n", standby.attempt,
+                  describe(status).c_str());
+      std::filesystem::remove(standby.go_file);
+      standby.pid = -1;
+      if (++standby_failures <= opt_.max_restarts) {
+        standby_due = standby.attempt;
+        due_since = std::filesystem::file_time_type::clock::now();
+      }
+      continue;
+    }
+    if (pid != active.pid) continue;
+    const double seconds = since(active.started);
+    if (!active.go_file.empty()) std::filesystem::remove(active.go_file, ec);
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
       std::printf("launch: attempt %d finished in %.1f s\n", attempt, seconds);
+      dismiss(standby);
       const double wall = since(start);
-      const double training = training_seconds(out, 0, INT64_MAX);
+      const double training = training_seconds(out_, 0, INT64_MAX);
       std::printf(
           "launch: %d attempt(s), %.1f s lost to failures; ETTR %.3f (training %.1f s / wall "
           "%.1f s)\n",
           attempt + 1, lost, training / wall, training, wall);
       return 0;
     }
-    const int64_t kept = resumable_step(out);
-    const double useful = kept > first_step ? training_seconds(out, first_step, kept) : 0;
+    const int64_t kept = resumable_step(out_);
+    const double useful = kept > first_step_ ? training_seconds(out_, first_step_, kept) : 0;
     lost += seconds - useful;
     std::printf(
         "launch: attempt %d failed after %.1f s: %s; newest checkpoint at step %lld, %.1f s "
         "lost\n",
         attempt, seconds, describe(status).c_str(), static_cast<long long>(kept), seconds - useful);
-    first_step = kept;
+    first_step_ = kept;
+    if (attempt == opt_.max_restarts) {
+      dismiss(standby);
+      std::printf("launch: giving up after %d restart(s); %.1f s lost\n", opt_.max_restarts, lost);
+      return 1;
+    }
+    ++attempt;
+    wait_for_unlocked(out_);
+    if (standby.pid >= 0) {
+      const std::string dir = newest_checkpoint(out_);
+      write_go(standby.go_file, dir);
+      active = standby;
+      active.attempt = attempt;
+      active.started = Clock::now();
+      std::printf("launch: attempt %d (from step %lld, mpirun pid %d): the standby takes over%s\n",
+                  attempt, static_cast<long long>(first_step_), static_cast<int>(active.pid),
+                  dir.empty() ? "" : (", resuming " + dir).c_str());
+      std::fflush(stdout);
+      standby = Job{};
+    } else {
+      active = start_cold(attempt);
+    }
+    if (opt_.standby && attempt < opt_.max_restarts) {
+      standby_due = attempt + 1;
+      due_since = std::filesystem::file_time_type::clock::now();
+    }
   }
-  std::printf("launch: giving up after %d restart(s); %.1f s lost\n", opt.max_restarts, lost);
-  return 1;
+}
+
+int run_launch(const LaunchOptions& opt) {
+  if (opt.command.empty() || opt.command[0] != "train")
+    TS_THROW("launch: expected `-- train ARGS...` after the launcher's options");
+  if (opt.ranks < 1) TS_THROW("launch: -n must be at least 1, got ", opt.ranks);
+  if (opt.max_restarts < 0) TS_THROW("launch: --max-restarts must be >= 0");
+  return Launcher(opt).run();
 }
 
 }  // namespace
@@ -183,6 +407,9 @@ Command add_launch_command(CLI::App& app) {
   sub->add_option("-n", opt->ranks, "ranks (mpirun -n)")->required();
   sub->add_option("--max-restarts", opt->max_restarts, "relaunches after a failure (default 3)");
   sub->add_option("--mpirun", opt->mpirun, "the mpirun to use (default: mpirun on PATH)");
+  sub->add_flag("--standby", opt->standby,
+                "keep a started-up standby job (MPI_Init, data, compile and allocations done) "
+                "waiting beside the running one, so a restart only loads the checkpoint");
   sub->add_option("command", opt->command, "-- train ARGS...")->required();
   return {sub, [opt] { return run_launch(*opt); }};
 }

@@ -1,6 +1,8 @@
 // `tessel train`: the training loop with progress, metrics, evaluation,
 // checkpoint and (for text models) a sample at the end.
 #include <omp.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -9,12 +11,15 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "commands.h"
 #include "config_options.h"
 #include "progress.h"
 #include "run_directory.h"
+#include "standby.h"
 #include "stop_signal.h"
 #include "tessel/base/error.h"
 #include "tessel/compile/compile_rank.h"
@@ -43,6 +48,7 @@ struct TrainOptions {
   std::string resume;  // a checkpoint directory, or "auto"
   int64_t checkpoint_every = -1, keep = -1;
   bool sync_save = false;
+  std::string standby;  // `tessel launch --standby`: wait for this go file (standby.h)
 };
 
 // The periodic-save flags are config keys (the memory prediction counts the
@@ -140,6 +146,67 @@ nlohmann::json comm_delta(const CommStats& before, const CommStats& after) {
   return out;
 }
 
+// Seconds since this process was started (exec), from /proc/self/stat's
+// start time (clock ticks since boot) and CLOCK_BOOTTIME; -1 if unknown.
+double seconds_since_exec() {
+  std::ifstream in("/proc/self/stat");
+  std::string stat;
+  if (!std::getline(in, stat)) return -1;
+  const size_t close = stat.rfind(')');  // the command name may hold spaces
+  if (close == std::string::npos) return -1;
+  std::istringstream fields(stat.substr(close + 2));
+  std::string field;
+  for (int i = 3; i <= 22 && fields >> field; ++i)
+    if (i == 22) {
+      timespec now{};
+      clock_gettime(CLOCK_BOOTTIME, &now);
+      const double boot = static_cast<double>(now.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec);
+      return boot - std::stod(field) / static_cast<double>(sysconf(_SC_CLK_TCK));
+    }
+  return -1;
+}
+
+// Where rank 0's start-up went, once its first step is done: the line a
+// restart's cost is read from (bench/faults.sh, docs/failures.md).
+// A standby job (--standby) reports its wait apart, and the time from the
+// launcher's go to its first step.
+void print_startup(const Trainer& trainer, double exec_s,
+                   std::chrono::steady_clock::time_point entered, double standby_wait_s,
+                   double first_step_s) {
+  const Trainer::StartupSeconds& t = trainer.startup_seconds();
+  const double since_entered =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - entered).count();
+  const double other = since_entered - standby_wait_s - first_step_s - t.mesh - t.data - t.compile -
+                       t.engine - t.load;
+  std::printf(
+      "tessel train: first step done %.2f s after the process started (exec to main %.2f, mesh "
+      "and MPI_Init %.2f, data %.2f, compile %.2f, engine %.2f, checkpoint load %.2f, other %.2f, "
+      "first step %.2f)",
+      std::max(0.0, exec_s) + since_entered - standby_wait_s, exec_s, t.mesh, t.data, t.compile,
+      t.engine, t.load, other, first_step_s);
+  if (standby_wait_s > 0) {
+    // After the go: the checkpoint load, what follows the wait, and the step.
+    const double after_go = since_entered - standby_wait_s - t.mesh - t.data - t.compile - t.engine;
+    std::printf("; a standby: waited %.2f s, first step done %.2f s after the go", standby_wait_s,
+                after_go);
+  }
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
+// A job across hosts (or TESSEL_HEARTBEAT_SHARED=1) keeps its watchdog
+// heartbeats in a directory every host sees: OUT/.heartbeat unless
+// TESSEL_HEARTBEAT_DIR names one (comm/heartbeat.h). Before MPI starts.
+void use_shared_heartbeats(const std::string& out) {
+  if (std::getenv("TESSEL_HEARTBEAT_DIR") != nullptr) return;
+  const char* forced = std::getenv("TESSEL_HEARTBEAT_SHARED");
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  const char* world = std::getenv("OMPI_COMM_WORLD_SIZE");
+  const bool spans_hosts = local && world && std::atoi(local) < std::atoi(world);
+  if ((forced && *forced != '\0' && std::string(forced) != "0") || spans_hosts)
+    ::setenv("TESSEL_HEARTBEAT_DIR", (std::filesystem::path(out) / ".heartbeat").c_str(), 1);
+}
+
 // Processes of this job: mpirun's world size, else 1.
 int launched_ranks() {
   const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
@@ -156,21 +223,37 @@ int agreed_stop_signal(Trainer& trainer) {
 }
 
 int run_train(const TrainOptions& opt) {
+  const double exec_s = seconds_since_exec();  // process start to here
+  const auto entered = std::chrono::steady_clock::now();
   TrainConfig config = load_config(opt);
   if (opt.plan == "auto")
     config = apply_auto_plan(opt.config, config, launched_ranks(), launcher_rank() == 0);
   if (opt.dry_run) return run_dry(config);
   install_stop_handlers();
+  use_shared_heartbeats(opt.out);
   Trainer trainer(config);
   // Lock and check --out and every output path before the first step (after
   // the config, mesh and data are known to be good). An error here is on
   // rank 0 only: main aborts every rank.
   if (!config.trace.empty() && !trainer.pipeline())
     TS_THROW("--trace records pipeline actions; this run has no pipeline or micro-batches");
-  RunDirectory run_dir({opt.out, config.trace, opt.overwrite, !opt.resume.empty()});
+  std::string resume = opt.resume;
+  double standby_wait_s = 0;
+  if (!opt.standby.empty()) {  // started up; now wait until the launcher needs this job
+    const auto wait_start = std::chrono::steady_clock::now();
+    const std::optional<std::string> go = wait_for_go(opt.standby);
+    if (!go) return 0;
+    standby_wait_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
+    resume = *go;
+  }
+  // A standby told to go with no checkpoint starts from step 0 in place of
+  // the failed attempt (standby.h): its files are replaced.
+  const bool overwrite = opt.overwrite || (!opt.standby.empty() && resume.empty());
+  RunDirectory run_dir({opt.out, config.trace, overwrite, !resume.empty()});
   int64_t first_step = 0;
-  if (!opt.resume.empty()) {  // every rank resolves the same directory and loads its shards
-    const std::string dir = resolve_resume(opt.resume, opt.out);
+  if (!resume.empty()) {  // every rank resolves the same directory and loads its shards
+    const std::string dir = resolve_resume(resume, opt.out);
     trainer.load_checkpoint(dir);
     first_step = trainer.steps_done();
     if (trainer.is_root()) {
@@ -202,7 +285,7 @@ int run_train(const TrainOptions& opt) {
   const std::string metrics_path = (std::filesystem::path(opt.out) / "metrics.jsonl").string();
   std::ofstream metrics;
   if (root) {
-    if (!opt.resume.empty()) keep_metrics_before(metrics_path, first_step);
+    if (!resume.empty()) keep_metrics_before(metrics_path, first_step);
     metrics.open(metrics_path, std::ios::out | std::ios::app);
     if (!metrics) TS_THROW("cannot write metrics to '", metrics_path, "'");
   }
@@ -210,6 +293,18 @@ int run_train(const TrainOptions& opt) {
   // bytes) and rank 0's `writer` writes them while training goes on.
   CheckpointSnapshot snapshot;
   BackgroundWriter writer;
+  double save_wait_ms = 0;  // of the last save: waiting for the previous write
+  // A snapshot's world sum runs during the next step (checkpoint.h); this
+  // completes it and starts rank 0's write. Returns the milliseconds waited.
+  std::function<void()> start_write;
+  auto finish_snapshot = [&]() -> double {
+    if (!start_write) return 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    snapshot.finish();
+    if (root) start_write();
+    start_write = nullptr;
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  };
   auto periodic_save = [&](int64_t steps_done) {
     const std::string dir = periodic_checkpoint_dir(opt.out, steps_done);
     const int keep = static_cast<int>(config.keep_checkpoints);
@@ -222,14 +317,22 @@ int run_train(const TrainOptions& opt) {
       publish_periodic_checkpoint(opt.out, steps_done, keep);
       return;
     }
+    const auto wait_start = std::chrono::steady_clock::now();
     if (root) writer.wait();  // the previous write still reads the buffers
+    save_wait_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wait_start)
+            .count();
     trainer.snapshot_checkpoint(snapshot);
-    if (root)
-      writer.start([&snapshot, dir, out = opt.out, cfg = trainer.config(), steps_done, keep, step] {
+    // The write starts once the snapshot's sum is complete (finish_snapshot).
+    start_write = [&snapshot, &writer, dir, out = opt.out, cfg = trainer.config(), steps_done, keep,
+                   step] {
+      writer.start([&snapshot, dir, out, cfg, steps_done, keep, step] {
         save_checkpoint(dir, cfg, snapshot.source(), steps_done, true);
         fault_point(FaultPoint::kSave, step);
         publish_periodic_checkpoint(out, steps_done, keep);
       });
+    };
+    if (!snapshot.pending()) finish_snapshot();
   };
   Progress progress(config.steps, task.item_name());
   trainer.distributed().reset_stats();
@@ -243,8 +346,11 @@ int run_train(const TrainOptions& opt) {
     auto t0 = std::chrono::steady_clock::now();
     StepResult r = trainer.step();
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const bool finishing = static_cast<bool>(start_write);
+    const double finish_ms = finish_snapshot();  // the previous step's snapshot
     const CommStats after = trainer.distributed().stats();
     last_loss = r.loss;
+    if (s == first_step && root) print_startup(trainer, exec_s, entered, standby_wait_s, seconds);
     if (!std::isfinite(r.loss)) TS_THROW("step ", s, ": loss is ", r.loss, " (diverged)");
     nlohmann::json line = {{"step", s},
                            {"loss", r.loss},
@@ -254,17 +360,24 @@ int run_train(const TrainOptions& opt) {
                            {"tokens_per_s", trainer.items_per_step() / seconds},
                            {"gflops", trainer.flops_per_step() / seconds / 1e9}};
     if (!after.empty()) line["comm"] = comm_delta(before, after);
+    if (finishing) line["save_finish_ms"] = finish_ms;  // a stall too (not in step_ms)
     bool eval_now =
         (config.eval_every > 0 && (s + 1) % config.eval_every == 0) || s + 1 == config.steps;
     if (eval_now) {
+      const auto eval_start = std::chrono::steady_clock::now();
       last_eval = trainer.evaluate();
+      line["eval_ms"] =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - eval_start)
+              .count();
       line["val_loss"] = last_eval.loss;
       if (last_eval.accuracy) line["val_accuracy"] = *last_eval.accuracy;
     }
     steps_done = s + 1;
     if (config.checkpoint_every > 0 && (s + 1) % config.checkpoint_every == 0) {
       auto save_start = std::chrono::steady_clock::now();
+      save_wait_ms = 0;
       periodic_save(s + 1);
+      if (config.async_save) line["save_wait_ms"] = save_wait_ms;  // part of the stall
       line["save_stall_ms"] =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - save_start)
               .count();
@@ -278,6 +391,7 @@ int run_train(const TrainOptions& opt) {
     progress.update(s + 1, r.loss, trainer.items_per_step() / seconds,
                     trainer.flops_per_step() / seconds / 1e9, eval_now ? last_eval.loss : -1);
   }
+  finish_snapshot();
   const CommStats stats = trainer.distributed().stats();
   if (root) writer.wait();  // the last periodic write, before the final save
   std::string checkpoint = (std::filesystem::path(opt.out) / "checkpoint").string();
@@ -410,6 +524,9 @@ Command add_train_command(CLI::App& app) {
   sub->add_flag("--sync-save", opt->sync_save,
                 "write periodic checkpoints on the training thread (default: copy to host "
                 "buffers, write in the background)");
+  sub->add_option("--standby", opt->standby,
+                  "(used by `tessel launch --standby`) start up, then wait until this file says "
+                  "go (and which checkpoint to resume) or quit");
   sub->add_flag("--dry-run", opt->dry_run,
                 "print each rank's predicted memory (no data, no allocation, no MPI) and exit");
   return {sub, [opt] { return run_train(*opt); }};

@@ -2,7 +2,9 @@
 // SIGKILLs itself (TESSEL_FAULT_INJECT) at each of the five points, on the
 // first attempt only, and the relaunched job's final parameters and AdamW
 // moments, and every step's loss, are bitwise equal to the uninterrupted run
-// on the same mesh (data=2, saving every 2 steps).
+// on the same mesh (data=2, saving every 2 steps). The `_standby` case runs
+// the launcher with --standby: the restart is the standby job, started up
+// beforehand and told to go (apps/tessel/standby.h), with the same result.
 #include "layout/layout_harness.h"
 
 namespace tessel {
@@ -11,8 +13,10 @@ namespace {
 struct FaultCase {
   const char* point;
   int rank;
+  bool standby = false;
+  std::string name() const { return std::string(point) + (standby ? "_standby" : ""); }
 };
-void PrintTo(const FaultCase& c, std::ostream* out) { *out << c.point; }
+void PrintTo(const FaultCase& c, std::ostream* out) { *out << c.name(); }
 
 class Launcher : public LayoutInvariance, public ::testing::WithParamInterface<FaultCase> {
  protected:
@@ -27,20 +31,26 @@ class Launcher : public LayoutInvariance, public ::testing::WithParamInterface<F
 TEST_P(Launcher, RestartsAndFinishesBitwiseEqual) {
   const FaultCase& c = GetParam();
   static const TrainRun ref = train("launch_ref", config(), 2, "data=2");
-  const fs::path dir = root() / (std::string("launch_") + c.point);
+  const fs::path dir = root() / ("launch_" + c.name());
   fs::create_directories(dir);
   std::ofstream(dir / "config.json") << config().dump();
   const std::string cmd = "TESSEL_FAULT_INJECT=rank=" + std::to_string(c.rank) +
                           ",step=3,point=" + c.point + " timeout 300 " + TESSEL_CLI_PATH +
-                          " launch -n 2 --max-restarts 2 --mpirun " + TESSEL_MPIEXEC +
-                          " -- train --config " + (dir / "config.json").string() + " --out " +
-                          (dir / "out").string() + " --mesh data=2 --checkpoint-every 2";
+                          " launch -n 2 --max-restarts 2" + (c.standby ? " --standby" : "") +
+                          " --mpirun " + TESSEL_MPIEXEC + " -- train --config " +
+                          (dir / "config.json").string() + " --out " + (dir / "out").string() +
+                          " --mesh data=2 --checkpoint-every 2";
   int status = 0;
   const std::string out = run(cmd, &status);
   ASSERT_EQ(status, 0) << cmd << "\n" << out;
   EXPECT_NE(out.find("TESSEL_FAULT_INJECT: killing this rank"), std::string::npos) << out;
   EXPECT_NE(out.find("launch: attempt 0 failed"), std::string::npos) << out;
   EXPECT_NE(out.find("launch: attempt 1 finished"), std::string::npos) << out;
+  if (c.standby) {
+    EXPECT_NE(out.find("the standby takes over"), std::string::npos) << out;
+    EXPECT_FALSE(fs::exists(dir / "out" / ".standby-1")) << "go file left behind";
+    EXPECT_FALSE(fs::exists(dir / "out" / ".standby-2")) << "go file left behind";
+  }
   EXPECT_NE(out.find("ETTR"), std::string::npos) << out;
   std::ifstream metrics(dir / "out" / "metrics.jsonl");
   std::string line;
@@ -67,8 +77,8 @@ TEST_P(Launcher, RestartsAndFinishesBitwiseEqual) {
 INSTANTIATE_TEST_SUITE_P(Faults, Launcher,
                          ::testing::Values(FaultCase{"forward", 1}, FaultCase{"backward", 1},
                                            FaultCase{"collective", 1}, FaultCase{"optimizer", 1},
-                                           FaultCase{"save", 0}),
-                         [](const auto& info) { return std::string(info.param.point); });
+                                           FaultCase{"save", 0}, FaultCase{"forward", 1, true}),
+                         [](const auto& info) { return info.param.name(); });
 
 }  // namespace
 }  // namespace tessel

@@ -518,11 +518,15 @@ INSTANTIATE_TEST_SUITE_P(
         MemoryCase{"memory_pipe2_1f1b", 2, "pipe=2", 0, "none", "--schedule 1f1b --microbatches 4"},
         MemoryCase{"memory_pipe2_data2_gpipe_zero1", 4, "pipe=2,data=2", 1, "none",
                    "--schedule gpipe --microbatches 2"},
-        // Asynchronous periodic saves: rank 0 holds a host copy of the whole state.
+        // Asynchronous periodic saves: rank 0 holds a host copy of the whole state
+        // (and every rank the sharded tensors, here the ZeRO-1 moments).
         MemoryCase{"memory_single_async_save", 0, "", 0, "none", "--checkpoint-every 1"},
         MemoryCase{"memory_zero1_data2_async_save", 2, "data=2", 1, "none", "--checkpoint-every 1"},
         MemoryCase{"memory_pipe2_async_save", 2, "pipe=2", 0, "none",
                    "--schedule 1f1b --microbatches 2 --checkpoint-every 1"},
+        // Sharded tensors are snapshotted in one world sum: every rank holds them.
+        MemoryCase{"memory_data2_model2_async_save", 4, "data=2,model=2", 0, "none",
+                   "--checkpoint-every 1"},
         MemoryCase{"memory_pipe2_pipedream", 2, "pipe=2", 0, "none",
                    "--schedule pipedream --microbatches 4"},
         // bf16: the einsums' operand copies (bf16, or widened f32 where oneDNN

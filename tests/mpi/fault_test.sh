@@ -6,6 +6,9 @@
 #                                        ends the job, naming rank 1 as not arrived / not responding
 #   fault_test.sh out   TESSEL MPIEXEC   an --out only rank 0 uses, and cannot create: rank 0's
 #                                        error aborts every rank within 10 s, with the message
+#   fault_test.sh stop_shared ...        as `stop`, with the heartbeats of a job across hosts
+#                                        forced (TESSEL_HEARTBEAT_SHARED=1: files in OUT/.heartbeat,
+#                                        written by pwrite, liveness timed by the reader's clock)
 # Exits 0 when the expectation holds, 1 (with the output) otherwise.
 set -u
 mode=$1 tessel=$2 mpiexec=$3
@@ -17,7 +20,8 @@ cat >"$dir/c.json" <<'JSON'
 JSON
 out="$dir/out"
 [ "$mode" = out ] && { touch "$dir/file"; out="$dir/file/out"; }
-[ "$mode" = stop ] && export TESSEL_COMM_TIMEOUT_S=4
+case $mode in stop | stop_shared) export TESSEL_COMM_TIMEOUT_S=4 ;; esac
+[ "$mode" = stop_shared ] && export TESSEL_HEARTBEAT_SHARED=1
 fail() { echo "FAIL ($mode): $*"; cat "$dir/log"; exit 1; }
 
 start=$(date +%s.%N)
@@ -34,9 +38,11 @@ if [ "$mode" != out ]; then
   [ -n "$victim" ] || { kill -9 $job; fail "rank 1 not found"; }
   start=$(date +%s.%N)
   if [ "$mode" = kill9 ]; then kill -9 "$victim"; else kill -STOP "$victim"; fi
+  [ "$mode" = stop_shared ] && { ls "$out/.heartbeat/"tessel-heartbeat-*-rank1 >/dev/null 2>&1 ||
+    fail "no heartbeat file of rank 1 under OUT/.heartbeat"; }
 fi
 limit=10
-[ "$mode" = stop ] && limit=20
+[ "$mode" != kill9 ] && [ "$mode" != out ] && limit=20
 # Wait for the job, at most `limit` seconds after the fault.
 for _ in $(seq $((limit * 10))); do kill -0 $job 2>/dev/null || break; sleep 0.1; done
 if kill -0 $job 2>/dev/null; then
@@ -52,9 +58,11 @@ echo "mode $mode: job ended ${elapsed} s after the fault, exit code $rc"
 [ $rc -ne 0 ] || fail "exit code 0"
 case $mode in
   kill9) grep -q "process rank 1 .*exited on signal 9" "$dir/log" || fail "rank 1 not named" ;;
-  stop)
+  stop | stop_shared)
     grep -q "Rank(s) that did not arrive: 1\." "$dir/log" || fail "rank 1 not named"
-    grep -q "rank 1: NOT RESPONDING" "$dir/log" || fail "rank 1 not reported as stopped" ;;
+    grep -q "rank 1: NOT RESPONDING" "$dir/log" || fail "rank 1 not reported as stopped"
+    grep -qE "rank 0: [a-z_ ()]+ on group '[a-z]+' \(op '[^']+', [0-9]+ elements\) blocked" \
+      "$dir/log" || fail "the collective not named" ;;
   out)
     grep -q "\[rank 0\] error: cannot create the output directory --out" "$dir/log" ||
       fail "no error message"

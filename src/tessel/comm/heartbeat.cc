@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
@@ -19,6 +20,15 @@ namespace tessel {
 namespace {
 
 constexpr size_t kLabelBytes = 232;
+constexpr size_t kHostBytes = 64;
+
+size_t host_offset();  // of Slot::host, below
+
+std::string host_name() {
+  char name[kHostBytes] = {0};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "";
+  return name;
+}
 
 std::string heartbeat_dir() {
   if (const char* dir = std::getenv("TESSEL_HEARTBEAT_DIR"); dir != nullptr && *dir != '\0')
@@ -34,19 +44,25 @@ std::string slot_path(const std::string& job, int rank) {
 }
 
 // Removes heartbeat files whose owner process no longer exists (left by jobs
-// that were aborted or killed). Only owners on this host can be checked,
-// which is where the files are.
+// that were aborted or killed). Only owners on this host can be checked: a
+// file naming another host (a shared directory) is left alone.
 void remove_dead_heartbeats(const std::string& dir) {
   std::error_code ec;
+  const std::string here = host_name();
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
     if (!name.starts_with("tessel-heartbeat-")) continue;
     int fd = open(entry.path().c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) continue;
     int32_t pid = 0;
-    const bool read_ok = pread(fd, &pid, sizeof(pid), 0) == static_cast<ssize_t>(sizeof(pid));
+    char host[kHostBytes] = {0};
+    const bool read_ok = pread(fd, &pid, sizeof(pid), 0) == static_cast<ssize_t>(sizeof(pid)) &&
+                         pread(fd, host, sizeof(host), static_cast<off_t>(host_offset())) ==
+                             static_cast<ssize_t>(sizeof(host));
     close(fd);
-    if (read_ok && pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) unlink(entry.path().c_str());
+    host[kHostBytes - 1] = '\0';
+    if (read_ok && here == host && pid > 0 && kill(pid, 0) != 0 && errno == ESRCH)
+      unlink(entry.path().c_str());
   }
 }
 
@@ -61,7 +77,13 @@ struct Heartbeat::Slot {
   std::atomic<double> since_s;
   std::atomic<double> alive_s;
   char what[kLabelBytes];
+  char host[kHostBytes];  // the owner's host
+  std::atomic<uint64_t> beats;
 };
+
+namespace {
+size_t host_offset() { return offsetof(Heartbeat::Slot, host); }
+}  // namespace
 
 double Heartbeat::now_s() {
   timespec ts{};
@@ -75,12 +97,33 @@ std::string heartbeat_job_key() {
   return "local-" + std::to_string(getppid());
 }
 
-std::unique_ptr<Heartbeat> Heartbeat::create(const std::string& job, int rank) {
+Heartbeat::Mode heartbeat_mode(int world_size) {
+  if (const char* v = std::getenv("TESSEL_HEARTBEAT_SHARED"); v != nullptr && *v != '\0')
+    return std::string(v) == "0" ? Heartbeat::Mode::kLocal : Heartbeat::Mode::kShared;
+  if (const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE"); local != nullptr)
+    if (std::atoi(local) < world_size) return Heartbeat::Mode::kShared;
+  return Heartbeat::Mode::kLocal;
+}
+
+std::unique_ptr<Heartbeat> Heartbeat::create(const std::string& job, int rank, Mode mode) {
   static_assert(offsetof(Slot, pid) == 0, "remove_dead_heartbeats reads the pid at offset 0");
+  std::error_code ec;
+  std::filesystem::create_directories(heartbeat_dir(), ec);
   remove_dead_heartbeats(heartbeat_dir());
   std::string path = slot_path(job, rank);
   int fd = open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return nullptr;
+  if (mode == Mode::kShared) {  // the slot in memory, the file written at every beat
+    Slot* slot = new Slot();
+    slot->since_s.store(now_s());
+    slot->alive_s.store(now_s());
+    slot->pid.store(static_cast<int32_t>(getpid()));
+    const std::string host = host_name();
+    std::memcpy(slot->host, host.data(), std::min(host.size(), kHostBytes - 1));
+    std::unique_ptr<Heartbeat> hb(new Heartbeat(job, std::move(path), slot, mode, fd));
+    hb->beat();
+    return hb;
+  }
   if (ftruncate(fd, sizeof(Slot)) != 0) {
     close(fd);
     unlink(path.c_str());
@@ -96,14 +139,21 @@ std::unique_ptr<Heartbeat> Heartbeat::create(const std::string& job, int rank) {
   slot->since_s.store(now_s());
   slot->alive_s.store(now_s());
   slot->pid.store(static_cast<int32_t>(getpid()));
-  return std::unique_ptr<Heartbeat>(new Heartbeat(job, std::move(path), slot));
+  const std::string host = host_name();
+  std::memcpy(slot->host, host.data(), std::min(host.size(), kHostBytes - 1));
+  return std::unique_ptr<Heartbeat>(new Heartbeat(job, std::move(path), slot, mode, -1));
 }
 
-Heartbeat::Heartbeat(std::string job, std::string path, Slot* slot)
-    : job_(std::move(job)), path_(std::move(path)), slot_(slot) {}
+Heartbeat::Heartbeat(std::string job, std::string path, Slot* slot, Mode mode, int fd)
+    : job_(std::move(job)), path_(std::move(path)), slot_(slot), mode_(mode), fd_(fd) {}
 
 Heartbeat::~Heartbeat() {
-  munmap(slot_, sizeof(Slot));
+  if (mode_ == Mode::kShared) {
+    delete slot_;
+    close(fd_);
+  } else {
+    munmap(slot_, sizeof(Slot));
+  }
   unlink(path_.c_str());
 }
 
@@ -142,12 +192,47 @@ void Heartbeat::end_io() {
   slot_->state.store(static_cast<int32_t>(State::kRunning), std::memory_order_release);
 }
 
-void Heartbeat::beat() { slot_->alive_s.store(now_s(), std::memory_order_relaxed); }
+void Heartbeat::beat() {
+  slot_->alive_s.store(now_s(), std::memory_order_relaxed);
+  slot_->beats.fetch_add(1, std::memory_order_relaxed);
+  if (mode_ != Mode::kShared) return;
+  // One write of the whole slot (a reader may see a label mid-update: it is
+  // a diagnostic, and always NUL-terminated when read).
+  if (pwrite(fd_, slot_, sizeof(Slot), 0) != static_cast<ssize_t>(sizeof(Slot))) {
+    // Peers will see this rank as not beating; nothing better to do here.
+  }
+}
 
 Heartbeat::View Heartbeat::read(int rank) const {
   View view;
   int fd = open(slot_path(job_, rank).c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return view;
+  if (mode_ == Mode::kShared) {
+    // A copy of the file, read fresh; ages by this reader's clock.
+    alignas(Slot) unsigned char bytes[sizeof(Slot)];
+    const bool ok = pread(fd, bytes, sizeof(Slot), 0) == static_cast<ssize_t>(sizeof(Slot));
+    close(fd);
+    if (!ok) return view;
+    const Slot* s = reinterpret_cast<const Slot*>(bytes);
+    const double now = now_s();
+    const uint64_t beats = s->beats.load(std::memory_order_relaxed);
+    const uint64_t seq = s->seq.load(std::memory_order_relaxed);
+    const int32_t state = s->state.load(std::memory_order_relaxed);
+    Seen& seen = seen_[rank];
+    if (seen.state < 0 || beats != seen.beats) seen.beats = beats, seen.beats_since = now;
+    if (seen.state < 0 || seq != seen.seq || state != seen.state)
+      seen.seq = seq, seen.state = state, seen.state_since = now;
+    view.visible = true;
+    view.state = static_cast<State>(state);
+    view.seq = seq;
+    view.state_age_s = now - seen.state_since;
+    view.alive_age_s = now - seen.beats_since;
+    char label[kLabelBytes];
+    std::memcpy(label, s->what, kLabelBytes);
+    label[kLabelBytes - 1] = '\0';
+    view.what = label;
+    return view;
+  }
   struct stat st {};
   if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < sizeof(Slot)) {
     close(fd);

@@ -87,10 +87,15 @@ struct TrainConfig {
   // OUT/checkpoints/step-N/ (0: only the final one), keeping the newest K.
   // async_save: copy the state into host buffers at the step boundary and
   // write on a background thread (the root holds one full copy of the model
-  // state for it, counted in the memory prediction).
+  // state for it, and without a pipeline every other rank the sharded part,
+  // counted in the memory prediction).
   int64_t checkpoint_every = 0;
   int64_t keep_checkpoints = 2;
   bool async_save = true;
+  // Not a config key: the step this process starts at (a resumed run's
+  // checkpoint step; Trainer::load_checkpoint sets it). A run that takes no
+  // periodic save in (first_step, steps] allocates no snapshot.
+  int64_t first_step = 0;
 
   static TrainConfig from_json(const nlohmann::json& j);
   static TrainConfig from_file(const std::string& path);

@@ -94,24 +94,32 @@ void DistributedContext::gather_full(const Shape& global, const Sharding& s, con
   // sum over the world then assembles it exactly (x + 0 == x).
   const int64_t n = global.numel();
   std::fill(full, full + n, 0.0f);
+  place_primary(global, s, local, full, holder_axis, holder_coord);
+  world_->all_reduce(full, n, ReduceKind::kSum, "gather_full");
+}
+
+void DistributedContext::place_primary(const Shape& global, const Sharding& s, const float* local,
+                                       float* full, std::optional<int> holder_axis,
+                                       int holder_coord) const {
   bool primary = local != nullptr;
   for (int a = 0; a < s.axis_count(); ++a)
     if (!s[a].is_split() && coords_[a] != (a == holder_axis ? holder_coord : 0)) primary = false;
-  if (primary) {
-    Shape local_shape = s.local_shape(global, mesh_);
-    std::vector<int64_t> offsets = s.local_offsets(global, mesh_, coords_);
-    std::vector<int64_t> idx(global.rank(), 0), strides = global.strides();
-    for (int64_t e = 0; e < local_shape.numel(); ++e) {
-      int64_t off = 0;
-      for (int i = 0; i < global.rank(); ++i) off += (idx[i] + offsets[i]) * strides[i];
-      full[off] = local[e];
-      for (int i = global.rank() - 1; i >= 0; --i) {
-        if (++idx[i] < local_shape[i].size) break;
-        idx[i] = 0;
-      }
+  if (!primary) return;
+  Shape local_shape = s.local_shape(global, mesh_);
+  std::vector<int64_t> offsets = s.local_offsets(global, mesh_, coords_);
+  std::vector<int64_t> idx(global.rank(), 0), strides = global.strides();
+  const int last = global.rank() - 1;
+  // One contiguous run per row of the innermost dim (stride 1 in both).
+  const int64_t row = last >= 0 ? local_shape[last].size : 1;
+  for (int64_t e = 0; e < local_shape.numel(); e += row) {
+    int64_t off = 0;
+    for (int i = 0; i < global.rank(); ++i) off += (idx[i] + offsets[i]) * strides[i];
+    std::copy(local + e, local + e + row, full + off);
+    for (int i = last - 1; i >= 0; --i) {
+      if (++idx[i] < local_shape[i].size) break;
+      idx[i] = 0;
     }
   }
-  world_->all_reduce(full, n, ReduceKind::kSum, "gather_full");
 }
 
 }  // namespace tessel

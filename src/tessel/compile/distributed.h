@@ -50,6 +50,11 @@ class DistributedContext {
   // hold no block pass local = nullptr.
   void gather_full(const Shape& global, const Sharding& s, const float* local, float* full,
                    std::optional<int> holder_axis = std::nullopt, int holder_coord = 0);
+  // gather_full's local part: writes this rank's block into `full` if this
+  // rank is the block's writer (no communication; `full` is not cleared).
+  // A world sum of zeroed buffers so filled assembles the tensors.
+  void place_primary(const Shape& global, const Sharding& s, const float* local, float* full,
+                     std::optional<int> holder_axis = std::nullopt, int holder_coord = 0) const;
   // Every rank's `value`, in rank order, on every rank (collective; exact
   // for 0 <= value < 2^48, e.g. byte counts).
   std::vector<int64_t> gather_counts(int64_t value);

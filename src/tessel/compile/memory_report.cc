@@ -19,28 +19,38 @@ namespace tessel {
 
 namespace {
 
-// Rank 0's host copy of the whole state for asynchronous periodic saves
-// (checkpoint.h, CheckpointSnapshot): held from the first periodic save on.
-int64_t snapshot_host_bytes(const TrainConfig& c, int rank, int64_t parameter_elements) {
-  if (rank != 0 || c.checkpoint_every <= 0 || !c.async_save || c.checkpoint_every > c.steps)
-    return 0;
-  return parameter_elements * 4 * (c.optimizer == "adamw" ? 3 : 1);
+// The host copy of the state that asynchronous periodic saves write from
+// (checkpoint.h, CheckpointSnapshot), held from the first periodic save on:
+// the whole state on rank 0; without a pipeline, the sharded tensors on
+// every other rank too (they join the snapshot's one world sum). None when
+// no periodic save falls in (first_step, steps].
+int64_t snapshot_host_bytes(const TrainConfig& c, int rank, int64_t all_elements,
+                            int64_t sharded_elements) {
+  if (c.checkpoint_every <= 0 || !c.async_save) return 0;
+  if (c.steps / c.checkpoint_every <= c.first_step / c.checkpoint_every) return 0;
+  return (rank == 0 ? all_elements : sharded_elements) * 4;
 }
 
 // What the rank's engine stores outside its arenas (rank_storage.h): the
 // same function the engine allocates from.
-void add_storage(const CompiledRank& compiled, const RankStorage& s, bool asynchronous,
-                 RankMemory& m) {
+void add_storage(const CompiledRank& compiled, const RankStorage& s, bool pipelined,
+                 bool asynchronous, RankMemory& m) {
   const TrainConfig& c = compiled.config;
   m.parameters = s.value_bytes();
   if (c.optimizer == "adamw") m.optimizer = 2 * s.state_bytes();
   m.host.input_staging = s.input_staging;
   m.host.zero_slice = s.zero_slice;
   m.host.full_tensor = s.full_tensor;
-  int64_t elements = 0;  // asynchronous pipelines save the tied copies too
-  for (const StoredParam& p : s.params)
-    elements += p.shape.numel() * (asynchronous ? static_cast<int64_t>(p.pipe_ranks.size()) : 1);
-  m.host.checkpoint_snapshot = snapshot_host_bytes(c, compiled.rank, elements);
+  const int64_t parts = c.optimizer == "adamw" ? 3 : 1;
+  int64_t elements = 0, sharded = 0;  // asynchronous pipelines save the tied copies too
+  for (const StoredParam& p : s.params) {
+    const int64_t n = p.shape.numel();
+    elements += n * parts * (asynchronous ? static_cast<int64_t>(p.pipe_ranks.size()) : 1);
+    if (pipelined || !p.held) continue;
+    if (p.value_numel < n) sharded += n;
+    if (parts == 3 && p.state_numel < n) sharded += 2 * n;
+  }
+  m.host.checkpoint_snapshot = snapshot_host_bytes(c, compiled.rank, elements, sharded);
 }
 
 // A pipelined rank: its stages' plans, times the micro-batches in flight.
@@ -49,7 +59,7 @@ RankMemory pipeline_rank_memory(const CompiledRank& compiled, const Schedule& sc
   const RankStorage s = rank_storage(compiled);
   RankMemory m;
   m.rank = compiled.rank;
-  add_storage(compiled, s, schedule.asynchronous, m);
+  add_storage(compiled, s, /*pipelined=*/true, schedule.asynchronous, m);
   m.accumulators = (s.accumulator_elements + s.zero_gradient_elements + s.tie_scratch_elements) * 4;
   m.eval_arena = static_cast<int64_t>(model.eval_arena_bytes());
   // Micro-batches in flight per stage, as the executor allocates instances.
@@ -88,7 +98,7 @@ RankMemory predict_rank_memory(const CompiledRank& compiled, const Schedule* as_
   m.rank = compiled.rank;
   m.arena = static_cast<int64_t>(compiled.train.program->arena_bytes());
   m.eval_arena = static_cast<int64_t>(compiled.eval_arena_bytes);
-  add_storage(compiled, s, false, m);
+  add_storage(compiled, s, /*pipelined=*/false, false, m);
   m.gradients = s.state_bytes();
   return m;
 }

@@ -112,6 +112,24 @@ CheckpointSource ProgramEngine::checkpoint_source(int64_t) {
     ctx_.gather_full(p.shape, s, local, full->as<float>());
     return full->as<float>();
   };
+  // Snapshots: every tensor placed into one buffer, one world sum.
+  source.place = [this](size_t i, Part part, float* zeroed_full) {
+    const StoredParam& p = *held_[i];
+    const Sharding& s = part == Part::kValue ? p.value : p.state;
+    ParamEntry& e = params_->entries()[i];
+    const float* local = part == Part::kValue ? e.value.f32()
+                         : part == Part::kM   ? e.m.f32()
+                                              : e.v.f32();
+    ctx_.place_primary(p.shape, s, local, zeroed_full);
+  };
+  source.sum = [this](float* data, int64_t n) {
+    return ctx_.world().start_all_reduce(data, n, "checkpoint snapshot");
+  };
+  source.sharded = [this](size_t i, Part part) {
+    const StoredParam& p = *held_[i];
+    const Sharding& s = part == Part::kValue ? p.value : p.state;
+    return s.local_shape(p.shape, ctx_.mesh()).numel() < p.shape.numel();
+  };
   return source;
 }
 

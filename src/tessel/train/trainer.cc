@@ -2,27 +2,44 @@
 
 #include <omp.h>
 
+#include <chrono>
+
 #include "tessel/base/error.h"
 #include "tessel/train/checkpoint/checkpoint.h"
 #include "tessel/train/checkpoint/run_state.h"
 #include "tessel/train/fault_inject.h"
 
 namespace tessel {
+namespace {
+
+// Seconds since `t`, and `t` moved to now.
+double lap(std::chrono::steady_clock::time_point& t) {
+  const auto now = std::chrono::steady_clock::now();
+  const double s = std::chrono::duration<double>(now - t).count();
+  t = now;
+  return s;
+}
+
+}  // namespace
 
 Trainer::~Trainer() = default;
 
 Trainer::Trainer(const TrainConfig& config) : config_(config) {
   config_.validate();
   if (config_.threads > 0) omp_set_num_threads(config_.threads);
+  auto t = std::chrono::steady_clock::now();
   ctx_ = std::make_unique<DistributedContext>(config_.mesh, config_.layout);
+  startup_.mesh = lap(t);
   arm_fault_injection(ctx_->rank());
   for (const auto& [label, spec] : config_.shard)
     ctx_->layout().set_override(label, spec, ctx_->mesh());
   recompute_choice_ = resolve_recompute(config_);
   check_memory_limit(config_);  // before the data is loaded or an arena allocated
   task_ = make_task(config_);
+  startup_.data = lap(t);
   CompiledRank compiled = compile_rank(config_, ctx_->mesh(), ctx_->layout(), ctx_->rank(),
                                        CompileMode::kRun, ctx_.get());
+  startup_.compile = lap(t);
   global_flops_ = compiled.flops_per_step;
   // The optimizer: one update of the slots the engine hands over, at the
   // current step's learning rate.
@@ -33,6 +50,7 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
     return u;
   };
   engine_ = Engine::create(std::move(compiled), *ctx_, optimizer);
+  startup_.engine = lap(t);
 }
 
 PipelineEngine* Trainer::pipeline_engine() const {
@@ -108,9 +126,12 @@ void Trainer::snapshot_checkpoint(CheckpointSnapshot& snapshot) {
 }
 
 void Trainer::load_checkpoint(const std::string& dir) {
+  auto t = std::chrono::steady_clock::now();
   const int64_t step = read_checkpoint_info(dir).step;
   engine_->load(dir, step);
   step_ = step;
+  config_.first_step = step;  // the memory prediction: no snapshot if no save follows
+  startup_.load = lap(t);
 }
 
 Trainer::PipelineStats Trainer::pipeline_stats() {

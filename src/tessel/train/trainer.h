@@ -105,6 +105,14 @@ class Trainer {
   // collective, the root writes.
   void write_trace(const std::string& path);
 
+  // Where this rank's start-up went, in seconds (measured, steady clock):
+  // the mesh (MPI_Init and the communicators), the data set, the compile,
+  // the engine (its allocations), and the checkpoint load of a resume.
+  struct StartupSeconds {
+    double mesh = 0, data = 0, compile = 0, engine = 0, load = 0;
+  };
+  const StartupSeconds& startup_seconds() const { return startup_; }
+
  private:
   CheckpointSource checkpoint_source();
   PipelineEngine* pipeline_engine() const;
@@ -116,6 +124,7 @@ class Trainer {
   std::unique_ptr<Engine> engine_;  // this rank's compiled step
   double global_flops_ = 0;
   int64_t step_ = 0;
+  StartupSeconds startup_;
 };
 
 }  // namespace tessel

@@ -257,7 +257,9 @@ void MpiRuntime::end_io() {
 
 void MpiRuntime::start_watchdog() {
   watchdog_ = std::make_unique<Watchdog>();
-  if (world_size_ > 1) watchdog_->heartbeat = Heartbeat::create(heartbeat_job_key(), world_rank_);
+  if (world_size_ > 1)
+    watchdog_->heartbeat =
+        Heartbeat::create(heartbeat_job_key(), world_rank_, heartbeat_mode(world_size_));
   watchdog_->thread = std::thread([this] { watchdog_loop(); });
 }
 
@@ -334,12 +336,28 @@ void MpiRuntime::watchdog_loop() {
       std::max(std::chrono::duration<double>(0.01),
                std::min(timeout / 4, std::chrono::duration<double>(0.5))));
   std::unique_lock<std::mutex> lock(watchdog_->mu);
+  // Shared heartbeats (another host's clock is not compared): every peer is
+  // read once when a call first times out, and judged only some polls later.
+  bool observed = false;
+  Clock::time_point observed_at;
+  const auto observe_for = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(not_responding_s(timeout_s_)) + 2 * poll);
   while (!watchdog_->stop) {
     watchdog_->wake.wait_for(lock, poll);
     if (watchdog_->heartbeat) watchdog_->heartbeat->beat();
     if (watchdog_->stop || !watchdog_->active) continue;
     if (Clock::now() - watchdog_->since < timeout) continue;
     const Heartbeat* hb = watchdog_->heartbeat.get();
+    if (hb && hb->mode() == Heartbeat::Mode::kShared) {
+      if (!observed) {
+        for (int r = 0; r < world_size_; ++r)
+          if (r != world_rank_) hb->read(r);
+        observed = true;
+        observed_at = Clock::now();
+        continue;
+      }
+      if (Clock::now() - observed_at < observe_for) continue;
+    }
     if (hb && peer_in_io(*hb, world_rank_, world_size_, timeout_s_)) {
       watchdog_->since = Clock::now();  // a peer writing a checkpoint is no hang
       continue;

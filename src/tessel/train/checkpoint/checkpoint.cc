@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -99,58 +100,88 @@ void save_checkpoint(const std::string& dir, const TrainConfig& config,
   }
 }
 
+void CheckpointSnapshot::finish() {
+  for (std::unique_ptr<CommRequest>& r : requests_) r->wait();
+  requests_.clear();
+}
+
 void CheckpointSnapshot::take(const CheckpointSource& source, bool keep) {
   using Part = CheckpointSource::Part;
-  const bool same = shape_.params.size() == source.params.size();
+  finish();
   shape_.params = source.params;
   shape_.state = source.state;
-  if (!same) values_.clear(), m_.clear(), v_.clear();
-  values_.resize(source.params.size());
-  m_.resize(source.params.size());
-  v_.resize(source.params.size());
-  auto copy = [&](size_t i, Part part, AlignedBuffer& into) {
-    const size_t bytes = static_cast<size_t>(source.params[i].shape.numel()) * sizeof(float);
-    const float* full = source.full(i, part);  // collective: every rank, same order
-    if (!keep) return;
-    if (into.size() != bytes) into = AlignedBuffer(bytes);
-    std::memcpy(into.data(), full, bytes);
-  };
+  const size_t n = source.params.size();
+  value_at_.assign(n, -1);
+  m_at_.assign(n, -1);
+  v_at_.assign(n, -1);
   // The writer's order (save_checkpoint): every value, then every moment
   // pair, then the tied copies (value and moments each).
-  for (size_t i = 0; i < source.params.size(); ++i)
-    if (!source.params[i].tied_copy) copy(i, Part::kValue, values_[i]);
-  for (size_t i = 0; i < source.params.size(); ++i)
+  std::vector<std::pair<size_t, Part>> order;
+  for (size_t i = 0; i < n; ++i)
+    if (!source.params[i].tied_copy) order.emplace_back(i, Part::kValue);
+  for (size_t i = 0; i < n; ++i)
     if (!source.params[i].tied_copy && source.params[i].has_moments) {
-      copy(i, Part::kM, m_[i]);
-      copy(i, Part::kV, v_[i]);
+      order.emplace_back(i, Part::kM);
+      order.emplace_back(i, Part::kV);
     }
-  for (size_t i = 0; i < source.params.size(); ++i) {
+  for (size_t i = 0; i < n; ++i) {
     if (!source.params[i].tied_copy) continue;
-    copy(i, Part::kValue, values_[i]);
+    order.emplace_back(i, Part::kValue);
     if (source.params[i].has_moments) {
-      copy(i, Part::kM, m_[i]);
-      copy(i, Part::kV, v_[i]);
+      order.emplace_back(i, Part::kM);
+      order.emplace_back(i, Part::kV);
     }
+  }
+  const bool batched = source.place && source.sum && source.sharded;
+  // Offsets: in the batched form the sharded tensors first (the summed
+  // region, on every rank), then the others (the keeping rank only).
+  int64_t total = 0, summed = 0;
+  for (int pass = batched ? 0 : 1; pass < 2; ++pass)
+    for (const auto& [i, part] : order) {
+      if (batched && source.sharded(i, part) != (pass == 0)) continue;
+      std::vector<int64_t>& at = part == Part::kValue ? value_at_
+                                 : part == Part::kM   ? m_at_
+                                                      : v_at_;
+      at[i] = total;
+      total += source.params[i].shape.numel();
+      if (pass == 0) summed = total;
+    }
+  const int64_t held = keep ? total : batched ? summed : 0;
+  const size_t bytes = static_cast<size_t>(held) * sizeof(float);
+  if (all_.size() != bytes) all_ = AlignedBuffer(bytes);
+  float* base = all_.as<float>();
+  auto at = [&](size_t i, Part part) {
+    return base + (part == Part::kValue ? value_at_ : part == Part::kM ? m_at_ : v_at_)[i];
+  };
+  if (batched) {
+    if (held == 0) return;
+    std::memset(base, 0, bytes);
+    for (const auto& [i, part] : order)
+      if (keep || source.sharded(i, part)) source.place(i, part, at(i, part));
+    constexpr int64_t kChunk = int64_t{1} << 28;  // floats per collective (MPI's int counts)
+    for (int64_t off = 0; off < summed; off += kChunk)
+      requests_.push_back(source.sum(base + off, std::min(kChunk, summed - off)));
+    return;
+  }
+  for (const auto& [i, part] : order) {
+    const float* full = source.full(i, part);  // collective: every rank, same order
+    if (keep) std::memcpy(at(i, part), full, source.params[i].shape.numel() * sizeof(float));
   }
 }
 
 CheckpointSource CheckpointSnapshot::source() const {
+  TS_CHECK(requests_.empty(), "CheckpointSnapshot::source() before finish()");
   CheckpointSource s = shape_;
   s.full = [this](size_t i, CheckpointSource::Part part) -> const float* {
-    const AlignedBuffer& b = part == CheckpointSource::Part::kValue ? values_[i]
-                             : part == CheckpointSource::Part::kM   ? m_[i]
-                                                                    : v_[i];
-    return reinterpret_cast<const float*>(b.data());
+    const std::vector<int64_t>& at = part == CheckpointSource::Part::kValue ? value_at_
+                                     : part == CheckpointSource::Part::kM   ? m_at_
+                                                                            : v_at_;
+    return all_.as<float>() + at[i];
   };
   return s;
 }
 
-int64_t CheckpointSnapshot::bytes() const {
-  int64_t n = 0;
-  for (const auto* list : {&values_, &m_, &v_})
-    for (const AlignedBuffer& b : *list) n += static_cast<int64_t>(b.size());
-  return n;
-}
+int64_t CheckpointSnapshot::bytes() const { return static_cast<int64_t>(all_.size()); }
 
 int64_t snapshot_bytes(const std::vector<CheckpointSource::Param>& params) {
   int64_t n = 0;

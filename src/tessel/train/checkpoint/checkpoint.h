@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "tessel/comm/communicator.h"
 #include "tessel/compile/config.h"
 #include "tessel/tensor/aligned_buffer.h"
 #include "tessel/train/param_store.h"
@@ -44,23 +45,45 @@ struct CheckpointSource {
   };
   std::vector<Param> params;
   std::function<const float*(size_t param, Part part)> full;
+  // Optional, for snapshots in one collective instead of one per tensor:
+  // `place` writes this rank's share of a tensor into a zeroed buffer of the
+  // full tensor (no communication; the rank that does not write a block
+  // leaves zeros), and `sum` adds such buffers over every rank in place
+  // (collective), which assembles every tensor exactly (x + 0 == x).
+  // Only tensors `sharded` says are split over ranks are summed; the others
+  // are placed by the keeping rank alone, which must be their writer (rank 0).
+  std::function<void(size_t param, Part part, float* zeroed_full)> place;
+  // Starts the sum (non-blocking); the request completes it.
+  std::function<std::unique_ptr<CommRequest>(float* data, int64_t n)> sum;
+  std::function<bool(size_t param, Part part)> sharded;
   nlohmann::json state = nlohmann::json::object();  // written as the manifest's "state"
 };
 
-// The full tensors of a source copied into host memory, in the writer's
+// The full tensors of a source copied into one host buffer, in the writer's
 // order (collective like `source.full`). Only where `keep` is true are the
-// bytes kept (the writing rank); the others just join the gathers. The
-// buffers are reused by the next snapshot of the same model.
+// bytes kept (the writing rank); the others just join the gathers. A source
+// with `place`, `sum` and `sharded` is taken in one collective over the
+// sharded tensors, which every rank then holds (counted on every rank by the
+// memory prediction; the keeping rank holds every tensor). The buffer is reused by the next
+// snapshot of the same model.
 class CheckpointSnapshot {
  public:
   void take(const CheckpointSource& source, bool keep);
+  // A batched take starts its world sum without waiting for it (it
+  // progresses inside the next step's MPI calls): every rank calls finish()
+  // before the copy is read (source()) or taken again. A no-op otherwise.
+  void finish();
+  bool pending() const { return !requests_.empty(); }
   // A source that reads the copies (no collectives): safe on another thread.
   CheckpointSource source() const;
   int64_t bytes() const;
 
  private:
   CheckpointSource shape_;  // names, shapes, state; no `full`
-  std::vector<AlignedBuffer> values_, m_, v_;
+  AlignedBuffer all_;       // every tensor, in the writer's order
+  std::vector<int64_t> value_at_, m_at_, v_at_;
+  std::vector<std::unique_ptr<CommRequest>>
+      requests_;  // the sum in flight  // float offsets into all_ (-1: none)
 };
 
 // Bytes a snapshot of these tensors keeps: values, plus both moments when present.
