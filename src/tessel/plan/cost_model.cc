@@ -24,10 +24,11 @@ struct ProgramTime {
       blocking_s;                                  // per phase, per axis: blocking collectives
   std::map<std::string, double> bucket_s;          // per axis: bucketed all-reduces
   std::map<std::string, double> bucket_exposed_s;  // per axis: charged to the rank or waited for
-  double end_s = 0;                                // the whole program, bucket waits included
-  int polls = 0;                                   // instructions that poll (all but bucket copies)
+  std::vector<double> charged_s;  // per phase: polled buckets' copies charged to the rank
+  double end_s = 0;               // the whole program, bucket waits included
+  int polls = 0;                  // instructions that poll (all but bucket copies)
   double phase_s(int phase) const {
-    double t = compute_s[phase];
+    double t = compute_s[phase] + charged_s[phase];
     for (const auto& [axis, s] : blocking_s[phase]) t += s;
     return t;
   }
@@ -73,17 +74,7 @@ class Simulator {
 
   double kernel(const Graph& g, const Program::InstructionInfo& ins) const {
     const Node& n = g.node(ins.node);
-    if (ins.einsum) {
-      const kernels::EinsumPlan& e = *ins.einsum;
-      const double copies =
-          einsum_costing_ == EinsumCosting::kCompiled
-              ? 2.0 * static_cast<double>(ins.scratch_bytes)
-              : device_einsum_copy_bytes(g.node(n.inputs[0]).shape, g.node(n.inputs[1]).shape,
-                                         n.shape, options_.precision);
-      return share_ *
-                 hw_.gemm_seconds(e.batch, e.m, e.n, e.k, options_.precision, options_.threads) +
-             memory(copies);
-    }
+    if (ins.einsum) return share_ * einsum_seconds(hw_, g, ins, options_);
     double bytes = value_bytes(g, ins.node);
     for (ValueId in : n.inputs) bytes += value_bytes(g, in);
     return share_ * hw_.kernel_seconds(op_name(n.kind), bytes, g.node_flops(ins.node),
@@ -118,6 +109,7 @@ class Simulator {
     const int phases = std::max(1, p.phase_count());
     t.compute_s.assign(phases, 0);
     t.blocking_s.assign(phases, {});
+    t.charged_s.assign(phases, 0);
     double clock = 0;
     std::map<std::string, double> channel_free;  // background: when each axis's channel is idle
     std::map<std::string, std::deque<PolledBucket>> queue;  // polled: buckets in flight per axis
@@ -154,7 +146,7 @@ class Simulator {
         head.polls += 1;
         const double charge = (1 - pr.all_reduce_overlap) * head.d / head.needed;
         clock += charge;
-        t.blocking_s[ins.phase][axis] += charge;
+        t.charged_s[ins.phase] += charge;
         t.bucket_exposed_s[axis] += charge;
         if (head.polls >= head.needed && clock >= head.start + pr.all_reduce_overlap * head.d) {
           q.pop_front();
@@ -450,6 +442,20 @@ std::vector<RankStep> pipeline_steps(const std::vector<CompiledRank>& reps,
 }
 
 }  // namespace
+
+double einsum_seconds(const HardwareModel& hw, const Graph& g, const Program::InstructionInfo& ins,
+                      const CostOptions& options) {
+  TS_CHECK(ins.einsum, "einsum_seconds: instruction %", ins.node, " is not an einsum");
+  const Node& n = g.node(ins.node);
+  const kernels::EinsumPlan& e = *ins.einsum;
+  const double copies =
+      hw.einsum_costing() == EinsumCosting::kCompiled
+          ? 2.0 * static_cast<double>(ins.scratch_bytes)
+          : device_einsum_copy_bytes(g.node(n.inputs[0]).shape, g.node(n.inputs[1]).shape, n.shape,
+                                     options.precision);
+  return hw.gemm_seconds(e.batch, e.m, e.n, e.k, options.precision, options.threads) +
+         (copies > 0 ? hw.memory_seconds(copies, options.threads) : 0.0);
+}
 
 Link link_of_axis(const Mesh& mesh, int axis, int devices_per_node) {
   if (devices_per_node <= 0) return Link::kIntraNode;
