@@ -29,10 +29,10 @@ int64_t group_size(const Shape& s, const std::vector<std::string>& group) {
   return n;
 }
 
-// True when a strided batched GEMM takes `s` as [batch][rows][cols] in place.
-bool in_place(const Shape& s, const std::vector<std::string>& batch,
-              const std::vector<std::string>& rows, const std::vector<std::string>& cols) {
-  if (merged_stride(s, batch) < 0) return false;
+// True when a batched GEMM takes `s` as [batch..][rows][cols] in place (the
+// batch dims may lie anywhere: a pointer per matrix).
+bool in_place(const Shape& s, const std::vector<std::string>& rows,
+              const std::vector<std::string>& cols) {
   const int64_t rs = merged_stride(s, rows), cs = merged_stride(s, cols);
   if (rs < 0 || cs < 0) return false;
   // One of them must be the leading (contiguous) index; a group of one
@@ -46,9 +46,9 @@ double device_einsum_copy_bytes(const Shape& a, const Shape& b, const Shape& out
   const kernels::EinsumGroups g = kernels::einsum_groups(a, b, out);
   const double operand = p == Precision::kBF16 ? 2.0 : 4.0;
   double bytes = 0;
-  if (!in_place(a, g.batch, g.m, g.k)) bytes += 2 * operand * static_cast<double>(a.numel());
-  if (!in_place(b, g.batch, g.k, g.n)) bytes += 2 * operand * static_cast<double>(b.numel());
-  if (!in_place(out, g.batch, g.m, g.n)) bytes += 2 * 4.0 * static_cast<double>(out.numel());
+  if (!in_place(a, g.m, g.k)) bytes += 2 * operand * static_cast<double>(a.numel());
+  if (!in_place(b, g.k, g.n)) bytes += 2 * operand * static_cast<double>(b.numel());
+  if (!in_place(out, g.m, g.n)) bytes += 2 * 4.0 * static_cast<double>(out.numel());
   return bytes;
 }
 

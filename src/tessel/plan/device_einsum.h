@@ -1,13 +1,16 @@
 // What an einsum costs on a device that is not this CPU, beyond its GEMM.
 //
-// A device GEMM library's strided batched GEMM (cuBLAS-style) takes each
-// operand as [batch][rows][cols] with one stride per index, and needs its
-// rows or its columns contiguous (a leading dimension). So an einsum's
-// operand a (batch, m, k), b (batch, k, n) or result (batch, m, n) is read or
-// written in place when each of its groups merges into one evenly strided
-// index (size-1 dims never break a run) and its row or column stride is 1;
-// otherwise it is permuted into a dense copy first (the result: computed
-// dense, then permuted into place), one read and one write of its bytes.
+// A device GEMM library's batched GEMM (cuBLAS-style: strided batched, or
+// batched with a pointer per matrix when the batch dims are not one evenly
+// strided index) takes each matrix as [rows][cols] with one stride per
+// index, and needs its rows or its columns contiguous (a leading
+// dimension). So an einsum's operand a (batch.., m, k), b (batch.., k, n) or
+// result (batch.., m, n) is read or written in place when its row group and
+// its column group each merge into one evenly strided index (size-1 dims
+// never break a run) and one of the two has stride 1, wherever its batch
+// dims lie; otherwise it is permuted into a dense copy first (the result:
+// computed dense, then permuted into place), one read and one write of its
+// bytes.
 // The groups are einsum_groups() of kernels/einsum.h. A pure function of the
 // shapes and the precision: the same whatever CPU the planner runs on (the
 // kernels this build compiled are not consulted). Operands are bf16 (2
