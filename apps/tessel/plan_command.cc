@@ -229,8 +229,8 @@ Command add_plan_command(CLI::App& app) {
                 "keep plans whose predicted memory exceeds the device's (to time a published "
                 "run's configuration); --memory-limit still applies");
   sub->add_flag("--oversubscribe", opt->oversubscribe,
-                "plan more ranks than the hardware has devices, each costed as if it had its own "
-                "(contention is not modelled)");
+                "plan more ranks than the hardware has devices; ranks sharing a core are costed "
+                "at their share of it");
   sub->add_flag("--json", opt->json, "print one JSON object instead of the table");
   sub->add_flag("--explain", opt->explain,
                 "break the best plan and the runner-up into compute, communication, bubble and "

@@ -31,6 +31,17 @@ TEST(CalibrateCli, QuickWritesAValidProfile) {
   }
   EXPECT_GT(p.collective_seconds(CollectiveKind::kAllReduce, 1e6, 2, Link::kIntraNode), 0);
   EXPECT_GT(p.p2p_seconds(1e6, Link::kIntraNode), 0);
+  // How non-blocking communication progressed under polling (2-rank launch).
+  ASSERT_TRUE(p.data().has_progress);
+  const CommProgress& progress = p.data().progress;
+  EXPECT_EQ(progress.mode, CommProgress::Mode::kPolled);
+  for (double f : {progress.all_reduce_overlap, progress.send_overlap}) {
+    EXPECT_GE(f, 0);
+    EXPECT_LE(f, 1);
+  }
+  EXPECT_GT(progress.all_reduce_poll_bytes, 0);
+  EXPECT_GT(progress.send_poll_bytes, 0);
+  EXPECT_GT(progress.nonblocking_factor, 0);
   fs::remove(file);
 }
 

@@ -69,7 +69,19 @@ MachineProfile calibrate_machine(const CalibrateOptions& options) {
   d.kernels = measure_kernel_rates(counts, options.quick);
   for (int ranks : options.quick ? std::vector<int>{2} : std::vector<int>{2, 4}) {
     const auto t0 = std::chrono::steady_clock::now();
-    for (LinkFit& fit : measure_links(binary, ranks, options.quick)) d.links.push_back(fit);
+    LinkCalibration links = measure_links(binary, ranks, options.quick);
+    for (LinkFit& fit : links.links) d.links.push_back(fit);
+    if (links.has_progress) {
+      d.has_progress = true;
+      d.progress = links.progress;
+      if (options.progress)
+        std::fprintf(stderr,
+                     "calibrate: polled progress: all-reduce %.0f%% hidden, %.0f KiB a poll, "
+                     "non-blocking %.2fx the blocking one; send %.0f%% hidden, %.0f KiB a poll\n",
+                     100 * links.progress.all_reduce_overlap,
+                     links.progress.all_reduce_poll_bytes / 1024, links.progress.nonblocking_factor,
+                     100 * links.progress.send_overlap, links.progress.send_poll_bytes / 1024);
+    }
     if (options.progress)
       std::fprintf(stderr, "calibrate: collectives and send/recv on %d ranks, %.1f s\n", ranks,
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());

@@ -10,6 +10,7 @@
 
 #include "tessel/base/error.h"
 #include "tessel/comm/mpi/mpi_runtime.h"
+#include "tessel/plan/calibrate_progress.h"
 #include "tessel/plan/collective_timing.h"
 
 namespace tessel::plan {
@@ -35,7 +36,7 @@ int iterations_for(int64_t bytes, bool quick) {
 
 }  // namespace
 
-std::vector<LinkFit> measure_links(const std::string& tessel_binary, int ranks, bool quick) {
+LinkCalibration measure_links(const std::string& tessel_binary, int ranks, bool quick) {
   TS_CHECK(ranks >= 2, "ranks ", ranks);
   const char* mpirun_env = std::getenv("TESSEL_MPIRUN");
   const std::string mpirun = mpirun_env && *mpirun_env ? mpirun_env : "mpirun";
@@ -70,11 +71,16 @@ std::vector<LinkFit> measure_links(const std::string& tessel_binary, int ranks, 
     j = nlohmann::json::parse(in);
   }
   fs::remove(out);
-  if (!j.is_array()) TS_THROW("calibrate: ", out, " is not a JSON array");
-  std::vector<LinkFit> fits;
-  for (size_t i = 0; i < j.size(); ++i)
-    fits.push_back(link_fit_from_json(j[i], out, str_cat("[", i, "]")));
-  return fits;
+  if (!j.is_object() || !j.contains("links") || !j["links"].is_array())
+    TS_THROW("calibrate: ", out, " is not an object with a 'links' array");
+  LinkCalibration result;
+  for (size_t i = 0; i < j["links"].size(); ++i)
+    result.links.push_back(link_fit_from_json(j["links"][i], out, str_cat("links[", i, "]")));
+  if (j.contains("progress")) {
+    result.has_progress = true;
+    result.progress = progress_from_json(j["progress"], out, "progress");
+  }
+  return result;
 }
 
 void measure_links_on_world(const std::string& out_path, bool quick) {
@@ -125,9 +131,13 @@ void measure_links_on_world(const std::string& out_path, bool quick) {
     p2p.fit = fit_alpha_beta(p2p.samples);
     fits.push_back(link_fit_to_json(p2p));
   }
+  nlohmann::json result = {{"links", fits}};
+  // How far a non-blocking all-reduce and a send get while the ranks
+  // compute and poll (2-rank launch only).
+  if (p == 2) result["progress"] = progress_to_json(measure_progress(*world, barrier, quick));
   if (mpi.world_rank() == 0) {
     std::ofstream file(out_path);
-    file << fits.dump(2) << "\n";
+    file << result.dump(2) << "\n";
     if (!file) TS_THROW("calibrate: cannot write ", out_path);
   }
   mpi.barrier();

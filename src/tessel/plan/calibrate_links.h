@@ -10,8 +10,9 @@
 // measure_links_on_world() times each collective at payloads of 4 KiB to
 // 8 MiB (quick: 4 KiB to 4 MiB) on the world, ping-pong send/recv between
 // ranks 0 and 1 (half the round trip; 2-rank runs only), fits alpha-beta per kind
-// (alpha_beta.h) and rank 0 writes the fits as a JSON array of profile
-// "links" entries.
+// (alpha_beta.h), on 2 ranks measures how non-blocking communication
+// progresses (calibrate_progress.h), and rank 0 writes
+// {"links": [profile "links" entries], "progress": {...}}.
 #pragma once
 
 #include <string>
@@ -21,7 +22,12 @@
 
 namespace tessel::plan {
 
-std::vector<LinkFit> measure_links(const std::string& tessel_binary, int ranks, bool quick);
+struct LinkCalibration {
+  std::vector<LinkFit> links;
+  bool has_progress = false;  // the 2-rank launch measures it
+  CommProgress progress;
+};
+LinkCalibration measure_links(const std::string& tessel_binary, int ranks, bool quick);
 
 // REQUIRES: launched under mpirun with at least 2 ranks.
 void measure_links_on_world(const std::string& out_path, bool quick);

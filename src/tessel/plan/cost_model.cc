@@ -1,10 +1,13 @@
 #include "tessel/plan/cost_model.h"
 
 #include <algorithm>
+#include <cmath>
+#include <deque>
 #include <optional>
 
 #include "tessel/base/error.h"
 #include "tessel/compile/memory_report.h"
+#include "tessel/plan/device_einsum.h"
 #include "tessel/schedule/schedule_check.h"
 
 namespace tessel::plan {
@@ -21,22 +24,43 @@ struct ProgramTime {
   std::vector<std::map<std::string, double>>
       blocking_s;                                  // per phase, per axis: blocking collectives
   std::map<std::string, double> bucket_s;          // per axis: bucketed all-reduces
-  std::map<std::string, double> bucket_exposed_s;  // per axis: waited for at the end
-  double end_s = 0;                                // the whole program, bucket waits included
+  std::map<std::string, double> bucket_exposed_s;  // per axis: charged to the rank or waited for
+  std::vector<double> charged_s;  // per phase: polled buckets' copies charged to the rank
+  double end_s = 0;               // the whole program, bucket waits included
+  int polls = 0;                  // instructions that poll (all but bucket copies)
   double phase_s(int phase) const {
-    double t = compute_s[phase];
+    double t = compute_s[phase] + charged_s[phase];
     for (const auto& [axis, s] : blocking_s[phase]) t += s;
     return t;
   }
 };
 
+// A gradient bucket's all-reduce in flight under polled progress.
+struct PolledBucket {
+  double start = 0;   // when it can progress (issued, and the one before it done)
+  double d = 0;       // its time alone
+  double needed = 1;  // polls it takes
+  double polls = 0;   // polls done
+};
+
 class Simulator {
  public:
-  Simulator(const Mesh& mesh, const HardwareModel& hw, const CostOptions& options)
-      : mesh_(mesh), hw_(hw), options_(options) {}
+  // `share`: the ranks per core (HardwareModel::compute_share) the kernels'
+  // times are multiplied by.
+  Simulator(const Mesh& mesh, const HardwareModel& hw, const CostOptions& options, double share)
+      : mesh_(mesh),
+        hw_(hw),
+        options_(options),
+        share_(share),
+        progress_(hw.progress()),
+        einsum_costing_(hw.einsum_costing()) {}
+  Simulator with_share(double share) const { return Simulator(mesh_, hw_, options_, share); }
+
+  const CommProgress& progress() const { return progress_; }
+  bool polled() const { return progress_.mode == CommProgress::Mode::kPolled; }
 
   double memory(double bytes) const {
-    return bytes > 0 ? hw_.memory_seconds(bytes, options_.threads) : 0;
+    return bytes > 0 ? share_ * hw_.memory_seconds(bytes, options_.threads) : 0;
   }
 
   double collective(CollectiveKind kind, double bytes, const std::string& axis) const {
@@ -51,15 +75,11 @@ class Simulator {
 
   double kernel(const Graph& g, const Program::InstructionInfo& ins) const {
     const Node& n = g.node(ins.node);
-    if (ins.einsum) {
-      const kernels::EinsumPlan& e = *ins.einsum;
-      return hw_.gemm_seconds(e.batch, e.m, e.n, e.k, options_.precision, options_.threads) +
-             memory(2.0 * static_cast<double>(ins.scratch_bytes));
-    }
+    if (ins.einsum) return share_ * einsum_seconds(hw_, g, ins, options_);
     double bytes = value_bytes(g, ins.node);
     for (ValueId in : n.inputs) bytes += value_bytes(g, in);
-    return hw_.kernel_seconds(op_name(n.kind), bytes, g.node_flops(ins.node), options_.precision,
-                              options_.threads);
+    return share_ * hw_.kernel_seconds(op_name(n.kind), bytes, g.node_flops(ins.node),
+                                       options_.precision, options_.threads);
   }
 
   // A blocking collective node of a local graph (its kind and payload as
@@ -90,8 +110,11 @@ class Simulator {
     const int phases = std::max(1, p.phase_count());
     t.compute_s.assign(phases, 0);
     t.blocking_s.assign(phases, {});
+    t.charged_s.assign(phases, 0);
     double clock = 0;
-    std::map<std::string, double> channel_free;  // per axis: when its bucket channel is idle
+    std::map<std::string, double> channel_free;  // background: when each axis's channel is idle
+    std::map<std::string, std::deque<PolledBucket>> queue;  // polled: buckets in flight per axis
+    const CommProgress& pr = progress_;
     for (size_t i = 0; i < list.size(); ++i) {
       const Program::InstructionInfo& ins = list[i];
       const Node& n = g.node(ins.node);
@@ -102,13 +125,34 @@ class Simulator {
         clock += dt;
         const Program::BucketInfo& b = buckets[ins.bucket];
         if (b.last_instruction == static_cast<int>(i)) {
-          const double d =
-              collective(CollectiveKind::kAllReduce, static_cast<double>(b.bytes), b.axis);
-          double& free = channel_free[b.axis];
-          free = std::max(free, clock) + d;
+          const double bytes = static_cast<double>(b.bytes);
+          double d = collective(CollectiveKind::kAllReduce, bytes, b.axis);
+          if (polled()) {
+            d *= pr.nonblocking_factor;
+            auto& q = queue[b.axis];
+            q.push_back({clock, d, std::max(1.0, std::ceil(bytes / pr.all_reduce_poll_bytes)), 0});
+          } else {
+            double& free = channel_free[b.axis];
+            free = std::max(free, clock) + d;
+          }
           t.bucket_s[b.axis] += d;
         }
         continue;
+      }
+      // The runtime tests every pending bucket before each other instruction.
+      ++t.polls;
+      for (auto& [axis, q] : queue) {
+        if (q.empty() || q.front().start > clock) continue;
+        PolledBucket& head = q.front();
+        head.polls += 1;
+        const double charge = (1 - pr.all_reduce_overlap) * head.d / head.needed;
+        clock += charge;
+        t.charged_s[ins.phase] += charge;
+        t.bucket_exposed_s[axis] += charge;
+        if (head.polls >= head.needed && clock >= head.start + pr.all_reduce_overlap * head.d) {
+          q.pop_front();
+          if (!q.empty()) q.front().start = std::max(q.front().start, clock);
+        }
       }
       if (communicates(n.kind)) {
         dt = collective_node(g, ins.node);
@@ -124,6 +168,18 @@ class Simulator {
       const double wait = std::max(0.0, free - t.end_s);
       t.bucket_exposed_s[axis] += wait;
       t.end_s = std::max(t.end_s, free);
+    }
+    // Polled: the final waits finish what the polls did not, at the
+    // collective's own speed, one axis after another (the runtime waits for
+    // the buckets in order).
+    for (auto& [axis, q] : queue) {
+      double at = t.end_s;
+      for (PolledBucket& b : q) {
+        const double left = 1 - std::min(1.0, b.polls / b.needed);
+        at = std::max({at, b.start + (left > 0 ? 0 : pr.all_reduce_overlap * b.d)}) + left * b.d;
+      }
+      t.bucket_exposed_s[axis] += at - t.end_s;
+      t.end_s = at;
     }
     return t;
   }
@@ -151,6 +207,9 @@ class Simulator {
   const Mesh& mesh_;
   const HardwareModel& hw_;
   CostOptions options_;
+  double share_ = 1;
+  CommProgress progress_;
+  EinsumCosting einsum_costing_;
 };
 
 struct RankStep {
@@ -202,10 +261,16 @@ RankStep single_program_step(const CompiledRank& c, const Simulator& sim) {
 
 // A pipelined configuration: phase times of every representative's stages
 // drive the schedule simulator; then each rank's per-step reductions and update.
+// `sim` times the stages as if each rank had its own core; `post` (its
+// share of a core applied) the per-step work after the schedule, when every
+// rank computes at once. Ranks sharing a core fill each other's bubbles: the
+// makespan is at least the cores' work, share x the mean busy time.
 std::vector<RankStep> pipeline_steps(const std::vector<CompiledRank>& reps,
-                                     const Schedule& schedule, const Simulator& sim) {
+                                     const Schedule& schedule, const Simulator& sim,
+                                     const Simulator& post_sim, double share) {
   const PipelineModel& first = *reps.front().pipeline;
   const int p = schedule.ranks;
+  const std::optional<int> pipe_axis = first.pipe_axis();
   std::vector<const CompiledRank*> by_pipe(p, nullptr);
   for (const CompiledRank& c : reps)
     if (!by_pipe[c.pipeline->pipe_rank()]) by_pipe[c.pipeline->pipe_rank()] = &c;
@@ -216,6 +281,10 @@ std::vector<RankStep> pipeline_steps(const std::vector<CompiledRank>& reps,
   struct StageCost {
     double f = 0, bi = 0, bw = 0, act_bytes = 0, grad_bytes = 0;
     std::map<std::string, double> comm_f, comm_b;  // blocking, per axis
+    double poll_interval = 0;                      // mean time between the program's polls
+    // Polled progress: the sender's share of copying its sends, charged to
+    // the action that produces them (F: activations, B/BI: gradients).
+    double send_f = 0, send_b = 0;
   };
   // Per pipeline rank: its chunks' costs and the elements it holds.
   struct RankCosts {
@@ -241,6 +310,12 @@ std::vector<RankStep> pipeline_steps(const std::vector<CompiledRank>& reps,
       for (ValueId v : st.gradients_out) sc.grad_bytes += value_bytes(prog.graph(), v);
       for (int ph = 0; ph < static_cast<int>(t.blocking_s.size()); ++ph)
         for (const auto& [axis, s] : t.blocking_s[ph]) (ph == 0 ? sc.comm_f : sc.comm_b)[axis] += s;
+      sc.poll_interval = (sc.f + sc.bi + sc.bw) / std::max(1, t.polls);
+      if (sim.polled() && pipe_axis) {
+        const double keep = 1 - sim.progress().send_overlap;
+        sc.send_f = sc.act_bytes > 0 ? keep * sim.p2p(sc.act_bytes, *pipe_axis) : 0;
+        sc.send_b = sc.grad_bytes > 0 ? keep * sim.p2p(sc.grad_bytes, *pipe_axis) : 0;
+      }
       if (static_cast<int>(cost[r].chunks.size()) <= st.chunk) cost[r].chunks.resize(st.chunk + 1);
       cost[r].chunks[st.chunk] = sc;
     }
@@ -272,7 +347,7 @@ std::vector<RankStep> pipeline_steps(const std::vector<CompiledRank>& reps,
       const double ratio = static_cast<double>(blocks(schedule.stage_of(r, static_cast<int>(c)))) /
                            blocks(schedule.stage_of(t, static_cast<int>(c)));
       StageCost& sc = cost[r].chunks[c];
-      sc.f *= ratio, sc.bi *= ratio, sc.bw *= ratio;
+      sc.f *= ratio, sc.bi *= ratio, sc.bw *= ratio, sc.poll_interval *= ratio;
       for (auto* comm : {&sc.comm_f, &sc.comm_b})
         for (auto& [axis, v] : *comm) v *= ratio;
       ratio_sum += ratio;
@@ -282,16 +357,29 @@ std::vector<RankStep> pipeline_steps(const std::vector<CompiledRank>& reps,
     cost[r].state *= mean;
   }
   const CompiledRank& any = *by_pipe[0];
-  const std::optional<int> pipe_axis = first.pipe_axis();
+  // The sender's copying of a send (polled progress), charged to the action before it.
+  auto send_charge = [&](int r, const Action& a) {
+    const StageCost& sc = cost[r].chunks[a.chunk];
+    if (a.kind == ActionKind::kForward) return sc.send_f;
+    if (a.kind == ActionKind::kBackward || a.kind == ActionKind::kBackwardInput) return sc.send_b;
+    return 0.0;
+  };
   ActionCosts costs;
   costs.compute = [&](int r, const Action& a) {
     const StageCost& sc = cost[r].chunks[a.chunk];
-    return action_cost(a.kind, UnitCosts{sc.f, sc.bi, sc.bw});
+    return action_cost(a.kind, UnitCosts{sc.f, sc.bi, sc.bw}) + send_charge(r, a);
   };
+  // Background progress: the message's own time. Polled: the sender's polls
+  // between the instructions of whatever it runs next move it, poll_bytes
+  // per poll, so it takes at least that many of its instruction intervals.
   costs.transfer = [&](int r, const Action& a) {
     const StageCost& sc = cost[r].chunks[a.chunk];
     const double bytes = a.kind == ActionKind::kSendActivation ? sc.act_bytes : sc.grad_bytes;
-    return pipe_axis ? sim.p2p(bytes, *pipe_axis) : 0.0;
+    if (!pipe_axis || bytes <= 0) return 0.0;
+    const double wire = sim.p2p(bytes, *pipe_axis);
+    if (!sim.polled()) return wire;
+    const double polls = std::ceil(bytes / sim.progress().send_poll_bytes);
+    return std::max(wire, polls * sc.poll_interval);
   };
   const SimulatedTimeline timeline = simulate_schedule(schedule, costs);
 
@@ -308,6 +396,12 @@ std::vector<RankStep> pipeline_steps(const std::vector<CompiledRank>& reps,
           s.comm_s[axis] += t;
           s.exposed_s[axis] += t;
           busy -= t;
+        }
+        if (const double send = send_charge(r, e.action); send > 0) {
+          const std::string& axis = any.mesh.axis(*pipe_axis).name;
+          s.comm_s[axis] += send;
+          s.exposed_s[axis] += send;
+          busy -= send;
         }
       }
     s.compute_s = busy;
@@ -331,14 +425,38 @@ std::vector<RankStep> pipeline_steps(const std::vector<CompiledRank>& reps,
       s.exposed_s["pipe"] += d;
       post += d;
     }
-    s.optimizer_s = post + sim.update(state, any.config.optimizer);
+    s.optimizer_s = post + post_sim.update(state, any.config.optimizer);
     s.end_s = timeline.makespan + s.optimizer_s;
     steps.push_back(s);
+  }
+  if (share > 1) {
+    // Oversubscribed: the cores' work, every rank's compute spread evenly.
+    double busy = 0;
+    for (const RankStep& s : steps) busy += s.compute_s;
+    const double extra = std::max(0.0, share * busy / p - timeline.makespan);
+    for (RankStep& s : steps) {
+      s.compute_s += extra;
+      s.end_s += extra;
+    }
   }
   return steps;
 }
 
 }  // namespace
+
+double einsum_seconds(const HardwareModel& hw, const Graph& g, const Program::InstructionInfo& ins,
+                      const CostOptions& options) {
+  TS_CHECK(ins.einsum, "einsum_seconds: instruction %", ins.node, " is not an einsum");
+  const Node& n = g.node(ins.node);
+  const kernels::EinsumPlan& e = *ins.einsum;
+  const double copies =
+      hw.einsum_costing() == EinsumCosting::kCompiled
+          ? 2.0 * static_cast<double>(ins.scratch_bytes)
+          : device_einsum_copy_bytes(g.node(n.inputs[0]).shape, g.node(n.inputs[1]).shape, n.shape,
+                                     options.precision);
+  return hw.gemm_seconds(e.batch, e.m, e.n, e.k, options.precision, options.threads) +
+         (copies > 0 ? hw.memory_seconds(copies, options.threads) : 0.0);
+}
 
 Link link_of_axis(const Mesh& mesh, int axis, int devices_per_node) {
   if (devices_per_node <= 0) return Link::kIntraNode;
@@ -395,11 +513,13 @@ StepPrediction predict_compiled(const std::vector<CompiledRank>& compiled, const
     const int64_t bytes = predict_rank_memory(c, schedule).total();
     if (bytes > out.peak_bytes) out.peak_bytes = bytes, out.peak_rank = c.rank;
   }
-  const Simulator sim(compiled.front().mesh, hw, options);
+  const Mesh& mesh = compiled.front().mesh;
+  const double share = std::max(1.0, hw.compute_share(mesh.rank_count(), options.threads));
+  const Simulator sim(mesh, hw, options, share);
   std::vector<RankStep> steps;
   if (pipelined) {
-    steps =
-        pipeline_steps(compiled, schedule ? *schedule : compiled.front().pipeline->schedule(), sim);
+    steps = pipeline_steps(compiled, schedule ? *schedule : compiled.front().pipeline->schedule(),
+                           sim.with_share(1), sim, share);
   } else {
     steps.push_back(single_program_step(compiled.front(), sim));
   }

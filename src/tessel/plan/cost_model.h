@@ -4,21 +4,37 @@
 // representative rank per role (plan-only: nothing allocated) and simulates
 // one training step on a HardwareModel, the way the runtime executes it:
 //   - each instruction in program order: an einsum as a GEMM of its plan's
-//     (batch, m, n, k) plus the copies of operands it permutes into scratch;
-//     any other kernel as a memory-bound pass over its inputs and output, or
-//     its FLOPs at peak when that is slower; views cost nothing;
+//     (batch, m, n, k) plus the copies of operands it permutes into scratch
+//     (einsum_seconds: the compiled kernel's on this machine, a device
+//     GEMM's on a cluster); any other kernel as a memory-bound pass over its
+//     inputs and output, or its FLOPs at peak when that is slower; views
+//     cost nothing; every kernel's time times the ranks sharing a core
+//     (HardwareModel::compute_share) when they outnumber the cores;
 //   - a blocking collective (tensor- and sequence-parallel activations,
 //     ZeRO-3 gathers) by alpha-beta on the link its mesh axis spans, on the
 //     critical path;
-//   - gradient buckets: each starts its all-reduce after its last member and
-//     runs on its axis's channel behind the following instructions; the step
-//     waits for every bucket at the end (what is not hidden is exposed);
+//   - gradient buckets: each starts its all-reduce after its last member.
+//     Background progress: it runs on its axis's channel behind the
+//     following instructions. Polled progress (CommProgress): the buckets of
+//     an axis advance one at a time, only at the polls the runtime makes
+//     before each instruction, all_reduce_poll_bytes a poll, each poll
+//     charging the rank its share (1 - overlap) of the bucket's time
+//     (nonblocking_factor x the blocking all-reduce's); a bucket is done at
+//     the poll that completes its polls, once overlap x its time has
+//     passed. The step waits for every bucket at the end (what the polls did
+//     not finish takes its remaining share of the time then); what is
+//     charged or waited for is exposed;
 //   - pipelines: per stage, the forward, backward-input and backward-weight
 //     phases of its program (plus the gradient accumulation) become the
 //     costs of the schedule's actions, activations and gradients cross the
 //     pipe axis point to point, and the schedule simulator
 //     (schedule_check.h) runs the action lists; the per-step data-axis
-//     reduction of the accumulators and the tied-embedding sum follow;
+//     reduction of the accumulators and the tied-embedding sum follow.
+//     Polled progress: a send costs its sender (1 - send_overlap) x its
+//     time, charged to the F or B/BI that produced it, and arrives no sooner
+//     than ceil(bytes / send_poll_bytes) of the sender's mean instruction
+//     times. Ranks sharing cores fill each other's bubbles: the schedule
+//     takes at least share x the pipeline ranks' mean compute;
 //   - the optimizer: AdamW (or SGD) over the rank's state elements, the
 //     gradient-norm all-reduce, and the ZeRO-1/2 parameter all-gathers.
 // Memory is the exact static plan (predict_rank_memory), as the dry run
@@ -52,6 +68,15 @@ struct CostOptions {
   int threads = 1;  // threads per rank (CPU hardware models)
   Precision precision = Precision::kF32;
 };
+
+// One einsum instruction's time on `hw`: the GEMM of its plan plus the
+// copies around it, as hw.einsum_costing() says: the scratch this build's
+// kernel stages (kCompiled: this machine), or the permutes a device's
+// strided batched GEMM needs (kStridedDevice: device_einsum.h), which never
+// reads ins.scratch_bytes, so a cluster's prediction does not depend on the
+// kernels this CPU compiled (e.g. whether oneDNN has a bf16 matmul here).
+double einsum_seconds(const HardwareModel& hw, const Graph& g, const Program::InstructionInfo& ins,
+                      const CostOptions& options);
 
 // The link a collective on `axis` of `mesh` runs over.
 Link link_of_axis(const Mesh& mesh, int axis, int devices_per_node);

@@ -20,6 +20,12 @@ const char* collective_name(CollectiveKind k) {
   return "?";
 }
 
+const char* progress_mode_name(CommProgress::Mode m) {
+  return m == CommProgress::Mode::kBackground ? "background" : "polled";
+}
+
+double HardwareModel::compute_share(int, int) const { return 1.0; }
+
 double HardwareModel::kernel_seconds(const std::string&, double bytes, double flops, Precision p,
                                      int threads) const {
   return std::max(bytes > 0 ? memory_seconds(bytes, threads) : 0.0, flops / peak_flops(p, threads));

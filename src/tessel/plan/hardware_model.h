@@ -9,6 +9,12 @@
 // counts follow the Communicator's payload conventions (comm/communicator.h):
 // all-reduce and reduce-scatter take the full buffer, all-gather one shard,
 // all-to-all the full buffer, send one message.
+//
+// Besides the times, three properties say how the hardware runs a program
+// (each with a default that is right for a GPU cluster): how non-blocking
+// communication progresses while a rank computes (progress()), how many
+// ranks share one core (compute_share()), and whether an einsum is costed by
+// the kernels this build compiled or as a device GEMM (einsum_costing()).
 #pragma once
 
 #include <cstdint>
@@ -24,6 +30,41 @@ enum class Link { kIntraNode, kInterNode };
 
 const char* precision_name(Precision p);        // "f32", "bf16"
 const char* collective_name(CollectiveKind k);  // "all_reduce", ...
+
+// How a rank's non-blocking communication (the gradient buckets'
+// all-reduces, pipeline sends) advances while the rank computes.
+//   background: on its own (a GPU with NCCL, a NIC with offload): it takes
+//     its time on its link, behind compute, and costs the rank nothing;
+//   polled: only inside MPI calls the rank makes (Open MPI over shared
+//     memory without a progress thread: the runtime tests pending requests
+//     between instructions). Each poll advances it by at most poll_bytes;
+//     the copies and reductions run on the rank's own core, so the share
+//     (1 - overlap) of its time is charged to the rank as it progresses;
+//     what is not done when the rank waits for it takes the rest of its time
+//     then. A send is advanced only by its sender's polls (without a
+//     single-copy mechanism the sender copies every fragment).
+// All fractions are in [0, 1]; poll_bytes > 0.
+struct CommProgress {
+  enum class Mode { kBackground, kPolled };
+  Mode mode = Mode::kBackground;
+  // Polled only:
+  double all_reduce_overlap = 1;        // share of a non-blocking all-reduce hidden behind compute
+  double all_reduce_poll_bytes = 1e18;  // payload bytes one poll of every rank advances
+  double nonblocking_factor = 1;        // a non-blocking all-reduce alone over the blocking one
+  double send_overlap = 1;              // share of a send hidden behind the sender's compute
+  double send_poll_bytes = 1e18;        // bytes one poll of the sender advances
+};
+const char* progress_mode_name(CommProgress::Mode m);  // "background", "polled"
+
+// How the cost model times an einsum (cost_model.h):
+//   kCompiled: the GEMM plus the scratch copies of the kernels this build
+//     compiled for it (this machine runs exactly those);
+//   kStridedDevice: a device GEMM library's strided batched GEMM
+//     (cuBLAS-style): an operand, or the result, is read or written in place
+//     when its batch, row and column dims each merge into one strided index
+//     and its rows or its columns are contiguous; any other is permuted into
+//     a dense copy first (device_einsum.h). Independent of this CPU.
+enum class EinsumCosting { kCompiled, kStridedDevice };
 
 class HardwareModel {
  public:
@@ -55,6 +96,14 @@ class HardwareModel {
   virtual int64_t device_memory_bytes() const = 0;
   // Peak FLOP/s of one rank at `threads` threads, for "fraction of peak".
   virtual double peak_flops(Precision p, int threads) const = 0;
+  // How non-blocking communication progresses (default: background).
+  virtual CommProgress progress() const { return {}; }
+  // How many ranks' work one core carries when `ranks` ranks of `threads`
+  // threads each run on this hardware: 1 unless they outnumber its cores
+  // (oversubscribed runs on a CPU), then ranks x threads / cores. Default 1.
+  virtual double compute_share(int ranks, int threads) const;
+  // Default: kStridedDevice (hardware this build does not run on).
+  virtual EinsumCosting einsum_costing() const { return EinsumCosting::kStridedDevice; }
 };
 
 }  // namespace tessel::plan

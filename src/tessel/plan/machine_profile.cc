@@ -63,6 +63,46 @@ nlohmann::json gemm_json(const std::vector<GemmPoint>& points) {
 
 }  // namespace
 
+CommProgress unmeasured_progress() {
+  CommProgress p;
+  p.mode = CommProgress::Mode::kPolled;
+  p.all_reduce_overlap = 0;
+  p.send_overlap = 0;
+  return p;
+}
+
+nlohmann::json progress_to_json(const CommProgress& p) {
+  return {{"mode", progress_mode_name(p.mode)},
+          {"all_reduce_overlap", p.all_reduce_overlap},
+          {"all_reduce_poll_bytes", p.all_reduce_poll_bytes},
+          {"nonblocking_factor", p.nonblocking_factor},
+          {"send_overlap", p.send_overlap},
+          {"send_poll_bytes", p.send_poll_bytes}};
+}
+
+CommProgress progress_from_json(const nlohmann::json& j, const std::string& file,
+                                const std::string& path) {
+  JsonFields f(j, file, path);
+  f.allow_only({"mode", "all_reduce_overlap", "all_reduce_poll_bytes", "nonblocking_factor",
+                "send_overlap", "send_poll_bytes"});
+  CommProgress p;
+  const std::string mode = f.string("mode");
+  if (mode != "background" && mode != "polled")
+    f.fail("mode", "is '" + mode + "'; expected background or polled");
+  p.mode = mode == "polled" ? CommProgress::Mode::kPolled : CommProgress::Mode::kBackground;
+  auto fraction = [&](const char* key) {
+    const double v = f.number(key, false);
+    if (v > 1) f.fail(key, "must be a fraction in [0, 1], got " + std::to_string(v));
+    return v;
+  };
+  p.all_reduce_overlap = fraction("all_reduce_overlap");
+  p.all_reduce_poll_bytes = f.number("all_reduce_poll_bytes", true);
+  p.nonblocking_factor = f.number("nonblocking_factor", true);
+  p.send_overlap = fraction("send_overlap");
+  p.send_poll_bytes = f.number("send_poll_bytes", true);
+  return p;
+}
+
 nlohmann::json link_fit_to_json(const LinkFit& l) {
   nlohmann::json samples = nlohmann::json::array();
   for (const auto& [bytes, seconds] : l.samples) samples.push_back({bytes, seconds});
@@ -133,8 +173,8 @@ MachineProfile MachineProfile::load(const std::string& path) {
 
 MachineProfile MachineProfile::from_json(const nlohmann::json& j, const std::string& source) {
   JsonFields top(j, source, "");
-  top.allow_only(
-      {"version", "cpu_model", "nproc", "fma_peak_gflops", "gemm", "memory", "links", "kernels"});
+  top.allow_only({"version", "cpu_model", "nproc", "fma_peak_gflops", "gemm", "memory", "links",
+                  "kernels", "progress"});
   const int64_t version = top.integer("version", 0);
   if (version != kProfileVersion)
     top.fail("version", "is " + std::to_string(version) + "; this build reads version " +
@@ -180,6 +220,10 @@ MachineProfile MachineProfile::from_json(const nlohmann::json& j, const std::str
   const nlohmann::json& links = top.array("links");
   for (size_t i = 0; i < links.size(); ++i)
     d.links.push_back(link_fit_from_json(links[i], source, item_path("links", i)));
+  if (top.has("progress")) {
+    d.has_progress = true;
+    d.progress = progress_from_json(top.required("progress"), source, "progress");
+  }
   return MachineProfile(std::move(d), source);
 }
 
@@ -195,14 +239,17 @@ nlohmann::json MachineProfile::to_json() const {
   nlohmann::json kernels = nlohmann::json::array();
   for (const KernelRate& k : data_.kernels)
     kernels.push_back({{"op", k.op}, {"threads", k.threads}, {"gbs", k.gbs}});
-  return {{"version", kProfileVersion},
-          {"cpu_model", data_.cpu_model},
-          {"nproc", data_.nproc},
-          {"fma_peak_gflops", peaks},
-          {"gemm", {{"f32", gemm_json(data_.gemm_f32)}, {"bf16", gemm_json(data_.gemm_bf16)}}},
-          {"memory", memory},
-          {"links", links},
-          {"kernels", kernels}};
+  nlohmann::json j = {
+      {"version", kProfileVersion},
+      {"cpu_model", data_.cpu_model},
+      {"nproc", data_.nproc},
+      {"fma_peak_gflops", peaks},
+      {"gemm", {{"f32", gemm_json(data_.gemm_f32)}, {"bf16", gemm_json(data_.gemm_bf16)}}},
+      {"memory", memory},
+      {"links", links},
+      {"kernels", kernels}};
+  if (data_.has_progress) j["progress"] = progress_to_json(data_.progress);
+  return j;
 }
 
 void MachineProfile::save(const std::string& path) const {
@@ -293,6 +340,10 @@ double MachineProfile::p2p_seconds(double bytes, Link link) const {
   const LinkFit& l = nearest_fit("send_recv", 2, link);
   if (l.samples.empty()) return l.fit.seconds(bytes);
   return piecewise_seconds(l.samples, bytes, l.fit.alpha_s, l.fit.beta_s_per_byte);
+}
+
+double MachineProfile::compute_share(int ranks, int threads) const {
+  return std::max(1.0, static_cast<double>(ranks) * std::max(1, threads) / data_.nproc);
 }
 
 double MachineProfile::peak_flops(Precision p, int threads) const {

@@ -8,7 +8,11 @@
 // fits of each collective per rank count and of send/recv, measured under
 // mpirun. All ranks of this host share one node: devices_per_node() ==
 // total_devices() == the core count, and the inter-node link is the
-// intra-node one unless the profile has inter-node fits.
+// intra-node one unless the profile has inter-node fits. Non-blocking
+// communication progresses only when a rank polls (CommProgress, polled),
+// with the overlap calibrate measured ("progress"; a profile without it:
+// nothing hidden). More ranks than cores share them (compute_share), and an
+// einsum costs what this build's kernels do (EinsumCosting::kCompiled).
 //
 // The JSON form is versioned (kProfileVersion) and read strictly: an unknown
 // or missing key, a wrong type or a negative number is an error naming the
@@ -67,7 +71,20 @@ struct MachineProfileData {
   std::vector<LinkFit> links;
   // Optional (older profiles lack it): measured non-GEMM kernel rates.
   std::vector<KernelRate> kernels;
+  // Optional (older profiles lack it): how non-blocking communication
+  // progressed under the runtime's polling (calibrate_progress.h). Without
+  // it: polled, nothing hidden (unmeasured_progress()).
+  bool has_progress = false;
+  CommProgress progress;
 };
+
+// What a profile without a "progress" entry assumes: polled, every
+// all-reduce and send charged to the rank in full, on the first poll.
+CommProgress unmeasured_progress();
+// The profile's "progress" object, and back (strict: errors name `file`).
+nlohmann::json progress_to_json(const CommProgress& p);
+CommProgress progress_from_json(const nlohmann::json& j, const std::string& file,
+                                const std::string& path);
 
 class MachineProfile : public HardwareModel {
  public:
@@ -107,6 +124,12 @@ class MachineProfile : public HardwareModel {
   int total_devices() const override { return data_.nproc; }
   int64_t device_memory_bytes() const override { return 0; }
   double peak_flops(Precision p, int threads) const override;
+  CommProgress progress() const override {
+    return data_.has_progress ? data_.progress : unmeasured_progress();
+  }
+  // max(1, ranks x threads / nproc).
+  double compute_share(int ranks, int threads) const override;
+  EinsumCosting einsum_costing() const override { return EinsumCosting::kCompiled; }
 
  private:
   const LinkFit& nearest_fit(const std::string& kind, int ranks, Link link) const;

@@ -34,7 +34,7 @@ struct PlanRequest {
   // published run's exact configuration); their peak is still reported.
   bool check_device_memory = true;
   // Plan more ranks than the hardware has devices (oversubscribed runs on
-  // this machine; each rank is costed as if it had its own device).
+  // this machine; ranks sharing a core are costed at their share of it).
   bool oversubscribe = false;
   // Fixed knobs; unset ones are searched.
   std::optional<std::string> mesh, layout, schedule, recompute;
