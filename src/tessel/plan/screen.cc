@@ -58,15 +58,18 @@ Link axis_link(const Mesh& mesh, const char* name, int devices_per_node) {
 // Phase costs of one piece (embedding, block or head) per micro-batch, and
 // the parameter elements it holds on its rank.
 struct Screener::Piece {
-  double f = 0, bi = 0, bw = 0, accumulate = 0, held = 0;
+  double f = 0, bi = 0, bw = 0, accumulate = 0, held = 0, tensors = 0;
   void add(const Piece& o, double times) {
     f += times * o.f, bi += times * o.bi, bw += times * o.bw;
-    accumulate += times * o.accumulate, held += times * o.held;
+    accumulate += times * o.accumulate, held += times * o.held, tensors += times * o.tensors;
   }
 };
 
+// A stage of k blocks costs embed (first stage) + (k - 1) inner + last +
+// head (last stage): a stage's last block differs from the others (its
+// output leaves the stage, so a recompute policy keeps it).
 struct Screener::Unit {
-  Piece embed, block, head;
+  Piece embed, inner, last, head;
   double tied = 0;  // elements of parameters read by the first and the last stage
   double act_bytes = 0, grad_bytes = 0;
 };
@@ -112,18 +115,19 @@ const Screener::Unit& Screener::unit(int64_t rows, const ScreenCandidate& c) {
     if (!it->second->error.empty()) TS_THROW(it->second->error);
     return it->second->on[static_cast<int>(c.model_link)];
   }
+  // 5 blocks in 4 stages: embedding + block, block, 2 blocks, block + head.
   TrainConfig u = base_;
-  u.n_layer = 3;
+  u.n_layer = 5;
   u.batch = rows;
   u.microbatches = 1;
-  u.mesh = c.model > 1 ? str_cat("pipe=3,model=", c.model) : "pipe=3";
+  u.mesh = c.model > 1 ? str_cat("pipe=4,model=", c.model) : "pipe=4";
   u.layout =
       c.layout_label == "tensor+sequence" ? "heads=model,hidden=model,vocab=model,seq=model" : "";
   u.schedule = "1f1b";
   u.chunks = 1;
   u.zero = 0;
   u.recompute = c.recompute;
-  u.stages.clear();
+  u.stages = {1, 2, 4};
   const Mesh mesh = Mesh::parse(u.mesh);
   auto units = std::make_unique<Units>();
   try {
@@ -132,7 +136,7 @@ const Screener::Unit& Screener::unit(int64_t rows, const ScreenCandidate& c) {
     ++units_compiled_;
     for (Link link : {Link::kIntraNode, Link::kInterNode}) {
       const PinnedLink pinned(hw_, link);
-      Piece stage[3];
+      Piece stage[4];
       Unit& unit = units->on[static_cast<int>(link)];
       for (const CompiledRank& cr : compiled) {
         const int r = cr.pipeline->pipe_rank();
@@ -145,14 +149,17 @@ const Screener::Unit& Screener::unit(int64_t rows, const ScreenCandidate& c) {
           if (!q.held) continue;
           const double n = static_cast<double>(q.sharding.local_shape(q.shape, cr.mesh).numel());
           stage[r].held += n;
+          stage[r].tensors += 1;
           if (r == 0 && q.pipe_ranks.size() > 1) unit.tied += n;
         }
         if (r == 1) unit.act_bytes = sc.act_bytes, unit.grad_bytes = sc.grad_bytes;
       }
-      unit.block = stage[1];
+      unit.last = stage[1];
+      unit.inner = stage[2];
+      unit.inner.add(stage[1], -1);
       unit.embed = stage[0];
       unit.embed.add(stage[1], -1);
-      unit.head = stage[2];
+      unit.head = stage[3];
       unit.head.add(stage[1], -1);
     }
   } catch (const Error& e) {
@@ -163,12 +170,21 @@ const Screener::Unit& Screener::unit(int64_t rows, const ScreenCandidate& c) {
   return units_.emplace(key, std::move(units)).first->second->on[static_cast<int>(c.model_link)];
 }
 
-const Screener::Unit& Screener::reference(const ScreenCandidate& c) {
+void Screener::note(const ScreenCandidate& c) {
+  int64_t& rows = reference_rows_[std::make_tuple(c.model, c.layout_label, c.recompute)];
+  rows = std::max(rows, base_.batch / c.microbatches / c.data);
+}
+
+const Screener::Unit& Screener::reference(const ScreenCandidate& c, int64_t* rows) {
+  auto r = reference_rows_.find(std::make_tuple(c.model, c.layout_label, c.recompute));
+  TS_CHECK(r != reference_rows_.end() && r->second >= *rows,
+           "screening: a candidate with more rows than noted");
+  *rows = r->second;
   const auto key =
       std::make_tuple(c.model, c.layout_label, c.recompute, static_cast<int>(c.model_link));
   auto it = references_.find(key);
   if (it != references_.end()) return *it->second;
-  return *references_.emplace(key, std::make_unique<Unit>(unit(base_.batch, c))).first->second;
+  return *references_.emplace(key, std::make_unique<Unit>(unit(*rows, c))).first->second;
 }
 
 const std::vector<int>& Screener::first_blocks(int64_t rows, int stages) {
@@ -209,17 +225,20 @@ double Screener::pipeline(const ScreenCandidate& c, const Unit& u, bool simulate
   const std::vector<int>& first = first_blocks(rows, stages);
   std::vector<Piece> stage(stages);
   for (int s = 0; s < stages; ++s) {
-    stage[s].add(u.block, first[s + 1] - first[s]);
+    stage[s].add(u.inner, first[s + 1] - first[s] - 1);
+    stage[s].add(u.last, 1);
     if (s == 0) stage[s].add(u.embed, 1);
     if (s == stages - 1) stage[s].add(u.head, 1);
   }
+  if (stages == 1) stage[0].held -= u.tied;  // one stage holds the tied embedding once
   // Per pipeline rank: its work (no waiting) and what follows the schedule
   // (stage s of a rank's chunk k is k * p + r, as Schedule::stage_of).
   const int world = p * d * c.model;
-  double bound = 0;
+  double bound = 0, warmup = 0;  // warmup: rank r's first forward waits for stages 0..r-1's
   std::vector<double> post(p, 0);
   for (int r = 0; r < p; ++r) {
-    double busy = 0, held = 0;
+    if (r > 0) warmup += stage[r - 1].f;
+    double busy = warmup, held = 0;
     bool tied = false;
     for (int k = 0; k < chunks; ++k) {
       const int s = k * p + r;
@@ -264,31 +283,52 @@ double Screener::single_program(const ScreenCandidate& c, const Unit& u, bool ex
   const int d = c.data;
   const int64_t rows = base_.batch / d;
   const double blocks = static_cast<double>(base_.n_layer);
+  // The pieces in backward order, the tied embedding's gradient complete
+  // only with the embedding's backward (the unit counts it on both ends).
+  Piece head = u.head;
+  head.held -= u.tied, head.tensors -= u.tied > 0 ? 1 : 0;
+  std::vector<std::pair<const Piece*, double>> backward = {
+      {&head, 1}, {&u.last, 1}, {&u.inner, blocks - 1}, {&u.embed, 1}};
   Piece all;
-  all.add(u.embed, 1), all.add(u.block, blocks), all.add(u.head, 1);
+  for (const auto& [piece, times] : backward) all.add(*piece, times);
+  // Per parameter tensor of a piece: a collective of its mean size.
+  auto per_tensor = [&](CollectiveKind kind, const Piece& piece, double divide) {
+    if (piece.tensors <= 0 || d < 2) return 0.0;
+    const double bytes = 4 * piece.held / piece.tensors / divide;
+    return piece.tensors * collective(kind, bytes, d, c.data_link) +
+           hw_.memory_seconds(2 * 4 * piece.held / divide, options_.threads);
+  };
+  // ZeRO 1-3: gradients reduce-scattered as they are produced (blocking);
   // ZeRO 3: every parameter gathered before its forward and its backward use.
-  double gathers = 0;
-  if (c.zero == 3 && d > 1)
-    for (const Piece* piece : {&u.embed, &u.block, &u.head}) {
-      const double n = piece->held * (piece == &u.block ? blocks : 1);
-      gathers += 2 * (collective(CollectiveKind::kAllGather, 4 * n / d, d, c.data_link) +
-                      hw_.memory_seconds(8 * n, options_.threads));
+  double blocking = 0, gathers = 0;
+  if (c.zero > 0 && d > 1)
+    for (const auto& [piece, times] : backward) {
+      blocking += times * per_tensor(CollectiveKind::kReduceScatter, *piece, 1);
+      if (c.zero == 3) gathers += 2 * times * per_tensor(CollectiveKind::kAllGather, *piece, d);
     }
-  const double compute = all.f + all.bi + all.bw + gathers;
-  // Gradients reduced over the data axis as each piece's backward ends
-  // (head, blocks last to first, embedding), behind the rest of the backward.
+  // ZeRO 0: each gradient copied into its bucket; a bucket's all-reduce
+  // starts once it holds bucket_mib (or at the end), behind the backward.
+  const double bucket_copies =
+      c.zero == 0 && d > 1 ? hw_.memory_seconds(2 * 4 * all.held, options_.threads) : 0;
+  const double compute = all.f + all.bi + all.bw + blocking + gathers + bucket_copies;
   double wait = 0;
-  if (exposed && d > 1) {
-    const CollectiveKind kind =
-        c.zero >= 2 ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce;
-    double clock = all.f + gathers / 2, free = 0;
-    auto reduce = [&](const Piece& piece) {
-      clock += piece.bi + piece.bw + (c.zero == 3 ? gathers / (2 * (blocks + 2)) : 0);
-      free = std::max(free, clock) + collective(kind, 4 * piece.held, d, c.data_link);
-    };
-    reduce(u.head);
-    for (int b = 0; b < base_.n_layer; ++b) reduce(u.block);
-    reduce(u.embed);
+  if (exposed && c.zero == 0 && d > 1) {
+    const double bucket = base_.bucket_mib * 1048576.0;
+    double clock = compute - (all.bi + all.bw + bucket_copies), free = 0, filled = 0;
+    for (const auto& [piece, times] : backward) {
+      const double per = 4 * piece->held;
+      const double step = piece->bi + piece->bw + hw_.memory_seconds(2 * per, options_.threads);
+      for (int i = 0; i < static_cast<int>(times); ++i) {
+        clock += step, filled += per;
+        if (filled >= bucket) {
+          free = std::max(free, clock) +
+                 collective(CollectiveKind::kAllReduce, filled, d, c.data_link);
+          filled = 0;
+        }
+      }
+    }
+    if (filled > 0)
+      free = std::max(free, clock) + collective(CollectiveKind::kAllReduce, filled, d, c.data_link);
     wait = std::max(0.0, free - compute);
   }
   // Feeding the rank's rows (tokens and targets, 4 bytes each, copied in).
@@ -310,17 +350,17 @@ bool pipelined(const ScreenCandidate& c) { return c.pipe > 1 || c.microbatches >
 }  // namespace
 
 double Screener::lower_bound(const ScreenCandidate& c) {
-  // The reference unit's phase times scaled from the whole batch's rows to
-  // the candidate's local rows per micro-batch (parameters do not scale).
-  const Unit& ref = reference(c);
-  const double rows = static_cast<double>(base_.batch / c.microbatches / c.data);
-  const double scale = rows / static_cast<double>(base_.batch);
+  // The reference unit's phase times scaled from its rows to the
+  // candidate's local rows per micro-batch (parameters do not scale).
+  const int64_t rows = base_.batch / c.microbatches / c.data;
+  int64_t reference_rows = rows;
+  const Unit& ref = reference(c, &reference_rows);
+  const double scale = static_cast<double>(rows) / static_cast<double>(reference_rows);
   Unit u = ref;
-  for (Piece* piece : {&u.embed, &u.block, &u.head}) {
-    const double held = piece->held;
+  for (Piece* piece : {&u.embed, &u.inner, &u.last, &u.head}) {
     Piece scaled;
     scaled.add(*piece, scale);
-    scaled.held = held;
+    scaled.held = piece->held, scaled.tensors = piece->tensors;
     *piece = scaled;
   }
   u.act_bytes *= scale, u.grad_bytes *= scale;

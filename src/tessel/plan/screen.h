@@ -66,11 +66,13 @@ class Screener {
 
   // A candidate that passed the shape checks. estimate() is the screening
   // step time; lower_bound() is below it and needs only one unit per model
-  // axis size, layout and recompute policy (compiled for the whole batch's
-  // rows and scaled down to the candidate's: a kernel or collective on r
-  // rows takes at least r / R of its time on R >= r rows when its
-  // efficiency does not fall with size). Both throw as compile_rank does
-  // when the model cannot take the unit's layout.
+  // axis size, layout and recompute policy (compiled for the most local
+  // rows of any candidate with them, and scaled down to the candidate's: a kernel or collective on
+  // r rows takes at least r / R of its time on R >= r rows when its efficiency does not fall with
+  // size). Both throw as compile_rank does when the model cannot take the unit's layout. note()
+  // every candidate before the first lower_bound(): the reference units are compiled for the most
+  // rows any noted candidate has (compile time grows with rows x heads).
+  void note(const ScreenCandidate& c);
   double lower_bound(const ScreenCandidate& c);
   double estimate(const ScreenCandidate& c);
 
@@ -82,7 +84,7 @@ class Screener {
   struct Unit;
   struct Units;
   const Unit& unit(int64_t rows, const ScreenCandidate& c);
-  const Unit& reference(const ScreenCandidate& c);
+  const Unit& reference(const ScreenCandidate& c, int64_t* rows);
   const std::vector<int>& first_blocks(int64_t rows, int stages);
   double collective(CollectiveKind kind, double bytes, int ranks, Link link) const;
   double update(double state, int world) const;
@@ -96,6 +98,7 @@ class Screener {
   // By (rows, model axis size, layout, recompute): the unit on each link.
   std::map<std::tuple<int64_t, int, std::string, std::string>, std::unique_ptr<Units>> units_;
   std::map<std::tuple<int, std::string, std::string, int>, std::unique_ptr<Unit>> references_;
+  std::map<std::tuple<int, std::string, std::string>, int64_t> reference_rows_;
   std::map<std::tuple<int64_t, int>, std::vector<int>> partitions_;
   std::map<std::string, double> makespans_;
   int units_compiled_ = 0, simulated_ = 0;

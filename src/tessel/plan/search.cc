@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <limits>
 #include <map>
 
 #include "tessel/base/error.h"
@@ -264,11 +265,13 @@ PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
   // drops for memory have successors). Phase 2 costs exactly, in order of
   // estimate, until `exact_top` plans fit.
   std::vector<int> order = live;  // the candidates to cost exactly, in this order
+  std::vector<double> estimates;  // screening: their estimates
   const bool screen =
       !q.exhaustive && static_cast<int>(live.size()) > q.exact_top &&
       Screener::applies(q.base, q.layout.has_value(), q.recompute ? &*q.recompute : nullptr);
   if (screen) {
     Screener screener(q.base, hw, q.cost);
+    for (int i : live) screener.note(screen_candidate(space, space.knobs[i]));
     std::vector<std::pair<double, int>> bounds;  // (bound, candidate)
     bounds.reserve(live.size());
     for (int i : live) {
@@ -306,14 +309,26 @@ PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
     }
     std::sort(best.begin(), best.end());
     order.clear();
-    for (const auto& [estimate, i] : best) order.push_back(i);
+    for (const auto& [estimate, i] : best) order.push_back(i), estimates.push_back(estimate);
     result.units = screener.units_compiled();
     result.simulated = screener.schedules_simulated();
   }
 
   std::vector<int> index_of_plan;  // candidate index of each plan, for ties
-  for (int i : order) {
-    if (screen && static_cast<int>(result.plans.size()) >= q.exact_top) break;
+  // The `exact_top`-th best exact step so far (infinite until there are that many).
+  auto kth_exact = [&] {
+    if (static_cast<int>(result.plans.size()) < q.exact_top)
+      return std::numeric_limits<double>::infinity();
+    std::vector<double> steps;
+    for (const Plan& p : result.plans) steps.push_back(p.prediction.step_s);
+    std::nth_element(steps.begin(), steps.begin() + (q.exact_top - 1), steps.end());
+    return steps[q.exact_top - 1];
+  };
+  for (size_t n = 0; n < order.size(); ++n) {
+    const int i = order[n];
+    // Stop once `exact_top` plans fit and the next estimate, less screening's
+    // margin of error, cannot beat the `exact_top`-th.
+    if (screen && estimates[n] > kth_exact() * (1 + q.screen_margin)) break;
     Candidate cand = materialize(q, space, space.knobs[i]);
     ++result.exact;
     const Mesh mesh = Mesh::parse(cand.config.mesh);

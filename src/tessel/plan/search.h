@@ -42,13 +42,16 @@ struct PlanRequest {
   std::optional<int> chunks, microbatches, zero;
   CostOptions cost;
   // Two phases: every candidate is screened (screen.h: a cheap estimate
-  // from one-block units), then the best `exact_top` by that estimate are
-  // compiled (compile_ranks on the representative ranks) and predicted
-  // exactly (predict_compiled), re-ranked by the exact prediction; further
-  // screened candidates (up to 4 x exact_top) are compiled in order while
-  // fewer than `exact_top` fit the memory limit. The plans returned are the
-  // exactly costed ones, so every reported step and peak is exact.
+  // from one-block units), then the best by that estimate are compiled
+  // (compile_ranks on the representative ranks), predicted exactly
+  // (predict_compiled) and re-ranked by the exact prediction: at least
+  // `exact_top` of them (while fewer fit the memory limit, the next), and
+  // further ones while a candidate's estimate is within `screen_margin` of
+  // the `exact_top`-th best exact step, up to 4 x exact_top in all. The
+  // plans returned are the exactly costed ones, so every reported step and
+  // peak is exact.
   int exact_top = 10;
+  double screen_margin = 0.03;  // screening's error on gpt-bench: -2.3% to +1.4%
   // Cost every candidate exactly (the reference the two phases are tested
   // against). Also what happens when at most `exact_top` candidates pass the
   // shape checks, or when screening cannot model the config (not a GPT, a
