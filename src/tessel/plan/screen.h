@@ -3,27 +3,30 @@
 // compiled and costed exactly (search.h, `exact_top`).
 //
 // A GPT's blocks are identical, so a stage's phase costs are the sum of its
-// blocks' plus the embedding's (first stage) and the head's (last stage).
-// A *unit* is a real plan-only compile of a 3-block model cut into three
-// one-block pipeline stages (embedding + block, block, block + head) on a
-// mesh of `pipe=3` and the candidate's model axis, for one micro-batch of
+// blocks' plus the embedding's (first stage) and the head's (last stage);
+// a stage's last block differs from the others (its output leaves the
+// stage). A *unit* is a real plan-only compile of a 5-block model cut into
+// four pipeline stages (embedding + block, block, 2 blocks, block + head) on
+// a mesh of `pipe=4` and the candidate's model axis, for one micro-batch of
 // the candidate's local rows, costed by the cost model (stage_phase_costs)
-// with the model axis on the candidate's link: the middle stage is one
-// block; the first minus it, the embedding; the last minus it, the head.
-// One unit serves every candidate with the same local rows, model-axis
-// size and link, layout and recompute policy, whatever its pipe and data
-// sizes, axis order, schedule, micro-batch count, chunks and ZeRO stage.
+// with the model axis on the candidate's link: the one-block stage is a
+// last block, the two-block stage minus it an inner block, the first minus
+// it the embedding, the last minus it the head. A stage of k blocks costs
+// embedding + (k - 1) inner + last + head. One unit serves every candidate
+// with the same local rows, model-axis size, layout and recompute policy,
+// whatever its pipe and data sizes, axis order, schedule, micro-batch
+// count, chunks and ZeRO stage.
 //
 // Pipelines: stages are composed from the unit over the real partition
 // (partition_stages on the full model's forward graph), the schedule's
 // action lists run through simulate_schedule, then the per-step data-axis
 // reduction, tied-embedding sum and optimizer update follow, as in the cost
 // model. Single programs: the pieces' phase times in program order, the
-// data-axis gradient reduction started after each piece's backward on one
-// channel (the cost model's buckets, at block granularity), ZeRO-3
-// gathers, the feed and the update. Invariant: lower_bound(c) <=
-// estimate(c) (the busiest rank's work without any waiting); the search
-// skips a candidate whose bound exceeds the current best estimates.
+// data-axis gradient buckets filled in backward order and all-reduced on one
+// channel (ZeRO 1-3: blocking reduce-scatters; ZeRO 3: gathers), the feed
+// and the update. Invariant: lower_bound(c) <= estimate(c) (per pipeline
+// rank its warm-up and all its work without waiting); the search skips a
+// candidate whose bound exceeds the current best estimates.
 // Approximated (the exact phase re-costs): bucket boundaries, the loss's
 // scalar data-axis reduction, ZeRO slicing of dims the data axis does not
 // divide, and the stage programs' boundary copies of a single program.
