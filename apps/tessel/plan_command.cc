@@ -23,7 +23,8 @@ struct PlanOptions {
   int ranks = 1;
   std::string cluster, profile;
   int top = 10;
-  bool json = false, explain = false, ignore_device_memory = false, oversubscribe = false;
+  bool json = false, explain = false, ignore_device_memory = false, oversubscribe = false,
+       exhaustive = false;
 };
 
 double total(const std::map<std::string, double>& per_axis) {
@@ -116,26 +117,26 @@ int run_plan(const PlanOptions& opt) {
   plan::PlanRequest q = plan_request(opt.config, opt.config.load(/*with_data=*/false), opt.ranks);
   q.check_device_memory = !opt.ignore_device_memory;
   q.oversubscribe = opt.oversubscribe;
+  q.exact_top = std::max(q.exact_top, opt.top);  // every plan shown is costed exactly
+  q.exhaustive = opt.exhaustive;
   const plan::PlanResult r = plan::search_plans(q, *hw);
   const size_t shown = std::min<size_t>(r.plans.size(), std::max(1, opt.top));
   if (opt.json) {
-    nlohmann::json out = {{"search_s", r.search_s},
-                          {"considered", r.considered},
-                          {"pruned", r.pruned},
-                          {"costed", r.plans.size()},
-                          {"hardware", r.hardware},
-                          {"ranks", opt.ranks},
-                          {"threads_per_rank", q.cost.threads}};
+    nlohmann::json out = {{"search_s", r.search_s},   {"considered", r.considered},
+                          {"pruned", r.pruned},       {"screened", r.screened},
+                          {"bounded", r.bounded},     {"exact", r.exact},
+                          {"costed", r.plans.size()}, {"hardware", r.hardware},
+                          {"ranks", opt.ranks},       {"threads_per_rank", q.cost.threads}};
     out["plans"] = nlohmann::json::array();
     for (size_t i = 0; i < shown; ++i) out["plans"].push_back(plan_json(r.plans[i]));
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
   std::printf(
-      "plan for %d ranks on %s (%d threads per rank): %d configurations, %d pruned, %zu "
-      "costed in %.3f s\n\n",
-      opt.ranks, r.hardware.c_str(), q.cost.threads, r.considered, r.pruned, r.plans.size(),
-      r.search_s);
+      "plan for %d ranks on %s (%d threads per rank): %d configurations, %d pruned, %d "
+      "screened, %d skipped by their bound, %d costed exactly, %zu fit, in %.3f s\n\n",
+      opt.ranks, r.hardware.c_str(), q.cost.threads, r.considered, r.pruned, r.screened, r.bounded,
+      r.exact, r.plans.size(), r.search_s);
   std::printf("%-3s %-24s %-16s %-11s %-2s %-3s %-4s %-10s %9s %10s %8s %6s %10s %7s %s\n", "#",
               "mesh", "layout", "schedule", "v", "m", "zero", "recompute", "step ms", "tokens/s",
               "TFLOP/s", "peak", "memory", "bubble", "exposed comm");
@@ -190,7 +191,6 @@ TrainConfig apply_auto_plan(const ConfigOptions& options, TrainConfig config, in
              cached, ": run `tessel calibrate` once first");
   const std::unique_ptr<plan::HardwareModel> hw = plan::load_or_calibrate("", nullptr);
   plan::PlanRequest q = plan_request(options, config, ranks);
-  q.exact_top = 1;
   q.oversubscribe = true;  // the ranks are launched already: plan for them all
   const plan::PlanResult r = plan::search_plans(q, *hw);
   const plan::Plan& best = r.plans.front();
@@ -231,6 +231,9 @@ Command add_plan_command(CLI::App& app) {
   sub->add_flag("--oversubscribe", opt->oversubscribe,
                 "plan more ranks than the hardware has devices; ranks sharing a core are costed "
                 "at their share of it");
+  sub->add_flag("--exhaustive", opt->exhaustive,
+                "cost every candidate exactly instead of screening them first and costing the "
+                "best --top (at least 10) exactly (slow at scale; the reference)");
   sub->add_flag("--json", opt->json, "print one JSON object instead of the table");
   sub->add_flag("--explain", opt->explain,
                 "break the best plan and the runner-up into compute, communication, bubble and "

@@ -164,6 +164,7 @@ TEST(PlanSearch, RanksEveryFeasibleCandidateFastestFirst) {
   PlanRequest q;
   q.base = tiny_gpt_config(2, 8);
   q.ranks = 4;
+  q.exhaustive = true;  // every candidate costed exactly (the two phases: two_phase_search_test.cc)
   const PlanResult r = search_plans(q, hw);
   EXPECT_GT(r.considered, 50);
   EXPECT_GT(r.pruned, 0);  // e.g. model=4 does not divide 2 heads
@@ -185,6 +186,7 @@ TEST(PlanSearch, SharedCompilesPredictExactlyWhatSeparateCompilesPredict) {
   PlanRequest q;
   q.base = tiny_gpt_config(4, 8);
   q.ranks = 4;
+  q.exhaustive = true;
   q.share_compiles = true;
   const PlanResult fast = search_plans(q, hw);
   q.share_compiles = false;

@@ -541,4 +541,30 @@ StepPrediction predict_step(const TrainConfig& config, const std::vector<int>& r
   return predict_compiled(compile_ranks(config, ranks, cache), hw, options, nullptr);
 }
 
+std::vector<StagePhaseCost> stage_phase_costs(const CompiledRank& c, const HardwareModel& hw,
+                                              const CostOptions& options) {
+  TS_CHECK(c.pipelined(), "stage_phase_costs: rank ", c.rank, " is not pipelined");
+  const Simulator sim(c.mesh, hw, options);
+  std::vector<StagePhaseCost> out;
+  for (const PipelineStage& st : c.pipeline->compiled_stages()) {
+    const Program& prog = *st.instances.front();
+    const ProgramTime t = sim.run(prog);
+    StagePhaseCost sc;
+    sc.chunk = st.chunk;
+    sc.f = t.phase_s(0);
+    const size_t phases = t.compute_s.size();
+    sc.bi = phases > 1 ? t.phase_s(1) : 0;
+    sc.bw = phases > 2 ? t.phase_s(2) : 0;
+    double grads = 0;
+    for (ValueId v : st.param_grads) grads += value_bytes(prog.graph(), v);
+    sc.accumulate = sim.memory(3 * grads);
+    for (ValueId v : st.activations_out) sc.act_bytes += value_bytes(prog.graph(), v);
+    for (ValueId v : st.gradients_out) sc.grad_bytes += value_bytes(prog.graph(), v);
+    for (int ph = 0; ph < static_cast<int>(t.blocking_s.size()); ++ph)
+      for (const auto& [axis, s] : t.blocking_s[ph]) (ph == 0 ? sc.comm_f : sc.comm_b)[axis] += s;
+    out.push_back(sc);
+  }
+  return out;
+}
+
 }  // namespace tessel::plan

@@ -107,4 +107,20 @@ std::vector<CompiledRank> compile_ranks(const TrainConfig& config, const std::ve
 StepPrediction predict_compiled(const std::vector<CompiledRank>& compiled, const HardwareModel& hw,
                                 const CostOptions& options, const Schedule* schedule = nullptr);
 
+// What the cost model charges one compiled pipeline stage per micro-batch,
+// as pipeline_steps feeds the schedule simulator: its forward,
+// backward-input and backward-weight phases (kernels plus blocking
+// collectives; `accumulate` is the weight phase's extra pass into the
+// gradient accumulators), the bytes it sends each way, and its blocking
+// communication per axis. The planner's screening (screen.h) composes
+// stages of any block count from these.
+struct StagePhaseCost {
+  int chunk = 0;
+  double f = 0, bi = 0, bw = 0, accumulate = 0;
+  double act_bytes = 0, grad_bytes = 0;
+  std::map<std::string, double> comm_f, comm_b;
+};
+std::vector<StagePhaseCost> stage_phase_costs(const CompiledRank& compiled, const HardwareModel& hw,
+                                              const CostOptions& options);
+
 }  // namespace tessel::plan

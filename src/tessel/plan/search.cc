@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <limits>
 #include <map>
 
 #include "tessel/base/error.h"
 #include "tessel/compile/memory_report.h"
+#include "tessel/plan/screen.h"
 #include "tessel/schedule/schedule.h"
 
 namespace tessel::plan {
@@ -53,23 +55,33 @@ std::vector<std::pair<std::string, std::string>> layouts(const Mesh& mesh) {
   return {{"tensor", ""}, {"tensor+sequence", seq}};
 }
 
-// Checks that need no compile; false prunes.
-bool shape_fits(const TrainConfig& c, const Mesh& mesh) {
-  const int pipe = mesh.axis_index("pipe") >= 0 ? mesh.axis(mesh.axis_index("pipe")).size : 1;
-  const int data = mesh.axis_index("data") >= 0 ? mesh.axis(mesh.axis_index("data")).size : 1;
-  const int model = mesh.axis_index("model") >= 0 ? mesh.axis(mesh.axis_index("model")).size : 1;
-  if (c.batch % c.microbatches != 0 || (c.batch / c.microbatches) % data != 0) return false;
-  if (c.model == "gpt") {
-    if (c.n_head % model != 0 || c.vocab % model != 0) return false;
-    if (c.layout.find("seq=model") != std::string::npos && c.context % model != 0) return false;
-    if (pipe * c.chunks > c.n_layer) return false;
-  }
-  if (c.schedule == "interleaved" && (pipe < 2 || c.microbatches % pipe != 0)) return false;
-  if (c.zero == 3 && (pipe > 1 || c.microbatches > 1)) return false;
-  return true;
+// One mesh of the search, with what the candidates on it share.
+struct MeshChoice {
+  std::string text;
+  ScreenCandidate shape;  // sizes and links (the other fields per candidate)
+  std::vector<std::pair<std::string, std::string>> layouts;  // (label, layout)
+};
+
+// A candidate as indices into the search space (a TrainConfig is built
+// only for those costed exactly: at scale there are a million candidates).
+struct Knobs {
+  int mesh, layout, schedule, recompute, chunks, microbatches, zero;
+};
+
+struct Space {
+  std::vector<MeshChoice> meshes;
+  std::vector<std::string> schedules, recomputes;
+  std::vector<Knobs> knobs;  // in generation order
+};
+
+int index_of(std::vector<std::string>& names, const std::string& name) {
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == name) return static_cast<int>(i);
+  names.push_back(name);
+  return static_cast<int>(names.size()) - 1;
 }
 
-std::vector<Candidate> candidates(const PlanRequest& q, bool one_node) {
+Space candidates(const PlanRequest& q, bool one_node, int devices_per_node) {
   std::vector<std::string> meshes;
   if (q.mesh) {
     meshes.push_back(*q.mesh);
@@ -77,15 +89,19 @@ std::vector<Candidate> candidates(const PlanRequest& q, bool one_node) {
     for (const auto& f : factorizations(q.ranks))
       for (const std::string& m : mesh_texts(f, one_node)) meshes.push_back(m);
   }
-  std::vector<Candidate> out;
+  Space out;
   for (const std::string& mesh_text : meshes) {
     const Mesh mesh = Mesh::parse(mesh_text);
-    const int pipe_axis = mesh.axis_index("pipe");
-    const int pipe = pipe_axis >= 0 ? mesh.axis(pipe_axis).size : 1;
+    if (mesh.rank_count() != q.ranks)
+      TS_THROW("plan: --mesh ", mesh_text, " has ", mesh.rank_count(), " ranks, not ", q.ranks);
+    TrainConfig shape;
+    shape.mesh = mesh_text;
+    MeshChoice choice{mesh_text, ScreenCandidate::of(shape, "", devices_per_node), {}};
+    choice.layouts = q.layout
+                         ? std::vector<std::pair<std::string, std::string>>{{*q.layout, *q.layout}}
+                         : layouts(mesh);
+    const int pipe = choice.shape.pipe;
     const bool data = mesh.axis_index("data") >= 0;
-    std::vector<std::pair<std::string, std::string>> layout_choices =
-        q.layout ? std::vector<std::pair<std::string, std::string>>{{*q.layout, *q.layout}}
-                 : layouts(mesh);
     std::vector<std::string> schedules = {"1f1b"};
     if (q.schedule)
       schedules = {*q.schedule};
@@ -108,23 +124,60 @@ std::vector<Candidate> candidates(const PlanRequest& q, bool one_node) {
     const std::vector<std::string> recomputes =
         q.recompute ? std::vector<std::string>{*q.recompute}
                     : std::vector<std::string>{"none", "selective", "blocks"};
-    for (const auto& [label, layout] : layout_choices)
+    const int mesh_index = static_cast<int>(out.meshes.size());
+    for (int layout = 0; layout < static_cast<int>(choice.layouts.size()); ++layout)
       for (const std::string& schedule : schedules)
         for (int m : micro)
           for (int zero : zeros)
             for (const std::string& recompute : recomputes) {
-              Candidate c{q.base, label};
-              c.config.mesh = mesh_text;
-              c.config.layout = layout;
-              c.config.schedule = schedule;
-              c.config.chunks = q.chunks ? *q.chunks : (schedule == "interleaved" ? 2 : 1);
-              c.config.microbatches = m;
-              c.config.zero = zero;
-              c.config.recompute = recompute;
-              out.push_back(c);
+              const int chunks = q.chunks ? *q.chunks : (schedule == "interleaved" ? 2 : 1);
+              out.knobs.push_back({mesh_index, layout, index_of(out.schedules, schedule),
+                                   index_of(out.recomputes, recompute), chunks, m, zero});
             }
+    out.meshes.push_back(std::move(choice));
   }
   return out;
+}
+
+Candidate materialize(const PlanRequest& q, const Space& space, const Knobs& k) {
+  const MeshChoice& mesh = space.meshes[k.mesh];
+  Candidate c{q.base, mesh.layouts[k.layout].first};
+  c.config.mesh = mesh.text;
+  c.config.layout = mesh.layouts[k.layout].second;
+  c.config.schedule = space.schedules[k.schedule];
+  c.config.chunks = k.chunks;
+  c.config.microbatches = k.microbatches;
+  c.config.zero = k.zero;
+  c.config.recompute = space.recomputes[k.recompute];
+  return c;
+}
+
+ScreenCandidate screen_candidate(const Space& space, const Knobs& k) {
+  const MeshChoice& mesh = space.meshes[k.mesh];
+  ScreenCandidate s = mesh.shape;
+  s.layout_label = mesh.layouts[k.layout].first;
+  s.schedule = space.schedules[k.schedule];
+  s.recompute = space.recomputes[k.recompute];
+  s.chunks = k.chunks, s.zero = k.zero, s.microbatches = k.microbatches;
+  return s;
+}
+
+// Checks that need no compile; false prunes.
+bool shape_fits(const TrainConfig& base, const Space& space, const Knobs& k) {
+  const MeshChoice& mesh = space.meshes[k.mesh];
+  const int pipe = mesh.shape.pipe, data = mesh.shape.data, model = mesh.shape.model;
+  if (base.batch % k.microbatches != 0 || (base.batch / k.microbatches) % data != 0) return false;
+  if (base.model == "gpt") {
+    if (base.n_head % model != 0 || base.vocab % model != 0) return false;
+    if (mesh.layouts[k.layout].second.find("seq=model") != std::string::npos &&
+        base.context % model != 0)
+      return false;
+    if (pipe * k.chunks > base.n_layer) return false;
+  }
+  const std::string& schedule = space.schedules[k.schedule];
+  if (schedule == "interleaved" && (pipe < 2 || k.microbatches % pipe != 0)) return false;
+  if (k.zero == 3 && (pipe > 1 || k.microbatches > 1)) return false;
+  return true;
 }
 
 // A synchronous pipeline whose stages any of gpipe, 1f1b and zb-h1 share.
@@ -162,6 +215,7 @@ PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
   TS_CHECK(q.ranks >= 1, "plan: --ranks must be at least 1, got ", q.ranks);
   if (q.ranks > hw.total_devices() && !q.oversubscribe)
     TS_THROW("plan: ", q.ranks, " ranks, but ", hw.name(), " has ", hw.total_devices(), " devices");
+  TS_CHECK(q.exact_top >= 1, "plan: exact_top must be at least 1, got ", q.exact_top);
   q.base.validate(/*with_data=*/false);
   hw.peak_flops(q.cost.precision, q.cost.threads);  // a precision the hardware model lacks: say so
   PlanResult result;
@@ -193,16 +247,91 @@ PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
   auto shared_graphs = [&]() -> GraphCache* { return q.share_compiles ? &graphs : nullptr; };
   int64_t closest = -1;
   std::string closest_knobs, first_error;
-  for (Candidate& cand : candidates(q, one_node)) {
+
+  // Candidates that pass the checks needing no compile.
+  const Space space = candidates(q, one_node, hw.devices_per_node());
+  std::vector<int> live;
+  for (int i = 0; i < static_cast<int>(space.knobs.size()); ++i) {
     ++result.considered;
-    const Mesh mesh = Mesh::parse(cand.config.mesh);
-    if (mesh.rank_count() != q.ranks)
-      TS_THROW("plan: --mesh ", cand.config.mesh, " has ", mesh.rank_count(), " ranks, not ",
-               q.ranks);
-    if (!shape_fits(cand.config, mesh)) {
+    if (shape_fits(q.base, space, space.knobs[i]))
+      live.push_back(i);
+    else
       ++result.pruned;
-      continue;
+  }
+
+  // Phase 1, screening (screen.h): every live candidate's lower bound; then,
+  // in order of bound, estimates until the next bound exceeds the
+  // 4 x `exact_top`-th best estimate (kept so that plans the exact phase
+  // drops for memory have successors). Phase 2 costs exactly, in order of
+  // estimate, until `exact_top` plans fit.
+  std::vector<int> order = live;  // the candidates to cost exactly, in this order
+  std::vector<double> estimates;  // screening: their estimates
+  const bool screen =
+      !q.exhaustive && static_cast<int>(live.size()) > q.exact_top &&
+      Screener::applies(q.base, q.layout.has_value(), q.recompute ? &*q.recompute : nullptr);
+  if (screen) {
+    Screener screener(q.base, hw, q.cost);
+    for (int i : live) screener.note(screen_candidate(space, space.knobs[i]));
+    std::vector<std::pair<double, int>> bounds;  // (bound, candidate)
+    bounds.reserve(live.size());
+    for (int i : live) {
+      try {
+        bounds.push_back({screener.lower_bound(screen_candidate(space, space.knobs[i])), i});
+      } catch (const Error& e) {  // a layout the model cannot take
+        ++result.pruned;
+        if (first_error.empty()) first_error = e.what();
+      }
     }
+    std::sort(bounds.begin(), bounds.end());
+    const size_t keep = 4 * static_cast<size_t>(q.exact_top);
+    std::vector<std::pair<double, int>> best;  // (estimate, candidate), a max-heap of `keep`
+    for (size_t b = 0; b < bounds.size(); ++b) {
+      const int i = bounds[b].second;
+      if (best.size() >= keep && bounds[b].first > best.front().first) {
+        result.bounded += static_cast<int>(bounds.size() - b);  // every later bound is larger
+        break;
+      }
+      double estimate = 0;
+      try {
+        estimate = screener.estimate(screen_candidate(space, space.knobs[i]));
+      } catch (const Error& e) {
+        ++result.pruned;
+        if (first_error.empty()) first_error = e.what();
+        continue;
+      }
+      ++result.screened;
+      best.push_back({estimate, i});
+      std::push_heap(best.begin(), best.end());
+      if (best.size() > keep) {
+        std::pop_heap(best.begin(), best.end());
+        best.pop_back();
+      }
+    }
+    std::sort(best.begin(), best.end());
+    order.clear();
+    for (const auto& [estimate, i] : best) order.push_back(i), estimates.push_back(estimate);
+    result.units = screener.units_compiled();
+    result.simulated = screener.schedules_simulated();
+  }
+
+  std::vector<int> index_of_plan;  // candidate index of each plan, for ties
+  // The `exact_top`-th best exact step so far (infinite until there are that many).
+  auto kth_exact = [&] {
+    if (static_cast<int>(result.plans.size()) < q.exact_top)
+      return std::numeric_limits<double>::infinity();
+    std::vector<double> steps;
+    for (const Plan& p : result.plans) steps.push_back(p.prediction.step_s);
+    std::nth_element(steps.begin(), steps.begin() + (q.exact_top - 1), steps.end());
+    return steps[q.exact_top - 1];
+  };
+  for (size_t n = 0; n < order.size(); ++n) {
+    const int i = order[n];
+    // Stop once `exact_top` plans fit and the next estimate, less screening's
+    // margin of error, cannot beat the `exact_top`-th.
+    if (screen && estimates[n] > kth_exact() * (1 + q.screen_margin)) break;
+    Candidate cand = materialize(q, space, space.knobs[i]);
+    ++result.exact;
+    const Mesh mesh = Mesh::parse(cand.config.mesh);
     Plan plan;
     try {
       const std::vector<int> reps = representative_ranks(mesh, false);
@@ -268,12 +397,20 @@ PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
                    "tessel train --config " + q.config_path + plan_flags(plan.config) +
                    str_cat(" --threads ", q.cost.threads);
     result.plans.push_back(std::move(plan));
+    index_of_plan.push_back(i);
   }
-  std::stable_sort(result.plans.begin(), result.plans.end(), [](const Plan& a, const Plan& b) {
-    if (a.prediction.step_s != b.prediction.step_s)
-      return a.prediction.step_s < b.prediction.step_s;
-    return a.prediction.peak_bytes < b.prediction.peak_bytes;
+  // Fastest first, then the smaller peak, then the order of generation.
+  std::vector<int> rank(result.plans.size());
+  for (size_t i = 0; i < rank.size(); ++i) rank[i] = static_cast<int>(i);
+  std::sort(rank.begin(), rank.end(), [&](int x, int y) {
+    const StepPrediction &a = result.plans[x].prediction, &b = result.plans[y].prediction;
+    if (a.step_s != b.step_s) return a.step_s < b.step_s;
+    if (a.peak_bytes != b.peak_bytes) return a.peak_bytes < b.peak_bytes;
+    return index_of_plan[x] < index_of_plan[y];
   });
+  std::vector<Plan> sorted;
+  for (int i : rank) sorted.push_back(std::move(result.plans[i]));
+  result.plans = std::move(sorted);
   result.search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (result.plans.empty()) {
     if (closest < 0)

@@ -8,10 +8,11 @@
 // and the recompute policy. A knob given in the request is fixed; the rest
 // are searched. Candidates that cannot work are pruned before any compile
 // (a model axis that does not divide the heads, micro-batch rows the data
-// axis cannot split, more stages than blocks), then each survivor is
-// compiled plan-only (compile_rank) for its representative ranks, its
-// memory checked against the limit and the device, and its step predicted
-// (cost_model.h). Deterministic: every rank of a run makes the same choice.
+// axis cannot split, more stages than blocks); the survivors are screened
+// (screen.h) and the best `exact_top` compiled plan-only (compile_rank) for
+// their representative ranks, their memory checked against the limit and
+// the device, and their step predicted (cost_model.h). Deterministic: every
+// rank of a run makes the same choice.
 #pragma once
 
 #include <optional>
@@ -40,11 +41,22 @@ struct PlanRequest {
   std::optional<std::string> mesh, layout, schedule, recompute;
   std::optional<int> chunks, microbatches, zero;
   CostOptions cost;
-  // The search compiles representative ranks (cost_model.h); the best
-  // `exact_top` plans are then compiled on every rank (meshes of up to 64
-  // ranks) so their peak memory is the worst rank's, exactly as the dry run
-  // and the run report it, and re-checked against the limit.
+  // Two phases: every candidate is screened (screen.h: a cheap estimate
+  // from one-block units), then the best by that estimate are compiled
+  // (compile_ranks on the representative ranks), predicted exactly
+  // (predict_compiled) and re-ranked by the exact prediction: at least
+  // `exact_top` of them (while fewer fit the memory limit, the next), and
+  // further ones while a candidate's estimate is within `screen_margin` of
+  // the `exact_top`-th best exact step, up to 4 x exact_top in all. The
+  // plans returned are the exactly costed ones, so every reported step and
+  // peak is exact.
   int exact_top = 10;
+  double screen_margin = 0.03;  // screening's error on gpt-bench: -2.3% to +1.4%
+  // Cost every candidate exactly (the reference the two phases are tested
+  // against). Also what happens when at most `exact_top` candidates pass the
+  // shape checks, or when screening cannot model the config (not a GPT, a
+  // fixed layout, a fixed recompute policy other than none, selective, blocks).
+  bool exhaustive = false;
   // Share compiles between candidates whose programs are the same: the
   // stage graphs of a pipeline across ranks and meshes, and one pipeline
   // compile for ZeRO 0, 1 and 2. Predictions are identical either way (a
@@ -63,9 +75,14 @@ struct Plan {
 };
 
 struct PlanResult {
-  std::vector<Plan> plans;  // every feasible candidate, fastest first
+  std::vector<Plan> plans;  // every exactly costed candidate that fits, fastest first
   int considered = 0;       // candidates generated
-  int pruned = 0;           // of which dropped before costing (divisibility, layout, memory)
+  int pruned = 0;     // of which dropped (divisibility, a layout the model cannot take, memory)
+  int screened = 0;   // estimated by screening (0 when every candidate is costed exactly)
+  int bounded = 0;    // skipped by screening: their lower bound exceeds the kept estimates
+  int exact = 0;      // compiled and costed exactly
+  int units = 0;      // screening's unit compiles
+  int simulated = 0;  // screening's schedule simulations
   double search_s = 0;
   std::string hardware;  // HardwareModel::name()
 };

@@ -1,0 +1,376 @@
+#include "tessel/plan/screen.h"
+
+#include <algorithm>
+
+#include "tessel/base/error.h"
+#include "tessel/compile/model_registry.h"
+#include "tessel/ir/builder.h"
+#include "tessel/passes/pipeline_stages.h"
+#include "tessel/schedule/schedule.h"
+#include "tessel/schedule/schedule_check.h"
+
+namespace tessel::plan {
+namespace {
+
+// The hardware with every collective on one link: a unit's only
+// collectives are on its model axis, costed on the candidate's link.
+class PinnedLink : public HardwareModel {
+ public:
+  PinnedLink(const HardwareModel& hw, Link link) : hw_(hw), link_(link) {}
+  std::string name() const override { return hw_.name(); }
+  double gemm_seconds(int64_t batch, int64_t m, int64_t n, int64_t k, Precision p,
+                      int threads) const override {
+    return hw_.gemm_seconds(batch, m, n, k, p, threads);
+  }
+  double memory_seconds(double bytes, int threads) const override {
+    return hw_.memory_seconds(bytes, threads);
+  }
+  double kernel_seconds(const std::string& op, double bytes, double flops, Precision p,
+                        int threads) const override {
+    return hw_.kernel_seconds(op, bytes, flops, p, threads);
+  }
+  double collective_seconds(CollectiveKind kind, double bytes, int ranks, Link) const override {
+    return hw_.collective_seconds(kind, bytes, ranks, link_);
+  }
+  double p2p_seconds(double bytes, Link) const override { return hw_.p2p_seconds(bytes, link_); }
+  int devices_per_node() const override { return hw_.devices_per_node(); }
+  int total_devices() const override { return hw_.total_devices(); }
+  int64_t device_memory_bytes() const override { return hw_.device_memory_bytes(); }
+  double peak_flops(Precision p, int threads) const override { return hw_.peak_flops(p, threads); }
+
+ private:
+  const HardwareModel& hw_;
+  Link link_;
+};
+
+int axis_size(const Mesh& mesh, const char* name) {
+  const int a = mesh.axis_index(name);
+  return a >= 0 ? mesh.axis(a).size : 1;
+}
+
+Link axis_link(const Mesh& mesh, const char* name, int devices_per_node) {
+  const int a = mesh.axis_index(name);
+  return a >= 0 ? link_of_axis(mesh, a, devices_per_node) : Link::kIntraNode;
+}
+
+}  // namespace
+
+// Phase costs of one piece (embedding, block or head) per micro-batch, and
+// the parameter elements it holds on its rank.
+struct Screener::Piece {
+  double f = 0, bi = 0, bw = 0, accumulate = 0, held = 0, tensors = 0;
+  void add(const Piece& o, double times) {
+    f += times * o.f, bi += times * o.bi, bw += times * o.bw;
+    accumulate += times * o.accumulate, held += times * o.held, tensors += times * o.tensors;
+  }
+};
+
+// A stage of k blocks costs embed (first stage) + (k - 1) inner + last +
+// head (last stage): a stage's last block differs from the others (its
+// output leaves the stage, so a recompute policy keeps it).
+struct Screener::Unit {
+  Piece embed, inner, last, head;
+  double tied = 0;  // elements of parameters read by the first and the last stage
+  double act_bytes = 0, grad_bytes = 0;
+};
+
+struct Screener::Units {
+  Unit on[2];         // by Link
+  std::string error;  // the compile's error, for every candidate of this key
+};
+
+ScreenCandidate ScreenCandidate::of(const TrainConfig& c, const std::string& label,
+                                    int devices_per_node) {
+  const Mesh mesh = Mesh::parse(c.mesh);
+  ScreenCandidate s;
+  s.pipe = axis_size(mesh, "pipe"), s.data = axis_size(mesh, "data");
+  s.model = axis_size(mesh, "model");
+  s.pipe_link = axis_link(mesh, "pipe", devices_per_node);
+  s.data_link = axis_link(mesh, "data", devices_per_node);
+  s.model_link = axis_link(mesh, "model", devices_per_node);
+  s.layout_label = label;
+  s.schedule = c.schedule, s.recompute = c.recompute;
+  s.chunks = static_cast<int>(c.chunks), s.zero = c.zero;
+  s.microbatches = c.microbatches;
+  return s;
+}
+
+Screener::Screener(const TrainConfig& base, const HardwareModel& hw, const CostOptions& options)
+    : base_(base), hw_(hw), options_(options) {}
+
+Screener::~Screener() = default;
+
+bool Screener::applies(const TrainConfig& base, bool layout_fixed,
+                       const std::string* fixed_recompute) {
+  if (base.model != "gpt" || layout_fixed || base.n_layer < 1) return false;
+  if (!fixed_recompute) return true;
+  return *fixed_recompute == "none" || *fixed_recompute == "selective" ||
+         *fixed_recompute == "blocks";
+}
+
+const Screener::Unit& Screener::unit(int64_t rows, const ScreenCandidate& c) {
+  const auto key = std::make_tuple(rows, c.model, c.layout_label, c.recompute);
+  auto it = units_.find(key);
+  if (it != units_.end()) {
+    if (!it->second->error.empty()) TS_THROW(it->second->error);
+    return it->second->on[static_cast<int>(c.model_link)];
+  }
+  // 5 blocks in 4 stages: embedding + block, block, 2 blocks, block + head.
+  TrainConfig u = base_;
+  u.n_layer = 5;
+  u.batch = rows;
+  u.microbatches = 1;
+  u.mesh = c.model > 1 ? str_cat("pipe=4,model=", c.model) : "pipe=4";
+  u.layout =
+      c.layout_label == "tensor+sequence" ? "heads=model,hidden=model,vocab=model,seq=model" : "";
+  u.schedule = "1f1b";
+  u.chunks = 1;
+  u.zero = 0;
+  u.recompute = c.recompute;
+  u.stages = {1, 2, 4};
+  const Mesh mesh = Mesh::parse(u.mesh);
+  auto units = std::make_unique<Units>();
+  try {
+    const std::vector<CompiledRank> compiled =
+        compile_ranks(u, representative_ranks(mesh, false), &unit_graphs_);
+    ++units_compiled_;
+    for (Link link : {Link::kIntraNode, Link::kInterNode}) {
+      const PinnedLink pinned(hw_, link);
+      Piece stage[4];
+      Unit& unit = units->on[static_cast<int>(link)];
+      for (const CompiledRank& cr : compiled) {
+        const int r = cr.pipeline->pipe_rank();
+        const std::vector<StagePhaseCost> costs = stage_phase_costs(cr, pinned, options_);
+        TS_CHECK(costs.size() == 1, "screening: a unit rank holds ", costs.size(), " stages");
+        const StagePhaseCost& sc = costs.front();
+        stage[r].f = sc.f, stage[r].bi = sc.bi, stage[r].bw = sc.bw;
+        stage[r].accumulate = sc.accumulate;
+        for (const PipelineParam& q : cr.pipeline->params()) {
+          if (!q.held) continue;
+          const double n = static_cast<double>(q.sharding.local_shape(q.shape, cr.mesh).numel());
+          stage[r].held += n;
+          stage[r].tensors += 1;
+          if (r == 0 && q.pipe_ranks.size() > 1) unit.tied += n;
+        }
+        if (r == 1) unit.act_bytes = sc.act_bytes, unit.grad_bytes = sc.grad_bytes;
+      }
+      unit.last = stage[1];
+      unit.inner = stage[2];
+      unit.inner.add(stage[1], -1);
+      unit.embed = stage[0];
+      unit.embed.add(stage[1], -1);
+      unit.head = stage[3];
+      unit.head.add(stage[1], -1);
+    }
+  } catch (const Error& e) {
+    units->error = e.what();
+    units_.emplace(key, std::move(units));
+    throw;
+  }
+  return units_.emplace(key, std::move(units)).first->second->on[static_cast<int>(c.model_link)];
+}
+
+void Screener::note(const ScreenCandidate& c) {
+  int64_t& rows = reference_rows_[std::make_tuple(c.model, c.layout_label, c.recompute)];
+  rows = std::max(rows, base_.batch / c.microbatches / c.data);
+}
+
+const Screener::Unit& Screener::reference(const ScreenCandidate& c, int64_t* rows) {
+  auto r = reference_rows_.find(std::make_tuple(c.model, c.layout_label, c.recompute));
+  TS_CHECK(r != reference_rows_.end() && r->second >= *rows,
+           "screening: a candidate with more rows than noted");
+  *rows = r->second;
+  const auto key =
+      std::make_tuple(c.model, c.layout_label, c.recompute, static_cast<int>(c.model_link));
+  auto it = references_.find(key);
+  if (it != references_.end()) return *it->second;
+  return *references_.emplace(key, std::make_unique<Unit>(unit(*rows, c))).first->second;
+}
+
+const std::vector<int>& Screener::first_blocks(int64_t rows, int stages) {
+  const auto key = std::make_tuple(rows, stages);
+  auto it = partitions_.find(key);
+  if (it != partitions_.end()) return it->second;
+  Graph forward;
+  GraphBuilder b(forward);
+  build_model(base_, b, rows, /*training=*/true);
+  const std::vector<int> boundaries(base_.stages.begin(), base_.stages.end());
+  StagePartition p = partition_stages(forward, stages, boundaries);
+  std::vector<int> first = p.first_block;
+  first.push_back(p.blocks);  // the end of the last stage
+  return partitions_.emplace(key, std::move(first)).first->second;
+}
+
+double Screener::collective(CollectiveKind kind, double bytes, int ranks, Link link) const {
+  return ranks < 2 ? 0 : hw_.collective_seconds(kind, bytes, ranks, link);
+}
+
+// As the cost model's optimizer: one pass over the state (28 bytes an
+// element for AdamW, 12 for SGD), the gradient norm's pass and its world
+// all-reduce.
+double Screener::update(double state, int world) const {
+  const double per = base_.optimizer == "adamw" ? 7 * 4 : 3 * 4;
+  double t = hw_.memory_seconds(state * per, options_.threads) +
+             hw_.memory_seconds(state * 4, options_.threads);
+  if (world > 1)
+    t += hw_.collective_seconds(
+        CollectiveKind::kAllReduce, 4, world,
+        world <= hw_.devices_per_node() ? Link::kIntraNode : Link::kInterNode);
+  return t;
+}
+
+double Screener::pipeline(const ScreenCandidate& c, const Unit& u, bool simulate) {
+  const int p = c.pipe, d = c.data, chunks = c.chunks, stages = p * chunks;
+  const int64_t micro = c.microbatches, rows = base_.batch / micro;
+  const std::vector<int>& first = first_blocks(rows, stages);
+  std::vector<Piece> stage(stages);
+  for (int s = 0; s < stages; ++s) {
+    stage[s].add(u.inner, first[s + 1] - first[s] - 1);
+    stage[s].add(u.last, 1);
+    if (s == 0) stage[s].add(u.embed, 1);
+    if (s == stages - 1) stage[s].add(u.head, 1);
+  }
+  if (stages == 1) stage[0].held -= u.tied;  // one stage holds the tied embedding once
+  // Per pipeline rank: its work (no waiting) and what follows the schedule
+  // (stage s of a rank's chunk k is k * p + r, as Schedule::stage_of).
+  const int world = p * d * c.model;
+  double bound = 0, warmup = 0;  // warmup: rank r's first forward waits for stages 0..r-1's
+  std::vector<double> post(p, 0);
+  for (int r = 0; r < p; ++r) {
+    if (r > 0) warmup += stage[r - 1].f;
+    double busy = warmup, held = 0;
+    bool tied = false;
+    for (int k = 0; k < chunks; ++k) {
+      const int s = k * p + r;
+      const Piece& st = stage[s];
+      busy += static_cast<double>(micro) * (st.f + st.bi + st.bw + st.accumulate);
+      held += st.held;
+      tied = tied || s == 0 || s == stages - 1;
+    }
+    double t = collective(c.zero > 0 ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce,
+                          4 * held, d, c.data_link);
+    if (tied && p > 1) t += collective(CollectiveKind::kAllReduce, 4 * u.tied, p, c.pipe_link);
+    t += update(c.zero > 0 ? held / d : held, world);
+    post[r] = t;
+    bound = std::max(bound, busy + t);
+  }
+  if (!simulate) return bound;
+  // The makespan depends on the unit, partition, schedule and pipe link only.
+  const std::string key =
+      str_cat(static_cast<const void*>(&u), "|", rows, "|", stages, "|", c.schedule, "|", p, "|",
+              micro, "|", chunks, "|", static_cast<int>(c.pipe_link));
+  auto it = makespans_.find(key);
+  if (it == makespans_.end()) {
+    const Schedule schedule = make_schedule(c.schedule, p, static_cast<int>(micro), chunks);
+    ActionCosts costs;
+    costs.compute = [&](int r, const Action& a) {
+      const Piece& st = stage[schedule.stage_of(r, a.chunk)];
+      return action_cost(a.kind, UnitCosts{st.f, st.bi, st.bw + st.accumulate});
+    };
+    costs.transfer = [&](int, const Action& a) {
+      const double bytes = a.kind == ActionKind::kSendActivation ? u.act_bytes : u.grad_bytes;
+      return p > 1 ? hw_.p2p_seconds(bytes, c.pipe_link) : 0.0;
+    };
+    it = makespans_.emplace(key, simulate_schedule(schedule, costs).makespan).first;
+    ++simulated_;
+  }
+  double step = 0;
+  for (int r = 0; r < p; ++r) step = std::max(step, it->second + post[r]);
+  return std::max(step, bound);
+}
+
+double Screener::single_program(const ScreenCandidate& c, const Unit& u, bool exposed) {
+  const int d = c.data;
+  const int64_t rows = base_.batch / d;
+  const double blocks = static_cast<double>(base_.n_layer);
+  // The pieces in backward order, the tied embedding's gradient complete
+  // only with the embedding's backward (the unit counts it on both ends).
+  Piece head = u.head;
+  head.held -= u.tied, head.tensors -= u.tied > 0 ? 1 : 0;
+  std::vector<std::pair<const Piece*, double>> backward = {
+      {&head, 1}, {&u.last, 1}, {&u.inner, blocks - 1}, {&u.embed, 1}};
+  Piece all;
+  for (const auto& [piece, times] : backward) all.add(*piece, times);
+  // Per parameter tensor of a piece: a collective of its mean size.
+  auto per_tensor = [&](CollectiveKind kind, const Piece& piece, double divide) {
+    if (piece.tensors <= 0 || d < 2) return 0.0;
+    const double bytes = 4 * piece.held / piece.tensors / divide;
+    return piece.tensors * collective(kind, bytes, d, c.data_link) +
+           hw_.memory_seconds(2 * 4 * piece.held / divide, options_.threads);
+  };
+  // ZeRO 1-3: gradients reduce-scattered as they are produced (blocking);
+  // ZeRO 3: every parameter gathered before its forward and its backward use.
+  double blocking = 0, gathers = 0;
+  if (c.zero > 0 && d > 1)
+    for (const auto& [piece, times] : backward) {
+      blocking += times * per_tensor(CollectiveKind::kReduceScatter, *piece, 1);
+      if (c.zero == 3) gathers += 2 * times * per_tensor(CollectiveKind::kAllGather, *piece, d);
+    }
+  // ZeRO 0: each gradient copied into its bucket; a bucket's all-reduce
+  // starts once it holds bucket_mib (or at the end), behind the backward.
+  const double bucket_copies =
+      c.zero == 0 && d > 1 ? hw_.memory_seconds(2 * 4 * all.held, options_.threads) : 0;
+  const double compute = all.f + all.bi + all.bw + blocking + gathers + bucket_copies;
+  double wait = 0;
+  if (exposed && c.zero == 0 && d > 1) {
+    const double bucket = base_.bucket_mib * 1048576.0;
+    double clock = compute - (all.bi + all.bw + bucket_copies), free = 0, filled = 0;
+    for (const auto& [piece, times] : backward) {
+      const double per = 4 * piece->held;
+      const double step = piece->bi + piece->bw + hw_.memory_seconds(2 * per, options_.threads);
+      for (int i = 0; i < static_cast<int>(times); ++i) {
+        clock += step, filled += per;
+        if (filled >= bucket) {
+          free = std::max(free, clock) +
+                 collective(CollectiveKind::kAllReduce, filled, d, c.data_link);
+          filled = 0;
+        }
+      }
+    }
+    if (filled > 0)
+      free = std::max(free, clock) + collective(CollectiveKind::kAllReduce, filled, d, c.data_link);
+    wait = std::max(0.0, free - compute);
+  }
+  // Feeding the rank's rows (tokens and targets, 4 bytes each, copied in).
+  const double feed = 2 * hw_.memory_seconds(2.0 * 2 * 4 * static_cast<double>(rows) *
+                                                 static_cast<double>(base_.context),
+                                             options_.threads);
+  const double state = c.zero > 0 ? all.held / d : all.held;
+  double optimizer = update(state, d * c.model);
+  if ((c.zero == 1 || c.zero == 2) && d > 1)
+    optimizer += collective(CollectiveKind::kAllGather, 4 * state, d, c.data_link) +
+                 hw_.memory_seconds(8 * state, options_.threads);
+  return compute + wait + feed + optimizer;
+}
+
+namespace {
+
+bool pipelined(const ScreenCandidate& c) { return c.pipe > 1 || c.microbatches > 1; }
+
+}  // namespace
+
+double Screener::lower_bound(const ScreenCandidate& c) {
+  // The reference unit's phase times scaled from its rows to the
+  // candidate's local rows per micro-batch (parameters do not scale).
+  const int64_t rows = base_.batch / c.microbatches / c.data;
+  int64_t reference_rows = rows;
+  const Unit& ref = reference(c, &reference_rows);
+  const double scale = static_cast<double>(rows) / static_cast<double>(reference_rows);
+  Unit u = ref;
+  for (Piece* piece : {&u.embed, &u.inner, &u.last, &u.head}) {
+    Piece scaled;
+    scaled.add(*piece, scale);
+    scaled.held = piece->held, scaled.tensors = piece->tensors;
+    *piece = scaled;
+  }
+  u.act_bytes *= scale, u.grad_bytes *= scale;
+  return pipelined(c) ? pipeline(c, u, false) : single_program(c, u, false);
+}
+
+double Screener::estimate(const ScreenCandidate& c) {
+  const int64_t rows = base_.batch / c.microbatches / c.data;
+  const Unit& u = unit(rows, c);
+  return pipelined(c) ? pipeline(c, u, true) : single_program(c, u, true);
+}
+
+}  // namespace tessel::plan

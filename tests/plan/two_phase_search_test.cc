@@ -1,0 +1,155 @@
+// The planner's two-phase search (screening, then the best `exact_top`
+// costed exactly) against the exhaustive search that costs every candidate
+// exactly: on the GPT benchmark model (examples/gpt-bench.json) with 2 and
+// 8 ranks on a (synthetic) machine profile, and on a cluster-like hardware
+// model with several nodes (every axis order searched), the ranked top
+// plans and their predictions are the same; the screening estimate stays
+// close to the exact prediction for most candidates (the worst, single
+// programs under ZeRO, are printed); and the lower bound is below it.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "plan/synthetic_profile.h"
+#include "tessel/plan/screen.h"
+#include "tessel/plan/search.h"
+
+namespace tessel::plan {
+namespace {
+
+TrainConfig gpt_bench() {
+  return TrainConfig::from_file(std::string(TESSEL_SOURCE_DIR) + "/examples/gpt-bench.json");
+}
+
+// 8 devices a node, each 10 TFLOP/s with 100 GB/s of memory; NVLink-like
+// and InfiniBand-like links (a cluster file's shape, without its file).
+class Cluster : public HardwareModel {
+ public:
+  std::string name() const override { return "test cluster"; }
+  double gemm_seconds(int64_t b, int64_t m, int64_t n, int64_t k, Precision, int) const override {
+    const double f = 2.0 * b * m * n * k;
+    return f / (1e13 * f / (f + 1e8));
+  }
+  double memory_seconds(double bytes, int) const override { return bytes / 1e11; }
+  double collective_seconds(CollectiveKind, double bytes, int ranks, Link link) const override {
+    const double bw = link == Link::kIntraNode ? 1e11 : 1e10;
+    return 2.0 * (ranks - 1) * 5e-6 + 2.0 * (ranks - 1) / ranks * bytes / bw;
+  }
+  double p2p_seconds(double bytes, Link link) const override {
+    return 5e-6 + bytes / (link == Link::kIntraNode ? 1e11 : 1e10);
+  }
+  int devices_per_node() const override { return 4; }
+  int total_devices() const override { return 64; }
+  int64_t device_memory_bytes() const override { return 0; }
+  double peak_flops(Precision, int) const override { return 1e13; }
+};
+
+void expect_same_top(const PlanRequest& request, const HardwareModel& hw, size_t top) {
+  PlanRequest q = request;
+  q.exhaustive = true;
+  const PlanResult all = search_plans(q, hw);
+  q.exhaustive = false;
+  const PlanResult two = search_plans(q, hw);
+  EXPECT_EQ(two.considered, all.considered);
+  EXPECT_GT(two.screened, 0);
+  EXPECT_LE(two.exact, 4 * q.exact_top);
+  std::printf("%d candidates, %d screened, %d bounded, %d exact (exhaustive: %d exact)\n",
+              two.considered, two.screened, two.bounded, two.exact, all.exact);
+  EXPECT_LT(two.exact, all.exact);
+  ASSERT_GE(all.plans.size(), top);
+  ASSERT_GE(two.plans.size(), top);
+  for (size_t i = 0; i < top; ++i) {
+    const Plan &a = all.plans[i], &b = two.plans[i];
+    ASSERT_EQ(a.config.to_json().dump(), b.config.to_json().dump()) << "rank " << i;
+    EXPECT_EQ(a.prediction.step_s, b.prediction.step_s) << a.command;
+    EXPECT_EQ(a.prediction.peak_bytes, b.prediction.peak_bytes) << a.command;
+    EXPECT_EQ(a.prediction.compute_s, b.prediction.compute_s) << a.command;
+    EXPECT_EQ(a.prediction.bubble_s, b.prediction.bubble_s) << a.command;
+    EXPECT_EQ(a.prediction.exposed_comm_s, b.prediction.exposed_comm_s) << a.command;
+    EXPECT_EQ(a.command, b.command);
+  }
+}
+
+TEST(TwoPhaseSearch, GptBenchOnTwoRanksRanksTheTopPlansAsTheExhaustiveSearch) {
+  const MachineProfile hw(synthetic_profile_data(), "test.json");
+  PlanRequest q;
+  q.base = gpt_bench();
+  q.ranks = 2;
+  q.cost.threads = 1;
+  expect_same_top(q, hw, static_cast<size_t>(q.exact_top));
+}
+
+TEST(TwoPhaseSearch, GptBenchOnEightRanksRanksTheTopPlansAsTheExhaustiveSearch) {
+  const MachineProfile hw(synthetic_profile_data(), "test.json");
+  PlanRequest q;
+  q.base = gpt_bench();
+  q.ranks = 8;
+  q.oversubscribe = true;
+  q.cost.threads = 1;
+  expect_same_top(q, hw, static_cast<size_t>(q.exact_top));
+}
+
+TEST(TwoPhaseSearch, EightRanksOverTwoNodesRanksTheTopPlansAsTheExhaustiveSearch) {
+  const Cluster hw;  // 4 devices a node: every axis order is searched
+  PlanRequest q;
+  q.base = gpt_bench();
+  q.base.batch = 16;
+  q.ranks = 8;
+  expect_same_top(q, hw, static_cast<size_t>(q.exact_top));
+}
+
+// Screening's estimate against the exact prediction of every candidate the
+// exhaustive search costs, and its lower bound below its estimate.
+TEST(TwoPhaseSearch, ScreeningEstimatesAreCloseToTheExactPredictionsAndBoundedBelow) {
+  const Cluster hw;
+  PlanRequest q;
+  q.base = gpt_bench();
+  q.base.batch = 16;
+  q.ranks = 8;
+  q.exhaustive = true;
+  const PlanResult all = search_plans(q, hw);
+  Screener screener(q.base, hw, q.cost);
+  for (const Plan& p : all.plans)
+    screener.note(ScreenCandidate::of(p.config, p.layout_label, hw.devices_per_node()));
+  std::vector<double> errors;
+  std::string worst;
+  for (const Plan& p : all.plans) {
+    const ScreenCandidate c = ScreenCandidate::of(p.config, p.layout_label, hw.devices_per_node());
+    const double estimate = screener.estimate(c);
+    EXPECT_LE(screener.lower_bound(c), estimate * (1 + 1e-12)) << p.command;
+    errors.push_back(std::abs(estimate / p.prediction.step_s - 1));
+    if (errors.back() >= *std::max_element(errors.begin(), errors.end())) worst = p.command;
+  }
+  std::sort(errors.begin(), errors.end());
+  const double median = errors[errors.size() / 2], p90 = errors[errors.size() * 9 / 10];
+  std::printf(
+      "screening error over %zu candidates: median %.2f%%, 90th percentile %.2f%%, "
+      "worst %.2f%% (%s)\n",
+      errors.size(), 100 * median, 100 * p90, 100 * errors.back(), worst.c_str());
+  EXPECT_LT(median, 0.02);
+  EXPECT_LT(p90, 0.10);
+  EXPECT_GT(all.plans.size(), 100u);
+  // One unit per (local rows, model axis, link, layout, recompute), not one per candidate.
+  EXPECT_LT(screener.units_compiled(), static_cast<int>(all.plans.size()) / 4);
+}
+
+TEST(TwoPhaseSearch, TheExactPhaseCostsAtLeastExactTopAndAtMostFourTimesThat) {
+  const MachineProfile hw(synthetic_profile_data(), "test.json");
+  PlanRequest q;
+  q.base = gpt_bench();
+  q.ranks = 2;
+  q.exact_top = 3;
+  const PlanResult r = search_plans(q, hw);
+  EXPECT_GE(r.exact, 3);
+  EXPECT_LE(r.exact, 12);
+  EXPECT_EQ(static_cast<int>(r.plans.size()), r.exact);  // no memory limit: all fit
+  EXPECT_EQ(r.screened + r.bounded + r.pruned, r.considered);
+  for (size_t i = 1; i < r.plans.size(); ++i)
+    EXPECT_LE(r.plans[i - 1].prediction.step_s, r.plans[i].prediction.step_s);
+}
+
+}  // namespace
+}  // namespace tessel::plan
