@@ -37,6 +37,11 @@ class PinnedLink : public HardwareModel {
   int total_devices() const override { return hw_.total_devices(); }
   int64_t device_memory_bytes() const override { return hw_.device_memory_bytes(); }
   double peak_flops(Precision p, int threads) const override { return hw_.peak_flops(p, threads); }
+  CommProgress progress() const override { return hw_.progress(); }
+  double compute_share(int ranks, int threads) const override {
+    return hw_.compute_share(ranks, threads);
+  }
+  EinsumCosting einsum_costing() const override { return hw_.einsum_costing(); }
 
  private:
   const HardwareModel& hw_;
