@@ -158,7 +158,7 @@ class Program {
     size_t bytes = 0;
     uint8_t* region = nullptr;
     std::unique_ptr<CommRequest> pending;
-    bool bf16 = false;  // carried in bf16 (CompileOptions::bf16_reduce)
+    bool bf16 = false;        // carried in bf16 (CompileOptions::bf16_reduce)
     std::optional<int> work;  // bf16: buffer index of all_reduce_bf16's work
     uint8_t* work_ptr = nullptr;
   };
