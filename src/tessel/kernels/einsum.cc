@@ -32,17 +32,13 @@ EinsumGroups einsum_groups(const Shape& a, const Shape& b, const Shape& out) {
   return g;
 }
 
-namespace {
-
 int64_t group_size(const Shape& s, const std::vector<std::string>& group) {
   int64_t n = 1;
   for (const auto& d : group) n *= s.size(d);
   return n;
 }
 
-// Stride of a group treated as one index, or -1 if its dims (in this order)
-// are not laid out as one contiguous-stride run. Size-1 dims never break a run.
-int64_t group_stride(const Shape& s, const std::vector<std::string>& group) {
+int64_t group_stride(const Shape& s, const std::vector<std::string>& group, int64_t unit) {
   int64_t stride = -1, expected = -1;
   for (auto it = group.rbegin(); it != group.rend(); ++it) {
     if (s.size(*it) == 1) continue;
@@ -54,8 +50,10 @@ int64_t group_stride(const Shape& s, const std::vector<std::string>& group) {
     }
     expected = st * s.size(*it);
   }
-  return stride < 0 ? 0 : stride;  // 0: the whole group has size 1
+  return stride < 0 ? unit : stride;
 }
+
+namespace {
 
 // Fills the operand description for a matrix with row group `rows` and column
 // group `cols` (for the output: rows = m, cols = n).

@@ -44,6 +44,13 @@ struct EinsumGroups {
 };
 EinsumGroups einsum_groups(const Shape& a, const Shape& b, const Shape& out);
 
+// The elements of `group` taken as one index of `s`.
+int64_t group_size(const Shape& s, const std::vector<std::string>& group);
+// The stride of `group` (its dims in this order) taken as one index of `s`,
+// or -1 when its dims do not form one evenly strided run (size-1 dims never
+// break a run); `unit` when every dim of the group has size 1.
+int64_t group_stride(const Shape& s, const std::vector<std::string>& group, int64_t unit = 0);
+
 // REQUIRES: shapes satisfy the einsum shape rule (op_table.h).
 EinsumPlan plan_einsum(const Shape& a, const Shape& b, const Shape& out);
 

@@ -52,21 +52,6 @@ int64_t product(const Dims& d, size_t begin, size_t end) {
   return n;
 }
 
-// Stride of a group of dims taken as one index, or -1 if they do not form
-// one evenly strided run (size-1 dims never break a run).
-int64_t merged_stride(const Shape& s, const std::vector<std::string>& group) {
-  int64_t stride = -1, expected = -1;
-  for (auto it = group.rbegin(); it != group.rend(); ++it) {
-    if (s.size(*it) == 1) continue;
-    if (stride < 0)
-      stride = s.stride(*it);
-    else if (s.stride(*it) != expected)
-      return -1;
-    expected = s.stride(*it) * s.size(*it);
-  }
-  return stride < 0 ? 1 : stride;
-}
-
 std::vector<std::string> concat(const std::vector<std::string>& a,
                                 const std::vector<std::string>& b,
                                 const std::vector<std::string>& c) {
@@ -185,7 +170,7 @@ EinsumBf16::EinsumBf16(const Shape& a, const Shape& b, const Shape& out, bool cr
   // index is read in place; the matmul's choice of kernel decides below.
   auto strided = [&](const Shape& s, const std::vector<std::string>& rows,
                      const std::vector<std::string>& cols, int64_t nrows, int64_t ncols) {
-    const int64_t rs = merged_stride(s, rows), cs = merged_stride(s, cols);
+    const int64_t rs = group_stride(s, rows, 1), cs = group_stride(s, cols, 1);
     if (rs < 0 || cs < 0) return memory::desc();
     Dims d = batch, st;
     for (const auto& name : g.batch) st.push_back(s.stride(name));
@@ -208,7 +193,7 @@ EinsumBf16::EinsumBf16(const Shape& a, const Shape& b, const Shape& out, bool cr
     p.b_in_place = !p.b_direct.is_zero();
     if (p.a_in_place) p.a_bytes = 0;
     if (p.b_in_place) p.b_bytes = 0;
-    p.stage_c = merged_stride(out, g.m) < 0 || merged_stride(out, g.n) < 0;
+    p.stage_c = group_stride(out, g.m, 1) < 0 || group_stride(out, g.n, 1) < 0;
     if (p.stage_c)
       p.c_bytes = round_up(static_cast<size_t>(product(sizes, 0, sizes.size())) * sizeof(float));
     p.impl_name = "none on this CPU (" + onednn_cpu_isa() + "): sizes estimated";
@@ -244,7 +229,7 @@ EinsumBf16::EinsumBf16(const Shape& a, const Shape& b, const Shape& out, bool cr
   // C written in place when m and n each merge into one strided index and
   // oneDNN has an optimised (non-reference) kernel for those strides.
   dnnl::matmul::primitive_desc mm_pd;
-  const int64_t ms = merged_stride(out, g.m), ns = merged_stride(out, g.n);
+  const int64_t ms = group_stride(out, g.m, 1), ns = group_stride(out, g.n, 1);
   bool in_place = ms >= 0 && ns >= 0;
   if (in_place) {
     Dims d = batch, st;

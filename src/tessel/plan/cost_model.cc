@@ -259,6 +259,32 @@ RankStep single_program_step(const CompiledRank& c, const Simulator& sim) {
   return r;
 }
 
+// Each compiled stage's phase costs on `sim`: what pipeline_steps and
+// stage_phase_costs (the screening) both charge a stage per micro-batch.
+std::vector<StagePhaseCost> phase_costs(const CompiledRank& c, const Simulator& sim) {
+  std::vector<StagePhaseCost> out;
+  for (const PipelineStage& st : c.pipeline->compiled_stages()) {
+    const Program& prog = *st.instances.front();
+    const ProgramTime t = sim.run(prog);
+    StagePhaseCost sc;
+    sc.chunk = st.chunk;
+    sc.f = t.phase_s(0);
+    const size_t phases = t.compute_s.size();
+    sc.bi = phases > 1 ? t.phase_s(1) : 0;
+    sc.bw = phases > 2 ? t.phase_s(2) : 0;
+    double grads = 0;
+    for (ValueId v : st.param_grads) grads += value_bytes(prog.graph(), v);
+    sc.accumulate = sim.memory(3 * grads);  // into the stage's accumulators
+    for (ValueId v : st.activations_out) sc.act_bytes += value_bytes(prog.graph(), v);
+    for (ValueId v : st.gradients_out) sc.grad_bytes += value_bytes(prog.graph(), v);
+    for (int ph = 0; ph < static_cast<int>(t.blocking_s.size()); ++ph)
+      for (const auto& [axis, s] : t.blocking_s[ph]) (ph == 0 ? sc.comm_f : sc.comm_b)[axis] += s;
+    sc.poll_interval = (sc.f + sc.bi + sc.bw + sc.accumulate) / std::max(1, t.polls);
+    out.push_back(sc);
+  }
+  return out;
+}
+
 // A pipelined configuration: phase times of every representative's stages
 // drive the schedule simulator; then each rank's per-step reductions and update.
 // `sim` times the stages as if each rank had its own core; `post` (its
@@ -278,10 +304,9 @@ std::vector<RankStep> pipeline_steps(const std::vector<CompiledRank>& reps,
            "cost model: no representative for the first or last "
            "pipeline rank");
 
-  struct StageCost {
-    double f = 0, bi = 0, bw = 0, act_bytes = 0, grad_bytes = 0;
-    std::map<std::string, double> comm_f, comm_b;  // blocking, per axis
-    double poll_interval = 0;                      // mean time between the program's polls
+  // A stage's phase costs, the accumulation folded into `bw` (it ends each
+  // backward-weight action).
+  struct StageCost : StagePhaseCost {
     // Polled progress: the sender's share of copying its sends, charged to
     // the action that produces them (F: activations, B/BI: gradients).
     double send_f = 0, send_b = 0;
@@ -295,29 +320,18 @@ std::vector<RankStep> pipeline_steps(const std::vector<CompiledRank>& reps,
   for (int r = 0; r < p; ++r) {
     if (!by_pipe[r]) continue;
     const CompiledRank& c = *by_pipe[r];
-    for (const PipelineStage& st : c.pipeline->compiled_stages()) {
-      const Program& prog = *st.instances.front();
-      const ProgramTime t = sim.run(prog);
+    for (const StagePhaseCost& phase : phase_costs(c, sim)) {
       StageCost sc;
-      sc.f = t.phase_s(0);
-      const size_t phases = t.compute_s.size();
-      sc.bi = phases > 1 ? t.phase_s(1) : 0;
-      sc.bw = phases > 2 ? t.phase_s(2) : 0;
-      double grads = 0;
-      for (ValueId v : st.param_grads) grads += value_bytes(prog.graph(), v);
-      sc.bw += sim.memory(3 * grads);  // accumulated into the stage's accumulators
-      for (ValueId v : st.activations_out) sc.act_bytes += value_bytes(prog.graph(), v);
-      for (ValueId v : st.gradients_out) sc.grad_bytes += value_bytes(prog.graph(), v);
-      for (int ph = 0; ph < static_cast<int>(t.blocking_s.size()); ++ph)
-        for (const auto& [axis, s] : t.blocking_s[ph]) (ph == 0 ? sc.comm_f : sc.comm_b)[axis] += s;
-      sc.poll_interval = (sc.f + sc.bi + sc.bw) / std::max(1, t.polls);
+      static_cast<StagePhaseCost&>(sc) = phase;
+      sc.bw += sc.accumulate;
+      sc.accumulate = 0;
       if (sim.polled() && pipe_axis) {
         const double keep = 1 - sim.progress().send_overlap;
         sc.send_f = sc.act_bytes > 0 ? keep * sim.p2p(sc.act_bytes, *pipe_axis) : 0;
         sc.send_b = sc.grad_bytes > 0 ? keep * sim.p2p(sc.grad_bytes, *pipe_axis) : 0;
       }
-      if (static_cast<int>(cost[r].chunks.size()) <= st.chunk) cost[r].chunks.resize(st.chunk + 1);
-      cost[r].chunks[st.chunk] = sc;
+      if (static_cast<int>(cost[r].chunks.size()) <= sc.chunk) cost[r].chunks.resize(sc.chunk + 1);
+      cost[r].chunks[sc.chunk] = sc;
     }
     for (const PipelineParam& q : c.pipeline->params()) {
       if (!q.held) continue;
@@ -544,27 +558,7 @@ StepPrediction predict_step(const TrainConfig& config, const std::vector<int>& r
 std::vector<StagePhaseCost> stage_phase_costs(const CompiledRank& c, const HardwareModel& hw,
                                               const CostOptions& options) {
   TS_CHECK(c.pipelined(), "stage_phase_costs: rank ", c.rank, " is not pipelined");
-  const Simulator sim(c.mesh, hw, options);
-  std::vector<StagePhaseCost> out;
-  for (const PipelineStage& st : c.pipeline->compiled_stages()) {
-    const Program& prog = *st.instances.front();
-    const ProgramTime t = sim.run(prog);
-    StagePhaseCost sc;
-    sc.chunk = st.chunk;
-    sc.f = t.phase_s(0);
-    const size_t phases = t.compute_s.size();
-    sc.bi = phases > 1 ? t.phase_s(1) : 0;
-    sc.bw = phases > 2 ? t.phase_s(2) : 0;
-    double grads = 0;
-    for (ValueId v : st.param_grads) grads += value_bytes(prog.graph(), v);
-    sc.accumulate = sim.memory(3 * grads);
-    for (ValueId v : st.activations_out) sc.act_bytes += value_bytes(prog.graph(), v);
-    for (ValueId v : st.gradients_out) sc.grad_bytes += value_bytes(prog.graph(), v);
-    for (int ph = 0; ph < static_cast<int>(t.blocking_s.size()); ++ph)
-      for (const auto& [axis, s] : t.blocking_s[ph]) (ph == 0 ? sc.comm_f : sc.comm_b)[axis] += s;
-    out.push_back(sc);
-  }
-  return out;
+  return phase_costs(c, Simulator(c.mesh, hw, options, 1.0));
 }
 
 }  // namespace tessel::plan

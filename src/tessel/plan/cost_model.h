@@ -113,12 +113,14 @@ StepPrediction predict_compiled(const std::vector<CompiledRank>& compiled, const
 // collectives; `accumulate` is the weight phase's extra pass into the
 // gradient accumulators), the bytes it sends each way, and its blocking
 // communication per axis. The planner's screening (screen.h) composes
-// stages of any block count from these.
+// stages of any block count from these. Timed as if the rank had a core of
+// its own (no compute_share): screening ranks candidates before sharing.
 struct StagePhaseCost {
   int chunk = 0;
   double f = 0, bi = 0, bw = 0, accumulate = 0;
   double act_bytes = 0, grad_bytes = 0;
   std::map<std::string, double> comm_f, comm_b;
+  double poll_interval = 0;  // mean time between the program's polls (all phases)
 };
 std::vector<StagePhaseCost> stage_phase_costs(const CompiledRank& compiled, const HardwareModel& hw,
                                               const CostOptions& options);

@@ -8,36 +8,16 @@
 namespace tessel::plan {
 namespace {
 
-// Stride of `group` (in this order) taken as one index of `s`, or -1 when
-// its dims do not form one evenly strided run; 1 for an empty group.
-int64_t merged_stride(const Shape& s, const std::vector<std::string>& group) {
-  int64_t stride = -1, expected = -1;
-  for (auto it = group.rbegin(); it != group.rend(); ++it) {
-    if (s.size(*it) == 1) continue;
-    if (stride < 0)
-      stride = s.stride(*it);
-    else if (s.stride(*it) != expected)
-      return -1;
-    expected = s.stride(*it) * s.size(*it);
-  }
-  return stride < 0 ? 1 : stride;
-}
-
-int64_t group_size(const Shape& s, const std::vector<std::string>& group) {
-  int64_t n = 1;
-  for (const std::string& d : group) n *= s.size(d);
-  return n;
-}
-
 // True when a batched GEMM takes `s` as [batch..][rows][cols] in place (the
 // batch dims may lie anywhere: a pointer per matrix).
 bool in_place(const Shape& s, const std::vector<std::string>& rows,
               const std::vector<std::string>& cols) {
-  const int64_t rs = merged_stride(s, rows), cs = merged_stride(s, cols);
+  const int64_t rs = kernels::group_stride(s, rows, 1), cs = kernels::group_stride(s, cols, 1);
   if (rs < 0 || cs < 0) return false;
   // One of them must be the leading (contiguous) index; a group of one
   // element is contiguous whatever its stride.
-  return cs == 1 || rs == 1 || group_size(s, rows) == 1 || group_size(s, cols) == 1;
+  return cs == 1 || rs == 1 || kernels::group_size(s, rows) == 1 ||
+         kernels::group_size(s, cols) == 1;
 }
 
 }  // namespace
