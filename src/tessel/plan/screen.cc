@@ -106,8 +106,9 @@ Screener::Screener(const TrainConfig& base, const HardwareModel& hw, const CostO
 Screener::~Screener() = default;
 
 bool Screener::applies(const TrainConfig& base, bool layout_fixed,
-                       const std::string* fixed_recompute) {
+                       const std::string* fixed_recompute, const HardwareModel& hw) {
   if (base.model != "gpt" || layout_fixed || base.n_layer < 1) return false;
+  if (hw.progress().mode != CommProgress::Mode::kBackground) return false;
   if (!fixed_recompute) return true;
   return *fixed_recompute == "none" || *fixed_recompute == "selective" ||
          *fixed_recompute == "blocks";
@@ -212,11 +213,12 @@ double Screener::collective(CollectiveKind kind, double bytes, int ranks, Link l
 
 // As the cost model's optimizer: one pass over the state (28 bytes an
 // element for AdamW, 12 for SGD), the gradient norm's pass and its world
-// all-reduce.
-double Screener::update(double state, int world) const {
+// all-reduce. `share`: the ranks per core, as the cost model multiplies
+// kernel times by (HardwareModel::compute_share).
+double Screener::update(double state, int world, double share) const {
   const double per = base_.optimizer == "adamw" ? 7 * 4 : 3 * 4;
-  double t = hw_.memory_seconds(state * per, options_.threads) +
-             hw_.memory_seconds(state * 4, options_.threads);
+  double t = share * (hw_.memory_seconds(state * per, options_.threads) +
+                      hw_.memory_seconds(state * 4, options_.threads));
   if (world > 1)
     t += hw_.collective_seconds(
         CollectiveKind::kAllReduce, 4, world,
@@ -239,7 +241,9 @@ double Screener::pipeline(const ScreenCandidate& c, const Unit& u, bool simulate
   // Per pipeline rank: its work (no waiting) and what follows the schedule
   // (stage s of a rank's chunk k is k * p + r, as Schedule::stage_of).
   const int world = p * d * c.model;
-  double bound = 0, warmup = 0;  // warmup: rank r's first forward waits for stages 0..r-1's
+  const double share = std::max(1.0, hw_.compute_share(world, options_.threads));
+  double bound = 0, warmup = 0,
+         work = 0;  // warmup: rank r's first forward waits for stages 0..r-1's
   std::vector<double> post(p, 0);
   for (int r = 0; r < p; ++r) {
     if (r > 0) warmup += stage[r - 1].f;
@@ -248,14 +252,15 @@ double Screener::pipeline(const ScreenCandidate& c, const Unit& u, bool simulate
     for (int k = 0; k < chunks; ++k) {
       const int s = k * p + r;
       const Piece& st = stage[s];
-      busy += static_cast<double>(micro) * (st.f + st.bi + st.bw + st.accumulate);
+      const double own = static_cast<double>(micro) * (st.f + st.bi + st.bw + st.accumulate);
+      busy += own, work += own;
       held += st.held;
       tied = tied || s == 0 || s == stages - 1;
     }
     double t = collective(c.zero > 0 ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce,
                           4 * held, d, c.data_link);
     if (tied && p > 1) t += collective(CollectiveKind::kAllReduce, 4 * u.tied, p, c.pipe_link);
-    t += update(c.zero > 0 ? held / d : held, world);
+    t += update(c.zero > 0 ? held / d : held, world, share);
     post[r] = t;
     bound = std::max(bound, busy + t);
   }
@@ -279,14 +284,20 @@ double Screener::pipeline(const ScreenCandidate& c, const Unit& u, bool simulate
     it = makespans_.emplace(key, simulate_schedule(schedule, costs).makespan).first;
     ++simulated_;
   }
+  // Ranks sharing a core fill each other's bubbles: the schedule takes at
+  // least the cores' work (as the cost model's pipeline_steps).
+  const double makespan = std::max(it->second, share * work / p);
   double step = 0;
-  for (int r = 0; r < p; ++r) step = std::max(step, it->second + post[r]);
+  for (int r = 0; r < p; ++r) step = std::max(step, makespan + post[r]);
   return std::max(step, bound);
 }
 
 double Screener::single_program(const ScreenCandidate& c, const Unit& u, bool exposed) {
   const int d = c.data;
   const int64_t rows = base_.batch / d;
+  // Ranks sharing a core: kernel and memory times multiplied by their
+  // number per core, collectives not (as the cost model's Simulator).
+  const double share = std::max(1.0, hw_.compute_share(d * c.model, options_.threads));
   const double blocks = static_cast<double>(base_.n_layer);
   // The pieces in backward order, the tied embedding's gradient complete
   // only with the embedding's backward (the unit counts it on both ends).
@@ -301,7 +312,7 @@ double Screener::single_program(const ScreenCandidate& c, const Unit& u, bool ex
     if (piece.tensors <= 0 || d < 2) return 0.0;
     const double bytes = 4 * piece.held / piece.tensors / divide;
     return piece.tensors * collective(kind, bytes, d, c.data_link) +
-           hw_.memory_seconds(2 * 4 * piece.held / divide, options_.threads);
+           share * hw_.memory_seconds(2 * 4 * piece.held / divide, options_.threads);
   };
   // ZeRO 1-3: gradients reduce-scattered as they are produced (blocking);
   // ZeRO 3: every parameter gathered before its forward and its backward use.
@@ -314,15 +325,16 @@ double Screener::single_program(const ScreenCandidate& c, const Unit& u, bool ex
   // ZeRO 0: each gradient copied into its bucket; a bucket's all-reduce
   // starts once it holds bucket_mib (or at the end), behind the backward.
   const double bucket_copies =
-      c.zero == 0 && d > 1 ? hw_.memory_seconds(2 * 4 * all.held, options_.threads) : 0;
-  const double compute = all.f + all.bi + all.bw + blocking + gathers + bucket_copies;
+      c.zero == 0 && d > 1 ? share * hw_.memory_seconds(2 * 4 * all.held, options_.threads) : 0;
+  const double compute = share * (all.f + all.bi + all.bw) + blocking + gathers + bucket_copies;
   double wait = 0;
   if (exposed && c.zero == 0 && d > 1) {
     const double bucket = base_.bucket_mib * 1048576.0;
-    double clock = compute - (all.bi + all.bw + bucket_copies), free = 0, filled = 0;
+    double clock = compute - (share * (all.bi + all.bw) + bucket_copies), free = 0, filled = 0;
     for (const auto& [piece, times] : backward) {
       const double per = 4 * piece->held;
-      const double step = piece->bi + piece->bw + hw_.memory_seconds(2 * per, options_.threads);
+      const double step =
+          share * (piece->bi + piece->bw + hw_.memory_seconds(2 * per, options_.threads));
       for (int i = 0; i < static_cast<int>(times); ++i) {
         clock += step, filled += per;
         if (filled >= bucket) {
@@ -337,14 +349,15 @@ double Screener::single_program(const ScreenCandidate& c, const Unit& u, bool ex
     wait = std::max(0.0, free - compute);
   }
   // Feeding the rank's rows (tokens and targets, 4 bytes each, copied in).
-  const double feed = 2 * hw_.memory_seconds(2.0 * 2 * 4 * static_cast<double>(rows) *
-                                                 static_cast<double>(base_.context),
-                                             options_.threads);
+  const double feed = 2 * share *
+                      hw_.memory_seconds(2.0 * 2 * 4 * static_cast<double>(rows) *
+                                             static_cast<double>(base_.context),
+                                         options_.threads);
   const double state = c.zero > 0 ? all.held / d : all.held;
-  double optimizer = update(state, d * c.model);
+  double optimizer = update(state, d * c.model, share);
   if ((c.zero == 1 || c.zero == 2) && d > 1)
     optimizer += collective(CollectiveKind::kAllGather, 4 * state, d, c.data_link) +
-                 hw_.memory_seconds(8 * state, options_.threads);
+                 share * hw_.memory_seconds(8 * state, options_.threads);
   return compute + wait + feed + optimizer;
 }
 

@@ -63,9 +63,12 @@ class Screener {
 
   // Whether screening can cost candidates of this model (a GPT, with the
   // layout searched and the recompute policy one of none, selective, blocks
-  // or searched); otherwise every candidate is costed exactly.
+  // or searched) on this hardware (communication that progresses in the
+  // background, as on cluster files; screening does not model polled
+  // progress, and on this machine's profiles it mis-ranked pipelines
+  // against the exact model); otherwise every candidate is costed exactly.
   static bool applies(const TrainConfig& base, bool layout_fixed,
-                      const std::string* fixed_recompute);
+                      const std::string* fixed_recompute, const HardwareModel& hw);
 
   // A candidate that passed the shape checks. estimate() is the screening
   // step time; lower_bound() is below it and needs only one unit per model
@@ -90,7 +93,7 @@ class Screener {
   const Unit& reference(const ScreenCandidate& c, int64_t* rows);
   const std::vector<int>& first_blocks(int64_t rows, int stages);
   double collective(CollectiveKind kind, double bytes, int ranks, Link link) const;
-  double update(double state, int world) const;
+  double update(double state, int world, double share) const;
   double pipeline(const ScreenCandidate& c, const Unit& u, bool simulate);
   double single_program(const ScreenCandidate& c, const Unit& u, bool exposed);
 

@@ -268,7 +268,7 @@ PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
   std::vector<double> estimates;  // screening: their estimates
   const bool screen =
       !q.exhaustive && static_cast<int>(live.size()) > q.exact_top &&
-      Screener::applies(q.base, q.layout.has_value(), q.recompute ? &*q.recompute : nullptr);
+      Screener::applies(q.base, q.layout.has_value(), q.recompute ? &*q.recompute : nullptr, hw);
   if (screen) {
     Screener screener(q.base, hw, q.cost);
     for (int i : live) screener.note(screen_candidate(space, space.knobs[i]));
