@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/run_cli.h"
+#include "common/test_dir.h"
 
 namespace {
 
@@ -23,12 +24,7 @@ Result run(const std::string& args) { return tessel::run_cli(args); }
 
 class Cli : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("tessel_cli_" + std::to_string(getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
+  void SetUp() override { dir_ = tessel::test_dir("tessel_cli"); }
   void TearDown() override { fs::remove_all(dir_); }
 
   std::string write_config(const nlohmann::json& j) {

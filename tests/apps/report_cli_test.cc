@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "common/run_cli.h"
+#include "common/test_dir.h"
 
 namespace {
 
@@ -23,9 +24,7 @@ Result run(const std::string& args) { return tessel::run_cli("report " + args); 
 class ReportCli : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("tessel_report_cli_" + std::to_string(getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = tessel::test_dir("tessel_report_cli");
     fs::create_directories(dir_ / "killed");
     // A killed run: two steps and half of a third, no summary or checkpoint.
     std::ofstream(dir_ / "killed" / "metrics.jsonl")

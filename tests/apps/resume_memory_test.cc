@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/run_cli.h"
+#include "common/test_dir.h"
 
 namespace {
 
@@ -19,10 +20,7 @@ namespace fs = std::filesystem;
 class ResumeMemory : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("tessel_resume_memory_" + std::to_string(getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
+    dir_ = tessel::test_dir("tessel_resume_memory");
     nlohmann::json j = {{"model", "gpt"},  {"n_layer", 1},  {"n_head", 2},
                         {"d_model", 32},   {"context", 16}, {"batch", 4},
                         {"eval_every", 0}, {"threads", 1},  {"sample_chars", 0}};

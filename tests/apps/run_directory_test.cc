@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "common/run_cli.h"
+#include "common/test_dir.h"
 
 namespace {
 
@@ -30,10 +31,7 @@ Result run(const std::string& args) { return tessel::run_cli(args); }
 class RunDirectory : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("tessel_rundir_" + std::to_string(getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
+    dir_ = tessel::test_dir("tessel_rundir");
     nlohmann::json j = {{"model", "gpt"}, {"n_layer", 1},     {"n_head", 2}, {"d_model", 32},
                         {"context", 16},  {"batch", 4},       {"steps", 2},  {"eval_every", 0},
                         {"threads", 1},   {"sample_chars", 0}};

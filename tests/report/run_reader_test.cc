@@ -10,6 +10,7 @@
 #include <map>
 
 #include "common/error_of.h"
+#include "common/test_dir.h"
 #include "tessel/report/config_diff.h"
 #include "tessel/report/plan_validation.h"
 #include "tessel/report/report_data.h"
@@ -24,12 +25,7 @@ using nlohmann::json;
 
 class RunReader : public ::testing::Test {
  protected:
-  void SetUp() override {
-    root_ = fs::temp_directory_path() /
-            ("tessel_report_" + std::to_string(getpid()) + "_" +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(root_);
-  }
+  void SetUp() override { root_ = tessel::test_dir("tessel_report"); }
   void TearDown() override { fs::remove_all(root_); }
 
   // A run directory with the given files (name -> content).
