@@ -5,23 +5,39 @@
 // writes its go file.
 //
 // The go file (written by the launcher atomically: a temporary file, then a
-// rename) holds either "go" and on its second line the checkpoint directory
-// to resume from (empty: start from step 0, replacing the files the failed
-// attempt left in --out), or "quit". Every rank of the
-// standby job reads the same file, so all make the same choice. While it
-// waits, a rank sleeps (polls every 5 ms) and runs no MPI call. It gives up
-// (exit as if told to quit) when the launcher whose pid it was given in
-// TESSEL_LAUNCHER_PID has gone, and stops on SIGINT/SIGTERM like a run.
+// rename) is exactly "go\n" followed by the checkpoint directory to resume
+// from and "\n" (an empty directory: start from step 0, replacing the files
+// the failed attempt left in --out), or exactly "quit\n". Anything else (a
+// third line, a missing newline, a NUL byte, more than kMaxGoFileBytes) is
+// refused with an error naming the file. Every rank of the standby job reads
+// the same file, so all make the same choice. While it waits, a rank sleeps
+// (polls every 5 ms) and runs no MPI call. It gives up (exit as if told to
+// quit) when the launcher whose pid it was given in TESSEL_LAUNCHER_PID has
+// gone, and stops on SIGINT/SIGTERM like a run.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace tessel::cli {
 
-// Blocks until `go_file` exists. Returns the checkpoint to resume from ("":
-// none) for "go", nullopt for "quit" (or a launcher that has gone). Throws
-// a tessel::Error naming the file if it holds anything else.
+// The largest go file a standby reads: "go\n", a path of PATH_MAX, "\n".
+inline constexpr std::size_t kMaxGoFileBytes = 4096 + 4;
+
+// The go file's text for "go" (resume from `resume_dir`, "" for none) or, for
+// nullopt, "quit". Throws if `resume_dir` holds a newline or a NUL byte.
+std::string go_file_text(const std::optional<std::string>& resume_dir);
+
+// Parses a go file's text; the inverse of go_file_text: returns the resume
+// directory for "go" and nullopt for "quit". Throws a tessel::Error naming
+// `go_file` and what is wrong for any other text.
+std::optional<std::string> parse_go_file(const std::string& go_file, std::string_view text);
+
+// Blocks until `go_file` exists, then reads and parses it. Returns nullopt
+// also when the launcher has gone. Throws a tessel::Error naming the file if
+// it cannot be read or holds anything but a go file's text.
 std::optional<std::string> wait_for_go(const std::string& go_file);
 
 // The launcher's side: writes `go_file` atomically.
