@@ -14,6 +14,10 @@
 // and wait (standby.h); when the running attempt fails, the launcher writes
 // the standby's go file with the newest checkpoint, and starts the next
 // standby. A restart then costs the checkpoint load and the first step.
+//
+// With --elastic MIN, an attempt whose ranks were declared lost (elastic.h)
+// is relaunched on the ranks that are left (at least MIN), with the plan
+// `tessel plan` ranks first for that count; the checkpoint is resharded.
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/wait.h>
@@ -29,11 +33,13 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "commands.h"
+#include "elastic.h"
 #include "standby.h"
 #include "tessel/base/error.h"
 #include "tessel/train/checkpoint/checkpoint.h"
@@ -47,6 +53,7 @@ struct LaunchOptions {
   int max_restarts = 3;
   std::string mpirun = "mpirun";
   bool standby = false;
+  int elastic_min = 0;               // 0: relaunch on -n ranks always
   std::vector<std::string> command;  // "train", ARGS...
 };
 
@@ -178,13 +185,17 @@ struct Job {
 
 class Launcher {
  public:
-  explicit Launcher(const LaunchOptions& opt) : opt_(opt) {
+  explicit Launcher(const LaunchOptions& opt)
+      : opt_(opt), ranks_(opt.ranks), command_(opt.command) {
     char self[4096];
     const ssize_t len = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
     if (len <= 0) TS_THROW("launch: cannot find this executable (/proc/self/exe)");
     self[len] = '\0';
     self_ = self;
     out_ = option_value(opt.command, "--out", "runs/latest");
+    lost_dir_ = (std::filesystem::path(out_) / ".lost").string();
+    take_lost_ranks(lost_dir_);  // markers a previous launch left
+    ::setenv("TESSEL_LOST_DIR", lost_dir_.c_str(), 1);
     // When a rank dies, Open MPI's daemon sends the others SIGTERM and, only
     // after odls_base_sigkill_timeout (1 s by default), SIGKILL; they are
     // blocked in a collective with the dead rank and cannot save anything, so
@@ -202,10 +213,13 @@ class Launcher {
     std::vector<std::string> argv = {opt_.mpirun};
     if (::geteuid() == 0) argv.push_back("--allow-run-as-root");
     const int jobs = opt_.standby ? 2 : 1;  // a standby job's ranks run beside the active ones
-    if (jobs * opt_.ranks > static_cast<int>(std::thread::hardware_concurrency()))
+    if (jobs * ranks_ > static_cast<int>(std::thread::hardware_concurrency()))
       argv.push_back("--oversubscribe");
-    argv.insert(argv.end(), {"-n", std::to_string(opt_.ranks), "-x", "TESSEL_ATTEMPT", "-x",
-                             "TESSEL_LAUNCHER_PID", "-x", "OMPI_MCA_odls_base_sigkill_timeout"});
+    argv.insert(argv.end(),
+                {"-n", std::to_string(ranks_), "-x", "TESSEL_ATTEMPT", "-x", "TESSEL_LAUNCHER_PID",
+                 "-x", "OMPI_MCA_odls_base_sigkill_timeout", "-x", "TESSEL_LOST_DIR"});
+    // Where `--plan auto` finds this machine's profile.
+    if (std::getenv("XDG_CACHE_HOME")) argv.insert(argv.end(), {"-x", "XDG_CACHE_HOME"});
     if (std::getenv("TESSEL_FAULT_INJECT")) argv.insert(argv.end(), {"-x", "TESSEL_FAULT_INJECT"});
     argv.push_back(self_);
     argv.insert(argv.end(), train_args.begin(), train_args.end());
@@ -215,7 +229,7 @@ class Launcher {
 
   // A cold start of `attempt`: resumes from the newest checkpoint if any.
   Job start_cold(int attempt) {
-    std::vector<std::string> args = opt_.command;
+    std::vector<std::string> args = command_;
     if (attempt > 0) {
       args = without_option(args, "--resume");
       if (first_step_ > 0 || !newest_checkpoint(out_).empty()) {
@@ -238,7 +252,7 @@ class Launcher {
 
   // A standby for `attempt`: starts up now, waits for its go file.
   Job start_standby(int attempt) {
-    std::vector<std::string> args = without_option(opt_.command, "--resume");
+    std::vector<std::string> args = without_option(command_, "--resume");
     const std::string go =
         (std::filesystem::path(out_) / (".standby-" + std::to_string(attempt))).string();
     std::filesystem::remove(go);
@@ -284,8 +298,49 @@ class Launcher {
     return 128 + sig;
   }
 
+  // After a failed attempt: if ranks were declared lost, shrinks the job to
+  // the ranks left (--elastic) and says so. False if the job cannot go on.
+  bool shrink_for_lost_ranks(Job& standby) {
+    const std::vector<int> lost = take_lost_ranks(lost_dir_);
+    if (lost.empty()) return true;
+    std::string names;
+    for (int r : lost) names += (names.empty() ? "" : ", ") + std::to_string(r);
+    if (opt_.elastic_min == 0) {
+      std::printf(
+          "launch: rank(s) %s declared lost; without --elastic the job restarts on %d ranks\n",
+          names.c_str(), ranks_);
+      return true;
+    }
+    const int alive = ranks_ - static_cast<int>(lost.size());
+    if (alive < opt_.elastic_min) {
+      std::printf("launch: rank(s) %s declared lost; %d rank(s) left, fewer than --elastic %d\n",
+                  names.c_str(), alive, opt_.elastic_min);
+      return false;
+    }
+    std::string why;
+    const std::optional<ElasticRelaunch> next =
+        plan_elastic_relaunch(command_, alive, opt_.elastic_min, &why);
+    if (!next) {
+      std::printf(
+          "launch: rank(s) %s declared lost; no plan for %d to %d ranks (--elastic %d): %s\n",
+          names.c_str(), opt_.elastic_min, alive, opt_.elastic_min, why.c_str());
+      return false;
+    }
+    dismiss(standby);  // started for the old rank count
+    std::printf(
+        "launch: rank(s) %s declared lost; relaunching on %d of the %d ranks left with "
+        "the plan%s\n",
+        names.c_str(), next->ranks, alive, next->plan_flags.c_str());
+    std::fflush(stdout);
+    ranks_ = next->ranks;
+    command_ = next->command;
+    return true;
+  }
+
   const LaunchOptions& opt_;
-  std::string self_, out_;
+  int ranks_;                         // ranks of the next attempt (--elastic shrinks it)
+  std::vector<std::string> command_;  // its train command (--elastic: with --plan auto)
+  std::string self_, out_, lost_dir_;
   int64_t first_step_ = 0;
 };
 
@@ -362,6 +417,11 @@ int Launcher::run() {
         "lost\n",
         attempt, seconds, describe(status).c_str(), static_cast<long long>(kept), seconds - useful);
     first_step_ = kept;
+    if (!shrink_for_lost_ranks(standby)) {
+      dismiss(standby);
+      std::printf("launch: giving up; %.1f s lost\n", lost);
+      return 1;
+    }
     if (attempt == opt_.max_restarts) {
       dismiss(standby);
       std::printf("launch: giving up after %d restart(s); %.1f s lost\n", opt_.max_restarts, lost);
@@ -395,6 +455,7 @@ int run_launch(const LaunchOptions& opt) {
     TS_THROW("launch: expected `-- train ARGS...` after the launcher's options");
   if (opt.ranks < 1) TS_THROW("launch: -n must be at least 1, got ", opt.ranks);
   if (opt.max_restarts < 0) TS_THROW("launch: --max-restarts must be >= 0");
+  if (opt.elastic_min != 0) check_elastic_ready(opt.ranks, opt.elastic_min);
   return Launcher(opt).run();
 }
 
@@ -410,6 +471,9 @@ Command add_launch_command(CLI::App& app) {
   sub->add_flag("--standby", opt->standby,
                 "keep a started-up standby job (MPI_Init, data, compile and allocations done) "
                 "waiting beside the running one, so a restart only loads the checkpoint");
+  sub->add_option("--elastic", opt->elastic_min,
+                  "MIN: when ranks are declared lost, relaunch on the ranks left (at least MIN) "
+                  "with `tessel plan`'s top plan for them, resharding the checkpoint");
   sub->add_option("command", opt->command, "-- train ARGS...")->required();
   return {sub, [opt] { return run_launch(*opt); }};
 }

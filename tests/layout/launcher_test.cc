@@ -74,6 +74,62 @@ TEST_P(Launcher, RestartsAndFinishesBitwiseEqual) {
   }
 }
 
+// --elastic: rank 3 of a data=2,model=2 job is declared lost at step 3
+// (`lose=1`). No plan fits 3 ranks for this GPT (batch 8, 4 heads, 2
+// layers), so the launcher relaunches on 2 with the planner's top plan
+// (`train --plan auto`, from a profile `calibrate --quick` writes into a
+// private cache), resharding the step-2 checkpoint; the run ends within the
+// layout-invariance tolerance of one process.
+TEST_F(LayoutInvariance, ElasticLauncherRelaunchesOnTheRanksLeft) {
+  nlohmann::json config = gpt_config();
+  config["steps"] = 6;
+  config["eval_every"] = 3;
+  const TrainRun want = train("elastic_single", config, 0);
+  const fs::path dir = root() / "elastic";
+  fs::create_directories(dir);
+  std::ofstream(dir / "config.json") << config.dump();
+  const std::string cache = "XDG_CACHE_HOME=" + (root() / "elastic_xdg_cache").string() + " ";
+  int status = 0;
+  const std::string calibrated = run(cache + TESSEL_CLI_PATH + " calibrate --quick", &status);
+  ASSERT_EQ(status, 0) << calibrated;
+  const std::string cmd =
+      cache + "TESSEL_FAULT_INJECT=rank=3,step=3,point=forward,lose=1 timeout 300 " +
+      TESSEL_CLI_PATH + " launch -n 4 --elastic 2 --max-restarts 1 --mpirun " + TESSEL_MPIEXEC +
+      " -- train --config " + (dir / "config.json").string() + " --out " + (dir / "out").string() +
+      " --mesh data=2,model=2 --checkpoint-every 2";
+  const std::string out = run(cmd, &status);
+  ASSERT_EQ(status, 0) << cmd << "\n" << out;
+  EXPECT_NE(out.find("this rank is declared lost"), std::string::npos) << out;
+  EXPECT_NE(out.find("rank(s) 3 declared lost; relaunching on 2 of the 3 ranks left"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("plan auto: the best of"), std::string::npos) << out;
+  EXPECT_NE(out.find("launch: attempt 1 finished"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(dir / "out" / ".lost" / "rank-3")) << "lost marker left behind";
+  expect_same(read_run(dir / "out", out, true), want, "elastic: 4 ranks, then 2");
+}
+
+// Without a rank count to go down to, the launcher gives up and says why.
+TEST_F(LayoutInvariance, ElasticLauncherGivesUpBelowItsMinimum) {
+  nlohmann::json config = gpt_config();
+  config["steps"] = 6;
+  const fs::path dir = root() / "elastic_min";
+  fs::create_directories(dir);
+  std::ofstream(dir / "config.json") << config.dump();
+  int status = 0;
+  const std::string out =
+      run("TESSEL_FAULT_INJECT=rank=1,step=2,point=backward,lose=1 timeout 120 " +
+              std::string(TESSEL_CLI_PATH) + " launch -n 2 --elastic 2 --mpirun " + TESSEL_MPIEXEC +
+              " -- train --config " + (dir / "config.json").string() + " --out " +
+              (dir / "out").string() + " --mesh data=2 --checkpoint-every 2",
+          &status);
+  EXPECT_EQ(status, 1) << out;
+  EXPECT_NE(out.find("rank(s) 1 declared lost; 1 rank(s) left, fewer than --elastic 2"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("launch: giving up"), std::string::npos) << out;
+}
+
 INSTANTIATE_TEST_SUITE_P(Faults, Launcher,
                          ::testing::Values(FaultCase{"forward", 1}, FaultCase{"backward", 1},
                                            FaultCase{"collective", 1}, FaultCase{"optimizer", 1},

@@ -119,13 +119,17 @@ class LayoutInvariance : public ::testing::Test {
     int status = 0;
     std::string output = run(cmd, &status);
     EXPECT_EQ(status, 0) << cmd << "\n" << output;
+    return read_run(dir / "out", output, status == 0);
+  }
+
+  // The steps of OUT/metrics.jsonl and, if `finished`, the final parameters.
+  static TrainRun read_run(const fs::path& out, const std::string& output, bool finished) {
     TrainRun r;
     r.output = output;
-    std::ifstream metrics(dir / "out" / "metrics.jsonl");
+    std::ifstream metrics(out / "metrics.jsonl");
     std::string line;
     while (std::getline(metrics, line)) r.steps.push_back(nlohmann::json::parse(line));
-    if (status == 0)
-      r.params = read_safetensors((dir / "out" / "checkpoint" / "model.safetensors").string());
+    if (finished) r.params = read_safetensors((out / "checkpoint" / "model.safetensors").string());
     return r;
   }
 

@@ -5,6 +5,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "tessel/base/error.h"
@@ -16,6 +18,7 @@ struct Armed {
   bool on = false;
   FaultPoint point = FaultPoint::kForward;
   int64_t step = 0;
+  std::string lost_file;  // created before the kill with lose=1
 };
 Armed armed;
 
@@ -35,7 +38,7 @@ void arm_fault_injection(int world_rank) {
   armed = Armed{};
   const char* spec = std::getenv("TESSEL_FAULT_INJECT");
   if (!spec || !*spec) return;
-  int64_t rank = -1, step = -1;
+  int64_t rank = -1, step = -1, lose = 0;
   std::string point;
   std::stringstream in(spec);
   std::string item;
@@ -50,20 +53,32 @@ void arm_fault_injection(int world_rank) {
         step = std::stoll(value);
       else if (key == "point")
         point = value;
+      else if (key == "lose")
+        lose = std::stoll(value);
       else
         TS_THROW("TESSEL_FAULT_INJECT: unknown key '", key, "' in '", spec,
-                 "' (expected rank=R,step=S,point=P)");
+                 "' (expected rank=R,step=S,point=P[,lose=1])");
     } catch (const std::logic_error&) {
       TS_THROW("TESSEL_FAULT_INJECT: '", key, "' needs an integer, got '", value, "'");
     }
   }
   if (rank < 0 || step < 0 || point.empty())
     TS_THROW("TESSEL_FAULT_INJECT='", spec, "' needs rank=R,step=S,point=P (R, S >= 0)");
+  if (lose != 0 && lose != 1)
+    TS_THROW("TESSEL_FAULT_INJECT: lose must be 0 or 1, got ", lose, " in '", spec, "'");
   const FaultPoint p = parse_point(point);
+  std::string lost_file;
+  if (lose == 1) {
+    const char* dir = std::getenv("TESSEL_LOST_DIR");
+    if (!dir || !*dir)
+      TS_THROW("TESSEL_FAULT_INJECT: lose=1 declares the rank lost in $TESSEL_LOST_DIR, which is ",
+               "not set (`tessel launch` sets it)");
+    lost_file = (std::filesystem::path(dir) / ("rank-" + std::to_string(rank))).string();
+  }
   const char* attempt = std::getenv("TESSEL_ATTEMPT");
   if (attempt && std::string(attempt) != "0") return;  // later attempts run clean
   if (rank != world_rank) return;
-  armed = {true, p, step};
+  armed = {true, p, step, lost_file};
 }
 
 bool fault_armed(FaultPoint point) { return armed.on && armed.point == point; }
@@ -72,6 +87,13 @@ void fault_point(FaultPoint point, int64_t step) {
   if (!armed.on || armed.point != point || armed.step != step) return;
   std::fprintf(stderr, "TESSEL_FAULT_INJECT: killing this rank (SIGKILL) at step %lld\n",
                static_cast<long long>(step));
+  if (!armed.lost_file.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(armed.lost_file).parent_path(), ec);
+    std::ofstream(armed.lost_file) << "lost\n";
+    std::fprintf(stderr, "TESSEL_FAULT_INJECT: this rank is declared lost (%s)\n",
+                 armed.lost_file.c_str());
+  }
   std::fflush(stderr);
   ::kill(::getpid(), SIGKILL);
 }

@@ -1,4 +1,4 @@
-// Fault injection for testing recovery: TESSEL_FAULT_INJECT=rank=R,step=S,point=P
+// Fault injection for testing recovery: TESSEL_FAULT_INJECT=rank=R,step=S,point=P[,lose=1]
 // makes world rank R SIGKILL itself when it reaches point P of step S (from 0):
 //   forward    as the step's forward starts (a pipeline: its first forward action)
 //   backward   as the step's backward starts (after the loss is computed;
@@ -7,6 +7,10 @@
 //   optimizer  after this rank's AdamW update, before the ZeRO parameter gather
 //   save       during the periodic save after step S (rank 0: the checkpoint
 //              is written but `latest` not yet moved to it; others: before the gathers)
+// With `,lose=1` the rank is also declared lost before it dies: it creates
+// the file `rank-R` in $TESSEL_LOST_DIR (set by `tessel launch`; an error if
+// absent), which a launcher with --elastic reads as "this rank's device is
+// gone" and relaunches on the ranks that are left.
 // It fires only on a job's first attempt: `tessel launch` sets TESSEL_ATTEMPT
 // (0, 1, ...) and a value other than 0 disarms it. A malformed value is an
 // error naming the variable, raised when the trainer starts.

@@ -1,0 +1,98 @@
+#include "elastic.h"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <filesystem>
+
+#include "commands.h"
+#include "config_options.h"
+#include "tessel/base/error.h"
+#include "tessel/plan/calibrate.h"
+#include "tessel/plan/search.h"
+
+namespace tessel::cli {
+namespace {
+
+// Options that fix a layout knob; an elastic relaunch lets the planner choose them.
+const std::vector<std::string> kLayoutKnobs = {
+    "--mesh",      "--layout",       "--schedule", "--chunks", "--zero",
+    "--recompute", "--microbatches", "--stages",   "--shard",  "--plan"};
+
+std::vector<std::string> without_layout_knobs(const std::vector<std::string>& args) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    const bool knob = std::find(kLayoutKnobs.begin(), kLayoutKnobs.end(), a) != kLayoutKnobs.end();
+    const bool knob_eq = std::any_of(kLayoutKnobs.begin(), kLayoutKnobs.end(),
+                                     [&](const auto& k) { return a.rfind(k + "=", 0) == 0; });
+    if (knob) {
+      ++i;  // and its value
+      continue;
+    }
+    if (!knob_eq) out.push_back(a);
+  }
+  return out;
+}
+
+// The config options of `train ARGS...`, parsed as `train` parses them (the
+// train-only options are ignored here).
+ConfigOptions config_options_of(const std::vector<std::string>& command) {
+  CLI::App app;
+  app.allow_extras();
+  ConfigOptions options;
+  options.add_to(&app);
+  std::vector<std::string> args(command.begin() + 1, command.end());
+  std::reverse(args.begin(), args.end());  // CLI11 parses a reversed vector
+  app.parse(args);
+  return options;
+}
+
+}  // namespace
+
+std::vector<int> take_lost_ranks(const std::string& lost_dir) {
+  std::vector<int> ranks;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(lost_dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("rank-", 0) != 0) continue;
+    try {
+      ranks.push_back(std::stoi(name.substr(5)));
+    } catch (const std::logic_error&) {
+      continue;  // not a marker of ours
+    }
+    std::filesystem::remove(entry.path(), ec);
+  }
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  return ranks;
+}
+
+std::optional<ElasticRelaunch> plan_elastic_relaunch(const std::vector<std::string>& command,
+                                                     int alive, int min_ranks, std::string* why) {
+  std::vector<std::string> args = without_layout_knobs(command);
+  const ConfigOptions options = config_options_of(args);
+  const TrainConfig base = options.load(/*with_data=*/false);
+  for (int n = alive; n >= std::max(1, min_ranks); --n) {
+    try {
+      const TrainConfig chosen = apply_auto_plan(options, base, n, /*announce=*/false);
+      args.insert(args.end(), {"--plan", "auto"});
+      return ElasticRelaunch{n, args, plan::plan_flags(chosen)};
+    } catch (const Error& e) {
+      *why = "no plan for " + std::to_string(n) + " ranks: " + e.what();
+    }
+  }
+  return std::nullopt;
+}
+
+void check_elastic_ready(int ranks, int min_ranks) {
+  if (min_ranks < 1 || min_ranks > ranks)
+    TS_THROW("launch: --elastic ", min_ranks, " must be between 1 and -n (", ranks, ")");
+  const std::string cached = plan::default_profile_path();
+  if (ranks - 1 > 1 && !std::filesystem::exists(cached))
+    TS_THROW("launch --elastic: a relaunch on ", ranks - 1,
+             " ranks plans its layout (`train --plan auto`), which needs this machine's profile, "
+             "and none is cached at ",
+             cached, ": run `tessel calibrate` once first");
+}
+
+}  // namespace tessel::cli
