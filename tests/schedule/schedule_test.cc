@@ -559,8 +559,6 @@ TEST(ScheduleErrors, OneRankNeedsNoCommunication) {
 }
 
 }  // namespace
-}  // namespace tessel
-
 // --- check_schedule's memo of recently passed schedules ----------------------
 
 TEST(ScheduleCheckMemo, AnEqualScheduleGetsTheReportAFreshCheckGives) {
@@ -611,3 +609,5 @@ TEST(ScheduleSimulate, TheCheckedVariantTimesExactlyAsTheCheckingOne) {
     EXPECT_GT(a.makespan, 8 * (1.0 + 1.0));  // the transfers and rank costs count
   }
 }
+
+}  // namespace tessel

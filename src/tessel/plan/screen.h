@@ -34,7 +34,6 @@
 
 #include <map>
 #include <memory>
-#include <set>
 #include <string>
 #include <tuple>
 
@@ -108,8 +107,6 @@ class Screener {
   std::map<std::tuple<int, std::string, std::string>, int64_t> reference_rows_;
   std::map<std::tuple<int64_t, int>, std::vector<int>> partitions_;
   std::map<std::string, double> makespans_;
-  // (schedule, pipe ranks, micro-batches, chunks) whose schedule passed check_schedule.
-  std::set<std::tuple<std::string, int, int64_t, int>> checked_schedules_;
   int units_compiled_ = 0, simulated_ = 0;
 };
 
