@@ -559,4 +559,55 @@ TEST(ScheduleErrors, OneRankNeedsNoCommunication) {
 }
 
 }  // namespace
+// --- check_schedule's memo of recently passed schedules ----------------------
+
+TEST(ScheduleCheckMemo, AnEqualScheduleGetsTheReportAFreshCheckGives) {
+  const Schedule s = make_schedule("pipedream", 4, 8);
+  const ScheduleReport first = check_schedule(s);
+  const ScheduleReport again = check_schedule(s);  // answered from the memo
+  // Push `s` out of the memo (it keeps 16 schedules), then check it afresh.
+  for (int m = 1; m <= 20; ++m) check_schedule(make_schedule("gpipe", 3, m));
+  const ScheduleReport fresh = check_schedule(s);
+  for (const ScheduleReport* r : {&first, &again}) {
+    EXPECT_EQ(r->peak_in_flight, fresh.peak_in_flight);
+    EXPECT_EQ(r->weight_versions, fresh.weight_versions);
+  }
+  EXPECT_EQ(fresh.weight_versions, (std::vector<int>{4, 3, 2, 1}));  // p - r
+}
+
+TEST(ScheduleCheckMemo, AScheduleDifferingInOneActionIsCheckedAgain) {
+  const Schedule good = make_schedule("1f1b", 4, 8);
+  check_schedule(good);
+  Schedule bad = good;  // same name, sizes and action counts as the passed one
+  ASSERT_EQ(bad.actions[1][0], (Action{ActionKind::kRecvActivation, 0, 0, 0}));
+  std::swap(bad.actions[1][0], bad.actions[1][1]);  // F0 before its recv_act
+  const std::string e = error_of([&] { check_schedule(bad); });
+  EXPECT_NE(e.find("comes after the forward that needs it"), std::string::npos) << e;
+  EXPECT_NE(error_of([&] { check_schedule(bad); }).find("comes after"), std::string::npos);
+  check_schedule(good);  // the good one still passes
+}
+
+TEST(ScheduleSimulate, TheCheckedVariantTimesExactlyAsTheCheckingOne) {
+  for (const char* name : {"gpipe", "1f1b", "zb-h1"}) {
+    const Schedule s = make_schedule(name, 4, 8);
+    ActionCosts costs;
+    costs.compute = [](int r, const Action& a) {
+      return 1.0 + 0.25 * r + 0.125 * static_cast<int>(a.kind) + 0.01 * a.microbatch;
+    };
+    costs.transfer = [](int r, const Action& a) { return 0.3 + 0.05 * r + 0.02 * a.microbatch; };
+    const SimulatedTimeline a = simulate_schedule(s, costs);
+    const SimulatedTimeline b = simulate_checked_schedule(s, costs);
+    EXPECT_EQ(a.makespan, b.makespan) << name;
+    EXPECT_EQ(a.bubble_fraction, b.bubble_fraction) << name;
+    ASSERT_EQ(a.events.size(), b.events.size()) << name;
+    for (size_t i = 0; i < a.events.size(); ++i) {
+      EXPECT_EQ(a.events[i].rank, b.events[i].rank);
+      EXPECT_EQ(a.events[i].action, b.events[i].action);
+      EXPECT_EQ(a.events[i].start, b.events[i].start);
+      EXPECT_EQ(a.events[i].end, b.events[i].end);
+    }
+    EXPECT_GT(a.makespan, 8 * (1.0 + 1.0));  // the transfers and rank costs count
+  }
+}
+
 }  // namespace tessel

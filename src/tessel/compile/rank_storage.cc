@@ -1,7 +1,11 @@
 #include "tessel/compile/rank_storage.h"
 
 #include <algorithm>
+#include <deque>
+#include <mutex>
 #include <optional>
+#include <string>
+#include <utility>
 
 #include "tessel/compile/compile_rank.h"
 #include "tessel/ir/builder.h"
@@ -37,6 +41,38 @@ void add_inputs(const Graph& g, RankStorage& s) {
     s.inputs.push_back({n.name, n.shape, n.dtype});
     s.input_staging += s.inputs.back().bytes();
   }
+}
+
+// The full-batch inputs of the config's model, as add_inputs finds them
+// in build_model(config, batch, training): a pipeline's staging buffers.
+// Building the whole model for its inputs cost the planner a model build
+// per representative rank and candidate, so the inputs of the last
+// configs are kept, keyed by the whole config (a registered model may read
+// any key); equal configs build equal models.
+void add_staged_inputs(const TrainConfig& config, RankStorage& s) {
+  static std::mutex mutex;
+  static std::deque<std::pair<std::string, RankStorage>> kept;  // (config, its inputs)
+  constexpr size_t kKept = 16;
+  const std::string key = config.to_json().dump();
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (const auto& [k, inputs] : kept)
+      if (k == key) {
+        s.inputs.insert(s.inputs.end(), inputs.inputs.begin(), inputs.inputs.end());
+        s.input_staging += inputs.input_staging;
+        return;
+      }
+  }
+  Graph g;
+  GraphBuilder b(g);
+  build_model(config, b, config.batch, /*training=*/true);
+  RankStorage inputs;
+  add_inputs(g, inputs);
+  s.inputs.insert(s.inputs.end(), inputs.inputs.begin(), inputs.inputs.end());
+  s.input_staging += inputs.input_staging;
+  std::lock_guard<std::mutex> lock(mutex);
+  kept.emplace_back(key, std::move(inputs));
+  if (kept.size() > kKept) kept.pop_front();
 }
 
 // A single program: every parameter held, the state sharding is its gradient's.
@@ -84,10 +120,7 @@ RankStorage pipeline_storage(const CompiledRank& c) {
   s.tie_scratch_elements = std::max<int64_t>(s.tie_scratch_elements, 1);
   // Checkpoints gather every parameter through one buffer on every rank.
   s.full_tensor = largest * 4;
-  Graph g;
-  GraphBuilder b(g);
-  build_model(c.config, b, c.config.batch, /*training=*/true);
-  add_inputs(g, s);
+  add_staged_inputs(c.config, s);
   return s;
 }
 

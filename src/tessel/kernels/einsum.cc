@@ -88,6 +88,11 @@ GemmOperand describe(const Shape& s, const std::vector<std::string>& batch,
   // dense [batch, rows, cols] blocks when permuted.
   int64_t nbatch = group_size(s, batch);
   op.batch_offsets.resize(nbatch);
+  // The batch dims' sizes and strides, looked up once (not per batch index).
+  const std::vector<int64_t> batch_sizes(op.canon_sizes.begin(),
+                                         op.canon_sizes.begin() + batch.size());
+  const std::vector<int64_t> batch_strides(op.canon_strides.begin(),
+                                           op.canon_strides.begin() + batch.size());
   for (int64_t i = 0; i < nbatch; ++i) {
     if (op.permute) {
       op.batch_offsets[i] = i * nrows * ncols;
@@ -95,8 +100,8 @@ GemmOperand describe(const Shape& s, const std::vector<std::string>& batch,
     }
     int64_t rest = i, off = 0;
     for (int d = static_cast<int>(batch.size()) - 1; d >= 0; --d) {
-      int64_t size = s.size(batch[d]);
-      off += (rest % size) * s.stride(batch[d]);
+      const int64_t size = batch_sizes[d];
+      off += (rest % size) * batch_strides[d];
       rest /= size;
     }
     op.batch_offsets[i] = off;

@@ -3,7 +3,9 @@
 #include "tessel/schedule/schedule_check.h"
 
 #include <algorithm>
+#include <deque>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <tuple>
@@ -145,9 +147,12 @@ class Checker {
     return it->second.front();
   }
 
-  // `before` must come before `after` on their (common) rank.
-  void require_before(Site before, Site after, Site blame, const std::string& why) const {
-    if (before.index > after.index) fail(blame, why);
+  // `before` must come before `after` on their (common) rank; `why()` is
+  // the message, formatted only on failure (a check of a long schedule
+  // spent most of its time formatting messages it never threw).
+  template <typename Why>
+  void require_before(Site before, Site after, Site blame, const Why& why) const {
+    if (before.index > after.index) fail(blame, why());
   }
 
   void check_order() const {
@@ -156,26 +161,30 @@ class Checker {
       for (int i = 0; i < s_.microbatches; ++i) {
         const Site f = compute_.at({ActionKind::kForward, k, i});
         const Site b = compute_.at({backward_kind(), k, i});
-        require_before(f, b, b, "runs before its forward " + describe(f));
+        require_before(f, b, b, [&] { return "runs before its forward " + describe(f); });
         if (s_.split_backward) {
           const Site w = compute_.at({ActionKind::kBackwardWeight, k, i});
-          require_before(b, w, w, "runs before its input gradient " + describe(b));
+          require_before(b, w, w, [&] { return "runs before its input gradient " + describe(b); });
         }
         if (k > 0) {
           auto recv = find(recvs_, {false, k - 1, k, i});
           if (!recv) fail(f, str_cat("has no recv_act for its input from stage ", k - 1));
-          require_before(*recv, f, *recv, "comes after the forward that needs it, " + describe(f));
+          require_before(*recv, f, *recv,
+                         [&] { return "comes after the forward that needs it, " + describe(f); });
           auto send = find(sends_, {true, k, k - 1, i});
           if (!send) fail(b, str_cat("never sends its gradient to stage ", k - 1));
-          require_before(b, *send, *send, "comes before the backward it sends, " + describe(b));
+          require_before(b, *send, *send,
+                         [&] { return "comes before the backward it sends, " + describe(b); });
         }
         if (k < last) {
           auto send = find(sends_, {false, k, k + 1, i});
           if (!send) fail(f, str_cat("never sends its activation to stage ", k + 1));
-          require_before(f, *send, *send, "comes before the forward it sends, " + describe(f));
+          require_before(f, *send, *send,
+                         [&] { return "comes before the forward it sends, " + describe(f); });
           auto recv = find(recvs_, {true, k + 1, k, i});
           if (!recv) fail(b, str_cat("has no recv_grad for its gradient from stage ", k + 1));
-          require_before(*recv, b, *recv, "comes after the backward that needs it, " + describe(b));
+          require_before(*recv, b, *recv,
+                         [&] { return "comes after the backward that needs it, " + describe(b); });
         }
       }
     }
@@ -278,6 +287,58 @@ class Checker {
 
 }  // namespace
 
-ScheduleReport check_schedule(const Schedule& s) { return Checker(s).run(); }
+namespace {
+
+bool same_schedule(const Schedule& a, const Schedule& b) {
+  return a.ranks == b.ranks && a.chunks == b.chunks && a.microbatches == b.microbatches &&
+         a.asynchronous == b.asynchronous && a.split_backward == b.split_backward &&
+         a.name == b.name && a.actions == b.actions;
+}
+
+size_t action_count(const Schedule& s) {
+  size_t n = 0;
+  for (const std::vector<Action>& list : s.actions) n += list.size();
+  return n;
+}
+
+// The schedules checked last, with their reports: the planner checks the
+// same long schedule once per representative rank and again before each
+// simulation. A schedule equal to one of them, action for action, has its
+// report; at most kKeptSchedules of them and kKeptActions actions in all
+// (oldest dropped first). Schedules that fail are not kept.
+constexpr size_t kKeptSchedules = 16;
+constexpr size_t kKeptActions = size_t{1} << 22;
+
+struct Checked {
+  Schedule schedule;
+  ScheduleReport report;
+  size_t actions;
+};
+
+std::mutex checked_mutex;
+std::deque<Checked> checked;
+size_t checked_actions = 0;
+
+}  // namespace
+
+ScheduleReport check_schedule(const Schedule& s) {
+  {
+    std::lock_guard<std::mutex> lock(checked_mutex);
+    for (const Checked& c : checked)
+      if (same_schedule(c.schedule, s)) return c.report;
+  }
+  ScheduleReport report = Checker(s).run();
+  const size_t actions = action_count(s);
+  if (actions <= kKeptActions) {
+    std::lock_guard<std::mutex> lock(checked_mutex);
+    checked.push_back({s, report, actions});
+    checked_actions += actions;
+    while (checked.size() > kKeptSchedules || checked_actions > kKeptActions) {
+      checked_actions -= checked.front().actions;
+      checked.pop_front();
+    }
+  }
+  return report;
+}
 
 }  // namespace tessel

@@ -21,7 +21,8 @@
 //      and the step that applies it;
 //   6. deadlock: running the lists with buffered sends and blocking recvs
 //      must finish; otherwise the error lists every rank's stuck action.
-// Thread-safe (pure functions).
+// Thread-safe. check_schedule keeps the reports of the last few schedules
+// it passed and answers an equal schedule (every action) from them.
 #pragma once
 
 #include <functional>
@@ -83,5 +84,10 @@ struct ActionCosts {
   std::function<double(int rank, const Action& action)> transfer;
 };
 SimulatedTimeline simulate_schedule(const Schedule& s, const ActionCosts& costs);
+// The same without the check, for a schedule the caller knows passes
+// check_schedule (one equal to a schedule it checked before: the planner's
+// screening simulates each make_schedule result many times with other
+// costs). An unchecked schedule may throw or time a schedule that cannot run.
+SimulatedTimeline simulate_checked_schedule(const Schedule& s, const ActionCosts& costs);
 
 }  // namespace tessel

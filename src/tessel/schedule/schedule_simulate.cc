@@ -2,7 +2,7 @@
 // its matching send was issued. Runs only checked schedules, so every recv
 // eventually finds its send and the loop ends.
 #include <algorithm>
-#include <map>
+#include <vector>
 
 #include "tessel/base/error.h"
 #include "tessel/schedule/schedule_check.h"
@@ -36,10 +36,28 @@ SimulatedTimeline simulate_schedule(const Schedule& s, UnitCosts costs) {
 SimulatedTimeline simulate_schedule(const Schedule& s, const ActionCosts& costs) {
   TS_CHECK(costs.compute, "simulate_schedule: a compute cost function is required");
   check_schedule(s);
+  return simulate_checked_schedule(s, costs);
+}
+
+SimulatedTimeline simulate_checked_schedule(const Schedule& s, const ActionCosts& costs) {
+  TS_CHECK(costs.compute, "simulate_schedule: a compute cost function is required");
   SimulatedTimeline out;
   std::vector<double> clock(s.ranks, 0), busy(s.ranks, 0);
   std::vector<int> next(s.ranks, 0);
-  std::map<Transfer, double> sent_at;
+  // When each message was sent, by (direction, source stage, micro-batch):
+  // a checked schedule's transfers name stages and micro-batches in range.
+  const size_t stages = static_cast<size_t>(s.stages());
+  const size_t microbatches = static_cast<size_t>(s.microbatches);
+  auto slot = [&](const Transfer& t) {
+    TS_CHECK(t.src_stage >= 0 && static_cast<size_t>(t.src_stage) < stages && t.microbatch >= 0 &&
+                 static_cast<size_t>(t.microbatch) < microbatches,
+             "simulate_schedule: schedule '", s.name, "' was not checked (a transfer from stage ",
+             t.src_stage, " micro-batch ", t.microbatch, ")");
+    return ((t.gradient ? stages : 0) + static_cast<size_t>(t.src_stage)) * microbatches +
+           static_cast<size_t>(t.microbatch);
+  };
+  std::vector<double> sent_at(2 * stages * microbatches, 0);
+  std::vector<char> sent(sent_at.size(), 0);
   for (bool moved = true; moved;) {
     moved = false;
     for (int r = 0; r < s.ranks; ++r) {
@@ -47,12 +65,13 @@ SimulatedTimeline simulate_schedule(const Schedule& s, const ActionCosts& costs)
       for (; next[r] < static_cast<int>(list.size()); ++next[r], moved = true) {
         const Action& a = list[next[r]];
         if (a.kind == ActionKind::kSendActivation || a.kind == ActionKind::kSendGradient) {
-          sent_at[transfer_of(s, r, next[r])] =
-              clock[r] + (costs.transfer ? costs.transfer(r, a) : 0.0);
+          const size_t k = slot(transfer_of(s, r, next[r]));
+          sent_at[k] = clock[r] + (costs.transfer ? costs.transfer(r, a) : 0.0);
+          sent[k] = 1;
         } else if (is_communication(a.kind)) {
-          auto it = sent_at.find(transfer_of(s, r, next[r]));
-          if (it == sent_at.end()) break;
-          clock[r] = std::max(clock[r], it->second);
+          const size_t k = slot(transfer_of(s, r, next[r]));
+          if (!sent[k]) break;
+          clock[r] = std::max(clock[r], sent_at[k]);
         } else if (is_compute(a.kind)) {
           const double start = clock[r];
           const double cost = costs.compute(r, a);
