@@ -66,6 +66,17 @@ TEST_F(Cli, UnknownPrecisionIsNamed) {
                "'precision' must be \"f32\" or \"bf16\", got \"fp16\"");
 }
 
+// tp_comm_precision: a bad value, and bf16 partial sums in an f32 run, are
+// errors naming the key, before any data is read.
+TEST_F(Cli, TensorParallelCommPrecisionIsChecked) {
+  expect_error(run("train --config " + write_config(tiny_gpt()) + " --set tp_comm_precision=fp8"),
+               "'tp_comm_precision' must be \"f32\" or \"bf16\", got \"fp8\"");
+  expect_error(
+      run("train --config " + write_config(tiny_gpt()) + " --set tp_comm_precision=bf16"),
+      "'tp_comm_precision' bf16 carries tensor-parallel partial sums in bf16, which only a bf16 "
+      "run rounds to; this run has 'precision' \"f32\"");
+}
+
 // oneDNN 2.6 has no bf16 matmul below AVX-512 (forced here with its own ISA
 // limit, so the test means the same on every CPU): the run goes ahead on the
 // widened-f32 route, says so at the start with the warning that bf16 is

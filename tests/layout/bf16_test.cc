@@ -3,10 +3,12 @@
 // bitwise identical to storing, and bf16 really changes the result (so the
 // option cannot be a silent no-op). bf16-stored activations change no
 // number and halve the sequence-parallel all-gathers; gradient buckets in
-// bf16 (grad_reduce_precision) halve the gradient bytes, exactly. The memory
+// bf16 (grad_reduce_precision) halve the gradient bytes, exactly, and so do
+// tensor-parallel partial sums in bf16 (tp_comm_precision). The memory
 // side (predicted == measured in bf16) is in layout_invariance_test.cc's
 // MeasuredMemory cases.
 #include "layout/layout_harness.h"
+#include "tessel/base/error.h"
 #include "tessel/kernels/einsum_bf16.h"
 
 namespace tessel {
@@ -64,7 +66,17 @@ INSTANTIATE_TEST_SUITE_P(Bf16, Bf16Layouts,
                                            Bf16Case{"bf16_data2_model2", 4, "data=2,model=2", ""},
                                            Bf16Case{"bf16_pipe2", 2, "pipe=2", "--microbatches 2"},
                                            // ZeRO-3 gathers GEMM weights in bf16
-                                           Bf16Case{"bf16_zero3_data2", 2, "data=2", "--zero 3"}),
+                                           Bf16Case{"bf16_zero3_data2", 2, "data=2", "--zero 3"},
+                                           // tensor-parallel partial sums in bf16
+                                           Bf16Case{"bf16_tp_data2_model2", 4, "data=2,model=2",
+                                                    "--set tp_comm_precision=bf16"},
+                                           Bf16Case{"bf16_tp_sp_model2", 2, "model=2",
+                                                    "--layout heads=model,hidden=model,"
+                                                    "vocab=model,seq=model "
+                                                    "--set tp_comm_precision=bf16"},
+                                           Bf16Case{"bf16_tp_pipe2_model2", 4, "pipe=2,model=2",
+                                                    "--microbatches 2 "
+                                                    "--set tp_comm_precision=bf16"}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 TEST_F(Bf16Training, RecomputeIsBitwiseEqualToStoring) {
@@ -162,12 +174,89 @@ TEST_F(Bf16Training, GradReduceInBf16HalvesTheGradientBytes) {
   EXPECT_TRUE(differs) << "rounding the gradients to bf16 changed no loss";
 }
 
+// tp_comm_precision bf16: the partial sums of tensor parallelism (model
+// axis) carry 2 bytes per element instead of 4, summed in f32. Per step, on
+// model=2: 4 per block (forward: attention output and MLP output; backward:
+// the gradients of ln1's and ln2's outputs) and 2 for the tied,
+// vocab-split embedding (the lookup, and the LM head's input gradient), each
+// of batch * context * d_model elements: all-reduces, or under sequence
+// parallelism reduce-scatters. The other model-axis all-reduces (the
+// cross-entropy's row statistics, the sequence-parallel LayerNorm and bias
+// gradients) stay f32, as do the calls.
+TEST_F(Bf16Training, TensorParallelPartialSumsCarryBf16) {
+  const nlohmann::json config = bf16_config();
+  nlohmann::json bf16_sums = config;
+  bf16_sums["tp_comm_precision"] = "bf16";
+  const int64_t layers = config["n_layer"];
+  const int64_t elements = config["batch"].get<int64_t>() * config["context"].get<int64_t>() *
+                           config["d_model"].get<int64_t>();
+  const int64_t sums = 4 * layers + 2;
+  const std::string sp = "heads=model,hidden=model,vocab=model,seq=model";
+  struct Pair {
+    const char* name;
+    std::string layout;
+    const char* kind;  // the collective the partial sums are
+  };
+  for (const Pair& c : {Pair{"tp", "", "all_reduce"}, Pair{"sp", sp, "reduce_scatter"}}) {
+    TrainRun off = train(str_cat("bf16_tp_f32sums_", c.name), config, 2, "model=2", c.layout);
+    TrainRun on = train(str_cat("bf16_tp_bf16sums_", c.name), bf16_sums, 2, "model=2", c.layout);
+    ASSERT_EQ(on.steps.size(), off.steps.size()) << c.name;
+    for (size_t s = 0; s + 1 < on.steps.size(); ++s) {  // the last step adds evaluation
+      auto [calls_off, bytes_off] = comm(off, s, "model", c.kind);
+      auto [calls_on, bytes_on] = comm(on, s, "model", c.kind);
+      EXPECT_EQ(calls_on, calls_off) << c.name << " step " << s;
+      EXPECT_GE(bytes_off, sums * elements * 4) << c.name << " step " << s;
+      EXPECT_EQ(bytes_on, bytes_off - sums * elements * 2) << c.name << " step " << s;
+      for (const char* other : {"all_reduce", "all_gather"}) {
+        if (std::string(other) == c.kind) continue;
+        EXPECT_EQ(comm(on, s, "model", other), comm(off, s, "model", other))
+            << c.name << " " << other << " step " << s;
+      }
+    }
+    expect_close(on, bf16_reference(), kBf16RelTol, str_cat("bf16 partial sums, ", c.name));
+    expect_close(off, bf16_reference(), kBf16RelTol, str_cat("f32 partial sums, ", c.name));
+    bool differs = false;
+    for (size_t s = 0; s < on.steps.size(); ++s)
+      differs |= on.steps[s]["loss"] != off.steps[s]["loss"];
+    EXPECT_TRUE(differs) << c.name << ": rounding the partial sums to bf16 changed no loss";
+  }
+}
+
+// grad_reduce_precision bf16 under ZeRO 1-3: the gradients' reduce-scatters
+// on the data axis carry 2 bytes per element instead of 4 (summed in f32,
+// each rank's shard kept in f32), with the same calls; the losses stay within
+// 2e-3 of one process.
+TEST_F(Bf16Training, GradReduceInBf16HalvesZeroReduceScatters) {
+  nlohmann::json config = bf16_config();
+  for (int zero : {1, 2, 3}) {
+    const std::string args = str_cat("--zero ", zero);
+    TrainRun f32_reduce =
+        train(str_cat("bf16_zero", zero, "_grad_f32"), config, 2, "data=2", "", args);
+    nlohmann::json bf16 = config;
+    bf16["grad_reduce_precision"] = "bf16";
+    TrainRun bf16_reduce =
+        train(str_cat("bf16_zero", zero, "_grad_bf16"), bf16, 2, "data=2", "", args);
+    ASSERT_EQ(bf16_reduce.steps.size(), f32_reduce.steps.size());
+    for (size_t s = 0; s + 1 < f32_reduce.steps.size(); ++s) {
+      auto [calls_f32, bytes_f32] = comm(f32_reduce, s, "data", "reduce_scatter");
+      auto [calls_bf16, bytes_bf16] = comm(bf16_reduce, s, "data", "reduce_scatter");
+      EXPECT_GT(calls_f32, 0) << "zero " << zero;
+      EXPECT_EQ(calls_bf16, calls_f32) << "zero " << zero << " step " << s;
+      EXPECT_EQ(2 * bytes_bf16, bytes_f32) << "zero " << zero << " step " << s;
+    }
+    expect_close(bf16_reduce, bf16_reference(), kBf16RelTol, str_cat("zero ", zero, " bf16 grads"));
+    bool differs = false;
+    for (size_t s = 0; s < f32_reduce.steps.size(); ++s)
+      differs |= f32_reduce.steps[s]["loss"] != bf16_reduce.steps[s]["loss"];
+    EXPECT_TRUE(differs) << "zero " << zero << ": rounding the gradients changed no loss";
+  }
+}
+
 TEST_F(Bf16Training, GradReduceInBf16IsRefusedWherePipelinesReduce) {
   nlohmann::json config = bf16_config();
   config["grad_reduce_precision"] = "bf16";
   expect_fails("bf16_grad_pipe", config, 2, "--mesh pipe=2 --microbatches 2",
-               "'grad_reduce_precision' bf16 reduces the gradient all-reduce buckets of a run "
-               "without pipeline at zero 0");
+               "'grad_reduce_precision' bf16 reduces the gradients of a run without pipeline");
 }
 
 }  // namespace

@@ -539,7 +539,16 @@ INSTANTIATE_TEST_SUITE_P(
         // bf16 gathers of ZeRO-3 weights; bf16 gradient buckets' work buffers
         MemoryCase{"memory_bf16_zero3_data2", 2, "data=2", 3, "none", "--set precision=bf16"},
         MemoryCase{"memory_bf16_grad_bf16_data2", 2, "data=2", 0, "none",
-                   "--set precision=bf16 --set grad_reduce_precision=bf16"}),
+                   "--set precision=bf16 --set grad_reduce_precision=bf16"},
+        // bf16 reduce-scatters' work buffers: ZeRO-2 gradients, and partial
+        // sums (all-reduces; reduce-scatters under sequence parallelism)
+        MemoryCase{"memory_bf16_zero2_grad_bf16_data2", 2, "data=2", 2, "none",
+                   "--set precision=bf16 --set grad_reduce_precision=bf16"},
+        MemoryCase{"memory_bf16_tp_bf16_model2", 2, "model=2", 0, "none",
+                   "--set precision=bf16 --set tp_comm_precision=bf16"},
+        MemoryCase{"memory_bf16_sp_bf16_model2", 2, "model=2", 0, "none",
+                   "--set precision=bf16 --set tp_comm_precision=bf16 "
+                   "--layout heads=model,hidden=model,vocab=model,seq=model"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // Bad meshes and layouts stop every rank with a clear error and a non-zero

@@ -128,6 +128,58 @@ TEST(CostModel, OneCompiledPipelineStandsForEverySynchronousScheduleWithItsChunk
   }
 }
 
+// Links that cost their bytes alone (no latency), so a collective's time is
+// proportional to the bytes it carries.
+class BandwidthOnlyHardware : public FakeHardware {
+ public:
+  double collective_seconds(CollectiveKind, double bytes, int ranks, Link) const override {
+    return bytes / 1e9 * (ranks - 1) / ranks;
+  }
+};
+
+// Each collective is charged at the bytes it carries: 2 per element where
+// the lowering carries bf16. Tensor parallelism's model-axis collectives on
+// the tiny GPT are all partial sums, so tp_comm_precision bf16 halves them
+// exactly; bf16 gradient buckets are charged half their f32 bytes; sequence parallelism's bf16
+// gathers (values only GEMMs read) and partial sums leave some f32 (tokens, LayerNorm gradients).
+TEST(CostModel, ChargesEachCollectiveAtTheBytesItCarries) {
+  const BandwidthOnlyHardware hw;
+  auto comm = [&](const TrainConfig& c, const char* axis) {
+    return predict_step(c, {0}, hw, {}).comm_s.at(axis);
+  };
+  TrainConfig tp = tiny("model=2");
+  const double f32_tp = comm(tp, "model");
+  tp.precision = "bf16";
+  EXPECT_DOUBLE_EQ(comm(tp, "model"), f32_tp);  // bf16 GEMMs alone carry nothing in bf16 here
+  tp.tp_comm_precision = "bf16";
+  EXPECT_NEAR(comm(tp, "model"), f32_tp / 2, 1e-12 * f32_tp);
+
+  // data=2: the bf16 buckets' time is half their f32 bytes' (the data axis
+  // also carries f32 gathers, and the loss's f32 bucket).
+  TrainConfig dp = tiny("data=2");
+  dp.precision = "bf16";
+  const double f32_grads = comm(dp, "data");
+  dp.grad_reduce_precision = "bf16";
+  double bf16_bucket_bytes = 0;
+  for (const Program::BucketInfo& b : compile_ranks(dp, {0})[0].train.program->bucket_info())
+    if (b.bf16) bf16_bucket_bytes += static_cast<double>(b.bytes);
+  ASSERT_GT(bf16_bucket_bytes, 0);
+  const double saved =
+      hw.collective_seconds(CollectiveKind::kAllReduce, bf16_bucket_bytes / 2, 2, Link::kIntraNode);
+  EXPECT_NEAR(comm(dp, "data"), f32_grads - saved, 1e-12 * f32_grads);
+
+  TrainConfig sp = tiny("model=2");
+  sp.layout = "heads=model,hidden=model,vocab=model,seq=model";
+  const double f32_sp = comm(sp, "model");
+  sp.precision = "bf16";
+  const double bf16_gathers = comm(sp, "model");
+  sp.tp_comm_precision = "bf16";
+  const double bf16_sp = comm(sp, "model");
+  EXPECT_LT(bf16_gathers, f32_sp);
+  EXPECT_LT(bf16_sp, bf16_gathers);
+  EXPECT_GT(bf16_sp, f32_sp / 2);
+}
+
 TEST(CostModel, AxisOrderDecidesWhichAxisStaysOnANode) {
   const Mesh m = Mesh::parse("data=4,model=2");
   EXPECT_EQ(link_of_axis(m, 1, 2), Link::kIntraNode);  // model: consecutive ranks

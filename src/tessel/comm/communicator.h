@@ -78,6 +78,14 @@ class Communicator {
   // "all_reduce", n*2 bytes (an all-to-all plus an all-gather of bf16 move
   // what a ring all-reduce of bf16 moves).
   virtual void all_reduce_bf16(float* data, int64_t n, void* work, const std::string& op) = 0;
+  // out[0..n) := the sum over ranks of their in[rank()*n .. (rank()+1)*n),
+  // carried in bf16 and added in f32: each rank rounds its p*n values to
+  // bf16 once, an all-to-all gives rank r every rank's bf16 block r, which it
+  // adds in f32 in rank order (deterministic) into `out`, not rounded again.
+  // `work` holds reduce_scatter_bf16_work_bytes(n, size()) bytes. Blocking.
+  // Counted as "reduce_scatter", size()*n*2 bytes.
+  virtual void reduce_scatter_bf16(const float* in, float* out, int64_t n, void* work,
+                                   const std::string& op) = 0;
 
   // Point to point (pipeline stages). Sends data[0..n) to group rank `peer`
   // without blocking; `data` must stay valid until wait(). Counted as "send",
@@ -122,6 +130,12 @@ inline int64_t chunk_begin(int64_t n, int p, int r) { return n * r / p; }
 inline size_t all_reduce_bf16_work_bytes(int64_t n, int p) {
   const int64_t chunk = (n + p - 1) / p;
   return static_cast<size_t>(n + p * chunk) * 2;
+}
+
+// Bytes of reduce_scatter_bf16's work buffer: the p*n rounded values and the
+// p*n received ones (bf16).
+inline size_t reduce_scatter_bf16_work_bytes(int64_t n, int p) {
+  return static_cast<size_t>(2 * int64_t{p} * n) * 2;
 }
 
 // A group of one rank: every collective is a copy (or nothing). Used for

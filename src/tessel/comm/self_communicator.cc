@@ -72,6 +72,14 @@ class SelfCommunicator : public Communicator {
     count("all_reduce", n * 2);
   }
 
+  // One contribution: rounded to bf16 once (summing one value adds nothing).
+  void reduce_scatter_bf16(const float* in, float* out, int64_t n, void* work,
+                           const std::string& op) override {
+    check_count("reduce_scatter", n, op, in, out);
+    round_bf16_in_f32(in, out, n);
+    count("reduce_scatter", n * 2);
+  }
+
   // Sending to oneself queues the message until the matching recv.
   std::unique_ptr<CommRequest> start_send(const float* data, int64_t n, int peer, int tag,
                                           const std::string& op) override {

@@ -69,6 +69,7 @@ void compile_program(CompiledProgram& c, const Mesh& mesh, const Layout& layout,
   options.bucket_bytes = static_cast<size_t>(config.bucket_mib * 1048576.0);
   options.bf16 = config.precision == "bf16";
   options.bf16_activations = config.bf16_activations;
+  options.bf16_partial_sums = config.tp_comm_precision == "bf16";
   if (gradients && config.grad_reduce_precision == "bf16")
     for (ValueId v : c.wanted)
       if (v != c.outputs.loss) options.bf16_reduce.insert(c.local.local_of[v]);
@@ -91,13 +92,12 @@ CompiledRank compile_rank(const TrainConfig& config, const Mesh& mesh, const Lay
   c.mode = mode;
   c.recompute_choice = resolve_recompute(c.config);
   const TrainConfig& cfg = c.config;
-  if (cfg.grad_reduce_precision == "bf16" && (uses_pipeline(cfg, mesh) || cfg.zero != 0))
+  if (cfg.grad_reduce_precision == "bf16" && uses_pipeline(cfg, mesh))
     TS_THROW(
-        "config: 'grad_reduce_precision' bf16 reduces the gradient all-reduce buckets of a "
-        "run without pipeline at zero 0; this run has ",
-        uses_pipeline(cfg, mesh) ? "a pipeline (a 'pipe' axis or microbatches > 1)"
-                                 : str_cat("zero ", cfg.zero, " (gradients reduce-scattered)"),
-        ", whose gradient reductions stay f32. Use grad_reduce_precision f32 here");
+        "config: 'grad_reduce_precision' bf16 reduces the gradients of a run without "
+        "pipeline (all-reduce buckets, ZeRO's reduce-scatters); this run has a pipeline (a "
+        "'pipe' axis or microbatches > 1), whose gradient reductions stay f32. Use "
+        "grad_reduce_precision f32 here");
   if (uses_pipeline(cfg, mesh)) {
     c.pipeline = ctx ? std::make_unique<PipelineModel>(cfg, *ctx)
                      : std::make_unique<PipelineModel>(cfg, mesh, rank, nullptr, true,
@@ -138,7 +138,7 @@ CompiledRank compile_rank(const TrainConfig& config, const Mesh& mesh, const Lay
   if (cache && mode == CompileMode::kPlanOnly) {
     eval_key = str_cat(mesh.to_string(), "|", cfg.layout, "|", rank, "|", cfg.zero, "|", cfg.batch,
                        "|", cfg.precision, "|", cfg.bf16_activations, "|",
-                       cfg.grad_reduce_precision, "|", cfg.bucket_mib);
+                       cfg.grad_reduce_precision, "|", cfg.tp_comm_precision, "|", cfg.bucket_mib);
     for (const auto& [label, spec] : cfg.shard) eval_key += str_cat("|", label, "=", spec);
     if (auto it = cache->eval_arena_bytes.find(eval_key); it != cache->eval_arena_bytes.end()) {
       c.eval_arena_bytes = it->second;

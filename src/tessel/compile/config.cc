@@ -46,6 +46,7 @@ const std::map<std::string, KeyRule>& rules() {
       {"precision", field(&TrainConfig::precision)},
       {"bf16_activations", field(&TrainConfig::bf16_activations)},
       {"grad_reduce_precision", field(&TrainConfig::grad_reduce_precision)},
+      {"tp_comm_precision", field(&TrainConfig::tp_comm_precision)},
       {"lr", field(&TrainConfig::lr)},
       {"min_lr", field(&TrainConfig::min_lr)},
       {"warmup_steps", field(&TrainConfig::warmup_steps)},
@@ -182,6 +183,14 @@ void TrainConfig::validate(bool with_data) const {
   if (grad_reduce_precision != "f32" && grad_reduce_precision != "bf16")
     TS_THROW("config: 'grad_reduce_precision' must be \"f32\" or \"bf16\", got \"",
              grad_reduce_precision, "\"");
+  if (tp_comm_precision != "f32" && tp_comm_precision != "bf16")
+    TS_THROW("config: 'tp_comm_precision' must be \"f32\" or \"bf16\", got \"", tp_comm_precision,
+             "\"");
+  if (tp_comm_precision == "bf16" && precision != "bf16")
+    TS_THROW(
+        "config: 'tp_comm_precision' bf16 carries tensor-parallel partial sums in bf16, "
+        "which only a bf16 run rounds to; this run has 'precision' \"",
+        precision, "\". Set precision bf16, or tp_comm_precision f32");
   positive("batch", batch);
   positive("steps", steps);
   positive("lr", lr);

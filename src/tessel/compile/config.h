@@ -45,8 +45,15 @@ struct TrainConfig {
   bool bf16_activations = true;
   // Number format of the gradient all-reduce buckets on the wire: "f32" |
   // "bf16" (rounded to bf16 once, summed in f32, the sum rounded to bf16;
-  // half the bytes). bf16 only without pipeline and at zero 0.
+  // half the bytes); ZeRO's gradient reduce-scatters likewise (the f32 sum
+  // kept). bf16 only without pipeline.
   std::string grad_reduce_precision = "f32";
+  // Number format on the wire of the tensor-parallel partial sums (the sum
+  // all-reduces and reduce-scatters of activations and their gradients, on
+  // any axis; not the parameter gradients): "f32" | "bf16" (each rank's
+  // values rounded to bf16 once, summed in f32; an all-reduce's sum rounded
+  // to bf16, identical on every rank; half the bytes). bf16 needs precision bf16.
+  std::string tp_comm_precision = "f32";
   double lr = 1e-3;
   double min_lr = 1e-4;
   int64_t warmup_steps = 20;

@@ -170,7 +170,8 @@ PipelineModel::PipelineModel(const TrainConfig& config, const Mesh& mesh, int ra
     if (cache && plan_only_) {
       eval_key = str_cat(config.batch, "|", k, "|", stage_count, "|", stage_mesh_.to_string(), "|",
                          stage_rank_, "|", config.layout, "|", config.precision, "|",
-                         config.bf16_activations, "|", config.bucket_mib, "|");
+                         config.bf16_activations, "|", config.tp_comm_precision, "|",
+                         config.bucket_mib, "|");
       for (int b : partition_.first_block) eval_key += str_cat(b, ",");
       for (const auto& [label, spec] : config.shard) eval_key += str_cat("|", label, "=", spec);
       auto it = cache->eval_arena_bytes.find(eval_key);
@@ -296,6 +297,7 @@ PipelineStage PipelineModel::compile(const LocalStage& st, int chunk, bool eval)
   options.plan_only = plan_only_;
   options.bf16 = config_.precision == "bf16";
   options.bf16_activations = config_.bf16_activations;
+  options.bf16_partial_sums = config_.tp_comm_precision == "bf16";
   if (!eval)
     options.phase_starts = {local_phase_start(local, sg.backward_input_begin),
                             local_phase_start(local, sg.backward_weight_begin)};

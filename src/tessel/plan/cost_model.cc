@@ -83,10 +83,12 @@ class Simulator {
   }
 
   // A blocking collective node of a local graph (its kind and payload as
-  // the Communicator counts them).
-  double collective_node(const Graph& g, ValueId id) const {
+  // the Communicator counts them: 2 bytes per element where it carries bf16).
+  double collective_node(const Graph& g, const Program::InstructionInfo& ins) const {
+    const ValueId id = ins.node;
     const Node& n = g.node(id);
-    const double in = value_bytes(g, n.inputs[0]);
+    const double in =
+        ins.carries_bf16 ? 2.0 * g.node(n.inputs[0]).shape.numel() : value_bytes(g, n.inputs[0]);
     switch (n.kind) {
       case OpKind::kAllReduce:
         return collective(CollectiveKind::kAllReduce, in, n.attrs.axis);
@@ -125,7 +127,7 @@ class Simulator {
         clock += dt;
         const Program::BucketInfo& b = buckets[ins.bucket];
         if (b.last_instruction == static_cast<int>(i)) {
-          const double bytes = static_cast<double>(b.bytes);
+          const double bytes = static_cast<double>(b.bf16 ? b.bytes / 2 : b.bytes);
           double d = collective(CollectiveKind::kAllReduce, bytes, b.axis);
           if (polled()) {
             d *= pr.nonblocking_factor;
@@ -155,7 +157,7 @@ class Simulator {
         }
       }
       if (communicates(n.kind)) {
-        dt = collective_node(g, ins.node);
+        dt = collective_node(g, ins);
         t.blocking_s[ins.phase][n.attrs.axis] += dt;
       } else {
         dt = kernel(g, ins);

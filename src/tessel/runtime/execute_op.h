@@ -37,6 +37,9 @@ struct OpCall {
   // An all-gather whose output is stored in bf16: it carries bf16 (half the
   // bytes; the same values as gathering f32 and rounding) and `out` is bf16.
   bool bf16_out = false;
+  // A sum all-reduce or reduce-scatter that carries bf16 and adds in f32
+  // (CompileOptions::bf16_partial_sums); `scratch` is its work buffer.
+  bool bf16_sum = false;
   // The step and micro-batch dropout masks are keyed by (runtime/dropout_op.h).
   DropoutPosition position{};
 };
@@ -59,5 +62,8 @@ size_t scratch_bytes(const Graph& graph, const Node& node, const kernels::Einsum
 // The same for an all-gather that carries bf16 (OpCall::bf16_out), with its
 // input in bf16 storage (in_bf16) or f32 (rounded into scratch first).
 size_t bf16_all_gather_scratch_bytes(const Graph& graph, const Node& node, bool in_bf16);
+// The same for a partial sum that carries bf16 (OpCall::bf16_sum): the
+// communicator's work buffer, after a reduce-scatter's f32 packing.
+size_t bf16_sum_scratch_bytes(const Graph& graph, const Node& node);
 
 }  // namespace tessel

@@ -6,6 +6,7 @@
 
 #include "tessel/base/bf16.h"
 #include "tessel/base/error.h"
+#include "tessel/ir/attrs.h"
 #include "tessel/ir/op_table.h"
 #include "tessel/runtime/comm_groups.h"
 #include "tessel/runtime/execute_op.h"
@@ -166,6 +167,25 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
     }
   }
 
+  // Sums carried in bf16: with bf16_partial_sums, the sum all-reduces and
+  // reduce-scatters of f32 values that are no program output (outputs are
+  // gradients and the loss); and the reduce-scatters of bf16_reduce's
+  // outputs (ZeRO's gradients; their all-reduces are bf16 buckets above).
+  {
+    std::set<ValueId> output_roots, bf16_reduce_roots;
+    for (ValueId out : outputs) output_roots.insert(alias_root_[out]);
+    for (ValueId v : options_.bf16_reduce) bf16_reduce_roots.insert(alias_root_.at(v));
+    for (Instruction& ins : instructions_) {
+      const Node& node = g.node(ins.node);
+      const bool sum = (node.kind == OpKind::kAllReduce && allreduce_kind(node.attrs) == "sum") ||
+                       node.kind == OpKind::kReduceScatter;
+      if (!sum || ins.bucket >= 0 || node.dtype != DType::kF32) continue;
+      ins.bf16_sum = output_roots.count(ins.node)
+                         ? node.kind == OpKind::kReduceScatter && bf16_reduce_roots.count(ins.node)
+                         : options_.bf16_partial_sums;
+    }
+  }
+
   // One buffer per root value that is neither a parameter nor unused.
   value_buffer_.assign(n, -1);
   for (ValueId id = 0; id < n; ++id) {
@@ -194,6 +214,8 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
         ins.einsum_bf16 >= 0 ? einsum_bf16_[ins.einsum_bf16].scratch_bytes()
         : bf16_gather
             ? bf16_all_gather_scratch_bytes(g, node, stored_bf16_[alias_root_[node.inputs[0]]])
+        : ins.bf16_sum
+            ? bf16_sum_scratch_bytes(g, node)
             : scratch_bytes(g, node,
                             ins.einsum_plan >= 0 ? &einsum_plans_[ins.einsum_plan] : nullptr);
     if (scratch == 0) continue;
@@ -273,15 +295,18 @@ std::vector<Program::InstructionInfo> Program::instruction_info() const {
   for (size_t i = 0; i < instructions_.size(); ++i) {
     while (phase + 1 < phase_count() && i >= phase_begin_[phase + 1]) ++phase;
     const Instruction& ins = instructions_[i];
+    const Node& node = graph_->node(ins.node);
+    const bool bf16_gather = node.kind == OpKind::kAllGather && stored_bf16_[ins.node];
     out.push_back({ins.node, ins.einsum_plan >= 0 ? &einsum_plans_[ins.einsum_plan] : nullptr,
-                   ins.bucket, phase, ins.scratch >= 0 ? requests_[ins.scratch].bytes : 0});
+                   ins.bucket, phase, ins.scratch >= 0 ? requests_[ins.scratch].bytes : 0,
+                   bf16_gather || ins.bf16_sum});
   }
   return out;
 }
 
 std::vector<Program::BucketInfo> Program::bucket_info() const {
   std::vector<BucketInfo> out;
-  for (const Bucket& b : buckets_) out.push_back({b.axis, b.bytes, b.last_instruction});
+  for (const Bucket& b : buckets_) out.push_back({b.axis, b.bytes, b.last_instruction, b.bf16});
   return out;
 }
 
@@ -377,6 +402,7 @@ void Program::run_instructions(size_t begin, size_t end) {
                 options_.comms,
                 ins.einsum_bf16 >= 0 ? &einsum_bf16_[ins.einsum_bf16] : nullptr};
     call.position = position_;
+    call.bf16_sum = ins.bf16_sum;
     if (node.kind == OpKind::kAllGather && stored_bf16_[ins.node]) {
       call.bf16_out = true;
       if (stored_bf16_[alias_root_[node.inputs[0]]]) call.bf16_in[0] = value_ptr_[node.inputs[0]];

@@ -44,8 +44,17 @@ struct CompileOptions {
   // Outputs (parameter gradients) whose overlapped all-reduce is carried in
   // bf16 and summed in f32 (Communicator::all_reduce_bf16): they fill their
   // own buckets, reduced blocking at the bucket's last member, each with a
-  // planned work buffer. Empty: every bucket is f32 (grad_reduce_precision).
+  // planned work buffer. An output of a reduce-scatter (ZeRO's sharded
+  // gradients) is reduce-scattered in bf16 and summed in f32
+  // (Communicator::reduce_scatter_bf16), its work buffer the instruction's
+  // scratch. Empty: every gradient reduction is f32 (grad_reduce_precision).
   std::set<ValueId> bf16_reduce{};
+  // Tensor-parallel partial sums in bf16 (tp_comm_precision): every sum
+  // all-reduce and reduce-scatter of a value that is no program output (so
+  // not a parameter gradient, and never bucketed) carries bf16 and is added
+  // in f32 (Communicator::all_reduce_bf16, reduce_scatter_bf16), with its
+  // work buffer as the instruction's scratch.
+  bool bf16_partial_sums = false;
   // Plan memory as a run with communicators would (gradient buckets
   // included) but allocate nothing (dry runs); run() refuses.
   bool plan_only = false;
@@ -122,14 +131,21 @@ class Program {
     int bucket;
     int phase;
     size_t scratch_bytes;
+    // A collective that carries bf16 (2 bytes per element on the wire): an
+    // all-gather of a bf16-stored value, or a partial sum under
+    // bf16_partial_sums.
+    bool carries_bf16;
   };
   std::vector<InstructionInfo> instruction_info() const;
-  // A gradient bucket: one non-blocking all-reduce on `axis` of `bytes`,
-  // started right after instruction `last_instruction`, waited for at the end.
+  // A gradient bucket: one non-blocking all-reduce on `axis` of `bytes`
+  // (its f32 gradients), started right after instruction `last_instruction`,
+  // waited for at the end; `bf16`: carried in bf16 (bytes / 2 on the wire),
+  // blocking.
   struct BucketInfo {
     std::string axis;
     size_t bytes;
     int last_instruction;
+    bool bf16;
   };
   std::vector<BucketInfo> bucket_info() const;
   // The buffer requests and plan, for checking the plan (tests, inspect).
@@ -145,6 +161,7 @@ class Program {
     std::vector<int> make_copies;  // weight copies made just before this instruction
     int scratch = -1;              // buffer index of per-instruction scratch
     int bucket = -1;               // gradient bucket this all-reduce belongs to
+    bool bf16_sum = false;         // a partial sum carried in bf16 (bf16_partial_sums)
     uint8_t* scratch_ptr = nullptr;
     int stage = -1;  // buffer index of the f32 staging of a bf16-stored output
     uint8_t* stage_ptr = nullptr;

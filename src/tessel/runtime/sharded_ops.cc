@@ -74,6 +74,17 @@ void all_gather_bf16(const OpCall& call, Communicator& comm) {
                   static_cast<size_t>(block) * sizeof(uint16_t));
 }
 
+// Bytes of a reduce-scatter's f32 packing into rank-major blocks (none when
+// the scattered dim is outermost), padded so what follows stays aligned.
+size_t reduce_scatter_pack_bytes(const Graph& graph, const Node& node) {
+  const Shape& x = graph.node(node.inputs.at(0)).shape;
+  return around(node.shape, node.attrs.dim).outer != 1
+             ? round64(static_cast<size_t>(x.numel()) * sizeof(float))
+             : 0;
+}
+
+// With call.bf16_sum the blocks are carried in bf16 and added in f32
+// (Communicator::reduce_scatter_bf16), its work after the packing.
 void reduce_scatter(const OpCall& call, Communicator& comm) {
   const Shape& out_shape = call.node.shape;
   Around a = around(out_shape, call.node.attrs.dim);
@@ -83,7 +94,14 @@ void reduce_scatter(const OpCall& call, Communicator& comm) {
     dim_major_to_rank_major(in, buf, call.node.attrs.count, a);
     in = buf;
   }
-  comm.reduce_scatter(in, static_cast<float*>(call.out), out_shape.numel(), call.node.name);
+  float* out = static_cast<float*>(call.out);
+  if (call.bf16_sum) {
+    uint8_t* work =
+        static_cast<uint8_t*>(call.scratch) + reduce_scatter_pack_bytes(call.graph, call.node);
+    comm.reduce_scatter_bf16(in, out, out_shape.numel(), work, call.node.name);
+    return;
+  }
+  comm.reduce_scatter(in, out, out_shape.numel(), call.node.name);
 }
 
 // S(d) -> S(e): send block r = my rows of d with e-chunk r; receive block r =
@@ -302,6 +320,20 @@ size_t bf16_all_gather_scratch_bytes(const Graph& graph, const Node& node, bool 
   return send + (unpack ? static_cast<size_t>(node.shape.numel()) * 2 : 0);
 }
 
+size_t bf16_sum_scratch_bytes(const Graph& graph, const Node& node) {
+  const int p = static_cast<int>(node.attrs.count);
+  switch (node.kind) {
+    case OpKind::kAllReduce:
+      return all_reduce_bf16_work_bytes(node.shape.numel(), p);
+    case OpKind::kReduceScatter:
+      return reduce_scatter_pack_bytes(graph, node) +
+             reduce_scatter_bf16_work_bytes(node.shape.numel(), p);
+    default:
+      TS_CHECK(false, op_name(node.kind), " '", node.name, "' is no partial sum");
+  }
+  return 0;
+}
+
 void execute_sharded_op(const OpCall& call, const CommGroups* comms) {
   const Node& node = call.node;
   auto comm = [&]() -> Communicator& {
@@ -323,6 +355,7 @@ void execute_sharded_op(const OpCall& call, const CommGroups* comms) {
     case OpKind::kAllReduce: {
       const int64_t n = node.shape.numel();
       std::memcpy(out, in_f32(call, 0), n * sizeof(float));
+      if (call.bf16_sum) return comm().all_reduce_bf16(out, n, call.scratch, node.name);
       comm().all_reduce(out, n,
                         allreduce_kind(node.attrs) == "max" ? ReduceKind::kMax : ReduceKind::kSum,
                         node.name);

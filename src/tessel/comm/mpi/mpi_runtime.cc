@@ -518,6 +518,29 @@ void MpiCommunicator::all_reduce_bf16(float* data, int64_t n, void* work, const 
   count("all_reduce", n * 2);
 }
 
+void MpiCommunicator::reduce_scatter_bf16(const float* in, float* out, int64_t n, void* work,
+                                          const std::string& op) {
+  int c = checked_count("reduce_scatter", n, size_, op, in, out);
+  if (n > 0 && work == nullptr)
+    TS_THROW("reduce_scatter on group '", name_, "' (op '", op, "'): null work buffer");
+  const int p = size_;
+  uint16_t* values = static_cast<uint16_t*>(work);  // p * n: my rounded values, rank-major
+  uint16_t* blocks = values + int64_t{p} * n;       // p * n: every rank's values of my block
+  round_to_bf16(in, values, int64_t{p} * n);
+  {
+    WatchScope watch("reduce_scatter", name_, op, n);
+    check_mpi(MPI_Alltoall(values, c, MPI_UINT16_T, blocks, c, MPI_UINT16_T, comm_),
+              "reduce_scatter (bf16: MPI_Alltoall)", name_, op, n);
+  }
+#pragma omp parallel for schedule(static) if (n >= (1 << 15))
+  for (int64_t i = 0; i < n; ++i) {
+    float acc = 0.0f;
+    for (int r = 0; r < p; ++r) acc += bf16_bits_to_f32(blocks[r * n + i]);
+    out[i] = acc;
+  }
+  count("reduce_scatter", int64_t{p} * n * 2);
+}
+
 }  // namespace tessel
 
 namespace tessel {

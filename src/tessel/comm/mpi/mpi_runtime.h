@@ -127,6 +127,8 @@ class MpiCommunicator : public Communicator {
                        const std::string& op) override;
   // MPI_Alltoallv of the bf16 chunks, f32 sums, MPI_Allgatherv (in place).
   void all_reduce_bf16(float* data, int64_t n, void* work, const std::string& op) override;
+  void reduce_scatter_bf16(const float* in, float* out, int64_t n, void* work,
+                           const std::string& op) override;
   // MPI_Isend / MPI_Recv; the receive is watched like a collective.
   std::unique_ptr<CommRequest> start_send(const float* data, int64_t n, int peer, int tag,
                                           const std::string& op) override;
