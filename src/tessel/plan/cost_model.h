@@ -35,8 +35,9 @@
 //     than ceil(bytes / send_poll_bytes) of the sender's mean instruction
 //     times. Ranks sharing cores fill each other's bubbles: the schedule
 //     takes at least share x the pipeline ranks' mean compute;
-//   - the optimizer: AdamW (or SGD) over the rank's state elements, the
-//     gradient-norm all-reduce, and the ZeRO-1/2 parameter all-gathers.
+//   - the optimizer: AdamW (or SGD) over the rank's state elements and the
+//     gradient-norm all-reduce; the ZeRO-1/2 parameter all-gathers follow it
+//     as exposed data-axis communication.
 // Memory is the exact static plan (predict_rank_memory), as the dry run
 // prints it. Which ranks share a node follows the mesh's axis order: ranks
 // are row-major, so an axis whose groups span at most devices_per_node
