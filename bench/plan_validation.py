@@ -3,6 +3,13 @@
 Reads OUT/plans.json, OUT/picked.txt and each OUT/plan-I/{metrics.jsonl,summary.json};
 prints one row per plan and the error statistics; writes OUT/validation.json and
 OUT/plan_validation.json (the scatter `tessel report --plan-validation` draws).
+
+`plan_validation.py OUT MEASURED` re-predicts runs made before: OUT/plans.json is a
+new `tessel plan --json` (another binary or profile), MEASURED an earlier OUT with
+its picked.txt and plan-I runs. Each measured run is matched to the new plan with
+the same command; the index shown is the plan's rank in the new ranking, and the
+top plan is the best-ranked of the measured plans (the new top plan itself may not
+have been measured: the script says so).
 """
 import json
 import statistics
@@ -32,25 +39,40 @@ def spearman(a, b):
     return cov / (va * vb) if va > 0 and vb > 0 else float("nan")
 
 
-def main(out):
+def main(out, measured=None):
     plans = json.load(open(out + "/plans.json"))
+    runs = measured or out
+    by_command = {p["command"]: i for i, p in enumerate(plans["plans"])}
     rows = []
-    for line in open(out + "/picked.txt"):
-        index = int(line.split("\t")[0])
+    for line in open(runs + "/picked.txt"):
+        run_index, command = line.rstrip("\n").split("\t", 1)
+        if measured:
+            if command not in by_command:
+                print(f"measured plan {run_index} is not among the new plans: {command}")
+                continue
+            index = by_command[command]
+        else:
+            index = int(run_index)
         plan = plans["plans"][index]
-        steps = [json.loads(l) for l in open(f"{out}/plan-{index}/metrics.jsonl")]
+        steps = [json.loads(l) for l in open(f"{runs}/plan-{run_index}/metrics.jsonl")]
         timed = [s["step_ms"] for s in steps[2:]] or [s["step_ms"] for s in steps]
-        summary = json.load(open(f"{out}/plan-{index}/summary.json"))
+        summary = json.load(open(f"{runs}/plan-{run_index}/summary.json"))
         measured_peak = max(r["measured_peak_tracked_bytes"] for r in summary["memory_per_rank"])
         rows.append({"index": index, "flags": plan["command"].split("--config", 1)[1].split(" ", 2)[-1],
                      "predicted_ms": plan["step_ms"], "measured_ms": statistics.median(timed),
                      "predicted_peak": plan["peak_bytes"], "measured_peak": measured_peak})
+    rows.sort(key=lambda r: r["index"])
     for r in rows:
         r["error"] = (r["predicted_ms"] - r["measured_ms"]) / r["measured_ms"]
     mape = statistics.mean(abs(r["error"]) for r in rows)
     rho = spearman([r["predicted_ms"] for r in rows], [r["measured_ms"] for r in rows])
     best = min(r["measured_ms"] for r in rows)
-    top = next(r for r in rows if r["index"] == 0)["measured_ms"] if rows[0]["index"] == 0 else float("nan")
+    if measured:  # the best-ranked plan that was measured
+        top = rows[0]["measured_ms"]
+        if rows[0]["index"] != 0:
+            print(f"the new top plan was not measured; the best-ranked measured plan is #{rows[0]['index']}")
+    else:
+        top = rows[0]["measured_ms"] if rows[0]["index"] == 0 else float("nan")
     exact = sum(r["predicted_peak"] == r["measured_peak"] for r in rows)
     print(f"{'#':>4} {'predicted ms':>12} {'measured ms':>12} {'error':>7} {'peak pred MiB':>13} {'measured':>9}  plan")
     for r in rows:
@@ -72,4 +94,4 @@ def main(out):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None)

@@ -11,6 +11,10 @@
 #
 # Usage: bench/plan_validation.sh CONFIG RANKS [PLANS=20] [STEPS=8] [OUT=runs/plan-validation]
 # Extra `tessel plan` flags (e.g. --threads 2, --profile F) go in $PLAN_FLAGS.
+# REUSE_MEASURED=DIR runs nothing: it plans again (this binary, $PLAN_FLAGS) and
+# compares the new predictions with the runs an earlier validation left in DIR
+# (matched by command; plan-only, seconds), so a cost-model change can be
+# checked against saved measurements without a quiet machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CONFIG=$1
@@ -24,6 +28,9 @@ export OMPI_MCA_btl_vader_single_copy_mechanism=none
 # shellcheck disable=SC2086
 build/tessel plan --config "$CONFIG" --ranks "$RANKS" --json --top 100000 ${PLAN_FLAGS:-} \
   >"$OUT/plans.json"
+if [[ -n ${REUSE_MEASURED:-} ]]; then
+  exec /usr/bin/python3 bench/plan_validation.py "$OUT" "$REUSE_MEASURED"
+fi
 /usr/bin/python3 - "$OUT" "$PLANS" <<'PY'
 import json, sys
 out, want = sys.argv[1], int(sys.argv[2])

@@ -2,16 +2,19 @@
 // by shape and threads, kernel bandwidth, collective and send/recv
 // alpha-beta) and writes the machine profile (plan/calibrate.h). It launches
 // mpirun itself for the collectives; the hidden --collectives-out is that
-// inner run.
+// inner run. The hidden --check CONFIG times a config's training program
+// instruction by instruction against a profile's prices (plan/calibrate_check.h).
 #include <array>
 #include <cstdio>
 #include <memory>
 #include <vector>
 
 #include "commands.h"
+#include "config_options.h"
 #include "tessel/base/error.h"
 #include "tessel/comm/mpi/mpi_runtime.h"
 #include "tessel/plan/calibrate.h"
+#include "tessel/plan/calibrate_check.h"
 #include "tessel/plan/calibrate_links.h"
 
 namespace tessel::cli {
@@ -20,7 +23,30 @@ namespace {
 struct CalibrateCliOptions {
   plan::CalibrateOptions calibrate;
   std::string collectives_out;
+  ConfigOptions check;  // --check CONFIG [--set k=v]: time a config against a profile
+  std::string profile;
+  int repeats = 5;
 };
+
+// --check: measured against predicted per instruction kind, one run of the
+// program (each instruction's fastest run), at --threads (default 1).
+int run_check(const CalibrateCliOptions& opt) {
+  const TrainConfig config = opt.check.load(false);
+  const std::unique_ptr<plan::HardwareModel> hw = plan::load_or_calibrate(opt.profile, nullptr);
+  const int threads = opt.calibrate.threads > 0 ? opt.calibrate.threads : 1;
+  const plan::ProgramCheck c = plan::check_program(config, *hw, threads, opt.repeats);
+  std::printf("%-28s %5s %12s %12s %8s %9s\n", "kind", "count", "measured ms", "predicted ms",
+              "error", "GFLOP/s");
+  for (const plan::CheckedKind& k : c.kinds)
+    std::printf("%-28s %5d %12.3f %12.3f %+7.1f%% %9.1f\n", k.kind.c_str(), k.count,
+                k.measured_s * 1e3, k.predicted_s * 1e3, 100 * (k.predicted_s / k.measured_s - 1),
+                k.gemm_flops > 0 ? k.gemm_flops / k.measured_s / 1e9 : 0.0);
+  std::printf("%-28s %5s %12.3f %12.3f %+7.1f%%\n", "einsums", "", c.einsum_measured_s * 1e3,
+              c.einsum_predicted_s * 1e3, 100 * (c.einsum_predicted_s / c.einsum_measured_s - 1));
+  std::printf("%-28s %5s %12.3f %12.3f %+7.1f%%\n", "program", "", c.measured_s * 1e3,
+              c.predicted_s * 1e3, 100 * (c.predicted_s / c.measured_s - 1));
+  return 0;
+}
 
 // Headline figures: the FMA peak, GEMM rates at a cube and at the GPT
 // benchmark's forward shapes (examples/gpt-bench.json: 1024 tokens, d_model
@@ -60,6 +86,7 @@ void print_summary(const plan::MachineProfile& profile, int threads) {
 }
 
 int run_calibrate(const CalibrateCliOptions& opt) {
+  if (!opt.check.path.empty()) return run_check(opt);
   if (!opt.collectives_out.empty()) {
     plan::measure_links_on_world(opt.collectives_out, opt.calibrate.quick);
     return 0;
@@ -89,6 +116,16 @@ Command add_calibrate_command(CLI::App& app) {
                 "fewer shapes and sizes, collectives on 2 ranks only (a few seconds)");
   cmd->add_option("--collectives-out", opt->collectives_out,
                   "internal: measure collectives on the mpirun world, write the fits here")
+      ->group("");
+  cmd->add_option("--check", opt->check.path,
+                  "diagnostic: time CONFIG's training program (one process) instruction by "
+                  "instruction against the profile's prices, at --threads (default 1)")
+      ->group("");
+  cmd->add_option("--set", opt->check.overrides, "with --check: config overrides KEY=VALUE")
+      ->group("");
+  cmd->add_option("--profile", opt->profile, "with --check: the profile (default: the cache)")
+      ->group("");
+  cmd->add_option("--repeats", opt->repeats, "with --check: timed runs (the fastest counts)")
       ->group("");
   return {cmd, [opt] { return run_calibrate(*opt); }};
 }

@@ -73,6 +73,37 @@ TEST(CostModel, StepIsComputePlusExposedCommunicationPlusBubblePlusOptimizer) {
   }
 }
 
+// ZeRO's gathers and a pipeline's reductions after the schedule are
+// communication: counted once, as exposed communication on their axis, not
+// also as optimizer time (they were both once, and the parts summed to more
+// than the step). On links 1000x slower they grow; the optimizer does not
+// (but for its 4-byte gradient-norm all-reduce).
+TEST(CostModel, PostStepCommunicationIsExposedCommunicationNotOptimizerTime) {
+  struct Case {
+    const char* mesh;
+    int zero, microbatches;
+    const char* axis;
+  };
+  for (const Case& k : {Case{"data=2", 1, 1, "data"}, Case{"data=2", 2, 1, "data"},
+                        Case{"data=2", 3, 1, "data"}, Case{"pipe=2", 0, 2, "pipe"},
+                        Case{"pipe=2,data=2", 0, 2, "data"}, Case{"pipe=2,data=2", 1, 2, "data"}}) {
+    TrainConfig c = tiny(k.mesh);
+    c.zero = k.zero;
+    c.microbatches = k.microbatches;
+    const std::vector<int> ranks = representative_ranks(Mesh::parse(k.mesh), true);
+    const StepPrediction fast = predict_step(c, ranks, FakeHardware(8, 1), {});
+    const StepPrediction slow = predict_step(c, ranks, FakeHardware(8, 0.001), {});
+    for (const StepPrediction* p : {&fast, &slow})
+      EXPECT_NEAR(p->step_s, p->compute_s + sum(p->exposed_comm_s) + p->bubble_s + p->optimizer_s,
+                  1e-9)
+          << k.mesh << " zero " << k.zero;
+    const double extra = slow.exposed_comm_s.at(k.axis) - fast.exposed_comm_s.at(k.axis);
+    EXPECT_GT(extra, 1e-3) << k.mesh << " zero " << k.zero;
+    // The gradient norm's 4-byte all-reduce over 2-4 ranks: 20 us at most on the slow link.
+    EXPECT_LT(slow.optimizer_s - fast.optimizer_s, 1e-4) << k.mesh << " zero " << k.zero;
+  }
+}
+
 TEST(CostModel, PeakMemoryIsTheDryRunsWorstRank) {
   const FakeHardware hw;
   for (const char* mesh : {"data=2,model=2", "pipe=2,data=2"}) {

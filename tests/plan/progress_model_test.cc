@@ -132,13 +132,16 @@ TEST(PolledProgress, TheNonBlockingFactorScalesTheBucketsTime) {
   EXPECT_NEAR(two.step_s - one.step_s, per_unit, 1e-12);
 }
 
-// (Without a pipeline and ZeRO: a pipeline's per-step data-axis reduction
-// and tied-weight sum, like ZeRO's gathers, count both as exposed
-// communication and as optimizer time.)
+// With ZeRO and pipelines too: their gathers and post-schedule reductions
+// are exposed communication only.
 TEST(PolledProgress, StepIsStillComputePlusExposedPlusBubblePlusOptimizer) {
   for (const CommProgress& p : {CommProgress{}, polled(0, 1e18), polled(0.3, 4096, 1.5)})
-    for (const char* mesh : {"data=2", "data=2,model=2", "model=2"}) {
-      const TrainConfig c = tiny(mesh);
+    for (const char* mesh :
+         {"data=2", "data=2,model=2", "model=2", "data=2 zero", "pipe=2,data=2"}) {
+      const std::string m(mesh);
+      TrainConfig c = tiny(m.substr(0, m.find(' ')));
+      if (m.find("zero") != std::string::npos) c.zero = 1;
+      if (m.find("pipe") != std::string::npos) c.microbatches = 2;
       const StepPrediction s = predict(c, FakeCpu(p, 64, 100));
       EXPECT_NEAR(s.step_s, s.compute_s + sum(s.exposed_comm_s) + s.bubble_s + s.optimizer_s, 1e-12)
           << mesh;

@@ -237,9 +237,10 @@ RankStep single_program_step(const CompiledRank& c, const Simulator& sim) {
     feed += 2 * value_bytes(c.train.local.graph, c.train.local.local_of[id]);
   r.compute_s += sim.memory(feed);
   // The update over this rank's state slices, and the ZeRO-1/2 gathers of
-  // the updated slices.
+  // the updated slices (exposed communication on the data axis, not
+  // optimizer time: each part of the step is counted once).
   const Graph& g = c.train.global;
-  double state = 0;
+  double state = 0, gathers = 0;
   const int zero_axis = c.config.zero > 0 ? c.layout.axis_of("batch") : -1;
   for (size_t i = 0; i < g.params().size(); ++i) {
     const ValueId p = g.params()[i];
@@ -253,11 +254,11 @@ RankStep single_program_step(const CompiledRank& c, const Simulator& sim) {
           sim.collective(CollectiveKind::kAllGather, 4.0 * n, axis) + sim.memory(8.0 * n);
       r.comm_s[axis] += gather;
       r.exposed_s[axis] += gather;
-      r.optimizer_s += gather;
+      gathers += gather;
     }
   }
-  r.optimizer_s += sim.update(state, c.config.optimizer);
-  r.end_s = t.end_s + sim.memory(feed) + r.optimizer_s;
+  r.optimizer_s = sim.update(state, c.config.optimizer);
+  r.end_s = t.end_s + sim.memory(feed) + gathers + r.optimizer_s;
   return r;
 }
 
@@ -423,7 +424,8 @@ std::vector<RankStep> pipeline_steps(const std::vector<CompiledRank>& reps,
     s.compute_s = busy;
     s.bubble_s = timeline.makespan * (timeline.bubble_fraction[r]);
     // After the schedule: the accumulators' data-axis reduction (or
-    // reduce-scatter under ZeRO), the tied parameters' pipe-axis sum, the update.
+    // reduce-scatter under ZeRO), the tied parameters' pipe-axis sum (both
+    // exposed communication on their axes), the update (optimizer time).
     const double held = cost[r].held, state = cost[r].state, tied = cost[r].tied;
     double post = 0;
     if (!any.pipeline->data_axis().empty()) {
@@ -441,8 +443,8 @@ std::vector<RankStep> pipeline_steps(const std::vector<CompiledRank>& reps,
       s.exposed_s["pipe"] += d;
       post += d;
     }
-    s.optimizer_s = post + post_sim.update(state, any.config.optimizer);
-    s.end_s = timeline.makespan + s.optimizer_s;
+    s.optimizer_s = post_sim.update(state, any.config.optimizer);
+    s.end_s = timeline.makespan + post + s.optimizer_s;
     steps.push_back(s);
   }
   if (share > 1) {

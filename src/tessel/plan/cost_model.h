@@ -35,8 +35,9 @@
 //     than ceil(bytes / send_poll_bytes) of the sender's mean instruction
 //     times. Ranks sharing cores fill each other's bubbles: the schedule
 //     takes at least share x the pipeline ranks' mean compute;
-//   - the optimizer: AdamW (or SGD) over the rank's state elements, the
-//     gradient-norm all-reduce, and the ZeRO-1/2 parameter all-gathers.
+//   - the optimizer: AdamW (or SGD) over the rank's state elements and the
+//     gradient-norm all-reduce; the ZeRO-1/2 parameter all-gathers follow it
+//     as exposed data-axis communication.
 // Memory is the exact static plan (predict_rank_memory), as the dry run
 // prints it. Which ranks share a node follows the mesh's axis order: ranks
 // are row-major, so an axis whose groups span at most devices_per_node
@@ -55,10 +56,14 @@ namespace tessel::plan {
 
 struct StepPrediction {
   double step_s = 0;
-  double compute_s = 0;    // kernels on the slowest rank's critical path
-  double optimizer_s = 0;  // update, gradient norm, ZeRO gathers, data-axis reduction of pipelines
-  double bubble_s = 0;     // pipelines: the slowest rank's idle time in the schedule
-  std::map<std::string, double> comm_s;          // per mesh axis: time in collectives
+  double compute_s = 0;  // kernels on the slowest rank's critical path
+  // The update and the gradient norm (its 4-byte world all-reduce included).
+  // The ZeRO-1/2 gathers and a pipeline's data-axis reduction and tied
+  // parameters' sum after the schedule are exposed communication on their
+  // axes, not optimizer time: step = compute + exposed + bubble + optimizer.
+  double optimizer_s = 0;
+  double bubble_s = 0;                   // pipelines: the slowest rank's idle time in the schedule
+  std::map<std::string, double> comm_s;  // per mesh axis: time in collectives
   std::map<std::string, double> exposed_comm_s;  // per mesh axis: not hidden behind compute
   int64_t peak_bytes = 0;                        // largest predicted tensor storage of any rank
   int peak_rank = 0;
