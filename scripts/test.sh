@@ -7,8 +7,9 @@
 #   sanitize  build-asan/ (AddressSanitizer + UndefinedBehaviorSanitizer, -O1),
 #             the fast tier plus the tests labelled `asan` (the checkpoint
 #             readers' mutation fuzz test, a data=2,model=2 layout case and a
-#             pipeline under mpirun). On by default (CI runs it);
-#             TESSEL_SANITIZE_TESTS=0 skips it locally.
+#             pipeline under mpirun). Not yet on by default: the whole
+#             phase has not passed one run within the CI budget
+#             (tests/README.md); TESSEL_SANITIZE_TESTS=1 runs it.
 # scripts/test.sh --fast: build/ and the fast tier only (ctest -L fast), for
 # the edit-compile-test loop. scripts/test.sh --sanitize: the sanitizer phase
 # only. Other arguments go to the release phase's ctest (e.g.
@@ -72,8 +73,9 @@ else
   end
 fi
 
-if [ "${TESSEL_SANITIZE_TESTS:-1}" = 0 ]; then
-  printf '== test.sh: %s\n' "${summary[@]}" "sanitizer phase: skipped (TESSEL_SANITIZE_TESTS=0)"
+if [ "${TESSEL_SANITIZE_TESTS:-0}" != 1 ]; then
+  # Off until a whole run passes within CI's 30 minutes (tests/README.md).
+  printf '== test.sh: %s\n' "${summary[@]}" "sanitizer phase: skipped (TESSEL_SANITIZE_TESTS=1 runs it)"
   exit 0
 fi
 
