@@ -5,14 +5,16 @@
 #   slow   everything else (matches a pattern below)
 #   mpi    runs mpirun (all of tessel_layout_tests, and the patterns below)
 #   asan   also run by the sanitizer phase of scripts/test.sh (the slow
-#          checkpoint fuzz test and a pipeline under mpirun)
+#          checkpoint fuzz test, a data=2,model=2 layout case and a pipe=2
+#          pipeline under mpirun)
 # Tests added with add_test get their labels in CMakeLists.txt. A case of
 # tessel_tests is fast unless listed in TESSEL_SLOW (a new test that takes
 # longer belongs there); a case of tessel_layout_tests is slow unless listed in
 # TESSEL_FAST_LAYOUT.
 # Patterns are regular expressions over the full test name (parameterized
-# tests read Prefix/Suite.Name/Param). Seconds after each pattern: one run of
-# the Release build alone, on the 2-core machine under about 4x load from
+# tests read Prefix/Suite.Name/Param followed by "  # GetParam() = ...", so
+# end such a pattern with "( |$)", not "$"). Seconds after each pattern: one
+# run of the Release build alone, on the 2-core machine under about 4x load from
 # other builds (the 87 s learning test took 365 s), so about a quarter of that
 # on an idle machine. Fast means under about 12 s there (3 s idle).
 
@@ -42,10 +44,16 @@ set(TESSEL_FAST_LAYOUT
 )
 
 # The sanitizer phase runs the fast tier and these: the hardened readers'
-# checkpoint fuzz test and a pipeline under mpirun.
+# checkpoint fuzz test, and under mpirun the GPT on data=2,model=2 (4 ranks:
+# tensor-parallel collectives and the data-parallel bucketed all-reduce) and
+# a 1F1B pipeline on pipe=2 (point-to-point sends of activations and
+# gradients). The fast tier already holds mpirun cases (the communicator
+# tests on 1-8 ranks, the fault scripts, MLP tensor parallel, GPT data
+# parallel with dropout).
 set(TESSEL_ASAN
     "^HardenedReaders\\.MutationFuzzOverCheckpointFiles$"
-    "^Pipelines\\.MlpAccumulatesMicroBatchesOnDataParallelRanks$"     # 10 s
+    "^Meshes/GptLayouts\\.MatchesSingleProcess/data2_model2( |$)"
+    "^Schedules/PipelineSchedules\\.MatchSingleProcess/1f1b_pipe2( |$)"
 )
 
 function(tessel_matches name patterns out)

@@ -324,7 +324,7 @@ TEST(MpiCommunicator, BadCountsThrowBeforeAnyMpiCall) {
   e = error_of([&] { world->start_all_reduce(nullptr, too_many, "grad_async"); });
   EXPECT_NE(e.find("'grad_async'"), std::string::npos) << e;
   // The block collectives move n * size() elements: that product must fit.
-  const int64_t per_rank = INT_MAX / p + 1;
+  const int64_t per_rank = int64_t{INT_MAX} / p + 1;  // int64: INT_MAX / 1 + 1 overflows int
   e = error_of([&] { world->all_gather(nullptr, nullptr, per_rank, "gather_w"); });
   EXPECT_NE(e.find("all_gather on group 'data' (op 'gather_w')"), std::string::npos) << e;
   e = error_of([&] { world->reduce_scatter(nullptr, nullptr, per_rank, "rs"); });
