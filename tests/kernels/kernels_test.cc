@@ -69,7 +69,9 @@ void expect_close(const Vec& got, const Vec& want, double rtol = 1e-5, double at
 void expect_bitwise(const Vec& a, const Vec& b) {
   ASSERT_EQ(a.size(), b.size());
   // memcmp of an empty vector's null data() is undefined, even for 0 bytes.
-  if (!a.empty()) EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
+  if (!a.empty()) {
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
+  }
 }
 
 // Runs f with 1, 2 and 3 OpenMP threads (twice with 2) and checks the outputs
