@@ -1,0 +1,69 @@
+#include "tessel/plan/instruction_timing.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+
+namespace tessel::plan {
+namespace {
+
+double seconds_now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double value_bytes(const Graph& g, ValueId id) {
+  return static_cast<double>(g.node(id).shape.numel()) * dtype_size(g.node(id).dtype);
+}
+
+}  // namespace
+
+std::unique_ptr<TimedProgram> timed_training_program(const TrainConfig& config) {
+  auto timed = std::make_unique<TimedProgram>();
+  timed->training = build_training_graph(config, config.batch);
+  const TrainingGraph& t = timed->training;
+  std::vector<ValueId> outputs = {t.outputs.loss};
+  outputs.insert(outputs.end(), t.grads.begin(), t.grads.end());
+  timed->program = std::make_unique<Program>(t.graph, outputs);
+  for (ValueId p : t.graph.params()) {
+    timed->params.emplace_back(static_cast<size_t>(value_bytes(t.graph, p)));
+    std::fill_n(timed->params.back().as<float>(), t.graph.node(p).shape.numel(), 0.02f);
+    timed->program->bind_param(t.graph.node(p).name, timed->params.back().as<float>());
+  }
+  return timed;
+}
+
+std::map<ValueId, double> fastest_instruction_seconds(Program& program, int threads, int repeats) {
+  const int saved_threads = omp_get_max_threads();
+  omp_set_num_threads(threads);
+  std::map<ValueId, double> fastest;
+  for (int run = 0; run <= repeats; ++run) {
+    std::optional<ValueId> previous;
+    double started = 0;
+    auto close = [&](double now) {
+      if (!previous || run == 0) return;
+      auto [it, fresh] = fastest.emplace(*previous, now - started);
+      if (!fresh) it->second = std::min(it->second, now - started);
+    };
+    program.set_progress_hook([&] {
+      const double now = seconds_now();
+      close(now);
+      previous = program.running_node();
+      started = now;
+    });
+    program.run();
+    close(seconds_now());
+  }
+  program.set_progress_hook(nullptr);
+  omp_set_num_threads(saved_threads);
+  return fastest;
+}
+
+double instruction_bytes(const Graph& graph, ValueId node) {
+  double bytes = value_bytes(graph, node);
+  for (ValueId in : graph.node(node).inputs) bytes += value_bytes(graph, in);
+  return bytes;
+}
+
+}  // namespace tessel::plan

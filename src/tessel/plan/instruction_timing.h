@@ -1,0 +1,38 @@
+// Timing a training program instruction by instruction, for the profile's
+// kernel rates (kernel_rates.h) and `calibrate --check` (calibrate_check.h).
+// The program is a config's single-process training step (the loss and
+// every gradient) with every parameter bound to a buffer of 0.02s and token
+// ids 0: the timing does not depend on the values. Each instruction's time
+// runs from the progress hook before it to the hook before the next (the
+// last: to the end of the run).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "tessel/compile/compile_rank.h"
+#include "tessel/runtime/program.h"
+#include "tessel/tensor/aligned_buffer.h"
+
+namespace tessel::plan {
+
+struct TimedProgram {
+  TrainingGraph training;
+  std::vector<AlignedBuffer> params;  // bound to `program`
+  std::unique_ptr<Program> program;
+};
+
+// Builds `config`'s training program with its parameters bound (not moved
+// once built: the program holds the parameters' addresses).
+std::unique_ptr<TimedProgram> timed_training_program(const TrainConfig& config);
+
+// Runs `program` repeats + 1 times at `threads` OpenMP threads (the first
+// run warms up) and returns each timed instruction's node with its fastest
+// time in seconds. Restores the thread count.
+std::map<ValueId, double> fastest_instruction_seconds(Program& program, int threads, int repeats);
+
+// The bytes an instruction moves: its output and every input, at their dtypes.
+double instruction_bytes(const Graph& graph, ValueId node);
+
+}  // namespace tessel::plan
