@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "command_args.h"
 #include "commands.h"
 #include "config_options.h"
 #include "tessel/base/error.h"
@@ -18,20 +19,9 @@ const std::vector<std::string> kLayoutKnobs = {
     "--mesh",      "--layout",       "--schedule", "--chunks", "--zero",
     "--recompute", "--microbatches", "--stages",   "--shard",  "--plan"};
 
-std::vector<std::string> without_layout_knobs(const std::vector<std::string>& args) {
-  std::vector<std::string> out;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    const bool knob = std::find(kLayoutKnobs.begin(), kLayoutKnobs.end(), a) != kLayoutKnobs.end();
-    const bool knob_eq = std::any_of(kLayoutKnobs.begin(), kLayoutKnobs.end(),
-                                     [&](const auto& k) { return a.rfind(k + "=", 0) == 0; });
-    if (knob) {
-      ++i;  // and its value
-      continue;
-    }
-    if (!knob_eq) out.push_back(a);
-  }
-  return out;
+std::vector<std::string> without_layout_knobs(std::vector<std::string> args) {
+  for (const std::string& knob : kLayoutKnobs) args = without_option(args, knob);
+  return args;
 }
 
 // The config options of `train ARGS...`, parsed as `train` parses them (the

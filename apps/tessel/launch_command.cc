@@ -38,6 +38,7 @@
 #include <thread>
 #include <vector>
 
+#include "command_args.h"
 #include "commands.h"
 #include "elastic.h"
 #include "standby.h"
@@ -56,30 +57,6 @@ struct LaunchOptions {
   int elastic_min = 0;               // 0: relaunch on -n ranks always
   std::vector<std::string> command;  // "train", ARGS...
 };
-
-// The value of `--name X` or `--name=X` in args, or `fallback`.
-std::string option_value(const std::vector<std::string>& args, const std::string& name,
-                         const std::string& fallback) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == name && i + 1 < args.size()) return args[i + 1];
-    if (args[i].rfind(name + "=", 0) == 0) return args[i].substr(name.size() + 1);
-  }
-  return fallback;
-}
-
-std::vector<std::string> without_option(const std::vector<std::string>& args,
-                                        const std::string& name) {
-  std::vector<std::string> out;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == name) {
-      ++i;
-      continue;
-    }
-    if (args[i].rfind(name + "=", 0) == 0) continue;
-    out.push_back(args[i]);
-  }
-  return out;
-}
 
 // Training seconds of the steps in [first, end) of OUT/metrics.jsonl: each
 // step's time (step_ms) and its evaluation (eval_ms), the work the job asked
