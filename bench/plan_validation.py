@@ -59,7 +59,8 @@ def run_ms(run_dir):
 def runs_of(base, run_index):
     """Pass 1 (plan-I) and every later pass (plan-I.pass-K) of a picked plan."""
     first = f"{base}/plan-{run_index}"
-    later = sorted(glob.glob(first + ".pass-*"), key=lambda d: int(d.rsplit("-", 1)[1]))
+    later = [d for d in glob.glob(first + ".pass-*") if d.rsplit("-", 1)[1].isdigit()]
+    later.sort(key=lambda d: int(d.rsplit("-", 1)[1]))
     return [d for d in [first] + later if os.path.exists(d + "/metrics.jsonl")]
 
 
