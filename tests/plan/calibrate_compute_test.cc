@@ -32,15 +32,18 @@ TEST(CalibrateCompute, EveryGridPointIsMeasuredWithThreeNearbyVariants) {
         EXPECT_LT(std::abs(gemm_log_flops(q.m, q.n, q.k) - gemm_log_flops(p.m, p.n, p.k)), 0.2);
         EXPECT_LT(std::abs(gemm_log_aspect(q.m, q.n, q.k) - gemm_log_aspect(p.m, p.n, p.k)), 0.3);
         for (auto [dq, dp] : {std::pair{q.m, p.m}, {q.n, p.n}, {q.k, p.k}}) {
-          if (dp < 32)
+          if (dp < 32) {
             EXPECT_EQ(dq, dp);  // small dims (attention's 16, 4) unchanged
-          else
+          } else {
             EXPECT_EQ(dq % 8, 0) << dq;
+          }
         }
       }
       // With at least two dims of 32 or more, the four shapes are distinct.
       const int large = (p.m >= 32) + (p.n >= 32) + (p.k >= 32);
-      if (large >= 2) EXPECT_EQ(distinct.size(), 4u) << p.m << "x" << p.n << "x" << p.k;
+      if (large >= 2) {
+        EXPECT_EQ(distinct.size(), 4u) << p.m << "x" << p.n << "x" << p.k;
+      }
     }
   }
   // The case that motivated it: 512^3 is measured with no dim at 512 in two
