@@ -1,16 +1,23 @@
 """Compares the planner's predictions with the runs bench/plan_validation.sh made.
 
-Reads OUT/plans.json, OUT/picked.txt and each OUT/plan-I/{metrics.jsonl,summary.json};
-prints one row per plan and the error statistics; writes OUT/validation.json and
+Reads OUT/plans.json, OUT/picked.txt and each run of a picked plan I:
+OUT/plan-I (pass 1) and OUT/plan-I.pass-K (pass K > 1), each with
+metrics.jsonl and summary.json. A run's step time is the median step_ms over
+the steps after the first $WARMUP (default 2); a plan's measured time is the
+median over its runs (passes), and its spread max / min - 1 over them. Prints
+one row per plan and the error statistics; writes OUT/validation.json and
 OUT/plan_validation.json (the scatter `tessel report --plan-validation` draws).
 
-`plan_validation.py OUT MEASURED` re-predicts runs made before: OUT/plans.json is a
-new `tessel plan --json` (another binary or profile), MEASURED an earlier OUT with
-its picked.txt and plan-I runs. Each measured run is matched to the new plan with
+`plan_validation.py OUT MEASURED...` re-predicts runs made before: OUT/plans.json
+is a new `tessel plan --json` (another binary or profile), each MEASURED an
+earlier OUT with its picked.txt and plan-I runs (several: a plan's runs from all
+of them count as its passes). Each measured run is matched to the new plan with
 the same command; the index shown is the plan's rank in the new ranking, and the
 top plan is the best-ranked of the measured plans (the new top plan itself may not
 have been measured: the script says so).
 """
+import glob
+import os
 import json
 import statistics
 import sys
@@ -39,28 +46,52 @@ def spearman(a, b):
     return cov / (va * vb) if va > 0 and vb > 0 else float("nan")
 
 
-def main(out, measured=None):
+WARMUP = int(os.environ.get("WARMUP", "2"))
+
+
+def run_ms(run_dir):
+    """The median step_ms of one run after its warm-up steps."""
+    steps = [json.loads(l) for l in open(run_dir + "/metrics.jsonl")]
+    timed = [s["step_ms"] for s in steps[WARMUP:]] or [s["step_ms"] for s in steps]
+    return statistics.median(timed)
+
+
+def runs_of(base, run_index):
+    """Pass 1 (plan-I) and every later pass (plan-I.pass-K) of a picked plan."""
+    first = f"{base}/plan-{run_index}"
+    later = [d for d in glob.glob(first + ".pass-*") if d.rsplit("-", 1)[1].isdigit()]
+    later.sort(key=lambda d: int(d.rsplit("-", 1)[1]))
+    return [d for d in [first] + later if os.path.exists(d + "/metrics.jsonl")]
+
+
+def main(out, measured=()):
     plans = json.load(open(out + "/plans.json"))
-    runs = measured or out
     by_command = {p["command"]: i for i, p in enumerate(plans["plans"])}
+    runs = {}  # new plan index -> its run directories
+    for base in measured or [out]:
+        for line in open(base + "/picked.txt"):
+            run_index, command = line.rstrip("\n").split("\t", 1)
+            if measured:
+                if command not in by_command:
+                    print(f"measured plan {run_index} in {base} is not among the new plans: {command}")
+                    continue
+                index = by_command[command]
+            else:
+                index = int(run_index)
+            runs.setdefault(index, []).extend(runs_of(base, run_index))
     rows = []
-    for line in open(runs + "/picked.txt"):
-        run_index, command = line.rstrip("\n").split("\t", 1)
-        if measured:
-            if command not in by_command:
-                print(f"measured plan {run_index} is not among the new plans: {command}")
-                continue
-            index = by_command[command]
-        else:
-            index = int(run_index)
+    for index, dirs in runs.items():
         plan = plans["plans"][index]
-        steps = [json.loads(l) for l in open(f"{runs}/plan-{run_index}/metrics.jsonl")]
-        timed = [s["step_ms"] for s in steps[2:]] or [s["step_ms"] for s in steps]
-        summary = json.load(open(f"{runs}/plan-{run_index}/summary.json"))
-        measured_peak = max(r["measured_peak_tracked_bytes"] for r in summary["memory_per_rank"])
+        passes = [run_ms(d) for d in dirs]
+        peaks = {max(r["measured_peak_tracked_bytes"]
+                     for r in json.load(open(d + "/summary.json"))["memory_per_rank"])
+                 for d in dirs}
+        if len(peaks) > 1:
+            print(f"plan {index}: the measured peaks differ between passes: {sorted(peaks)}")
         rows.append({"index": index, "flags": plan["command"].split("--config", 1)[1].split(" ", 2)[-1],
-                     "predicted_ms": plan["step_ms"], "measured_ms": statistics.median(timed),
-                     "predicted_peak": plan["peak_bytes"], "measured_peak": measured_peak})
+                     "predicted_ms": plan["step_ms"], "measured_ms": statistics.median(passes),
+                     "passes_ms": passes, "spread": max(passes) / min(passes) - 1,
+                     "predicted_peak": plan["peak_bytes"], "measured_peak": max(peaks)})
     rows.sort(key=lambda r: r["index"])
     for r in rows:
         r["error"] = (r["predicted_ms"] - r["measured_ms"]) / r["measured_ms"]
@@ -74,15 +105,25 @@ def main(out, measured=None):
     else:
         top = rows[0]["measured_ms"] if rows[0]["index"] == 0 else float("nan")
     exact = sum(r["predicted_peak"] == r["measured_peak"] for r in rows)
-    print(f"{'#':>4} {'predicted ms':>12} {'measured ms':>12} {'error':>7} {'peak pred MiB':>13} {'measured':>9}  plan")
+    print(f"{'#':>4} {'predicted ms':>12} {'measured ms':>12} {'error':>7} {'passes':>6} {'spread':>6} "
+          f"{'peak pred MiB':>13} {'measured':>9}  plan")
     for r in rows:
         print(f"{r['index']:>4} {r['predicted_ms']:>12.1f} {r['measured_ms']:>12.1f} {100 * r['error']:>6.1f}% "
-              f"{r['predicted_peak'] / 2**20:>13.2f} {r['measured_peak'] / 2**20:>9.2f}  {r['flags']}")
+              f"{len(r['passes_ms']):>6} {100 * r['spread']:>5.1f}% {r['predicted_peak'] / 2**20:>13.2f} {r['measured_peak'] / 2**20:>9.2f}  {r['flags']}")
     print(f"plans run: {len(rows)} of {len(plans['plans'])} costed ({plans['considered']} considered, "
           f"{plans['pruned']} pruned, search {plans['search_s']:.3f} s)")
     print(f"step time: mean absolute percentage error {100 * mape:.1f}%, Spearman rank correlation {rho:.3f}")
     print(f"top plan measured {top:.1f} ms vs best measured {best:.1f} ms: {100 * (top / best - 1):+.1f}%")
     print(f"peak memory equal to the byte: {exact} of {len(rows)}")
+    if max(len(r["passes_ms"]) for r in rows) > 1:  # noise only slows a run: its fastest pass
+        fast = [min(r["passes_ms"]) for r in rows]
+        fast_mape = statistics.mean(abs(r["predicted_ms"] / f - 1) for r, f in zip(rows, fast))
+        fast_rho = spearman([r["predicted_ms"] for r in rows], fast)
+        print(f"against each plan's fastest pass: mean absolute percentage error {100 * fast_mape:.1f}%, "
+              f"Spearman {fast_rho:.3f}, top plan {100 * (fast[0] / min(fast) - 1):+.1f}%")
+    print(f"passes per plan: {min(len(r['passes_ms']) for r in rows)}-{max(len(r['passes_ms']) for r in rows)}, "
+          f"median spread between passes {100 * statistics.median(r['spread'] for r in rows):.1f}% "
+          f"(largest {100 * max(r['spread'] for r in rows):.1f}%), warm-up steps dropped: {WARMUP}")
     # The points `tessel report --plan-validation FILE` draws.
     json.dump([{"predicted_ms": r["predicted_ms"], "measured_ms": r["measured_ms"],
                 "label": f"#{r['index']} {r['flags']}"} for r in rows],
@@ -94,4 +135,4 @@ def main(out, measured=None):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None)
+    main(sys.argv[1], sys.argv[2:])

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 
@@ -44,7 +45,7 @@ AlignedBuffer filled(int64_t floats) {
 }
 
 // GFLOP/s of one shape through plan_einsum + einsum, as the runtime calls them.
-double gemm_gflops(const GemmPoint& s, double min_seconds) {
+double shape_gflops(const GemmPoint& s, double min_seconds) {
   std::vector<Dim> a{{"m", s.m}, {"k", s.k}}, b{{"k", s.k}, {"n", s.n}}, c{{"m", s.m}, {"n", s.n}};
   if (s.batch > 1)
     for (auto* dims : {&a, &b, &c}) dims->insert(dims->begin(), Dim{"g", s.batch});
@@ -56,6 +57,17 @@ double gemm_gflops(const GemmPoint& s, double min_seconds) {
     kernels::einsum(plan, da.as<float>(), db.as<float>(), dc.as<float>(), scratch.as<float>());
   });
   return 2.0 * s.batch * s.m * s.n * s.k / seconds / 1e9;
+}
+
+// A grid point's rate: the median over the point and its variants
+// (calibration_gemm_variants), the mean of the middle two of the four.
+double gemm_gflops(const GemmPoint& point, double min_seconds) {
+  std::vector<double> rates;
+  for (const GemmPoint& v : calibration_gemm_variants(point))
+    rates.push_back(shape_gflops(v, min_seconds));
+  std::sort(rates.begin(), rates.end());
+  const size_t n = rates.size();
+  return n % 2 ? rates[n / 2] : (rates[n / 2 - 1] + rates[n / 2]) / 2;
 }
 
 MemoryRate memory_rates(int threads, double min_seconds) {
@@ -87,6 +99,24 @@ std::vector<GemmPoint> calibration_gemm_shapes(bool quick) {
   for (int64_t c = 64; c <= (quick ? 512 : 1024); c *= 2) add(1, c);
   for (int64_t c = 64; c <= (quick ? 128 : 256); c *= 2) add(8, c);
   return shapes;
+}
+
+std::vector<GemmPoint> calibration_gemm_variants(const GemmPoint& p) {
+  // A dim of at least 32 times f, to a multiple of 8; smaller dims unchanged.
+  auto moved = [](int64_t d, double f) {
+    if (d < 32) return d;
+    return std::max<int64_t>(8, static_cast<int64_t>(std::lround(d * f / 8)) * 8);
+  };
+  std::vector<GemmPoint> out{p};
+  const double up = 1.125, down = 0.875;
+  for (int v = 0; v < 3; ++v) {
+    GemmPoint q = p;
+    q.m = moved(p.m, v == 0 ? up : v == 2 ? down : 1);
+    q.n = moved(p.n, v == 1 ? up : v == 0 ? down : 1);
+    q.k = moved(p.k, v == 2 ? up : v == 1 ? down : 1);
+    out.push_back(q);
+  }
+  return out;
 }
 
 ComputeCalibration measure_compute(const std::vector<int>& thread_counts, bool quick,

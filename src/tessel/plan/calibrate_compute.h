@@ -10,6 +10,14 @@
 // (quick: 64..128) with batch 8 on the batched path. Each shape is timed for
 // at least 40 ms (quick: 10 ms) and at least 3 runs after a warm-up; the
 // median run counts.
+//
+// A grid point stands for every shape near it, so its rate is the median
+// over the point and three variants with two of its dims moved by +1/8 and
+// -1/8 (calibration_gemm_variants): one shape's own quirk does not price its
+// neighbourhood. On the Zen 3 of session 7 the exact cube 512 x 512 x 512
+// (every leading dim 2 KiB) ran at 45-80% of 480^3, 520^3 and the 512-row
+// GEMMs of a GPT (512 x 384 x 1536), and as the only aspect-1 point at
+// 2^28 FLOPs it priced all of them ~25% slow (docs/planner.md).
 #pragma once
 
 #include <vector>
@@ -26,6 +34,11 @@ struct ComputeCalibration {
 
 // The shapes measured at each thread count (threads left at 1).
 std::vector<GemmPoint> calibration_gemm_shapes(bool quick);
+
+// A grid point and its three variants (the point first): dims of at least
+// 32 moved by x1.125 / x0.875 to multiples of 8, two per variant (m up n
+// down; n up k down; k up m down), smaller dims kept.
+std::vector<GemmPoint> calibration_gemm_variants(const GemmPoint& point);
 
 // Measures everything at each of `thread_counts` (each >= 1), printing one
 // progress line per thread count to stderr when `progress`.
