@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <charconv>
 #include <filesystem>
 
 #include "command_args.h"
@@ -39,22 +40,26 @@ ConfigOptions config_options_of(const std::vector<std::string>& command) {
 
 }  // namespace
 
-std::vector<int> take_lost_ranks(const std::string& lost_dir) {
-  std::vector<int> ranks;
+LostRanks take_lost_ranks(const std::string& lost_dir, int world) {
+  LostRanks lost;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(lost_dir, ec)) {
     const std::string name = entry.path().filename().string();
     if (name.rfind("rank-", 0) != 0) continue;
-    try {
-      ranks.push_back(std::stoi(name.substr(5)));
-    } catch (const std::logic_error&) {
-      continue;  // not a marker of ours
+    const std::string number = name.substr(5);
+    int rank = -1;
+    const auto [end, err] = std::from_chars(number.data(), number.data() + number.size(), rank);
+    if (err == std::errc() && end == number.data() + number.size() && rank >= 0 && rank < world) {
+      lost.ranks.push_back(rank);
+    } else {
+      lost.ignored.push_back(name);
     }
     std::filesystem::remove(entry.path(), ec);
   }
-  std::sort(ranks.begin(), ranks.end());
-  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
-  return ranks;
+  std::sort(lost.ranks.begin(), lost.ranks.end());
+  lost.ranks.erase(std::unique(lost.ranks.begin(), lost.ranks.end()), lost.ranks.end());
+  std::sort(lost.ignored.begin(), lost.ignored.end());
+  return lost;
 }
 
 std::optional<ElasticRelaunch> plan_elastic_relaunch(const std::vector<std::string>& command,

@@ -17,8 +17,16 @@
 
 namespace tessel::cli {
 
-// The ranks declared lost in `lost_dir` (sorted); removes their files.
-std::vector<int> take_lost_ranks(const std::string& lost_dir);
+// The markers found in the lost directory, all removed by take_lost_ranks.
+struct LostRanks {
+  std::vector<int> ranks;            // declared lost, in [0, world), sorted, unique
+  std::vector<std::string> ignored;  // marker names that name no rank of the job
+};
+
+// The ranks of a `world`-rank job declared lost in `lost_dir`; removes every
+// `rank-*` marker. A marker whose number is not a rank of the job (rank-7 of
+// a 4-rank job, rank-x) shrinks nothing and is listed in `ignored`.
+LostRanks take_lost_ranks(const std::string& lost_dir, int world);
 
 struct ElasticRelaunch {
   int ranks = 0;

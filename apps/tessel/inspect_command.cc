@@ -2,7 +2,12 @@
 // training graph as one rank of its mesh will run it: each value's sharding,
 // every collective the lowering inserted and the op that needs it, bytes per
 // step per mesh axis, and the static memory plan. Needs no MPI.
+// Bytes are what the program carries: 2 an element for a collective it
+// carries in bf16 (tp_comm_precision, grad_reduce_precision, a bf16-stored
+// gather), where the lowering counts the f32 value.
 #include <cstdio>
+#include <map>
+#include <set>
 
 #include "commands.h"
 #include "config_options.h"
@@ -12,6 +17,16 @@
 
 namespace tessel::cli {
 namespace {
+
+// The local graph's collectives that `program` carries in bf16.
+std::set<ValueId> carried_in_bf16(const Program& program) {
+  const std::vector<Program::BucketInfo> buckets = program.bucket_info();
+  std::set<ValueId> out;
+  for (const Program::InstructionInfo& ins : program.instruction_info()) {
+    if (ins.carries_bf16 || (ins.bucket >= 0 && buckets[ins.bucket].bf16)) out.insert(ins.node);
+  }
+  return out;
+}
 
 struct InspectOptions {
   ConfigOptions config;
@@ -54,12 +69,21 @@ int run_inspect(const InspectOptions& opt) {
                     local.sharding_of[v].to_string().c_str());
   }
   std::printf("\ncollectives per training step (%zu):\n", local.collectives.size());
-  for (const InsertedCollective& col : local.collectives)
-    std::printf("  %-15s on %-6s %-8s -> %-8s %10.0f B  %s (%s)\n", op_name(col.op),
-                col.axis.c_str(), col.from.c_str(), col.to.c_str(), col.bytes, col.value.c_str(),
-                col.reason.c_str());
+  const std::set<ValueId> bf16 = carried_in_bf16(program);
+  std::map<std::string, double> bytes_per_axis;
+  for (const InsertedCollective& col : local.collectives) {
+    const bool in_bf16 = bf16.count(col.local) > 0;
+    const double bytes = in_bf16 ? col.bytes / 2 : col.bytes;
+    bytes_per_axis[col.axis] += bytes;
+    std::printf("  %-15s on %-6s %-8s -> %-8s %10.0f B %s  %s (%s)\n", op_name(col.op),
+                col.axis.c_str(), col.from.c_str(), col.to.c_str(), bytes,
+                bytes == 0 ? "    "
+                : in_bf16  ? "bf16"
+                           : "f32 ",
+                col.value.c_str(), col.reason.c_str());
+  }
   std::printf("\nbytes sent per step by this rank, per axis:\n");
-  for (const auto& [axis, bytes] : local.bytes_per_axis)
+  for (const auto& [axis, bytes] : bytes_per_axis)
     std::printf("  %-8s %12.0f\n", axis.c_str(), bytes);
   std::printf("\nnodes: %d global, %d local; %d instructions\n", graph.size(), local.graph.size(),
               program.instruction_count());

@@ -171,7 +171,7 @@ class Launcher {
     self_ = self;
     out_ = option_value(opt.command, "--out", "runs/latest");
     lost_dir_ = (std::filesystem::path(out_) / ".lost").string();
-    take_lost_ranks(lost_dir_);  // markers a previous launch left
+    take_lost_ranks(lost_dir_, ranks_);  // markers a previous launch left
     ::setenv("TESSEL_LOST_DIR", lost_dir_.c_str(), 1);
     // When a rank dies, Open MPI's daemon sends the others SIGTERM and, only
     // after odls_base_sigkill_timeout (1 s by default), SIGKILL; they are
@@ -278,7 +278,12 @@ class Launcher {
   // After a failed attempt: if ranks were declared lost, shrinks the job to
   // the ranks left (--elastic) and says so. False if the job cannot go on.
   bool shrink_for_lost_ranks(Job& standby) {
-    const std::vector<int> lost = take_lost_ranks(lost_dir_);
+    const LostRanks taken = take_lost_ranks(lost_dir_, ranks_);
+    for (const std::string& name : taken.ignored) {
+      std::printf("launch: ignoring %s/%s: it names no rank of this %d-rank job\n",
+                  lost_dir_.c_str(), name.c_str(), ranks_);
+    }
+    const std::vector<int>& lost = taken.ranks;
     if (lost.empty()) return true;
     std::string names;
     for (int r : lost) names += (names.empty() ? "" : ", ") + std::to_string(r);

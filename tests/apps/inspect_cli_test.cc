@@ -1,0 +1,69 @@
+// `tessel inspect` prints what one rank will run without running it: here,
+// the bytes each collective carries. A bf16 config that carries its
+// tensor-parallel partial sums in bf16 (tp_comm_precision) sends half the
+// bytes of the f32 partial sums on the model axis, and inspect says so per
+// collective and per axis.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "common/run_cli.h"
+#include "common/test_dir.h"
+
+namespace {
+
+// The "bytes sent per step by this rank, per axis" section of inspect's output.
+std::map<std::string, double> bytes_per_axis(const std::string& output) {
+  std::map<std::string, double> out;
+  std::istringstream in(output.substr(output.find("per axis:")));
+  std::string line;
+  std::getline(in, line);
+  while (std::getline(in, line) && !line.empty()) {
+    std::istringstream fields(line);
+    std::string axis;
+    double bytes = 0;
+    fields >> axis >> bytes;
+    out[axis] = bytes;
+  }
+  return out;
+}
+
+int count_of(const std::string& text, const std::string& word) {
+  int n = 0;
+  for (size_t at = text.find(word); at != std::string::npos; at = text.find(word, at + 1)) ++n;
+  return n;
+}
+
+TEST(InspectCli, CountsTheBytesACollectiveCarriesInBf16) {
+  const std::filesystem::path dir = tessel::test_dir("inspect_cli");
+  const std::string config = (dir / "gpt.json").string();
+  std::ofstream(config) << nlohmann::json{{"model", "gpt"}, {"n_layer", 1},  {"n_head", 2},
+                                          {"d_model", 32},  {"context", 16}, {"batch", 4},
+                                          {"threads", 1}}
+                               .dump();
+  const std::string base = "inspect --config " + config + " --mesh data=2,model=2";
+  const tessel::CliResult f32 = tessel::run_cli(base + " --set precision=bf16");
+  const tessel::CliResult bf16 =
+      tessel::run_cli(base + " --set precision=bf16 --set tp_comm_precision=bf16");
+  ASSERT_EQ(f32.exit_code, 0) << f32.output;
+  ASSERT_EQ(bf16.exit_code, 0) << bf16.output;
+
+  const std::map<std::string, double> a = bytes_per_axis(f32.output);
+  const std::map<std::string, double> b = bytes_per_axis(bf16.output);
+  ASSERT_GT(a.at("model"), 0);
+  // Every model-axis collective of this GPT is a partial sum of an activation
+  // (forward) or of its gradient (backward): all of them halve.
+  EXPECT_DOUBLE_EQ(b.at("model"), a.at("model") / 2);
+  // The data axis carries the f32 gradient buckets in both.
+  EXPECT_DOUBLE_EQ(b.at("data"), a.at("data"));
+  EXPECT_EQ(count_of(f32.output, " B bf16 "), 0) << f32.output;
+  EXPECT_GT(count_of(bf16.output, " B bf16 "), 0) << bf16.output;
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
