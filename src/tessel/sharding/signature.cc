@@ -136,6 +136,7 @@ std::vector<AxisSignature> candidates(const Graph& graph, const Node& node, int 
   for (ValueId i : node.inputs) in.push_back(&graph.node(i).shape);
   const Shape& out = node.shape;
   std::vector<AxisSignature> result;
+  result.reserve(8);  // a block's ops offer up to about 6
   auto all_broadcast = [&] {
     return AxisSignature{"", std::vector<Placement>(in.size()), Placement::broadcast()};
   };
