@@ -44,7 +44,7 @@ TEST(RankStorage, StagedInputsFollowTheConfig) {
   const Mesh mesh = Mesh::parse(c.mesh);
   const Layout layout = layout_for(c, mesh);
   // Every rank, twice (the second time from the memo), then other batch
-  // sizes and contexts, and the first config again.
+  // sizes and contexts, other parallel knobs, and the first config again.
   std::vector<TrainConfig> configs = {c, c};
   for (int64_t batch : {4, 16}) {
     TrainConfig other = c;
@@ -54,6 +54,13 @@ TEST(RankStorage, StagedInputsFollowTheConfig) {
   TrainConfig longer = c;
   longer.context = 8;
   configs.push_back(longer);
+  // Parallel knobs only (the memo's key leaves them out: the model's inputs
+  // do not depend on them): the inputs are still the model's own.
+  TrainConfig knobs = c;
+  knobs.microbatches = 4;
+  knobs.schedule = "gpipe";
+  knobs.recompute = "blocks";
+  configs.push_back(knobs);
   configs.push_back(c);
   for (const TrainConfig& config : configs)
     for (int rank = 0; rank < 2; ++rank) {

@@ -144,6 +144,39 @@ TEST(TwoPhaseSearch, ScreeningEstimatesAreCloseToTheExactPredictionsAndBoundedBe
   EXPECT_LT(screener.units_compiled(), static_cast<int>(all.plans.size()) / 4);
 }
 
+// Gradient reductions carried in bf16 (grad_reduce_precision): screening
+// counts the bytes the exact phase counts (2 an element on the wire for the
+// buckets' all-reduces and ZeRO's reduce-scatters), not 4, and can screen
+// such a config at all (its units, pipelines, used to refuse it).
+// Data-parallel over the slow inter-node link, where the reduction weighs:
+// bf16 takes the exact step down by over a tenth, and the estimate must
+// fall by as much (counted at 4 bytes, it did not fall at all).
+TEST(TwoPhaseSearch, ScreeningCountsBf16GradientReductionsAsTheExactPhase) {
+  const Cluster hw;  // data=8 spans two 4-device nodes
+  const CostOptions options{1, Precision::kBF16};
+  for (int zero : {0, 1, 2}) {
+    double estimate[2] = {0, 0}, exact[2] = {0, 0};
+    for (int bf16 : {0, 1}) {
+      TrainConfig c = gpt_bench();
+      c.batch = 16;
+      c.precision = "bf16";
+      c.grad_reduce_precision = bf16 ? "bf16" : "f32";
+      c.mesh = "data=8";
+      c.zero = zero;
+      exact[bf16] = predict_step(c, {0}, hw, options).step_s;
+      Screener screener(c, hw, options);
+      const ScreenCandidate s = ScreenCandidate::of(c, "data", hw.devices_per_node());
+      screener.note(s);
+      estimate[bf16] = screener.estimate(s);
+    }
+    std::printf("zero %d: exact step f32 %.3f ms, bf16 %.3f ms; estimate f32 %.3f, bf16 %.3f ms\n",
+                zero, 1e3 * exact[0], 1e3 * exact[1], 1e3 * estimate[0], 1e3 * estimate[1]);
+    const double exact_gain = exact[0] - exact[1], screened_gain = estimate[0] - estimate[1];
+    EXPECT_GT(exact_gain, 0.1 * exact[0]) << "zero " << zero;  // the reduction weighs
+    EXPECT_NEAR(screened_gain / exact_gain, 1, 0.15) << "zero " << zero;
+  }
+}
+
 TEST(TwoPhaseSearch, TheExactPhaseCostsAtLeastExactTopAndAtMostFourTimesThat) {
   const Cluster hw;  // background progress: the search screens
   PlanRequest q;

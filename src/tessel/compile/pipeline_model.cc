@@ -249,16 +249,21 @@ void PipelineModel::check_zero(int zero) const {
 }
 
 void PipelineModel::assign_zero_state() {
-  for (PipelineParam& p : params_) {
-    p.zero_state.reset();
-    if (config_.zero == 0) continue;
-    Node n{};
-    n.name = p.name;
-    n.shape = p.shape;
-    if (std::optional<Sharding> z =
-            zero_sharding(n, stage_layout_, stage_mesh_, stage_layout_.axis_of(kBatchDim)))
-      p.zero_state = on_full_mesh(*z);
+  // ZeRO 1 and 2 shard alike (zero_sharding): computed once per model, as
+  // the planner re-points one compile at both stages and back.
+  if (config_.zero != 0 && !zero_states_) {
+    zero_states_.emplace();
+    for (const PipelineParam& p : params_) {
+      Node n{};
+      n.name = p.name;
+      n.shape = p.shape;
+      std::optional<Sharding> z =
+          zero_sharding(n, stage_layout_, stage_mesh_, stage_layout_.axis_of(kBatchDim));
+      zero_states_->push_back(z ? std::optional<Sharding>(on_full_mesh(*z)) : std::nullopt);
+    }
   }
+  for (size_t i = 0; i < params_.size(); ++i)
+    params_[i].zero_state = config_.zero == 0 ? std::nullopt : (*zero_states_)[i];
 }
 
 void PipelineModel::set_zero(int zero) {

@@ -158,6 +158,8 @@ class PipelineModel {
   Schedule schedule_, eval_schedule_;
   StagePartition partition_;
   std::vector<PipelineParam> params_;
+  // Per parameter, its ZeRO 1/2 sharding (full mesh), once a stage asked for it.
+  std::optional<std::vector<std::optional<Sharding>>> zero_states_;
   std::vector<int64_t> stage_parameters_;
   std::vector<LocalStage> stages_;
   std::vector<PipelineStage> train_stages_, eval_stages_;  // until bind() hands them over

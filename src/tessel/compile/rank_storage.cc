@@ -48,12 +48,31 @@ void add_inputs(const Graph& g, RankStorage& s) {
 // Building the whole model for its inputs cost the planner a model build
 // per representative rank and candidate, so the inputs of the last
 // configs are kept, keyed by the whole config (a registered model may read
-// any key); equal configs build equal models.
+// any key) but for the parallel knobs: the mesh, layout, schedule, chunks,
+// stage boundaries, micro-batches, ZeRO stage and recompute policy. A
+// model's global graph does not depend on them (they are applied to it:
+// lowering, pipeline partition, recompute pass; the global graph is the
+// same for every layout, the layout-invariance contract), so equal keys
+// build models with equal inputs, and the planner's candidates, which
+// differ only in those knobs, share one entry.
+std::string staged_inputs_key(TrainConfig config) {
+  config.mesh.clear();
+  config.layout.clear();
+  config.shard.clear();
+  config.schedule.clear();
+  config.chunks = 1;
+  config.stages.clear();
+  config.microbatches = 1;
+  config.zero = 0;
+  config.recompute.clear();
+  return config.to_json().dump();
+}
+
 void add_staged_inputs(const TrainConfig& config, RankStorage& s) {
   static std::mutex mutex;
   static std::deque<std::pair<std::string, RankStorage>> kept;  // (config, its inputs)
   constexpr size_t kKept = 16;
-  const std::string key = config.to_json().dump();
+  const std::string key = staged_inputs_key(config);
   {
     std::lock_guard<std::mutex> lock(mutex);
     for (const auto& [k, inputs] : kept)

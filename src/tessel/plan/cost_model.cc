@@ -321,7 +321,8 @@ std::vector<StagePhaseCost> phase_costs(const CompiledRank& c, const Simulator& 
 // makespan is at least the cores' work, share x the mean busy time.
 std::vector<RankStep> pipeline_steps(const std::vector<CompiledRank>& reps,
                                      const Schedule& schedule, const Simulator& sim,
-                                     const Simulator& post_sim, double share) {
+                                     const Simulator& post_sim, double share,
+                                     StagePhaseMemo* memo) {
   const PipelineModel& first = *reps.front().pipeline;
   const int p = schedule.ranks;
   const std::optional<int> pipe_axis = first.pipe_axis();
@@ -348,7 +349,17 @@ std::vector<RankStep> pipeline_steps(const std::vector<CompiledRank>& reps,
   for (int r = 0; r < p; ++r) {
     if (!by_pipe[r]) continue;
     const CompiledRank& c = *by_pipe[r];
-    for (const StagePhaseCost& phase : phase_costs(c, sim)) {
+    std::vector<StagePhaseCost> own;
+    const std::vector<StagePhaseCost>* phases = &own;
+    if (memo) {  // by the rank's index in `reps`
+      memo->resize(reps.size());
+      auto& kept = (*memo)[by_pipe[r] - reps.data()];
+      if (!kept) kept = phase_costs(c, sim);
+      phases = &*kept;
+    } else {
+      own = phase_costs(c, sim);
+    }
+    for (const StagePhaseCost& phase : *phases) {
       StageCost sc;
       static_cast<StagePhaseCost&>(sc) = phase;
       sc.bw += sc.accumulate;
@@ -541,7 +552,8 @@ std::vector<CompiledRank> compile_ranks(const TrainConfig& config, const std::ve
 }
 
 StepPrediction predict_compiled(const std::vector<CompiledRank>& compiled, const HardwareModel& hw,
-                                const CostOptions& options, const Schedule* schedule) {
+                                const CostOptions& options, const Schedule* schedule,
+                                StagePhaseMemo* memo) {
   TS_CHECK(!compiled.empty(), "predict_compiled: no compiled ranks");
   const bool pipelined = compiled.front().pipelined();
   TS_CHECK(
@@ -562,7 +574,7 @@ StepPrediction predict_compiled(const std::vector<CompiledRank>& compiled, const
   std::vector<RankStep> steps;
   if (pipelined) {
     steps = pipeline_steps(compiled, schedule ? *schedule : compiled.front().pipeline->schedule(),
-                           sim.with_share(1), sim, share);
+                           sim.with_share(1), sim, share, memo);
   } else {
     steps.push_back(single_program_step(compiled.front(), sim));
   }

@@ -46,6 +46,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -107,10 +108,17 @@ StepPrediction predict_step(const TrainConfig& config, const std::vector<int>& r
 // micro-batches (gpipe, 1f1b and zb-h1 differ only in the action lists and
 // in how many micro-batches each stage keeps in flight), so `schedule`, when
 // given, predicts the compiled stages under that schedule instead, exactly.
+// `memo` (pipelines, optional): the stages' phase costs (stage_phase_costs,
+// which depend only on the compiled stage programs, `hw` and `options`, not
+// on the schedule or ZeRO stage), filled by the first prediction and read by
+// later ones of the same `compiled` on the same `hw` and `options`.
+struct StagePhaseCost;
+using StagePhaseMemo = std::vector<std::optional<std::vector<StagePhaseCost>>>;
 std::vector<CompiledRank> compile_ranks(const TrainConfig& config, const std::vector<int>& ranks,
                                         GraphCache* cache = nullptr);
 StepPrediction predict_compiled(const std::vector<CompiledRank>& compiled, const HardwareModel& hw,
-                                const CostOptions& options, const Schedule* schedule = nullptr);
+                                const CostOptions& options, const Schedule* schedule = nullptr,
+                                StagePhaseMemo* memo = nullptr);
 
 // What the cost model charges one compiled pipeline stage per micro-batch,
 // as pipeline_steps feeds the schedule simulator: its forward,

@@ -134,6 +134,10 @@ const Screener::Unit& Screener::unit(int64_t rows, const ScreenCandidate& c) {
   u.zero = 0;
   u.recompute = c.recompute;
   u.stages = {1, 2, 4};
+  // The unit is a pipeline, whose gradient reductions stay f32 (a bf16
+  // grad_reduce_precision is refused there); screening times the data-axis
+  // reduction itself, in the config's precision (single_program).
+  u.grad_reduce_precision = "f32";
   const Mesh mesh = Mesh::parse(u.mesh);
   auto units = std::make_unique<Units>();
   try {
@@ -312,20 +316,26 @@ double Screener::single_program(const ScreenCandidate& c, const Unit& u, bool ex
       {&head, 1}, {&u.last, 1}, {&u.inner, blocks - 1}, {&u.embed, 1}};
   Piece all;
   for (const auto& [piece, times] : backward) all.add(*piece, times);
-  // Per parameter tensor of a piece: a collective of its mean size.
-  auto per_tensor = [&](CollectiveKind kind, const Piece& piece, double divide) {
+  // Bytes an element of a gradient reduction carries, as the exact phase
+  // counts them: 2 when grad_reduce_precision is bf16 (its buckets'
+  // all-reduces and ZeRO's reduce-scatters, CompileOptions::bf16_reduce),
+  // else 4. The copies into the buckets stay f32.
+  const double reduce_bytes = base_.grad_reduce_precision == "bf16" ? 2 : 4;
+  // Per parameter tensor of a piece: a collective of its mean size, `wire`
+  // bytes an element, and the packing pass over them.
+  auto per_tensor = [&](CollectiveKind kind, const Piece& piece, double divide, double wire) {
     if (piece.tensors <= 0 || d < 2) return 0.0;
-    const double bytes = 4 * piece.held / piece.tensors / divide;
+    const double bytes = wire * piece.held / piece.tensors / divide;
     return piece.tensors * collective(kind, bytes, d, c.data_link) +
-           share * hw_.memory_seconds(2 * 4 * piece.held / divide, options_.threads);
+           share * hw_.memory_seconds(2 * wire * piece.held / divide, options_.threads);
   };
   // ZeRO 1-3: gradients reduce-scattered as they are produced (blocking);
   // ZeRO 3: every parameter gathered before its forward and its backward use.
   double blocking = 0, gathers = 0;
   if (c.zero > 0 && d > 1)
     for (const auto& [piece, times] : backward) {
-      blocking += times * per_tensor(CollectiveKind::kReduceScatter, *piece, 1);
-      if (c.zero == 3) gathers += 2 * times * per_tensor(CollectiveKind::kAllGather, *piece, d);
+      blocking += times * per_tensor(CollectiveKind::kReduceScatter, *piece, 1, reduce_bytes);
+      if (c.zero == 3) gathers += 2 * times * per_tensor(CollectiveKind::kAllGather, *piece, d, 4);
     }
   // ZeRO 0: each gradient copied into its bucket; a bucket's all-reduce
   // starts once it holds bucket_mib (or at the end), behind the backward.
@@ -344,13 +354,14 @@ double Screener::single_program(const ScreenCandidate& c, const Unit& u, bool ex
         clock += step, filled += per;
         if (filled >= bucket) {
           free = std::max(free, clock) +
-                 collective(CollectiveKind::kAllReduce, filled, d, c.data_link);
+                 collective(CollectiveKind::kAllReduce, filled * reduce_bytes / 4, d, c.data_link);
           filled = 0;
         }
       }
     }
     if (filled > 0)
-      free = std::max(free, clock) + collective(CollectiveKind::kAllReduce, filled, d, c.data_link);
+      free = std::max(free, clock) +
+             collective(CollectiveKind::kAllReduce, filled * reduce_bytes / 4, d, c.data_link);
     wait = std::max(0.0, free - compute);
   }
   // Feeding the rank's rows (tokens and targets, 4 bytes each, copied in).

@@ -240,8 +240,15 @@ PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
                                    : 1;  // tokens per row, or one image
 
   GraphCache graphs;  // training and stage graphs, evaluation arenas (keyed by recompute)
-  // Pipelines compiled for the current mesh, by config (as 1f1b, ZeRO 0).
-  std::map<std::string, std::vector<CompiledRank>> pipelines;
+  // Compiles kept for the current mesh, by config: pipelines (as 1f1b,
+  // ZeRO 0) and single programs under ZeRO 1 and 2 (as ZeRO 1), with their
+  // stages' phase costs once predicted (the same under every schedule and
+  // ZeRO stage).
+  struct Kept {
+    std::vector<CompiledRank> ranks;
+    StagePhaseMemo phases;
+  };
+  std::map<std::string, Kept> pipelines;
   std::string pipelines_mesh;
   // Without shared compiles, every compile builds its graphs (the reference path).
   auto shared_graphs = [&]() -> GraphCache* { return q.share_compiles ? &graphs : nullptr; };
@@ -347,18 +354,19 @@ PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
         const std::string k = key.to_json().dump();
         auto it = pipelines.find(k);
         if (it == pipelines.end())
-          it = pipelines.emplace(k, compile_ranks(key, reps, &graphs)).first;
-        for (CompiledRank& c : it->second) {
+          it = pipelines.emplace(k, Kept{compile_ranks(key, reps, &graphs), {}}).first;
+        Kept& kept = it->second;
+        for (CompiledRank& c : kept.ranks) {
           c.pipeline->set_zero(cand.config.zero);
           c.config.zero = cand.config.zero;
         }
         if (shared) {
           const Schedule schedule =
-              make_schedule(cand.config.schedule, it->second.front().pipeline->schedule().ranks,
+              make_schedule(cand.config.schedule, kept.ranks.front().pipeline->schedule().ranks,
                             static_cast<int>(cand.config.microbatches));
-          plan.prediction = predict_compiled(it->second, hw, q.cost, &schedule);
+          plan.prediction = predict_compiled(kept.ranks, hw, q.cost, &schedule, &kept.phases);
         } else {
-          plan.prediction = predict_compiled(it->second, hw, q.cost, nullptr);
+          plan.prediction = predict_compiled(kept.ranks, hw, q.cost, nullptr, &kept.phases);
         }
       } else if (shares_stages(cand.config)) {
         // gpipe, 1f1b and zb-h1 compile to the same stages: compile once (as 1f1b).
@@ -367,11 +375,26 @@ PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
         const std::string k = key.to_json().dump();
         auto it = pipelines.find(k);
         if (it == pipelines.end())
-          it = pipelines.emplace(k, compile_ranks(key, reps, shared_graphs())).first;
+          it = pipelines.emplace(k, Kept{compile_ranks(key, reps, shared_graphs()), {}}).first;
+        const std::vector<CompiledRank>& ranks = it->second.ranks;
         const Schedule schedule =
-            make_schedule(cand.config.schedule, it->second.front().pipeline->schedule().ranks,
+            make_schedule(cand.config.schedule, ranks.front().pipeline->schedule().ranks,
                           static_cast<int>(cand.config.microbatches));
-        plan.prediction = predict_compiled(it->second, hw, q.cost, &schedule);
+        plan.prediction = predict_compiled(ranks, hw, q.cost, &schedule);
+      } else if (q.share_compiles && (cand.config.zero == 1 || cand.config.zero == 2)) {
+        // ZeRO 1 and 2 lower a single program alike (zero_targets: both
+        // reduce-scatter the gradients; compile/zero.h): compile once (as
+        // ZeRO 1), re-pointed at the candidate's stage.
+        if (pipelines_mesh != cand.config.mesh)
+          pipelines.clear(), pipelines_mesh = cand.config.mesh;
+        TrainConfig key = cand.config;
+        key.zero = 1;
+        const std::string k = key.to_json().dump();
+        auto it = pipelines.find(k);
+        if (it == pipelines.end())
+          it = pipelines.emplace(k, Kept{compile_ranks(key, reps, &graphs), {}}).first;
+        for (CompiledRank& c : it->second.ranks) c.config.zero = cand.config.zero;
+        plan.prediction = predict_compiled(it->second.ranks, hw, q.cost, nullptr);
       } else {
         plan.prediction = predict_step(cand.config, reps, hw, q.cost, shared_graphs());
       }

@@ -98,7 +98,7 @@ class Lowering {
           const Placement& have = out_.sharding_of[node.inputs[i]][a];
           // A conversion already made (the forward's gathered activation,
           // reused by backward) costs nothing more.
-          if (!converted(node.inputs[i], out_.sharding_of[node.inputs[i]].with(a, sig.inputs[i])))
+          if (!converted(node.inputs[i], a, sig.inputs[i]))
             cost += transition_bytes(have, sig.inputs[i], bytes(global_.node(node.inputs[i])), n);
           cost += parameter_penalty(node.inputs[i], a, have, sig.inputs[i]);
         }
@@ -111,9 +111,7 @@ class Lowering {
     }
     std::vector<ValueId> inputs;
     for (size_t i = 0; i < node.inputs.size(); ++i)
-      inputs.push_back(
-          boxed(node.inputs[i], need[i],
-                str_cat("input ", i, " of ", op_name(node.kind), " '", node.name, "'")));
+      inputs.push_back(boxed(node.inputs[i], need[i], node, i));
     Attrs attrs = localize(node, need, produced);
     ValueId local = out_.graph.add(node.kind, inputs, attrs, node.name);
     out_.local_of[id] = local;
@@ -150,7 +148,7 @@ class Lowering {
   // backward, so the forward's gathered copies die with the forward's last use.
   void forget_gathered_parameters() {
     for (auto it = cache_.begin(); it != cache_.end();)
-      it = gathered_on_use_.count(it->first.first) ? cache_.erase(it) : std::next(it);
+      it = gathered_on_use_.count(it->first) ? cache_.erase(it) : std::next(it);
   }
 
   bool stays_partial(ValueId id, const Sharding& produced) const {
@@ -160,22 +158,33 @@ class Lowering {
     return passes_partial(global_.node(consumers_[id][0]).kind);
   }
 
-  bool converted(ValueId global_value, const Sharding& want) const {
-    return cache_.count(std::make_pair(global_value, want.to_string())) > 0;
+  // Whether `global_value` with axis `axis` placed as `p` (the rest as it
+  // is) was already converted.
+  bool converted(ValueId global_value, int axis, const Placement& p) const {
+    auto it = cache_.find(global_value);
+    if (it == cache_.end()) return false;
+    const Sharding want = out_.sharding_of[global_value].with(axis, p);
+    for (const auto& [sharding, local] : it->second)
+      if (sharding == want) return true;
+    return false;
   }
 
   static double bytes(const Node& n) { return static_cast<double>(n.shape.numel()) * 4.0; }
 
-  // `global_value` converted to sharding `want`, cached so that one value
-  // needed the same way by several ops is converted once.
-  ValueId boxed(ValueId global_value, const Sharding& want, const std::string& reason) {
+  // `global_value` converted to sharding `want` as input `input` of `user`,
+  // cached so that one value needed the same way by several ops is
+  // converted once.
+  ValueId boxed(ValueId global_value, const Sharding& want, const Node& user, size_t input) {
     const Sharding& have = out_.sharding_of[global_value];
     if (have == want) return out_.local_of[global_value];
-    auto key = std::make_pair(global_value, want.to_string());
-    if (auto it = cache_.find(key); it != cache_.end()) return it->second;
+    std::vector<std::pair<Sharding, ValueId>>& made = cache_[global_value];
+    for (const auto& [sharding, local] : made)
+      if (sharding == want) return local;
     const Node& node = global_.node(global_value);
-    ValueId v = apply_plan(out_.local_of[global_value], node.shape, node.name, have, want, reason);
-    cache_[key] = v;
+    ValueId v =
+        apply_plan(out_.local_of[global_value], node.shape, node.name, have, want,
+                   str_cat("input ", input, " of ", op_name(user.kind), " '", user.name, "'"));
+    made.emplace_back(want, v);
     return v;
   }
 
@@ -247,7 +256,10 @@ class Lowering {
   LocalGraph out_;
   std::vector<std::vector<ValueId>> consumers_;
   std::set<ValueId> is_output_;
-  std::map<std::pair<ValueId, std::string>, ValueId> cache_;
+  // Conversions made: per global value, each sharding it was converted to
+  // and the local value holding it (compared as Shardings: formatting them
+  // as keys took a tenth of the planner's search).
+  std::map<ValueId, std::vector<std::pair<Sharding, ValueId>>> cache_;
 };
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 
 #include "tessel/base/error.h"
 #include "tessel/ir/attrs.h"
@@ -116,7 +117,8 @@ std::set<std::string> pinned_dims(const Node& node, Pins pins) {
 }
 
 bool divisible(const Shape& s, const std::string& dim, int n) {
-  return !s.has(dim) || s.size(dim) % n == 0;
+  const std::optional<int> i = s.index_of(dim);
+  return !i || s[*i].size % n == 0;
 }
 
 Placement split_or(const Shape& s, const std::string& dim, Placement otherwise) {
@@ -134,6 +136,7 @@ std::vector<AxisSignature> candidates(const Graph& graph, const Node& node, int 
   for (ValueId i : node.inputs) in.push_back(&graph.node(i).shape);
   const Shape& out = node.shape;
   std::vector<AxisSignature> result;
+  result.reserve(8);  // a block's ops offer up to about 6
   auto all_broadcast = [&] {
     return AxisSignature{"", std::vector<Placement>(in.size()), Placement::broadcast()};
   };
@@ -158,19 +161,27 @@ std::vector<AxisSignature> candidates(const Graph& graph, const Node& node, int 
     case Family::kCollective:
       return result;  // placed directly by the lowering
     case Family::kDimwise: {
-      std::set<std::string> pinned = pinned_dims(node, rule.pins);
-      std::vector<std::string> dims;
+      // The hot case of every lowering: no copies of dim names until a
+      // signature is made.
+      const std::set<std::string> pinned =
+          rule.pins == Pins::kNone ? std::set<std::string>() : pinned_dims(node, rule.pins);
+      std::vector<const std::string*> dims;
       std::vector<const Shape*> holders = in;
       holders.push_back(&out);
       for (const Shape* s : holders)
         for (const Dim& d : s->dims())
-          if (std::find(dims.begin(), dims.end(), d.name) == dims.end()) dims.push_back(d.name);
-      for (const std::string& d : dims) {
+          if (std::find_if(dims.begin(), dims.end(),
+                           [&](const std::string* x) { return *x == d.name; }) == dims.end())
+            dims.push_back(&d.name);
+      for (const std::string* name : dims) {
+        const std::string& d = *name;
         if (pinned.count(d) || !usable(d, holders)) continue;
-        if (!out.has(d) && !rule.partial_ok) continue;
-        AxisSignature sig{d, {}, split_or(out, d, Placement::partial_sum())};
+        const bool in_out = out.has(d);
+        if (!in_out && !rule.partial_ok) continue;
+        AxisSignature sig{d, {}, in_out ? Placement::split(d) : Placement::partial_sum()};
+        sig.inputs.reserve(in.size());
         for (const Shape* s : in) sig.inputs.push_back(split_or(*s, d, Placement::broadcast()));
-        result.push_back(sig);
+        result.push_back(std::move(sig));
       }
       return result;
     }
