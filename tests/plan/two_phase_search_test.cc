@@ -145,12 +145,14 @@ TEST(TwoPhaseSearch, ScreeningEstimatesAreCloseToTheExactPredictionsAndBoundedBe
 }
 
 // Gradient reductions carried in bf16 (grad_reduce_precision): screening
-// counts the bytes the exact phase counts (2 an element on the wire for the
-// buckets' all-reduces and ZeRO's reduce-scatters), not 4, and can screen
-// such a config at all (its units, pipelines, used to refuse it).
-// Data-parallel over the slow inter-node link, where the reduction weighs:
-// bf16 takes the exact step down by over a tenth, and the estimate must
-// fall by as much (counted at 4 bytes, it did not fall at all).
+// charges them as the exact phase does, and can screen such a config at all
+// (its units, pipelines, used to refuse it). Data-parallel over the slow
+// inter-node link, where the reduction weighs. ZeRO 1/2: the reduce-scatters
+// carry 2 bytes an element, so bf16 takes the exact step down by over a
+// tenth. ZeRO 0: the bf16 buckets are reduced blocking (no overlap with the
+// backward), so bf16 gains little. Either way the estimate must stand to the
+// exact step as it does in f32 (within 0.1): counted at 4 bytes, or as
+// overlapped buckets of 2 bytes, it did not.
 TEST(TwoPhaseSearch, ScreeningCountsBf16GradientReductionsAsTheExactPhase) {
   const Cluster hw;  // data=8 spans two 4-device nodes
   const CostOptions options{1, Precision::kBF16};
@@ -171,9 +173,10 @@ TEST(TwoPhaseSearch, ScreeningCountsBf16GradientReductionsAsTheExactPhase) {
     }
     std::printf("zero %d: exact step f32 %.3f ms, bf16 %.3f ms; estimate f32 %.3f, bf16 %.3f ms\n",
                 zero, 1e3 * exact[0], 1e3 * exact[1], 1e3 * estimate[0], 1e3 * estimate[1]);
-    const double exact_gain = exact[0] - exact[1], screened_gain = estimate[0] - estimate[1];
-    EXPECT_GT(exact_gain, 0.1 * exact[0]) << "zero " << zero;  // the reduction weighs
-    EXPECT_NEAR(screened_gain / exact_gain, 1, 0.15) << "zero " << zero;
+    if (zero > 0) {
+      EXPECT_GT(exact[0] - exact[1], 0.1 * exact[0]) << "zero " << zero;
+    }
+    EXPECT_NEAR(estimate[1] / exact[1], estimate[0] / exact[0], 0.1) << "zero " << zero;
   }
 }
 

@@ -7,6 +7,7 @@
 
 #include "tessel/base/error.h"
 #include "tessel/compile/memory_report.h"
+#include "tessel/plan/bf16_all_reduce_cost.h"
 #include "tessel/plan/device_einsum.h"
 #include "tessel/schedule/schedule_check.h"
 
@@ -104,22 +105,15 @@ class Simulator {
     }
   }
 
-  // A bf16 gradient bucket of `f32_bytes` (n = f32_bytes / 4 elements) as
-  // Communicator::all_reduce_bf16 runs it: the values rounded to bf16 (read
-  // 4n, write 2n), an all-to-all of the 2n bf16 bytes, each rank summing its
-  // chunk of every rank's values in f32 (read 2n, write 2n / p), an
-  // all-gather of the 2n / p byte chunks, the sums widened (read 2n, write 4n).
+  // A bf16 gradient bucket of `f32_bytes` (bf16_all_reduce_cost.h).
   double bf16_bucket(double f32_bytes, const std::string& axis) const {
     const int a = mesh_.axis_index(axis);
     TS_CHECK(a >= 0, "cost model: bucket on axis '", axis, "', which mesh ", mesh_.to_string(),
              " lacks");
-    const double p = mesh_.axis(a).size;
-    if (p < 2) return 0;
-    const double n = f32_bytes / 4;
-    const double chunk = std::ceil(n / p) * 2;  // bytes of one rank's chunk
-    return memory(6 * n) + collective(CollectiveKind::kAllToAll, 2 * n, axis) +
-           memory(2 * n + chunk) + collective(CollectiveKind::kAllGather, chunk, axis) +
-           memory(6 * n);
+    return bf16_all_reduce_seconds(
+        f32_bytes, mesh_.axis(a).size,
+        [&](CollectiveKind kind, double bytes) { return collective(kind, bytes, axis); },
+        [&](double bytes) { return memory(bytes); });
   }
 
   ProgramTime run(const Program& p) const {

@@ -6,6 +6,7 @@
 #include "tessel/compile/model_registry.h"
 #include "tessel/ir/builder.h"
 #include "tessel/passes/pipeline_stages.h"
+#include "tessel/plan/bf16_all_reduce_cost.h"
 #include "tessel/schedule/schedule.h"
 #include "tessel/schedule/schedule_check.h"
 
@@ -317,9 +318,9 @@ double Screener::single_program(const ScreenCandidate& c, const Unit& u, bool ex
   Piece all;
   for (const auto& [piece, times] : backward) all.add(*piece, times);
   // Bytes an element of a gradient reduction carries, as the exact phase
-  // counts them: 2 when grad_reduce_precision is bf16 (its buckets'
-  // all-reduces and ZeRO's reduce-scatters, CompileOptions::bf16_reduce),
-  // else 4. The copies into the buckets stay f32.
+  // counts them: 2 when grad_reduce_precision is bf16 (its buckets, below,
+  // and ZeRO's reduce-scatters, CompileOptions::bf16_reduce), else 4. The
+  // copies into the buckets stay f32.
   const double reduce_bytes = base_.grad_reduce_precision == "bf16" ? 2 : 4;
   // Per parameter tensor of a piece: a collective of its mean size, `wire`
   // bytes an element, and the packing pass over them.
@@ -337,14 +338,37 @@ double Screener::single_program(const ScreenCandidate& c, const Unit& u, bool ex
       blocking += times * per_tensor(CollectiveKind::kReduceScatter, *piece, 1, reduce_bytes);
       if (c.zero == 3) gathers += 2 * times * per_tensor(CollectiveKind::kAllGather, *piece, d, 4);
     }
-  // ZeRO 0: each gradient copied into its bucket; a bucket's all-reduce
-  // starts once it holds bucket_mib (or at the end), behind the backward.
+  // ZeRO 0: each gradient copied into its bucket. With f32 reductions a
+  // bucket's all-reduce starts once it holds bucket_mib (or at the end),
+  // behind the backward; bf16 buckets are reduced blocking at their last
+  // member, as the runtime and the exact phase do (bf16_all_reduce_cost.h).
+  const bool bf16_buckets = c.zero == 0 && d > 1 && reduce_bytes == 2;
   const double bucket_copies =
       c.zero == 0 && d > 1 ? share * hw_.memory_seconds(2 * 4 * all.held, options_.threads) : 0;
-  const double compute = share * (all.f + all.bi + all.bw) + blocking + gathers + bucket_copies;
+  const double bucket = base_.bucket_mib * 1048576.0;
+  double bf16_reductions = 0;
+  if (bf16_buckets) {
+    auto reduce = [&](double f32_bytes) {
+      return bf16_all_reduce_seconds(
+          f32_bytes, d,
+          [&](CollectiveKind kind, double bytes) {
+            return collective(kind, bytes, d, c.data_link);
+          },
+          [&](double bytes) { return share * hw_.memory_seconds(bytes, options_.threads); });
+    };
+    double filled = 0;
+    for (const auto& [piece, times] : backward) {
+      for (int i = 0; i < static_cast<int>(times); ++i) {
+        filled += 4 * piece->held;
+        if (filled >= bucket) bf16_reductions += reduce(filled), filled = 0;
+      }
+    }
+    if (filled > 0) bf16_reductions += reduce(filled);
+  }
+  const double compute =
+      share * (all.f + all.bi + all.bw) + blocking + gathers + bucket_copies + bf16_reductions;
   double wait = 0;
-  if (exposed && c.zero == 0 && d > 1) {
-    const double bucket = base_.bucket_mib * 1048576.0;
+  if (exposed && c.zero == 0 && d > 1 && !bf16_buckets) {
     double clock = compute - (share * (all.bi + all.bw) + bucket_copies), free = 0, filled = 0;
     for (const auto& [piece, times] : backward) {
       const double per = 4 * piece->held;
@@ -354,14 +378,13 @@ double Screener::single_program(const ScreenCandidate& c, const Unit& u, bool ex
         clock += step, filled += per;
         if (filled >= bucket) {
           free = std::max(free, clock) +
-                 collective(CollectiveKind::kAllReduce, filled * reduce_bytes / 4, d, c.data_link);
+                 collective(CollectiveKind::kAllReduce, filled, d, c.data_link);
           filled = 0;
         }
       }
     }
     if (filled > 0)
-      free = std::max(free, clock) +
-             collective(CollectiveKind::kAllReduce, filled * reduce_bytes / 4, d, c.data_link);
+      free = std::max(free, clock) + collective(CollectiveKind::kAllReduce, filled, d, c.data_link);
     wait = std::max(0.0, free - compute);
   }
   // Feeding the rank's rows (tokens and targets, 4 bytes each, copied in).
