@@ -11,6 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "common/expect_cli_error.h"
 #include "common/run_cli.h"
 #include "common/test_dir.h"
 
@@ -41,12 +42,6 @@ class Cli : public ::testing::Test {
 
   fs::path dir_;
 };
-
-void expect_error(const Result& r, const std::string& needle) {
-  EXPECT_NE(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find(needle), std::string::npos) << "missing '" << needle << "' in:\n"
-                                                      << r.output;
-}
 
 TEST_F(Cli, UnknownKeyIsNamedWithSuggestion) {
   nlohmann::json j = tiny_gpt();

@@ -19,7 +19,8 @@ namespace fs = std::filesystem;
 
 using Result = tessel::CliResult;
 
-Result run(const std::string& args) { return tessel::run_cli("report " + args); }
+// `tessel report ARGS`.
+Result report(const std::string& args) { return tessel::run_cli("report " + args); }
 
 class ReportCli : public ::testing::Test {
  protected:
@@ -38,7 +39,7 @@ class ReportCli : public ::testing::Test {
 };
 
 TEST_F(ReportCli, MissingDirectoryIsAnErrorAndNothingIsWritten) {
-  const Result r = run(path("killed") + " " + path("nope") + " --out " + path("r.html"));
+  const Result r = report(path("killed") + " " + path("nope") + " --out " + path("r.html"));
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("run directory '" + path("nope") + "' does not exist"), std::string::npos)
       << r.output;
@@ -47,21 +48,21 @@ TEST_F(ReportCli, MissingDirectoryIsAnErrorAndNothingIsWritten) {
 
 TEST_F(ReportCli, MissingChartJsNamesThePackage) {
   const Result r =
-      run(path("killed") + " --chart-js " + path("none.js") + " --out " + path("r.html"));
+      report(path("killed") + " --chart-js " + path("none.js") + " --out " + path("r.html"));
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("libjs-chart.js"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(path("r.html")));
 }
 
 TEST_F(ReportCli, NothingReadableIsAnError) {
-  const Result r = run(path("empty") + " --out " + path("r.html"));
+  const Result r = report(path("empty") + " --out " + path("r.html"));
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("none of the run directories holds anything readable"), std::string::npos)
       << r.output;
 }
 
 TEST_F(ReportCli, KilledAndEmptyRunsAreWarningsAndThePageIsWritten) {
-  const Result r = run(path("killed") + " " + path("empty") + " --out " + path("r.html"));
+  const Result r = report(path("killed") + " " + path("empty") + " --out " + path("r.html"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("warning: " + path("killed") + "/metrics.jsonl line 3 is cut off"),
             std::string::npos)

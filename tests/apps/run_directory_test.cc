@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "common/expect_cli_error.h"
 #include "common/run_cli.h"
 #include "common/test_dir.h"
 
@@ -25,8 +26,6 @@ namespace {
 namespace fs = std::filesystem;
 
 using Result = tessel::CliResult;
-
-Result run(const std::string& args) { return tessel::run_cli(args); }
 
 class RunDirectory : public ::testing::Test {
  protected:
@@ -48,19 +47,13 @@ class RunDirectory : public ::testing::Test {
   std::string config_;
 };
 
-void expect_error(const Result& r, const std::string& needle) {
-  EXPECT_NE(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find(needle), std::string::npos) << "missing '" << needle << "' in:\n"
-                                                      << r.output;
-}
-
 TEST_F(RunDirectory, ExistingRunIsRefusedUnlessOverwrite) {
   const std::string out = (dir_ / "run").string();
-  ASSERT_EQ(run(train(out)).exit_code, 0);
+  ASSERT_EQ(tessel::run_cli(train(out)).exit_code, 0);
   const auto before = fs::last_write_time(fs::path(out) / "metrics.jsonl");
-  expect_error(run(train(out)), "already holds a run (checkpoint/); pass --overwrite");
+  expect_error(tessel::run_cli(train(out)), "already holds a run (checkpoint/); pass --overwrite");
   EXPECT_EQ(fs::last_write_time(fs::path(out) / "metrics.jsonl"), before);  // untouched
-  Result again = run(train(out, "--overwrite --steps 3"));
+  Result again = tessel::run_cli(train(out, "--overwrite --steps 3"));
   ASSERT_EQ(again.exit_code, 0) << again.output;
   std::ifstream metrics(fs::path(out) / "metrics.jsonl");
   int lines = 0;
@@ -74,28 +67,28 @@ TEST_F(RunDirectory, DirectoryInUseIsRefused) {
   int fd = ::open((out / ".lock").c_str(), O_RDWR | O_CREAT, 0644);
   ASSERT_GE(fd, 0);
   ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
-  expect_error(run(train(out.string())), "is in use by another run");
+  expect_error(tessel::run_cli(train(out.string())), "is in use by another run");
   ::close(fd);
   EXPECT_FALSE(fs::exists(out / "metrics.jsonl"));
 }
 
 TEST_F(RunDirectory, OutputPathsAreCheckedBeforeTheFirstStep) {
   const fs::path out = dir_ / "run";
-  expect_error(
-      run(train(out.string(), "--microbatches 2 --trace " + (dir_ / "no" / "t.json").string())),
-      "cannot write --trace file");
-  expect_error(run(train(out.string(), "--trace " + (dir_ / "t.json").string())),
+  expect_error(tessel::run_cli(train(
+                   out.string(), "--microbatches 2 --trace " + (dir_ / "no" / "t.json").string())),
+               "cannot write --trace file");
+  expect_error(tessel::run_cli(train(out.string(), "--trace " + (dir_ / "t.json").string())),
                "--trace records pipeline actions; this run has no pipeline");
   EXPECT_FALSE(fs::exists(out / "metrics.jsonl"));
   EXPECT_FALSE(fs::exists(out / "checkpoint"));
   std::ofstream(dir_ / "file") << "x";
-  expect_error(run(train((dir_ / "file").string())), "exists and is not a directory");
+  expect_error(tessel::run_cli(train((dir_ / "file").string())), "exists and is not a directory");
 }
 
 TEST_F(RunDirectory, StaleSaveTemporariesAreRemoved) {
   const fs::path out = dir_ / "run";
   fs::create_directories(out / "checkpoint.tmp-123456");
-  Result r = run(train(out.string()));
+  Result r = tessel::run_cli(train(out.string()));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_FALSE(fs::exists(out / "checkpoint.tmp-123456"));
   EXPECT_NE(r.output.find("left by an interrupted save"), std::string::npos) << r.output;
@@ -128,8 +121,8 @@ TEST_F(RunDirectory, SigtermSavesTheCheckpointAndExitsNonZero) {
   ASSERT_TRUE(WIFEXITED(status)) << output;
   EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM) << output;
   EXPECT_NE(output.find("stopped by SIGTERM after"), std::string::npos) << output;
-  Result sample =
-      run("sample --checkpoint " + (out / "checkpoint").string() + " --prompt Hi --chars 5");
+  Result sample = tessel::run_cli("sample --checkpoint " + (out / "checkpoint").string() +
+                                  " --prompt Hi --chars 5");
   EXPECT_EQ(sample.exit_code, 0) << sample.output;
 }
 

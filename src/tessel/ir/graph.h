@@ -67,4 +67,13 @@ class Graph {
   std::unordered_map<std::string, ValueId> leaves_;  // name -> input or param, for find()
 };
 
+// Inputs and parameters: the graph's leaves, which no op computes.
+inline bool is_leaf(const Node& n) { return n.kind == OpKind::kInput || n.kind == OpKind::kParam; }
+
+// Bytes of one value (its shape's elements times its dtype's size).
+inline double value_bytes(const Graph& g, ValueId id) {
+  const Node& n = g.node(id);
+  return static_cast<double>(n.shape.numel()) * static_cast<double>(dtype_size(n.dtype));
+}
+
 }  // namespace tessel

@@ -13,8 +13,8 @@
 namespace tessel::kernels {
 namespace {
 
-constexpr int64_t kTile = 2048;    // columns of dgamma/dbeta partials held on the stack
-constexpr int64_t kRowBlock = 64;  // rows summed before folding into dgamma/dbeta
+constexpr int64_t kLayerNormTile = 2048;  // columns of dgamma/dbeta partials held on the stack
+constexpr int64_t kRowBlock = 64;         // rows summed before folding into dgamma/dbeta
 
 struct RowStats {
   float mean;
@@ -136,16 +136,16 @@ void layernorm_backward_params(const float* x, const float* dy, float* dgamma, f
   // all rows in one fixed order (blocks of kRowBlock rows folded into a running
   // total), so the split, and hence the thread count, cannot change the result.
   // The price is that every thread recomputes the row stats for all rows (once per
-  // kTile columns it owns); a row-split would need scratch for partials.
+  // kLayerNormTile columns it owns); a row-split would need scratch for partials.
 #pragma omp parallel if (rows * cols > kParallelGrain)
   {
     const int64_t threads = omp_get_num_threads(), thread = omp_get_thread_num();
     const int64_t groups = (cols + 7) / 8;
     const int64_t lo = std::min(cols, 8 * chunk_begin(thread, threads, groups));
     const int64_t hi = std::min(cols, 8 * chunk_begin(thread + 1, threads, groups));
-    for (int64_t c0 = lo; c0 < hi; c0 += kTile) {
-      const int64_t w = std::min(kTile, hi - c0);
-      float pg[kTile], pb[kTile];
+    for (int64_t c0 = lo; c0 < hi; c0 += kLayerNormTile) {
+      const int64_t w = std::min(kLayerNormTile, hi - c0);
+      float pg[kLayerNormTile], pb[kLayerNormTile];
       for (int64_t b = 0; b < rows; b += kRowBlock) {
         std::fill(pg, pg + w, 0.0f);
         std::fill(pb, pb + w, 0.0f);

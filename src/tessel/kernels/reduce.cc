@@ -16,9 +16,9 @@ namespace tessel::kernels {
 namespace {
 
 constexpr int kMaxRank = 16;
-constexpr int64_t kTile = 512;     // columns held in one stack accumulator
-constexpr int64_t kNarrow = 64;    // rows this narrow reduce by row chunks
-constexpr int64_t kRowBlock = 64;  // rows summed before folding into the total
+constexpr int64_t kReduceTile = 512;  // columns held in one stack accumulator
+constexpr int64_t kNarrow = 64;       // rows this narrow reduce by row chunks
+constexpr int64_t kRowBlock = 64;     // rows summed before folding into the total
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // The dims of x after dropping size-1 dims and merging neighbours with the same
@@ -155,10 +155,10 @@ void reduce_3d(ReduceOp op, const float* x, int64_t outer, int64_t red, int64_t 
       const int64_t groups = (inner + 7) / 8;  // split on 8-column boundaries
       const int64_t lo = std::min(inner, 8 * chunk_begin(thread, threads, groups));
       const int64_t hi = std::min(inner, 8 * chunk_begin(thread + 1, threads, groups));
-      for (int64_t c0 = lo; c0 < hi; c0 += kTile) {
-        const int64_t w = std::min(kTile, hi - c0);
+      for (int64_t c0 = lo; c0 < hi; c0 += kReduceTile) {
+        const int64_t w = std::min(kReduceTile, hi - c0);
         float* yt = y + c0;
-        float part[kTile];
+        float part[kReduceTile];
         for (int64_t b = 0; b < red; b += kRowBlock) {
           const int64_t end = std::min(red, b + kRowBlock);
           std::copy(x + b * inner + c0, x + b * inner + c0 + w, part);
@@ -177,10 +177,11 @@ void reduce_3d(ReduceOp op, const float* x, int64_t outer, int64_t red, int64_t 
     }
   } else {
     // Reduced dims in the middle: each (outer, tile) sums its rows sequentially.
-    const int64_t tiles = (inner + kTile - 1) / kTile;
+    const int64_t tiles = (inner + kReduceTile - 1) / kReduceTile;
 #pragma omp parallel for schedule(static) if (work > kParallelGrain)
     for (int64_t it = 0; it < outer * tiles; ++it) {
-      const int64_t o = it / tiles, c0 = (it % tiles) * kTile, w = std::min(kTile, inner - c0);
+      const int64_t o = it / tiles, c0 = (it % tiles) * kReduceTile,
+                    w = std::min(kReduceTile, inner - c0);
       const float* xo = x + o * red * inner + c0;
       float* yt = y + o * inner + c0;
       std::copy(xo, xo + w, yt);
@@ -314,13 +315,14 @@ void reduce_max_backward(const float* x, const float* y, const float* dy, const 
       }
     } else {
       // Column tiles: walk the reduced rows once, marking columns already served.
-      const int64_t tiles = (inner + kTile - 1) / kTile;
+      const int64_t tiles = (inner + kReduceTile - 1) / kReduceTile;
 #pragma omp parallel for schedule(static) if (g.numel > kParallelGrain)
       for (int64_t it = 0; it < outer * tiles; ++it) {
-        const int64_t o = it / tiles, c0 = (it % tiles) * kTile, w = std::min(kTile, inner - c0);
+        const int64_t o = it / tiles, c0 = (it % tiles) * kReduceTile,
+                      w = std::min(kReduceTile, inner - c0);
         const float* yt = y + o * inner + c0;
         const float* dyt = dy + o * inner + c0;
-        int32_t done[kTile] = {};
+        int32_t done[kReduceTile] = {};
         for (int64_t r = 0; r < red; ++r) {
           const int64_t offset = (o * red + r) * inner + c0;
           const float* xr = x + offset;

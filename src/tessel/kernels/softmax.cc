@@ -12,7 +12,7 @@
 namespace tessel::kernels {
 namespace {
 
-constexpr int64_t kTile = 256;  // inner columns per stack accumulator
+constexpr int64_t kSoftmaxTile = 256;  // inner columns per stack accumulator
 
 void check_mask(const CausalMask* mask, int64_t inner) {
   if (mask == nullptr) return;
@@ -49,13 +49,14 @@ void softmax_forward(const float* x, float* y, int64_t outer, int64_t n, int64_t
     return;
   }
   // inner > 1: each (outer, column tile) keeps its running max and sum on the stack.
-  const int64_t tiles = (inner + kTile - 1) / kTile;
+  const int64_t tiles = (inner + kSoftmaxTile - 1) / kSoftmaxTile;
 #pragma omp parallel for schedule(static) if (outer * n * inner > kParallelGrain)
   for (int64_t it = 0; it < outer * tiles; ++it) {
-    const int64_t o = it / tiles, c0 = (it % tiles) * kTile, w = std::min(kTile, inner - c0);
+    const int64_t o = it / tiles, c0 = (it % tiles) * kSoftmaxTile,
+                  w = std::min(kSoftmaxTile, inner - c0);
     const float* xo = x + o * n * inner + c0;
     float* yo = y + o * n * inner + c0;
-    float m[kTile], sum[kTile];
+    float m[kSoftmaxTile], sum[kSoftmaxTile];
     std::fill(m, m + w, -std::numeric_limits<float>::infinity());
     std::fill(sum, sum + w, 0.0f);
     for (int64_t j = 0; j < n; ++j) {
@@ -123,12 +124,13 @@ void softmax_backward(const float* y, const float* dy, float* dx, int64_t outer,
     }
     return;
   }
-  const int64_t tiles = (inner + kTile - 1) / kTile;
+  const int64_t tiles = (inner + kSoftmaxTile - 1) / kSoftmaxTile;
 #pragma omp parallel for schedule(static) if (outer * n * inner > kParallelGrain)
   for (int64_t it = 0; it < outer * tiles; ++it) {
-    const int64_t o = it / tiles, c0 = (it % tiles) * kTile, w = std::min(kTile, inner - c0);
+    const int64_t o = it / tiles, c0 = (it % tiles) * kSoftmaxTile,
+                  w = std::min(kSoftmaxTile, inner - c0);
     const int64_t base = o * n * inner + c0;
-    float dot[kTile];
+    float dot[kSoftmaxTile];
     std::fill(dot, dot + w, 0.0f);
     for (int64_t j = 0; j < n; ++j) {
       const float* yj = y + base + j * inner;

@@ -21,8 +21,6 @@ constexpr double kNominalBytesPerSecond = 1e10;
 // Backward costs about twice the forward (two GEMMs per forward GEMM).
 constexpr double kForwardAndBackward = 3.0;
 
-bool is_leaf(const Node& n) { return n.kind == OpKind::kInput || n.kind == OpKind::kParam; }
-
 // Per-node owner block, with nodes before the first block as -1 ("embed",
 // stage 0) and after the last as `blocks` ("head", last stage).
 std::vector<int> node_blocks(const Graph& g, int* blocks) {

@@ -9,8 +9,6 @@
 namespace tessel {
 namespace {
 
-bool is_leaf(const Node& n) { return n.kind == OpKind::kInput || n.kind == OpKind::kParam; }
-
 class Recomputer {
  public:
   Recomputer(const Graph& g, int forward_end, const SegmentFn& segment_of)

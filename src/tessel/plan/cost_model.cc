@@ -14,11 +14,6 @@
 namespace tessel::plan {
 namespace {
 
-double value_bytes(const Graph& g, ValueId id) {
-  const Node& n = g.node(id);
-  return static_cast<double>(n.shape.numel()) * static_cast<double>(dtype_size(n.dtype));
-}
-
 // One program's instructions on the hardware, phase by phase.
 struct ProgramTime {
   std::vector<double> compute_s;  // per phase: kernels

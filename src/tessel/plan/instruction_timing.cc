@@ -13,10 +13,6 @@ double seconds_now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-double value_bytes(const Graph& g, ValueId id) {
-  return static_cast<double>(g.node(id).shape.numel()) * dtype_size(g.node(id).dtype);
-}
-
 }  // namespace
 
 std::unique_ptr<TimedProgram> timed_training_program(const TrainConfig& config) {
