@@ -64,7 +64,7 @@ CommProgress polled(double overlap, double poll_bytes, double factor = 1) {
 }
 
 // Small buckets (10 KiB), so that a data-parallel backward has many.
-TrainConfig tiny(const std::string& mesh) {
+TrainConfig tiny_with_small_buckets(const std::string& mesh) {
   TrainConfig c = tiny_gpt_config(2, 8);
   c.mesh = mesh;
   c.bucket_mib = 0.01;
@@ -75,7 +75,7 @@ StepPrediction predict(const TrainConfig& c, const HardwareModel& hw) {
   return predict_step(c, representative_ranks(Mesh::parse(c.mesh), false), hw, {});
 }
 
-double sum(const std::map<std::string, double>& m) {
+double total_seconds(const std::map<std::string, double>& m) {
   double t = 0;
   for (const auto& [k, v] : m) t += v;
   return t;
@@ -87,7 +87,7 @@ double at(const std::map<std::string, double>& m, const std::string& key) {
 }
 
 TEST(PolledProgress, DataParallelBucketsHiddenInTheBackgroundAreChargedWhenPolled) {
-  const TrainConfig c = tiny("data=2");
+  const TrainConfig c = tiny_with_small_buckets("data=2");
   const StepPrediction background = predict(c, FakeCpu());
   // Nothing hidden: each bucket's all-reduce is charged in full on the poll after it starts.
   const StepPrediction none = predict(c, FakeCpu(polled(0, 1e18)));
@@ -102,7 +102,7 @@ TEST(PolledProgress, DataParallelBucketsHiddenInTheBackgroundAreChargedWhenPolle
 }
 
 TEST(PolledProgress, OverlapAndPollsDecideWhatIsHidden) {
-  const TrainConfig c = tiny("data=2");
+  const TrainConfig c = tiny_with_small_buckets("data=2");
   const double comm = predict(c, FakeCpu()).comm_s.at("data");
   // Everything overlaps and one poll suffices: as hidden as in the background, or nearly.
   const StepPrediction free = predict(c, FakeCpu(polled(1, 1e18)));
@@ -120,7 +120,7 @@ TEST(PolledProgress, OverlapAndPollsDecideWhatIsHidden) {
 }
 
 TEST(PolledProgress, TheNonBlockingFactorScalesTheBucketsTime) {
-  const TrainConfig c = tiny("data=2");
+  const TrainConfig c = tiny_with_small_buckets("data=2");
   const StepPrediction one = predict(c, FakeCpu(polled(0, 1e18, 1)));
   const StepPrediction two = predict(c, FakeCpu(polled(0, 1e18, 2)));
   const StepPrediction three = predict(c, FakeCpu(polled(0, 1e18, 3)));
@@ -139,18 +139,19 @@ TEST(PolledProgress, StepIsStillComputePlusExposedPlusBubblePlusOptimizer) {
     for (const char* mesh :
          {"data=2", "data=2,model=2", "model=2", "data=2 zero", "pipe=2,data=2"}) {
       const std::string m(mesh);
-      TrainConfig c = tiny(m.substr(0, m.find(' ')));
+      TrainConfig c = tiny_with_small_buckets(m.substr(0, m.find(' ')));
       if (m.find("zero") != std::string::npos) c.zero = 1;
       if (m.find("pipe") != std::string::npos) c.microbatches = 2;
       const StepPrediction s = predict(c, FakeCpu(p, 64, 100));
-      EXPECT_NEAR(s.step_s, s.compute_s + sum(s.exposed_comm_s) + s.bubble_s + s.optimizer_s, 1e-12)
+      EXPECT_NEAR(s.step_s,
+                  s.compute_s + total_seconds(s.exposed_comm_s) + s.bubble_s + s.optimizer_s, 1e-12)
           << mesh;
       for (const auto& [axis, t] : s.exposed_comm_s) EXPECT_LE(t, s.comm_s.at(axis) + 1e-12);
     }
 }
 
 TEST(PolledProgress, PipelineSendsCostTheSenderAndWaitForItsPolls) {
-  TrainConfig c = tiny("pipe=2");
+  TrainConfig c = tiny_with_small_buckets("pipe=2");
   c.schedule = "1f1b";
   c.microbatches = 4;
   // Slow links so that the sends matter.
@@ -169,13 +170,13 @@ TEST(PolledProgress, PipelineSendsCostTheSenderAndWaitForItsPolls) {
 }
 
 TEST(SharedCores, OversubscribedRanksComputeAtTheirShareOfACore) {
-  const TrainConfig c = tiny("data=4");
+  const TrainConfig c = tiny_with_small_buckets("data=4");
   const StepPrediction own = predict(c, FakeCpu({}, /*cores=*/4));
   const StepPrediction shared = predict(c, FakeCpu({}, /*cores=*/2));
   EXPECT_NEAR(shared.compute_s, 2 * own.compute_s, 1e-12 * own.compute_s);
   EXPECT_GT(shared.step_s, 1.5 * own.step_s);
   // Threads count as well: 2 ranks of 2 threads on 2 cores.
-  const TrainConfig d = tiny("data=2");
+  const TrainConfig d = tiny_with_small_buckets("data=2");
   CostOptions two;
   two.threads = 2;
   const StepPrediction a = predict_step(d, {0}, FakeCpu({}, 4), two);
@@ -184,7 +185,7 @@ TEST(SharedCores, OversubscribedRanksComputeAtTheirShareOfACore) {
 }
 
 TEST(SharedCores, PipelineRanksFillEachOthersBubbles) {
-  TrainConfig c = tiny("pipe=2");
+  TrainConfig c = tiny_with_small_buckets("pipe=2");
   c.schedule = "gpipe";
   // One micro-batch: each rank idles while the other works, so two ranks
   // on one core lose nothing in the schedule (the update after it, run by
@@ -240,7 +241,7 @@ TEST(DeviceEinsum, AClusterPredictionNeverReadsTheCompiledKernelsScratch) {
                   "inter_node": {"bandwidth_gbs": 25, "latency_us": 5}}})"),
                                                      "c.json");
   const FakeCpu cpu;
-  TrainConfig c = tiny("");
+  TrainConfig c = tiny_with_small_buckets("");
   c.precision = "bf16";
   const std::vector<CompiledRank> ranks = compile_ranks(c, {0});
   const Program& p = *ranks.front().train.program;

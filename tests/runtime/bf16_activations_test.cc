@@ -9,7 +9,7 @@
 #include <string>
 
 #include "common/error_of.h"
-#include "common/tiny_gpt.h"
+#include "common/tiny_gpt_training.h"
 #include "tessel/autodiff/backward.h"
 #include "tessel/ir/op_table.h"
 #include "tessel/runtime/program.h"
@@ -19,23 +19,7 @@
 namespace tessel {
 namespace {
 
-struct Training {
-  Graph graph;
-  std::vector<ValueId> outputs;  // loss, then gradients
-};
-
-Training small_gpt() {
-  TrainConfig c = tiny_gpt_config(2, 2);
-  Training t;
-  GraphBuilder b(t.graph);
-  TaskGraph out = build_model(c, b, c.batch, /*training=*/true);
-  std::map<ValueId, ValueId> grads = build_backward(b, out.loss, t.graph.params());
-  t.outputs.push_back(out.loss);
-  for (ValueId p : t.graph.params()) t.outputs.push_back(grads.at(p));
-  return t;
-}
-
-std::vector<float> run(Program& p, const Training& t, ParamStore& params) {
+std::vector<float> run(Program& p, const TinyGptTraining& t, ParamStore& params) {
   for (ParamEntry& e : params.entries()) p.bind_param(e.name, e.value.f32());
   for (const char* name : {"tokens", "targets"}) {
     int32_t* ids = static_cast<int32_t*>(p.input(name));
@@ -56,7 +40,7 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 }
 
 TEST(Bf16Activations, SameNumbersSmallerArena) {
-  Training t = small_gpt();
+  TinyGptTraining t = tiny_gpt_training();
   ParamStore params(t.graph, 7);
   CompileOptions f32_stored;
   f32_stored.bf16 = true;
@@ -82,7 +66,7 @@ TEST(Bf16Activations, SameNumbersSmallerArena) {
 }
 
 TEST(Bf16Activations, OnlyValuesEinsumsAloneReadAreBf16) {
-  Training t = small_gpt();
+  TinyGptTraining t = tiny_gpt_training();
   CompileOptions options;
   options.bf16 = true;
   Program p(t.graph, t.outputs, options);
@@ -124,7 +108,7 @@ TEST(Bf16Activations, OnlyValuesEinsumsAloneReadAreBf16) {
 }
 
 TEST(Bf16Activations, ReadingABf16ValueAsF32IsAnError) {
-  Training t = small_gpt();
+  TinyGptTraining t = tiny_gpt_training();
   CompileOptions options;
   options.bf16 = true;
   std::vector<ValueId> outputs = t.outputs;
@@ -138,7 +122,7 @@ TEST(Bf16Activations, ReadingABf16ValueAsF32IsAnError) {
 }
 
 TEST(Bf16Activations, F32ProgramsStoreNothingInBf16) {
-  Training t = small_gpt();
+  TinyGptTraining t = tiny_gpt_training();
   Program p(t.graph, t.outputs);
   EXPECT_EQ(p.bf16_value_bytes(), 0u);
 }

@@ -6,7 +6,7 @@
 
 #include <cstring>
 
-#include "common/tiny_gpt.h"
+#include "common/tiny_gpt_training.h"
 #include "tessel/autodiff/backward.h"
 #include "tessel/runtime/program.h"
 #include "tessel/train/param_store.h"
@@ -15,24 +15,6 @@
 namespace tessel {
 namespace {
 
-struct Training {
-  Graph graph;
-  std::vector<ValueId> outputs;  // loss, then gradients
-  ValueId backward_start = 0;
-};
-
-Training small_gpt() {
-  TrainConfig c = tiny_gpt_config(2, 2);
-  Training t;
-  GraphBuilder b(t.graph);
-  TaskGraph out = build_model(c, b, c.batch, /*training=*/true);
-  t.backward_start = t.graph.size();
-  std::map<ValueId, ValueId> grads = build_backward(b, out.loss, t.graph.params());
-  t.outputs.push_back(out.loss);
-  for (ValueId p : t.graph.params()) t.outputs.push_back(grads.at(p));
-  return t;
-}
-
 void feed(Program& p, int seed) {
   for (const char* name : {"tokens", "targets"}) {
     int32_t* ids = static_cast<int32_t*>(p.input(name));
@@ -40,7 +22,7 @@ void feed(Program& p, int seed) {
   }
 }
 
-std::vector<float> results(Program& p, const Training& t) {
+std::vector<float> results(Program& p, const TinyGptTraining& t) {
   std::vector<float> r;
   for (ValueId v : t.outputs) {
     const float* x = p.f32(v);
@@ -50,7 +32,7 @@ std::vector<float> results(Program& p, const Training& t) {
 }
 
 TEST(ProgramPhases, InstancesSharingPhaseLocalMemoryMatchSeparateRuns) {
-  Training t = small_gpt();
+  TinyGptTraining t = tiny_gpt_training();
   ParamStore params(t.graph, 7);
   CompileOptions options;
   options.phase_starts = {t.backward_start};
