@@ -345,46 +345,48 @@ double Screener::single_program(const ScreenCandidate& c, const Unit& u, bool ex
   const bool bf16_buckets = c.zero == 0 && d > 1 && reduce_bytes == 2;
   const double bucket_copies =
       c.zero == 0 && d > 1 ? share * hw_.memory_seconds(2 * 4 * all.held, options_.threads) : 0;
+  // The backward's gradients in order, packed into buckets of bucket_mib:
+  // `grown(piece)` after each piece's gradient, `full(f32_bytes)` when a
+  // bucket closes (and for the last, partial one).
   const double bucket = base_.bucket_mib * 1048576.0;
-  double bf16_reductions = 0;
-  if (bf16_buckets) {
-    auto reduce = [&](double f32_bytes) {
-      return bf16_all_reduce_seconds(
-          f32_bytes, d,
-          [&](CollectiveKind kind, double bytes) {
-            return collective(kind, bytes, d, c.data_link);
-          },
-          [&](double bytes) { return share * hw_.memory_seconds(bytes, options_.threads); });
-    };
+  auto each_bucket = [&](auto&& grown, auto&& full) {
     double filled = 0;
     for (const auto& [piece, times] : backward) {
       for (int i = 0; i < static_cast<int>(times); ++i) {
+        grown(*piece);
         filled += 4 * piece->held;
-        if (filled >= bucket) bf16_reductions += reduce(filled), filled = 0;
+        if (filled >= bucket) full(filled), filled = 0;
       }
     }
-    if (filled > 0) bf16_reductions += reduce(filled);
+    if (filled > 0) full(filled);
+  };
+  double bf16_reductions = 0;
+  if (bf16_buckets) {
+    each_bucket(
+        [](const Piece&) {},
+        [&](double f32_bytes) {
+          bf16_reductions += bf16_all_reduce_seconds(
+              f32_bytes, d,
+              [&](CollectiveKind kind, double bytes) {
+                return collective(kind, bytes, d, c.data_link);
+              },
+              [&](double bytes) { return share * hw_.memory_seconds(bytes, options_.threads); });
+        });
   }
   const double compute =
       share * (all.f + all.bi + all.bw) + blocking + gathers + bucket_copies + bf16_reductions;
   double wait = 0;
   if (exposed && c.zero == 0 && d > 1 && !bf16_buckets) {
-    double clock = compute - (share * (all.bi + all.bw) + bucket_copies), free = 0, filled = 0;
-    for (const auto& [piece, times] : backward) {
-      const double per = 4 * piece->held;
-      const double step =
-          share * (piece->bi + piece->bw + hw_.memory_seconds(2 * per, options_.threads));
-      for (int i = 0; i < static_cast<int>(times); ++i) {
-        clock += step, filled += per;
-        if (filled >= bucket) {
+    double clock = compute - (share * (all.bi + all.bw) + bucket_copies), free = 0;
+    each_bucket(
+        [&](const Piece& piece) {
+          clock += share *
+                   (piece.bi + piece.bw + hw_.memory_seconds(2 * 4 * piece.held, options_.threads));
+        },
+        [&](double f32_bytes) {
           free = std::max(free, clock) +
-                 collective(CollectiveKind::kAllReduce, filled, d, c.data_link);
-          filled = 0;
-        }
-      }
-    }
-    if (filled > 0)
-      free = std::max(free, clock) + collective(CollectiveKind::kAllReduce, filled, d, c.data_link);
+                 collective(CollectiveKind::kAllReduce, f32_bytes, d, c.data_link);
+        });
     wait = std::max(0.0, free - compute);
   }
   // Feeding the rank's rows (tokens and targets, 4 bytes each, copied in).
