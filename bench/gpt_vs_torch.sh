@@ -10,9 +10,13 @@
 # Tessel bf16 vs Tessel f32. The CPU model and oneDNN's ISA head the output.
 # PyTorch runs in its best environment on this machine: Debian's
 # python3-torch over OpenBLAS (pthread build), with the allocator and OpenMP
-# settings that help it. OPENBLAS_CORETYPE is chosen from the CPU: SkylakeX
-# where AVX-512 exists, else Zen on AMD, else Haswell (SkylakeX kernels crash
-# with SIGILL on a CPU without AVX-512).
+# allocator settings that help it. OPENBLAS_CORETYPE is chosen from the CPU:
+# SkylakeX where AVX-512 exists, else Zen on AMD, else Haswell (SkylakeX
+# kernels crash with SIGILL on a CPU without AVX-512). Both sides wait at
+# OpenMP barriers the same way: `tessel` sets GOMP_SPINCOUNT=10000 for itself
+# (apps/tessel/openmp_wait.h), and PyTorch (libgomp too) is given the same
+# value; WAIT="OMP_WAIT_POLICY=PASSIVE" (or any VAR=VALUE) sets another one
+# for both.
 #
 # Usage: bench/gpt_vs_torch.sh [ROUNDS] [STEPS]   (SKIP_BUILD=1: use build/ as it is)
 # Hold the machine-wide lock: flock /tmp/tessel-bench.lock bench/gpt_vs_torch.sh
@@ -20,6 +24,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-3}
 STEPS=${2:-8}
+WAIT=${WAIT:-GOMP_SPINCOUNT=10000}
 scripts/install-deps.sh python3-torch libopenblas0-pthread >&2
 [ "${SKIP_BUILD:-0}" = 1 ] || scripts/build.sh >&2
 
@@ -31,13 +36,13 @@ torch_ms() {  # threads precision -> median ms/step
   local flag=""
   [ "$2" = bf16 ] && flag=--bf16
   env -u OPENBLAS_L2_SIZE OPENBLAS_CORETYPE=$coretype MALLOC_MMAP_THRESHOLD_=1073741824 \
-    MALLOC_TRIM_THRESHOLD_=4294967295 OMP_WAIT_POLICY=PASSIVE \
+    MALLOC_TRIM_THRESHOLD_=4294967295 "$WAIT" \
     OMP_NUM_THREADS=$1 OPENBLAS_NUM_THREADS=$1 \
     /usr/bin/python3 bench/torch_gpt.py --threads "$1" --steps "$STEPS" $flag |
     sed -n 's/.*median=\([0-9.]*\) ms.*/\1/p'
 }
 tessel_json() {  # threads precision -> the bench step JSON line
-  build/tessel bench step --config examples/gpt-bench.json --threads "$1" --steps "$STEPS" \
+  env "$WAIT" build/tessel bench step --config examples/gpt-bench.json --threads "$1" --steps "$STEPS" \
     --set precision="$2"
 }
 field() { /usr/bin/python3 -c "import json,sys; print(json.load(sys.stdin)[\"$1\"])"; }
@@ -47,7 +52,7 @@ ratio() { echo "$1 / $2" | bc -l; }
 isa=$(tessel_json 1 bf16 | field onednn_isa)
 echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)," \
   "AVX-512/AMX flags: $(grep -m1 -o -w -E 'avx512[a-z_0-9]*|amx[a-z_0-9]*' /proc/cpuinfo | sort -u | xargs)," \
-  "oneDNN ISA $isa, OPENBLAS_CORETYPE=$coretype"
+  "oneDNN ISA $isa, OPENBLAS_CORETYPE=$coretype, OpenMP wait $WAIT"
 for threads in 1 2; do
   declare -A med=()
   for precision in f32 bf16; do
