@@ -241,11 +241,13 @@ class AgreedStop {
 int run_train(const TrainOptions& opt) {
   const double exec_s = seconds_since_exec();  // process start to here
   const auto entered = std::chrono::steady_clock::now();
+  // Before any thread starts (calibrating for --plan auto runs OpenMP teams):
+  // every later thread inherits the blocked stop signals (stop_signal.h).
+  if (!opt.dry_run) install_stop_handlers();
   TrainConfig config = load_config(opt);
   if (opt.plan == "auto")
     config = apply_auto_plan(opt.config, config, launched_ranks(), launcher_rank() == 0);
   if (opt.dry_run) return run_dry(config);
-  install_stop_handlers();
   use_shared_heartbeats(opt.out);
   Trainer trainer(config);
   // Lock and check --out and every output path before the first step (after

@@ -15,7 +15,9 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "common/expect_cli_error.h"
 #include "common/run_cli.h"
@@ -26,6 +28,24 @@ namespace {
 namespace fs = std::filesystem;
 
 using Result = tessel::CliResult;
+
+// Each thread of `pid`: its name and its blocked-signal mask (SigBlk).
+struct ThreadSignals {
+  std::string name;
+  unsigned long long blocked = 0;
+};
+std::vector<ThreadSignals> thread_signals(pid_t pid) {
+  std::vector<ThreadSignals> threads;
+  for (const auto& task : fs::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
+    ThreadSignals t;
+    std::ifstream(task.path() / "comm") >> t.name;
+    std::ifstream status(task.path() / "status");
+    for (std::string line; std::getline(status, line);)
+      if (line.rfind("SigBlk:", 0) == 0) t.blocked = std::stoull(line.substr(7), nullptr, 16);
+    threads.push_back(t);
+  }
+  return threads;
+}
 
 class RunDirectory : public ::testing::Test {
  protected:
@@ -104,7 +124,7 @@ TEST_F(RunDirectory, SigtermSavesTheCheckpointAndExitsNonZero) {
     dup2(fd, 1);
     dup2(fd, 2);
     execl(TESSEL_CLI_PATH, TESSEL_CLI_PATH, "train", "--config", config_.c_str(), "--out",
-          out.c_str(), "--steps", "1000000", static_cast<char*>(nullptr));
+          out.c_str(), "--steps", "1000000", "--threads", "2", static_cast<char*>(nullptr));
     _exit(127);
   }
   // Wait for the first step's metrics, then signal.
@@ -113,6 +133,22 @@ TEST_F(RunDirectory, SigtermSavesTheCheckpointAndExitsNonZero) {
        ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   ASSERT_TRUE(fs::exists(out / "metrics.jsonl"));
+  // No computing thread may run a handler (stop_signal.h: a handler on a
+  // thread inside a oneDNN JIT GEMM writes its frame over the heap): each
+  // one, OpenMP's included, blocks SIGINT and SIGTERM, and the one thread
+  // that takes them with sigwait() shows them unblocked while it waits.
+  int waiters = 0, computing = 0;
+  for (const ThreadSignals& t : thread_signals(pid)) {
+    if (t.name == "stop-signals") {
+      ++waiters;
+      continue;
+    }
+    ++computing;
+    EXPECT_TRUE(t.blocked & (1ull << (SIGINT - 1))) << t.name << " SigBlk " << t.blocked;
+    EXPECT_TRUE(t.blocked & (1ull << (SIGTERM - 1))) << t.name << " SigBlk " << t.blocked;
+  }
+  EXPECT_EQ(waiters, 1);
+  EXPECT_GE(computing, 2) << "the main thread and OpenMP's second thread";
   ASSERT_EQ(kill(pid, SIGTERM), 0);
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
