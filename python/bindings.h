@@ -10,6 +10,7 @@
 
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
+#include <signal.h>
 
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -27,6 +28,30 @@ void bind_graph(py::module_& m);
 void bind_program(py::module_& m);
 void bind_registry(py::module_& m);
 void bind_train(py::module_& m);
+
+// Held while Tessel computes for Python: the GIL released, and SIGINT and
+// SIGTERM blocked in this thread, so also in every thread it starts
+// (OpenMP's team, MPI's). Python's handlers must not run on a thread inside a
+// oneDNN JIT GEMM, which points the stack pointer at heap memory: the
+// handler's frame would be written over the heap (docs/failures.md, "SIGINT
+// and SIGTERM"). A signal that arrives meanwhile stays pending until the
+// scope ends (the GIL taken again first), so Ctrl-C raises KeyboardInterrupt
+// after the step. Usable as py::call_guard<ComputeScope>.
+class ComputeScope {
+ public:
+  ComputeScope() = default;
+  ComputeScope(const ComputeScope&) = delete;
+  ComputeScope& operator=(const ComputeScope&) = delete;
+
+ private:
+  struct BlockedStopSignals {
+    BlockedStopSignals();
+    ~BlockedStopSignals();  // restores the caller's mask
+    sigset_t previous;
+  };
+  BlockedStopSignals blocked_;            // destroyed last: after the GIL is back
+  pybind11::gil_scoped_release release_;  // destroyed first
+};
 
 // A shape from Python: a dict {"batch": 8, "seq": 64} (insertion order is
 // the storage order) or a sequence of (name, size) pairs.

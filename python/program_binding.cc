@@ -68,7 +68,7 @@ void bind_program(py::module_& m) {
              auto p = std::make_unique<PyProgram>();
              const Graph& g = b.get().graph();
              {
-               py::gil_scoped_release release;
+               ComputeScope compute;
                p->program = std::make_unique<Program>(g, outputs);
              }
              p->outputs = std::move(outputs);
@@ -129,7 +129,7 @@ void bind_program(py::module_& m) {
             PyProgram& p = self.cast<PyProgram&>();
             for (auto item : inputs) copy_input(p, py::cast<std::string>(item.first), item.second);
             {
-              py::gil_scoped_release release;
+              ComputeScope compute;
               p.program->run();
             }
             py::list out;

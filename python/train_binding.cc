@@ -99,7 +99,7 @@ void bind_train(py::module_& m) {
                       "The training engine on this rank (the CLI's `train` drives the same one).")
       .def(py::init([](const py::dict& config) {
              TrainConfig c = to_config(config);
-             py::gil_scoped_release release;
+             ComputeScope compute;
              return std::make_unique<Trainer>(c);
            }),
            py::arg("config"),
@@ -110,7 +110,7 @@ void bind_train(py::module_& m) {
           [](Trainer& t) {
             StepResult r;
             {
-              py::gil_scoped_release release;
+              ComputeScope compute;
               r = t.step();
             }
             return step_dict(r);
@@ -121,17 +121,17 @@ void bind_train(py::module_& m) {
           [](Trainer& t) {
             EvalResult r;
             {
-              py::gil_scoped_release release;
+              ComputeScope compute;
               r = t.evaluate();
             }
             return eval_dict(r);
           },
           "Loss on held-out batches; {val_loss[, val_accuracy]} (collective).")
       .def("save_checkpoint", &Trainer::save_checkpoint, py::arg("dir"),
-           py::call_guard<py::gil_scoped_release>(),
+           py::call_guard<ComputeScope>(),
            "Full tensors whatever the layout (collective; the root writes).")
       .def("load_checkpoint", &Trainer::load_checkpoint, py::arg("dir"),
-           py::call_guard<py::gil_scoped_release>(),
+           py::call_guard<ComputeScope>(),
            "Parameters, optimizer state and run state; the next step continues the saved run.")
       .def(
           "params",
@@ -170,15 +170,14 @@ void bind_train(py::module_& m) {
   py::class_<TextModel>(m, "TextModel",
                         "A text model loaded from a checkpoint, to sample and score (`tessel "
                         "sample`, `tessel eval`).")
-      .def(py::init<const std::string&>(), py::arg("checkpoint"),
-           py::call_guard<py::gil_scoped_release>())
+      .def(py::init<const std::string&>(), py::arg("checkpoint"), py::call_guard<ComputeScope>())
       .def(
           "sample",
           [](TextModel& tm, const std::string& prompt, int64_t chars, float temperature,
              uint64_t seed) {
             std::string text;
             {
-              py::gil_scoped_release release;
+              ComputeScope compute;
               text = tm.sample(prompt, chars, temperature, seed);
             }
             return py::bytes(text);
@@ -192,7 +191,7 @@ void bind_train(py::module_& m) {
             std::vector<uint8_t> text(s.begin(), s.end());
             TextModel::Score r;
             {
-              py::gil_scoped_release release;
+              ComputeScope compute;
               r = tm.score(text);
             }
             py::dict d;
