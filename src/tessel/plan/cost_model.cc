@@ -328,7 +328,8 @@ struct PipelineCoRun {
 constexpr int kCoRunPasses = 4;
 
 // The share of [start, end) covered by the union of `others` (intervals).
-double covered_share(double start, double end, std::vector<std::pair<double, double>>& others) {
+double covered_share(double start, double end,
+                     const std::vector<std::pair<double, double>>& others) {
   if (end <= start) return 0;
   std::vector<std::pair<double, double>> in;
   for (const auto& [a, b] : others)
