@@ -113,6 +113,13 @@ int run_plan(const PlanOptions& opt) {
     kernels::set_plan_bf16_route(kernels::Bf16Route::kOneDnn);
   } else {
     hw = plan::load_or_calibrate(opt.profile, nullptr);
+    const auto* profile = dynamic_cast<const plan::MachineProfile*>(hw.get());
+    if (profile && !profile->has_co_run() && opt.ranks > 1)
+      std::fprintf(stderr,
+                   "plan: %s has no 'co_run' figures (a profile from before they were "
+                   "measured): ranks are costed as if they never slowed each other down "
+                   "(factor 1); run `tessel calibrate` again to measure them\n",
+                   profile->source().c_str());
   }
   plan::PlanRequest q = plan_request(opt.config, opt.config.load(/*with_data=*/false), opt.ranks);
   q.check_device_memory = !opt.ignore_device_memory;

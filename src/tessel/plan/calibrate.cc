@@ -82,6 +82,15 @@ MachineProfile calibrate_machine(const CalibrateOptions& options) {
                      links.progress.all_reduce_poll_bytes / 1024, links.progress.nonblocking_factor,
                      100 * links.progress.send_overlap, links.progress.send_poll_bytes / 1024);
     }
+    if (links.has_co_run) {
+      d.has_co_run = true;
+      d.co_run = links.co_run;
+      if (options.progress)
+        std::fprintf(stderr,
+                     "calibrate: co-run: a rank's training step %.3fx as long beside a computing "
+                     "rank, %.3fx beside a polling one\n",
+                     links.co_run.computing, links.co_run.polling);
+    }
     if (options.progress)
       std::fprintf(stderr, "calibrate: collectives and send/recv on %d ranks, %.1f s\n", ranks,
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());

@@ -10,6 +10,7 @@
 
 #include "tessel/base/error.h"
 #include "tessel/comm/mpi/mpi_runtime.h"
+#include "tessel/plan/calibrate_corun.h"
 #include "tessel/plan/calibrate_progress.h"
 #include "tessel/plan/collective_timing.h"
 
@@ -80,6 +81,10 @@ LinkCalibration measure_links(const std::string& tessel_binary, int ranks, bool 
     result.has_progress = true;
     result.progress = progress_from_json(j["progress"], out, "progress");
   }
+  if (j.contains("co_run")) {
+    result.has_co_run = true;
+    result.co_run = co_run_from_json(j["co_run"], out, "co_run");
+  }
   return result;
 }
 
@@ -135,6 +140,8 @@ void measure_links_on_world(const std::string& out_path, bool quick) {
   // How far a non-blocking all-reduce and a send get while the ranks
   // compute and poll (2-rank launch only).
   if (p == 2) result["progress"] = progress_to_json(measure_progress(*world, barrier, quick));
+  // How much slower a rank's training program runs beside a busy rank.
+  if (p == 2) result["co_run"] = co_run_to_json(measure_co_run(*world, barrier, quick));
   if (mpi.world_rank() == 0) {
     std::ofstream file(out_path);
     file << result.dump(2) << "\n";

@@ -11,8 +11,9 @@
 // 8 MiB (quick: 4 KiB to 4 MiB) on the world, ping-pong send/recv between
 // ranks 0 and 1 (half the round trip; 2-rank runs only), fits alpha-beta per kind
 // (alpha_beta.h), on 2 ranks measures how non-blocking communication
-// progresses (calibrate_progress.h), and rank 0 writes
-// {"links": [profile "links" entries], "progress": {...}}.
+// progresses (calibrate_progress.h) and how much slower a rank computes
+// beside a busy one (calibrate_corun.h), and rank 0 writes
+// {"links": [profile "links" entries], "progress": {...}, "co_run": {...}}.
 #pragma once
 
 #include <string>
@@ -26,6 +27,8 @@ struct LinkCalibration {
   std::vector<LinkFit> links;
   bool has_progress = false;  // the 2-rank launch measures it
   CommProgress progress;
+  bool has_co_run = false;  // the 2-rank launch measures it
+  CoRun co_run;
 };
 LinkCalibration measure_links(const std::string& tessel_binary, int ranks, bool quick);
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <deque>
 #include <optional>
+#include <tuple>
 
 #include "tessel/base/error.h"
 #include "tessel/compile/memory_report.h"
@@ -41,8 +42,9 @@ struct PolledBucket {
 
 class Simulator {
  public:
-  // `share`: the ranks per core (HardwareModel::compute_share) the kernels'
-  // times are multiplied by.
+  // `share`: what the kernels' and memory passes' times are multiplied by:
+  // the ranks per core (HardwareModel::compute_share), times the co-run
+  // factor where other ranks of the node compute beside this one.
   Simulator(const Mesh& mesh, const HardwareModel& hw, const CostOptions& options, double share)
       : mesh_(mesh),
         hw_(hw),
@@ -308,10 +310,44 @@ std::vector<StagePhaseCost> phase_costs(const CompiledRank& c, const Simulator& 
 // share of a core applied) the per-step work after the schedule, when every
 // rank computes at once. Ranks sharing a core fill each other's bubbles: the
 // makespan is at least the cores' work, share x the mean busy time.
+//
+// Co-run (`co`): a rank's actions run slower while the other ranks of its
+// node are busy. With `co.overlap` (a pipeline alone on its node, each rank
+// on its own core) an action's factor is polling + (computing - polling) x
+// o, o the share of its time during which another pipeline rank runs an
+// action in the previous pass of the simulation (the others wait in their
+// blocking receives, polling, the rest of the time): the schedule is
+// simulated with factor 1, then again with each action's factor from the
+// pass before, until the makespan settles (at most kCoRunPasses
+// corrections). Without it every action takes `co.uniform`.
+struct PipelineCoRun {
+  double uniform = 1;
+  bool overlap = false;
+  double computing = 1, polling = 1;
+};
+constexpr int kCoRunPasses = 4;
+
+// The share of [start, end) covered by the union of `others` (intervals).
+double covered_share(double start, double end,
+                     const std::vector<std::pair<double, double>>& others) {
+  if (end <= start) return 0;
+  std::vector<std::pair<double, double>> in;
+  for (const auto& [a, b] : others)
+    if (b > start && a < end) in.emplace_back(std::max(a, start), std::min(b, end));
+  std::sort(in.begin(), in.end());
+  double covered = 0, reach = start;
+  for (const auto& [a, b] : in) {
+    if (b <= reach) continue;
+    covered += b - std::max(a, reach);
+    reach = b;
+  }
+  return covered / (end - start);
+}
+
 std::vector<RankStep> pipeline_steps(const std::vector<CompiledRank>& reps,
                                      const Schedule& schedule, const Simulator& sim,
                                      const Simulator& post_sim, double share,
-                                     StagePhaseMemo* memo) {
+                                     const PipelineCoRun& co, StagePhaseMemo* memo) {
   const PipelineModel& first = *reps.front().pipeline;
   const int p = schedule.ranks;
   const std::optional<int> pipe_axis = first.pipe_axis();
@@ -406,10 +442,21 @@ std::vector<RankStep> pipeline_steps(const std::vector<CompiledRank>& reps,
     if (a.kind == ActionKind::kBackward || a.kind == ActionKind::kBackwardInput) return sc.send_b;
     return 0.0;
   };
+  // Co-run factors per action, by (rank, kind, micro-batch, chunk).
+  using ActionKey = std::tuple<int, int, int, int>;
+  auto key_of = [](int r, const Action& a) {
+    return ActionKey{r, static_cast<int>(a.kind), a.microbatch, a.chunk};
+  };
+  std::map<ActionKey, double> slower;
   ActionCosts costs;
   costs.compute = [&](int r, const Action& a) {
     const StageCost& sc = cost[r].chunks[a.chunk];
-    return action_cost(a.kind, UnitCosts{sc.f, sc.bi, sc.bw}) + send_charge(r, a);
+    const double t = action_cost(a.kind, UnitCosts{sc.f, sc.bi, sc.bw}) + send_charge(r, a);
+    if (co.overlap) {
+      const auto it = slower.find(key_of(r, a));
+      return it == slower.end() ? t : it->second * t;
+    }
+    return co.uniform == 1 ? t : co.uniform * t;
   };
   // Background progress: the message's own time. Polled: the sender's polls
   // between the instructions of whatever it runs next move it, poll_bytes
@@ -423,7 +470,25 @@ std::vector<RankStep> pipeline_steps(const std::vector<CompiledRank>& reps,
     const double polls = std::ceil(bytes / sim.progress().send_poll_bytes);
     return std::max(wire, polls * sc.poll_interval);
   };
-  const SimulatedTimeline timeline = simulate_schedule(schedule, costs);
+  SimulatedTimeline timeline = simulate_schedule(schedule, costs);
+  for (int pass = 0; co.overlap && pass < kCoRunPasses; ++pass) {
+    std::vector<std::vector<std::pair<double, double>>> busy_of(p);
+    for (const SimulatedTimeline::Event& e : timeline.events)
+      busy_of[e.rank].emplace_back(e.start, e.end);
+    std::map<ActionKey, double> next;
+    for (const SimulatedTimeline::Event& e : timeline.events) {
+      std::vector<std::pair<double, double>> others;
+      for (int q = 0; q < p; ++q)
+        if (q != e.rank) others.insert(others.end(), busy_of[q].begin(), busy_of[q].end());
+      const double o = covered_share(e.start, e.end, others);
+      next[key_of(e.rank, e.action)] = co.polling + (co.computing - co.polling) * o;
+    }
+    slower = std::move(next);
+    SimulatedTimeline again = simulate_checked_schedule(schedule, costs);
+    const bool settled = std::abs(again.makespan - timeline.makespan) <= 1e-6 * timeline.makespan;
+    timeline = std::move(again);
+    if (settled) break;
+  }
 
   std::vector<RankStep> steps;
   for (int r = 0; r < p; ++r) {
@@ -559,11 +624,30 @@ StepPrediction predict_compiled(const std::vector<CompiledRank>& compiled, const
   }
   const Mesh& mesh = compiled.front().mesh;
   const double share = std::max(1.0, hw.compute_share(mesh.rank_count(), options.threads));
-  const Simulator sim(mesh, hw, options, share);
+  // Co-run: other ranks on this rank's node (ranks fill a node in order)
+  // slow its kernels and memory passes by the measured factor while they
+  // compute (HardwareModel::co_run; 1 on a cluster). A single program's
+  // ranks compute all the time, as do a pipeline's when other axes share
+  // its stages or ranks share cores (every core busy); a pipeline alone on
+  // its node computes beside the others only where the schedule overlaps
+  // their actions (pipeline_steps).
+  const CoRun co_run = hw.co_run();
+  const bool beside =
+      mesh.rank_count() > 1 && std::min(mesh.rank_count(), hw.devices_per_node()) > 1;
+  const double busy = beside ? co_run.computing : 1.0;
+  const Simulator sim(mesh, hw, options, share * busy);
   std::vector<RankStep> steps;
   if (pipelined) {
-    steps = pipeline_steps(compiled, schedule ? *schedule : compiled.front().pipeline->schedule(),
-                           sim.with_share(1), sim, share, memo);
+    const Schedule& sched = schedule ? *schedule : compiled.front().pipeline->schedule();
+    PipelineCoRun co;
+    if (beside && (share > 1 || mesh.rank_count() > sched.ranks)) {
+      co.uniform = co_run.computing;
+    } else if (beside && (co_run.computing != 1 || co_run.polling != 1)) {
+      co.overlap = true;
+      co.computing = co_run.computing;
+      co.polling = co_run.polling;
+    }
+    steps = pipeline_steps(compiled, sched, sim.with_share(1), sim, share, co, memo);
   } else {
     steps.push_back(single_program_step(compiled.front(), sim));
   }

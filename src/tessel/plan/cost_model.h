@@ -35,6 +35,13 @@
 //     than ceil(bytes / send_poll_bytes) of the sender's mean instruction
 //     times. Ranks sharing cores fill each other's bubbles: the schedule
 //     takes at least share x the pipeline ranks' mean compute;
+//   - co-run (HardwareModel::co_run, measured by calibrate; 1 on a cluster):
+//     a rank's kernels and memory passes take `computing` x their time
+//     while other ranks of its node compute too: always in a single program
+//     and the update, in a pipeline with other axes or shared cores too;
+//     in a pipeline alone on its node an action takes
+//     polling + (computing - polling) x (the share of it overlapped by
+//     another rank's actions), re-simulated until the makespan settles;
 //   - the optimizer: AdamW (or SGD) over the rank's state elements and the
 //     gradient-norm all-reduce; the ZeRO-1/2 parameter all-gathers follow it
 //     as exposed data-axis communication.

@@ -10,11 +10,13 @@
 // all-reduce and reduce-scatter take the full buffer, all-gather one shard,
 // all-to-all the full buffer, send one message.
 //
-// Besides the times, three properties say how the hardware runs a program
+// Besides the times, four properties say how the hardware runs a program
 // (each with a default that is right for a GPU cluster): how non-blocking
 // communication progresses while a rank computes (progress()), how many
-// ranks share one core (compute_share()), and whether an einsum is costed by
-// the kernels this build compiled or as a device GEMM (einsum_costing()).
+// ranks share one core (compute_share()), how much slower a rank computes
+// while the other ranks of its node are busy (co_run()), and whether an
+// einsum is costed by the kernels this build compiled or as a device GEMM
+// (einsum_costing()).
 #pragma once
 
 #include <cstdint>
@@ -55,6 +57,20 @@ struct CommProgress {
   double send_poll_bytes = 1e18;        // bytes one poll of the sender advances
 };
 const char* progress_mode_name(CommProgress::Mode m);  // "background", "polled"
+
+// How much slower a rank's kernels run while the other ranks of its node are
+// busy, over their time with the node to itself (what the profile's GEMM
+// grid and kernel rates measured): cores that share a cache and memory
+// bandwidth slow each other down. `computing`: the others run kernels too;
+// `polling`: they wait in a blocking MPI call, spinning on their cores
+// (Open MPI over shared memory with yield_when_idle). Both positive; 1 = no
+// effect (the default: a GPU has its device to itself). Measured on `ranks`
+// ranks (calibrate_corun.h); the cost model applies them to any number.
+struct CoRun {
+  int ranks = 2;
+  double computing = 1;
+  double polling = 1;
+};
 
 // How the cost model times an einsum (cost_model.h):
 //   kCompiled: the GEMM plus the scratch copies of the kernels this build
@@ -102,6 +118,8 @@ class HardwareModel {
   // threads each run on this hardware: 1 unless they outnumber its cores
   // (oversubscribed runs on a CPU), then ranks x threads / cores. Default 1.
   virtual double compute_share(int ranks, int threads) const;
+  // How a rank slows while the others of its node are busy (default: not).
+  virtual CoRun co_run() const { return {}; }
   // Default: kStridedDevice (hardware this build does not run on).
   virtual EinsumCosting einsum_costing() const { return EinsumCosting::kStridedDevice; }
 };

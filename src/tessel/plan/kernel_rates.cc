@@ -14,16 +14,19 @@
 #include "tessel/tensor/aligned_buffer.h"
 
 namespace tessel::plan {
-namespace {}  // namespace
 
-std::vector<KernelRate> measure_kernel_rates(const std::vector<int>& thread_counts, bool quick) {
+TrainConfig kernel_rate_config(bool quick) {
   TrainConfig c;
   c.n_layer = 1;
   c.n_head = 6;
   c.d_model = 384;
   c.context = 128;
   c.batch = quick ? 4 : 8;
-  const std::unique_ptr<TimedProgram> timed = timed_training_program(c);
+  return c;
+}
+
+std::vector<KernelRate> measure_kernel_rates(const std::vector<int>& thread_counts, bool quick) {
+  const std::unique_ptr<TimedProgram> timed = timed_training_program(kernel_rate_config(quick));
   Program& program = *timed->program;
   const Graph& g = program.graph();
   const int repeats = quick ? 2 : 4;

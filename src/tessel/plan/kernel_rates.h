@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "tessel/compile/config.h"
+
 namespace tessel::plan {
 
 struct KernelRate {
@@ -22,6 +24,10 @@ struct KernelRate {
   int threads = 1;
   double gbs = 0;  // bytes read + written per second, 1e9
 };
+
+// The one-block GPT whose training step both measure_kernel_rates() and the
+// co-run calibration (calibrate_corun.h) time.
+TrainConfig kernel_rate_config(bool quick);
 
 // Best of `repeats` timed steps (quick: 2, else 4) after one warm-up, at
 // each thread count.

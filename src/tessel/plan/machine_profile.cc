@@ -103,6 +103,20 @@ CommProgress progress_from_json(const nlohmann::json& j, const std::string& file
   return p;
 }
 
+nlohmann::json co_run_to_json(const CoRun& c) {
+  return {{"ranks", c.ranks}, {"computing", c.computing}, {"polling", c.polling}};
+}
+
+CoRun co_run_from_json(const nlohmann::json& j, const std::string& file, const std::string& path) {
+  JsonFields f(j, file, path);
+  f.allow_only({"ranks", "computing", "polling"});
+  CoRun c;
+  c.ranks = static_cast<int>(f.integer("ranks", 2));
+  c.computing = f.number("computing", true);
+  c.polling = f.number("polling", true);
+  return c;
+}
+
 nlohmann::json link_fit_to_json(const LinkFit& l) {
   nlohmann::json samples = nlohmann::json::array();
   for (const auto& [bytes, seconds] : l.samples) samples.push_back({bytes, seconds});
@@ -174,7 +188,7 @@ MachineProfile MachineProfile::load(const std::string& path) {
 MachineProfile MachineProfile::from_json(const nlohmann::json& j, const std::string& source) {
   JsonFields top(j, source, "");
   top.allow_only({"version", "cpu_model", "nproc", "fma_peak_gflops", "gemm", "memory", "links",
-                  "kernels", "progress"});
+                  "kernels", "progress", "co_run"});
   const int64_t version = top.integer("version", 0);
   if (version != kProfileVersion)
     top.fail("version", "is " + std::to_string(version) + "; this build reads version " +
@@ -224,6 +238,10 @@ MachineProfile MachineProfile::from_json(const nlohmann::json& j, const std::str
     d.has_progress = true;
     d.progress = progress_from_json(top.required("progress"), source, "progress");
   }
+  if (top.has("co_run")) {
+    d.has_co_run = true;
+    d.co_run = co_run_from_json(top.required("co_run"), source, "co_run");
+  }
   return MachineProfile(std::move(d), source);
 }
 
@@ -249,6 +267,7 @@ nlohmann::json MachineProfile::to_json() const {
       {"links", links},
       {"kernels", kernels}};
   if (data_.has_progress) j["progress"] = progress_to_json(data_.progress);
+  if (data_.has_co_run) j["co_run"] = co_run_to_json(data_.co_run);
   return j;
 }
 

@@ -13,6 +13,9 @@
 // with the overlap calibrate measured ("progress"; a profile without it:
 // nothing hidden). More ranks than cores share them (compute_share), and an
 // einsum costs what this build's kernels do (EinsumCosting::kCompiled).
+// A rank computes slower beside busy ranks by the measured co-run factors
+// ("co_run", calibrate_corun.h; a profile without it: factor 1, and
+// has_co_run() says so).
 //
 // The JSON form is versioned (kProfileVersion) and read strictly: an unknown
 // or missing key, a wrong type or a negative number is an error naming the
@@ -76,6 +79,11 @@ struct MachineProfileData {
   // it: polled, nothing hidden (unmeasured_progress()).
   bool has_progress = false;
   CommProgress progress;
+  // Optional (profiles before session 8 lack it): how much slower a rank's
+  // training program ran while the other rank computed or polled
+  // (calibrate_corun.h). Without it: factor 1 (HardwareModel's default).
+  bool has_co_run = false;
+  CoRun co_run;
 };
 
 // What a profile without a "progress" entry assumes: polled, every
@@ -85,6 +93,11 @@ CommProgress unmeasured_progress();
 nlohmann::json progress_to_json(const CommProgress& p);
 CommProgress progress_from_json(const nlohmann::json& j, const std::string& file,
                                 const std::string& path);
+
+// The profile's "co_run" object, and back (strict: errors name `file` and
+// the key, e.g. "co_run.computing").
+nlohmann::json co_run_to_json(const CoRun& c);
+CoRun co_run_from_json(const nlohmann::json& j, const std::string& file, const std::string& path);
 
 class MachineProfile : public HardwareModel {
  public:
@@ -127,6 +140,8 @@ class MachineProfile : public HardwareModel {
   CommProgress progress() const override {
     return data_.has_progress ? data_.progress : unmeasured_progress();
   }
+  CoRun co_run() const override { return data_.has_co_run ? data_.co_run : CoRun{}; }
+  bool has_co_run() const { return data_.has_co_run; }
   // max(1, ranks x threads / nproc).
   double compute_share(int ranks, int threads) const override;
   EinsumCosting einsum_costing() const override { return EinsumCosting::kCompiled; }

@@ -39,6 +39,7 @@ class PinnedLink : public HardwareModel {
   int64_t device_memory_bytes() const override { return hw_.device_memory_bytes(); }
   double peak_flops(Precision p, int threads) const override { return hw_.peak_flops(p, threads); }
   CommProgress progress() const override { return hw_.progress(); }
+  CoRun co_run() const override { return hw_.co_run(); }
   double compute_share(int ranks, int threads) const override {
     return hw_.compute_share(ranks, threads);
   }
