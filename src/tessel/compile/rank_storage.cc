@@ -23,13 +23,29 @@ double copies_on_mesh(const Sharding& s, const Mesh& mesh, std::optional<int> sk
   return copies;
 }
 
+// local_shape(global, mesh).numel() without building the shape: the
+// elements divided by each split axis's size (every division exact when
+// local_shape would not throw; otherwise local_shape throws as it does).
+int64_t local_numel(const Sharding& s, const Shape& global, const Mesh& mesh) {
+  int64_t n = global.numel();
+  for (int a = 0; a < s.axis_count(); ++a) {
+    if (!s[a].is_split()) continue;
+    const std::optional<int> i = global.index_of(s[a].dim);
+    const int size = mesh.axis(a).size;
+    if (!i || global[*i].size % size != 0 || s.axis_of(s[a].dim) != a)
+      return s.local_shape(global, mesh).numel();
+    n /= size;
+  }
+  return n;
+}
+
 StoredParam stored(const std::string& name, const Shape& shape, const ParamInit& init,
                    const Sharding& value, const Sharding& state, std::vector<int> pipe_ranks,
                    bool held, const Mesh& mesh, std::optional<int> pipe_axis) {
   StoredParam p{name, shape, init, value, state, std::move(pipe_ranks), held};
   if (held) {
-    p.value_numel = value.local_shape(shape, mesh).numel();
-    p.state_numel = state.local_shape(shape, mesh).numel();
+    p.value_numel = local_numel(value, shape, mesh);
+    p.state_numel = local_numel(state, shape, mesh);
   }
   p.replicas = copies_on_mesh(state, mesh, pipe_axis) * static_cast<double>(p.pipe_ranks.size());
   return p;
@@ -55,7 +71,7 @@ void add_inputs(const Graph& g, RankStorage& s) {
 // same for every layout, the layout-invariance contract), so equal keys
 // build models with equal inputs, and the planner's candidates, which
 // differ only in those knobs, share one entry.
-std::string staged_inputs_key(TrainConfig config) {
+nlohmann::json staged_inputs_key(TrainConfig config) {
   config.mesh.clear();
   config.layout.clear();
   config.shard.clear();
@@ -65,14 +81,14 @@ std::string staged_inputs_key(TrainConfig config) {
   config.microbatches = 1;
   config.zero = 0;
   config.recompute.clear();
-  return config.to_json().dump();
+  return config.to_json();  // compared as JSON values (no text made)
 }
 
 void add_staged_inputs(const TrainConfig& config, RankStorage& s) {
   static std::mutex mutex;
-  static std::deque<std::pair<std::string, RankStorage>> kept;  // (config, its inputs)
+  static std::deque<std::pair<nlohmann::json, RankStorage>> kept;  // (config, its inputs)
   constexpr size_t kKept = 16;
-  const std::string key = staged_inputs_key(config);
+  const nlohmann::json key = staged_inputs_key(config);
   {
     std::lock_guard<std::mutex> lock(mutex);
     for (const auto& [k, inputs] : kept)
@@ -120,6 +136,7 @@ RankStorage program_storage(const CompiledRank& c) {
 RankStorage pipeline_storage(const CompiledRank& c) {
   RankStorage s;
   const PipelineModel& model = *c.pipeline;
+  s.params.reserve(model.params().size());
   int64_t largest = 1;
   for (const PipelineParam& pp : model.params()) {
     s.params.push_back(stored(pp.name, pp.shape, pp.init, pp.sharding, pp.state_sharding(),
@@ -128,7 +145,7 @@ RankStorage pipeline_storage(const CompiledRank& c) {
     largest = std::max(largest, p.shape.numel());
     if (p.pipe_ranks.size() > 1)  // counted on every rank: one joins each tie sum
       s.tie_scratch_elements =
-          std::max(s.tie_scratch_elements, p.value.local_shape(p.shape, c.mesh).numel());
+          std::max(s.tie_scratch_elements, local_numel(p.value, p.shape, c.mesh));
     if (!p.held) continue;
     s.accumulator_elements += p.value_numel;
     if (p.state_numel != p.value_numel) {  // a ZeRO slice

@@ -5,8 +5,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
+#include <unordered_map>
 
 #include "tessel/base/error.h"
+#include "tessel/kernels/einsum_memo.h"
 #include "tessel/kernels/elementwise.h"
 
 namespace tessel::kernels {
@@ -168,6 +171,26 @@ EinsumPlan plan_einsum(const Shape& a, const Shape& b, const Shape& out) {
   if (p.b.permute) p.scratch_b = p.batch * p.k * p.n;
   if (p.c.permute) p.scratch_c = p.batch * p.m * p.n;
   return p;
+}
+
+EinsumPlan plan_einsum_memo(const Shape& a, const Shape& b, const Shape& out) {
+  struct Entry {
+    Shape a, b, out;
+    EinsumPlan plan;
+  };
+  // By a hash of the shapes; entries with equal hashes compared in full.
+  thread_local std::unordered_multimap<size_t, Entry> memo;
+  size_t h = 0;
+  for (const Shape* s : {&a, &b, &out}) {
+    for (const Dim& d : s->dims())
+      h = h * 1000003 ^ (std::hash<std::string>()(d.name) + 31 * static_cast<size_t>(d.size));
+    h = h * 1000003 + 0x9e3779b9;  // shape boundary
+  }
+  const auto [first, last] = memo.equal_range(h);
+  for (auto it = first; it != last; ++it)
+    if (it->second.a == a && it->second.b == b && it->second.out == out) return it->second.plan;
+  if (memo.size() >= 4096) memo.clear();  // bounded: a long run's shapes are few
+  return memo.emplace(h, Entry{a, b, out, plan_einsum(a, b, out)})->second.plan;
 }
 
 void einsum(const EinsumPlan& p, const float* a, const float* b, float* out, float* scratch) {

@@ -24,18 +24,22 @@ MemoryPlan plan_memory(const std::vector<BufferRequest>& requests) {
 
   MemoryPlan plan;
   plan.offsets.assign(n, 0);
-  std::vector<size_t> placed;
-  std::vector<std::pair<size_t, size_t>> busy;  // [begin, end) of conflicting buffers
+  // Placed buffers, kept sorted by [begin, end): the conflicting ones come
+  // out in order, with no sort per buffer.
+  struct Placed {
+    std::pair<size_t, size_t> range;  // [begin, end)
+    BufferRequest request;
+    bool operator<(const Placed& o) const { return range < o.range; }
+  };
+  std::vector<Placed> placed;
+  std::vector<std::pair<size_t, size_t>> busy;  // [begin, end) of conflicting buffers, sorted
   for (size_t idx : order) {
     const BufferRequest& r = requests[idx];
     TS_CHECK(r.first <= r.last, "buffer ", idx, " dies before it is born");
     size_t bytes = round_up(std::max<size_t>(r.bytes, 1));
     busy.clear();
-    for (size_t p : placed)
-      if (lifetimes_overlap(r, requests[p]))
-        busy.emplace_back(plan.offsets[p],
-                          plan.offsets[p] + round_up(std::max<size_t>(requests[p].bytes, 1)));
-    std::sort(busy.begin(), busy.end());
+    for (const Placed& p : placed)
+      if (lifetimes_overlap(r, p.request)) busy.push_back(p.range);
     // Best fit: the smallest gap that holds the buffer; else after the last.
     size_t best = SIZE_MAX, best_gap = SIZE_MAX, cursor = 0;
     for (const auto& [begin, end] : busy) {
@@ -48,7 +52,8 @@ MemoryPlan plan_memory(const std::vector<BufferRequest>& requests) {
     if (best == SIZE_MAX) best = cursor;
     plan.offsets[idx] = best;
     plan.peak_bytes = std::max(plan.peak_bytes, best + bytes);
-    placed.push_back(idx);
+    const Placed entry{{best, best + bytes}, r};
+    placed.insert(std::upper_bound(placed.begin(), placed.end(), entry), entry);
   }
   return plan;
 }

@@ -1,6 +1,8 @@
 #include "tessel/plan/screen.h"
 
 #include <algorithm>
+#include <map>
+#include <optional>
 
 #include "tessel/base/error.h"
 #include "tessel/compile/model_registry.h"
@@ -62,13 +64,17 @@ Link axis_link(const Mesh& mesh, const char* name, int devices_per_node) {
 
 }  // namespace
 
-// Phase costs of one piece (embedding, block or head) per micro-batch, and
-// the parameter elements it holds on its rank.
+// Phase costs of one piece (embedding, block or head) per micro-batch, the
+// parameter elements it holds on its rank, and the bytes a ZeRO-3 gather of
+// them carries in the forward and in the backward (2 an element where the
+// gathered copy would be stored in bf16, Program::gathered_in_bf16, else 4).
 struct Screener::Piece {
   double f = 0, bi = 0, bw = 0, accumulate = 0, held = 0, tensors = 0;
+  double gather_f = 0, gather_b = 0;
   void add(const Piece& o, double times) {
     f += times * o.f, bi += times * o.bi, bw += times * o.bw;
     accumulate += times * o.accumulate, held += times * o.held, tensors += times * o.tensors;
+    gather_f += times * o.gather_f, gather_b += times * o.gather_b;
   }
 };
 
@@ -78,6 +84,10 @@ struct Screener::Piece {
 struct Screener::Unit {
   Piece embed, inner, last, head;
   double tied = 0;  // elements of parameters read by the first and the last stage
+  // Their ZeRO-3 gather bytes (forward, backward) in a single program, where
+  // one gathered copy serves both ends' readers (the pieces' gather bytes
+  // leave them out).
+  double tied_gather_f = 0, tied_gather_b = 0;
   double act_bytes = 0, grad_bytes = 0;
 };
 
@@ -150,6 +160,11 @@ const Screener::Unit& Screener::unit(int64_t rows, const ScreenCandidate& c) {
       const PinnedLink pinned(hw_, link);
       Piece stage[4];
       Unit& unit = units->on[static_cast<int>(link)];
+      // Bytes an element of a ZeRO-3 gather of each held parameter carries,
+      // (forward, backward): 0 where no reader needs it gathered. A tied
+      // parameter has one gathered copy in a single program for the readers
+      // of every stage holding it: bf16 only if all of them round it.
+      std::map<std::string, std::pair<std::vector<std::optional<bool>>, double>> tied;
       for (const CompiledRank& cr : compiled) {
         const int r = cr.pipeline->pipe_rank();
         const std::vector<StagePhaseCost> costs = stage_phase_costs(cr, pinned, options_);
@@ -157,14 +172,37 @@ const Screener::Unit& Screener::unit(int64_t rows, const ScreenCandidate& c) {
         const StagePhaseCost& sc = costs.front();
         stage[r].f = sc.f, stage[r].bi = sc.bi, stage[r].bw = sc.bw;
         stage[r].accumulate = sc.accumulate;
+        const Program& program = *cr.pipeline->compiled_stages().front().instances.front();
+        const int last_phase = program.phase_count() - 1;
         for (const PipelineParam& q : cr.pipeline->params()) {
           if (!q.held) continue;
           const double n = static_cast<double>(q.sharding.local_shape(q.shape, cr.mesh).numel());
+          const ValueId id = program.graph().find(q.name);
+          TS_CHECK(id >= 0, "screening: unit stage ", r, " holds '", q.name, "' but lacks it");
+          const std::optional<bool> f = program.gathered_in_bf16(id, 0, 0);
+          const std::optional<bool> b = program.gathered_in_bf16(id, 1, last_phase);
           stage[r].held += n;
           stage[r].tensors += 1;
+          if (q.pipe_ranks.size() > 1) {  // counted once, below
+            auto& [phases, elements] = tied[q.name];
+            phases.push_back(f), phases.push_back(b);  // per stage: forward, backward
+            elements = n;
+          } else {
+            stage[r].gather_f += f ? n * (*f ? 2 : 4) : 0;
+            stage[r].gather_b += b ? n * (*b ? 2 : 4) : 0;
+          }
           if (r == 0 && q.pipe_ranks.size() > 1) unit.tied += n;
         }
         if (r == 1) unit.act_bytes = sc.act_bytes, unit.grad_bytes = sc.grad_bytes;
+      }
+      for (const auto& [name, entry] : tied) {
+        const auto& [phases, n] = entry;
+        for (int phase = 0; phase < 2; ++phase) {
+          bool read = false, bf16 = true;
+          for (size_t k = phase; k < phases.size(); k += 2)
+            if (phases[k]) read = true, bf16 = bf16 && *phases[k];
+          (phase == 0 ? unit.tied_gather_f : unit.tied_gather_b) += read ? n * (bf16 ? 2 : 4) : 0;
+        }
       }
       unit.last = stage[1];
       unit.inner = stage[2];
@@ -303,6 +341,27 @@ double Screener::pipeline(const ScreenCandidate& c, const Unit& u, bool simulate
   return std::max(step, bound);
 }
 
+namespace {
+
+// Whole-tensor bytes of a piece's ZeRO-3 gathers in the forward or the
+// backward; the tied parameters' copy is gathered with the embedding.
+template <typename Unit, typename Piece>
+double gather_payload(const Unit& u, const Piece& piece, bool forward) {
+  const double tied = &piece == &u.embed ? (forward ? u.tied_gather_f : u.tied_gather_b) : 0;
+  return (forward ? piece.gather_f : piece.gather_b) + tied;
+}
+
+}  // namespace
+
+double Screener::zero3_gather_bytes(const ScreenCandidate& c) {
+  const Unit& u = unit(base_.batch / c.microbatches / c.data, c);
+  double bytes = 0;
+  for (const auto& [piece, times] : std::vector<std::pair<const Piece*, double>>{
+           {&u.head, 1}, {&u.last, 1}, {&u.inner, base_.n_layer - 1.0}, {&u.embed, 1}})
+    bytes += times * (gather_payload(u, *piece, true) + gather_payload(u, *piece, false));
+  return c.data > 1 ? bytes / c.data : 0;
+}
+
 double Screener::single_program(const ScreenCandidate& c, const Unit& u, bool exposed) {
   const int d = c.data;
   const int64_t rows = base_.batch / d;
@@ -333,11 +392,22 @@ double Screener::single_program(const ScreenCandidate& c, const Unit& u, bool ex
   };
   // ZeRO 1-3: gradients reduce-scattered as they are produced (blocking);
   // ZeRO 3: every parameter gathered before its forward and its backward use.
+  // A gather carries the bytes the exact phase's would (Piece::gather_f,
+  // gather_b: 2 an element where the gathered copy is stored in bf16), per
+  // tensor of the piece's mean size; unpacking as before (4 an element).
+  auto gather = [&](const Piece& piece, double payload) {
+    if (piece.tensors <= 0 || d < 2) return 0.0;
+    return piece.tensors *
+               collective(CollectiveKind::kAllGather, payload / piece.tensors / d, d, c.data_link) +
+           share * hw_.memory_seconds(2 * 4 * piece.held / d, options_.threads);
+  };
   double blocking = 0, gathers = 0;
   if (c.zero > 0 && d > 1)
     for (const auto& [piece, times] : backward) {
       blocking += times * per_tensor(CollectiveKind::kReduceScatter, *piece, 1, reduce_bytes);
-      if (c.zero == 3) gathers += 2 * times * per_tensor(CollectiveKind::kAllGather, *piece, d, 4);
+      if (c.zero == 3)
+        gathers += times * (gather(*piece, gather_payload(u, *piece, true)) +
+                            gather(*piece, gather_payload(u, *piece, false)));
     }
   // ZeRO 0: each gradient copied into its bucket. With f32 reductions a
   // bucket's all-reduce starts once it holds bucket_mib (or at the end),

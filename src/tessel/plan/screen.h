@@ -82,6 +82,13 @@ class Screener {
   double lower_bound(const ScreenCandidate& c);
   double estimate(const ScreenCandidate& c);
 
+  // Bytes a rank sends per step in a single program's ZeRO-3 parameter
+  // all-gathers as estimate() counts them (each gathered once in forward and
+  // once in backward where read there, 2 bytes an element where the gathered
+  // copy is stored in bf16, Program::gathered_in_bf16, else 4): the exact
+  // phase's payload.
+  double zero3_gather_bytes(const ScreenCandidate& c);
+
   int units_compiled() const { return units_compiled_; }
   int schedules_simulated() const { return simulated_; }
 

@@ -8,10 +8,23 @@
 #include "tessel/base/error.h"
 #include "tessel/ir/attrs.h"
 #include "tessel/ir/op_table.h"
+#include "tessel/kernels/einsum_memo.h"
 #include "tessel/runtime/comm_groups.h"
 #include "tessel/runtime/execute_op.h"
 
 namespace tessel {
+
+namespace {
+
+// bf16 activations (CompileOptions::bf16_activations): an f32 value whose
+// readers all round it to bf16 (einsums; an all-gather stored in bf16) is
+// stored in bf16, and an all-gather producing such a value carries bf16.
+bool stores_in_bf16(const CompileOptions& o, bool rounded_reads, bool other_reads, DType dtype) {
+  return o.bf16 && o.bf16_activations && !o.reference_kernels && rounded_reads && !other_reads &&
+         dtype == DType::kF32;
+}
+
+}  // namespace
 
 Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, CompileOptions options)
     : graph_(std::make_shared<const Graph>(graph)), options_(options) {
@@ -53,8 +66,8 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
     Instruction ins;
     ins.node = id;
     if (node.kind == OpKind::kEinsum) {
-      einsum_plans_.push_back(kernels::plan_einsum(g.node(node.inputs[0]).shape,
-                                                   g.node(node.inputs[1]).shape, node.shape));
+      einsum_plans_.push_back(kernels::plan_einsum_memo(g.node(node.inputs[0]).shape,
+                                                        g.node(node.inputs[1]).shape, node.shape));
       ins.einsum_plan = static_cast<int>(einsum_plans_.size()) - 1;
     }
     instructions_.push_back(ins);
@@ -90,7 +103,7 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
     for (auto it = instructions_.rbegin(); it != instructions_.rend(); ++it) {
       const ValueId id = it->node;
       const Node& node = g.node(id);
-      stored_bf16_[id] = bf16_read[id] && !other_read[id] && node.dtype == DType::kF32;
+      stored_bf16_[id] = stores_in_bf16(options_, bf16_read[id], other_read[id], node.dtype);
       const bool rounds_inputs =
           node.kind == OpKind::kEinsum || (node.kind == OpKind::kAllGather && stored_bf16_[id]);
       for (ValueId in : node.inputs)
@@ -339,6 +352,27 @@ void Program::bind_param(const std::string& name, float* data) {
 bool Program::stored_bf16(ValueId value) const {
   TS_CHECK(value >= 0 && value < graph_->size(), "value %", value, " is not in the graph");
   return stored_bf16_[alias_root_[value]];
+}
+
+std::optional<bool> Program::gathered_in_bf16(ValueId param, int first_phase,
+                                              int last_phase) const {
+  TS_CHECK(param >= 0 && param < graph_->size(), "value %", param, " is not in the graph");
+  const Graph& g = *graph_;
+  const ValueId root = alias_root_[param];
+  bool rounded = false, other = false;
+  int phase = 0;
+  for (size_t i = 0; i < instructions_.size(); ++i) {
+    while (phase + 1 < phase_count() && i >= phase_begin_[phase + 1]) ++phase;
+    if (phase < first_phase || phase > last_phase) continue;
+    const Instruction& ins = instructions_[i];
+    const Node& node = g.node(ins.node);
+    const bool rounds =
+        node.kind == OpKind::kEinsum || (node.kind == OpKind::kAllGather && stored_bf16_[ins.node]);
+    for (ValueId in : node.inputs)
+      if (alias_root_[in] == root) (rounds ? rounded : other) = true;
+  }
+  if (!rounded && !other) return std::nullopt;
+  return stores_in_bf16(options_, rounded, other, g.node(root).dtype);
 }
 
 size_t Program::bf16_value_bytes() const {

@@ -92,6 +92,14 @@ class Program {
   bool stored_bf16(ValueId value) const;
   // Bytes of the values stored in bf16 (at 2 bytes per element), for reports.
   size_t bf16_value_bytes() const;
+  // Whether a copy of `param` gathered for phases [first_phase, last_phase]
+  // and read there as this program reads the parameter (views included)
+  // would be stored, and so all-gathered, in bf16: the rule that decides a
+  // ZeRO-3 gather's precision (stores_in_bf16 in program.cc), applied to this
+  // program's readers of the parameter; none if nothing reads it there (a
+  // ZeRO-3 lowering gathers it there not at all). Screening asks it of ZeRO-0
+  // programs.
+  std::optional<bool> gathered_in_bf16(ValueId param, int first_phase, int last_phase) const;
   void* input(const std::string& name);
 
   void run();

@@ -163,9 +163,16 @@ class Lowering {
   bool converted(ValueId global_value, int axis, const Placement& p) const {
     auto it = cache_.find(global_value);
     if (it == cache_.end()) return false;
-    const Sharding want = out_.sharding_of[global_value].with(axis, p);
-    for (const auto& [sharding, local] : it->second)
-      if (sharding == want) return true;
+    // Compared axis by axis against the value's sharding with `axis` as `p`
+    // (no Sharding built per signature and input).
+    const std::vector<Placement>& have = out_.sharding_of[global_value].placements();
+    for (const auto& [sharding, local] : it->second) {
+      const std::vector<Placement>& made = sharding.placements();
+      bool same = made.size() == have.size();
+      for (size_t b = 0; same && b < have.size(); ++b)
+        same = made[b] == (static_cast<int>(b) == axis ? p : have[b]);
+      if (same) return true;
+    }
     return false;
   }
 

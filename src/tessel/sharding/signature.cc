@@ -121,10 +121,6 @@ bool divisible(const Shape& s, const std::string& dim, int n) {
   return !i || s[*i].size % n == 0;
 }
 
-Placement split_or(const Shape& s, const std::string& dim, Placement otherwise) {
-  return s.has(dim) ? Placement::split(dim) : otherwise;
-}
-
 }  // namespace
 
 bool passes_partial(OpKind kind) { return kRules.at(static_cast<size_t>(kind)).linear; }
@@ -162,25 +158,38 @@ std::vector<AxisSignature> candidates(const Graph& graph, const Node& node, int 
       return result;  // placed directly by the lowering
     case Family::kDimwise: {
       // The hot case of every lowering: no copies of dim names until a
-      // signature is made.
+      // signature is made, and each holder's dims looked up once: the
+      // distinct dims of the inputs and the output in that order, with the
+      // size each holder has of them (-1: it lacks the dim).
       const std::set<std::string> pinned =
           rule.pins == Pins::kNone ? std::set<std::string>() : pinned_dims(node, rule.pins);
+      const size_t holders = in.size() + 1;  // the inputs, then the output
       std::vector<const std::string*> dims;
-      std::vector<const Shape*> holders = in;
-      holders.push_back(&out);
-      for (const Shape* s : holders)
-        for (const Dim& d : s->dims())
-          if (std::find_if(dims.begin(), dims.end(),
-                           [&](const std::string* x) { return *x == d.name; }) == dims.end())
+      std::vector<int64_t> size;  // size[j * holders + h]: holder h's size of dims[j]
+      for (size_t h = 0; h < holders; ++h)
+        for (const Dim& d : (h < in.size() ? *in[h] : out).dims()) {
+          size_t j = 0;
+          while (j < dims.size() && *dims[j] != d.name) ++j;
+          if (j == dims.size()) {
             dims.push_back(&d.name);
-      for (const std::string* name : dims) {
-        const std::string& d = *name;
-        if (pinned.count(d) || !usable(d, holders)) continue;
-        const bool in_out = out.has(d);
+            size.resize(size.size() + holders, -1);
+          }
+          size[j * holders + h] = d.size;
+        }
+      for (size_t j = 0; j < dims.size(); ++j) {
+        const std::string& d = *dims[j];
+        if (pinned.count(d) || taken.count(d)) continue;
+        bool divides = true;
+        for (size_t h = 0; h < holders; ++h)
+          if (size[j * holders + h] >= 0 && size[j * holders + h] % n != 0) divides = false;
+        if (!divides) continue;
+        const bool in_out = size[j * holders + in.size()] >= 0;
         if (!in_out && !rule.partial_ok) continue;
         AxisSignature sig{d, {}, in_out ? Placement::split(d) : Placement::partial_sum()};
         sig.inputs.reserve(in.size());
-        for (const Shape* s : in) sig.inputs.push_back(split_or(*s, d, Placement::broadcast()));
+        for (size_t i = 0; i < in.size(); ++i)
+          sig.inputs.push_back(size[j * holders + i] >= 0 ? Placement::split(d)
+                                                          : Placement::broadcast());
         result.push_back(std::move(sig));
       }
       return result;
