@@ -6,7 +6,7 @@
 #   deps      scripts/install-deps.sh (plus Chromium for the browser test)
 #   format    scripts/check-format.sh: every C++ file clang-formatted
 #   release   scripts/build.sh (Release, -Werror) into build/, the whole CTest suite
-#             (on a quiet 2-core machine from clean: the build about 11 min,
+#             (on a quiet 2-core machine from clean: the build about 10 min,
 #             most of it the library's 111 files; ctest about 5 min)
 #   sanitize  build-asan/ (AddressSanitizer + UndefinedBehaviorSanitizer, a
 #             unity build, -Werror), the fast tier plus the tests labelled
