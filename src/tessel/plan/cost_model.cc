@@ -631,7 +631,11 @@ StepPrediction predict_compiled(const std::vector<CompiledRank>& compiled, const
   // its stages or ranks share cores (every core busy); a pipeline alone on
   // its node computes beside the others only where the schedule overlaps
   // their actions (pipeline_steps).
-  const CoRun co_run = hw.co_run();
+  // A measured factor below 1 (a rank faster beside a busy one) is the
+  // measurement's noise, not a mechanism: taken as 1.
+  CoRun co_run = hw.co_run();
+  co_run.computing = std::max(1.0, co_run.computing);
+  co_run.polling = std::max(1.0, co_run.polling);
   const bool beside =
       mesh.rank_count() > 1 && std::min(mesh.rank_count(), hw.devices_per_node()) > 1;
   const double busy = beside ? co_run.computing : 1.0;
