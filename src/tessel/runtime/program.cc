@@ -24,6 +24,12 @@ bool stores_in_bf16(const CompileOptions& o, bool rounded_reads, bool other_read
          dtype == DType::kF32;
 }
 
+// Whether `node` reads its inputs rounded to bf16: an einsum, or an
+// all-gather whose output is stored in bf16 (it carries bf16).
+bool rounds_inputs(const Node& node, bool stored_bf16) {
+  return node.kind == OpKind::kEinsum || (node.kind == OpKind::kAllGather && stored_bf16);
+}
+
 }  // namespace
 
 Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, CompileOptions options)
@@ -104,10 +110,8 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
       const ValueId id = it->node;
       const Node& node = g.node(id);
       stored_bf16_[id] = stores_in_bf16(options_, bf16_read[id], other_read[id], node.dtype);
-      const bool rounds_inputs =
-          node.kind == OpKind::kEinsum || (node.kind == OpKind::kAllGather && stored_bf16_[id]);
-      for (ValueId in : node.inputs)
-        (rounds_inputs ? bf16_read : other_read)[alias_root_[in]] = true;
+      const bool rounded = rounds_inputs(node, stored_bf16_[id]);
+      for (ValueId in : node.inputs) (rounded ? bf16_read : other_read)[alias_root_[in]] = true;
     }
   }
   if (options_.bf16 && !options_.reference_kernels) {
@@ -366,8 +370,7 @@ std::optional<bool> Program::gathered_in_bf16(ValueId param, int first_phase,
     if (phase < first_phase || phase > last_phase) continue;
     const Instruction& ins = instructions_[i];
     const Node& node = g.node(ins.node);
-    const bool rounds =
-        node.kind == OpKind::kEinsum || (node.kind == OpKind::kAllGather && stored_bf16_[ins.node]);
+    const bool rounds = rounds_inputs(node, stored_bf16_[ins.node]);
     for (ValueId in : node.inputs)
       if (alias_root_[in] == root) (rounds ? rounded : other) = true;
   }
