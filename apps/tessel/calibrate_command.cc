@@ -29,7 +29,7 @@ struct CalibrateCliOptions {
 };
 
 // --check: measured against predicted per instruction kind, one run of the
-// program (each instruction's fastest run), at --threads (default 1).
+// program (each instruction's median run), at --threads (default 1).
 int run_check(const CalibrateCliOptions& opt) {
   const TrainConfig config = opt.check.load(false);
   const std::unique_ptr<plan::HardwareModel> hw = plan::load_or_calibrate(opt.profile, nullptr);
@@ -125,7 +125,8 @@ Command add_calibrate_command(CLI::App& app) {
       ->group("");
   cmd->add_option("--profile", opt->profile, "with --check: the profile (default: the cache)")
       ->group("");
-  cmd->add_option("--repeats", opt->repeats, "with --check: timed runs (the fastest counts)")
+  cmd->add_option("--repeats", opt->repeats,
+                  "with --check: timed runs (each instruction's median counts)")
       ->group("");
   return {cmd, [opt] { return run_calibrate(*opt); }};
 }

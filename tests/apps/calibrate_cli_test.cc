@@ -42,6 +42,12 @@ TEST(CalibrateCli, QuickWritesAValidProfile) {
   EXPECT_GT(progress.all_reduce_poll_bytes, 0);
   EXPECT_GT(progress.send_poll_bytes, 0);
   EXPECT_GT(progress.nonblocking_factor, 0);
+  // The in-situ factors of the reference program's einsums, at both thread counts.
+  for (int threads : {1, 2}) {
+    int points = 0;
+    for (const InSituPoint& q : p.data().einsum_in_situ) points += q.threads == threads;
+    EXPECT_GT(points, 0) << "threads " << threads;
+  }
   fs::remove(file);
 }
 

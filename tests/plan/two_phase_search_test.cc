@@ -180,6 +180,31 @@ TEST(TwoPhaseSearch, ScreeningCountsBf16GradientReductionsAsTheExactPhase) {
   }
 }
 
+// An einsum's in-situ factor (HardwareModel::einsum_in_situ_factor): the
+// screening units are costed on the candidate's link through a wrapper of
+// the hardware, which must pass the factor on, so that tripling every
+// einsum moves the estimate as it moves the exact step.
+TEST(TwoPhaseSearch, ScreeningCarriesTheEinsumInSituFactor) {
+  class SlowEinsums : public Cluster {
+    double einsum_in_situ_factor(double, int) const override { return 3; }
+  };
+  const Cluster plain;
+  const SlowEinsums slow;
+  double ratio[2] = {0, 0};
+  for (int slowed : {0, 1}) {
+    const HardwareModel& hw = slowed ? static_cast<const HardwareModel&>(slow) : plain;
+    TrainConfig c = gpt_bench();
+    c.batch = 16;
+    c.mesh = "data=8";
+    const double exact = predict_step(c, {0}, hw, {}).step_s;
+    Screener screener(c, hw, {});
+    const ScreenCandidate s = ScreenCandidate::of(c, "data", hw.devices_per_node());
+    screener.note(s);
+    ratio[slowed] = screener.estimate(s) / exact;
+  }
+  EXPECT_NEAR(ratio[1], ratio[0], 0.05);
+}
+
 // ZeRO 3 under bf16: the exact phase gathers a parameter in bf16 where the
 // gathered copy is stored in bf16 (every reader an einsum: the weight
 // matrices), else in f32 (norms, biases, the embedding the lookup reads),

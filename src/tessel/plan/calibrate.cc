@@ -13,6 +13,7 @@
 #include "tessel/base/error.h"
 #include "tessel/plan/calibrate_compute.h"
 #include "tessel/plan/calibrate_links.h"
+#include "tessel/plan/einsum_in_situ.h"
 #include "tessel/plan/kernel_rates.h"
 
 namespace tessel::plan {
@@ -94,6 +95,19 @@ MachineProfile calibrate_machine(const CalibrateOptions& options) {
     if (options.progress)
       std::fprintf(stderr, "calibrate: collectives and send/recv on %d ranks, %.1f s\n", ranks,
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  {
+    // The in-situ factors are measured against the finished grid's charges.
+    const auto t0 = std::chrono::steady_clock::now();
+    const MachineProfile grid_only(d, out);
+    d.einsum_in_situ = measure_in_situ(grid_only, counts, options.quick);
+    if (options.progress) {
+      std::fprintf(stderr, "calibrate: einsums in a program over alone (by log2 FLOPs):");
+      for (const InSituPoint& p : d.einsum_in_situ)
+        std::fprintf(stderr, " %dt@%.1f %.2fx", p.threads, p.log2_flops, p.factor);
+      std::fprintf(stderr, ", %.1f s\n",
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
   }
   MachineProfile profile(std::move(d), out);
   profile.save(out);

@@ -15,8 +15,6 @@
 #include "tessel/tensor/aligned_buffer.h"
 
 namespace tessel::plan {
-namespace {}  // namespace
-
 ProgramCheck check_program(const TrainConfig& config, const HardwareModel& hw, int threads,
                            int repeats) {
   TS_CHECK(repeats >= 1, "calibrate --check: repeats must be positive, got ", repeats);
@@ -28,7 +26,7 @@ ProgramCheck check_program(const TrainConfig& config, const HardwareModel& hw, i
   Program& program = *timed->program;
   const Graph& g = program.graph();
   const std::vector<Program::InstructionInfo> list = program.instruction_info();
-  const std::map<ValueId, double> fastest = fastest_instruction_seconds(program, threads, repeats);
+  const std::map<ValueId, double> typical = median_instruction_seconds(program, threads, repeats);
 
   CostOptions options;
   options.threads = threads;
@@ -36,8 +34,8 @@ ProgramCheck check_program(const TrainConfig& config, const HardwareModel& hw, i
   ProgramCheck out;
   for (size_t i = 0; i < list.size(); ++i) {
     const Program::InstructionInfo& ins = list[i];
-    const auto timed_ins = fastest.find(ins.node);
-    if (timed_ins == fastest.end()) continue;  // bucket members (none here), views the hook skips
+    const auto timed_ins = typical.find(ins.node);
+    if (timed_ins == typical.end()) continue;  // bucket members (none here), views the hook skips
     const Node& n = g.node(ins.node);
     double predicted = 0;
     std::string kind;

@@ -562,8 +562,10 @@ double einsum_seconds(const HardwareModel& hw, const Graph& g, const Program::In
           ? 2.0 * static_cast<double>(ins.scratch_bytes)
           : device_einsum_copy_bytes(g.node(n.inputs[0]).shape, g.node(n.inputs[1]).shape, n.shape,
                                      options.precision);
-  return hw.gemm_seconds(e.batch, e.m, e.n, e.k, options.precision, options.threads) +
-         (copies > 0 ? hw.memory_seconds(copies, options.threads) : 0.0);
+  const double flops = 2.0 * double(e.batch) * double(e.m) * double(e.n) * double(e.k);
+  return hw.einsum_in_situ_factor(flops, options.threads) *
+         (hw.gemm_seconds(e.batch, e.m, e.n, e.k, options.precision, options.threads) +
+          (copies > 0 ? hw.memory_seconds(copies, options.threads) : 0.0));
 }
 
 Link link_of_axis(const Mesh& mesh, int axis, int devices_per_node) {

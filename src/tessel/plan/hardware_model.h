@@ -10,13 +10,14 @@
 // all-reduce and reduce-scatter take the full buffer, all-gather one shard,
 // all-to-all the full buffer, send one message.
 //
-// Besides the times, four properties say how the hardware runs a program
+// Besides the times, five properties say how the hardware runs a program
 // (each with a default that is right for a GPU cluster): how non-blocking
 // communication progresses while a rank computes (progress()), how many
 // ranks share one core (compute_share()), how much slower a rank computes
-// while the other ranks of its node are busy (co_run()), and whether an
-// einsum is costed by the kernels this build compiled or as a device GEMM
-// (einsum_costing()).
+// while the other ranks of its node are busy (co_run()), whether an einsum
+// is costed by the kernels this build compiled or as a device GEMM
+// (einsum_costing()), and how much longer an einsum takes inside a program
+// than its GEMM rate says (einsum_in_situ_factor()).
 #pragma once
 
 #include <cstdint>
@@ -122,6 +123,11 @@ class HardwareModel {
   virtual CoRun co_run() const { return {}; }
   // Default: kStridedDevice (hardware this build does not run on).
   virtual EinsumCosting einsum_costing() const { return EinsumCosting::kStridedDevice; }
+  // The factor on an einsum of `flops` FLOPs (its GEMM and copies) at
+  // `threads` threads for running inside a training program rather than
+  // alone (einsum_in_situ.h). Default 1: a cluster's GEMM efficiency is
+  // already what its programs achieve.
+  virtual double einsum_in_situ_factor(double flops, int threads) const { return 1; }
 };
 
 }  // namespace tessel::plan

@@ -30,17 +30,15 @@ std::unique_ptr<TimedProgram> timed_training_program(const TrainConfig& config) 
   return timed;
 }
 
-std::map<ValueId, double> fastest_instruction_seconds(Program& program, int threads, int repeats) {
+std::map<ValueId, double> median_instruction_seconds(Program& program, int threads, int repeats) {
   const int saved_threads = omp_get_max_threads();
   omp_set_num_threads(threads);
-  std::map<ValueId, double> fastest;
+  std::map<ValueId, std::vector<double>> runs;
   for (int run = 0; run <= repeats; ++run) {
     std::optional<ValueId> previous;
     double started = 0;
     auto close = [&](double now) {
-      if (!previous || run == 0) return;
-      auto [it, fresh] = fastest.emplace(*previous, now - started);
-      if (!fresh) it->second = std::min(it->second, now - started);
+      if (previous && run > 0) runs[*previous].push_back(now - started);
     };
     program.set_progress_hook([&] {
       const double now = seconds_now();
@@ -53,7 +51,12 @@ std::map<ValueId, double> fastest_instruction_seconds(Program& program, int thre
   }
   program.set_progress_hook(nullptr);
   omp_set_num_threads(saved_threads);
-  return fastest;
+  std::map<ValueId, double> medians;
+  for (auto& [node, seconds] : runs) {
+    std::sort(seconds.begin(), seconds.end());
+    medians[node] = seconds[seconds.size() / 2];
+  }
+  return medians;
 }
 
 double instruction_bytes(const Graph& graph, ValueId node) {

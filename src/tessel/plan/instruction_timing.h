@@ -28,9 +28,13 @@ struct TimedProgram {
 std::unique_ptr<TimedProgram> timed_training_program(const TrainConfig& config);
 
 // Runs `program` repeats + 1 times at `threads` OpenMP threads (the first
-// run warms up) and returns each timed instruction's node with its fastest
-// time in seconds. Restores the thread count.
-std::map<ValueId, double> fastest_instruction_seconds(Program& program, int threads, int repeats);
+// run warms up) and returns each timed instruction's node with its median
+// time in seconds (the upper median for an even count). The median, not the
+// fastest run: on this kind of machine each instruction's fastest of a few
+// runs is about 10% below its typical time, so a sum of fastest runs
+// undercounts a real step by as much; the sum of medians matches the
+// program's own median run time within 1-2%. Restores the thread count.
+std::map<ValueId, double> median_instruction_seconds(Program& program, int threads, int repeats);
 
 // The bytes an instruction moves: its output and every input, at their dtypes.
 double instruction_bytes(const Graph& graph, ValueId node);

@@ -29,12 +29,12 @@ std::vector<KernelRate> measure_kernel_rates(const std::vector<int>& thread_coun
   const std::unique_ptr<TimedProgram> timed = timed_training_program(kernel_rate_config(quick));
   Program& program = *timed->program;
   const Graph& g = program.graph();
-  const int repeats = quick ? 2 : 4;
+  const int repeats = quick ? 3 : 5;
   std::vector<KernelRate> rates;
   for (int threads : thread_counts) {
-    const std::map<ValueId, double> best = fastest_instruction_seconds(program, threads, repeats);
+    const std::map<ValueId, double> typical = median_instruction_seconds(program, threads, repeats);
     std::map<std::string, std::pair<double, double>> by_op;  // bytes, seconds
-    for (const auto& [node, seconds] : best) {
+    for (const auto& [node, seconds] : typical) {
       const Node& n = g.node(node);
       if (n.kind == OpKind::kEinsum) continue;
       by_op[op_name(n.kind)].first += instruction_bytes(g, node);

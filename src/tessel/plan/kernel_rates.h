@@ -29,8 +29,8 @@ struct KernelRate {
 // co-run calibration (calibrate_corun.h) time.
 TrainConfig kernel_rate_config(bool quick);
 
-// Best of `repeats` timed steps (quick: 2, else 4) after one warm-up, at
-// each thread count.
+// Each instruction's median of its timed steps (quick: 3, else 5) after one
+// warm-up, at each thread count.
 std::vector<KernelRate> measure_kernel_rates(const std::vector<int>& thread_counts, bool quick);
 
 }  // namespace tessel::plan

@@ -168,6 +168,7 @@ MachineProfile::MachineProfile(MachineProfileData data, std::string source)
   if (data_.gemm_f32.empty()) TS_THROW(f, ": key 'gemm.f32' has no entries");
   f32_ = GemmGrid(data_.gemm_f32, f + ": key 'gemm.f32'");
   if (!data_.gemm_bf16.empty()) bf16_ = GemmGrid(data_.gemm_bf16, f + ": key 'gemm.bf16'");
+  in_situ_ = InSituCurve(data_.einsum_in_situ, f + ": key 'einsum_in_situ'");
   for (const char* kind : kFitKinds) {
     bool found = false;
     for (const LinkFit& l : data_.links)
@@ -188,7 +189,7 @@ MachineProfile MachineProfile::load(const std::string& path) {
 MachineProfile MachineProfile::from_json(const nlohmann::json& j, const std::string& source) {
   JsonFields top(j, source, "");
   top.allow_only({"version", "cpu_model", "nproc", "fma_peak_gflops", "gemm", "memory", "links",
-                  "kernels", "progress", "co_run"});
+                  "kernels", "progress", "co_run", "einsum_in_situ"});
   const int64_t version = top.integer("version", 0);
   if (version != kProfileVersion)
     top.fail("version", "is " + std::to_string(version) + "; this build reads version " +
@@ -242,6 +243,15 @@ MachineProfile MachineProfile::from_json(const nlohmann::json& j, const std::str
     d.has_co_run = true;
     d.co_run = co_run_from_json(top.required("co_run"), source, "co_run");
   }
+  if (top.has("einsum_in_situ")) {
+    const nlohmann::json& points = top.array("einsum_in_situ");
+    for (size_t i = 0; i < points.size(); ++i) {
+      JsonFields f(points[i], source, item_path("einsum_in_situ", i));
+      f.allow_only({"threads", "log2_flops", "factor"});
+      d.einsum_in_situ.push_back({static_cast<int>(f.integer("threads", 1)),
+                                  f.number("log2_flops", false), f.number("factor", true)});
+    }
+  }
   return MachineProfile(std::move(d), source);
 }
 
@@ -268,6 +278,13 @@ nlohmann::json MachineProfile::to_json() const {
       {"kernels", kernels}};
   if (data_.has_progress) j["progress"] = progress_to_json(data_.progress);
   if (data_.has_co_run) j["co_run"] = co_run_to_json(data_.co_run);
+  if (!data_.einsum_in_situ.empty()) {
+    nlohmann::json points = nlohmann::json::array();
+    for (const InSituPoint& p : data_.einsum_in_situ)
+      points.push_back(
+          {{"threads", p.threads}, {"log2_flops", p.log2_flops}, {"factor", p.factor}});
+    j["einsum_in_situ"] = points;
+  }
   return j;
 }
 

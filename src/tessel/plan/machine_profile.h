@@ -15,7 +15,9 @@
 // einsum costs what this build's kernels do (EinsumCosting::kCompiled).
 // A rank computes slower beside busy ranks by the measured co-run factors
 // ("co_run", calibrate_corun.h; a profile without it: factor 1, and
-// has_co_run() says so).
+// has_co_run() says so). An einsum inside a program takes the measured
+// in-situ factor for its size ("einsum_in_situ", einsum_in_situ.h; a
+// profile without it: factor 1).
 //
 // The JSON form is versioned (kProfileVersion) and read strictly: an unknown
 // or missing key, a wrong type or a negative number is an error naming the
@@ -29,6 +31,7 @@
 #include <vector>
 
 #include "tessel/plan/alpha_beta.h"
+#include "tessel/plan/einsum_in_situ.h"
 #include "tessel/plan/gemm_grid.h"
 #include "tessel/plan/hardware_model.h"
 #include "tessel/plan/kernel_rates.h"
@@ -84,6 +87,9 @@ struct MachineProfileData {
   // (calibrate_corun.h). Without it: factor 1 (HardwareModel's default).
   bool has_co_run = false;
   CoRun co_run;
+  // Optional (profiles before session 9 lack it): the in-situ factor's
+  // points (einsum_in_situ.h). Without it: factor 1.
+  std::vector<InSituPoint> einsum_in_situ;
 };
 
 // What a profile without a "progress" entry assumes: polled, every
@@ -145,6 +151,9 @@ class MachineProfile : public HardwareModel {
   // max(1, ranks x threads / nproc).
   double compute_share(int ranks, int threads) const override;
   EinsumCosting einsum_costing() const override { return EinsumCosting::kCompiled; }
+  double einsum_in_situ_factor(double flops, int threads) const override {
+    return in_situ_.factor(flops, threads);
+  }
 
  private:
   const LinkFit& nearest_fit(const std::string& kind, int ranks, Link link) const;
@@ -152,6 +161,7 @@ class MachineProfile : public HardwareModel {
   MachineProfileData data_;
   std::string source_;
   GemmGrid f32_, bf16_;
+  InSituCurve in_situ_;
 };
 
 }  // namespace tessel::plan

@@ -1,0 +1,102 @@
+#include "tessel/plan/einsum_in_situ.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <utility>
+
+#include "tessel/base/error.h"
+#include "tessel/plan/cost_model.h"
+#include "tessel/plan/instruction_timing.h"
+#include "tessel/plan/kernel_rates.h"
+
+namespace tessel::plan {
+
+InSituCurve::InSituCurve(std::vector<InSituPoint> points, const std::string& where)
+    : points_(std::move(points)) {
+  for (size_t i = 0; i < points_.size(); ++i) {
+    const InSituPoint& p = points_[i];
+    if (p.threads < 1) TS_THROW(where, "[", i, "]: threads must be at least 1, got ", p.threads);
+    if (!(p.factor > 0) || !std::isfinite(p.factor))
+      TS_THROW(where, "[", i, "]: factor must be positive, got ", p.factor);
+    if (!std::isfinite(p.log2_flops)) TS_THROW(where, "[", i, "]: log2_flops must be finite");
+  }
+  std::sort(points_.begin(), points_.end(), [](const InSituPoint& a, const InSituPoint& b) {
+    return std::make_pair(a.threads, a.log2_flops) < std::make_pair(b.threads, b.log2_flops);
+  });
+  for (size_t i = 1; i < points_.size(); ++i)
+    if (points_[i].threads == points_[i - 1].threads &&
+        points_[i].log2_flops == points_[i - 1].log2_flops)
+      TS_THROW(where, ": two points at ", points_[i].threads, " threads and log2_flops ",
+               points_[i].log2_flops);
+}
+
+double InSituCurve::factor_at(int threads, double log2_flops) const {
+  const InSituPoint* previous = nullptr;
+  for (const InSituPoint& p : points_) {
+    if (p.threads != threads) continue;
+    if (log2_flops <= p.log2_flops) {
+      if (!previous) return p.factor;
+      const double t = (log2_flops - previous->log2_flops) / (p.log2_flops - previous->log2_flops);
+      return previous->factor + t * (p.factor - previous->factor);
+    }
+    previous = &p;
+  }
+  return previous->factor;
+}
+
+double InSituCurve::factor(double flops, int threads) const {
+  if (points_.empty() || !(flops > 0)) return 1;
+  const double x = std::log2(flops);
+  int below = 0, above = 0;
+  for (const InSituPoint& p : points_) {
+    if (p.threads <= threads && p.threads > below) below = p.threads;
+    if (p.threads >= threads && (above == 0 || p.threads < above)) above = p.threads;
+  }
+  if (below == 0) return factor_at(above, x);
+  if (above == 0 || above == below) return factor_at(below, x);
+  const double t = double(threads - below) / (above - below);
+  return factor_at(below, x) + t * (factor_at(above, x) - factor_at(below, x));
+}
+
+std::vector<InSituPoint> measure_in_situ(const HardwareModel& grid_only,
+                                         const std::vector<int>& thread_counts, bool quick) {
+  const std::vector<int64_t> batches =
+      quick ? std::vector<int64_t>{1, 8} : std::vector<int64_t>{1, 2, 4, 8};
+  const int repeats = quick ? 3 : 5;
+  struct Bin {
+    double measured = 0, charged = 0, weighted_log2 = 0;
+  };
+  std::map<std::pair<int, long>, Bin> bins;  // (threads, octave)
+  for (int64_t batch : batches) {
+    TrainConfig config = kernel_rate_config(quick);
+    config.batch = batch;
+    const std::unique_ptr<TimedProgram> timed = timed_training_program(config);
+    Program& program = *timed->program;
+    const std::vector<Program::InstructionInfo> list = program.instruction_info();
+    for (int threads : thread_counts) {
+      const std::map<ValueId, double> typical =
+          median_instruction_seconds(program, threads, repeats);
+      CostOptions options;
+      options.threads = threads;
+      for (const Program::InstructionInfo& ins : list) {
+        const auto measured = typical.find(ins.node);
+        if (!ins.einsum || measured == typical.end()) continue;
+        const kernels::EinsumPlan& e = *ins.einsum;
+        const double log2_flops = std::log2(2.0 * e.batch * e.m * e.n * e.k);
+        const double charged = einsum_seconds(grid_only, program.graph(), ins, options);
+        Bin& bin = bins[{threads, std::lround(log2_flops)}];
+        bin.measured += measured->second;
+        bin.charged += charged;
+        bin.weighted_log2 += charged * log2_flops;
+      }
+    }
+  }
+  std::vector<InSituPoint> points;
+  for (const auto& [key, bin] : bins)
+    if (bin.charged > 0 && bin.measured > 0)
+      points.push_back({key.first, bin.weighted_log2 / bin.charged, bin.measured / bin.charged});
+  return points;
+}
+
+}  // namespace tessel::plan

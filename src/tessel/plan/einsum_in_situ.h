@@ -1,0 +1,63 @@
+// How much longer an einsum takes inside a training program than the GEMM
+// grid prices it, by the size of the product.
+//
+// The grid (gemm_grid.h) times each shape alone, run after run on the same
+// operands, so they stay in cache. In a program an einsum reads activations
+// written many kernels earlier and weights last touched a pass ago, after
+// kernels that filled the cache with other data. Small products pay for
+// that the most: on this machine's Zen 3 at 1 thread, the 128-row MLP
+// products of the benchmark GPT took 12-27% and its attention products
+// 40-56% longer in the program than alone, the 1024-row ones the same.
+//
+// measure_in_situ() runs the one-block reference GPT's training program
+// (kernel_rate_config) at 1, 2, 4 and 8 sequences of 128 tokens (quick: 1
+// and 8) and times every einsum instruction (its median run,
+// instruction_timing.h) against what the cost model charges it on
+// `grid_only`, a profile without in-situ factors (einsum_seconds: the GEMM
+// plus its scratch copies). Per thread count the einsums are binned by
+// log2 of their FLOPs, one octave a bin; a bin's factor is its summed
+// measured time over its summed charge, placed at the charge-weighted mean
+// log2 FLOPs of its members. The factor also absorbs the grid's own error
+// at the reference's shapes (a factor below 1: the grid priced them slow).
+//
+// InSituCurve interpolates the factor linearly in log2 FLOPs between the
+// points of a thread count and linearly in threads between measured thread
+// counts, clamped beyond both. Immutable; an empty curve is factor 1.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tessel/plan/hardware_model.h"
+
+namespace tessel::plan {
+
+struct InSituPoint {
+  int threads = 1;
+  double log2_flops = 0;  // of one einsum instruction (2 x batch x m x n x k)
+  double factor = 1;      // measured in the program / charged by the grid
+};
+
+class InSituCurve {
+ public:
+  InSituCurve() = default;
+  // Throws, starting with `where` (file and key), on threads < 1, a factor
+  // that is not positive, or two points of one thread count at the same
+  // log2_flops.
+  InSituCurve(std::vector<InSituPoint> points, const std::string& where);
+
+  bool empty() const { return points_.empty(); }
+  const std::vector<InSituPoint>& points() const { return points_; }
+  // The factor for an einsum of `flops` FLOPs at `threads` threads (1 when empty).
+  double factor(double flops, int threads) const;
+
+ private:
+  double factor_at(int threads, double log2_flops) const;  // one measured thread count
+  std::vector<InSituPoint> points_;                        // sorted by (threads, log2_flops)
+};
+
+// Measures the curve's points at each thread count (see above).
+std::vector<InSituPoint> measure_in_situ(const HardwareModel& grid_only,
+                                         const std::vector<int>& thread_counts, bool quick);
+
+}  // namespace tessel::plan
