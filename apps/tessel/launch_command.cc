@@ -14,6 +14,8 @@
 // and wait (standby.h); when the running attempt fails, the launcher writes
 // the standby's go file with the newest checkpoint, and starts the next
 // standby. A restart then costs the checkpoint load and the first step.
+// When a standby's rank 0 writes its readiness marker (GO.ready, standby.h),
+// the launcher says once how long after its start the standby was ready.
 //
 // With --elastic MIN, an attempt whose ranks were declared lost (elastic.h)
 // is relaunched on the ranks that are left (at least MIN), with the plan
@@ -158,7 +160,33 @@ struct Job {
   int attempt = 0;
   std::string go_file;  // standby jobs only
   Clock::time_point started;
+  bool ready_reported = false;  // standby jobs: "ready" printed
 };
+
+// Removes a standby job's go file and readiness marker (none: no error).
+void remove_standby_files(const Job& job) {
+  if (job.go_file.empty()) return;
+  std::error_code ec;
+  std::filesystem::remove(job.go_file, ec);
+  std::filesystem::remove(ready_file(job.go_file), ec);
+}
+
+// Prints once, when its readiness marker exists, how long after its start
+// the standby `job` got ready: the marker's age is taken off
+// the time since the start, so the launcher's poll interval does not count.
+void report_ready(Job& job) {
+  if (job.pid < 0 || job.go_file.empty() || job.ready_reported) return;
+  std::error_code ec;
+  const auto written = std::filesystem::last_write_time(ready_file(job.go_file), ec);
+  if (ec) return;  // not ready yet
+  job.ready_reported = true;
+  const double age =
+      std::chrono::duration<double>(std::filesystem::file_time_type::clock::now() - written)
+          .count();
+  std::printf("launch: standby for attempt %d ready (%.1f s after its start)\n", job.attempt,
+              std::max(0.0, since(job.started) - std::max(0.0, age)));
+  std::fflush(stdout);
+}
 
 class Launcher {
  public:
@@ -233,6 +261,7 @@ class Launcher {
     const std::string go =
         (std::filesystem::path(out_) / (".standby-" + std::to_string(attempt))).string();
     std::filesystem::remove(go);
+    std::filesystem::remove(ready_file(go));  // a stale marker would read as ready
     args.insert(args.end(), {"--standby", go});
     const std::vector<std::string> argv = argv_for(attempt, args);
     Job job{spawn(argv), attempt, go, Clock::now()};
@@ -249,7 +278,7 @@ class Launcher {
     int status = 0;
     while (::waitpid(standby.pid, &status, 0) < 0) {
     }
-    std::filesystem::remove(standby.go_file);
+    remove_standby_files(standby);
     standby.pid = -1;
   }
 
@@ -264,6 +293,7 @@ class Launcher {
     int status = 0;
     while (::waitpid(active.pid, &status, 0) < 0) {
     }
+    remove_standby_files(active);  // a standby that took over
     dismiss(standby);
     const int64_t kept = resumable_step(out_);
     const double wall = since(start);
@@ -353,23 +383,26 @@ int Launcher::run() {
   };
   for (;;) {
     int status = 0;
-    const pid_t pid = ::waitpid(-1, &status, standby_due > 0 ? WNOHANG : 0);
+    // Polls while a standby is due or not yet ready, else blocks.
+    const bool poll = standby_due > 0 || (standby.pid >= 0 && !standby.ready_reported);
+    const pid_t pid = ::waitpid(-1, &status, poll ? WNOHANG : 0);
     if (pid < 0 && errno != EINTR) TS_THROW("launch: waitpid failed");
     if (g_launcher_stop != 0) return stop(active, standby, start, lost);
+    report_ready(standby);  // also before a take-over removes the marker
     if (pid <= 0) {
       if (standby_due > 0 && new_step_logged()) {
         standby = start_standby(standby_due);
         standby_due = 0;
       } else if (pid == 0) {
-        const timespec poll{0, 50'000'000};
-        nanosleep(&poll, nullptr);
+        const timespec interval{0, 50'000'000};
+        nanosleep(&interval, nullptr);
       }
       continue;
     }
     if (pid == standby.pid) {  // the standby ended before it was needed
       std::printf("launch: the standby for attempt %d ended early (%s)\n", standby.attempt,
                   describe(status).c_str());
-      std::filesystem::remove(standby.go_file);
+      remove_standby_files(standby);
       standby.pid = -1;
       if (++standby_failures <= opt_.max_restarts) {
         standby_due = standby.attempt;
@@ -379,7 +412,7 @@ int Launcher::run() {
     }
     if (pid != active.pid) continue;
     const double seconds = since(active.started);
-    if (!active.go_file.empty()) std::filesystem::remove(active.go_file, ec);
+    remove_standby_files(active);  // a standby that took over
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
       std::printf("launch: attempt %d finished in %.1f s\n", attempt, seconds);
       dismiss(standby);
@@ -414,6 +447,7 @@ int Launcher::run() {
     if (standby.pid >= 0) {
       const std::string dir = newest_checkpoint(out_);
       write_go(standby.go_file, dir);
+      std::filesystem::remove(ready_file(standby.go_file), ec);  // it has served
       active = standby;
       active.attempt = attempt;
       active.started = Clock::now();

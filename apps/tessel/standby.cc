@@ -86,6 +86,12 @@ std::optional<std::string> wait_for_go(const std::string& go_file) {
   return parse_go_file(go_file, read_go_file(go_file));
 }
 
+std::string ready_file(const std::string& go_file) { return go_file + ".ready"; }
+
+void write_ready(const std::string& go_file) {
+  write_file_atomically(ready_file(go_file), "ready\n");
+}
+
 void write_go(const std::string& go_file, const std::string& resume_dir) {
   write_file_atomically(go_file, go_file_text(resume_dir));
 }

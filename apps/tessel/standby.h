@@ -1,8 +1,8 @@
 // A standby job of `tessel launch --standby`: a `tessel train` that has done
 // everything a restart would do before its first step (MPI_Init, the
 // communicators, the data, the compile, the engine's allocations) and then
-// waits, taking no lock and touching no file of the run, until the launcher
-// writes its go file.
+// waits, taking no lock and touching no file of the run (it writes only its
+// readiness marker, below), until the launcher writes its go file.
 //
 // The go file (written by the launcher atomically: a temporary file, then a
 // rename) is exactly "go\n" followed by the checkpoint directory to resume
@@ -14,6 +14,13 @@
 // (polls every 5 ms) and runs no MPI call. It gives up (exit as if told to
 // quit) when the launcher whose pid it was given in TESSEL_LAUNCHER_PID has
 // gone, and stops on SIGINT/SIGTERM like a run.
+//
+// Readiness marker: once every rank has finished its start-up (a one-float
+// world all-reduce, before the wait; no MPI call after it), rank 0 writes
+// `GO.ready` (ready_file(), "ready\n", atomically), so the launcher can say
+// how long a standby took to get ready and a test can order a fault after
+// it. The launcher removes it with the go file (a standby whose launcher has
+// gone leaves it; the next launch's standby removes it before it starts).
 #pragma once
 
 #include <cstddef>
@@ -39,6 +46,11 @@ std::optional<std::string> parse_go_file(const std::string& go_file, std::string
 // also when the launcher has gone. Throws a tessel::Error naming the file if
 // it cannot be read or holds anything but a go file's text.
 std::optional<std::string> wait_for_go(const std::string& go_file);
+
+// The readiness marker of the standby waiting for `go_file`: go_file + ".ready".
+std::string ready_file(const std::string& go_file);
+// The standby's side (rank 0): writes ready_file(go_file) atomically.
+void write_ready(const std::string& go_file);
 
 // The launcher's side: writes `go_file` atomically.
 void write_go(const std::string& go_file, const std::string& resume_dir);

@@ -258,6 +258,11 @@ int run_train(const TrainOptions& opt) {
   std::string resume = opt.resume;
   double standby_wait_s = 0;
   if (!opt.standby.empty()) {  // started up; now wait until the launcher needs this job
+    if (trainer.distributed().mesh().rank_count() > 1) {  // every rank has started up
+      float started = 1;
+      trainer.distributed().world().all_reduce(&started, 1, ReduceKind::kSum, "standby ready");
+    }
+    if (trainer.is_root()) write_ready(opt.standby);  // the launcher reports it (standby.h)
     const auto wait_start = std::chrono::steady_clock::now();
     const std::optional<std::string> go = wait_for_go(opt.standby);
     if (!go) return 0;

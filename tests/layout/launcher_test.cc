@@ -5,6 +5,9 @@
 // on the same mesh (data=2, saving every 2 steps). The `_standby` case runs
 // the launcher with --standby: the restart is the standby job, started up
 // beforehand and told to go (apps/tessel/standby.h), with the same result.
+// Its fault waits for the standby's readiness marker (after_file=), so the
+// standby is always there to take over (without it, a fault before the
+// launcher had started the standby made the restart a cold one).
 #include "layout/layout_harness.h"
 
 namespace tessel {
@@ -34,8 +37,10 @@ TEST_P(Launcher, RestartsAndFinishesBitwiseEqual) {
   const fs::path dir = root() / ("launch_" + c.name());
   fs::create_directories(dir);
   std::ofstream(dir / "config.json") << config().dump();
+  const std::string after =
+      c.standby ? ",after_file=" + (dir / "out" / ".standby-1.ready").string() : "";
   const std::string cmd = "TESSEL_FAULT_INJECT=rank=" + std::to_string(c.rank) +
-                          ",step=3,point=" + c.point + " timeout 300 " + TESSEL_CLI_PATH +
+                          ",step=3,point=" + c.point + after + " timeout 300 " + TESSEL_CLI_PATH +
                           " launch -n 2 --max-restarts 2" + (c.standby ? " --standby" : "") +
                           " --mpirun " + TESSEL_MPIEXEC + " -- train --config " +
                           (dir / "config.json").string() + " --out " + (dir / "out").string() +
@@ -47,9 +52,11 @@ TEST_P(Launcher, RestartsAndFinishesBitwiseEqual) {
   EXPECT_NE(out.find("launch: attempt 0 failed"), std::string::npos) << out;
   EXPECT_NE(out.find("launch: attempt 1 finished"), std::string::npos) << out;
   if (c.standby) {
+    EXPECT_NE(out.find("launch: standby for attempt 1 ready ("), std::string::npos) << out;
+    EXPECT_NE(out.find("TESSEL_FAULT_INJECT: waiting for"), std::string::npos) << out;
     EXPECT_NE(out.find("the standby takes over"), std::string::npos) << out;
-    EXPECT_FALSE(fs::exists(dir / "out" / ".standby-1")) << "go file left behind";
-    EXPECT_FALSE(fs::exists(dir / "out" / ".standby-2")) << "go file left behind";
+    for (const char* file : {".standby-1", ".standby-2", ".standby-1.ready", ".standby-2.ready"})
+      EXPECT_FALSE(fs::exists(dir / "out" / file)) << file << " left behind";
   }
   EXPECT_NE(out.find("ETTR"), std::string::npos) << out;
   std::ifstream metrics(dir / "out" / "metrics.jsonl");

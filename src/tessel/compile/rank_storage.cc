@@ -23,29 +23,13 @@ double copies_on_mesh(const Sharding& s, const Mesh& mesh, std::optional<int> sk
   return copies;
 }
 
-// local_shape(global, mesh).numel() without building the shape: the
-// elements divided by each split axis's size (every division exact when
-// local_shape would not throw; otherwise local_shape throws as it does).
-int64_t local_numel(const Sharding& s, const Shape& global, const Mesh& mesh) {
-  int64_t n = global.numel();
-  for (int a = 0; a < s.axis_count(); ++a) {
-    if (!s[a].is_split()) continue;
-    const std::optional<int> i = global.index_of(s[a].dim);
-    const int size = mesh.axis(a).size;
-    if (!i || global[*i].size % size != 0 || s.axis_of(s[a].dim) != a)
-      return s.local_shape(global, mesh).numel();
-    n /= size;
-  }
-  return n;
-}
-
 StoredParam stored(const std::string& name, const Shape& shape, const ParamInit& init,
                    const Sharding& value, const Sharding& state, std::vector<int> pipe_ranks,
                    bool held, const Mesh& mesh, std::optional<int> pipe_axis) {
   StoredParam p{name, shape, init, value, state, std::move(pipe_ranks), held};
   if (held) {
-    p.value_numel = local_numel(value, shape, mesh);
-    p.state_numel = local_numel(state, shape, mesh);
+    p.value_numel = value.local_numel(shape, mesh);
+    p.state_numel = state.local_numel(shape, mesh);
   }
   p.replicas = copies_on_mesh(state, mesh, pipe_axis) * static_cast<double>(p.pipe_ranks.size());
   return p;
@@ -145,7 +129,7 @@ RankStorage pipeline_storage(const CompiledRank& c) {
     largest = std::max(largest, p.shape.numel());
     if (p.pipe_ranks.size() > 1)  // counted on every rank: one joins each tie sum
       s.tie_scratch_elements =
-          std::max(s.tie_scratch_elements, local_numel(p.value, p.shape, c.mesh));
+          std::max(s.tie_scratch_elements, p.value.local_numel(p.shape, c.mesh));
     if (!p.held) continue;
     s.accumulator_elements += p.value_numel;
     if (p.state_numel != p.value_numel) {  // a ZeRO slice

@@ -55,6 +55,19 @@ Shape Sharding::local_shape(const Shape& global, const Mesh& mesh) const {
   return Shape(dims);
 }
 
+int64_t Sharding::local_numel(const Shape& global, const Mesh& mesh) const {
+  int64_t n = global.numel();
+  for (int a = 0; a < axis_count(); ++a) {
+    if (!per_axis_[a].is_split()) continue;
+    const std::optional<int> i = global.index_of(per_axis_[a].dim);
+    const int size = mesh.axis(a).size;
+    if (!i || global[*i].size % size != 0 || axis_of(per_axis_[a].dim) != a)
+      return local_shape(global, mesh).numel();  // throws, naming what is wrong
+    n /= size;
+  }
+  return n;
+}
+
 std::vector<int64_t> Sharding::local_offsets(const Shape& global, const Mesh& mesh,
                                              const std::vector<int>& coords) const {
   std::vector<int64_t> offsets(global.rank(), 0);

@@ -7,6 +7,7 @@
 // small immutable values printed as `S(heads)`, `B`, `P(sum)`, `[S(batch), B]`.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,9 @@ class Sharding {
   // This rank's local shape: every split dim divided by its axis size.
   // Throws (naming dim, axis and sizes) when an axis size does not divide it.
   Shape local_shape(const Shape& global, const Mesh& mesh) const;
+  // local_shape(global, mesh).numel() without building the shape (each split
+  // axis's size divides the elements); throws where local_shape throws.
+  int64_t local_numel(const Shape& global, const Mesh& mesh) const;
   // Offset of this rank's slice along each dim of `global` (0 where not split).
   std::vector<int64_t> local_offsets(const Shape& global, const Mesh& mesh,
                                      const std::vector<int>& coords) const;

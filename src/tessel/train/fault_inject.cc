@@ -1,8 +1,10 @@
 #include "tessel/train/fault_inject.h"
 
 #include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -18,7 +20,8 @@ struct Armed {
   bool on = false;
   FaultPoint point = FaultPoint::kForward;
   int64_t step = 0;
-  std::string lost_file;  // created before the kill with lose=1
+  std::string lost_file;   // created before the kill with lose=1
+  std::string after_file;  // waited for before the kill (after_file=PATH)
 };
 Armed armed;
 
@@ -39,7 +42,8 @@ void arm_fault_injection(int world_rank) {
   const char* spec = std::getenv("TESSEL_FAULT_INJECT");
   if (!spec || !*spec) return;
   int64_t rank = -1, step = -1, lose = 0;
-  std::string point;
+  std::string point, after_file;
+  bool has_after_file = false;
   std::stringstream in(spec);
   std::string item;
   while (std::getline(in, item, ',')) {
@@ -55,9 +59,17 @@ void arm_fault_injection(int world_rank) {
         point = value;
       else if (key == "lose")
         lose = std::stoll(value);
-      else
+      else if (key == "after_file") {
+        if (has_after_file)
+          TS_THROW("TESSEL_FAULT_INJECT: 'after_file' given twice in '", spec, "'");
+        if (value.empty())
+          TS_THROW("TESSEL_FAULT_INJECT: 'after_file' needs a path, got '", item, "' in '", spec,
+                   "'");
+        has_after_file = true;
+        after_file = value;
+      } else
         TS_THROW("TESSEL_FAULT_INJECT: unknown key '", key, "' in '", spec,
-                 "' (expected rank=R,step=S,point=P[,lose=1])");
+                 "' (expected rank=R,step=S,point=P[,lose=1][,after_file=PATH])");
     } catch (const std::logic_error&) {
       TS_THROW("TESSEL_FAULT_INJECT: '", key, "' needs an integer, got '", value, "'");
     }
@@ -78,13 +90,42 @@ void arm_fault_injection(int world_rank) {
   const char* attempt = std::getenv("TESSEL_ATTEMPT");
   if (attempt && std::string(attempt) != "0") return;  // later attempts run clean
   if (rank != world_rank) return;
-  armed = {true, p, step, lost_file};
+  armed = {true, p, step, lost_file, after_file};
 }
 
 bool fault_armed(FaultPoint point) { return armed.on && armed.point == point; }
 
+const std::string& fault_after_file() { return armed.after_file; }
+
+bool wait_for_file(const std::string& path, double timeout_s) {
+  const timespec poll{0, 10'000'000};
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    std::error_code ec;
+    if (std::filesystem::exists(path, ec)) return true;
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >=
+        timeout_s)
+      return false;
+    nanosleep(&poll, nullptr);
+  }
+}
+
 void fault_point(FaultPoint point, int64_t step) {
   if (!armed.on || armed.point != point || armed.step != step) return;
+  if (!armed.after_file.empty()) {
+    std::fprintf(stderr, "TESSEL_FAULT_INJECT: waiting for %s before the kill at step %lld\n",
+                 armed.after_file.c_str(), static_cast<long long>(step));
+    std::fflush(stderr);
+    if (!wait_for_file(armed.after_file, kFaultAfterFileTimeoutS)) {
+      // Not a throw: the save point runs on the checkpoint writer's thread.
+      std::fprintf(stderr,
+                   "TESSEL_FAULT_INJECT: after_file '%s' did not appear within %.0f s; this rank "
+                   "fails (exit status 1) instead of the injected kill\n",
+                   armed.after_file.c_str(), kFaultAfterFileTimeoutS);
+      std::fflush(stderr);
+      std::_Exit(1);
+    }
+  }
   std::fprintf(stderr, "TESSEL_FAULT_INJECT: killing this rank (SIGKILL) at step %lld\n",
                static_cast<long long>(step));
   if (!armed.lost_file.empty()) {
