@@ -16,8 +16,7 @@
 # pass k > 1 OUT/plan-I.pass-k (an older OUT with plan-I only is one pass).
 #
 # Usage: bench/plan_validation.sh CONFIG RANKS [PLANS=20] [STEPS=10] [OUT=runs/plan-validation]
-# Extra `tessel plan` flags (e.g. --threads 2, --profile F, --measure-einsums:
-# time the plans' einsums on their own shapes into the profile first) go in $PLAN_FLAGS;
+# Extra `tessel plan` flags (e.g. --threads 2, --profile F) go in $PLAN_FLAGS;
 # PASSES and WARMUP in the environment.
 # REUSE_MEASURED=DIR runs nothing: it plans again (this binary, $PLAN_FLAGS) and
 # compares the new predictions with the runs an earlier validation left in DIR

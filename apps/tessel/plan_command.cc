@@ -13,7 +13,6 @@
 #include "tessel/kernels/einsum_bf16.h"
 #include "tessel/plan/calibrate.h"
 #include "tessel/plan/cluster_spec.h"
-#include "tessel/plan/measured_einsums.h"
 #include "tessel/plan/search.h"
 
 namespace tessel::cli {
@@ -25,7 +24,7 @@ struct PlanOptions {
   std::string cluster, profile;
   int top = 10;
   bool json = false, explain = false, ignore_device_memory = false, oversubscribe = false,
-       exhaustive = false, measure_einsums = false;
+       exhaustive = false;
 };
 
 double total(const std::map<std::string, double>& per_axis) {
@@ -103,23 +102,6 @@ void explain(const plan::PlanResult& r) {
       (b.step_s - a.step_s) * 1e3, biggest->first, biggest->second * 1e3);
 }
 
-// --measure-einsums: times the einsums the search would price without a
-// measurement on their exact shapes (plan/measured_einsums.h), adds them to
-// the profile's file, and returns the profile with them.
-std::unique_ptr<plan::HardwareModel> with_measured_einsums(const plan::PlanRequest& q,
-                                                           const plan::HardwareModel& hw) {
-  const auto* profile = dynamic_cast<const plan::MachineProfile*>(&hw);
-  if (!profile)
-    TS_THROW("plan --measure-einsums: measures this machine; it does not apply to --cluster");
-  const std::vector<plan::EinsumShapes> todo = plan::einsums_to_measure(q, *profile);
-  std::fprintf(stderr, "plan: %zu einsums of these plans not in %s (%zu there); measuring them\n",
-               todo.size(), profile->source().c_str(), profile->data().einsums.size());
-  auto updated = std::make_unique<plan::MachineProfile>(
-      profile->with_einsums(plan::measure_einsums(todo, true)));
-  updated->save(profile->source());
-  return updated;
-}
-
 int run_plan(const PlanOptions& opt) {
   if (!opt.cluster.empty() && !opt.profile.empty())
     TS_THROW("plan: give --cluster or --profile, not both");
@@ -144,7 +126,6 @@ int run_plan(const PlanOptions& opt) {
   q.oversubscribe = opt.oversubscribe;
   q.exact_top = std::max(q.exact_top, opt.top);  // every plan shown is costed exactly
   q.exhaustive = opt.exhaustive;
-  if (opt.measure_einsums) hw = with_measured_einsums(q, *hw);
   const plan::PlanResult r = plan::search_plans(q, *hw);
   const size_t shown = std::min<size_t>(r.plans.size(), std::max(1, opt.top));
   if (opt.json) {
@@ -260,9 +241,6 @@ Command add_plan_command(CLI::App& app) {
   sub->add_flag("--exhaustive", opt->exhaustive,
                 "cost every candidate exactly instead of screening them first and costing the "
                 "best --top (at least 10) exactly (slow at scale; the reference)");
-  sub->add_flag("--measure-einsums", opt->measure_einsums,
-                "first time every einsum these plans run, on its exact shapes, that the profile "
-                "has not measured, and add them to the profile (this machine only; seconds)");
   sub->add_flag("--json", opt->json, "print one JSON object instead of the table");
   sub->add_flag("--explain", opt->explain,
                 "break the best plan and the runner-up into compute, communication, bubble and "

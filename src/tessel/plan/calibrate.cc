@@ -97,10 +97,10 @@ MachineProfile calibrate_machine(const CalibrateOptions& options) {
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   {
+    // The in-situ factors are measured against the finished grid's charges.
     const auto t0 = std::chrono::steady_clock::now();
-    InSituMeasurement in_situ = measure_in_situ(counts, options.quick);
-    d.einsum_in_situ = std::move(in_situ.points);
-    d.einsums = std::move(in_situ.alone);
+    const MachineProfile grid_only(d, out);
+    d.einsum_in_situ = measure_in_situ(grid_only, counts, options.quick);
     if (options.progress) {
       std::fprintf(stderr, "calibrate: einsums in a program over alone (by log2 FLOPs):");
       for (const InSituPoint& p : d.einsum_in_situ)

@@ -9,10 +9,9 @@
 #include <functional>
 
 #include "tessel/base/error.h"
+#include "tessel/kernels/einsum.h"
 #include "tessel/kernels/elementwise.h"
 #include "tessel/kernels/layernorm.h"
-#include "tessel/plan/measured_einsums.h"
-#include "tessel/plan/median_timing.h"
 #include "tessel/runtime/machine_peak.h"
 #include "tessel/tensor/aligned_buffer.h"
 
@@ -23,14 +22,40 @@ namespace {
 // (1024 tokens x 1536), 6 MB an array.
 constexpr int64_t kRows = 1024, kCols = 1536;
 
-// GFLOP/s of one shape through plan_einsum + einsum, as the runtime calls
-// them (time_einsum_alone: the median of at least 5 runs).
+// Median seconds of `fn` over at least `min_runs` runs and `min_seconds`.
+double time_median(double min_seconds, int min_runs, const std::function<void()>& fn) {
+  fn();  // warm-up
+  std::vector<double> runs;
+  double total = 0;
+  while (static_cast<int>(runs.size()) < min_runs || total < min_seconds) {
+    const auto start = std::chrono::steady_clock::now();
+    fn();
+    runs.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    total += runs.back();
+  }
+  std::sort(runs.begin(), runs.end());
+  return runs[runs.size() / 2];
+}
+
+AlignedBuffer filled(int64_t floats) {
+  AlignedBuffer buf(static_cast<size_t>(std::max<int64_t>(floats, 1)) * sizeof(float));
+  float* p = buf.as<float>();
+  for (int64_t i = 0; i < floats; ++i) p[i] = 0.001f * static_cast<float>(i % 997);
+  return buf;
+}
+
+// GFLOP/s of one shape through plan_einsum + einsum, as the runtime calls them.
 double shape_gflops(const GemmPoint& s, double min_seconds) {
   std::vector<Dim> a{{"m", s.m}, {"k", s.k}}, b{{"k", s.k}, {"n", s.n}}, c{{"m", s.m}, {"n", s.n}};
   if (s.batch > 1)
     for (auto* dims : {&a, &b, &c}) dims->insert(dims->begin(), Dim{"g", s.batch});
-  const double seconds =
-      time_einsum_alone({Shape(a), Shape(b), Shape(c), omp_get_max_threads()}, min_seconds);
+  const Shape sa(a), sb(b), sc(c);
+  const kernels::EinsumPlan plan = kernels::plan_einsum(sa, sb, sc);
+  AlignedBuffer da = filled(sa.numel()), db = filled(sb.numel()), dc = filled(sc.numel()),
+                scratch = filled(plan.scratch_elements());
+  const double seconds = time_median(min_seconds, 3, [&] {
+    kernels::einsum(plan, da.as<float>(), db.as<float>(), dc.as<float>(), scratch.as<float>());
+  });
   return 2.0 * s.batch * s.m * s.n * s.k / seconds / 1e9;
 }
 
@@ -47,14 +72,14 @@ double gemm_gflops(const GemmPoint& point, double min_seconds) {
 
 MemoryRate memory_rates(int threads, double min_seconds) {
   const int64_t n = kRows * kCols;
-  AlignedBuffer x = filled_floats(n), y = filled_floats(n), z = filled_floats(n),
-                gamma = filled_floats(kCols), beta = filled_floats(kCols);
+  AlignedBuffer x = filled(n), y = filled(n), z = filled(n), gamma = filled(kCols),
+                beta = filled(kCols);
   const int64_t strides[1] = {1}, sizes[1] = {n};
-  const double add = median_seconds(min_seconds, 5, [&] {
+  const double add = time_median(min_seconds, 5, [&] {
     kernels::binary(kernels::BinaryOp::kAdd, x.as<float>(), strides, y.as<float>(), strides,
                     z.as<float>(), sizes, 1);
   });
-  const double norm = median_seconds(min_seconds, 5, [&] {
+  const double norm = time_median(min_seconds, 5, [&] {
     kernels::layernorm_forward(x.as<float>(), gamma.as<float>(), beta.as<float>(), z.as<float>(),
                                kRows, kCols, 1e-5f);
   });

@@ -563,13 +563,9 @@ double einsum_seconds(const HardwareModel& hw, const Graph& g, const Program::In
           : device_einsum_copy_bytes(g.node(n.inputs[0]).shape, g.node(n.inputs[1]).shape, n.shape,
                                      options.precision);
   const double flops = 2.0 * double(e.batch) * double(e.m) * double(e.n) * double(e.k);
-  const double in_situ = hw.einsum_in_situ_factor(flops, options.threads);
-  if (hw.einsum_costing() == EinsumCosting::kCompiled && options.precision == Precision::kF32)
-    if (const std::optional<double> alone = hw.measured_einsum_seconds(
-            g.node(n.inputs[0]).shape, g.node(n.inputs[1]).shape, n.shape, options.threads))
-      return in_situ * *alone;
-  return in_situ * (hw.gemm_seconds(e.batch, e.m, e.n, e.k, options.precision, options.threads) +
-                    (copies > 0 ? hw.memory_seconds(copies, options.threads) : 0.0));
+  return hw.einsum_in_situ_factor(flops, options.threads) *
+         (hw.gemm_seconds(e.batch, e.m, e.n, e.k, options.precision, options.threads) +
+          (copies > 0 ? hw.memory_seconds(copies, options.threads) : 0.0));
 }
 
 Link link_of_axis(const Mesh& mesh, int axis, int devices_per_node) {

@@ -6,11 +6,9 @@
 //   - each instruction in program order: an einsum as a GEMM of its plan's
 //     (batch, m, n, k) plus the copies of operands it permutes into scratch
 //     (einsum_seconds: the compiled kernel's on this machine, a device
-//     GEMM's on a cluster), or on this machine its own measured time when
-//     the profile has its shapes (measured_einsums.h), times the profile's
-//     in-situ factor for its size (einsum_in_situ.h); any other kernel as
-//     a memory-bound pass over its inputs and output, or its FLOPs at peak
-//     when that is slower; views
+//     GEMM's on a cluster), times the profile's in-situ factor for its
+//     size on this machine (einsum_in_situ.h); any other kernel as a memory-bound pass over its
+//     inputs and output, or its FLOPs at peak when that is slower; views
 //     cost nothing; every kernel's time times the ranks sharing a core
 //     (HardwareModel::compute_share) when they outnumber the cores;
 //   - a blocking collective (tensor- and sequence-parallel activations,
@@ -85,10 +83,9 @@ struct CostOptions {
   Precision precision = Precision::kF32;
 };
 
-// One einsum instruction's time on `hw`, times hw.einsum_in_situ_factor()
-// at its FLOPs: on this machine in f32 its measured time alone when the
-// profile has its shapes (hw.measured_einsum_seconds), else the GEMM of its
-// plan plus the copies around it, the copies as hw.einsum_costing() says: the scratch this build's
+// One einsum instruction's time on `hw`: the GEMM of its plan plus the
+// copies around it, times hw.einsum_in_situ_factor() at its FLOPs, the
+// copies as hw.einsum_costing() says: the scratch this build's
 // kernel stages (kCompiled: this machine), or the permutes a device's
 // strided batched GEMM needs (kStridedDevice: device_einsum.h), which never
 // reads ins.scratch_bytes, so a cluster's prediction does not depend on the

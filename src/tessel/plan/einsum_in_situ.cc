@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "tessel/base/error.h"
+#include "tessel/plan/cost_model.h"
 #include "tessel/plan/instruction_timing.h"
 #include "tessel/plan/kernel_rates.h"
 
@@ -58,49 +59,44 @@ double InSituCurve::factor(double flops, int threads) const {
   return factor_at(below, x) + t * (factor_at(above, x) - factor_at(below, x));
 }
 
-InSituMeasurement measure_in_situ(const std::vector<int>& thread_counts, bool quick) {
+std::vector<InSituPoint> measure_in_situ(const HardwareModel& grid_only,
+                                         const std::vector<int>& thread_counts, bool quick) {
   const std::vector<int64_t> batches =
       quick ? std::vector<int64_t>{1, 8} : std::vector<int64_t>{1, 2, 4, 8};
   const int repeats = quick ? 3 : 5;
   struct Bin {
-    double in_program = 0, alone = 0, weighted_log2 = 0;
+    double measured = 0, charged = 0, weighted_log2 = 0;
   };
   std::map<std::pair<int, long>, Bin> bins;  // (threads, octave)
-  std::map<std::string, size_t> timed;       // einsum_key -> index in out.alone
-  InSituMeasurement out;
   for (int64_t batch : batches) {
     TrainConfig config = kernel_rate_config(quick);
     config.batch = batch;
-    const std::unique_ptr<TimedProgram> timed_program = timed_training_program(config);
-    Program& program = *timed_program->program;
-    const Graph& g = program.graph();
+    const std::unique_ptr<TimedProgram> timed = timed_training_program(config);
+    Program& program = *timed->program;
     const std::vector<Program::InstructionInfo> list = program.instruction_info();
     for (int threads : thread_counts) {
       const std::map<ValueId, double> typical =
           median_instruction_seconds(program, threads, repeats);
+      CostOptions options;
+      options.threads = threads;
       for (const Program::InstructionInfo& ins : list) {
         const auto measured = typical.find(ins.node);
         if (!ins.einsum || measured == typical.end()) continue;
-        const Node& n = g.node(ins.node);
-        const EinsumShapes shapes{g.node(n.inputs[0]).shape, g.node(n.inputs[1]).shape, n.shape,
-                                  threads};
-        const std::string key = einsum_key(shapes.a, shapes.b, shapes.out, threads);
-        auto [it, fresh] = timed.emplace(key, out.alone.size());
-        if (fresh) out.alone.push_back({shapes, time_einsum_alone(shapes, quick ? 0.01 : 0.02)});
-        const double alone = out.alone[it->second].seconds;
         const kernels::EinsumPlan& e = *ins.einsum;
         const double log2_flops = std::log2(2.0 * e.batch * e.m * e.n * e.k);
+        const double charged = einsum_seconds(grid_only, program.graph(), ins, options);
         Bin& bin = bins[{threads, std::lround(log2_flops)}];
-        bin.in_program += measured->second;
-        bin.alone += alone;
-        bin.weighted_log2 += alone * log2_flops;
+        bin.measured += measured->second;
+        bin.charged += charged;
+        bin.weighted_log2 += charged * log2_flops;
       }
     }
   }
+  std::vector<InSituPoint> points;
   for (const auto& [key, bin] : bins)
-    if (bin.alone > 0 && bin.in_program > 0)
-      out.points.push_back({key.first, bin.weighted_log2 / bin.alone, bin.in_program / bin.alone});
-  return out;
+    if (bin.charged > 0 && bin.measured > 0)
+      points.push_back({key.first, bin.weighted_log2 / bin.charged, bin.measured / bin.charged});
+  return points;
 }
 
 }  // namespace tessel::plan

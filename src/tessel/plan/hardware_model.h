@@ -10,23 +10,19 @@
 // all-reduce and reduce-scatter take the full buffer, all-gather one shard,
 // all-to-all the full buffer, send one message.
 //
-// Besides the times, six properties say how the hardware runs a program
+// Besides the times, five properties say how the hardware runs a program
 // (each with a default that is right for a GPU cluster): how non-blocking
 // communication progresses while a rank computes (progress()), how many
 // ranks share one core (compute_share()), how much slower a rank computes
 // while the other ranks of its node are busy (co_run()), whether an einsum
 // is costed by the kernels this build compiled or as a device GEMM
-// (einsum_costing()), how much longer an einsum takes inside a program
-// than alone (einsum_in_situ_factor()), and, where measured, an einsum's
-// own time alone (measured_einsum_seconds()).
+// (einsum_costing()), and how much longer an einsum takes inside a program
+// than its GEMM rate says (einsum_in_situ_factor()).
 #pragma once
 
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
-
-#include "tessel/base/shape.h"
 
 namespace tessel::plan {
 
@@ -132,14 +128,6 @@ class HardwareModel {
   // alone (einsum_in_situ.h). Default 1: a cluster's GEMM efficiency is
   // already what its programs achieve.
   virtual double einsum_in_situ_factor(double flops, int threads) const { return 1; }
-  // The measured time of the einsum of operands `a`, `b` into `out` (the
-  // compiled kernel run alone, f32, at `threads` threads), when the
-  // hardware has one (a machine profile's "einsums", measured_einsums.h);
-  // the cost model then charges it instead of the GEMM estimate.
-  virtual std::optional<double> measured_einsum_seconds(const Shape& a, const Shape& b,
-                                                        const Shape& out, int threads) const {
-    return std::nullopt;
-  }
 };
 
 }  // namespace tessel::plan

@@ -49,27 +49,6 @@ std::vector<GemmPoint> read_gemm(const JsonFields& gemm, const char* key) {
   return points;
 }
 
-// A shape as [[name, size], ...], and back (strict: a non-empty name, a
-// positive size; errors name `file` and `path`).
-nlohmann::json shape_to_json(const Shape& s) {
-  nlohmann::json dims = nlohmann::json::array();
-  for (const Dim& d : s.dims()) dims.push_back({d.name, d.size});
-  return dims;
-}
-
-Shape shape_from_json(const nlohmann::json& j, const std::string& file, const std::string& path) {
-  if (!j.is_array()) TS_THROW(file, ": key '", path, "' must be a list of [name, size]");
-  std::vector<Dim> dims;
-  for (const nlohmann::json& d : j) {
-    if (!d.is_array() || d.size() != 2 || !d[0].is_string() || !d[1].is_number_integer() ||
-        d[0].get<std::string>().empty() || d[1].get<int64_t>() < 1)
-      TS_THROW(file, ": key '", path, "' must be a list of [name, size] with a positive size, got ",
-               d.dump());
-    dims.push_back({d[0].get<std::string>(), d[1].get<int64_t>()});
-  }
-  return Shape(std::move(dims));
-}
-
 nlohmann::json gemm_json(const std::vector<GemmPoint>& points) {
   nlohmann::json list = nlohmann::json::array();
   for (const GemmPoint& p : points)
@@ -190,15 +169,6 @@ MachineProfile::MachineProfile(MachineProfileData data, std::string source)
   f32_ = GemmGrid(data_.gemm_f32, f + ": key 'gemm.f32'");
   if (!data_.gemm_bf16.empty()) bf16_ = GemmGrid(data_.gemm_bf16, f + ": key 'gemm.bf16'");
   in_situ_ = InSituCurve(data_.einsum_in_situ, f + ": key 'einsum_in_situ'");
-  for (size_t i = 0; i < data_.einsums.size(); ++i) {
-    const MeasuredEinsum& e = data_.einsums[i];
-    const std::string where = f + ": key 'einsums[" + std::to_string(i) + "]'";
-    if (e.shapes.threads < 1) TS_THROW(where, ": threads must be at least 1");
-    if (!(e.seconds > 0)) TS_THROW(where, ": seconds must be positive");
-    const std::string key = einsum_key(e.shapes.a, e.shapes.b, e.shapes.out, e.shapes.threads);
-    if (!einsum_seconds_.emplace(key, e.seconds).second)
-      TS_THROW(where, ": the einsum ", key, " is listed twice");
-  }
   for (const char* kind : kFitKinds) {
     bool found = false;
     for (const LinkFit& l : data_.links)
@@ -219,7 +189,7 @@ MachineProfile MachineProfile::load(const std::string& path) {
 MachineProfile MachineProfile::from_json(const nlohmann::json& j, const std::string& source) {
   JsonFields top(j, source, "");
   top.allow_only({"version", "cpu_model", "nproc", "fma_peak_gflops", "gemm", "memory", "links",
-                  "kernels", "progress", "co_run", "einsum_in_situ", "einsums"});
+                  "kernels", "progress", "co_run", "einsum_in_situ"});
   const int64_t version = top.integer("version", 0);
   if (version != kProfileVersion)
     top.fail("version", "is " + std::to_string(version) + "; this build reads version " +
@@ -273,21 +243,6 @@ MachineProfile MachineProfile::from_json(const nlohmann::json& j, const std::str
     d.has_co_run = true;
     d.co_run = co_run_from_json(top.required("co_run"), source, "co_run");
   }
-  if (top.has("einsums")) {
-    const nlohmann::json& list = top.array("einsums");
-    for (size_t i = 0; i < list.size(); ++i) {
-      const std::string path = item_path("einsums", i);
-      JsonFields f(list[i], source, path);
-      f.allow_only({"a", "b", "out", "threads", "seconds"});
-      MeasuredEinsum e;
-      e.shapes.a = shape_from_json(f.required("a"), source, path + ".a");
-      e.shapes.b = shape_from_json(f.required("b"), source, path + ".b");
-      e.shapes.out = shape_from_json(f.required("out"), source, path + ".out");
-      e.shapes.threads = static_cast<int>(f.integer("threads", 1));
-      e.seconds = f.number("seconds", true);
-      d.einsums.push_back(std::move(e));
-    }
-  }
   if (top.has("einsum_in_situ")) {
     const nlohmann::json& points = top.array("einsum_in_situ");
     for (size_t i = 0; i < points.size(); ++i) {
@@ -323,16 +278,6 @@ nlohmann::json MachineProfile::to_json() const {
       {"kernels", kernels}};
   if (data_.has_progress) j["progress"] = progress_to_json(data_.progress);
   if (data_.has_co_run) j["co_run"] = co_run_to_json(data_.co_run);
-  if (!data_.einsums.empty()) {
-    nlohmann::json list = nlohmann::json::array();
-    for (const MeasuredEinsum& e : data_.einsums)
-      list.push_back({{"a", shape_to_json(e.shapes.a)},
-                      {"b", shape_to_json(e.shapes.b)},
-                      {"out", shape_to_json(e.shapes.out)},
-                      {"threads", e.shapes.threads},
-                      {"seconds", e.seconds}});
-    j["einsums"] = list;
-  }
   if (!data_.einsum_in_situ.empty()) {
     nlohmann::json points = nlohmann::json::array();
     for (const InSituPoint& p : data_.einsum_in_situ)
@@ -391,26 +336,6 @@ double MachineProfile::gemm_seconds(int64_t batch, int64_t m, int64_t n, int64_t
              "f32 GEMMs only so far; plan this machine in f32");
   const double flops = 2.0 * double(batch) * double(m) * double(n) * double(k);
   return flops / (grid.gflops(batch, m, n, k, threads) * 1e9);
-}
-
-std::optional<double> MachineProfile::measured_einsum_seconds(const Shape& a, const Shape& b,
-                                                              const Shape& out, int threads) const {
-  if (einsum_seconds_.empty()) return std::nullopt;
-  const auto it = einsum_seconds_.find(einsum_key(a, b, out, threads));
-  if (it == einsum_seconds_.end()) return std::nullopt;
-  return it->second;
-}
-
-MachineProfile MachineProfile::with_einsums(const std::vector<MeasuredEinsum>& more) const {
-  MachineProfileData d = data_;
-  for (const MeasuredEinsum& e : more) {
-    const std::string key = einsum_key(e.shapes.a, e.shapes.b, e.shapes.out, e.shapes.threads);
-    std::erase_if(d.einsums, [&](const MeasuredEinsum& old) {
-      return einsum_key(old.shapes.a, old.shapes.b, old.shapes.out, old.shapes.threads) == key;
-    });
-    d.einsums.push_back(e);
-  }
-  return MachineProfile(std::move(d), source_);
 }
 
 double MachineProfile::memory_seconds(double bytes, int threads) const {

@@ -17,9 +17,7 @@
 // ("co_run", calibrate_corun.h; a profile without it: factor 1, and
 // has_co_run() says so). An einsum inside a program takes the measured
 // in-situ factor for its size ("einsum_in_situ", einsum_in_situ.h; a
-// profile without it: factor 1). An einsum whose exact shapes the profile
-// measured ("einsums", measured_einsums.h; optional) is charged that time
-// instead of the grid's estimate.
+// profile without it: factor 1).
 //
 // The JSON form is versioned (kProfileVersion) and read strictly: an unknown
 // or missing key, a wrong type or a negative number is an error naming the
@@ -29,7 +27,6 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -38,7 +35,6 @@
 #include "tessel/plan/gemm_grid.h"
 #include "tessel/plan/hardware_model.h"
 #include "tessel/plan/kernel_rates.h"
-#include "tessel/plan/measured_einsums.h"
 
 namespace tessel::plan {
 
@@ -94,9 +90,6 @@ struct MachineProfileData {
   // Optional (profiles before session 9 lack it): the in-situ factor's
   // points (einsum_in_situ.h). Without it: factor 1.
   std::vector<InSituPoint> einsum_in_situ;
-  // Optional: einsums measured alone on their exact shapes (calibrate: the
-  // in-situ reference's; `plan --measure-einsums`: a config's).
-  std::vector<MeasuredEinsum> einsums;
 };
 
 // What a profile without a "progress" entry assumes: polled, every
@@ -161,11 +154,6 @@ class MachineProfile : public HardwareModel {
   double einsum_in_situ_factor(double flops, int threads) const override {
     return in_situ_.factor(flops, threads);
   }
-  std::optional<double> measured_einsum_seconds(const Shape& a, const Shape& b, const Shape& out,
-                                                int threads) const override;
-  // This profile with `more` measured einsums (an entry with the same key
-  // as an old one replaces it), the same source.
-  MachineProfile with_einsums(const std::vector<MeasuredEinsum>& more) const;
 
  private:
   const LinkFit& nearest_fit(const std::string& kind, int ranks, Link link) const;
@@ -174,7 +162,6 @@ class MachineProfile : public HardwareModel {
   std::string source_;
   GemmGrid f32_, bf16_;
   InSituCurve in_situ_;
-  std::unordered_map<std::string, double> einsum_seconds_;  // by einsum_key
 };
 
 }  // namespace tessel::plan

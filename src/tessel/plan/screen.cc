@@ -9,7 +9,6 @@
 #include "tessel/ir/builder.h"
 #include "tessel/passes/pipeline_stages.h"
 #include "tessel/plan/bf16_all_reduce_cost.h"
-#include "tessel/plan/forwarding_hardware.h"
 #include "tessel/schedule/schedule.h"
 #include "tessel/schedule/schedule_check.h"
 
@@ -18,17 +17,41 @@ namespace {
 
 // The hardware with every collective on one link: a unit's only
 // collectives are on its model axis, costed on the candidate's link.
-class PinnedLink : public ForwardingHardware {
+class PinnedLink : public HardwareModel {
  public:
-  PinnedLink(const HardwareModel& hw, Link link) : ForwardingHardware(hw), link_(link) {}
-  double collective_seconds(CollectiveKind kind, double bytes, int ranks, Link) const override {
-    return inner().collective_seconds(kind, bytes, ranks, link_);
+  PinnedLink(const HardwareModel& hw, Link link) : hw_(hw), link_(link) {}
+  std::string name() const override { return hw_.name(); }
+  double gemm_seconds(int64_t batch, int64_t m, int64_t n, int64_t k, Precision p,
+                      int threads) const override {
+    return hw_.gemm_seconds(batch, m, n, k, p, threads);
   }
-  double p2p_seconds(double bytes, Link) const override {
-    return inner().p2p_seconds(bytes, link_);
+  double memory_seconds(double bytes, int threads) const override {
+    return hw_.memory_seconds(bytes, threads);
+  }
+  double kernel_seconds(const std::string& op, double bytes, double flops, Precision p,
+                        int threads) const override {
+    return hw_.kernel_seconds(op, bytes, flops, p, threads);
+  }
+  double collective_seconds(CollectiveKind kind, double bytes, int ranks, Link) const override {
+    return hw_.collective_seconds(kind, bytes, ranks, link_);
+  }
+  double p2p_seconds(double bytes, Link) const override { return hw_.p2p_seconds(bytes, link_); }
+  int devices_per_node() const override { return hw_.devices_per_node(); }
+  int total_devices() const override { return hw_.total_devices(); }
+  int64_t device_memory_bytes() const override { return hw_.device_memory_bytes(); }
+  double peak_flops(Precision p, int threads) const override { return hw_.peak_flops(p, threads); }
+  CommProgress progress() const override { return hw_.progress(); }
+  CoRun co_run() const override { return hw_.co_run(); }
+  double compute_share(int ranks, int threads) const override {
+    return hw_.compute_share(ranks, threads);
+  }
+  EinsumCosting einsum_costing() const override { return hw_.einsum_costing(); }
+  double einsum_in_situ_factor(double flops, int threads) const override {
+    return hw_.einsum_in_situ_factor(flops, threads);
   }
 
  private:
+  const HardwareModel& hw_;
   Link link_;
 };
 
