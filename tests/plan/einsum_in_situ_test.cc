@@ -37,6 +37,14 @@ TEST(InSituCurve, InterpolatesInLogFlopsAndThreadsAndClampsBeyond) {
   EXPECT_DOUBLE_EQ(c.factor(0, 1), 1.0);  // an empty product
 }
 
+TEST(InSituCurve, APointBelowOneCountsAsOne) {
+  const InSituCurve c({{1, 20, 0.5}, {1, 30, 1.5}}, "p.json");
+  EXPECT_DOUBLE_EQ(c.factor(std::exp2(20), 1), 1.0);
+  EXPECT_DOUBLE_EQ(c.factor(std::exp2(10), 1), 1.0);
+  EXPECT_DOUBLE_EQ(c.factor(std::exp2(25), 1), 1.25);
+  EXPECT_DOUBLE_EQ(c.points().front().factor, 0.5);  // kept as measured
+}
+
 TEST(InSituCurve, RefusesBadPointsNamingTheKey) {
   const std::string where = "p.json: key 'einsum_in_situ'";
   EXPECT_NE(error_of([&] {

@@ -32,17 +32,19 @@ InSituCurve::InSituCurve(std::vector<InSituPoint> points, const std::string& whe
 }
 
 double InSituCurve::factor_at(int threads, double log2_flops) const {
+  // A point below 1 counts as 1 (the profile keeps what was measured).
+  auto f = [](const InSituPoint& p) { return std::max(1.0, p.factor); };
   const InSituPoint* previous = nullptr;
   for (const InSituPoint& p : points_) {
     if (p.threads != threads) continue;
     if (log2_flops <= p.log2_flops) {
-      if (!previous) return p.factor;
+      if (!previous) return f(p);
       const double t = (log2_flops - previous->log2_flops) / (p.log2_flops - previous->log2_flops);
-      return previous->factor + t * (p.factor - previous->factor);
+      return f(*previous) + t * (f(p) - f(*previous));
     }
     previous = &p;
   }
-  return previous->factor;
+  return f(*previous);
 }
 
 double InSituCurve::factor(double flops, int threads) const {
