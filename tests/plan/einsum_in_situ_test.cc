@@ -42,7 +42,12 @@ TEST(InSituCurve, APointBelowOneCountsAsOne) {
   EXPECT_DOUBLE_EQ(c.factor(std::exp2(20), 1), 1.0);
   EXPECT_DOUBLE_EQ(c.factor(std::exp2(10), 1), 1.0);
   EXPECT_DOUBLE_EQ(c.factor(std::exp2(25), 1), 1.25);
-  EXPECT_DOUBLE_EQ(c.points().front().factor, 0.5);  // kept as measured
+  // The profile keeps the point as measured, and charges it as 1.
+  MachineProfileData d = synthetic_profile_data();
+  d.einsum_in_situ = {{1, 20, 0.5}, {1, 30, 1.5}};
+  const MachineProfile p(d, "p.json");
+  EXPECT_DOUBLE_EQ(p.to_json()["einsum_in_situ"][0]["factor"].get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(p.einsum_in_situ_factor(std::exp2(20), 1), 1.0);
 }
 
 TEST(InSituCurve, RefusesBadPointsNamingTheKey) {

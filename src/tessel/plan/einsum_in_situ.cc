@@ -6,59 +6,50 @@
 #include <utility>
 
 #include "tessel/base/error.h"
+#include "tessel/plan/by_threads.h"
 #include "tessel/plan/cost_model.h"
 #include "tessel/plan/instruction_timing.h"
 #include "tessel/plan/kernel_rates.h"
 
 namespace tessel::plan {
 
-InSituCurve::InSituCurve(std::vector<InSituPoint> points, const std::string& where)
-    : points_(std::move(points)) {
-  for (size_t i = 0; i < points_.size(); ++i) {
-    const InSituPoint& p = points_[i];
+InSituCurve::InSituCurve(std::vector<InSituPoint> points, const std::string& where) {
+  for (size_t i = 0; i < points.size(); ++i) {
+    const InSituPoint& p = points[i];
     if (p.threads < 1) TS_THROW(where, "[", i, "]: threads must be at least 1, got ", p.threads);
     if (!(p.factor > 0) || !std::isfinite(p.factor))
       TS_THROW(where, "[", i, "]: factor must be positive, got ", p.factor);
     if (!std::isfinite(p.log2_flops)) TS_THROW(where, "[", i, "]: log2_flops must be finite");
   }
-  std::sort(points_.begin(), points_.end(), [](const InSituPoint& a, const InSituPoint& b) {
+  std::sort(points.begin(), points.end(), [](const InSituPoint& a, const InSituPoint& b) {
     return std::make_pair(a.threads, a.log2_flops) < std::make_pair(b.threads, b.log2_flops);
   });
-  for (size_t i = 1; i < points_.size(); ++i)
-    if (points_[i].threads == points_[i - 1].threads &&
-        points_[i].log2_flops == points_[i - 1].log2_flops)
-      TS_THROW(where, ": two points at ", points_[i].threads, " threads and log2_flops ",
-               points_[i].log2_flops);
+  for (const InSituPoint& p : points) {
+    if (lines_.empty() || lines_.back().threads != p.threads) lines_.push_back({p.threads, {}});
+    std::vector<InSituPoint>& line = lines_.back().points;
+    if (!line.empty() && line.back().log2_flops == p.log2_flops)
+      TS_THROW(where, ": two points at ", p.threads, " threads and log2_flops ", p.log2_flops);
+    line.push_back(p);
+  }
 }
 
-double InSituCurve::factor_at(int threads, double log2_flops) const {
+double InSituCurve::Line::at(double log2_flops) const {
   // A point below 1 counts as 1 (the profile keeps what was measured).
   auto f = [](const InSituPoint& p) { return std::max(1.0, p.factor); };
-  const InSituPoint* previous = nullptr;
-  for (const InSituPoint& p : points_) {
-    if (p.threads != threads) continue;
-    if (log2_flops <= p.log2_flops) {
-      if (!previous) return f(p);
-      const double t = (log2_flops - previous->log2_flops) / (p.log2_flops - previous->log2_flops);
-      return f(*previous) + t * (f(p) - f(*previous));
+  if (log2_flops <= points.front().log2_flops) return f(points.front());
+  for (size_t i = 1; i < points.size(); ++i)
+    if (log2_flops <= points[i].log2_flops) {
+      const InSituPoint &a = points[i - 1], &b = points[i];
+      const double t = (log2_flops - a.log2_flops) / (b.log2_flops - a.log2_flops);
+      return f(a) + t * (f(b) - f(a));
     }
-    previous = &p;
-  }
-  return f(*previous);
+  return f(points.back());
 }
 
 double InSituCurve::factor(double flops, int threads) const {
-  if (points_.empty() || !(flops > 0)) return 1;
+  if (lines_.empty() || !(flops > 0)) return 1;
   const double x = std::log2(flops);
-  int below = 0, above = 0;
-  for (const InSituPoint& p : points_) {
-    if (p.threads <= threads && p.threads > below) below = p.threads;
-    if (p.threads >= threads && (above == 0 || p.threads < above)) above = p.threads;
-  }
-  if (below == 0) return factor_at(above, x);
-  if (above == 0 || above == below) return factor_at(below, x);
-  const double t = double(threads - below) / (above - below);
-  return factor_at(below, x) + t * (factor_at(above, x) - factor_at(below, x));
+  return by_threads(lines_, threads, [x](const Line& l) { return l.at(x); });
 }
 
 std::vector<InSituPoint> measure_in_situ(const HardwareModel& grid_only,

@@ -5,9 +5,10 @@
 // operands, so they stay in cache. In a program an einsum reads activations
 // written many kernels earlier and weights last touched a pass ago, after
 // kernels that filled the cache with other data. Small products pay for
-// that the most: on this machine's Zen 3 at 1 thread, the 128-row MLP
-// products of the benchmark GPT took 12-27% and its attention products
-// 40-56% longer in the program than alone, the 1024-row ones the same.
+// that the most: on this machine's Zen 3 at 1 thread, the 128-row MLP and
+// projection products of the benchmark GPT took 5-27% and its attention
+// products 42-56% longer in the program than alone on their exact shapes,
+// the 1,024-row ones about the same (docs/performance.md, "Session 9").
 //
 // measure_in_situ() runs the one-block reference GPT's training program
 // (kernel_rate_config) at 1, 2, 4 and 8 sequences of 128 tokens (quick: 1
@@ -21,15 +22,14 @@
 // at the reference's shapes.
 //
 // InSituCurve interpolates the factor linearly in log2 FLOPs between the
-// points of a thread count and linearly in threads between measured thread
-// counts, clamped beyond both. A point below 1 counts as 1, as the co-run
-// factor does (the profile keeps what was measured): on Zen 3 the points
-// of the 512- and 1,024-row products came out 0.87-1.02 at 1 thread in
-// three calibrations and 0.61-1.06 at 2 threads, noise of the size of the
-// effect, and re-predicting one quiet
-// window's 20 runs of gpt-bench with the points taken as 1 gave MAPE 6.7%,
-// Spearman 0.949 and the top plan the best measured one
-// (docs/performance.md). Immutable; an empty curve is factor 1.
+// points of a thread count and in threads between measured thread counts
+// (by_threads.h), clamped beyond both. A point below 1 counts as 1, as the
+// co-run factor does (the profile keeps what was measured): on Zen 3 the
+// points of the 512- and 1,024-row products came out 0.87-1.02 at 1 thread
+// and 0.61-1.06 at 2 threads in three calibrations, noise of the size of
+// the effect; re-predicting one quiet window's 20 runs of gpt-bench with
+// them taken as 1 gave MAPE 6.7%, Spearman 0.949 and the top plan the best
+// measured one (docs/performance.md). Immutable; an empty curve is factor 1.
 #pragma once
 
 #include <string>
@@ -53,14 +53,17 @@ class InSituCurve {
   // log2_flops.
   InSituCurve(std::vector<InSituPoint> points, const std::string& where);
 
-  bool empty() const { return points_.empty(); }
-  const std::vector<InSituPoint>& points() const { return points_; }
+  bool empty() const { return lines_.empty(); }
   // The factor for an einsum of `flops` FLOPs at `threads` threads (1 when empty).
   double factor(double flops, int threads) const;
 
  private:
-  double factor_at(int threads, double log2_flops) const;  // one measured thread count
-  std::vector<InSituPoint> points_;                        // sorted by (threads, log2_flops)
+  struct Line {  // the points of one measured thread count
+    int threads = 1;
+    std::vector<InSituPoint> points;  // sorted by log2_flops
+    double at(double log2_flops) const;
+  };
+  std::vector<Line> lines_;  // one per thread count
 };
 
 // Measures the curve's points at each thread count (see above).

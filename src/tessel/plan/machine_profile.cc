@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "tessel/base/error.h"
+#include "tessel/plan/by_threads.h"
 #include "tessel/plan/json_fields.h"
 
 namespace tessel::plan {
@@ -16,21 +17,6 @@ const char* const kFitKinds[] = {"all_reduce", "all_gather", "reduce_scatter", "
                                  "send_recv"};
 
 const char* link_name(Link link) { return link == Link::kIntraNode ? "intra_node" : "inter_node"; }
-
-// Linear in threads between measured counts, clamped beyond them.
-template <typename T, typename Get>
-double by_threads(const std::vector<T>& rates, int threads, Get get) {
-  const T* below = nullptr;
-  const T* above = nullptr;
-  for (const T& r : rates) {
-    if (r.threads <= threads && (!below || r.threads > below->threads)) below = &r;
-    if (r.threads >= threads && (!above || r.threads < above->threads)) above = &r;
-  }
-  if (!below) return get(*above);
-  if (!above || above == below) return get(*below);
-  const double t = double(threads - below->threads) / (above->threads - below->threads);
-  return get(*below) + t * (get(*above) - get(*below));
-}
 
 std::string item_path(const std::string& key, size_t i) {
   return key + "[" + std::to_string(i) + "]";
