@@ -12,20 +12,13 @@
 #include <random>
 #include <vector>
 
+#include "common/random_values.h"
 #include "tessel/base/bf16.h"
 #include "tessel/kernels/einsum.h"
 #include "tessel/tensor/aligned_buffer.h"
 
 namespace tessel::kernels {
 namespace {
-
-std::vector<float> random_values(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
 
 // Round to the nearest bf16 (ties to even), kept in an f32.
 float to_bf16(float x) {

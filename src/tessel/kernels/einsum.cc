@@ -121,6 +121,44 @@ void gemm_call(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a
              " k=", k);
 }
 
+// Whether sgemm packing a transposed A with this leading dimension (in
+// floats) aliases in cache: a multiple of 2 KiB (einsum.h).
+bool aliasing_ld(int64_t ld) { return ld >= 512 && ld % 512 == 0; }
+
+// A leading dimension for `length` floats a line: whole 64-byte lines, and
+// not itself a multiple of 2 KiB.
+int64_t padded_ld(int64_t length) {
+  const int64_t ld = (length + 15) / 16 * 16;
+  return aliasing_ld(ld) ? ld + 16 : ld;
+}
+
+// Marks `op` (lines of `length` elements, `lines` of them a batch index) to
+// be copied with a padded leading dimension; returns the scratch it needs.
+int64_t plan_restride(GemmOperand& op, int64_t batch, int64_t lines, int64_t length) {
+  op.restride_lines = lines;
+  op.restride_length = length;
+  op.restride_ld = padded_ld(length);
+  return batch * lines * op.restride_ld;
+}
+
+// Copies the operand's lines into dense [batch, lines, restride_ld] scratch.
+void restride(const GemmOperand& op, int64_t batch, const float* x, float* dense) {
+  const int64_t lines = op.restride_lines, total = batch * lines;
+  const size_t bytes = static_cast<size_t>(op.restride_length) * sizeof(float);
+#pragma omp parallel for schedule(static) if (total * op.restride_length > (1 << 16))
+  for (int64_t t = 0; t < total; ++t) {
+    const int64_t i = t / lines, line = t % lines;
+    std::memcpy(dense + t * op.restride_ld, x + op.batch_offsets[i] + line * op.ld, bytes);
+  }
+}
+
+// Where batch index i of an operand starts, and its leading dimension, as
+// the sgemm reads it (in place, or from the restrided copy).
+int64_t read_offset(const GemmOperand& op, int64_t i) {
+  return op.restride_ld ? i * op.restride_lines * op.restride_ld : op.batch_offsets[i];
+}
+int64_t read_ld(const GemmOperand& op) { return op.restride_ld ? op.restride_ld : op.ld; }
+
 // Copies x (given by canonical sizes/strides) into dense canonical order.
 void gather_canonical(const GemmOperand& op, const float* x, float* dense) {
   expand(x, op.canon_strides.data(), dense, op.canon_sizes.data(),
@@ -170,6 +208,16 @@ EinsumPlan plan_einsum(const Shape& a, const Shape& b, const Shape& out) {
   if (p.a.permute) p.scratch_a = p.batch * p.m * p.k;
   if (p.b.permute) p.scratch_b = p.batch * p.k * p.n;
   if (p.c.permute) p.scratch_c = p.batch * p.m * p.n;
+  // An operand stored as k lines (a read transposed, b as stored) with a
+  // leading dimension that aliases is copied when the other operand's free
+  // dim is 64 to 383: there sgemm ran at half its rate on Zen 3. Beside fewer
+  // rows the copy costs more than it can save; beside 384 or more the
+  // slowdown measured 0-6%, less than the copy.
+  const auto thin = [](int64_t other) { return other >= 64 && other < 384; };
+  if (!p.a.permute && p.a.transposed && p.m > 1 && aliasing_ld(p.a.ld) && thin(p.n))
+    p.scratch_a = plan_restride(p.a, p.batch, p.k, p.m);
+  if (!p.b.permute && !p.b.transposed && p.n > 1 && aliasing_ld(p.b.ld) && thin(p.m))
+    p.scratch_b = plan_restride(p.b, p.batch, p.k, p.n);
   return p;
 }
 
@@ -198,13 +246,19 @@ void einsum(const EinsumPlan& p, const float* a, const float* b, float* out, flo
   const float* b_use = b;
   float* c_use = out;
   float* cursor = scratch;
-  if (p.a.permute) {
-    gather_canonical(p.a, a, cursor);
+  if (p.a.permute || p.a.restride_ld) {
+    if (p.a.permute)
+      gather_canonical(p.a, a, cursor);
+    else
+      restride(p.a, p.batch, a, cursor);
     a_use = cursor;
     cursor += p.scratch_a;
   }
-  if (p.b.permute) {
-    gather_canonical(p.b, b, cursor);
+  if (p.b.permute || p.b.restride_ld) {
+    if (p.b.permute)
+      gather_canonical(p.b, b, cursor);
+    else
+      restride(p.b, p.batch, b, cursor);
     b_use = cursor;
     cursor += p.scratch_b;
   }
@@ -212,14 +266,15 @@ void einsum(const EinsumPlan& p, const float* a, const float* b, float* out, flo
 
   if (p.k == 0 || p.m == 0 || p.n == 0) return;
   auto one = [&](int64_t i) {
-    const float* ai = a_use + p.a.batch_offsets[i];
-    const float* bi = b_use + p.b.batch_offsets[i];
+    const float* ai = a_use + read_offset(p.a, i);
+    const float* bi = b_use + read_offset(p.b, i);
     float* ci = c_use + p.c.batch_offsets[i];
     if (!p.swap) {
-      gemm_call(p.a.transposed, p.b.transposed, p.m, p.n, p.k, ai, p.a.ld, bi, p.b.ld, ci, p.c.ld);
+      gemm_call(p.a.transposed, p.b.transposed, p.m, p.n, p.k, ai, read_ld(p.a), bi, read_ld(p.b),
+                ci, p.c.ld);
     } else {
-      gemm_call(!p.b.transposed, !p.a.transposed, p.n, p.m, p.k, bi, p.b.ld, ai, p.a.ld, ci,
-                p.c.ld);
+      gemm_call(!p.b.transposed, !p.a.transposed, p.n, p.m, p.k, bi, read_ld(p.b), ai, read_ld(p.a),
+                ci, p.c.ld);
     }
   };
   if (p.batch == 1) {
