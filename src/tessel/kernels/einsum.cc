@@ -132,30 +132,29 @@ int64_t padded_ld(int64_t length) {
   return aliasing_ld(ld) ? ld + 16 : ld;
 }
 
-// Marks `op` (lines of `length` elements, `lines` of them a batch index) to
-// be copied with a padded leading dimension; returns the scratch it needs.
+// Marks `op` to be copied with a padded leading dimension; returns the
+// scratch it needs (`lines` lines of `length` elements a batch index).
 int64_t plan_restride(GemmOperand& op, int64_t batch, int64_t lines, int64_t length) {
-  op.restride_lines = lines;
-  op.restride_length = length;
   op.restride_ld = padded_ld(length);
   return batch * lines * op.restride_ld;
 }
 
 // Copies the operand's lines into dense [batch, lines, restride_ld] scratch.
-void restride(const GemmOperand& op, int64_t batch, const float* x, float* dense) {
-  const int64_t lines = op.restride_lines, total = batch * lines;
-  const size_t bytes = static_cast<size_t>(op.restride_length) * sizeof(float);
-#pragma omp parallel for schedule(static) if (total * op.restride_length > (1 << 16))
+void restride(const GemmOperand& op, int64_t batch, int64_t lines, int64_t length, const float* x,
+              float* dense) {
+  const int64_t total = batch * lines;
+  const size_t bytes = static_cast<size_t>(length) * sizeof(float);
+#pragma omp parallel for schedule(static) if (total * length > (1 << 16))
   for (int64_t t = 0; t < total; ++t) {
     const int64_t i = t / lines, line = t % lines;
     std::memcpy(dense + t * op.restride_ld, x + op.batch_offsets[i] + line * op.ld, bytes);
   }
 }
 
-// Where batch index i of an operand starts, and its leading dimension, as
-// the sgemm reads it (in place, or from the restrided copy).
-int64_t read_offset(const GemmOperand& op, int64_t i) {
-  return op.restride_ld ? i * op.restride_lines * op.restride_ld : op.batch_offsets[i];
+// Where batch index i of an operand of `lines` k lines starts, and its
+// leading dimension, as the sgemm reads it (in place, or from the copy).
+int64_t read_offset(const GemmOperand& op, int64_t i, int64_t lines) {
+  return op.restride_ld ? i * lines * op.restride_ld : op.batch_offsets[i];
 }
 int64_t read_ld(const GemmOperand& op) { return op.restride_ld ? op.restride_ld : op.ld; }
 
@@ -163,6 +162,21 @@ int64_t read_ld(const GemmOperand& op) { return op.restride_ld ? op.restride_ld 
 void gather_canonical(const GemmOperand& op, const float* x, float* dense) {
   expand(x, op.canon_strides.data(), dense, op.canon_sizes.data(),
          static_cast<int>(op.canon_sizes.size()));
+}
+
+// The operand as the sgemm reads it: permuted or restrided into the scratch
+// at `cursor` (which then moves past its `scratch` elements), else `x`.
+// `length` is its free dim's size (m for a, n for b).
+const float* staged(const GemmOperand& op, const float* x, int64_t batch, int64_t k, int64_t length,
+                    int64_t scratch, float*& cursor) {
+  if (!op.permute && !op.restride_ld) return x;
+  if (op.permute)
+    gather_canonical(op, x, cursor);
+  else
+    restride(op, batch, k, length, x, cursor);
+  const float* copy = cursor;
+  cursor += scratch;
+  return copy;
 }
 
 // Scatters dense canonical C into the output's own layout.
@@ -242,32 +256,15 @@ EinsumPlan plan_einsum_memo(const Shape& a, const Shape& b, const Shape& out) {
 }
 
 void einsum(const EinsumPlan& p, const float* a, const float* b, float* out, float* scratch) {
-  const float* a_use = a;
-  const float* b_use = b;
-  float* c_use = out;
   float* cursor = scratch;
-  if (p.a.permute || p.a.restride_ld) {
-    if (p.a.permute)
-      gather_canonical(p.a, a, cursor);
-    else
-      restride(p.a, p.batch, a, cursor);
-    a_use = cursor;
-    cursor += p.scratch_a;
-  }
-  if (p.b.permute || p.b.restride_ld) {
-    if (p.b.permute)
-      gather_canonical(p.b, b, cursor);
-    else
-      restride(p.b, p.batch, b, cursor);
-    b_use = cursor;
-    cursor += p.scratch_b;
-  }
-  if (p.c.permute) c_use = cursor;
+  const float* a_use = staged(p.a, a, p.batch, p.k, p.m, p.scratch_a, cursor);
+  const float* b_use = staged(p.b, b, p.batch, p.k, p.n, p.scratch_b, cursor);
+  float* c_use = p.c.permute ? cursor : out;
 
   if (p.k == 0 || p.m == 0 || p.n == 0) return;
   auto one = [&](int64_t i) {
-    const float* ai = a_use + read_offset(p.a, i);
-    const float* bi = b_use + read_offset(p.b, i);
+    const float* ai = a_use + read_offset(p.a, i, p.k);
+    const float* bi = b_use + read_offset(p.b, i, p.k);
     float* ci = c_use + p.c.batch_offsets[i];
     if (!p.swap) {
       gemm_call(p.a.transposed, p.b.transposed, p.m, p.n, p.k, ai, read_ld(p.a), bi, read_ld(p.b),

@@ -36,10 +36,10 @@ struct GemmOperand {
   bool transposed = false;             // stored as (cols, rows)
   int64_t ld = 1;                      // leading dimension as stored
   std::vector<int64_t> batch_offsets;  // element offset of each batch index
-  // Nonzero: copy the operand's stored lines (restride_lines of
-  // restride_length contiguous elements, `ld` apart) into dense scratch
-  // [batch, lines, restride_ld] first and read it from there.
-  int64_t restride_ld = 0, restride_lines = 0, restride_length = 0;
+  // Nonzero: copy the operand's stored lines (k of them, each its free
+  // dim's elements, `ld` apart) into dense scratch [batch, k, restride_ld]
+  // first and read it from there.
+  int64_t restride_ld = 0;
 };
 
 struct EinsumPlan {

@@ -8,10 +8,11 @@
 // does, binds parameters and runs it `repeats` times after a warm-up, timing
 // each instruction between the program's progress-hook calls (the last one up
 // to the end of the run). Per instruction the median of the runs counts
-// (instruction_timing.h: what a step typically spends there); instructions are grouped by kind: an
-// einsum by its GEMM (batch, m, n, k), anything else by its op name. The prediction is the cost
-// model's own per-instruction charge (einsum_seconds, HardwareModel::kernel_seconds) at one rank of
-// `threads` threads with a core of its own.
+// (instruction_timing.h: what a step typically spends there); instructions
+// are grouped by kind: an einsum by its GEMM (batch, m, n, k), anything
+// else by its op name. The prediction is the cost model's own
+// per-instruction charge (einsum_seconds, HardwareModel::kernel_seconds) at
+// one rank of `threads` threads with a core of its own.
 #pragma once
 
 #include <string>

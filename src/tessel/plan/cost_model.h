@@ -7,9 +7,10 @@
 //     (batch, m, n, k) plus the copies of operands it permutes into scratch
 //     (einsum_seconds: the compiled kernel's on this machine, a device
 //     GEMM's on a cluster), times the profile's in-situ factor for its
-//     size on this machine (einsum_in_situ.h); any other kernel as a memory-bound pass over its
-//     inputs and output, or its FLOPs at peak when that is slower; views
-//     cost nothing; every kernel's time times the ranks sharing a core
+//     size on this machine (einsum_in_situ.h); any other kernel as a
+//     memory-bound pass over its inputs and output, or its FLOPs at peak
+//     when that is slower; views cost nothing; every kernel's time times
+//     the ranks sharing a core
 //     (HardwareModel::compute_share) when they outnumber the cores;
 //   - a blocking collective (tensor- and sequence-parallel activations,
 //     ZeRO-3 gathers) by alpha-beta on the link its mesh axis spans, on the
