@@ -71,9 +71,8 @@ int run_bench_step(const BenchOptions& opt) {
       {"gflops", gflops},
       {"peak_gflops_1core", peak1},
       {"peak_gflops_all_cores", peak_all},
-      {"peak_isa", peak_isa.empty() ? "amx (not probed)" : peak_isa},
-      // null where the peak is not probed (AMX): never a fraction against the wrong units
-      {"fraction_of_peak", peak_all > 0 ? nlohmann::json(gflops / peak_all) : nlohmann::json()},
+      {"peak_isa", peak_isa},
+      {"fraction_of_peak", gflops / peak_all},
       {"precision", config.precision},
       {"onednn_isa", kernels::onednn_cpu_isa()},
       {"arena_mib", trainer.arena_bytes() / 1048576.0},

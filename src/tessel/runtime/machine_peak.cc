@@ -2,12 +2,16 @@
 
 #include <immintrin.h>
 #include <omp.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <iterator>
 #include <string>
 
+#include "tessel/base/bf16.h"
 #include "tessel/base/error.h"
 
 namespace tessel {
@@ -91,6 +95,70 @@ __attribute__((target("avx512f,avx512bf16"))) float dpbf16_chunks(int64_t chunks
   return total;
 }
 
+// AMX-BF16 tile products (tdpbf16ps): each multiplies a 16 x 32 bf16 tile by a
+// 32 x 16 one (as 16 rows of bf16 pairs) into a 16 x 16 f32 tile, 16 * 16 *
+// 32 products and sums, 16384 flops per instruction. Four accumulator tiles
+// (tmm0-3) over two A tiles (tmm4-5) and two B tiles (tmm6-7) keep four
+// independent chains in flight. Operands are small constants: no overflow, no
+// denormals. Each call loads its own tile configuration (per thread) and
+// releases the tiles before returning.
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t bytes_per_row[16] = {};
+  uint8_t rows[16] = {};
+};
+constexpr int64_t kAmxFlopsPerTileProduct = 16 * 16 * 32 * 2;
+constexpr int kAmxChains = 4;
+
+__attribute__((target("amx-tile,amx-bf16"))) float amx_chunks(int64_t chunks, float a, float b) {
+  TileConfig config;
+  for (int t = 0; t < 8; ++t) {
+    config.rows[t] = 16;
+    config.bytes_per_row[t] = 64;
+  }
+  alignas(64) uint16_t operand_a[16 * 32], operand_b[16 * 32];
+  alignas(64) float result[16 * 16];
+  std::fill(std::begin(operand_a), std::end(operand_a), f32_to_bf16_bits(a));
+  std::fill(std::begin(operand_b), std::end(operand_b), f32_to_bf16_bits(b));
+  _tile_loadconfig(&config);
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  _tile_loadd(4, operand_a, 64);
+  _tile_loadd(5, operand_a, 64);
+  _tile_loadd(6, operand_b, 64);
+  _tile_loadd(7, operand_b, 64);
+  for (int64_t c = 0; c < chunks; ++c) {
+    for (int64_t it = 0; it < kChunk / 16; ++it) {
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_dpbf16ps(1, 4, 7);
+      _tile_dpbf16ps(2, 5, 6);
+      _tile_dpbf16ps(3, 5, 7);
+    }
+  }
+  float total = 0;
+  _tile_stored(0, result, 64);
+  for (float v : result) total += v;
+  _tile_stored(3, result, 64);
+  for (float v : result) total += v;
+  _tile_release();
+  return total;
+}
+
+// Linux hands out the AMX tile state only to processes that ask for it
+// (ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA); oneDNN asks the same way.
+// True where the kernel granted it (once per process; asking again is
+// harmless).
+bool amx_tiles_usable() {
+  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  static const bool granted = __builtin_cpu_supports("amx-bf16") &&
+                              syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  return granted;
+}
+
 float fma_chunks_scalar(int64_t chunks, float a, float b) {
   float acc[kAccumulators];
   for (int i = 0; i < kAccumulators; ++i) acc[i] = 0.01f * static_cast<float>(i);
@@ -157,7 +225,7 @@ std::string fma_probe_isa() {
 }
 
 std::string bf16_probe_isa() {
-  if (__builtin_cpu_supports("amx-bf16")) return "";  // AMX: no probe yet (see header)
+  if (amx_tiles_usable()) return "amx_bf16";
   if (__builtin_cpu_supports("avx512bf16")) return "avx512_bf16";
   return fma_probe_isa();
 }
@@ -179,7 +247,10 @@ double measure_fma_peak_gflops(int threads, double seconds) {
 double measure_bf16_peak_gflops(int threads, double seconds) {
   check_args("measure_bf16_peak_gflops", threads, seconds);
   const std::string isa = bf16_probe_isa();
-  if (isa.empty()) return 0;
+  if (isa == "amx_bf16")
+    return measure(threads, seconds, amx_chunks,
+                   static_cast<double>(kChunk / 16) * kAmxChains * kAmxFlopsPerTileProduct, 1.0f,
+                   1e-6f);
   if (isa != "avx512_bf16") return measure_fma_peak_gflops(threads, seconds);
   volatile float va = 1.0f, vb = 1e-6f;
   return measure(threads, seconds, dpbf16_chunks,

@@ -4,7 +4,8 @@
 // number of OpenMP threads and reports the achieved rate, so roofline and
 // MFU figures compare against what the cores actually deliver rather than a
 // datasheet. Counts 2 flops per FMA lane (f32: 16 lanes per AVX-512 register,
-// 8 per AVX2 one) and 4 per bf16 dot-product lane (two products and sums).
+// 8 per AVX2 one), 4 per bf16 dot-product lane (two products and sums) and
+// 16384 per AMX tile product (16 x 16 outputs of 32 products and sums).
 // The instruction set is chosen at run time from what the CPU reports, never
 // assumed at build time.
 #pragma once
@@ -15,9 +16,9 @@ namespace tessel {
 
 // The f32 FMA the probe uses on this CPU: "avx512f", "avx2" or "scalar".
 std::string fma_probe_isa();
-// The bf16 probe: "avx512_bf16" (vdpbf16ps), else the f32 probe's name (bf16
-// is emulated in f32 units there); "" on AMX CPUs, whose tile peak is not
-// probed yet (a vdpbf16ps figure would understate it).
+// The bf16 probe: "amx_bf16" (tdpbf16ps tile products) where the CPU has AMX
+// and Linux grants this process the tile state, else "avx512_bf16"
+// (vdpbf16ps), else the f32 probe's name (bf16 is emulated in f32 units there).
 std::string bf16_probe_isa();
 
 // Achieved f32 GFLOP/s summed over `threads` OpenMP threads running FMA
@@ -28,7 +29,7 @@ std::string bf16_probe_isa();
 double measure_fma_peak_gflops(int threads, double seconds = 0.2);
 
 // The same for bf16 products with f32 accumulation (bf16_probe_isa()): the
-// denominator of a bf16 run's fraction of peak. 0 where bf16_probe_isa() is "".
+// denominator of a bf16 run's fraction of peak.
 double measure_bf16_peak_gflops(int threads, double seconds = 0.2);
 
 }  // namespace tessel
