@@ -88,7 +88,8 @@ void check_against_reference(const Case& c, Bf16Route route) {
   std::vector<uint16_t> a_bf16(a.size()), b_bf16(b.size());
   Bf16Convert(static_cast<int64_t>(a.size())).run(a.data(), a_bf16.data());
   Bf16Convert(static_cast<int64_t>(b.size())).run(b.data(), b_bf16.data());
-  for (Bf16Inputs in : {Bf16Inputs{true, false}, Bf16Inputs{false, true}, Bf16Inputs{true, true}}) {
+  for (Bf16Operands in :
+       {Bf16Operands{true, false}, Bf16Operands{false, true}, Bf16Operands{true, true}}) {
     EinsumBf16 pre(c.a, c.b, c.out, true, in, route);
     AlignedBuffer pre_scratch(pre.scratch_bytes());
     std::vector<float> pre_out(out.size(), -1.0f);
@@ -130,7 +131,7 @@ TEST_P(EinsumBf16Test, WidenedF32IsTheF32GemmOnRoundedOperands) {
   einsum(plan, a16.data(), b16.data(), want.data(), plan_scratch.data());
   std::vector<uint16_t> b_bits(b.size());
   round_to_bf16(b.data(), b_bits.data(), static_cast<int64_t>(b.size()));
-  for (Bf16Inputs in : {Bf16Inputs{false, false}, Bf16Inputs{false, true}}) {
+  for (Bf16Operands in : {Bf16Operands{false, false}, Bf16Operands{false, true}}) {
     EinsumBf16 op(c.a, c.b, c.out, true, in, Bf16Route::kWidenedF32);
     // Both f32 copies and the f32 plan's own permute scratch.
     const size_t floats = c.a.numel() + c.b.numel() + plan.scratch_elements();

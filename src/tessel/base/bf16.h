@@ -29,6 +29,13 @@ inline float bf16_bits_to_f32(uint16_t h) {
   return x;
 }
 
+// A kernel's store of one f32 result into its output: as is into f32, rounded
+// to nearest even into bf16. Kernels templated on their output type call it,
+// so a bf16-stored value is written once, in bf16, with the bits
+// round_to_bf16 would give the f32 result.
+inline void store_result(float* out, float v) { *out = v; }
+inline void store_result(uint16_t* out, float v) { *out = f32_to_bf16_bits(v); }
+
 // in (n) f32 -> out (n) bf16, rounded to nearest even.
 void round_to_bf16(const float* in, uint16_t* out, int64_t n);
 // in (n) f32 -> out (n) f32 holding the bf16-rounded values (in and out may alias).

@@ -83,10 +83,11 @@ Bf16Route plan_bf16_route() { return plan_route_override().value_or(bf16_route()
 struct EinsumBf16::Impl {
   bool empty = false;  // a zero-sized m, n, k or batch: nothing to compute
   Bf16Route route = Bf16Route::kOneDnn;
-  // kWidenedF32: the f32 plan over the operands' own shapes, and their sizes.
+  // kWidenedF32: the f32 plan over the operands' own shapes, and their sizes
+  // (c_bytes: the f32 result of a bf16 output, before rounding).
   EinsumPlan plan;
-  int64_t a_numel = 0, b_numel = 0;
-  Bf16Inputs inputs;
+  int64_t a_numel = 0, b_numel = 0, c_numel = 0;
+  Bf16Operands operands;
   // Reorders of a and b into dense bf16, and of staged f32 C into out.
   memory::desc a_src, a_dst, b_src, b_dst, c_stage, c_out;
   memory::desc mm_a, mm_b, mm_c;                // the matmul's view: [batch.., M, K] etc.
@@ -100,22 +101,24 @@ struct EinsumBf16::Impl {
 };
 
 EinsumBf16::EinsumBf16(const Shape& a, const Shape& b, const Shape& out, bool create_primitives,
-                       Bf16Inputs bf16_inputs, std::optional<Bf16Route> route)
+                       Bf16Operands bf16_operands, std::optional<Bf16Route> route)
     : impl_(std::make_unique<Impl>()) {
   impl_->route = route.value_or(create_primitives ? bf16_route() : plan_bf16_route());
-  impl_->inputs = bf16_inputs;
+  impl_->operands = bf16_operands;
   if (impl_->route == Bf16Route::kWidenedF32) {
     // Both operands as f32 copies of their bf16 values, in their own
     // (row-major) order, so the f32 plan over the same shapes reads them.
     Impl& p = *impl_;
     p.a_numel = a.numel();
     p.b_numel = b.numel();
+    p.c_numel = out.numel();
     p.empty = p.a_numel == 0 || p.b_numel == 0 || out.numel() == 0;
     if (p.empty) return;
     p.plan = plan_einsum(a, b, out);
     p.a_bytes = round_up(static_cast<size_t>(p.a_numel) * sizeof(float));
     p.b_bytes = round_up(static_cast<size_t>(p.b_numel) * sizeof(float));
     p.pad_bytes = round_up(static_cast<size_t>(p.plan.scratch_elements()) * sizeof(float));
+    if (bf16_operands.out) p.c_bytes = round_up(static_cast<size_t>(out.numel()) * sizeof(float));
     p.impl_name = std::string("f32 sgemm on widened bf16 operands (") + onednn_cpu_isa() + ")";
     return;
   }
@@ -137,7 +140,7 @@ EinsumBf16::EinsumBf16(const Shape& a, const Shape& b, const Shape& out, bool cr
   };
   sizes_strides(a, a_order, sizes, strides);
   if (product(sizes, 0, sizes.size()) == 0) p.empty = true;
-  p.a_src = memory::desc(sizes, type_of(bf16_inputs.a), strides);
+  p.a_src = memory::desc(sizes, type_of(bf16_operands.a), strides);
   p.a_dst = memory::desc(sizes, memory::data_type::bf16, dense_strides(sizes));
   Dims batch(sizes.begin(), sizes.begin() + nb);
   const int64_t M = product(sizes, nb, nb + g.m.size());
@@ -146,7 +149,7 @@ EinsumBf16::EinsumBf16(const Shape& a, const Shape& b, const Shape& out, bool cr
 
   sizes_strides(b, b_order, sizes, strides);
   if (product(sizes, 0, sizes.size()) == 0) p.empty = true;
-  p.b_src = memory::desc(sizes, type_of(bf16_inputs.b), strides);
+  p.b_src = memory::desc(sizes, type_of(bf16_operands.b), strides);
   p.b_dst = memory::desc(sizes, memory::data_type::bf16, dense_strides(sizes));
   const int64_t N = product(sizes, nb + g.k.size(), nb + g.k.size() + g.n.size());
   p.b_bytes = round_up(product(sizes, 0, sizes.size()) * sizeof(uint16_t));
@@ -154,7 +157,7 @@ EinsumBf16::EinsumBf16(const Shape& a, const Shape& b, const Shape& out, bool cr
   sizes_strides(out, c_order, sizes, strides);
   if (product(sizes, 0, sizes.size()) == 0) p.empty = true;
   if (p.empty) return;
-  p.c_out = memory::desc(sizes, memory::data_type::f32, strides);
+  p.c_out = memory::desc(sizes, type_of(bf16_operands.out), strides);
   p.c_stage = memory::desc(sizes, memory::data_type::f32, dense_strides(sizes));
 
   auto matrix = [&](int64_t rows, int64_t cols, memory::data_type type) {
@@ -180,8 +183,8 @@ EinsumBf16::EinsumBf16(const Shape& a, const Shape& b, const Shape& out, bool cr
     st.push_back(cs);
     return memory::desc(d, memory::data_type::bf16, st);
   };
-  if (bf16_inputs.a) p.a_direct = strided(a, g.m, g.k, M, K);
-  if (bf16_inputs.b) p.b_direct = strided(b, g.k, g.n, K, N);
+  if (bf16_operands.a) p.a_direct = strided(a, g.m, g.k, M, K);
+  if (bf16_operands.b) p.b_direct = strided(b, g.k, g.n, K, N);
 
   if (!onednn_has_bf16_matmul()) {
     // Sizes only, on a CPU with no bf16 matmul (a plan for another machine):
@@ -238,7 +241,7 @@ EinsumBf16::EinsumBf16(const Shape& a, const Shape& b, const Shape& out, bool cr
     d.push_back(N);
     st.push_back(ms);
     st.push_back(ns);
-    p.mm_c = memory::desc(d, memory::data_type::f32, st);
+    p.mm_c = memory::desc(d, type_of(bf16_operands.out), st);
     in_place = try_matmul(p.mm_c, mm_pd);
   }
   if (!in_place) {
@@ -289,23 +292,29 @@ std::string EinsumBf16::implementation() const { return impl_->impl_name; }
 
 Bf16Route EinsumBf16::route() const { return impl_->route; }
 
-void EinsumBf16::run(const void* a, const void* b, float* out, void* scratch) const {
+void EinsumBf16::run(const void* a, const void* b, void* out, void* scratch) const {
   const Impl& p = *impl_;
   if (p.empty) return;
   if (p.route == Bf16Route::kWidenedF32) {
     uint8_t* base = static_cast<uint8_t*>(scratch);
     float* a32 = reinterpret_cast<float*>(base);
     float* b32 = reinterpret_cast<float*>(base + p.a_bytes);
-    float* pad = reinterpret_cast<float*>(base + p.a_bytes + p.b_bytes);
-    if (p.inputs.a)
+    float* c32 = reinterpret_cast<float*>(base + p.a_bytes + p.b_bytes);
+    float* pad = reinterpret_cast<float*>(base + p.a_bytes + p.b_bytes + p.c_bytes);
+    if (p.operands.a)
       widen_bf16(static_cast<const uint16_t*>(a), a32, p.a_numel);
     else
       round_bf16_in_f32(static_cast<const float*>(a), a32, p.a_numel);
-    if (p.inputs.b)
+    if (p.operands.b)
       widen_bf16(static_cast<const uint16_t*>(b), b32, p.b_numel);
     else
       round_bf16_in_f32(static_cast<const float*>(b), b32, p.b_numel);
-    einsum(p.plan, a32, b32, out, pad);
+    if (!p.operands.out) {
+      einsum(p.plan, a32, b32, static_cast<float*>(out), pad);
+      return;
+    }
+    einsum(p.plan, a32, b32, c32, pad);
+    round_to_bf16(c32, static_cast<uint16_t*>(out), p.c_numel);
     return;
   }
   TS_CHECK(p.mm, "einsum bf16: primitives were not created (a plan-only instance)");
@@ -363,7 +372,7 @@ Bf16Convert::Bf16Convert(int64_t n, bool create_primitive)
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   dnnl::reorder::primitive_desc pd(cpu_engine(), impl_->from, cpu_engine(), impl_->to, attr);
   TS_CHECK(pd.scratchpad_desc().get_size() == 0,
-           "bf16 weight copy: oneDNN asks for scratch the memory plan does not hold");
+           "bf16 copy: oneDNN asks for scratch the memory plan does not hold");
   if (create_primitive) impl_->reorder = dnnl::reorder(pd);
 }
 
@@ -377,7 +386,7 @@ void Bf16Convert::run(const float* in, void* out) const {
     round_to_bf16(in, static_cast<uint16_t*>(out), n_);
     return;
   }
-  TS_CHECK(impl_->reorder, "bf16 weight copy: a plan-only instance");
+  TS_CHECK(impl_->reorder, "bf16 copy: a plan-only instance");
   memory from(impl_->from, cpu_engine(), const_cast<float*>(in)), to(impl_->to, cpu_engine(), out);
   impl_->reorder.execute(cpu_stream(), {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
   cpu_stream().wait();

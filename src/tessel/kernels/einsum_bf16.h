@@ -4,9 +4,11 @@
 // in canonical order, [batch.., m.., k..] for a and [batch.., k.., n..] for
 // b, by a oneDNN reorder that reads the operand's own strides (so attention's
 // (batch, seq, heads, head) layouts need no f32 transpose first). The matmul
-// multiplies them with f32 accumulation and writes f32 straight into the
-// output's own strides when oneDNN has an optimised kernel for that layout;
-// otherwise into dense f32 scratch, reordered into the output afterwards.
+// multiplies them with f32 accumulation and writes the output (f32, or bf16
+// rounded to nearest even where the caller stores it in bf16) straight into
+// its own strides when oneDNN has an optimised kernel for that layout;
+// otherwise into dense f32 scratch, reordered (and rounded) into the output
+// afterwards.
 // Every byte it needs (the bf16 copies, the f32 staging, oneDNN's own
 // scratchpad) is in scratch_bytes(), so the memory plan reserves it.
 // Primitives are created once, in the constructor; run() allocates nothing
@@ -18,7 +20,8 @@
 // in its own order, and the f32 GEMM of kernels/einsum.h multiplies them.
 // A product of two bf16 values is exact in f32, so only the summation order
 // differs from a bf16 matmul with f32 accumulation. Its scratch (both f32
-// copies and the f32 plan's own permute scratch) is in scratch_bytes() too.
+// copies, the f32 plan's own permute scratch and, for a bf16 output, the f32
+// result before rounding) is in scratch_bytes() too.
 #pragma once
 
 #include <cstddef>
@@ -44,12 +47,14 @@ Bf16Route bf16_route();
 void set_plan_bf16_route(std::optional<Bf16Route> route);
 Bf16Route plan_bf16_route();
 
-// Which operands run() receives already in bf16 (row-major over their own
-// shape, e.g. a weight's once-per-step copy): the matmul reads them in place
-// where oneDNN has an optimised kernel for their strides, else they are
-// reordered (bf16 to bf16) into the dense scratch copy.
-struct Bf16Inputs {
-  bool a = false, b = false;
+// Which operands run() takes in bf16 (row-major over their own shape). An
+// input given in bf16 (a weight's once-per-step copy, a bf16-stored
+// activation) is read in place where oneDNN has an optimised kernel for its
+// strides, else reordered (bf16 to bf16) into the dense scratch copy. A bf16
+// output (a value stored in bf16) receives the f32 result rounded to nearest
+// even: the same bits as writing f32 and rounding it afterwards.
+struct Bf16Operands {
+  bool a = false, b = false, out = false;
 };
 
 class EinsumBf16 {
@@ -63,15 +68,15 @@ class EinsumBf16 {
   // with create_primitives throws a clear error where
   // onednn_has_bf16_matmul() is false.
   EinsumBf16(const Shape& a, const Shape& b, const Shape& out, bool create_primitives = true,
-             Bf16Inputs bf16_inputs = {}, std::optional<Bf16Route> route = std::nullopt);
+             Bf16Operands bf16_operands = {}, std::optional<Bf16Route> route = std::nullopt);
   ~EinsumBf16();
   EinsumBf16(EinsumBf16&&) noexcept;
   EinsumBf16& operator=(EinsumBf16&&) noexcept;
 
   size_t scratch_bytes() const;
-  // out = einsum(a, b); a and b are f32, or bf16 as given in the constructor;
-  // scratch holds scratch_bytes() bytes, 64-byte aligned.
-  void run(const void* a, const void* b, float* out, void* scratch) const;
+  // out = einsum(a, b); a, b and out are f32, or bf16 as given in the
+  // constructor; scratch holds scratch_bytes() bytes, 64-byte aligned.
+  void run(const void* a, const void* b, void* out, void* scratch) const;
   // oneDNN's name for the matmul implementation it chose (e.g.
   // "brg:avx512_core_bf16"), or the widened route's description.
   std::string implementation() const;
@@ -83,7 +88,8 @@ class EinsumBf16 {
 };
 
 // Rounds n f32 values to bf16 (nearest even) in the same order: the
-// once-per-step copy of a weight. One oneDNN reorder, created once, where
+// once-per-step copy of a weight, or of an activation several einsums read.
+// One oneDNN reorder, created once, where
 // oneDNN has bf16 (AVX-512 and up); else base/bf16.h's loop (the
 // same values).
 class Bf16Convert {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "tessel/base/bf16.h"
 #include "tessel/base/error.h"
 #include "tessel/kernels/fast_math.h"
 #include "tessel/kernels/partition.h"
@@ -165,29 +166,29 @@ struct Div {
 };
 
 // out (n) = a[i * sa] op b[i * sb], specialised on the common stride patterns.
-template <typename Op>
-inline void binary_row(Op op, const float* a, int64_t sa, const float* b, int64_t sb, float* out,
+template <typename Op, typename Out>
+inline void binary_row(Op op, const float* a, int64_t sa, const float* b, int64_t sb, Out* out,
                        int64_t n) {
   if (sa == 1 && sb == 1) {
 #pragma omp simd
-    for (int64_t i = 0; i < n; ++i) out[i] = op(a[i], b[i]);
+    for (int64_t i = 0; i < n; ++i) store_result(out + i, op(a[i], b[i]));
   } else if (sa == 1 && sb == 0) {
     const float bv = *b;
 #pragma omp simd
-    for (int64_t i = 0; i < n; ++i) out[i] = op(a[i], bv);
+    for (int64_t i = 0; i < n; ++i) store_result(out + i, op(a[i], bv));
   } else if (sa == 0 && sb == 1) {
     const float av = *a;
 #pragma omp simd
-    for (int64_t i = 0; i < n; ++i) out[i] = op(av, b[i]);
+    for (int64_t i = 0; i < n; ++i) store_result(out + i, op(av, b[i]));
   } else {
 #pragma omp simd
-    for (int64_t i = 0; i < n; ++i) out[i] = op(a[i * sa], b[i * sb]);
+    for (int64_t i = 0; i < n; ++i) store_result(out + i, op(a[i * sa], b[i * sb]));
   }
 }
 
-template <typename Op>
+template <typename Op, typename Out>
 void binary_impl(Op op, const float* a, const int64_t* a_strides, const float* b,
-                 const int64_t* b_strides, float* out, const int64_t* out_sizes, int rank) {
+                 const int64_t* b_strides, Out* out, const int64_t* out_sizes, int rank) {
   const int64_t* strides[2] = {a_strides, b_strides};
   const Collapsed c = collapse(out_sizes, rank, 2, strides);
   if (c.numel == 0) return;
@@ -197,7 +198,7 @@ void binary_impl(Op op, const float* a, const int64_t* a_strides, const float* b
     // Both contiguous, same shape.
     const int64_t n = c.numel;
 #pragma omp parallel for simd schedule(simd : static) if (n > kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) out[i] = op(a[i], b[i]);
+    for (int64_t i = 0; i < n; ++i) store_result(out + i, op(a[i], b[i]));
   } else if (c.rank == 2 && sa == 1 && sb == 1 && c.strides[0][0] == inner &&
              c.strides[1][0] == 0) {
     // b is a suffix of a, broadcast along the leading dims (e.g. a bias).
@@ -205,9 +206,9 @@ void binary_impl(Op op, const float* a, const int64_t* a_strides, const float* b
 #pragma omp parallel for schedule(static) if (c.numel > kParallelGrain)
     for (int64_t r = 0; r < rows; ++r) {
       const float* ar = a + r * inner;
-      float* outr = out + r * inner;
+      Out* outr = out + r * inner;
 #pragma omp simd
-      for (int64_t i = 0; i < inner; ++i) outr[i] = op(ar[i], b[i]);
+      for (int64_t i = 0; i < inner; ++i) store_result(outr + i, op(ar[i], b[i]));
     }
   } else {
     for_each_row(c, 2, [&](int64_t r, int64_t oa, int64_t ob) {
@@ -236,17 +237,25 @@ void gelu_backward_ref(const float* x, const float* dy, float* dx, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dx[i] = static_cast<float>(dy[i] * gelu_grad_ref_one(x[i]));
 }
 
-void bias_gelu(const float* x, const float* bias, float* y, int64_t rows, int64_t cols) {
+namespace {
+template <typename Out>
+void bias_gelu_rows(const float* x, const float* bias, Out* y, int64_t rows, int64_t cols) {
 #pragma omp parallel for schedule(static) if (rows * cols > kParallelGrain)
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * cols;
-    float* yr = y + r * cols;
+    Out* yr = y + r * cols;
 #pragma omp simd
-    for (int64_t c = 0; c < cols; ++c) {
-      const float pre = xr[c] + bias[c];
-      yr[c] = gelu_one(pre);
-    }
+    for (int64_t c = 0; c < cols; ++c) store_result(yr + c, gelu_one(xr[c] + bias[c]));
   }
+}
+}  // namespace
+
+void bias_gelu(const float* x, const float* bias, float* y, int64_t rows, int64_t cols) {
+  bias_gelu_rows(x, bias, y, rows, cols);
+}
+
+void bias_gelu_to_bf16(const float* x, const float* bias, uint16_t* y, int64_t rows, int64_t cols) {
+  bias_gelu_rows(x, bias, y, rows, cols);
 }
 
 void bias_gelu_ref(const float* x, const float* bias, float* y, int64_t rows, int64_t cols) {
@@ -341,8 +350,10 @@ void scale_ref(const float* x, float alpha, float* y, int64_t n) {
 
 // ---- broadcasting and strided copies -----------------------------------------
 
-void binary(BinaryOp op, const float* a, const int64_t* a_strides, const float* b,
-            const int64_t* b_strides, float* out, const int64_t* out_sizes, int rank) {
+namespace {
+template <typename Out>
+void binary_any(BinaryOp op, const float* a, const int64_t* a_strides, const float* b,
+                const int64_t* b_strides, Out* out, const int64_t* out_sizes, int rank) {
   switch (op) {
     case BinaryOp::kAdd:
       return binary_impl(Add{}, a, a_strides, b, b_strides, out, out_sizes, rank);
@@ -354,6 +365,17 @@ void binary(BinaryOp op, const float* a, const int64_t* a_strides, const float* 
       return binary_impl(Div{}, a, a_strides, b, b_strides, out, out_sizes, rank);
   }
   TS_CHECK(false, "unknown BinaryOp ", static_cast<int>(op));
+}
+}  // namespace
+
+void binary(BinaryOp op, const float* a, const int64_t* a_strides, const float* b,
+            const int64_t* b_strides, float* out, const int64_t* out_sizes, int rank) {
+  binary_any(op, a, a_strides, b, b_strides, out, out_sizes, rank);
+}
+
+void binary_to_bf16(BinaryOp op, const float* a, const int64_t* a_strides, const float* b,
+                    const int64_t* b_strides, uint16_t* out, const int64_t* out_sizes, int rank) {
+  binary_any(op, a, a_strides, b, b_strides, out, out_sizes, rank);
 }
 
 void binary_ref(BinaryOp op, const float* a, const int64_t* a_strides, const float* b,

@@ -1,7 +1,10 @@
 // Elementwise CPU kernels: activations, unary maps, broadcasting binary ops and
 // strided copies.
 //
-// All tensors are f32. Unary kernels take contiguous arrays of n elements;
+// All tensors are f32, except the outputs of the `_to_bf16` variants: the same
+// results rounded to bf16 (nearest even) as they are stored, bit for bit
+// round_to_bf16 of the f32 kernel's output (for values a bf16 program stores in
+// bf16). Unary kernels take contiguous arrays of n elements;
 // x and y may alias (in-place) unless stated otherwise. Strided kernels describe
 // each operand by element strides per output dim (0 where the operand is
 // broadcast along that dim) and write a contiguous row-major output. Results do
@@ -25,6 +28,7 @@ void gelu_backward_ref(const float* x, const float* dy, float* dx, int64_t n);
 // x (rows, cols), bias (cols) -> y (rows, cols) = gelu(x + bias[col])
 void bias_gelu(const float* x, const float* bias, float* y, int64_t rows, int64_t cols);
 void bias_gelu_ref(const float* x, const float* bias, float* y, int64_t rows, int64_t cols);
+void bias_gelu_to_bf16(const float* x, const float* bias, uint16_t* y, int64_t rows, int64_t cols);
 
 // x (rows, cols), bias (cols), dy (rows, cols) -> dpre (rows, cols) = dy * gelu'(x + bias).
 // The pre-activation x + bias is recomputed, never stored. dbias is reduce() of dpre.
@@ -74,6 +78,8 @@ void binary(BinaryOp op, const float* a, const int64_t* a_strides, const float* 
             const int64_t* b_strides, float* out, const int64_t* out_sizes, int rank);
 void binary_ref(BinaryOp op, const float* a, const int64_t* a_strides, const float* b,
                 const int64_t* b_strides, float* out, const int64_t* out_sizes, int rank);
+void binary_to_bf16(BinaryOp op, const float* a, const int64_t* a_strides, const float* b,
+                    const int64_t* b_strides, uint16_t* out, const int64_t* out_sizes, int rank);
 
 // x (strided view of out_sizes) -> out (out_sizes, contiguous) = x.
 // One kernel for every strided copy: broadcasting (stride 0 along expanded dims)

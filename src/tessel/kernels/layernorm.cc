@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "tessel/base/bf16.h"
 #include "tessel/kernels/fast_math.h"
 #include "tessel/kernels/partition.h"
 #include "tessel/kernels/row_ops.h"
@@ -44,18 +45,30 @@ RowStatsRef row_stats_ref(const float* x, int64_t cols, float eps) {
   return {mean, 1.0 / std::sqrt(sq / cols + eps)};
 }
 
+template <typename Out>
+void layernorm_rows(const float* x, const float* gamma, const float* beta, Out* y, int64_t rows,
+                    int64_t cols, float eps) {
+#pragma omp parallel for schedule(static) if (rows * cols > kParallelGrain)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * cols;
+    Out* yr = y + r * cols;
+    const RowStats s = row_stats(xr, cols, eps);
+#pragma omp simd
+    for (int64_t c = 0; c < cols; ++c)
+      store_result(yr + c, fmadd((xr[c] - s.mean) * s.rstd, gamma[c], beta[c]));
+  }
+}
+
 }  // namespace
 
 void layernorm_forward(const float* x, const float* gamma, const float* beta, float* y,
                        int64_t rows, int64_t cols, float eps) {
-#pragma omp parallel for schedule(static) if (rows * cols > kParallelGrain)
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * cols;
-    float* yr = y + r * cols;
-    const RowStats s = row_stats(xr, cols, eps);
-#pragma omp simd
-    for (int64_t c = 0; c < cols; ++c) yr[c] = fmadd((xr[c] - s.mean) * s.rstd, gamma[c], beta[c]);
-  }
+  layernorm_rows(x, gamma, beta, y, rows, cols, eps);
+}
+
+void layernorm_forward_to_bf16(const float* x, const float* gamma, const float* beta, uint16_t* y,
+                               int64_t rows, int64_t cols, float eps) {
+  layernorm_rows(x, gamma, beta, y, rows, cols, eps);
 }
 
 void layernorm_forward_ref(const float* x, const float* gamma, const float* beta, float* y,

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "tessel/base/bf16.h"
 #include "tessel/base/error.h"
 #include "tessel/kernels/fast_math.h"
 #include "tessel/kernels/partition.h"
@@ -109,18 +110,20 @@ void softmax_forward_ref(const float* x, float* y, int64_t outer, int64_t n, int
   }
 }
 
-void softmax_backward(const float* y, const float* dy, float* dx, int64_t outer, int64_t n,
-                      int64_t inner, float scale) {
+namespace {
+template <typename Out>
+void softmax_backward_rows(const float* y, const float* dy, Out* dx, int64_t outer, int64_t n,
+                           int64_t inner, float scale) {
   if (outer * n * inner == 0) return;
   if (inner == 1) {
 #pragma omp parallel for schedule(static) if (outer * n > kParallelGrain)
     for (int64_t r = 0; r < outer; ++r) {
       const float* yr = y + r * n;
       const float* dyr = dy + r * n;
-      float* dxr = dx + r * n;
+      Out* dxr = dx + r * n;
       const float dot = row_dot(yr, dyr, n);
 #pragma omp simd
-      for (int64_t j = 0; j < n; ++j) dxr[j] = scale * yr[j] * (dyr[j] - dot);
+      for (int64_t j = 0; j < n; ++j) store_result(dxr + j, scale * yr[j] * (dyr[j] - dot));
     }
     return;
   }
@@ -141,11 +144,22 @@ void softmax_backward(const float* y, const float* dy, float* dx, int64_t outer,
     for (int64_t j = 0; j < n; ++j) {
       const float* yj = y + base + j * inner;
       const float* dyj = dy + base + j * inner;
-      float* dxj = dx + base + j * inner;
+      Out* dxj = dx + base + j * inner;
 #pragma omp simd
-      for (int64_t i = 0; i < w; ++i) dxj[i] = scale * yj[i] * (dyj[i] - dot[i]);
+      for (int64_t i = 0; i < w; ++i) store_result(dxj + i, scale * yj[i] * (dyj[i] - dot[i]));
     }
   }
+}
+}  // namespace
+
+void softmax_backward(const float* y, const float* dy, float* dx, int64_t outer, int64_t n,
+                      int64_t inner, float scale) {
+  softmax_backward_rows(y, dy, dx, outer, n, inner, scale);
+}
+
+void softmax_backward_to_bf16(const float* y, const float* dy, uint16_t* dx, int64_t outer,
+                              int64_t n, int64_t inner, float scale) {
+  softmax_backward_rows(y, dy, dx, outer, n, inner, scale);
 }
 
 void softmax_backward_ref(const float* y, const float* dy, float* dx, int64_t outer, int64_t n,

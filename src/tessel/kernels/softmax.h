@@ -33,6 +33,10 @@ void softmax_forward_ref(const float* x, float* y, int64_t outer, int64_t n, int
 // dx may alias dy.
 void softmax_backward(const float* y, const float* dy, float* dx, int64_t outer, int64_t n,
                       int64_t inner, float scale);
+// The same with dx stored in bf16: round_to_bf16 of softmax_backward's dx, bit
+// for bit, written once (base/bf16.h store_result).
+void softmax_backward_to_bf16(const float* y, const float* dy, uint16_t* dx, int64_t outer,
+                              int64_t n, int64_t inner, float scale);
 void softmax_backward_ref(const float* y, const float* dy, float* dx, int64_t outer, int64_t n,
                           int64_t inner, float scale);
 

@@ -24,6 +24,7 @@ namespace tessel {
 namespace {
 
 float* out_f32(const OpCall& call) { return static_cast<float*>(call.out); }
+uint16_t* out_bf16(const OpCall& call) { return static_cast<uint16_t*>(call.out); }
 
 // Per-dim sizes and strides live in fixed arrays on the stack: dispatch
 // allocates nothing.
@@ -71,6 +72,9 @@ void binary(const OpCall& call, kernels::BinaryOp op) {
   auto sa = strides_over(in_shape(call, 0), out);
   auto sb = strides_over(in_shape(call, 1), out);
   auto sizes = sizes_of(out);
+  if (call.bf16_out)
+    return kernels::binary_to_bf16(op, in_f32(call, 0), sa.data(), in_f32(call, 1), sb.data(),
+                                   out_bf16(call), sizes.data(), out.rank());
   TS_KERNEL(binary)
   (op, in_f32(call, 0), sa.data(), in_f32(call, 1), sb.data(), out_f32(call), sizes.data(),
    out.rank());
@@ -93,6 +97,9 @@ void softmax_forward(const OpCall& call) {
 
 void softmax_backward(const OpCall& call) {
   Around a = around(in_shape(call, 0), call.node.attrs.dim);
+  if (call.bf16_out)
+    return kernels::softmax_backward_to_bf16(in_f32(call, 0), in_f32(call, 1), out_bf16(call),
+                                             a.outer, a.n, a.inner, softmax_scale(call.node.attrs));
   TS_KERNEL(softmax_backward)
   (in_f32(call, 0), in_f32(call, 1), out_f32(call), a.outer, a.n, a.inner,
    softmax_scale(call.node.attrs));
@@ -109,6 +116,22 @@ size_t scratch_bytes(const Graph& graph, const Node& node, const kernels::Einsum
       return static_cast<size_t>(node.shape.numel()) * sizeof(float);
     default:
       return 0;
+  }
+}
+
+bool writes_bf16_itself(const Node& node) {
+  if (is_sharded_op(node)) return false;
+  switch (node.kind) {
+    case OpKind::kAdd:
+    case OpKind::kSub:
+    case OpKind::kMul:
+    case OpKind::kDiv:
+    case OpKind::kBiasGelu:
+    case OpKind::kLayerNorm:
+    case OpKind::kSoftmaxGrad:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -140,7 +163,7 @@ void execute_op(const OpCall& call) {
       if (call.einsum_bf16 && !call.reference) {
         const void* a = call.bf16_in[0] ? call.bf16_in[0] : in_f32(call, 0);
         const void* b = call.bf16_in[1] ? call.bf16_in[1] : in_f32(call, 1);
-        call.einsum_bf16->run(a, b, out, call.scratch);
+        call.einsum_bf16->run(a, b, call.out, call.scratch);  // bf16 where stored so
       } else if (call.reference) {
         kernels::einsum_ref(in_shape(call, 0), in_f32(call, 0), in_shape(call, 1), in_f32(call, 1),
                             node.shape, out);
@@ -171,6 +194,9 @@ void execute_op(const OpCall& call) {
       return TS_KERNEL(tanh_forward)(in_f32(call, 0), out, numel);
     case OpKind::kBiasGelu: {
       int64_t cols = in_shape(call, 1).numel();
+      if (call.bf16_out)
+        return kernels::bias_gelu_to_bf16(in_f32(call, 0), in_f32(call, 1), out_bf16(call),
+                                          numel / cols, cols);
       return TS_KERNEL(bias_gelu)(in_f32(call, 0), in_f32(call, 1), out, numel / cols, cols);
     }
     case OpKind::kDropout:
@@ -194,6 +220,10 @@ void execute_op(const OpCall& call) {
       return softmax_forward(call);
     case OpKind::kLayerNorm: {
       int64_t cols = node.shape.size(node.attrs.dim);
+      if (call.bf16_out)
+        return kernels::layernorm_forward_to_bf16(in_f32(call, 0), in_f32(call, 1), in_f32(call, 2),
+                                                  out_bf16(call), numel / cols, cols,
+                                                  layernorm_eps(node.attrs));
       return TS_KERNEL(layernorm_forward)(in_f32(call, 0), in_f32(call, 1), in_f32(call, 2), out,
                                           numel / cols, cols, layernorm_eps(node.attrs));
     }

@@ -34,8 +34,10 @@ struct OpCall {
   // bf16 storage (a bf16-stored activation), or nullptr. For an all-gather
   // that carries bf16: input 0's bf16 storage, or nullptr (f32: rounded first).
   const void* bf16_in[2] = {nullptr, nullptr};
-  // An all-gather whose output is stored in bf16: it carries bf16 (half the
-  // bytes; the same values as gathering f32 and rounding) and `out` is bf16.
+  // The output is stored in bf16 and `out` is bf16: an all-gather carries
+  // bf16 (half the bytes; the same values as gathering f32 and rounding); an
+  // einsum's matmul (EinsumBf16, told so when it was built) and the kernels
+  // of writes_bf16_itself() round their own results as they store them.
   bool bf16_out = false;
   // A sum all-reduce or reduce-scatter that carries bf16 and adds in f32
   // (CompileOptions::bf16_partial_sums); `scratch` is its work buffer.
@@ -56,6 +58,12 @@ inline const int32_t* in_i32(const OpCall& call, int i) {
 }
 
 void execute_op(const OpCall& call);
+
+// Whether execute_op writes `node`'s output in bf16 itself when bf16_out is
+// set (a `_to_bf16` kernel: binary ops, bias-GELU, LayerNorm, softmax's
+// backward); other producers of a bf16-stored value write f32 that the
+// program rounds afterwards.
+bool writes_bf16_itself(const Node& node);
 
 // Bytes of per-instruction scratch a node needs.
 size_t scratch_bytes(const Graph& graph, const Node& node, const kernels::EinsumPlan* einsum);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <map>
+#include <set>
 
 #include "tessel/base/bf16.h"
 #include "tessel/base/error.h"
@@ -115,28 +117,61 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
     }
   }
   if (options_.bf16 && !options_.reference_kernels) {
-    // Weights read by einsums get one bf16 copy per phase (a pipeline's
-    // forward and backward may run on different weight versions).
+    // bf16 copies, one per value and phase, made just before the phase's
+    // first einsum that reads the value: of every weight an einsum reads (a
+    // pipeline's forward and backward may run on different weight versions),
+    // and of every f32 activation that two or more einsums read within
+    // kMaxActivationCopySpan instructions (e.g. the gradients of the MLP's
+    // pre-activation and of q, k and v, each read by a weight gradient and an
+    // input gradient), so it is rounded once rather than by each einsum. A
+    // longer-lived copy would hold memory across forward and backward
+    // (softmax's probabilities): those einsums round their own operands.
+    constexpr int kMaxActivationCopySpan = 4;
+    auto copied = [&](ValueId root) {
+      const Node& v = g.node(root);
+      return !stored_bf16_[root] && v.dtype == DType::kF32 && v.kind != OpKind::kInput;
+    };
+    struct Reads {
+      int count = 0, first = 0, last = 0;
+    };
+    std::map<std::pair<ValueId, int>, Reads> einsum_reads;
+    for (size_t i = 0; i < instructions_.size(); ++i) {
+      if (instructions_[i].einsum_plan < 0) continue;
+      const Node& node = g.node(instructions_[i].node);
+      std::set<ValueId> roots{alias_root_[node.inputs[0]], alias_root_[node.inputs[1]]};
+      for (ValueId root : roots) {
+        Reads& r = einsum_reads[{root, phase_of(static_cast<int>(i))}];
+        if (r.count++ == 0) r.first = static_cast<int>(i);
+        r.last = static_cast<int>(i);
+      }
+    }
+    auto shared_activation = [&](const Reads& r) {
+      return r.count >= 2 && r.last - r.first <= kMaxActivationCopySpan;
+    };
     std::map<std::pair<ValueId, int>, int> copy_of;
     for (size_t i = 0; i < instructions_.size(); ++i) {
       Instruction& ins = instructions_[i];
       if (ins.einsum_plan < 0) continue;
+
       const Node& node = g.node(ins.node);
-      kernels::Bf16Inputs in;
+      kernels::Bf16Operands in;
+      in.out = stored_bf16_[ins.node];  // the matmul rounds its own output
       for (int k = 0; k < 2; ++k) {
         const ValueId root = alias_root_[node.inputs[k]];
         if (stored_bf16_[root]) (k == 0 ? in.a : in.b) = true;  // read in place
-        if (g.node(root).kind != OpKind::kParam) continue;
         auto key = std::make_pair(root, phase_of(static_cast<int>(i)));
+        if (!copied(root) ||
+            (g.node(root).kind != OpKind::kParam && !shared_activation(einsum_reads.at(key))))
+          continue;
         auto it = copy_of.find(key);
         if (it == copy_of.end()) {
-          weight_copies_.push_back(
+          bf16_copies_.push_back(
               {root, static_cast<int>(i), static_cast<int>(i), std::nullopt,
                kernels::Bf16Convert(g.node(root).shape.numel(), !options_.plan_only)});
-          ins.make_copies.push_back(static_cast<int>(weight_copies_.size()) - 1);
-          it = copy_of.emplace(key, static_cast<int>(weight_copies_.size()) - 1).first;
+          ins.make_copies.push_back(static_cast<int>(bf16_copies_.size()) - 1);
+          it = copy_of.emplace(key, static_cast<int>(bf16_copies_.size()) - 1).first;
         }
-        weight_copies_[it->second].last = static_cast<int>(i);
+        bf16_copies_[it->second].last = static_cast<int>(i);
         ins.bf16_copy[k] = it->second;
         (k == 0 ? in.a : in.b) = true;
       }
@@ -214,7 +249,7 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
                              (stored_bf16_[id] ? sizeof(uint16_t) : dtype_size(node.dtype)),
                          first_use[id], last_use[id]});
   }
-  for (WeightCopy& c : weight_copies_) {
+  for (Bf16Copy& c : bf16_copies_) {
     c.buffer = static_cast<int>(requests_.size());
     requests_.push_back({c.convert.bytes(), c.first, c.last});
   }
@@ -222,7 +257,10 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
     Instruction& ins = instructions_[i];
     const Node& node = g.node(ins.node);
     const bool bf16_gather = node.kind == OpKind::kAllGather && stored_bf16_[ins.node];
-    if (stored_bf16_[ins.node] && !bf16_gather) {
+    // f32 staging, rounded after the instruction, for producers that cannot
+    // write bf16 themselves.
+    if (stored_bf16_[ins.node] && !bf16_gather && ins.einsum_bf16 < 0 &&
+        !writes_bf16_itself(node)) {
       ins.stage = static_cast<int>(requests_.size());
       requests_.push_back({static_cast<size_t>(node.shape.numel()) * sizeof(float),
                            static_cast<int>(i), static_cast<int>(i)});
@@ -303,7 +341,7 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
     b.region = address(*b.buffer);
     if (b.work) b.work_ptr = address(*b.work);
   }
-  for (WeightCopy& c : weight_copies_) c.data = address(*c.buffer);
+  for (Bf16Copy& c : bf16_copies_) c.data = address(*c.buffer);
 }
 
 std::vector<Program::InstructionInfo> Program::instruction_info() const {
@@ -440,15 +478,15 @@ void Program::run_instructions(size_t begin, size_t end) {
                 ins.einsum_bf16 >= 0 ? &einsum_bf16_[ins.einsum_bf16] : nullptr};
     call.position = position_;
     call.bf16_sum = ins.bf16_sum;
+    call.bf16_out = stored_bf16_[ins.node] && !ins.stage_ptr;
     if (node.kind == OpKind::kAllGather && stored_bf16_[ins.node]) {
-      call.bf16_out = true;
       if (stored_bf16_[alias_root_[node.inputs[0]]]) call.bf16_in[0] = value_ptr_[node.inputs[0]];
     }
     for (int c : ins.make_copies)
-      weight_copies_[c].convert.run(static_cast<const float*>(value_ptr_[weight_copies_[c].param]),
-                                    weight_copies_[c].data);
+      bf16_copies_[c].convert.run(static_cast<const float*>(value_ptr_[bf16_copies_[c].value]),
+                                  bf16_copies_[c].data);
     for (int k = 0; k < 2; ++k) {
-      if (ins.bf16_copy[k] >= 0) call.bf16_in[k] = weight_copies_[ins.bf16_copy[k]].data;
+      if (ins.bf16_copy[k] >= 0) call.bf16_in[k] = bf16_copies_[ins.bf16_copy[k]].data;
       if (ins.einsum_bf16 >= 0 && stored_bf16_[alias_root_[node.inputs[k]]])
         call.bf16_in[k] = value_ptr_[node.inputs[k]];
     }

@@ -165,8 +165,8 @@ class Program {
     ValueId node;
     int einsum_plan = -1;          // index into einsum_plans_
     int einsum_bf16 = -1;          // index into einsum_bf16_ (bf16 programs)
-    int bf16_copy[2] = {-1, -1};   // weight copy each einsum input reads (bf16 programs)
-    std::vector<int> make_copies;  // weight copies made just before this instruction
+    int bf16_copy[2] = {-1, -1};   // bf16 copy each einsum input reads (bf16 programs)
+    std::vector<int> make_copies;  // bf16 copies made just before this instruction
     int scratch = -1;              // buffer index of per-instruction scratch
     int bucket = -1;               // gradient bucket this all-reduce belongs to
     bool bf16_sum = false;         // a partial sum carried in bf16 (bf16_partial_sums)
@@ -195,16 +195,17 @@ class Program {
   std::vector<Instruction> instructions_;
   std::vector<kernels::EinsumPlan> einsum_plans_;
   std::vector<kernels::EinsumBf16> einsum_bf16_;
-  // bf16 programs: one bf16 copy per parameter an einsum reads, per phase,
-  // made before the phase's first such einsum and planned like any buffer.
-  struct WeightCopy {
-    ValueId param;
+  // bf16 programs: one bf16 copy per parameter an einsum reads, and per f32
+  // activation several einsums read, per phase, made before the phase's
+  // first such einsum and planned like any buffer.
+  struct Bf16Copy {
+    ValueId value;              // a root value
     int first, last;            // instructions of its first and last use
     std::optional<int> buffer;  // request index, once the buffers are requested
     kernels::Bf16Convert convert;
     uint8_t* data = nullptr;
   };
-  std::vector<WeightCopy> weight_copies_;
+  std::vector<Bf16Copy> bf16_copies_;
   std::vector<int> value_buffer_;  // buffer index per value, -1 if none
   std::vector<bool> stored_bf16_;  // per root value: stored in bf16 (bf16_activations)
   std::vector<ValueId> alias_root_;
