@@ -1,5 +1,7 @@
 #include "tessel/tensor/aligned_buffer.h"
 
+#include <sys/mman.h>
+
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -21,6 +23,23 @@ void note_allocated(size_t bytes) {
 
 void note_freed(size_t bytes) { live_bytes.fetch_sub(bytes, std::memory_order_relaxed); }
 
+// A block of at least one huge page (the arena, parameters, gradients, the
+// optimizer's moments) is aligned to one and asks Linux for transparent huge
+// pages over its whole huge pages, so sweeps over it miss the TLB far less
+// (Debian's default THP mode, "madvise", grants them only when asked). The
+// tail past the last whole huge page keeps small pages, so no more memory is
+// touched than requested. Where the kernel refuses, small pages serve as
+// before.
+constexpr size_t kHugePage = size_t{2} << 20;
+
+uint8_t* allocate(size_t bytes) {
+  const size_t align = bytes >= kHugePage ? kHugePage : AlignedBuffer::kAlignment;
+  auto* data = static_cast<uint8_t*>(std::aligned_alloc(align, round_up(bytes, align)));
+  if (!data) throw std::bad_alloc();
+  if (align == kHugePage) madvise(data, bytes / kHugePage * kHugePage, MADV_HUGEPAGE);
+  return data;
+}
+
 }  // namespace
 
 AllocationStats allocation_stats() {
@@ -33,8 +52,7 @@ void reset_allocation_peak() {
 
 AlignedBuffer::AlignedBuffer(size_t bytes) : bytes_(bytes) {
   if (bytes == 0) return;
-  data_ = static_cast<uint8_t*>(std::aligned_alloc(kAlignment, round_up(bytes)));
-  if (!data_) throw std::bad_alloc();
+  data_ = allocate(bytes);
   std::memset(data_, 0, round_up(bytes));
   note_allocated(bytes);
 }
