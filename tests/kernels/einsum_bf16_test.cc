@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -115,6 +116,35 @@ TEST_P(EinsumBf16Test, OneDnnMatchesReference) {
 
 TEST_P(EinsumBf16Test, WidenedF32MatchesReference) {
   check_against_reference(GetParam(), Bf16Route::kWidenedF32);
+}
+
+// A fused bias (oneDNN's route) gives the bits of adding it in f32 to the
+// product afterwards: element e of out gets bias[its index over the n dims].
+TEST_P(EinsumBf16Test, OneDnnBiasIsTheAddAfterTheProduct) {
+  if (!onednn_has_bf16_matmul())
+    GTEST_SKIP() << "no bf16 matmul in oneDNN on this CPU (" << onednn_cpu_isa() << ")";
+  const Case& c = GetParam();
+  const EinsumGroups groups = einsum_groups(c.a, c.b, c.out);
+  if (groups.n.empty()) GTEST_SKIP() << c.name << " has no n dims";
+  const std::vector<float> a = random_values(c.a.numel(), 5), b = random_values(c.b.numel(), 6),
+                           bias = random_values(group_size(c.out, groups.n), 7);
+  EinsumBf16 plain(c.a, c.b, c.out, true, {}, Bf16Route::kOneDnn);
+  EinsumBf16 biased(c.a, c.b, c.out, true, {}, Bf16Route::kOneDnn, /*with_bias=*/true);
+  AlignedBuffer s1(plain.scratch_bytes()), s2(biased.scratch_bytes());
+  std::vector<float> product(c.out.numel()), got(c.out.numel());
+  plain.run(a.data(), b.data(), product.data(), s1.data());
+  biased.run(a.data(), b.data(), got.data(), s2.data(), bias.data());
+  for (int64_t e = 0; e < c.out.numel(); ++e) {
+    int64_t rest = e, n_index = 0, n_stride = 1;
+    for (int d = c.out.rank() - 1; d >= 0; --d) {
+      const int64_t i = rest % c.out[d].size;
+      rest /= c.out[d].size;
+      if (std::find(groups.n.begin(), groups.n.end(), c.out[d].name) == groups.n.end()) continue;
+      n_index += i * n_stride;
+      n_stride *= c.out[d].size;
+    }
+    EXPECT_EQ(got[e], product[e] + bias[n_index]) << c.name << " element " << e;
+  }
 }
 
 // The widened route is the f32 GEMM on the bf16-rounded operands, bit for

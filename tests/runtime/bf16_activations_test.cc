@@ -121,6 +121,36 @@ TEST(Bf16Activations, ReadingABf16ValueAsF32IsAnError) {
   FAIL() << "no value stored in bf16";
 }
 
+// CompileOptions::fuse_bias_adds: on oneDNN's route the bias adds of the
+// attention and MLP projections run inside their einsums (fewer
+// instructions, the einsums' own outputs never stored), with the same bits.
+TEST(Bf16Activations, FusedBiasAddsGiveTheSameBitsInFewerInstructions) {
+  if (kernels::bf16_route() != kernels::Bf16Route::kOneDnn)
+    GTEST_SKIP() << "bias adds fuse only into oneDNN's bf16 matmul (" << kernels::onednn_cpu_isa()
+                 << " has none)";
+  TinyGptTraining t = tiny_gpt_training();
+  ParamStore params(t.graph, 7);
+  CompileOptions fused;
+  fused.bf16 = true;
+  CompileOptions separate = fused;
+  separate.fuse_bias_adds = false;
+  Program a(t.graph, t.outputs, separate), b(t.graph, t.outputs, fused);
+  int bias_adds = 0;  // adds of a parameter to an einsum's output
+  for (ValueId id = 0; id < t.graph.size(); ++id) {
+    const Node& n = t.graph.node(id);
+    if (n.kind != OpKind::kAdd) continue;
+    const OpKind x = t.graph.node(n.inputs[0]).kind, y = t.graph.node(n.inputs[1]).kind;
+    bias_adds += (x == OpKind::kEinsum && y == OpKind::kParam) ||
+                 (y == OpKind::kEinsum && x == OpKind::kParam);
+  }
+  ASSERT_GT(bias_adds, 0);
+  EXPECT_EQ(a.instruction_count() - b.instruction_count(), bias_adds);
+  EXPECT_LE(b.arena_bytes(), a.arena_bytes());
+  const std::vector<float> want = run(a, t, params), got = run(b, t, params);
+  ASSERT_EQ(got.size(), want.size());
+  EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)));
+}
+
 TEST(Bf16Activations, F32ProgramsStoreNothingInBf16) {
   TinyGptTraining t = tiny_gpt_training();
   Program p(t.graph, t.outputs);

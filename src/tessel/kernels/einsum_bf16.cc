@@ -92,6 +92,7 @@ struct EinsumBf16::Impl {
   memory::desc a_src, a_dst, b_src, b_dst, c_stage, c_out;
   memory::desc mm_a, mm_b, mm_c;                // the matmul's view: [batch.., M, K] etc.
   memory::desc a_direct, b_direct;              // bf16 inputs as they are, where the strides allow
+  memory::desc bias;                            // [1.., 1, N] f32, or empty: no fused bias
   bool a_in_place = false, b_in_place = false;  // the matmul reads a bf16 input itself
   bool stage_c = false;
   size_t a_bytes = 0, b_bytes = 0, c_bytes = 0, pad_bytes = 0;
@@ -101,10 +102,12 @@ struct EinsumBf16::Impl {
 };
 
 EinsumBf16::EinsumBf16(const Shape& a, const Shape& b, const Shape& out, bool create_primitives,
-                       Bf16Operands bf16_operands, std::optional<Bf16Route> route)
+                       Bf16Operands bf16_operands, std::optional<Bf16Route> route, bool with_bias)
     : impl_(std::make_unique<Impl>()) {
   impl_->route = route.value_or(create_primitives ? bf16_route() : plan_bf16_route());
   impl_->operands = bf16_operands;
+  TS_CHECK(!with_bias || impl_->route == Bf16Route::kOneDnn,
+           "einsum bf16: a fused bias needs oneDNN's bf16 matmul");
   if (impl_->route == Bf16Route::kWidenedF32) {
     // Both operands as f32 copies of their bf16 values, in their own
     // (row-major) order, so the f32 plan over the same shapes reads them.
@@ -168,6 +171,12 @@ EinsumBf16::EinsumBf16(const Shape& a, const Shape& b, const Shape& out, bool cr
   };
   p.mm_a = matrix(M, K, memory::data_type::bf16);
   p.mm_b = matrix(K, N, memory::data_type::bf16);
+  if (with_bias) {
+    Dims d(batch.size(), 1);
+    d.push_back(1);
+    d.push_back(N);
+    p.bias = memory::desc(d, memory::data_type::f32, dense_strides(d));
+  }
 
   // A bf16 operand whose row and column groups each merge into one strided
   // index is read in place; the matmul's choice of kernel decides below.
@@ -211,7 +220,7 @@ EinsumBf16::EinsumBf16(const Shape& a, const Shape& b, const Shape& out, bool cr
       if (((direct & 1) && !da) || ((direct & 2) && !db)) continue;
       try {
         pd = dnnl::matmul::primitive_desc(
-            dnnl::matmul::desc(da ? p.a_direct : p.mm_a, db ? p.b_direct : p.mm_b, c), attr,
+            dnnl::matmul::desc(da ? p.a_direct : p.mm_a, db ? p.b_direct : p.mm_b, p.bias, c), attr,
             cpu_engine());
       } catch (const dnnl::error&) {
         continue;
@@ -227,7 +236,8 @@ EinsumBf16::EinsumBf16(const Shape& a, const Shape& b, const Shape& out, bool cr
     dnnl::matmul::primitive_desc pd;
     if (try_matmul(c, pd)) return pd;
     p.a_in_place = p.b_in_place = false;  // oneDNN's reference kernel: accepted only as is
-    return dnnl::matmul::primitive_desc(dnnl::matmul::desc(p.mm_a, p.mm_b, c), attr, cpu_engine());
+    return dnnl::matmul::primitive_desc(dnnl::matmul::desc(p.mm_a, p.mm_b, p.bias, c), attr,
+                                        cpu_engine());
   };
   // C written in place when m and n each merge into one strided index and
   // oneDNN has an optimised (non-reference) kernel for those strides.
@@ -292,7 +302,8 @@ std::string EinsumBf16::implementation() const { return impl_->impl_name; }
 
 Bf16Route EinsumBf16::route() const { return impl_->route; }
 
-void EinsumBf16::run(const void* a, const void* b, void* out, void* scratch) const {
+void EinsumBf16::run(const void* a, const void* b, void* out, void* scratch,
+                     const float* bias) const {
   const Impl& p = *impl_;
   if (p.empty) return;
   if (p.route == Bf16Route::kWidenedF32) {
@@ -341,10 +352,14 @@ void EinsumBf16::run(const void* a, const void* b, void* out, void* scratch) con
   memory mm_a(p.a_in_place ? p.a_direct : p.mm_a, e, p.a_in_place ? a_in : a16);
   memory mm_b(p.b_in_place ? p.b_direct : p.mm_b, e, p.b_in_place ? b_in : b16);
   memory mm_c(p.mm_c, e, p.stage_c ? static_cast<void*>(c32) : static_cast<void*>(out));
-  p.mm.execute(s, {{DNNL_ARG_SRC, mm_a},
-                   {DNNL_ARG_WEIGHTS, mm_b},
-                   {DNNL_ARG_DST, mm_c},
-                   {DNNL_ARG_SCRATCHPAD, pad_mem}});
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mm_a},
+                                       {DNNL_ARG_WEIGHTS, mm_b},
+                                       {DNNL_ARG_DST, mm_c},
+                                       {DNNL_ARG_SCRATCHPAD, pad_mem}};
+  TS_CHECK(p.bias.is_zero() == (bias == nullptr),
+           "einsum bf16: a bias must be given exactly when the einsum was built with one");
+  if (bias) args.emplace(DNNL_ARG_BIAS, memory(p.bias, e, const_cast<float*>(bias)));
+  p.mm.execute(s, args);
   if (p.stage_c) {
     memory c_stage(p.c_stage, e, c32), c_out(p.c_out, e, out);
     p.rc.execute(s,

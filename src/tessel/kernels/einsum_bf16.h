@@ -67,8 +67,13 @@ class EinsumBf16 {
   // scratchpad), so a bf16 plan for another machine compiles here. kOneDnn
   // with create_primitives throws a clear error where
   // onednn_has_bf16_matmul() is false.
+  // with_bias (oneDNN's route only): run() also adds an f32 bias over the
+  // output's n dims (the dims of b that are in out but not in a), in their
+  // order, to every row of the product before it is stored: the same bits
+  // as storing the f32 product and adding the bias in f32 afterwards.
   EinsumBf16(const Shape& a, const Shape& b, const Shape& out, bool create_primitives = true,
-             Bf16Operands bf16_operands = {}, std::optional<Bf16Route> route = std::nullopt);
+             Bf16Operands bf16_operands = {}, std::optional<Bf16Route> route = std::nullopt,
+             bool with_bias = false);
   ~EinsumBf16();
   EinsumBf16(EinsumBf16&&) noexcept;
   EinsumBf16& operator=(EinsumBf16&&) noexcept;
@@ -76,7 +81,8 @@ class EinsumBf16 {
   size_t scratch_bytes() const;
   // out = einsum(a, b); a, b and out are f32, or bf16 as given in the
   // constructor; scratch holds scratch_bytes() bytes, 64-byte aligned.
-  void run(const void* a, const void* b, void* out, void* scratch) const;
+  void run(const void* a, const void* b, void* out, void* scratch,
+           const float* bias = nullptr) const;
   // oneDNN's name for the matmul implementation it chose (e.g.
   // "brg:avx512_core_bf16"), or the widened route's description.
   std::string implementation() const;

@@ -163,7 +163,7 @@ void execute_op(const OpCall& call) {
       if (call.einsum_bf16 && !call.reference) {
         const void* a = call.bf16_in[0] ? call.bf16_in[0] : in_f32(call, 0);
         const void* b = call.bf16_in[1] ? call.bf16_in[1] : in_f32(call, 1);
-        call.einsum_bf16->run(a, b, call.out, call.scratch);  // bf16 where stored so
+        call.einsum_bf16->run(a, b, call.out, call.scratch, call.bias);  // bf16 where stored so
       } else if (call.reference) {
         kernels::einsum_ref(in_shape(call, 0), in_f32(call, 0), in_shape(call, 1), in_f32(call, 1),
                             node.shape, out);

@@ -34,6 +34,9 @@ struct OpCall {
   // bf16 storage (a bf16-stored activation), or nullptr. For an all-gather
   // that carries bf16: input 0's bf16 storage, or nullptr (f32: rounded first).
   const void* bf16_in[2] = {nullptr, nullptr};
+  // An einsum with a bias add fused into it (Program: oneDNN's bf16 route):
+  // the bias parameter, added to its output; `out` is the add's storage.
+  const float* bias = nullptr;
   // The output is stored in bf16 and `out` is bf16: an all-gather carries
   // bf16 (half the bytes; the same values as gathering f32 and rounding); an
   // einsum's matmul (EinsumBf16, told so when it was built) and the kernels

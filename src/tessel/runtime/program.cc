@@ -32,7 +32,61 @@ bool rounds_inputs(const Node& node, bool stored_bf16) {
   return node.kind == OpKind::kEinsum || (node.kind == OpKind::kAllGather && stored_bf16);
 }
 
+// The parameter a bias add adds to `einsum`'s output.
+ValueId bias_of_add(const Graph& g, ValueId add, ValueId einsum) {
+  const Node& a = g.node(add);
+  return a.inputs[0] == einsum ? a.inputs[1] : a.inputs[0];
+}
+
 }  // namespace
+
+std::vector<ValueId> Program::instruction_inputs(const Instruction& ins) const {
+  std::vector<ValueId> in = graph_->node(ins.node).inputs;
+  if (ins.bias >= 0) in.push_back(ins.bias);
+  return in;
+}
+
+std::vector<ValueId> Program::bias_adds_to_fuse(const Graph& g, const std::vector<bool>& live,
+                                                const std::vector<ValueId>& outputs) const {
+  const int n = g.size();
+  std::vector<ValueId> fused(n, -1);
+  const kernels::Bf16Route route =
+      options_.plan_only ? kernels::plan_bf16_route() : kernels::bf16_route();
+  if (!options_.bf16 || !options_.fuse_bias_adds || options_.reference_kernels ||
+      route != kernels::Bf16Route::kOneDnn)
+    return fused;
+  std::vector<int> readers(n, 0);
+  for (ValueId out : outputs) ++readers[out];
+  for (ValueId id = 0; id < n; ++id)
+    if (live[id])
+      for (ValueId in : g.node(id).inputs) ++readers[in];
+  auto phase = [&](ValueId id) {
+    return std::upper_bound(options_.phase_starts.begin(), options_.phase_starts.end(), id) -
+           options_.phase_starts.begin();
+  };
+  for (ValueId add = 0; add < n; ++add) {
+    const Node& a = g.node(add);
+    if (!live[add] || a.kind != OpKind::kAdd) continue;
+    for (ValueId e : a.inputs) {
+      const Node& einsum = g.node(e);
+      const Node& bias = g.node(bias_of_add(g, add, e));
+      if (einsum.kind != OpKind::kEinsum || readers[e] != 1 || fused[e] != -1 ||
+          bias.kind != OpKind::kParam || !(einsum.shape == a.shape) || phase(e) != phase(add))
+        continue;
+      // The bias must be exactly the output's n group (oneDNN's bias is a
+      // row of N added to every row of the [batch.., M, N] product).
+      const kernels::EinsumGroups groups = kernels::einsum_groups(
+          g.node(einsum.inputs[0]).shape, g.node(einsum.inputs[1]).shape, einsum.shape);
+      std::vector<std::string> bias_dims;
+      for (int d = 0; d < bias.shape.rank(); ++d) bias_dims.push_back(bias.shape[d].name);
+      if (groups.n.empty() || bias_dims != groups.n) continue;
+      fused[e] = add;
+      fused[add] = kAbsorbed;
+      break;
+    }
+  }
+  return fused;
+}
 
 Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, CompileOptions options)
     : graph_(std::make_shared<const Graph>(graph)), options_(options) {
@@ -57,6 +111,9 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
     if (node.kind == OpKind::kParam) params_by_name_[node.name] = id;
   }
 
+  // Bias adds fused into the einsum that feeds them (bf16_bias_adds).
+  const std::vector<ValueId> fused_add = bias_adds_to_fuse(g, live, outputs);
+
   // Instructions and the step at which each root buffer is first and last used.
   std::vector<int> first_use(n, -1), last_use(n, -1);
   std::vector<bool> read_by_instruction(n, false);
@@ -70,20 +127,25 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
     const Node& node = g.node(id);
     if (!live[id] || node.kind == OpKind::kInput || node.kind == OpKind::kParam) continue;
     if (op_info(node.kind).is_view) continue;
+    if (fused_add[id] == kAbsorbed) continue;  // runs inside its einsum's instruction
     int step = static_cast<int>(instructions_.size());
     Instruction ins;
-    ins.node = id;
+    ins.node = ins.value = id;
+    if (fused_add[id] >= 0) {
+      ins.value = fused_add[id];
+      ins.bias = bias_of_add(g, fused_add[id], id);
+    }
     if (node.kind == OpKind::kEinsum) {
       einsum_plans_.push_back(kernels::plan_einsum_memo(g.node(node.inputs[0]).shape,
                                                         g.node(node.inputs[1]).shape, node.shape));
       ins.einsum_plan = static_cast<int>(einsum_plans_.size()) - 1;
     }
     instructions_.push_back(ins);
-    for (ValueId in : node.inputs) {
+    for (ValueId in : instruction_inputs(ins)) {
       touch(in, step);
       read_by_instruction[alias_root_[in]] = true;
     }
-    touch(id, step);
+    touch(ins.value, step);
   }
   phase_begin_ = {0};
   for (ValueId start : options_.phase_starts) {
@@ -109,11 +171,12 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
     std::vector<bool> bf16_read(n, false), other_read(n, false);
     for (ValueId out : outputs) other_read[alias_root_[out]] = true;
     for (auto it = instructions_.rbegin(); it != instructions_.rend(); ++it) {
-      const ValueId id = it->node;
-      const Node& node = g.node(id);
-      stored_bf16_[id] = stores_in_bf16(options_, bf16_read[id], other_read[id], node.dtype);
+      const ValueId id = it->value;
+      const Node& node = g.node(it->node);
+      stored_bf16_[id] = stores_in_bf16(options_, bf16_read[id], other_read[id], g.node(id).dtype);
       const bool rounded = rounds_inputs(node, stored_bf16_[id]);
       for (ValueId in : node.inputs) (rounded ? bf16_read : other_read)[alias_root_[in]] = true;
+      if (it->bias >= 0) other_read[alias_root_[it->bias]] = true;  // added in f32
     }
   }
   if (options_.bf16 && !options_.reference_kernels) {
@@ -155,7 +218,7 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
 
       const Node& node = g.node(ins.node);
       kernels::Bf16Operands in;
-      in.out = stored_bf16_[ins.node];  // the matmul rounds its own output
+      in.out = stored_bf16_[ins.value];  // the matmul rounds its own output
       for (int k = 0; k < 2; ++k) {
         const ValueId root = alias_root_[node.inputs[k]];
         if (stored_bf16_[root]) (k == 0 ? in.a : in.b) = true;  // read in place
@@ -176,7 +239,8 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
         (k == 0 ? in.a : in.b) = true;
       }
       einsum_bf16_.emplace_back(g.node(node.inputs[0]).shape, g.node(node.inputs[1]).shape,
-                                node.shape, /*create_primitives=*/!options_.plan_only, in);
+                                node.shape, /*create_primitives=*/!options_.plan_only, in,
+                                std::nullopt, /*with_bias=*/ins.bias >= 0);
       ins.einsum_bf16 = static_cast<int>(einsum_bf16_.size()) - 1;
     }
   }
@@ -259,7 +323,7 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
     const bool bf16_gather = node.kind == OpKind::kAllGather && stored_bf16_[ins.node];
     // f32 staging, rounded after the instruction, for producers that cannot
     // write bf16 themselves.
-    if (stored_bf16_[ins.node] && !bf16_gather && ins.einsum_bf16 < 0 &&
+    if (stored_bf16_[ins.value] && !bf16_gather && ins.einsum_bf16 < 0 &&
         !writes_bf16_itself(node)) {
       ins.stage = static_cast<int>(requests_.size());
       requests_.push_back({static_cast<size_t>(node.shape.numel()) * sizeof(float),
@@ -408,9 +472,10 @@ std::optional<bool> Program::gathered_in_bf16(ValueId param, int first_phase,
     if (phase < first_phase || phase > last_phase) continue;
     const Instruction& ins = instructions_[i];
     const Node& node = g.node(ins.node);
-    const bool rounds = rounds_inputs(node, stored_bf16_[ins.node]);
+    const bool rounds = rounds_inputs(node, stored_bf16_[ins.value]);
     for (ValueId in : node.inputs)
       if (alias_root_[in] == root) (rounds ? rounded : other) = true;
+    if (ins.bias >= 0 && alias_root_[ins.bias] == root) other = true;
   }
   if (!rounded && !other) return std::nullopt;
   return stores_in_bf16(options_, rounded, other, g.node(root).dtype);
@@ -470,7 +535,7 @@ void Program::run_instructions(size_t begin, size_t end) {
     OpCall call{g,
                 node,
                 value_ptr_,
-                ins.stage_ptr ? ins.stage_ptr : value_ptr_[ins.node],
+                ins.stage_ptr ? ins.stage_ptr : value_ptr_[ins.value],
                 ins.scratch_ptr,
                 ins.einsum_plan >= 0 ? &einsum_plans_[ins.einsum_plan] : nullptr,
                 options_.reference_kernels,
@@ -478,7 +543,8 @@ void Program::run_instructions(size_t begin, size_t end) {
                 ins.einsum_bf16 >= 0 ? &einsum_bf16_[ins.einsum_bf16] : nullptr};
     call.position = position_;
     call.bf16_sum = ins.bf16_sum;
-    call.bf16_out = stored_bf16_[ins.node] && !ins.stage_ptr;
+    call.bf16_out = stored_bf16_[ins.value] && !ins.stage_ptr;
+    if (ins.bias >= 0) call.bias = static_cast<const float*>(value_ptr_[ins.bias]);
     if (node.kind == OpKind::kAllGather && stored_bf16_[ins.node]) {
       if (stored_bf16_[alias_root_[node.inputs[0]]]) call.bf16_in[0] = value_ptr_[node.inputs[0]];
     }
@@ -500,7 +566,7 @@ void Program::run_instructions(size_t begin, size_t end) {
     }
     if (ins.stage_ptr)
       round_to_bf16(reinterpret_cast<const float*>(ins.stage_ptr),
-                    static_cast<uint16_t*>(value_ptr_[ins.node]), node.shape.numel());
+                    static_cast<uint16_t*>(value_ptr_[ins.value]), node.shape.numel());
   }
   auto t0 = std::chrono::steady_clock::now();
   for (Bucket& b : buckets_)

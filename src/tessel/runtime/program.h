@@ -36,11 +36,17 @@ struct CompileOptions {
   bool bf16 = false;
   // With bf16: a value whose every reader is an einsum (through views), and
   // that is no output or input of the program, is stored in bf16: its
-  // producer writes f32 into per-instruction staging, rounded into the
-  // value's bf16 buffer, and the einsums read it as a bf16 operand. They
-  // would round it to bf16 anyway, so the numbers are the same; the buffer
-  // is half the size. Everything another op reads stays f32.
+  // producer writes it rounded (execute_op.h, writes_bf16_itself; an
+  // einsum's matmul), or writes f32 into per-instruction staging rounded
+  // into the value's bf16 buffer, and the einsums read it as a bf16 operand.
+  // They would round it to bf16 anyway, so the numbers are the same; the
+  // buffer is half the size. Everything another op reads stays f32.
   bool bf16_activations = true;
+  // With bf16 on oneDNN's route: an add of a parameter over an einsum's
+  // output n dims to an einsum output nothing else reads runs inside the
+  // einsum (oneDNN's bias argument: the same bits), so the einsum's own
+  // output is never stored and the add never runs on its own.
+  bool fuse_bias_adds = true;
   // Outputs (parameter gradients) whose overlapped all-reduce is carried in
   // bf16 and summed in f32 (Communicator::all_reduce_bf16): they fill their
   // own buckets, reduced blocking at the bucket's last member, each with a
@@ -162,7 +168,9 @@ class Program {
 
  private:
   struct Instruction {
-    ValueId node;
+    ValueId node;                  // the op it runs
+    ValueId value;                 // the value it writes: node, or the bias add fused into it
+    ValueId bias = -1;             // a fused bias add's parameter, added to the einsum's output
     int einsum_plan = -1;          // index into einsum_plans_
     int einsum_bf16 = -1;          // index into einsum_bf16_ (bf16 programs)
     int bf16_copy[2] = {-1, -1};   // bf16 copy each einsum input reads (bf16 programs)
@@ -188,6 +196,14 @@ class Program {
     uint8_t* work_ptr = nullptr;
   };
   void run_bucket_member(const Instruction& ins, size_t index);
+  // What an instruction reads: its node's inputs, and a fused bias.
+  std::vector<ValueId> instruction_inputs(const Instruction& ins) const;
+  // Per node: for an einsum whose output only a bias add reads, that add
+  // (the einsum writes the sum itself, oneDNN's bias argument); kAbsorbed
+  // for such an add; -1 otherwise. Only on oneDNN's bf16 route.
+  static constexpr ValueId kAbsorbed = -2;
+  std::vector<ValueId> bias_adds_to_fuse(const Graph& g, const std::vector<bool>& live,
+                                         const std::vector<ValueId>& outputs) const;
   void run_instructions(size_t begin, size_t end);
 
   std::shared_ptr<const Graph> graph_;
