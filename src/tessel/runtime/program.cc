@@ -70,8 +70,8 @@ std::vector<ValueId> Program::bias_adds_to_fuse(const Graph& g, const std::vecto
     for (ValueId e : a.inputs) {
       const Node& einsum = g.node(e);
       const Node& bias = g.node(bias_of_add(g, add, e));
-      if (einsum.kind != OpKind::kEinsum || readers[e] != 1 || fused[e] != -1 ||
-          bias.kind != OpKind::kParam || !(einsum.shape == a.shape) || phase(e) != phase(add))
+      if (einsum.kind != OpKind::kEinsum || readers[e] != 1 || bias.kind != OpKind::kParam ||
+          !(einsum.shape == a.shape) || phase(e) != phase(add))
         continue;
       // The bias must be exactly the output's n group (oneDNN's bias is a
       // row of N added to every row of the [batch.., M, N] product).
@@ -111,7 +111,7 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
     if (node.kind == OpKind::kParam) params_by_name_[node.name] = id;
   }
 
-  // Bias adds fused into the einsum that feeds them (bf16_bias_adds).
+  // Bias adds fused into the einsum that feeds them (CompileOptions::fuse_bias_adds).
   const std::vector<ValueId> fused_add = bias_adds_to_fuse(g, live, outputs);
 
   // Instructions and the step at which each root buffer is first and last used.
@@ -215,7 +215,6 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
     for (size_t i = 0; i < instructions_.size(); ++i) {
       Instruction& ins = instructions_[i];
       if (ins.einsum_plan < 0) continue;
-
       const Node& node = g.node(ins.node);
       kernels::Bf16Operands in;
       in.out = stored_bf16_[ins.value];  // the matmul rounds its own output
