@@ -1,6 +1,6 @@
 // bf16 rounding (nearest, ties to even; NaN kept; overflow to infinity) and
-// exact widening, against hand-worked bit patterns and oneDNN's reorder
-// where this CPU has one.
+// exact widening, against hand-worked bit patterns; the bulk form (native
+// conversion where the CPU has it) against the scalar one on any bits.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "tessel/base/bf16.h"
-#include "tessel/kernels/einsum_bf16.h"
 
 namespace tessel::kernels {
 namespace {
@@ -66,17 +65,27 @@ TEST(Bf16Round, BulkFormsAgreeAndWideningIsExact) {
   }
 }
 
-// The weight copy (Bf16Convert: oneDNN's reorder where it has bf16, else
-// this loop) rounds exactly like f32_to_bf16_bits.
-TEST(Bf16Round, WeightCopyRoundsTheSame) {
+// round_to_bf16's bulk form (AVX512-BF16's conversion where the CPU has it)
+// gives f32_to_bf16_bits' bits for any f32: random bit patterns cover NaNs,
+// infinities and denormals (which the instruction alone would read as 0),
+// and the length leaves a tail that is no whole vector.
+TEST(Bf16Round, BulkFormMatchesScalarOnAnyBits) {
   std::mt19937 rng(9);
-  std::uniform_real_distribution<float> dist(-3.0f, 3.0f);
-  const int64_t n = 4099;
+  const int64_t n = 100003;  // above the parallel threshold, not a multiple of 32
   std::vector<float> x(n);
-  for (float& v : x) v = dist(rng);
+  for (float& v : x) v = from_bits(static_cast<uint32_t>(rng()));
+  // Denormals and specials among ordinary values, alone in their vector.
+  x[40] = from_bits(0x00000001u);
+  x[100] = from_bits(0x807fffffu);
+  x[200] = from_bits(0x7fc00000u);
+  x[300] = from_bits(0xff800000u);
+  for (int64_t i = 1000; i < 2000; ++i) x[i] = 0.01f * static_cast<float>(i);
+  x[1500] = from_bits(0x00400000u);
   std::vector<uint16_t> bits(n);
-  Bf16Convert(n).run(x.data(), bits.data());
+  round_to_bf16(x.data(), bits.data(), n);
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(bits[i], f32_to_bf16_bits(x[i])) << i;
+  EXPECT_EQ(bits[40], 0x0000);    // the smallest denormal rounds to +0 ...
+  EXPECT_EQ(bits[1500], 0x0040);  // ... a large one keeps its top bits
 }
 
 }  // namespace

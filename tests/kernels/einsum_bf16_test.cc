@@ -87,8 +87,8 @@ void check_against_reference(const Case& c, Bf16Route route) {
   // Operands handed over already in bf16 (a weight's once-per-step copy):
   // read in place or reordered, the same products up to accumulation order.
   std::vector<uint16_t> a_bf16(a.size()), b_bf16(b.size());
-  Bf16Convert(static_cast<int64_t>(a.size())).run(a.data(), a_bf16.data());
-  Bf16Convert(static_cast<int64_t>(b.size())).run(b.data(), b_bf16.data());
+  round_to_bf16(a.data(), a_bf16.data(), static_cast<int64_t>(a.size()));
+  round_to_bf16(b.data(), b_bf16.data(), static_cast<int64_t>(b.size()));
   for (Bf16Operands in :
        {Bf16Operands{true, false}, Bf16Operands{false, true}, Bf16Operands{true, true}}) {
     EinsumBf16 pre(c.a, c.b, c.out, true, in, route);

@@ -94,6 +94,10 @@ struct EinsumBf16::Impl {
   memory::desc a_direct, b_direct;              // bf16 inputs as they are, where the strides allow
   memory::desc bias;                            // [1.., 1, N] f32, or empty: no fused bias
   bool a_in_place = false, b_in_place = false;  // the matmul reads a bf16 input itself
+  // An f32 operand already dense in canonical order is rounded by
+  // round_to_bf16 (one pass, split evenly over the threads) rather than a
+  // oneDNN reorder: oneDNN 2.6's reorder ran slower at 2 threads than at 1.
+  bool a_rounded = false, b_rounded = false;
   bool stage_c = false;
   size_t a_bytes = 0, b_bytes = 0, c_bytes = 0, pad_bytes = 0;
   std::string impl_name;
@@ -145,6 +149,8 @@ EinsumBf16::EinsumBf16(const Shape& a, const Shape& b, const Shape& out, bool cr
   if (product(sizes, 0, sizes.size()) == 0) p.empty = true;
   p.a_src = memory::desc(sizes, type_of(bf16_operands.a), strides);
   p.a_dst = memory::desc(sizes, memory::data_type::bf16, dense_strides(sizes));
+  p.a_rounded = !bf16_operands.a && strides == dense_strides(sizes);
+  p.a_numel = product(sizes, 0, sizes.size());
   Dims batch(sizes.begin(), sizes.begin() + nb);
   const int64_t M = product(sizes, nb, nb + g.m.size());
   const int64_t K = product(sizes, nb + g.m.size(), nb + g.m.size() + g.k.size());
@@ -154,6 +160,8 @@ EinsumBf16::EinsumBf16(const Shape& a, const Shape& b, const Shape& out, bool cr
   if (product(sizes, 0, sizes.size()) == 0) p.empty = true;
   p.b_src = memory::desc(sizes, type_of(bf16_operands.b), strides);
   p.b_dst = memory::desc(sizes, memory::data_type::bf16, dense_strides(sizes));
+  p.b_rounded = !bf16_operands.b && strides == dense_strides(sizes);
+  p.b_numel = product(sizes, 0, sizes.size());
   const int64_t N = product(sizes, nb + g.k.size(), nb + g.k.size() + g.n.size());
   p.b_bytes = round_up(product(sizes, 0, sizes.size()) * sizeof(uint16_t));
 
@@ -268,11 +276,11 @@ EinsumBf16::EinsumBf16(const Shape& a, const Shape& b, const Shape& out, bool cr
   if (p.b_in_place) p.b_bytes = 0;
   size_t pad = mm_pd.scratchpad_desc().get_size();
   dnnl::reorder::primitive_desc ra_pd, rb_pd;
-  if (!p.a_in_place) {
+  if (!p.a_in_place && !p.a_rounded) {
     ra_pd = reorder_pd(p.a_src, p.a_dst);
     pad = std::max(pad, ra_pd.scratchpad_desc().get_size());
   }
-  if (!p.b_in_place) {
+  if (!p.b_in_place && !p.b_rounded) {
     rb_pd = reorder_pd(p.b_src, p.b_dst);
     pad = std::max(pad, rb_pd.scratchpad_desc().get_size());
   }
@@ -283,8 +291,8 @@ EinsumBf16::EinsumBf16(const Shape& a, const Shape& b, const Shape& out, bool cr
   }
   p.pad_bytes = round_up(pad);
   if (!create_primitives) return;
-  if (!p.a_in_place) p.ra = dnnl::reorder(ra_pd);
-  if (!p.b_in_place) p.rb = dnnl::reorder(rb_pd);
+  if (!p.a_in_place && !p.a_rounded) p.ra = dnnl::reorder(ra_pd);
+  if (!p.b_in_place && !p.b_rounded) p.rb = dnnl::reorder(rb_pd);
   if (p.stage_c) p.rc = dnnl::reorder(rc_pd);
   p.mm = dnnl::matmul(mm_pd);
 }
@@ -341,11 +349,15 @@ void EinsumBf16::run(const void* a, const void* b, void* out, void* scratch,
                  e, pad);
   void* a_in = const_cast<void*>(a);
   void* b_in = const_cast<void*>(b);
-  if (!p.a_in_place) {
+  if (p.a_rounded) {
+    round_to_bf16(static_cast<const float*>(a), reinterpret_cast<uint16_t*>(a16), p.a_numel);
+  } else if (!p.a_in_place) {
     memory from(p.a_src, e, a_in), to(p.a_dst, e, a16);
     p.ra.execute(s, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}, {DNNL_ARG_SCRATCHPAD, pad_mem}});
   }
-  if (!p.b_in_place) {
+  if (p.b_rounded) {
+    round_to_bf16(static_cast<const float*>(b), reinterpret_cast<uint16_t*>(b16), p.b_numel);
+  } else if (!p.b_in_place) {
     memory from(p.b_src, e, b_in), to(p.b_dst, e, b16);
     p.rb.execute(s, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}, {DNNL_ARG_SCRATCHPAD, pad_mem}});
   }
@@ -366,45 +378,6 @@ void EinsumBf16::run(const void* a, const void* b, void* out, void* scratch,
                  {{DNNL_ARG_FROM, c_stage}, {DNNL_ARG_TO, c_out}, {DNNL_ARG_SCRATCHPAD, pad_mem}});
   }
   s.wait();
-}
-
-struct Bf16Convert::Impl {
-  memory::desc from, to;
-  dnnl::reorder reorder;
-  bool loop = false;  // no oneDNN bf16 on this CPU: base/bf16.h
-};
-
-Bf16Convert::Bf16Convert(int64_t n, bool create_primitive)
-    : n_(n), impl_(std::make_unique<Impl>()) {
-  if (n == 0) return;
-  if (!onednn_has_bf16_matmul()) {
-    impl_->loop = true;
-    return;
-  }
-  impl_->from = memory::desc({n}, memory::data_type::f32, memory::format_tag::a);
-  impl_->to = memory::desc({n}, memory::data_type::bf16, memory::format_tag::a);
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  dnnl::reorder::primitive_desc pd(cpu_engine(), impl_->from, cpu_engine(), impl_->to, attr);
-  TS_CHECK(pd.scratchpad_desc().get_size() == 0,
-           "bf16 copy: oneDNN asks for scratch the memory plan does not hold");
-  if (create_primitive) impl_->reorder = dnnl::reorder(pd);
-}
-
-Bf16Convert::~Bf16Convert() = default;
-Bf16Convert::Bf16Convert(Bf16Convert&&) noexcept = default;
-Bf16Convert& Bf16Convert::operator=(Bf16Convert&&) noexcept = default;
-
-void Bf16Convert::run(const float* in, void* out) const {
-  if (n_ == 0) return;
-  if (impl_->loop) {
-    round_to_bf16(in, static_cast<uint16_t*>(out), n_);
-    return;
-  }
-  TS_CHECK(impl_->reorder, "bf16 copy: a plan-only instance");
-  memory from(impl_->from, cpu_engine(), const_cast<float*>(in)), to(impl_->to, cpu_engine(), out);
-  impl_->reorder.execute(cpu_stream(), {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
-  cpu_stream().wait();
 }
 
 std::string onednn_cpu_isa() {

@@ -2,8 +2,10 @@
 //
 // Each operand is rounded to bf16 (round to nearest even) into dense scratch
 // in canonical order, [batch.., m.., k..] for a and [batch.., k.., n..] for
-// b, by a oneDNN reorder that reads the operand's own strides (so attention's
-// (batch, seq, heads, head) layouts need no f32 transpose first). The matmul
+// b: by round_to_bf16 (base/bf16.h) where the operand is already dense in
+// that order, else by a oneDNN reorder that reads the operand's own strides
+// (so attention's (batch, seq, heads, head) layouts need no f32 transpose
+// first). The matmul
 // multiplies them with f32 accumulation and writes the output (f32, or bf16
 // rounded to nearest even where the caller stores it in bf16) straight into
 // its own strides when oneDNN has an optimised kernel for that layout;
@@ -89,26 +91,6 @@ class EinsumBf16 {
   Bf16Route route() const;
 
  private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
-};
-
-// Rounds n f32 values to bf16 (nearest even) in the same order: the
-// once-per-step copy of a weight, or of an activation several einsums read.
-// One oneDNN reorder, created once, where
-// oneDNN has bf16 (AVX-512 and up); else base/bf16.h's loop (the
-// same values).
-class Bf16Convert {
- public:
-  explicit Bf16Convert(int64_t n, bool create_primitive = true);
-  ~Bf16Convert();
-  Bf16Convert(Bf16Convert&&) noexcept;
-  Bf16Convert& operator=(Bf16Convert&&) noexcept;
-  size_t bytes() const { return static_cast<size_t>(n_) * 2; }
-  void run(const float* in, void* out) const;
-
- private:
-  int64_t n_;
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

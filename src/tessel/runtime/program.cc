@@ -227,9 +227,8 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
           continue;
         auto it = copy_of.find(key);
         if (it == copy_of.end()) {
-          bf16_copies_.push_back(
-              {root, static_cast<int>(i), static_cast<int>(i), std::nullopt,
-               kernels::Bf16Convert(g.node(root).shape.numel(), !options_.plan_only)});
+          bf16_copies_.push_back({root, static_cast<int>(i), static_cast<int>(i), std::nullopt,
+                                  g.node(root).shape.numel()});
           ins.make_copies.push_back(static_cast<int>(bf16_copies_.size()) - 1);
           it = copy_of.emplace(key, static_cast<int>(bf16_copies_.size()) - 1).first;
         }
@@ -314,7 +313,7 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
   }
   for (Bf16Copy& c : bf16_copies_) {
     c.buffer = static_cast<int>(requests_.size());
-    requests_.push_back({c.convert.bytes(), c.first, c.last});
+    requests_.push_back({static_cast<size_t>(c.numel) * sizeof(uint16_t), c.first, c.last});
   }
   for (size_t i = 0; i < instructions_.size(); ++i) {
     Instruction& ins = instructions_[i];
@@ -548,8 +547,8 @@ void Program::run_instructions(size_t begin, size_t end) {
       if (stored_bf16_[alias_root_[node.inputs[0]]]) call.bf16_in[0] = value_ptr_[node.inputs[0]];
     }
     for (int c : ins.make_copies)
-      bf16_copies_[c].convert.run(static_cast<const float*>(value_ptr_[bf16_copies_[c].value]),
-                                  bf16_copies_[c].data);
+      round_to_bf16(static_cast<const float*>(value_ptr_[bf16_copies_[c].value]),
+                    reinterpret_cast<uint16_t*>(bf16_copies_[c].data), bf16_copies_[c].numel);
     for (int k = 0; k < 2; ++k) {
       if (ins.bf16_copy[k] >= 0) call.bf16_in[k] = bf16_copies_[ins.bf16_copy[k]].data;
       if (ins.einsum_bf16 >= 0 && stored_bf16_[alias_root_[node.inputs[k]]])

@@ -218,7 +218,7 @@ class Program {
     ValueId value;              // a root value
     int first, last;            // instructions of its first and last use
     std::optional<int> buffer;  // request index, once the buffers are requested
-    kernels::Bf16Convert convert;
+    int64_t numel = 0;          // elements, rounded by round_to_bf16 (base/bf16.h)
     uint8_t* data = nullptr;
   };
   std::vector<Bf16Copy> bf16_copies_;
