@@ -63,13 +63,10 @@ void compile_program(CompiledProgram& c, const Mesh& mesh, const Layout& layout,
   c.local = lower_to_rank(c.global, c.wanted, mesh, layout, rank, lowering);
   std::vector<ValueId> local_outputs;
   for (ValueId v : c.wanted) local_outputs.push_back(c.local.local_of[v]);
-  CompileOptions options;
+  CompileOptions options = precision_compile_options(config);
   options.plan_only = mode == CompileMode::kPlanOnly;  // the run's plan, buckets included
   options.comms = ctx ? &ctx->groups() : nullptr;
   options.bucket_bytes = static_cast<size_t>(config.bucket_mib * 1048576.0);
-  options.bf16 = config.precision == "bf16";
-  options.bf16_activations = config.bf16_activations;
-  options.bf16_partial_sums = config.tp_comm_precision == "bf16";
   if (gradients && config.grad_reduce_precision == "bf16")
     for (ValueId v : c.wanted)
       if (v != c.outputs.loss) options.bf16_reduce.insert(c.local.local_of[v]);
@@ -77,6 +74,14 @@ void compile_program(CompiledProgram& c, const Mesh& mesh, const Layout& layout,
 }
 
 }  // namespace
+
+CompileOptions precision_compile_options(const TrainConfig& config) {
+  CompileOptions options;
+  options.bf16 = config.precision == "bf16";
+  options.bf16_activations = config.bf16_activations;
+  options.bf16_partial_sums = config.tp_comm_precision == "bf16";
+  return options;
+}
 
 CompiledRank compile_rank(const TrainConfig& config, const Mesh& mesh, const Layout& layout,
                           int rank, CompileMode mode, DistributedContext* ctx, GraphCache* cache) {

@@ -106,6 +106,12 @@ struct GraphCache {
   std::map<std::string, size_t> eval_arena_bytes;
 };
 
+// The compile options a config's number-format keys set (precision,
+// bf16_activations, tp_comm_precision), the rest default: the one place
+// they are read, for compile_rank, the pipeline stages and the planner's
+// timed programs (plan/instruction_timing.h).
+CompileOptions precision_compile_options(const TrainConfig& config);
+
 // Validates the layout against the model, then compiles. kRun needs `ctx`
 // (this process's rank, mesh and communicators: mesh and rank must be its
 // own) and allocates the arenas; kPlanOnly takes ctx = nullptr. Throws

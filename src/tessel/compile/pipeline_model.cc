@@ -296,13 +296,10 @@ PipelineStage PipelineModel::compile(const LocalStage& st, int chunk, bool eval)
   outputs.insert(outputs.end(), ps.param_grads.begin(), ps.param_grads.end());
   if (ps.loss) outputs.push_back(*ps.loss);
   if (ps.logits) outputs.push_back(*ps.logits);
-  CompileOptions options;
+  CompileOptions options = precision_compile_options(config_);
   options.comms = ctx_ ? &ctx_->groups() : nullptr;
   options.bucket_bytes = static_cast<size_t>(config_.bucket_mib * 1048576.0);
   options.plan_only = plan_only_;
-  options.bf16 = config_.precision == "bf16";
-  options.bf16_activations = config_.bf16_activations;
-  options.bf16_partial_sums = config_.tp_comm_precision == "bf16";
   if (!eval)
     options.phase_starts = {local_phase_start(local, sg.backward_input_begin),
                             local_phase_start(local, sg.backward_weight_begin)};

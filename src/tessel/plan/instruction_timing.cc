@@ -21,7 +21,7 @@ std::unique_ptr<TimedProgram> timed_training_program(const TrainConfig& config) 
   const TrainingGraph& t = timed->training;
   std::vector<ValueId> outputs = {t.outputs.loss};
   outputs.insert(outputs.end(), t.grads.begin(), t.grads.end());
-  timed->program = std::make_unique<Program>(t.graph, outputs);
+  timed->program = std::make_unique<Program>(t.graph, outputs, precision_compile_options(config));
   for (ValueId p : t.graph.params()) {
     timed->params.emplace_back(static_cast<size_t>(value_bytes(t.graph, p)));
     std::fill_n(timed->params.back().as<float>(), t.graph.node(p).shape.numel(), 0.02f);

@@ -23,7 +23,8 @@ struct TimedProgram {
   std::unique_ptr<Program> program;
 };
 
-// Builds `config`'s training program with its parameters bound (not moved
+// Builds `config`'s training program (in its number format:
+// precision_compile_options) with its parameters bound (not moved
 // once built: the program holds the parameters' addresses).
 std::unique_ptr<TimedProgram> timed_training_program(const TrainConfig& config);
 
