@@ -59,21 +59,26 @@ void print_summary(const plan::MachineProfile& profile, int threads) {
   std::printf("machine: %s, %d cores\n", profile.data().cpu_model.c_str(), profile.data().nproc);
   std::printf("%-28s", "GFLOP/s at threads");
   for (int t : counts) std::printf(" %8d", t);
-  std::printf("\n%-28s", "FMA peak");
-  for (int t : counts) std::printf(" %8.1f", profile.peak_flops(Precision::kF32, t) / 1e9);
-  std::printf("\n");
   const std::array<int64_t, 4> shapes[] = {
       {1, 1024, 1024, 1024}, {1, 1024, 384, 384}, {1, 1024, 1536, 384}, {1, 1024, 384, 1536},
       {1, 1024, 256, 384},   {48, 128, 128, 64},  {48, 128, 64, 128}};
-  for (const auto& [b, m, n, k] : shapes) {
-    char label[64];
-    std::snprintf(label, sizeof(label), "GEMM %s%lldx%lldx%lld", b > 1 ? "48 x " : "",
-                  static_cast<long long>(m), static_cast<long long>(n), static_cast<long long>(k));
-    std::printf("%-28s", label);
-    for (int t : counts)
-      std::printf(" %8.1f",
-                  2.0 * b * m * n * k / profile.gemm_seconds(b, m, n, k, Precision::kF32, t) / 1e9);
+  std::vector<Precision> precisions = {Precision::kF32};
+  if (!profile.data().gemm_bf16.empty()) precisions.push_back(Precision::kBF16);
+  for (Precision p : precisions) {
+    const char* suffix = p == Precision::kBF16 ? " bf16" : "";
+    std::printf("\n%-28s", p == Precision::kBF16 ? "bf16 peak" : "FMA peak");
+    for (int t : counts) std::printf(" %8.1f", profile.peak_flops(p, t) / 1e9);
     std::printf("\n");
+    for (const auto& [b, m, n, k] : shapes) {
+      char label[64];
+      std::snprintf(label, sizeof(label), "GEMM %s%lldx%lldx%lld%s", b > 1 ? "48 x " : "",
+                    static_cast<long long>(m), static_cast<long long>(n), static_cast<long long>(k),
+                    suffix);
+      std::printf("%-28s", label);
+      for (int t : counts)
+        std::printf(" %8.1f", 2.0 * b * m * n * k / profile.gemm_seconds(b, m, n, k, p, t) / 1e9);
+      std::printf("\n");
+    }
   }
   std::printf("%-28s", "elementwise / row GB/s");
   for (int t : counts) std::printf(" %4.1f/%4.1f", profile.elementwise_gbs(t), profile.row_gbs(t));

@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "common/run_cli.h"
+#include "tessel/kernels/einsum_bf16.h"
 #include "tessel/plan/machine_profile.h"
 
 namespace tessel::plan {
@@ -47,6 +48,25 @@ TEST(CalibrateCli, QuickWritesAValidProfile) {
     int points = 0;
     for (const InSituPoint& q : p.data().einsum_in_situ) points += q.threads == threads;
     EXPECT_GT(points, 0) << "threads " << threads;
+  }
+  // bf16 figures exactly where the CPU multiplies bf16 natively: the peak,
+  // the grid and the in-situ points, at both thread counts, and the summary
+  // prints the bf16 rows.
+  if (kernels::cpu_has_native_bf16()) {
+    EXPECT_EQ(p.data().bf16_peak_gflops.size(), 2u);
+    EXPECT_EQ(p.data().gemm_bf16.size(), p.data().gemm_f32.size());
+    EXPECT_NE(out.find("GEMM 1024x1536x384 bf16"), std::string::npos) << out;
+    for (int threads : {1, 2}) {
+      EXPECT_GT(p.gemm_seconds(1, 1024, 1536, 384, Precision::kBF16, threads), 0);
+      EXPECT_GT(p.peak_flops(Precision::kBF16, threads), 0);
+      int points = 0;
+      for (const InSituPoint& q : p.data().einsum_in_situ_bf16) points += q.threads == threads;
+      EXPECT_GT(points, 0) << "bf16, threads " << threads;
+    }
+  } else {
+    EXPECT_TRUE(p.data().bf16_peak_gflops.empty());
+    EXPECT_TRUE(p.data().gemm_bf16.empty());
+    EXPECT_TRUE(p.data().einsum_in_situ_bf16.empty());
   }
   fs::remove(file);
 }

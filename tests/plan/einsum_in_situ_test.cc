@@ -47,7 +47,7 @@ TEST(InSituCurve, APointBelowOneCountsAsOne) {
   d.einsum_in_situ = {{1, 20, 0.5}, {1, 30, 1.5}};
   const MachineProfile p(d, "p.json");
   EXPECT_DOUBLE_EQ(p.to_json()["einsum_in_situ"][0]["factor"].get<double>(), 0.5);
-  EXPECT_DOUBLE_EQ(p.einsum_in_situ_factor(std::exp2(20), 1), 1.0);
+  EXPECT_DOUBLE_EQ(p.einsum_in_situ_factor(std::exp2(20), Precision::kF32, 1), 1.0);
 }
 
 TEST(InSituCurve, RefusesBadPointsNamingTheKey) {
@@ -71,11 +71,12 @@ TEST(InSituCurve, TheProfileRoundTripsItAndWithoutItChargesFactorOne) {
   const MachineProfile with(d, "p.json");
   const nlohmann::json j = with.to_json();
   EXPECT_EQ(MachineProfile::from_json(j, "p.json").to_json(), j);
-  EXPECT_DOUBLE_EQ(with.einsum_in_situ_factor(std::exp2(25), 1), 1.25);
+  EXPECT_DOUBLE_EQ(with.einsum_in_situ_factor(std::exp2(25), Precision::kF32, 1), 1.25);
 
   nlohmann::json old = j;
   old.erase("einsum_in_situ");
-  EXPECT_DOUBLE_EQ(MachineProfile::from_json(old, "p.json").einsum_in_situ_factor(1e9, 1), 1.0);
+  EXPECT_DOUBLE_EQ(
+      MachineProfile::from_json(old, "p.json").einsum_in_situ_factor(1e9, Precision::kF32, 1), 1.0);
 
   nlohmann::json bad = j;
   bad["einsum_in_situ"][1]["factor"] = -1;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -175,11 +176,45 @@ TEST(MachineProfile, ThreadsInterpolateAndClamp) {
   EXPECT_DOUBLE_EQ(p.peak_flops(Precision::kF32, 2), 200e9);
 }
 
-TEST(MachineProfile, Bf16IsRefusedClearly) {
+// A profile without bf16 figures (a CPU without native bf16, or an older
+// profile) refuses bf16 naming what is missing and the CPU.
+TEST(MachineProfile, Bf16WithoutFiguresIsRefusedClearly) {
   const MachineProfile p = synthetic();
-  EXPECT_NE(error_of([&] { p.gemm_seconds(1, 64, 64, 64, Precision::kBF16, 1); }).find("bf16"),
+  const std::string gemm = error_of([&] { p.gemm_seconds(1, 64, 64, 64, Precision::kBF16, 1); });
+  EXPECT_NE(gemm.find("'gemm.bf16' is empty"), std::string::npos) << gemm;
+  EXPECT_NE(gemm.find("Test CPU"), std::string::npos) << gemm;
+  EXPECT_NE(error_of([&] { p.peak_flops(Precision::kBF16, 1); }).find("no bf16 peak"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { p.peak_flops(Precision::kBF16, 1); }).find("bf16"), std::string::npos);
+}
+
+// With bf16 figures the profile prices bf16 from them, apart from f32; it
+// round-trips them, and refuses a bf16 grid without a bf16 peak (or the
+// reverse): calibrate measures the two together.
+TEST(MachineProfile, Bf16FiguresPriceBf16AndRoundTrip) {
+  MachineProfileData d = synthetic_profile_data();
+  for (int threads : {1, 2}) {
+    d.bf16_peak_gflops.push_back({threads, 300.0 * threads});
+    for (GemmPoint p : calibration_gemm_shapes(/*quick=*/false)) {
+      p.threads = threads;
+      p.gflops = 3 * synthetic_gflops(p);
+      d.gemm_bf16.push_back(p);
+    }
+  }
+  d.einsum_in_situ_bf16 = {{1, 20, 2.0}};
+  const MachineProfile p(d, "p.json");
+  EXPECT_DOUBLE_EQ(p.peak_flops(Precision::kBF16, 2), 600e9);
+  EXPECT_DOUBLE_EQ(p.peak_flops(Precision::kF32, 2), 200e9);
+  EXPECT_DOUBLE_EQ(p.gemm_seconds(1, 512, 512, 512, Precision::kF32, 1),
+                   3 * p.gemm_seconds(1, 512, 512, 512, Precision::kBF16, 1));
+  EXPECT_DOUBLE_EQ(p.einsum_in_situ_factor(std::exp2(20), Precision::kBF16, 1), 2.0);
+  EXPECT_DOUBLE_EQ(p.einsum_in_situ_factor(std::exp2(20), Precision::kF32, 1), 1.0);
+  const json j = p.to_json();
+  EXPECT_EQ(MachineProfile::from_json(j, "p.json").to_json(), j);
+
+  json half = j;
+  half.erase("bf16_peak_gflops");
+  const std::string e = error_of([&] { MachineProfile::from_json(half, "p.json"); });
+  EXPECT_NE(e.find("'bf16_peak_gflops' and 'gemm.bf16'"), std::string::npos) << e;
 }
 
 TEST(MachineProfile, CollectivesScaleByTheRingFromTheMeasuredRankCount) {

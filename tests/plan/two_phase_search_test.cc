@@ -186,7 +186,7 @@ TEST(TwoPhaseSearch, ScreeningCountsBf16GradientReductionsAsTheExactPhase) {
 // einsum moves the estimate as it moves the exact step.
 TEST(TwoPhaseSearch, ScreeningCarriesTheEinsumInSituFactor) {
   class SlowEinsums : public Cluster {
-    double einsum_in_situ_factor(double, int) const override { return 3; }
+    double einsum_in_situ_factor(double, Precision, int) const override { return 3; }
   };
   const Cluster plain;
   const SlowEinsums slow;

@@ -65,7 +65,9 @@ MachineProfile calibrate_machine(const CalibrateOptions& options) {
   d.cpu_model = cpu_model_name();
   d.nproc = cores;
   d.fma_peak_gflops = compute.fma_peak_gflops;
+  d.bf16_peak_gflops = compute.bf16_peak_gflops;
   d.gemm_f32 = compute.gemm_f32;
+  d.gemm_bf16 = compute.gemm_bf16;
   d.memory = compute.memory;
   d.kernels = measure_kernel_rates(counts, options.quick);
   for (int ranks : options.quick ? std::vector<int>{2} : std::vector<int>{2, 4}) {
@@ -101,9 +103,14 @@ MachineProfile calibrate_machine(const CalibrateOptions& options) {
     const auto t0 = std::chrono::steady_clock::now();
     const MachineProfile grid_only(d, out);
     d.einsum_in_situ = measure_in_situ(grid_only, counts, options.quick);
+    if (!d.gemm_bf16.empty())
+      d.einsum_in_situ_bf16 = measure_in_situ(grid_only, counts, options.quick, Precision::kBF16);
     if (options.progress) {
       std::fprintf(stderr, "calibrate: einsums in a program over alone (by log2 FLOPs):");
       for (const InSituPoint& p : d.einsum_in_situ)
+        std::fprintf(stderr, " %dt@%.1f %.2fx", p.threads, p.log2_flops, p.factor);
+      if (!d.einsum_in_situ_bf16.empty()) std::fprintf(stderr, "; bf16:");
+      for (const InSituPoint& p : d.einsum_in_situ_bf16)
         std::fprintf(stderr, " %dt@%.1f %.2fx", p.threads, p.log2_flops, p.factor);
       std::fprintf(stderr, ", %.1f s\n",
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());

@@ -18,8 +18,8 @@ namespace tessel::plan {
 ProgramCheck check_program(const TrainConfig& config, const HardwareModel& hw, int threads,
                            int repeats) {
   TS_CHECK(repeats >= 1, "calibrate --check: repeats must be positive, got ", repeats);
-  TS_CHECK(config.precision == "f32", "calibrate --check: f32 configs only (precision '",
-           config.precision, "')");
+  const Precision precision = config.precision == "bf16" ? Precision::kBF16 : Precision::kF32;
+  hw.peak_flops(precision, threads);  // a precision the profile lacks: say so before timing
   TrainConfig c = config;
   if (c.recompute == "auto") c.recompute = "none";
   const std::unique_ptr<TimedProgram> timed = timed_training_program(c);
@@ -30,6 +30,7 @@ ProgramCheck check_program(const TrainConfig& config, const HardwareModel& hw, i
 
   CostOptions options;
   options.threads = threads;
+  options.precision = precision;
   std::map<std::string, CheckedKind> by_kind;
   ProgramCheck out;
   for (size_t i = 0; i < list.size(); ++i) {
@@ -48,7 +49,7 @@ ProgramCheck check_program(const TrainConfig& config, const HardwareModel& hw, i
       flops = 2.0 * e.batch * e.m * e.n * e.k;
     } else {
       predicted = hw.kernel_seconds(op_name(n.kind), instruction_bytes(g, ins.node),
-                                    g.node_flops(ins.node), Precision::kF32, threads);
+                                    g.node_flops(ins.node), options.precision, threads);
       kind = op_name(n.kind);
     }
     const double measured = timed_ins->second;

@@ -12,7 +12,9 @@
 // are grouped by kind: an einsum by its GEMM (batch, m, n, k), anything
 // else by its op name. The prediction is the cost model's own
 // per-instruction charge (einsum_seconds, HardwareModel::kernel_seconds) at
-// one rank of `threads` threads with a core of its own.
+// one rank of `threads` threads with a core of its own, in the config's
+// precision (bf16 needs a profile with bf16 figures, checked before
+// anything runs).
 #pragma once
 
 #include <string>

@@ -7,9 +7,12 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <optional>
 
+#include "tessel/base/bf16.h"
 #include "tessel/base/error.h"
 #include "tessel/kernels/einsum.h"
+#include "tessel/kernels/einsum_bf16.h"
 #include "tessel/kernels/elementwise.h"
 #include "tessel/kernels/layernorm.h"
 #include "tessel/runtime/machine_peak.h"
@@ -44,27 +47,44 @@ AlignedBuffer filled(int64_t floats) {
   return buf;
 }
 
-// GFLOP/s of one shape through plan_einsum + einsum, as the runtime calls them.
-double shape_gflops(const GemmPoint& s, double min_seconds) {
+// GFLOP/s of one shape as the runtime multiplies it: f32 through plan_einsum
+// + einsum; bf16 through EinsumBf16 with both operands in bf16 (read in
+// place) and an f32 result.
+double shape_gflops(const GemmPoint& s, Precision precision, double min_seconds) {
   std::vector<Dim> a{{"m", s.m}, {"k", s.k}}, b{{"k", s.k}, {"n", s.n}}, c{{"m", s.m}, {"n", s.n}};
   if (s.batch > 1)
     for (auto* dims : {&a, &b, &c}) dims->insert(dims->begin(), Dim{"g", s.batch});
   const Shape sa(a), sb(b), sc(c);
-  const kernels::EinsumPlan plan = kernels::plan_einsum(sa, sb, sc);
-  AlignedBuffer da = filled(sa.numel()), db = filled(sb.numel()), dc = filled(sc.numel()),
-                scratch = filled(plan.scratch_elements());
-  const double seconds = time_median(min_seconds, 3, [&] {
-    kernels::einsum(plan, da.as<float>(), db.as<float>(), dc.as<float>(), scratch.as<float>());
-  });
+  AlignedBuffer da = filled(sa.numel()), db = filled(sb.numel()), dc = filled(sc.numel());
+  std::function<void()> run;
+  kernels::EinsumPlan plan;
+  std::optional<kernels::EinsumBf16> bf16;
+  AlignedBuffer scratch, a16, b16;
+  if (precision == Precision::kF32) {
+    plan = kernels::plan_einsum(sa, sb, sc);
+    scratch = filled(plan.scratch_elements());
+    run = [&] {
+      kernels::einsum(plan, da.as<float>(), db.as<float>(), dc.as<float>(), scratch.as<float>());
+    };
+  } else {
+    a16 = AlignedBuffer(static_cast<size_t>(sa.numel()) * 2);
+    b16 = AlignedBuffer(static_cast<size_t>(sb.numel()) * 2);
+    round_to_bf16(da.as<float>(), a16.as<uint16_t>(), sa.numel());
+    round_to_bf16(db.as<float>(), b16.as<uint16_t>(), sb.numel());
+    bf16.emplace(sa, sb, sc, true, kernels::Bf16Operands{true, true, false});
+    scratch = AlignedBuffer(std::max<size_t>(bf16->scratch_bytes(), 64));
+    run = [&] { bf16->run(a16.data(), b16.data(), dc.data(), scratch.data()); };
+  }
+  const double seconds = time_median(min_seconds, 3, run);
   return 2.0 * s.batch * s.m * s.n * s.k / seconds / 1e9;
 }
 
 // A grid point's rate: the median over the point and its variants
 // (calibration_gemm_variants), the mean of the middle two of the four.
-double gemm_gflops(const GemmPoint& point, double min_seconds) {
+double gemm_gflops(const GemmPoint& point, Precision precision, double min_seconds) {
   std::vector<double> rates;
   for (const GemmPoint& v : calibration_gemm_variants(point))
-    rates.push_back(shape_gflops(v, min_seconds));
+    rates.push_back(shape_gflops(v, precision, min_seconds));
   std::sort(rates.begin(), rates.end());
   const size_t n = rates.size();
   return n % 2 ? rates[n / 2] : (rates[n / 2 - 1] + rates[n / 2]) / 2;
@@ -123,6 +143,7 @@ ComputeCalibration measure_compute(const std::vector<int>& thread_counts, bool q
                                    bool progress) {
   const double min_seconds = quick ? 0.01 : 0.04;
   const int saved_threads = omp_get_max_threads();
+  const bool bf16 = kernels::cpu_has_native_bf16();
   ComputeCalibration out;
   for (int threads : thread_counts) {
     TS_CHECK(threads >= 1, "threads ", threads);
@@ -131,15 +152,24 @@ ComputeCalibration measure_compute(const std::vector<int>& thread_counts, bool q
     out.fma_peak_gflops.push_back({threads, measure_fma_peak_gflops(threads, quick ? 0.1 : 0.2)});
     for (GemmPoint s : calibration_gemm_shapes(quick)) {
       s.threads = threads;
-      s.gflops = gemm_gflops(s, min_seconds);
+      s.gflops = gemm_gflops(s, Precision::kF32, min_seconds);
       out.gemm_f32.push_back(s);
+    }
+    if (bf16) {
+      out.bf16_peak_gflops.push_back(
+          {threads, measure_bf16_peak_gflops(threads, quick ? 0.1 : 0.2)});
+      for (GemmPoint s : calibration_gemm_shapes(quick)) {
+        s.threads = threads;
+        s.gflops = gemm_gflops(s, Precision::kBF16, min_seconds);
+        out.gemm_bf16.push_back(s);
+      }
     }
     out.memory.push_back(memory_rates(threads, min_seconds));
     if (progress)
       std::fprintf(stderr,
-                   "calibrate: %d thread%s: FMA peak %.1f GFLOP/s, %zu GEMM shapes, %.1f s\n",
+                   "calibrate: %d thread%s: FMA peak %.1f GFLOP/s, %zu GEMM shapes%s, %.1f s\n",
                    threads, threads == 1 ? "" : "s", out.fma_peak_gflops.back().gflops,
-                   calibration_gemm_shapes(quick).size(),
+                   calibration_gemm_shapes(quick).size(), bf16 ? " in f32 and bf16" : " (f32)",
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   omp_set_num_threads(saved_threads);

@@ -7,7 +7,16 @@
 // 64..1024 (quick: 64..512) at aspects 1, 4 and 16 — the cube c x c x c,
 // 2c x 2c x c/4 and 4c x 4c x c/16, the thin dim as k like attention's head
 // dim (c = 256 at aspect 4 is 512 x 512 x 64) — unbatched, plus c = 64..256
-// (quick: 64..128) with batch 8 on the batched path. Each shape is timed for
+// (quick: 64..128) with batch 8 on the batched path.
+//
+// Where the CPU multiplies bf16 natively (AVX512-BF16 or AMX:
+// kernels::cpu_has_native_bf16), the same grid is measured again through
+// kernels/einsum_bf16.h with both operands in bf16 and read in place, and an
+// f32 result: the matmul a bf16 program runs, without the operand
+// conversions (the cost model charges those as copies, from the einsum's
+// scratch). The bf16 peak (runtime/machine_peak.h) comes with it. Elsewhere
+// bf16 is slower than f32 and neither is measured: the profile then prices
+// f32 plans only. Each shape is timed for
 // at least 40 ms (quick: 10 ms) and at least 3 runs after a warm-up; the
 // median run counts.
 //
@@ -27,8 +36,8 @@
 namespace tessel::plan {
 
 struct ComputeCalibration {
-  std::vector<ThreadRate> fma_peak_gflops;
-  std::vector<GemmPoint> gemm_f32;
+  std::vector<ThreadRate> fma_peak_gflops, bf16_peak_gflops;  // bf16: empty without native bf16
+  std::vector<GemmPoint> gemm_f32, gemm_bf16;
   std::vector<MemoryRate> memory;
 };
 

@@ -563,7 +563,7 @@ double einsum_seconds(const HardwareModel& hw, const Graph& g, const Program::In
           : device_einsum_copy_bytes(g.node(n.inputs[0]).shape, g.node(n.inputs[1]).shape, n.shape,
                                      options.precision);
   const double flops = 2.0 * double(e.batch) * double(e.m) * double(e.n) * double(e.k);
-  return hw.einsum_in_situ_factor(flops, options.threads) *
+  return hw.einsum_in_situ_factor(flops, options.precision, options.threads) *
          (hw.gemm_seconds(e.batch, e.m, e.n, e.k, options.precision, options.threads) +
           (copies > 0 ? hw.memory_seconds(copies, options.threads) : 0.0));
 }

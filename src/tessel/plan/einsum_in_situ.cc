@@ -53,7 +53,8 @@ double InSituCurve::factor(double flops, int threads) const {
 }
 
 std::vector<InSituPoint> measure_in_situ(const HardwareModel& grid_only,
-                                         const std::vector<int>& thread_counts, bool quick) {
+                                         const std::vector<int>& thread_counts, bool quick,
+                                         Precision precision) {
   const std::vector<int64_t> batches =
       quick ? std::vector<int64_t>{1, 8} : std::vector<int64_t>{1, 2, 4, 8};
   const int repeats = quick ? 3 : 5;
@@ -64,6 +65,7 @@ std::vector<InSituPoint> measure_in_situ(const HardwareModel& grid_only,
   for (int64_t batch : batches) {
     TrainConfig config = kernel_rate_config(quick);
     config.batch = batch;
+    config.precision = precision_name(precision);
     const std::unique_ptr<TimedProgram> timed = timed_training_program(config);
     Program& program = *timed->program;
     const std::vector<Program::InstructionInfo> list = program.instruction_info();
@@ -72,6 +74,7 @@ std::vector<InSituPoint> measure_in_situ(const HardwareModel& grid_only,
           median_instruction_seconds(program, threads, repeats);
       CostOptions options;
       options.threads = threads;
+      options.precision = precision;
       for (const Program::InstructionInfo& ins : list) {
         const auto measured = typical.find(ins.node);
         if (!ins.einsum || measured == typical.end()) continue;

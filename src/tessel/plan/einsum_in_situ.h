@@ -66,8 +66,10 @@ class InSituCurve {
   std::vector<Line> lines_;  // one per thread count
 };
 
-// Measures the curve's points at each thread count (see above).
+// Measures the curve's points at each thread count (see above), with the
+// reference program compiled in `precision` (bf16: against the bf16 grid).
 std::vector<InSituPoint> measure_in_situ(const HardwareModel& grid_only,
-                                         const std::vector<int>& thread_counts, bool quick);
+                                         const std::vector<int>& thread_counts, bool quick,
+                                         Precision precision = Precision::kF32);
 
 }  // namespace tessel::plan

@@ -123,11 +123,11 @@ class HardwareModel {
   virtual CoRun co_run() const { return {}; }
   // Default: kStridedDevice (hardware this build does not run on).
   virtual EinsumCosting einsum_costing() const { return EinsumCosting::kStridedDevice; }
-  // The factor on an einsum of `flops` FLOPs (its GEMM and copies) at
-  // `threads` threads for running inside a training program rather than
-  // alone (einsum_in_situ.h). Default 1: a cluster's GEMM efficiency is
-  // already what its programs achieve.
-  virtual double einsum_in_situ_factor(double flops, int threads) const { return 1; }
+  // The factor on an einsum of `flops` FLOPs (its GEMM and copies) in
+  // precision `p` at `threads` threads for running inside a training
+  // program rather than alone (einsum_in_situ.h). Default 1: a cluster's
+  // GEMM efficiency is already what its programs achieve.
+  virtual double einsum_in_situ_factor(double flops, Precision p, int threads) const { return 1; }
 };
 
 }  // namespace tessel::plan

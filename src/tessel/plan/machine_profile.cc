@@ -155,6 +155,9 @@ MachineProfile::MachineProfile(MachineProfileData data, std::string source)
   f32_ = GemmGrid(data_.gemm_f32, f + ": key 'gemm.f32'");
   if (!data_.gemm_bf16.empty()) bf16_ = GemmGrid(data_.gemm_bf16, f + ": key 'gemm.bf16'");
   in_situ_ = InSituCurve(data_.einsum_in_situ, f + ": key 'einsum_in_situ'");
+  in_situ_bf16_ = InSituCurve(data_.einsum_in_situ_bf16, f + ": key 'einsum_in_situ_bf16'");
+  if (data_.bf16_peak_gflops.empty() != data_.gemm_bf16.empty())
+    TS_THROW(f, ": keys 'bf16_peak_gflops' and 'gemm.bf16' must both have entries or neither");
   for (const char* kind : kFitKinds) {
     bool found = false;
     for (const LinkFit& l : data_.links)
@@ -174,8 +177,9 @@ MachineProfile MachineProfile::load(const std::string& path) {
 
 MachineProfile MachineProfile::from_json(const nlohmann::json& j, const std::string& source) {
   JsonFields top(j, source, "");
-  top.allow_only({"version", "cpu_model", "nproc", "fma_peak_gflops", "gemm", "memory", "links",
-                  "kernels", "progress", "co_run", "einsum_in_situ"});
+  top.allow_only({"version", "cpu_model", "nproc", "fma_peak_gflops", "bf16_peak_gflops", "gemm",
+                  "memory", "links", "kernels", "progress", "co_run", "einsum_in_situ",
+                  "einsum_in_situ_bf16"});
   const int64_t version = top.integer("version", 0);
   if (version != kProfileVersion)
     top.fail("version", "is " + std::to_string(version) + "; this build reads version " +
@@ -184,13 +188,18 @@ MachineProfile MachineProfile::from_json(const nlohmann::json& j, const std::str
   d.cpu_model = top.string("cpu_model");
   d.nproc = static_cast<int>(top.integer("nproc", 1));
 
-  const nlohmann::json& peaks = top.array("fma_peak_gflops");
-  for (size_t i = 0; i < peaks.size(); ++i) {
-    JsonFields f(peaks[i], source, item_path("fma_peak_gflops", i));
-    f.allow_only({"threads", "gflops"});
-    d.fma_peak_gflops.push_back(
-        {static_cast<int>(f.integer("threads", 1)), f.number("gflops", true)});
-  }
+  auto read_peaks = [&](const char* key) {
+    std::vector<ThreadRate> rates;
+    const nlohmann::json& peaks = top.array(key);
+    for (size_t i = 0; i < peaks.size(); ++i) {
+      JsonFields f(peaks[i], source, item_path(key, i));
+      f.allow_only({"threads", "gflops"});
+      rates.push_back({static_cast<int>(f.integer("threads", 1)), f.number("gflops", true)});
+    }
+    return rates;
+  };
+  d.fma_peak_gflops = read_peaks("fma_peak_gflops");
+  if (top.has("bf16_peak_gflops")) d.bf16_peak_gflops = read_peaks("bf16_peak_gflops");
 
   JsonFields gemm(top.required("gemm"), source, "gemm");
   gemm.allow_only({"f32", "bf16"});
@@ -229,23 +238,29 @@ MachineProfile MachineProfile::from_json(const nlohmann::json& j, const std::str
     d.has_co_run = true;
     d.co_run = co_run_from_json(top.required("co_run"), source, "co_run");
   }
-  if (top.has("einsum_in_situ")) {
-    const nlohmann::json& points = top.array("einsum_in_situ");
+  auto read_in_situ = [&](const char* key, std::vector<InSituPoint>& out) {
+    if (!top.has(key)) return;
+    const nlohmann::json& points = top.array(key);
     for (size_t i = 0; i < points.size(); ++i) {
-      JsonFields f(points[i], source, item_path("einsum_in_situ", i));
+      JsonFields f(points[i], source, item_path(key, i));
       f.allow_only({"threads", "log2_flops", "factor"});
-      d.einsum_in_situ.push_back({static_cast<int>(f.integer("threads", 1)),
-                                  f.number("log2_flops", false), f.number("factor", true)});
+      out.push_back({static_cast<int>(f.integer("threads", 1)), f.number("log2_flops", false),
+                     f.number("factor", true)});
     }
-  }
+  };
+  read_in_situ("einsum_in_situ", d.einsum_in_situ);
+  read_in_situ("einsum_in_situ_bf16", d.einsum_in_situ_bf16);
   return MachineProfile(std::move(d), source);
 }
 
 nlohmann::json MachineProfile::to_json() const {
-  nlohmann::json peaks = nlohmann::json::array(), memory = nlohmann::json::array(),
-                 links = nlohmann::json::array();
-  for (const ThreadRate& r : data_.fma_peak_gflops)
-    peaks.push_back({{"threads", r.threads}, {"gflops", r.gflops}});
+  auto peaks_json = [](const std::vector<ThreadRate>& rates) {
+    nlohmann::json peaks = nlohmann::json::array();
+    for (const ThreadRate& r : rates)
+      peaks.push_back({{"threads", r.threads}, {"gflops", r.gflops}});
+    return peaks;
+  };
+  nlohmann::json memory = nlohmann::json::array(), links = nlohmann::json::array();
   for (const MemoryRate& r : data_.memory)
     memory.push_back(
         {{"threads", r.threads}, {"elementwise_gbs", r.elementwise_gbs}, {"row_gbs", r.row_gbs}});
@@ -257,20 +272,24 @@ nlohmann::json MachineProfile::to_json() const {
       {"version", kProfileVersion},
       {"cpu_model", data_.cpu_model},
       {"nproc", data_.nproc},
-      {"fma_peak_gflops", peaks},
+      {"fma_peak_gflops", peaks_json(data_.fma_peak_gflops)},
       {"gemm", {{"f32", gemm_json(data_.gemm_f32)}, {"bf16", gemm_json(data_.gemm_bf16)}}},
       {"memory", memory},
       {"links", links},
       {"kernels", kernels}};
   if (data_.has_progress) j["progress"] = progress_to_json(data_.progress);
   if (data_.has_co_run) j["co_run"] = co_run_to_json(data_.co_run);
-  if (!data_.einsum_in_situ.empty()) {
+  if (!data_.bf16_peak_gflops.empty()) j["bf16_peak_gflops"] = peaks_json(data_.bf16_peak_gflops);
+  auto in_situ_json = [&](const char* key, const std::vector<InSituPoint>& in_situ) {
+    if (in_situ.empty()) return;
     nlohmann::json points = nlohmann::json::array();
-    for (const InSituPoint& p : data_.einsum_in_situ)
+    for (const InSituPoint& p : in_situ)
       points.push_back(
           {{"threads", p.threads}, {"log2_flops", p.log2_flops}, {"factor", p.factor}});
-    j["einsum_in_situ"] = points;
-  }
+    j[key] = points;
+  };
+  in_situ_json("einsum_in_situ", data_.einsum_in_situ);
+  in_situ_json("einsum_in_situ_bf16", data_.einsum_in_situ_bf16);
   return j;
 }
 
@@ -318,8 +337,10 @@ double MachineProfile::gemm_seconds(int64_t batch, int64_t m, int64_t n, int64_t
   const GemmGrid& grid = p == Precision::kF32 ? f32_ : bf16_;
   if (grid.empty())
     TS_THROW(source_,
-             ": no bf16 GEMM figures ('gemm.bf16' is empty): `tessel calibrate` measures "
-             "f32 GEMMs only so far; plan this machine in f32");
+             ": no bf16 GEMM figures ('gemm.bf16' is empty): `tessel calibrate` measures bf16 "
+             "only where the CPU multiplies bf16 natively (AVX512-BF16 or AMX), and this "
+             "profile's CPU (",
+             data_.cpu_model, ") did not, or the profile predates it; plan this machine in f32");
   const double flops = 2.0 * double(batch) * double(m) * double(n) * double(k);
   return flops / (grid.gflops(batch, m, n, k, threads) * 1e9);
 }
@@ -369,12 +390,14 @@ double MachineProfile::compute_share(int ranks, int threads) const {
 }
 
 double MachineProfile::peak_flops(Precision p, int threads) const {
-  if (p == Precision::kBF16)
+  if (p == Precision::kBF16 && data_.bf16_peak_gflops.empty())
     TS_THROW(source_,
-             ": no bf16 peak: `tessel calibrate` measures f32 only so far; plan this machine in "
-             "f32");
-  return by_threads(data_.fma_peak_gflops, threads, [](const ThreadRate& r) { return r.gflops; }) *
-         1e9;
+             ": no bf16 peak: `tessel calibrate` measures bf16 only where the CPU multiplies "
+             "bf16 natively (AVX512-BF16 or AMX), and this profile's CPU (",
+             data_.cpu_model, ") did not, or the profile predates it; plan this machine in f32");
+  const std::vector<ThreadRate>& peaks =
+      p == Precision::kBF16 ? data_.bf16_peak_gflops : data_.fma_peak_gflops;
+  return by_threads(peaks, threads, [](const ThreadRate& r) { return r.gflops; }) * 1e9;
 }
 
 }  // namespace tessel::plan

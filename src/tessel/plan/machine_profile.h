@@ -72,7 +72,12 @@ struct MachineProfileData {
   std::string cpu_model;
   int nproc = 1;
   std::vector<ThreadRate> fma_peak_gflops;
-  std::vector<GemmPoint> gemm_f32, gemm_bf16;  // bf16: empty until the build supports it
+  std::vector<GemmPoint> gemm_f32, gemm_bf16;
+  // Optional (empty where the CPU has no native bf16, and in profiles before
+  // session 12): the bf16 peak (runtime/machine_peak.h). gemm_bf16 and
+  // einsum_in_situ_bf16 are empty exactly when it is: calibrate measures
+  // the three together (calibrate_compute.h).
+  std::vector<ThreadRate> bf16_peak_gflops;
   std::vector<MemoryRate> memory;
   std::vector<LinkFit> links;
   // Optional (older profiles lack it): measured non-GEMM kernel rates.
@@ -88,8 +93,9 @@ struct MachineProfileData {
   bool has_co_run = false;
   CoRun co_run;
   // Optional (profiles before session 9 lack it): the in-situ factor's
-  // points (einsum_in_situ.h). Without it: factor 1.
-  std::vector<InSituPoint> einsum_in_situ;
+  // points (einsum_in_situ.h). Without it: factor 1. The bf16 points come
+  // from the same programs run in bf16.
+  std::vector<InSituPoint> einsum_in_situ, einsum_in_situ_bf16;
 };
 
 // What a profile without a "progress" entry assumes: polled, every
@@ -151,8 +157,8 @@ class MachineProfile : public HardwareModel {
   // max(1, ranks x threads / nproc).
   double compute_share(int ranks, int threads) const override;
   EinsumCosting einsum_costing() const override { return EinsumCosting::kCompiled; }
-  double einsum_in_situ_factor(double flops, int threads) const override {
-    return in_situ_.factor(flops, threads);
+  double einsum_in_situ_factor(double flops, Precision p, int threads) const override {
+    return (p == Precision::kBF16 ? in_situ_bf16_ : in_situ_).factor(flops, threads);
   }
 
  private:
@@ -161,7 +167,7 @@ class MachineProfile : public HardwareModel {
   MachineProfileData data_;
   std::string source_;
   GemmGrid f32_, bf16_;
-  InSituCurve in_situ_;
+  InSituCurve in_situ_, in_situ_bf16_;
 };
 
 }  // namespace tessel::plan

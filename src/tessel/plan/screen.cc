@@ -46,8 +46,8 @@ class PinnedLink : public HardwareModel {
     return hw_.compute_share(ranks, threads);
   }
   EinsumCosting einsum_costing() const override { return hw_.einsum_costing(); }
-  double einsum_in_situ_factor(double flops, int threads) const override {
-    return hw_.einsum_in_situ_factor(flops, threads);
+  double einsum_in_situ_factor(double flops, Precision p, int threads) const override {
+    return hw_.einsum_in_situ_factor(flops, p, threads);
   }
 
  private:
