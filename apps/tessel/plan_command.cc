@@ -176,6 +176,7 @@ plan::PlanRequest plan_request(const ConfigOptions& c, const TrainConfig& base, 
   plan::PlanRequest q;
   q.base = base;
   q.config_path = c.path;
+  q.overrides = c.overrides;
   q.ranks = ranks;
   if (!c.mesh.empty()) q.mesh = c.mesh;
   if (!c.layout.empty()) q.layout = c.layout;

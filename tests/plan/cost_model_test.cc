@@ -263,6 +263,8 @@ TEST(PlanSearch, FixedKnobsGiveExactlyThatPlan) {
   q.microbatches = 1;
   q.zero = 1;
   q.recompute = "selective";
+  // The user's --set overrides ride along, but not those of knobs the plan chooses.
+  q.overrides = {"lr=0.001", "zero=2", "data_dir=/my data"};
   const PlanResult r = search_plans(q, hw);
   ASSERT_EQ(r.plans.size(), 1u);
   TrainConfig c = q.base;
@@ -274,6 +276,10 @@ TEST(PlanSearch, FixedKnobsGiveExactlyThatPlan) {
   EXPECT_EQ(r.plans[0].prediction.peak_bytes, worst_predicted(c));
   EXPECT_NE(r.plans[0].command.find("--mesh data=2,model=2"), std::string::npos);
   EXPECT_NE(r.plans[0].command.find("--zero 1 --recompute selective"), std::string::npos);
+  EXPECT_NE(r.plans[0].command.find(" --set lr=0.001 --set 'data_dir=/my data' --mesh"),
+            std::string::npos)
+      << r.plans[0].command;
+  EXPECT_EQ(r.plans[0].command.find("zero=2"), std::string::npos) << r.plans[0].command;
 }
 
 TEST(PlanSearch, RanksEveryFeasibleCandidateFastestFirst) {

@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <chrono>
+#include <cstring>
 #include <limits>
 #include <map>
+#include <set>
 
 #include "tessel/base/error.h"
 #include "tessel/compile/memory_report.h"
@@ -191,6 +194,26 @@ std::string knobs(const TrainConfig& c) {
                  c.layout.empty() ? "(defaults)" : c.layout, ", schedule ", c.schedule, ", chunks ",
                  c.chunks, ", microbatches ", c.microbatches, ", zero ", c.zero, ", recompute ",
                  c.recompute);
+}
+
+}  // namespace
+
+namespace {
+
+// A --set override as a command-line argument: `--set KEY=VALUE`, single-
+// quoted unless it is plain; empty for a key plan_flags writes itself.
+std::string carried_override(const std::string& kv) {
+  static const std::set<std::string> chosen = {"mesh",      "layout",  "microbatches",
+                                               "schedule",  "chunks",  "zero",
+                                               "recompute", "threads", "stages"};
+  if (chosen.count(kv.substr(0, kv.find('=')))) return "";
+  const bool plain = std::all_of(kv.begin(), kv.end(), [](char ch) {
+    return std::isalnum(static_cast<unsigned char>(ch)) || std::strchr("_.=,:/+-", ch);
+  });
+  if (plain) return " --set " + kv;
+  std::string quoted = "'";
+  for (char ch : kv) quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return " --set " + quoted + "'";
 }
 
 }  // namespace
@@ -417,8 +440,9 @@ PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
     plan.fraction_of_peak =
         plan.tflops_per_device * 1e12 / hw.peak_flops(q.cost.precision, q.cost.threads);
     plan.command = (q.ranks > 1 ? str_cat("mpirun -n ", q.ranks, " ") : std::string()) +
-                   "tessel train --config " + q.config_path + plan_flags(plan.config) +
-                   str_cat(" --threads ", q.cost.threads);
+                   "tessel train --config " + q.config_path;
+    for (const std::string& kv : q.overrides) plan.command += carried_override(kv);
+    plan.command += plan_flags(plan.config) + str_cat(" --threads ", q.cost.threads);
     result.plans.push_back(std::move(plan));
     index_of_plan.push_back(i);
   }

@@ -28,6 +28,11 @@ namespace tessel::plan {
 struct PlanRequest {
   TrainConfig base;         // the model and optimisation keys
   std::string config_path;  // for the command line of each plan
+  // The user's `--set KEY=VALUE` overrides (already applied to `base`). Each
+  // plan's command repeats those of keys the plan does not choose (e.g.
+  // precision=bf16), so the command trains what was planned; those of the
+  // knobs it chooses (mesh, zero, recompute, ...) are dropped.
+  std::vector<std::string> overrides;
   int ranks = 1;
   int64_t memory_limit = 0;  // bytes per rank; 0: none but the device's memory
   // Prune by the device's memory (HardwareModel::device_memory_bytes). Off
