@@ -53,6 +53,25 @@ void PrintTo(const Bf16Case& c, std::ostream* out) { *out << c.name; }
 
 class Bf16Layouts : public Bf16Training, public ::testing::WithParamInterface<Bf16Case> {};
 
+// The planner's choice in bf16 joins the matrix: `train --plan auto` on 4
+// ranks, from a profile `calibrate --quick` writes into a private cache,
+// prices bf16 with the profile's bf16 figures and trains within 2e-3 of one
+// process. Calibrate measures bf16 only where the CPU multiplies it
+// natively; elsewhere the plan is refused (MachineProfile's tests).
+TEST_F(Bf16Training, PlanAutoMatchesSingleProcess) {
+  if (!kernels::cpu_has_native_bf16())
+    GTEST_SKIP() << "no native bf16 on this CPU: calibrate measures no bf16 figures";
+  const fs::path cache = root() / "xdg_cache_bf16";
+  int status = 0;
+  const std::string calibrated = run(
+      "XDG_CACHE_HOME=" + cache.string() + " " + TESSEL_CLI_PATH + " calibrate --quick", &status);
+  ASSERT_EQ(status, 0) << calibrated;
+  TrainRun got = train("bf16_plan_auto_4", bf16_config(), 4, "", "", "--plan auto",
+                       "-x XDG_CACHE_HOME=" + cache.string());
+  EXPECT_NE(got.output.find("plan auto: the best of"), std::string::npos) << got.output;
+  expect_close(got, bf16_reference(), kBf16RelTol, "train --plan auto in bf16 on 4 ranks");
+}
+
 TEST_P(Bf16Layouts, LossesWithinTwoThousandthsOfOneProcess) {
   const Bf16Case& c = GetParam();
   TrainRun got = train(c.name, bf16_config(), c.ranks, c.mesh, "", c.args);
