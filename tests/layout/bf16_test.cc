@@ -61,14 +61,7 @@ class Bf16Layouts : public Bf16Training, public ::testing::WithParamInterface<Bf
 TEST_F(Bf16Training, PlanAutoMatchesSingleProcess) {
   if (!kernels::cpu_has_native_bf16())
     GTEST_SKIP() << "no native bf16 on this CPU: calibrate measures no bf16 figures";
-  const fs::path cache = root() / "xdg_cache_bf16";
-  int status = 0;
-  const std::string calibrated = run(
-      "XDG_CACHE_HOME=" + cache.string() + " " + TESSEL_CLI_PATH + " calibrate --quick", &status);
-  ASSERT_EQ(status, 0) << calibrated;
-  TrainRun got = train("bf16_plan_auto_4", bf16_config(), 4, "", "", "--plan auto",
-                       "-x XDG_CACHE_HOME=" + cache.string());
-  EXPECT_NE(got.output.find("plan auto: the best of"), std::string::npos) << got.output;
+  TrainRun got = train_plan_auto("bf16_plan_auto_4", bf16_config(), 4);
   expect_close(got, bf16_reference(), kBf16RelTol, "train --plan auto in bf16 on 4 ranks");
 }
 

@@ -122,6 +122,22 @@ class LayoutInvariance : public ::testing::Test {
     return read_run(dir / "out", output, status == 0);
   }
 
+  // `train --plan auto` on `ranks` ranks, with the profile `calibrate
+  // --quick` writes first into a private cache under this run's directory;
+  // expects the run to announce the plan it took.
+  static TrainRun train_plan_auto(const std::string& name, const nlohmann::json& config,
+                                  int ranks) {
+    const fs::path cache = root() / (name + "_xdg_cache");
+    int status = 0;
+    const std::string calibrated = run(
+        "XDG_CACHE_HOME=" + cache.string() + " " + TESSEL_CLI_PATH + " calibrate --quick", &status);
+    EXPECT_EQ(status, 0) << calibrated;
+    TrainRun got =
+        train(name, config, ranks, "", "", "--plan auto", "-x XDG_CACHE_HOME=" + cache.string());
+    EXPECT_NE(got.output.find("plan auto: the best of"), std::string::npos) << got.output;
+    return got;
+  }
+
   // The steps of OUT/metrics.jsonl and, if `finished`, the final parameters.
   static TrainRun read_run(const fs::path& out, const std::string& output, bool finished) {
     TrainRun r;

@@ -54,14 +54,7 @@ TEST_F(LayoutInvariance, GptOverTcpLoopback) {
 // writes into a private cache) and trains to the same losses and weights as
 // one process, whatever mesh, schedule, ZeRO stage or recomputation it chose.
 TEST_F(LayoutInvariance, PlanAutoMatchesSingleProcess) {
-  const fs::path cache = root() / "xdg_cache";
-  int status = 0;
-  const std::string calibrated = run(
-      "XDG_CACHE_HOME=" + cache.string() + " " + TESSEL_CLI_PATH + " calibrate --quick", &status);
-  ASSERT_EQ(status, 0) << calibrated;
-  TrainRun got = train("plan_auto_4", gpt_config(), 4, "", "", "--plan auto",
-                       "-x XDG_CACHE_HOME=" + cache.string());
-  EXPECT_NE(got.output.find("plan auto: the best of"), std::string::npos) << got.output;
+  TrainRun got = train_plan_auto("plan_auto_4", gpt_config(), 4);
   expect_same(got, reference("gpt"), "train --plan auto on 4 ranks");
 }
 
