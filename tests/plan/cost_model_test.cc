@@ -264,7 +264,7 @@ TEST(PlanSearch, FixedKnobsGiveExactlyThatPlan) {
   q.zero = 1;
   q.recompute = "selective";
   // The user's --set overrides ride along, but not those of knobs the plan chooses.
-  q.overrides = {"lr=0.001", "zero=2", "data_dir=/my data"};
+  q.overrides = {"lr=0.001", "zero=2", "data_dir=/my data", "threads=4"};
   const PlanResult r = search_plans(q, hw);
   ASSERT_EQ(r.plans.size(), 1u);
   TrainConfig c = q.base;
@@ -280,6 +280,7 @@ TEST(PlanSearch, FixedKnobsGiveExactlyThatPlan) {
             std::string::npos)
       << r.plans[0].command;
   EXPECT_EQ(r.plans[0].command.find("zero=2"), std::string::npos) << r.plans[0].command;
+  EXPECT_EQ(r.plans[0].command.find("threads=4"), std::string::npos) << r.plans[0].command;
 }
 
 TEST(PlanSearch, RanksEveryFeasibleCandidateFastestFirst) {

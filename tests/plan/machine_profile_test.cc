@@ -213,8 +213,18 @@ TEST(MachineProfile, Bf16FiguresPriceBf16AndRoundTrip) {
 
   json half = j;
   half.erase("bf16_peak_gflops");
-  const std::string e = error_of([&] { MachineProfile::from_json(half, "p.json"); });
+  std::string e = error_of([&] { MachineProfile::from_json(half, "p.json"); });
   EXPECT_NE(e.find("'bf16_peak_gflops' and 'gemm.bf16'"), std::string::npos) << e;
+  // Corrupted bf16 entries are refused naming the key, as the f32 ones are.
+  json bad = j;
+  bad["bf16_peak_gflops"][1]["gflops"] = -5;
+  e = error_of([&] { MachineProfile::from_json(bad, "p.json"); });
+  EXPECT_NE(e.find("key 'bf16_peak_gflops[1].gflops' must be a positive number"), std::string::npos)
+      << e;
+  bad = j;
+  bad["einsum_in_situ_bf16"][0]["factor"] = "fast";
+  e = error_of([&] { MachineProfile::from_json(bad, "p.json"); });
+  EXPECT_NE(e.find("einsum_in_situ_bf16[0].factor"), std::string::npos) << e;
 }
 
 TEST(MachineProfile, CollectivesScaleByTheRingFromTheMeasuredRankCount) {

@@ -203,9 +203,9 @@ namespace {
 // A --set override as a command-line argument: `--set KEY=VALUE`, single-
 // quoted unless it is plain; empty for a key plan_flags writes itself.
 std::string carried_override(const std::string& kv) {
-  static const std::set<std::string> chosen = {"mesh",      "layout",  "microbatches",
-                                               "schedule",  "chunks",  "zero",
-                                               "recompute", "threads", "stages"};
+  // `stages` is not among them: the search keeps the user's stage split.
+  static const std::set<std::string> chosen = {"mesh",   "layout", "microbatches", "schedule",
+                                               "chunks", "zero",   "recompute",    "threads"};
   if (chosen.count(kv.substr(0, kv.find('=')))) return "";
   const bool plain = std::all_of(kv.begin(), kv.end(), [](char ch) {
     return std::isalnum(static_cast<unsigned char>(ch)) || std::strchr("_.=,:/+-", ch);
