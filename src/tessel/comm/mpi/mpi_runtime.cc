@@ -12,6 +12,7 @@
 
 #include "tessel/base/bf16.h"
 #include "tessel/base/error.h"
+#include "tessel/base/heap_reuse.h"
 #include "tessel/comm/heartbeat.h"
 
 namespace tessel {
@@ -140,6 +141,7 @@ bool MpiRuntime::launched_under_mpi() {
 
 void MpiRuntime::init(int* argc, char*** argv) {
   if (initialized_) return;
+  keep_freed_memory_for_reuse();  // MPI's per-call temporaries (base/heap_reuse.h)
   int already = 0;
   MPI_Initialized(&already);
   if (already) {

@@ -7,8 +7,10 @@
 // level MPI_THREAD_FUNNELED: only the thread that called init() may call
 // MPI), switches MPI_COMM_WORLD to MPI_ERRORS_RETURN so failures come back as
 // codes (turned into tessel::Error), and registers MPI_Finalize at exit (run
-// once, and only if init() started MPI). A plain single process does not need
-// MPI at all: check launched_under_mpi() and use make_self_communicator().
+// once, and only if init() started MPI). It also keeps freed memory in the
+// heap (base/heap_reuse.h): MPI's collectives allocate a temporary per call.
+// A plain single process does not need MPI at all: check
+// launched_under_mpi() and use make_self_communicator().
 //
 // Hang watchdog (on by default: 300 s; the environment variable
 // TESSEL_COMM_TIMEOUT_S sets the limit in seconds, 0 turns it off): a
