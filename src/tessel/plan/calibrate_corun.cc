@@ -3,19 +3,15 @@
 #include <time.h>
 
 #include <algorithm>
-#include <chrono>
 #include <vector>
 
 #include "tessel/base/error.h"
+#include "tessel/base/steady_clock.h"
 #include "tessel/plan/instruction_timing.h"
 #include "tessel/plan/kernel_rates.h"
 
 namespace tessel::plan {
 namespace {
-
-double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 double median(std::vector<double> v) {
   TS_CHECK(!v.empty(), "co-run calibration: no timed runs");
@@ -25,7 +21,7 @@ double median(std::vector<double> v) {
 
 // Sleeps until steady-clock time `until` without calling MPI (the core idles).
 void sleep_until(double until) {
-  for (double left = until - now(); left > 0; left = until - now()) {
+  for (double left = until - steady_seconds(); left > 0; left = until - steady_seconds()) {
     timespec ts{static_cast<time_t>(left), static_cast<long>((left - double(time_t(left))) * 1e9)};
     nanosleep(&ts, nullptr);
   }
@@ -40,9 +36,9 @@ CoRun measure_co_run(Communicator& world, const std::function<void()>& barrier, 
   const std::unique_ptr<TimedProgram> timed = timed_training_program(kernel_rate_config(quick));
   Program& program = *timed->program;
   auto run_once = [&] {
-    const double t0 = now();
+    const double t0 = steady_seconds();
     program.run();
-    return now() - t0;
+    return steady_seconds() - t0;
   };
   const int rounds = quick ? 2 : 3, per_round = 2;
   std::vector<double> alone, polling, computing;
@@ -59,11 +55,11 @@ CoRun measure_co_run(Communicator& world, const std::function<void()>& barrier, 
     // a run of rank 0 that ends after that (rank 1 polling in the barrier
     // by then) is not counted.
     barrier();
-    const double deadline = now() + 2.0 * per_round * longest + 0.02;
+    const double deadline = steady_seconds() + 2.0 * per_round * longest + 0.02;
     if (rank == 0) {
       for (int i = 0; i < per_round; ++i) {
         const double t = run_once();
-        if (now() < deadline) alone.push_back(t);
+        if (steady_seconds() < deadline) alone.push_back(t);
       }
     } else {
       sleep_until(deadline);

@@ -1,21 +1,17 @@
 #include "tessel/plan/calibrate_progress.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <functional>
 #include <vector>
 
 #include "tessel/base/error.h"
+#include "tessel/base/steady_clock.h"
 
 namespace tessel::plan {
 namespace {
 
-double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-double median(std::vector<double> v) {
+double upper_median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
 }
@@ -43,9 +39,9 @@ int reps_for(Chunk& chunk, double seconds, Communicator& world) {
   chunk.run(1);
   double best = 1e9;
   for (int i = 0; i < 5; ++i) {
-    const double t0 = now();
+    const double t0 = steady_seconds();
     chunk.run(1);
-    best = std::min(best, now() - t0);
+    best = std::min(best, steady_seconds() - t0);
   }
   float reps = static_cast<float>(std::max(1.0, std::ceil(seconds / std::max(best, 1e-9))));
   world.all_reduce(&reps, 1, ReduceKind::kMax, "calibrate progress");
@@ -61,7 +57,7 @@ struct PolledRun {
 // test before each until it completes, then waits.
 PolledRun polled_run(const std::function<std::unique_ptr<CommRequest>()>& start, Chunk& chunk,
                      int reps, int chunks, bool poll) {
-  const double t0 = now();
+  const double t0 = steady_seconds();
   std::unique_ptr<CommRequest> request = start ? start() : nullptr;
   bool done = !request;
   int polls = 0;
@@ -72,12 +68,13 @@ PolledRun polled_run(const std::function<std::unique_ptr<CommRequest>()>& start,
     }
     chunk.run(reps);
   }
-  const double t1 = now();
+  const double t1 = steady_seconds();
   if (request) request->wait();
   PolledRun r;
-  r.seconds = now() - t0;
+  r.seconds = steady_seconds() - t0;
   r.polls = polls;
-  if (request && !done) r.polls = -(now() - t1);  // not finished by the tests: the wait's time
+  if (request && !done)
+    r.polls = -(steady_seconds() - t1);  // not finished by the tests: the wait's time
   return r;
 }
 
@@ -112,11 +109,11 @@ CommProgress measure_progress(Communicator& world, const std::function<void()>& 
     fn();  // warm-up
     for (int i = 0; i < runs; ++i) {
       barrier();
-      const double t0 = now();
+      const double t0 = steady_seconds();
       fn();
-      t.push_back(now() - t0);
+      t.push_back(steady_seconds() - t0);
     }
-    return median(t);
+    return upper_median(t);
   };
   const double a = timed([&] { all_reduce()->wait(); });
   const double b = timed(
@@ -143,8 +140,8 @@ CommProgress measure_progress(Communicator& world, const std::function<void()>& 
       polls.push_back(r.polls >= 0 ? std::max(1.0, r.polls)
                                    : chunks / std::max(0.02, 1 - (-r.polls) / alone));
     }
-    *overlap = clamp01((c + alone - median(seconds)) / alone);
-    *poll_bytes = static_cast<double>(bytes) / median(polls);
+    *overlap = clamp01((c + alone - upper_median(seconds)) / alone);
+    *poll_bytes = static_cast<double>(bytes) / upper_median(polls);
   };
   CommProgress p;
   p.mode = CommProgress::Mode::kPolled;

@@ -3,17 +3,11 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <chrono>
 #include <optional>
 
+#include "tessel/base/steady_clock.h"
+
 namespace tessel::plan {
-namespace {
-
-double seconds_now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
 
 std::unique_ptr<TimedProgram> timed_training_program(const TrainConfig& config) {
   auto timed = std::make_unique<TimedProgram>();
@@ -41,13 +35,13 @@ std::map<ValueId, double> median_instruction_seconds(Program& program, int threa
       if (previous && run > 0) runs[*previous].push_back(now - started);
     };
     program.set_progress_hook([&] {
-      const double now = seconds_now();
+      const double now = steady_seconds();
       close(now);
       previous = program.running_node();
       started = now;
     });
     program.run();
-    close(seconds_now());
+    close(steady_seconds());
   }
   program.set_progress_hook(nullptr);
   omp_set_num_threads(saved_threads);

@@ -1,9 +1,9 @@
 #include "tessel/runtime/pipeline_executor.h"
 
-#include <chrono>
 #include <map>
 
 #include "tessel/base/error.h"
+#include "tessel/base/steady_clock.h"
 
 namespace tessel {
 namespace {
@@ -16,13 +16,7 @@ constexpr int kActivation = 0, kGradient = 1;
 constexpr int kTagMicrobatches = 64;
 constexpr int kTagValues = 4;
 
-double now_seconds() { return steady_seconds(); }
-
 }  // namespace
-
-double steady_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 int instances_needed(const Schedule& schedule, int pipe_rank, int chunk) {
   int live = 0, peak = 0;
@@ -43,7 +37,7 @@ PipelineExecutor::PipelineExecutor(const Schedule& schedule, int pipe_rank,
       pipe_(pipe),
       feed_(std::move(feed)),
       on_step_(std::move(on_step)),
-      epoch_(now_seconds()) {
+      epoch_(steady_seconds()) {
   // Large sends move only while this rank is inside MPI: poll them between
   // the instructions of whatever runs meanwhile.
   for (PipelineStage& s : stages_)
@@ -144,18 +138,18 @@ void PipelineExecutor::accumulate(PipelineStage& s, Program& p) {
 
 PipelineExecutor::StepOutcome PipelineExecutor::run() {
   StepOutcome out;
-  const double start = now_seconds();
+  const double start = steady_seconds();
   const std::vector<Action>& actions = schedule_.actions.at(pipe_rank_);
   for (size_t ai = 0; ai < actions.size(); ++ai) {
     const Action& a = actions[ai];
-    const double t0 = now_seconds();
+    const double t0 = steady_seconds();
     if (a.kind == ActionKind::kOptimizerStep) {
       // Sends still in flight read activations, never parameters; step now.
       on_step_(a.microbatch);
       if (tracing)
         trace_.push_back({static_cast<int>(a.kind),
                           a.microbatch >= 0 ? std::optional<int>(a.microbatch) : std::nullopt,
-                          std::nullopt, t0 - epoch_, now_seconds() - epoch_});
+                          std::nullopt, t0 - epoch_, steady_seconds() - epoch_});
       continue;
     }
     PipelineStage& s = stage_of_chunk(a.chunk);
@@ -203,7 +197,7 @@ PipelineExecutor::StepOutcome PipelineExecutor::run() {
       if (hooks_.released) hooks_.released(index, a.microbatch, p);
       release(s, a.microbatch);
     }
-    const double t1 = now_seconds();
+    const double t1 = steady_seconds();
     if (is_compute(a.kind)) {
       out.busy_seconds += t1 - t0;
       out.compute_end = t1 - start;
@@ -216,7 +210,7 @@ PipelineExecutor::StepOutcome PipelineExecutor::run() {
       for (auto& request : per_instance) request->wait();
       per_instance.clear();
     }
-  out.seconds = now_seconds() - start;
+  out.seconds = steady_seconds() - start;
   return out;
 }
 

@@ -117,9 +117,6 @@ class PipelineExecutor {
   double epoch_ = 0;
 };
 
-// The steady clock in seconds (the executor's time base).
-double steady_seconds();
-
 // Number of micro-batches of `chunk` a rank's action list keeps in flight at
 // once (forward run, last backward phase not yet): the instances it needs.
 int instances_needed(const Schedule& schedule, int pipe_rank, int chunk);

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "tessel/base/error.h"
+#include "tessel/base/steady_clock.h"
 #include "tessel/ir/model_contract.h"
 #include "tessel/runtime/chrome_trace.h"
 #include "tessel/schedule/schedule_check.h"

@@ -1,0 +1,13 @@
+// Seconds on the monotonic clock (std::chrono::steady_clock), for timing
+// intervals: only differences between two readings mean anything.
+#pragma once
+
+#include <chrono>
+
+namespace tessel {
+
+inline double steady_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace tessel
