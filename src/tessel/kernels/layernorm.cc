@@ -15,7 +15,6 @@ namespace tessel::kernels {
 namespace {
 
 constexpr int64_t kLayerNormTile = 2048;  // columns of dgamma/dbeta partials held on the stack
-constexpr int64_t kRowBlock = 64;         // rows summed before folding into dgamma/dbeta
 
 struct RowStats {
   float mean;
@@ -146,7 +145,7 @@ void layernorm_backward_params(const float* x, const float* dy, float* dgamma, f
     return;
   }
   // Threads split the columns (on 8-column boundaries); each column is summed over
-  // all rows in one fixed order (blocks of kRowBlock rows folded into a running
+  // all rows in one fixed order (blocks of kFoldRowBlock rows folded into a running
   // total), so the split, and hence the thread count, cannot change the result.
   // The price is that every thread recomputes the row stats for all rows (once per
   // kLayerNormTile columns it owns); a row-split would need scratch for partials.
@@ -159,10 +158,10 @@ void layernorm_backward_params(const float* x, const float* dy, float* dgamma, f
     for (int64_t c0 = lo; c0 < hi; c0 += kLayerNormTile) {
       const int64_t w = std::min(kLayerNormTile, hi - c0);
       float pg[kLayerNormTile], pb[kLayerNormTile];
-      for (int64_t b = 0; b < rows; b += kRowBlock) {
+      for (int64_t b = 0; b < rows; b += kFoldRowBlock) {
         std::fill(pg, pg + w, 0.0f);
         std::fill(pb, pb + w, 0.0f);
-        for (int64_t r = b; r < std::min(rows, b + kRowBlock); ++r) {
+        for (int64_t r = b; r < std::min(rows, b + kFoldRowBlock); ++r) {
           const RowStats s = row_stats(x + r * cols, cols, eps);
           const float* xr = x + r * cols + c0;
           const float* dyr = dy + r * cols + c0;

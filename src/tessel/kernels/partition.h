@@ -22,6 +22,10 @@ namespace tessel::kernels {
 // Minimum number of elements (or element-sized units of work) worth forking for.
 inline constexpr int64_t kParallelGrain = int64_t{1} << 15;
 
+// Wide vector results: the rows each column sums before folding the block's
+// partial into its running total (the fixed order, whatever the split).
+inline constexpr int64_t kFoldRowBlock = 64;
+
 // Upper bound on the chunks of a deterministic reduction (partials fit on the stack).
 inline constexpr int64_t kMaxChunks = 64;
 

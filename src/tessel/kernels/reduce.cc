@@ -18,7 +18,6 @@ namespace {
 constexpr int kMaxRank = 16;
 constexpr int64_t kReduceTile = 512;  // columns held in one stack accumulator
 constexpr int64_t kNarrow = 64;       // rows this narrow reduce by row chunks
-constexpr int64_t kRowBlock = 64;     // rows summed before folding into the total
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // The dims of x after dropping size-1 dims and merging neighbours with the same
@@ -148,7 +147,7 @@ void reduce_3d(ReduceOp op, const float* x, int64_t outer, int64_t red, int64_t 
   } else if (outer == 1) {
     // Reduced dims leading, wide rows (e.g. a bias gradient): threads split the
     // columns; every column is summed over all rows in the same fixed order (blocks
-    // of kRowBlock rows folded into a running total), whatever the split.
+    // of kFoldRowBlock rows folded into a running total), whatever the split.
 #pragma omp parallel if (work > kParallelGrain)
     {
       const int64_t threads = omp_get_num_threads(), thread = omp_get_thread_num();
@@ -159,8 +158,8 @@ void reduce_3d(ReduceOp op, const float* x, int64_t outer, int64_t red, int64_t 
         const int64_t w = std::min(kReduceTile, hi - c0);
         float* yt = y + c0;
         float part[kReduceTile];
-        for (int64_t b = 0; b < red; b += kRowBlock) {
-          const int64_t end = std::min(red, b + kRowBlock);
+        for (int64_t b = 0; b < red; b += kFoldRowBlock) {
+          const int64_t end = std::min(red, b + kFoldRowBlock);
           std::copy(x + b * inner + c0, x + b * inner + c0 + w, part);
           for (int64_t r = b + 1; r < end; ++r) accumulate(op, part, x + r * inner + c0, w);
           if (b == 0) {
