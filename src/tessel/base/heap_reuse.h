@@ -10,7 +10,8 @@
 // 3 ms (bench/collectives_bench.sh, docs/performance.md). A training step
 // allocates the same sizes every step, so reused heap blocks stay faulted
 // in. The cost: freed memory stays in the process (RSS keeps its high-water
-// mark); Tessel's own tensor storage is planned and reused anyway.
+// mark). Tensor storage is not affected: AlignedBuffer maps its large blocks
+// itself (tensor/aligned_buffer.cc).
 //
 // Process-wide (glibc's mallopt), idempotent; MpiRuntime::init applies it
 // before starting MPI. Returns false where the allocator ignores the request
