@@ -6,7 +6,7 @@
 // glibc serves blocks above its mmap threshold with a fresh mmap and unmaps
 // them on free, so every call faults its pages in again and the kernel
 // zeroes them; on the VMs we run on that made a 43 MB all-reduce on 2 ranks
-// take 137 ms instead of 11 ms, and an 8 MB reduce-scatter 50 ms instead of
+// take 137 ms instead of 13 ms, and an 8 MB reduce-scatter 50 ms instead of
 // 3 ms (bench/collectives_bench.sh, docs/performance.md). A training step
 // allocates the same sizes every step, so reused heap blocks stay faulted
 // in. The cost: freed memory stays in the process (RSS keeps its high-water

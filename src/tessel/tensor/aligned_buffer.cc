@@ -48,7 +48,7 @@ uint8_t* allocate(size_t bytes) {
   const auto base = reinterpret_cast<uintptr_t>(mapped);
   const uintptr_t start = (base + kHugePage - 1) / kHugePage * kHugePage;
   if (start > base) munmap(mapped, start - base);
-  if (const size_t tail = base + length + kHugePage - (start + length); tail > 0)
+  if (const size_t tail = base + kHugePage - start; tail > 0)  // past start + length
     munmap(reinterpret_cast<void*>(start + length), tail);
   auto* data = reinterpret_cast<uint8_t*>(start);
   // The tail past the last whole huge page keeps small pages, so no more

@@ -2,8 +2,9 @@
 //
 // Used for the execution arena and for parameter and optimizer storage. Large
 // blocks are allocated once and reused for the whole run: a training step
-// never allocates. A block of 2 MiB or more is aligned to 2 MiB and asks for
-// transparent huge pages over its whole huge pages (aligned_buffer.cc).
+// never allocates. A block of 2 MiB or more is mapped on its own (never from
+// malloc's heap, whatever base/heap_reuse.h sets), aligned to 2 MiB, and asks
+// for transparent huge pages over its whole huge pages (aligned_buffer.cc).
 // Move-only.
 //
 // Every buffer is counted process-wide (allocation_stats): the bytes live now
