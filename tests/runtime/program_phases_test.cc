@@ -38,7 +38,7 @@ TEST(ProgramPhases, InstancesSharingPhaseLocalMemoryMatchSeparateRuns) {
   options.phase_starts = {t.backward_start};
   options.separate_phase_local = true;
   Program a(t.graph, t.outputs, options);
-  options.phase_local_memory = a.phase_local_memory();
+  options.shared_region = a.shared_region();
   Program b(t.graph, t.outputs, options);
   Program alone(t.graph, t.outputs);  // one arena, one phase
   for (Program* p : {&a, &b, &alone})
@@ -67,6 +67,73 @@ TEST(ProgramPhases, InstancesSharingPhaseLocalMemoryMatchSeparateRuns) {
   ASSERT_EQ(got_a.size(), want_a.size());
   EXPECT_EQ(std::memcmp(got_a.data(), want_a.data(), got_a.size() * 4), 0);
   EXPECT_EQ(std::memcmp(got_b.data(), want_b.data(), got_b.size() * 4), 0);
+}
+
+// bf16 pipeline instances share one bf16 copy of each weight, rounded by
+// the first einsum that reads it after the weights changed, by whichever
+// instance runs first: interleaved, they match a one-phase program (which
+// rounds each weight once per run) bitwise, before and after the weights
+// change; the copies sit after the phase-local buffers in the one region.
+TEST(ProgramPhases, Bf16InstancesShareWeightCopiesRoundedOncePerChange) {
+  TinyGptTraining t = tiny_gpt_training();
+  ParamStore params(t.graph, 7);
+  CompileOptions options;
+  options.bf16 = true;
+  options.phase_starts = {t.backward_start};
+  options.separate_phase_local = true;
+  Program per_phase(t.graph, t.outputs, options);  // a copy per phase, in the plan
+  options.share_weight_copies = true;
+  Program a(t.graph, t.outputs, options);
+  options.shared_region = a.shared_region();
+  Program b(t.graph, t.outputs, options);
+  CompileOptions one_phase;
+  one_phase.bf16 = true;
+  Program alone(t.graph, t.outputs, one_phase);
+  for (Program* p : {&a, &b, &alone, &per_phase})
+    for (ParamEntry& e : params.entries()) p->bind_param(e.name, e.value.f32());
+  ASSERT_EQ(a.shared_region(), b.shared_region());
+  for (int change = 0; change < 2; ++change) {
+    if (change == 1) {
+      for (ParamEntry& e : params.entries()) {
+        float* w = e.value.f32();
+        for (int64_t i = 0; i < e.value.numel(); ++i) w[i] = w[i] * 1.5f + 0.01f;
+      }
+      a.weights_changed();  // b shares its copies
+    }
+    feed(alone, 1);
+    alone.run();
+    std::vector<float> want_a = results(alone, t);
+    feed(alone, 2);
+    alone.run();
+    std::vector<float> want_b = results(alone, t);
+    feed(a, 1);
+    feed(b, 2);
+    b.run_phase(0);  // b rounds the weights for both
+    a.run_phase(0);
+    a.run_phase(1);
+    std::vector<float> got_a = results(a, t);
+    b.run_phase(1);
+    std::vector<float> got_b = results(b, t);
+    ASSERT_EQ(got_a.size(), want_a.size());
+    EXPECT_EQ(std::memcmp(got_a.data(), want_a.data(), got_a.size() * 4), 0) << "change " << change;
+    EXPECT_EQ(std::memcmp(got_b.data(), want_b.data(), got_b.size() * 4), 0) << "change " << change;
+    feed(per_phase, 1);
+    per_phase.run();
+    std::vector<float> got_per_phase = results(per_phase, t);
+    EXPECT_EQ(std::memcmp(got_per_phase.data(), want_a.data(), got_a.size() * 4), 0);
+  }
+  // Without weights_changed() the copies are what they were: stale.
+  for (ParamEntry& e : params.entries()) {
+    float* w = e.value.f32();
+    for (int64_t i = 0; i < e.value.numel(); ++i) w[i] *= 0.5f;
+  }
+  feed(alone, 1);
+  alone.run();
+  std::vector<float> fresh = results(alone, t);
+  feed(a, 1);
+  a.run();
+  std::vector<float> stale = results(a, t);
+  EXPECT_NE(std::memcmp(stale.data(), fresh.data(), stale.size() * 4), 0);
 }
 
 }  // namespace

@@ -306,11 +306,14 @@ PipelineStage PipelineModel::compile(const LocalStage& st, int chunk, bool eval)
   // Instances never run at once: they share one region for the buffers that
   // live within a phase and keep only what crosses phases (the stash).
   options.separate_phase_local = !eval;
+  // A synchronous step runs every micro-batch on the same weights: one bf16
+  // copy of each, made once a step (the executor calls weights_changed()).
+  options.share_weight_copies = !eval && !schedule_.asynchronous;
   // A plan needs one instance: the others are the same program (st.instances counts them).
   const int copies = eval || plan_only_ ? 1 : st.instances;
   for (int i = 0; i < copies; ++i) {
     ps.instances.push_back(std::make_unique<Program>(local.graph, outputs, options));
-    options.phase_local_memory = ps.instances.front()->phase_local_memory();
+    options.shared_region = ps.instances.front()->shared_region();
   }
   return ps;
 }

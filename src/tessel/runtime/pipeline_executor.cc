@@ -127,6 +127,11 @@ void PipelineExecutor::poll_sends() {
         if (request) request->test();
 }
 
+void PipelineExecutor::weights_changed() {
+  for (PipelineStage& s : stages_)
+    if (!s.instances.empty()) s.instances.front()->weights_changed();  // instances share copies
+}
+
 void PipelineExecutor::accumulate(PipelineStage& s, Program& p) {
   for (size_t i = 0; i < s.param_grads.size(); ++i) {
     const float* g = p.f32(s.param_grads[i]);
@@ -140,12 +145,16 @@ PipelineExecutor::StepOutcome PipelineExecutor::run() {
   StepOutcome out;
   const double start = steady_seconds();
   const std::vector<Action>& actions = schedule_.actions.at(pipe_rank_);
+  // The weights may have changed since the last step (a checkpoint load, an
+  // update outside the action list): shared bf16 copies are made afresh.
+  weights_changed();
   for (size_t ai = 0; ai < actions.size(); ++ai) {
     const Action& a = actions[ai];
     const double t0 = steady_seconds();
     if (a.kind == ActionKind::kOptimizerStep) {
       // Sends still in flight read activations, never parameters; step now.
       on_step_(a.microbatch);
+      weights_changed();
       if (tracing)
         trace_.push_back({static_cast<int>(a.kind),
                           a.microbatch >= 0 ? std::optional<int>(a.microbatch) : std::nullopt,

@@ -99,6 +99,8 @@ class PipelineExecutor {
   void send(Program& p, const std::vector<ValueId>& values, const Action& a, int tag,
             std::vector<std::unique_ptr<CommRequest>>& pending);
   void accumulate(PipelineStage& s, Program& p);
+  // Every stage's shared bf16 weight copies are stale (Program::weights_changed).
+  void weights_changed();
   void poll_sends();
 
   Schedule schedule_;

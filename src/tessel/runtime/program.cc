@@ -182,7 +182,8 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
   if (options_.bf16 && !options_.reference_kernels) {
     // bf16 copies, one per value and phase, made just before the phase's
     // first einsum that reads the value: of every weight an einsum reads (a
-    // pipeline's forward and backward may run on different weight versions),
+    // pipeline's forward and backward may run on different weight versions;
+    // with share_weight_copies every phase's copy is one shared slot),
     // and of every f32 activation that two or more einsums read within
     // kMaxActivationCopySpan instructions (e.g. the gradients of the MLP's
     // pre-activation and of q, k and v, each read by a weight gradient and an
@@ -212,6 +213,10 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
       return r.count >= 2 && r.last - r.first <= kMaxActivationCopySpan;
     };
     std::map<std::pair<ValueId, int>, int> copy_of;
+    // share_weight_copies: a parameter's copies in every phase are one slot.
+    const bool share =
+        options_.share_weight_copies && options_.separate_phase_local && phase_count() > 1;
+    std::map<ValueId, int> slot_of;
     for (size_t i = 0; i < instructions_.size(); ++i) {
       Instruction& ins = instructions_[i];
       if (ins.einsum_plan < 0) continue;
@@ -229,6 +234,15 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
         if (it == copy_of.end()) {
           bf16_copies_.push_back({root, static_cast<int>(i), static_cast<int>(i), std::nullopt,
                                   g.node(root).shape.numel()});
+          if (share && g.node(root).kind == OpKind::kParam) {
+            auto [slot, added] = slot_of.emplace(root, static_cast<int>(slot_of.size()));
+            if (added) {
+              shared_copy_offset_.push_back(shared_copy_bytes_);
+              shared_copy_bytes_ +=
+                  round_up(static_cast<size_t>(g.node(root).shape.numel()) * sizeof(uint16_t));
+            }
+            bf16_copies_.back().shared = slot->second;
+          }
           ins.make_copies.push_back(static_cast<int>(bf16_copies_.size()) - 1);
           it = copy_of.emplace(key, static_cast<int>(bf16_copies_.size()) - 1).first;
         }
@@ -312,6 +326,7 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
                          first_use[id], last_use[id]});
   }
   for (Bf16Copy& c : bf16_copies_) {
+    if (c.shared >= 0) continue;  // in the shared region
     c.buffer = static_cast<int>(requests_.size());
     requests_.push_back({static_cast<size_t>(c.numel) * sizeof(uint16_t), c.first, c.last});
   }
@@ -378,10 +393,17 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
   local_plan_ = plan_memory(local_requests);
   if (options_.plan_only) return;
   arena_ = AlignedBuffer(plan_.peak_bytes);
-  phase_local_base_ = options_.phase_local_memory;
-  if (!phase_local_base_ && local_plan_.peak_bytes > 0) {
-    own_phase_local_ = AlignedBuffer(local_plan_.peak_bytes);
-    phase_local_base_ = own_phase_local_.data();
+  shared_region_ = options_.shared_region;
+  if (!shared_region_ && phase_local_bytes() > 0) {
+    shared_region_ = std::make_shared<SharedPhaseRegion>();
+    shared_region_->memory = AlignedBuffer(phase_local_bytes());
+    shared_region_->copy_made.assign(shared_copy_offset_.size(), 0);
+  }
+  if (shared_region_) {
+    TS_CHECK(shared_region_->memory.size() == phase_local_bytes() &&
+                 shared_region_->copy_made.size() == shared_copy_offset_.size(),
+             "program instances sharing a region must be the same program");
+    phase_local_base_ = shared_region_->memory.data();
   }
   // Where request r lives.
   auto address = [&](int r) {
@@ -403,7 +425,20 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
     b.region = address(*b.buffer);
     if (b.work) b.work_ptr = address(*b.work);
   }
-  for (Bf16Copy& c : bf16_copies_) c.data = address(*c.buffer);
+  for (Bf16Copy& c : bf16_copies_)
+    c.data = c.shared >= 0 ? phase_local_base_ + round_up(local_plan_.peak_bytes) +
+                                 shared_copy_offset_[c.shared]
+                           : address(*c.buffer);
+}
+
+size_t Program::phase_local_bytes() const {
+  if (shared_copy_bytes_ == 0) return local_plan_.peak_bytes;
+  return round_up(local_plan_.peak_bytes) + shared_copy_bytes_;
+}
+
+void Program::weights_changed() {
+  if (shared_region_)
+    std::fill(shared_region_->copy_made.begin(), shared_region_->copy_made.end(), 0);
 }
 
 std::vector<Program::InstructionInfo> Program::instruction_info() const {
@@ -451,6 +486,7 @@ void Program::bind_param(const std::string& name, float* data) {
   if (it == params_by_name_.end()) TS_THROW("program has no parameter named '", name, "'");
   for (ValueId id = 0; id < graph_->size(); ++id)
     if (alias_root_[id] == it->second) value_ptr_[id] = data;
+  weights_changed();
 }
 
 bool Program::stored_bf16(ValueId value) const {
@@ -546,9 +582,16 @@ void Program::run_instructions(size_t begin, size_t end) {
     if (node.kind == OpKind::kAllGather && stored_bf16_[ins.node]) {
       if (stored_bf16_[alias_root_[node.inputs[0]]]) call.bf16_in[0] = value_ptr_[node.inputs[0]];
     }
-    for (int c : ins.make_copies)
-      round_to_bf16(static_cast<const float*>(value_ptr_[bf16_copies_[c].value]),
-                    reinterpret_cast<uint16_t*>(bf16_copies_[c].data), bf16_copies_[c].numel);
+    for (int c : ins.make_copies) {
+      const Bf16Copy& copy = bf16_copies_[c];
+      if (copy.shared >= 0) {
+        char& made = shared_region_->copy_made[copy.shared];
+        if (made) continue;  // rounded by this or another instance since the weights changed
+        made = 1;
+      }
+      round_to_bf16(static_cast<const float*>(value_ptr_[copy.value]),
+                    reinterpret_cast<uint16_t*>(copy.data), copy.numel);
+    }
     for (int k = 0; k < 2; ++k) {
       if (ins.bf16_copy[k] >= 0) call.bf16_in[k] = bf16_copies_[ins.bf16_copy[k]].data;
       if (ins.einsum_bf16 >= 0 && stored_bf16_[alias_root_[node.inputs[k]]])

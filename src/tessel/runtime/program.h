@@ -27,12 +27,14 @@
 namespace tessel {
 
 class CommGroups;
+struct SharedPhaseRegion;
 
 struct CompileOptions {
   bool reference_kernels = false;  // run every op on its naive `_ref` twin
   // Einsums in bf16 with f32 accumulation (kernels/einsum_bf16.h); their
   // bf16 operand copies are per-instruction scratch in the memory plan, and
-  // each weight's bf16 copy (one per phase) a planned buffer.
+  // each weight's bf16 copy (one per phase) a planned buffer, or one for
+  // all phases in the shared region (share_weight_copies).
   bool bf16 = false;
   // With bf16: a value whose every reader is an einsum (through views), and
   // that is no output or input of the program, is stored in bf16: its
@@ -75,11 +77,29 @@ struct CompileOptions {
   // With phases: buffers that live within one phase (a forward's or a
   // backward's temporaries) get their own plan in a separate region, which
   // programs that never run at the same time (a pipeline stage's instances)
-  // can share: the first allocates it (phase_local_memory == nullptr), the
-  // others pass its phase_local_memory(). Only values that cross a phase
+  // can share: the first allocates it, the others pass its
+  // shared_region(). Only values that cross a phase
   // boundary — the micro-batch's stashed activations — stay in the arena.
   bool separate_phase_local = false;
-  uint8_t* phase_local_memory = nullptr;
+  // The region of the first instance (its shared_region()); null: this
+  // program allocates it.
+  std::shared_ptr<SharedPhaseRegion> shared_region{};
+  // bf16, with separate_phase_local (a synchronous pipeline's stage, whose
+  // weights stay the same for every micro-batch of a step): one bf16 copy of
+  // each parameter an einsum reads, for every phase and instance, kept in
+  // the shared region after the phase-local buffers (phase_local_bytes()
+  // counts it). The first einsum of a phase that reads a parameter rounds it
+  // unless it was rounded since the last weights_changed(), so a step
+  // rounds each weight once rather than once per phase and micro-batch.
+  bool share_weight_copies = false;
+};
+
+// What a pipeline stage's program instances share (CompileOptions::
+// separate_phase_local): one block holding the phase-local plan and then
+// the shared bf16 weight copies, and whether each copy is current.
+struct SharedPhaseRegion {
+  AlignedBuffer memory;
+  std::vector<char> copy_made;  // per shared weight copy: rounded since the weights last changed
 };
 
 class Program {
@@ -89,7 +109,13 @@ class Program {
   Program& operator=(Program&&) = default;
 
   // Parameters are stored by the caller; bind each before the first run.
+  // Binding counts as weights_changed().
   void bind_param(const std::string& name, float* data);
+  // The parameters' values changed (an optimizer step, a checkpoint load):
+  // shared bf16 weight copies (CompileOptions::share_weight_copies) are
+  // rounded again before their next use, by whichever instance runs first.
+  // Without shared copies there is nothing to do: each phase rounds its own.
+  void weights_changed();
   // Storage of a graph input (write before run) or any kept value (read after).
   // Throws for a value stored in bf16 (never an output: see bf16_activations).
   void* data(ValueId value);
@@ -127,9 +153,11 @@ class Program {
 
   const Graph& graph() const { return *graph_; }
   size_t arena_bytes() const { return plan_.peak_bytes; }
-  // The phase-local region (0 unless separate_phase_local), and where it is.
-  size_t phase_local_bytes() const { return local_plan_.peak_bytes; }
+  // The shared region's bytes (0 unless separate_phase_local): the
+  // phase-local plan, and the shared weight copies after it.
+  size_t phase_local_bytes() const;
   uint8_t* phase_local_memory() { return phase_local_base_; }
+  const std::shared_ptr<SharedPhaseRegion>& shared_region() const { return shared_region_; }
   double flops_per_run() const { return flops_; }
   int instruction_count() const { return static_cast<int>(instructions_.size()); }
   int bucket_count() const { return static_cast<int>(buckets_.size()); }
@@ -213,15 +241,19 @@ class Program {
   std::vector<kernels::EinsumBf16> einsum_bf16_;
   // bf16 programs: one bf16 copy per parameter an einsum reads, and per f32
   // activation several einsums read, per phase, made before the phase's
-  // first such einsum and planned like any buffer.
+  // first such einsum and planned like any buffer; a parameter's copies in
+  // the shared region (share_weight_copies) are one slot for every phase.
   struct Bf16Copy {
     ValueId value;              // a root value
     int first, last;            // instructions of its first and last use
     std::optional<int> buffer;  // request index, once the buffers are requested
     int64_t numel = 0;          // elements, rounded by round_to_bf16 (base/bf16.h)
     uint8_t* data = nullptr;
+    int shared = -1;  // share_weight_copies: its slot (flag, offset) in the shared region
   };
   std::vector<Bf16Copy> bf16_copies_;
+  std::vector<size_t> shared_copy_offset_;  // per slot, from the end of the phase-local plan
+  size_t shared_copy_bytes_ = 0;
   std::vector<int> value_buffer_;  // buffer index per value, -1 if none
   std::vector<bool> stored_bf16_;  // per root value: stored in bf16 (bf16_activations)
   std::vector<ValueId> alias_root_;
@@ -233,7 +265,7 @@ class Program {
   MemoryPlan local_plan_;
   std::optional<ValueId> running_node_;
   DropoutPosition position_;
-  AlignedBuffer own_phase_local_;
+  std::shared_ptr<SharedPhaseRegion> shared_region_;
   uint8_t* phase_local_base_ = nullptr;
   std::vector<void*> value_ptr_;
   std::map<std::string, ValueId> params_by_name_;
