@@ -31,6 +31,34 @@ std::vector<float> results(Program& p, const TinyGptTraining& t) {
   return r;
 }
 
+// One whole run of `p` on micro-batch `seed`.
+std::vector<float> run_alone(Program& p, const TinyGptTraining& t, int seed) {
+  feed(p, seed);
+  p.run();
+  return results(p, t);
+}
+
+// Two micro-batches (seeds 1 and 2) on `a` and `b`, interleaved like a
+// pipeline (F, F, B, B; `b_first`: b's forward first), give bitwise what
+// `alone` gives for each run on its own.
+void expect_interleaved_matches_alone(Program& a, Program& b, Program& alone,
+                                      const TinyGptTraining& t, bool b_first,
+                                      const std::string& what) {
+  std::vector<float> want_a = run_alone(alone, t, 1);
+  std::vector<float> want_b = run_alone(alone, t, 2);
+  feed(a, 1);
+  feed(b, 2);
+  (b_first ? b : a).run_phase(0);
+  (b_first ? a : b).run_phase(0);
+  a.run_phase(1);
+  std::vector<float> got_a = results(a, t);
+  b.run_phase(1);
+  std::vector<float> got_b = results(b, t);
+  ASSERT_EQ(got_a.size(), want_a.size()) << what;
+  EXPECT_EQ(std::memcmp(got_a.data(), want_a.data(), got_a.size() * 4), 0) << what;
+  EXPECT_EQ(std::memcmp(got_b.data(), want_b.data(), got_b.size() * 4), 0) << what;
+}
+
 TEST(ProgramPhases, InstancesSharingPhaseLocalMemoryMatchSeparateRuns) {
   TinyGptTraining t = tiny_gpt_training();
   ParamStore params(t.graph, 7);
@@ -48,25 +76,7 @@ TEST(ProgramPhases, InstancesSharingPhaseLocalMemoryMatchSeparateRuns) {
   EXPECT_EQ(a.phase_local_memory(), b.phase_local_memory());
   EXPECT_LT(a.arena_bytes(), alone.arena_bytes());
 
-  // Reference: each micro-batch alone.
-  feed(alone, 1);
-  alone.run();
-  std::vector<float> want_a = results(alone, t);
-  feed(alone, 2);
-  alone.run();
-  std::vector<float> want_b = results(alone, t);
-  // Interleaved like a pipeline: F(a), F(b), B(a), B(b).
-  feed(a, 1);
-  feed(b, 2);
-  a.run_phase(0);
-  b.run_phase(0);
-  a.run_phase(1);
-  std::vector<float> got_a = results(a, t);
-  b.run_phase(1);
-  std::vector<float> got_b = results(b, t);
-  ASSERT_EQ(got_a.size(), want_a.size());
-  EXPECT_EQ(std::memcmp(got_a.data(), want_a.data(), got_a.size() * 4), 0);
-  EXPECT_EQ(std::memcmp(got_b.data(), want_b.data(), got_b.size() * 4), 0);
+  expect_interleaved_matches_alone(a, b, alone, t, /*b_first=*/false, "f32");
 }
 
 // bf16 pipeline instances share one bf16 copy of each weight, rounded by
@@ -100,39 +110,20 @@ TEST(ProgramPhases, Bf16InstancesShareWeightCopiesRoundedOncePerChange) {
       }
       a.weights_changed();  // b shares its copies
     }
-    feed(alone, 1);
-    alone.run();
-    std::vector<float> want_a = results(alone, t);
-    feed(alone, 2);
-    alone.run();
-    std::vector<float> want_b = results(alone, t);
-    feed(a, 1);
-    feed(b, 2);
-    b.run_phase(0);  // b rounds the weights for both
-    a.run_phase(0);
-    a.run_phase(1);
-    std::vector<float> got_a = results(a, t);
-    b.run_phase(1);
-    std::vector<float> got_b = results(b, t);
-    ASSERT_EQ(got_a.size(), want_a.size());
-    EXPECT_EQ(std::memcmp(got_a.data(), want_a.data(), got_a.size() * 4), 0) << "change " << change;
-    EXPECT_EQ(std::memcmp(got_b.data(), want_b.data(), got_b.size() * 4), 0) << "change " << change;
-    feed(per_phase, 1);
-    per_phase.run();
-    std::vector<float> got_per_phase = results(per_phase, t);
-    EXPECT_EQ(std::memcmp(got_per_phase.data(), want_a.data(), got_a.size() * 4), 0);
+    const std::string what = "bf16, weights changed " + std::to_string(change) + " times";
+    // b rounds the weights for both.
+    expect_interleaved_matches_alone(a, b, alone, t, /*b_first=*/true, what);
+    std::vector<float> want = run_alone(alone, t, 1);
+    std::vector<float> got_per_phase = run_alone(per_phase, t, 1);
+    EXPECT_EQ(std::memcmp(got_per_phase.data(), want.data(), want.size() * 4), 0) << what;
   }
   // Without weights_changed() the copies are what they were: stale.
   for (ParamEntry& e : params.entries()) {
     float* w = e.value.f32();
     for (int64_t i = 0; i < e.value.numel(); ++i) w[i] *= 0.5f;
   }
-  feed(alone, 1);
-  alone.run();
-  std::vector<float> fresh = results(alone, t);
-  feed(a, 1);
-  a.run();
-  std::vector<float> stale = results(a, t);
+  std::vector<float> fresh = run_alone(alone, t, 1);
+  std::vector<float> stale = run_alone(a, t, 1);
   EXPECT_NE(std::memcmp(stale.data(), fresh.data(), stale.size() * 4), 0);
 }
 
