@@ -14,6 +14,7 @@
 #include "tessel/base/error.h"
 #include "tessel/base/heap_reuse.h"
 #include "tessel/comm/heartbeat.h"
+#include "tessel/comm/mpi/open_mpi_defaults.h"
 
 namespace tessel {
 namespace {
@@ -147,6 +148,7 @@ void MpiRuntime::init(int* argc, char*** argv) {
   if (already) {
     if (mpi_finalized()) TS_THROW("MpiRuntime::init: MPI has already been finalized");
   } else {
+    set_open_mpi_defaults();  // before MPI reads its parameters (open_mpi_defaults.h)
     int provided = 0;
     int code = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
     if (code != MPI_SUCCESS) TS_THROW("MPI_Init_thread failed: ", mpi_error_string(code));
