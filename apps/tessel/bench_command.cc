@@ -70,7 +70,7 @@ int run_bench_step(const BenchOptions& opt) {
       {"model", config.model},
       {"threads", threads},
       {"batch", config.batch},
-      {"parameters", trainer.params().parameter_count()},
+      {"parameters", trainer.parameter_count()},  // the whole model, every shard
       {"steps_timed", opt.steps},
       {"ms_per_step_median", median},
       {"ms_per_step_min", ms.front()},

@@ -49,6 +49,10 @@ TEST(BenchStep, TimesPipelines) {
   EXPECT_EQ(r["mesh"], "pipe=2");
   EXPECT_GT(r["ms_per_step_median"].get<double>(), 0);
   EXPECT_FALSE(r.contains("comm_fraction"));
+  // The whole model's parameters, not the root's stage's.
+  const nlohmann::json one = bench_step("one_rank", 1, "");
+  ASSERT_FALSE(one.is_null());
+  EXPECT_EQ(r["parameters"], one["parameters"]);
 }
 
 }  // namespace
