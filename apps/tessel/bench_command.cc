@@ -88,7 +88,8 @@ int run_bench_step(const BenchOptions& opt) {
       {"arena_mib", trainer.arena_bytes() / 1048576.0},
       {"mesh", trainer.distributed().mesh().to_string()},
       {"ranks", ranks},
-      {"tokens_per_s_per_rank", trainer.items_per_step() / (median / 1e3) / ranks},
+      {std::string(trainer.task().item_name()) + "_per_s_per_rank",
+       trainer.items_per_step() / (median / 1e3) / ranks},
   };
   if (program) out["comm_fraction"] = comm_seconds * 1e3 / total_ms;
   std::printf("%s\n", out.dump().c_str());

@@ -39,6 +39,8 @@ TEST(BenchStep, TwoRanksAreMeasuredAgainstBothRanksPeak) {
   EXPECT_GT(r["fraction_of_peak"].get<double>(), 0);
   EXPECT_LT(r["fraction_of_peak"].get<double>(), 1);
   EXPECT_TRUE(r.contains("comm_fraction"));
+  // Throughput named by the task's items, in total and per rank.
+  EXPECT_DOUBLE_EQ(r["tokens_per_s_per_rank"].get<double>(), r["tokens_per_s"].get<double>() / 2);
 }
 
 // A pipeline has one program per stage: it is timed like any run, with no
