@@ -403,11 +403,14 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
     TS_CHECK(shared_region_->memory.size() == phase_local_bytes() &&
                  shared_region_->copy_made.size() == shared_copy_offset_.size(),
              "program instances sharing a region must be the same program");
-    phase_local_base_ = shared_region_->memory.data();
   }
+  // The phase-local plan, then the shared weight copies.
+  uint8_t* const local_base = shared_region_ ? shared_region_->memory.data() : nullptr;
+  uint8_t* const shared_copies =
+      local_base ? local_base + round_up(local_plan_.peak_bytes) : nullptr;
   // Where request r lives.
   auto address = [&](int r) {
-    return local_index_[r] >= 0 ? phase_local_base_ + local_plan_.offsets[local_index_[r]]
+    return local_index_[r] >= 0 ? local_base + local_plan_.offsets[local_index_[r]]
                                 : arena_.data() + plan_.offsets[arena_index[r]];
   };
   value_ptr_.assign(n, nullptr);
@@ -426,9 +429,7 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
     if (b.work) b.work_ptr = address(*b.work);
   }
   for (Bf16Copy& c : bf16_copies_)
-    c.data = c.shared >= 0 ? phase_local_base_ + round_up(local_plan_.peak_bytes) +
-                                 shared_copy_offset_[c.shared]
-                           : address(*c.buffer);
+    c.data = c.shared >= 0 ? shared_copies + shared_copy_offset_[c.shared] : address(*c.buffer);
 }
 
 size_t Program::phase_local_bytes() const {

@@ -156,7 +156,6 @@ class Program {
   // The shared region's bytes (0 unless separate_phase_local): the
   // phase-local plan, and the shared weight copies after it.
   size_t phase_local_bytes() const;
-  uint8_t* phase_local_memory() { return phase_local_base_; }
   const std::shared_ptr<SharedPhaseRegion>& shared_region() const { return shared_region_; }
   double flops_per_run() const { return flops_; }
   int instruction_count() const { return static_cast<int>(instructions_.size()); }
@@ -266,7 +265,6 @@ class Program {
   std::optional<ValueId> running_node_;
   DropoutPosition position_;
   std::shared_ptr<SharedPhaseRegion> shared_region_;
-  uint8_t* phase_local_base_ = nullptr;
   std::vector<void*> value_ptr_;
   std::map<std::string, ValueId> params_by_name_;
   std::vector<ValueId> used_params_;  // parameters some instruction reads
