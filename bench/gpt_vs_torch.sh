@@ -18,6 +18,13 @@
 # value; WAIT="OMP_WAIT_POLICY=PASSIVE" (or any VAR=VALUE) sets another one
 # for both.
 #
+# In bf16 both sides run their GEMMs through oneDNN's bf16 matmul. One more
+# run of each with ONEDNN_VERBOSE=1 sums oneDNN's own execution times per
+# step, and the script prints the ceiling they set: PyTorch's step over
+# Tessel's matmul time alone, the Tessel-vs-PyTorch ratio Tessel would reach
+# if it did nothing but its GEMMs. (f32 has no such line: Tessel's f32 GEMM
+# is its own and PyTorch's is OpenBLAS.)
+#
 # Usage: bench/gpt_vs_torch.sh [ROUNDS] [STEPS]   (SKIP_BUILD=1: use build/ as it is)
 # Hold the machine-wide lock: flock /tmp/tessel-bench.lock bench/gpt_vs_torch.sh
 set -euo pipefail
@@ -32,18 +39,25 @@ if grep -q avx512f /proc/cpuinfo; then coretype=SkylakeX
 elif grep -q AuthenticAMD /proc/cpuinfo; then coretype=Zen
 else coretype=Haswell; fi
 
-torch_ms() {  # threads precision -> median ms/step
+WARMUP=3  # untimed steps before the timed ones, on both sides
+torch_run() {  # threads precision [VAR=VALUE] -> the script's output
   local flag=""
   [ "$2" = bf16 ] && flag=--bf16
   env -u OPENBLAS_L2_SIZE OPENBLAS_CORETYPE=$coretype MALLOC_MMAP_THRESHOLD_=1073741824 \
-    MALLOC_TRIM_THRESHOLD_=4294967295 "$WAIT" \
-    OMP_NUM_THREADS=$1 OPENBLAS_NUM_THREADS=$1 \
-    /usr/bin/python3 bench/torch_gpt.py --threads "$1" --steps "$STEPS" $flag |
-    sed -n 's/.*median=\([0-9.]*\) ms.*/\1/p'
+    MALLOC_TRIM_THRESHOLD_=4294967295 "$WAIT" ${3:+"$3"} \
+    OMP_NUM_THREADS="$1" OPENBLAS_NUM_THREADS="$1" \
+    /usr/bin/python3 bench/torch_gpt.py --threads "$1" --steps "$STEPS" --warmup "$WARMUP" $flag
 }
-tessel_json() {  # threads precision -> the bench step JSON line
-  env "$WAIT" build/tessel bench step --config examples/gpt-bench.json --threads "$1" --steps "$STEPS" \
-    --set precision="$2"
+torch_ms() {  # threads precision -> median ms/step
+  torch_run "$1" "$2" | sed -n 's/.*median=\([0-9.]*\) ms.*/\1/p'
+}
+tessel_json() {  # threads precision [VAR=VALUE] -> the bench step JSON line
+  env "$WAIT" ${3:+"$3"} build/tessel bench step --config examples/gpt-bench.json --threads "$1" \
+    --steps "$STEPS" --warmup "$WARMUP" --set precision="$2"
+}
+matmul_ms() {  # ONEDNN_VERBOSE output on stdin -> oneDNN matmul ms per step (warm-up included)
+  awk -F, -v steps=$((STEPS + WARMUP)) '$2 == "exec" && $4 == "matmul" { s += $NF }
+    END { printf "%.1f", s / steps }'
 }
 field() { /usr/bin/python3 -c "import json,sys; print(json.load(sys.stdin)[\"$1\"])"; }
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
@@ -69,4 +83,10 @@ for threads in 1 2; do
   done
   printf 'threads=%d  tessel bf16 vs tessel f32 %.2fx, pytorch bf16 vs pytorch f32 %.2fx\n' "$threads" \
     "$(ratio "${med[tf32]}" "${med[tbf16]}")" "$(ratio "${med[pf32]}" "${med[pbf16]}")"
+  t_mm=$(tessel_json "$threads" bf16 ONEDNN_VERBOSE=1 | matmul_ms)
+  p_mm=$(torch_run "$threads" bf16 ONEDNN_VERBOSE=1 | matmul_ms)
+  printf 'threads=%d bf16  oneDNN matmul time: tessel %.1f ms/step, pytorch %.1f ms/step;' \
+    "$threads" "$t_mm" "$p_mm"
+  printf ' ceiling for tessel vs pytorch (pytorch step / tessel matmuls) %.2fx\n' \
+    "$(ratio "${med[pbf16]}" "$t_mm")"
 done
