@@ -2,16 +2,22 @@
 // line with the median step time, throughput, achieved GFLOP/s and the
 // machine's measured FMA peak (the bf16 peak for precision bf16), so the
 // fraction of peak is visible. Any config `train` takes, pipelines included
-// (their JSON has no comm_fraction).
+// (their JSON has no comm_fraction). --breakdown adds where the step goes,
+// kind of instruction by kind, measured on the timed steps (step_breakdown.h;
+// one program only, so not for pipelines): a table on stderr and a
+// "breakdown" object in the JSON.
 #include <omp.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "config_options.h"
+#include "step_breakdown.h"
+#include "tessel/base/error.h"
 #include "tessel/kernels/einsum_bf16.h"
 #include "tessel/runtime/machine_peak.h"
 #include "tessel/train/trainer.h"
@@ -22,6 +28,7 @@ namespace {
 struct BenchOptions {
   ConfigOptions config;
   int64_t steps = 10, warmup = 3;
+  bool breakdown = false;
 };
 
 int run_bench_step(const BenchOptions& opt) {
@@ -34,14 +41,25 @@ int run_bench_step(const BenchOptions& opt) {
   // Time in collectives, where one program runs the step (a pipeline's
   // stages also wait on each other, which no program counts).
   const Program* program = trainer.pipeline() ? nullptr : &trainer.train_program();
+  std::unique_ptr<StepBreakdown> breakdown;
+  if (opt.breakdown && !program)
+    TS_THROW(
+        "bench step --breakdown times one training program, and this run is pipelined or "
+        "micro-batched (mesh ",
+        trainer.distributed().mesh().to_string(), ", microbatches ", config.microbatches,
+        "): each stage and micro-batch runs a program of its own");
+  if (opt.breakdown) breakdown = std::make_unique<StepBreakdown>(trainer.train_program());
   double comm_seconds = 0;
   for (int64_t i = 0; i < opt.warmup + opt.steps; ++i) {
     if (i == opt.warmup && program) comm_seconds = -program->collective_seconds();
+    const bool timed = i >= opt.warmup;
+    if (timed && breakdown) breakdown->begin_step();
     auto t0 = std::chrono::steady_clock::now();
     trainer.step();
     double t =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (i >= opt.warmup) ms.push_back(t);
+    if (timed && breakdown) breakdown->end_step();
+    if (timed) ms.push_back(t);
   }
   if (program) comm_seconds += program->collective_seconds();
   double total_ms = 0;
@@ -92,6 +110,10 @@ int run_bench_step(const BenchOptions& opt) {
        trainer.items_per_step() / (median / 1e3) / ranks},
   };
   if (program) out["comm_fraction"] = comm_seconds * 1e3 / total_ms;
+  if (breakdown) {
+    out["breakdown"] = breakdown->to_json();
+    std::fprintf(stderr, "%s", breakdown->table().c_str());
+  }
   std::printf("%s\n", out.dump().c_str());
   return 0;
 }
@@ -106,6 +128,9 @@ Command add_bench_command(CLI::App& app) {
   opt->config.add_to(step, /*with_steps=*/false);
   step->add_option("--steps", opt->steps, "timed steps")->check(CLI::PositiveNumber);
   step->add_option("--warmup", opt->warmup, "untimed warm-up steps");
+  step->add_flag("--breakdown", opt->breakdown,
+                 "also time the training program instruction by instruction: where a step goes, "
+                 "by kind (not for pipelines)");
   return {bench, [opt] { return run_bench_step(*opt); }};
 }
 

@@ -3,29 +3,38 @@
 // the peak is twice one rank's and the fraction of peak is work over that;
 // it once divided the whole job's GFLOP/s by one rank's peak, and printed
 // 1.5 of peak for data parallelism on 2 ranks. Pipelines are timed too.
+// --breakdown's parts add up to the steps it timed.
 #include "layout/layout_harness.h"
 
 namespace tessel {
 namespace {
 
-// The JSON line `bench step` prints on `ranks` ranks with `args`.
-nlohmann::json bench_step(const std::string& name, int ranks, const std::string& args) {
+// What `bench step` prints (stdout and stderr) on `ranks` ranks with
+// `args`, and its exit status.
+std::string bench_step_output(const std::string& name, int ranks, const std::string& args,
+                              int* status) {
   const fs::path dir = fs::temp_directory_path() / ("tessel_bench_step_test_" + name);
   fs::create_directories(dir);
   std::ofstream(dir / "config.json") << gpt_config().dump();
-  int status = 0;
   const std::string cmd = mpirun(ranks) + TESSEL_CLI_PATH + " bench step --config " +
                           (dir / "config.json").string() + " --threads 1 --steps 2 --warmup 1 " +
                           args;
-  const std::string out = run(cmd, &status);
+  const std::string out = run(cmd, status);
   fs::remove_all(dir);
-  EXPECT_EQ(status, 0) << cmd << "\n" << out;
-  const size_t line = out.rfind("{\"");
+  return cmd + "\n" + out;
+}
+
+// The JSON line `bench step` prints on `ranks` ranks with `args`.
+nlohmann::json bench_step(const std::string& name, int ranks, const std::string& args) {
+  int status = 0;
+  const std::string out = bench_step_output(name, ranks, args, &status);
+  EXPECT_EQ(status, 0) << out;
+  const size_t line = out.rfind("\n{\"");  // a line of its own (objects nest in it)
   if (status != 0 || line == std::string::npos) {
     ADD_FAILURE() << "no JSON line: " << out;
     return {};
   }
-  return nlohmann::json::parse(out.substr(line, out.find('\n', line) - line));
+  return nlohmann::json::parse(out.substr(line + 1, out.find('\n', line + 1) - line - 1));
 }
 
 TEST(BenchStep, TwoRanksAreMeasuredAgainstBothRanksPeak) {
@@ -55,6 +64,50 @@ TEST(BenchStep, TimesPipelines) {
   const nlohmann::json one = bench_step("one_rank", 1, "");
   ASSERT_FALSE(one.is_null());
   EXPECT_EQ(r["parameters"], one["parameters"]);
+}
+
+// On 2 data-parallel ranks (gradient buckets, an optimizer step after the
+// program): every instruction kind, plus the time before and after the
+// program, adds up to the mean step that bench step itself timed.
+TEST(BenchStep, BreakdownAddsUpToTheTimedSteps) {
+  const nlohmann::json r = bench_step("breakdown", 2, "--mesh data=2 --breakdown");
+  ASSERT_FALSE(r.is_null());
+  ASSERT_TRUE(r.contains("breakdown"));
+  const nlohmann::json& b = r["breakdown"];
+  EXPECT_EQ(b["steps"], 2);
+  EXPECT_EQ(b["program_runs"], 2);
+  double sum = b["before_ms"].get<double>() + b["after_ms"].get<double>();
+  EXPECT_GT(b["before_ms"].get<double>(), 0);
+  EXPECT_GT(b["after_ms"].get<double>(), 0);  // the optimizer update at least
+  int einsums = 0;
+  double previous = 1e300;
+  for (const nlohmann::json& k : b["kinds"]) {
+    const double ms = k["ms"].get<double>();
+    EXPECT_GE(ms, 0) << k;
+    EXPECT_LE(ms, previous) << "largest first: " << k;
+    EXPECT_GE(k["count"].get<int>(), 1) << k;
+    previous = ms;
+    sum += ms;
+    if (k["kind"].get<std::string>().rfind("einsum ", 0) == 0) einsums += k["count"].get<int>();
+  }
+  EXPECT_GT(einsums, 0);
+  const double step = b["step_ms_mean"].get<double>();
+  EXPECT_NEAR(sum, step, 1e-9 * step);
+  // Two timed steps: their median is their mean; the breakdown's window
+  // only adds a clock read at each end.
+  EXPECT_NEAR(step, r["ms_per_step_median"].get<double>(),
+              0.02 * r["ms_per_step_median"].get<double>() + 0.1);
+}
+
+// A pipeline runs a program per stage and micro-batch: refused, naming why.
+TEST(BenchStep, BreakdownRefusesPipelines) {
+  int status = 0;
+  const std::string out =
+      bench_step_output("breakdown_pipe", 2, "--mesh pipe=2 --microbatches 2 --breakdown", &status);
+  EXPECT_NE(status, 0) << out;
+  EXPECT_NE(out.find("--breakdown times one training program"), std::string::npos) << out;
+  EXPECT_NE(out.find("pipe=2"), std::string::npos) << out;
+  EXPECT_EQ(out.find("ms_per_step"), std::string::npos) << "refused before timing: " << out;
 }
 
 }  // namespace

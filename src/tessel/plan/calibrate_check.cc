@@ -38,19 +38,16 @@ ProgramCheck check_program(const TrainConfig& config, const HardwareModel& hw, i
     const auto timed_ins = typical.find(ins.node);
     if (timed_ins == typical.end()) continue;  // bucket members (none here), views the hook skips
     const Node& n = g.node(ins.node);
+    const std::string kind = instruction_kind(g, ins);
     double predicted = 0;
-    std::string kind;
     double flops = 0;
     if (ins.einsum) {
       const kernels::EinsumPlan& e = *ins.einsum;
       predicted = einsum_seconds(hw, g, ins, options);
-      kind = "einsum " + std::to_string(e.batch) + "x" + std::to_string(e.m) + "x" +
-             std::to_string(e.n) + "x" + std::to_string(e.k);
       flops = 2.0 * e.batch * e.m * e.n * e.k;
     } else {
       predicted = hw.kernel_seconds(op_name(n.kind), instruction_bytes(g, ins.node),
                                     g.node_flops(ins.node), options.precision, threads);
-      kind = op_name(n.kind);
     }
     const double measured = timed_ins->second;
     CheckedKind& k = by_kind[kind];

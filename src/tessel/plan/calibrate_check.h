@@ -6,15 +6,14 @@
 // check_program() builds the config's single-process training program (its
 // recompute policy applied, the whole batch, no mesh), as kernel_rates.h
 // does, binds parameters and runs it `repeats` times after a warm-up, timing
-// each instruction between the program's progress-hook calls (the last one up
-// to the end of the run). Per instruction the median of the runs counts
-// (instruction_timing.h: what a step typically spends there); instructions
-// are grouped by kind: an einsum by its GEMM (batch, m, n, k), anything
-// else by its op name. The prediction is the cost model's own
-// per-instruction charge (einsum_seconds, HardwareModel::kernel_seconds) at
-// one rank of `threads` threads with a core of its own, in the config's
-// precision (bf16 needs a profile with bf16 figures, checked before
-// anything runs).
+// each instruction between the program's progress-hook calls. Per
+// instruction the median of the runs counts (instruction_timing.h: what a
+// step typically spends there); instructions are grouped by kind
+// (instruction_kind: an einsum by its GEMM, anything else by its op name).
+// The prediction is the cost model's own per-instruction charge
+// (einsum_seconds, HardwareModel::kernel_seconds) at one rank of `threads`
+// threads with a core of its own, in the config's precision (bf16 needs a
+// profile with bf16 figures, checked before anything runs).
 #pragma once
 
 #include <string>

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "tessel/base/steady_clock.h"
+#include "tessel/ir/op_table.h"
 
 namespace tessel::plan {
 
@@ -41,7 +42,7 @@ std::map<ValueId, double> median_instruction_seconds(Program& program, int threa
       started = now;
     });
     program.run();
-    close(steady_seconds());
+    close(steady_seconds());  // nothing left open: the hook ran after the last
   }
   program.set_progress_hook(nullptr);
   omp_set_num_threads(saved_threads);
@@ -51,6 +52,13 @@ std::map<ValueId, double> median_instruction_seconds(Program& program, int threa
     medians[node] = seconds[seconds.size() / 2];
   }
   return medians;
+}
+
+std::string instruction_kind(const Graph& graph, const Program::InstructionInfo& ins) {
+  if (!ins.einsum) return op_name(graph.node(ins.node).kind);
+  const kernels::EinsumPlan& e = *ins.einsum;
+  return "einsum " + std::to_string(e.batch) + "x" + std::to_string(e.m) + "x" +
+         std::to_string(e.n) + "x" + std::to_string(e.k);
 }
 
 double instruction_bytes(const Graph& graph, ValueId node) {

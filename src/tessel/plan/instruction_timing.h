@@ -3,12 +3,13 @@
 // The program is a config's single-process training step (the loss and
 // every gradient) with every parameter bound to a buffer of 0.02s and token
 // ids 0: the timing does not depend on the values. Each instruction's time
-// runs from the progress hook before it to the hook before the next (the
-// last: to the end of the run).
+// runs from the progress hook before it to the hook's next call (before the
+// next instruction, or after the last one).
 #pragma once
 
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "tessel/compile/compile_rank.h"
@@ -39,5 +40,9 @@ std::map<ValueId, double> median_instruction_seconds(Program& program, int threa
 
 // The bytes an instruction moves: its output and every input, at their dtypes.
 double instruction_bytes(const Graph& graph, ValueId node);
+
+// What an instruction is, for grouping times: an einsum by its GEMM,
+// "einsum BxMxNxK" (batch x m x n x k), anything else by its op name.
+std::string instruction_kind(const Graph& graph, const Program::InstructionInfo& ins);
 
 }  // namespace tessel::plan

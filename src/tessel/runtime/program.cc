@@ -610,6 +610,8 @@ void Program::run_instructions(size_t begin, size_t end) {
       round_to_bf16(reinterpret_cast<const float*>(ins.stage_ptr),
                     static_cast<uint16_t*>(value_ptr_[ins.value]), node.shape.numel());
   }
+  running_node_.reset();
+  if (progress_) progress_();
   auto t0 = std::chrono::steady_clock::now();
   for (Bucket& b : buckets_)
     if (b.pending) {

@@ -143,11 +143,13 @@ class Program {
   // Phases must run in order (0, 1, ...) for the values to be there; other
   // programs may run in between.
   void run_phase(int phase);
-  // Called between instructions (e.g. to drive non-blocking sends that MPI
-  // progresses only inside MPI calls); empty by default.
+  // Called before each instruction (e.g. to drive non-blocking sends that
+  // MPI progresses only inside MPI calls) and once more after a run's (or a
+  // phase's) last instruction, before it waits for gradient buckets; empty
+  // by default.
   void set_progress_hook(std::function<void()> hook) { progress_ = std::move(hook); }
   // The node of the instruction about to run when the progress hook is
-  // called (the last one run, after; none before the first run).
+  // called; none at its call after the last instruction (and before any run).
   std::optional<ValueId> running_node() const { return running_node_; }
   int phase_count() const { return static_cast<int>(phase_begin_.size()) - 1; }
 

@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <chrono>
+#include <utility>
 
 #include "tessel/base/error.h"
 #include "tessel/train/checkpoint/checkpoint.h"
@@ -65,6 +66,10 @@ const Program& Trainer::train_program() const {
   if (pipeline_engine())
     TS_THROW("a pipelined or micro-batched run has one program per stage, not one");
   return *engine_->compiled().train.program;
+}
+
+Program& Trainer::train_program() {
+  return const_cast<Program&>(std::as_const(*this).train_program());
 }
 
 StepResult Trainer::step() {

@@ -1,0 +1,99 @@
+#include "step_breakdown.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+#include "tessel/base/error.h"
+#include "tessel/base/steady_clock.h"
+#include "tessel/plan/instruction_timing.h"
+
+namespace tessel::cli {
+
+StepBreakdown::StepBreakdown(Program& program) : program_(program) {
+  for (const Program::InstructionInfo& ins : program.instruction_info()) {
+    if (ins.bucket >= 0) continue;  // a bucket member runs without a hook
+    const std::string kind = plan::instruction_kind(program.graph(), ins);
+    kind_of_[ins.node] = kind;
+    kinds_[kind].count += 1;
+  }
+  program_.set_progress_hook([this] { on_progress(); });
+}
+
+StepBreakdown::~StepBreakdown() { program_.set_progress_hook(nullptr); }
+
+void StepBreakdown::begin_step() {
+  timing_ = true;
+  open_.reset();
+  program_done_ = false;
+  started_ = steady_seconds();
+}
+
+void StepBreakdown::on_progress() {
+  if (!timing_) return;
+  const double now = steady_seconds();
+  if (open_)
+    kinds_[kind_of_.at(*open_)].seconds += now - started_;
+  else if (!program_done_)
+    before_s_ += now - started_;
+  else
+    TS_THROW("bench step --breakdown: the training program ran twice in one step");
+  open_ = program_.running_node();
+  if (!open_) {
+    program_done_ = true;
+    runs_ += 1;
+  }
+  started_ = now;
+}
+
+void StepBreakdown::end_step() {
+  const double now = steady_seconds();
+  TS_CHECK(program_done_ && !open_,
+           "bench step --breakdown: a step ended without running the training program");
+  after_s_ += now - started_;
+  timing_ = false;
+  steps_ += 1;
+}
+
+nlohmann::json StepBreakdown::to_json() const {
+  TS_CHECK(steps_ > 0, "bench step --breakdown: no step was timed");
+  const double per_step_ms = 1e3 / steps_;
+  std::vector<std::pair<std::string, Kind>> sorted(kinds_.begin(), kinds_.end());
+  std::sort(sorted.begin(), sorted.end(),
+            [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
+  double total_s = before_s_ + after_s_;
+  nlohmann::json kinds = nlohmann::json::array();
+  for (const auto& [name, k] : sorted) {
+    total_s += k.seconds;
+    kinds.push_back({{"kind", name}, {"count", k.count}, {"ms", k.seconds * per_step_ms}});
+  }
+  return {{"steps", steps_},
+          {"program_runs", runs_},
+          {"step_ms_mean", total_s * per_step_ms},
+          {"before_ms", before_s_ * per_step_ms},
+          {"after_ms", after_s_ * per_step_ms},
+          {"kinds", kinds}};
+}
+
+std::string StepBreakdown::table() const {
+  const nlohmann::json j = to_json();
+  const double step_ms = j["step_ms_mean"].get<double>();
+  std::string out;
+  char line[160];
+  auto row = [&](const std::string& name, const std::string& count, double ms) {
+    std::snprintf(line, sizeof(line), "%-34s %6s %10.3f %6.1f%%\n", name.c_str(), count.c_str(), ms,
+                  100.0 * ms / step_ms);
+    out += line;
+  };
+  std::snprintf(line, sizeof(line), "%-34s %6s %10s %7s\n", "where a step goes (mean of steps)",
+                "count", "ms", "share");
+  out += line;
+  for (const nlohmann::json& k : j["kinds"])
+    row(k["kind"].get<std::string>(), std::to_string(k["count"].get<int>()), k["ms"].get<double>());
+  row("before the program (feeding)", "", j["before_ms"].get<double>());
+  row("after it (buckets, optimizer)", "", j["after_ms"].get<double>());
+  row("step", "", step_ms);
+  return out;
+}
+
+}  // namespace tessel::cli
