@@ -1,11 +1,13 @@
 #include "step_breakdown.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <vector>
 
 #include "tessel/base/error.h"
 #include "tessel/base/steady_clock.h"
+#include "tessel/kernels/einsum.h"
 #include "tessel/plan/instruction_timing.h"
 
 namespace tessel::cli {
@@ -16,6 +18,8 @@ StepBreakdown::StepBreakdown(Program& program) : program_(program) {
     const std::string kind = plan::instruction_kind(program.graph(), ins);
     kind_of_[ins.node] = kind;
     kinds_[kind].count += 1;
+    if (const kernels::EinsumPlan* e = ins.einsum)
+      kinds_[kind].flops += 2.0 * e->batch * e->m * e->n * e->k;
   }
   program_.set_progress_hook([this] { on_progress(); });
 }
@@ -65,7 +69,9 @@ nlohmann::json StepBreakdown::to_json() const {
   nlohmann::json kinds = nlohmann::json::array();
   for (const auto& [name, k] : sorted) {
     total_s += k.seconds;
-    kinds.push_back({{"kind", name}, {"count", k.count}, {"ms", k.seconds * per_step_ms}});
+    nlohmann::json kind = {{"kind", name}, {"count", k.count}, {"ms", k.seconds * per_step_ms}};
+    if (k.flops > 0 && k.seconds > 0) kind["gflops"] = k.flops * steps_ / k.seconds / 1e9;
+    kinds.push_back(kind);
   }
   return {{"steps", steps_},
           {"program_runs", runs_},
@@ -80,19 +86,24 @@ std::string StepBreakdown::table() const {
   const double step_ms = j["step_ms_mean"].get<double>();
   std::string out;
   char line[160];
-  auto row = [&](const std::string& name, const std::string& count, double ms) {
-    std::snprintf(line, sizeof(line), "%-34s %6s %10.3f %6.1f%%\n", name.c_str(), count.c_str(), ms,
-                  100.0 * ms / step_ms);
+  auto row = [&](const std::string& name, const std::string& count, double ms,
+                 const std::string& gflops) {
+    std::snprintf(line, sizeof(line), "%-34s %6s %10.3f %6.1f%% %9s\n", name.c_str(), count.c_str(),
+                  ms, 100.0 * ms / step_ms, gflops.c_str());
     out += line;
   };
-  std::snprintf(line, sizeof(line), "%-34s %6s %10s %7s\n", "where a step goes (mean of steps)",
-                "count", "ms", "share");
+  std::snprintf(line, sizeof(line), "%-34s %6s %10s %7s %9s\n", "where a step goes (mean of steps)",
+                "count", "ms", "share", "GFLOP/s");
   out += line;
-  for (const nlohmann::json& k : j["kinds"])
-    row(k["kind"].get<std::string>(), std::to_string(k["count"].get<int>()), k["ms"].get<double>());
-  row("before the program (feeding)", "", j["before_ms"].get<double>());
-  row("after it (buckets, optimizer)", "", j["after_ms"].get<double>());
-  row("step", "", step_ms);
+  for (const nlohmann::json& k : j["kinds"]) {
+    std::string gflops;
+    if (k.contains("gflops")) gflops = std::to_string(std::lround(k["gflops"].get<double>()));
+    row(k["kind"].get<std::string>(), std::to_string(k["count"].get<int>()), k["ms"].get<double>(),
+        gflops);
+  }
+  row("before the program (feeding)", "", j["before_ms"].get<double>(), "");
+  row("after it (buckets, optimizer)", "", j["after_ms"].get<double>(), "");
+  row("step", "", step_ms, "");
   return out;
 }
 

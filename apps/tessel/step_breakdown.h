@@ -37,7 +37,8 @@ class StepBreakdown {
 
   // Per-step means over the timed steps, in ms: {"steps", "program_runs",
   // "step_ms_mean", "before_ms", "after_ms", "kinds": [{"kind", "count",
-  // "ms"}, ...]} with the largest kind first; count is per program run.
+  // "ms"}, ...]} with the largest kind first; count is per program run, and
+  // an einsum kind also has "gflops", the rate its GEMMs ran at.
   nlohmann::json to_json() const;
   // The same as a table for a person, each part's share of the step.
   std::string table() const;
@@ -47,6 +48,7 @@ class StepBreakdown {
 
   struct Kind {
     int count = 0;       // instructions of the kind in one run
+    double flops = 0;    // their GEMMs' FLOPs in one run (einsums; else 0)
     double seconds = 0;  // over every timed step
   };
   Program& program_;

@@ -88,7 +88,14 @@ TEST(BenchStep, BreakdownAddsUpToTheTimedSteps) {
     EXPECT_GE(k["count"].get<int>(), 1) << k;
     previous = ms;
     sum += ms;
-    if (k["kind"].get<std::string>().rfind("einsum ", 0) == 0) einsums += k["count"].get<int>();
+    const bool einsum = k["kind"].get<std::string>().rfind("einsum ", 0) == 0;
+    if (einsum) einsums += k["count"].get<int>();
+    // An einsum's GEMM rate: positive, and below the rank's peak.
+    EXPECT_EQ(k.contains("gflops"), einsum && ms > 0) << k;
+    if (k.contains("gflops")) {
+      EXPECT_GT(k["gflops"].get<double>(), 0) << k;
+      EXPECT_LT(k["gflops"].get<double>(), r["peak_gflops_per_rank"].get<double>()) << k;
+    }
   }
   EXPECT_GT(einsums, 0);
   const double step = b["step_ms_mean"].get<double>();
