@@ -58,7 +58,7 @@ class StepBreakdown {
   std::optional<ValueId> open_;  // the instruction being timed
   bool program_done_ = false;    // this step's program ran its last instruction
   double started_ = 0;           // when the open part began
-  double before_s_ = 0, after_s_ = 0, step_s_ = 0;
+  double before_s_ = 0, after_s_ = 0;
   int steps_ = 0, runs_ = 0;
 };
 
