@@ -23,9 +23,10 @@
 # timed step, and the script prints the ceiling they set: PyTorch's step over
 # Tessel's matmul time alone, the Tessel-vs-PyTorch ratio Tessel would reach
 # if it did nothing but its GEMMs (Tessel's matmul time taken as its share of
-# the verbose run's step, applied to the plain runs' step). (f32 has no such line: Tessel's f32 GEMM
-# is its own and PyTorch's is OpenBLAS. Below AVX-512 Tessel's bf16 runs no
-# oneDNN matmul either, and the line says so instead of a ceiling.)
+# the verbose run's step, applied to the plain runs' step). (f32 has no such
+# line: Tessel's f32 GEMM is its own and PyTorch's is OpenBLAS. Below AVX-512
+# Tessel's bf16 runs no oneDNN matmul either, and the line says so instead of
+# a ceiling.)
 #
 # Usage: bench/gpt_vs_torch.sh [ROUNDS] [STEPS]   (SKIP_BUILD=1: use build/ as it is)
 # Hold the machine-wide lock: flock /tmp/tessel-bench.lock bench/gpt_vs_torch.sh

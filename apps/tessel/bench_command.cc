@@ -40,7 +40,7 @@ int run_bench_step(const BenchOptions& opt) {
   std::vector<double> ms;
   // Time in collectives, where one program runs the step (a pipeline's
   // stages also wait on each other, which no program counts).
-  const Program* program = trainer.pipeline() ? nullptr : &trainer.train_program();
+  Program* program = trainer.pipeline() ? nullptr : &trainer.train_program();
   std::unique_ptr<StepBreakdown> breakdown;
   if (opt.breakdown && !program)
     TS_THROW(
@@ -48,7 +48,7 @@ int run_bench_step(const BenchOptions& opt) {
         "micro-batched (mesh ",
         trainer.distributed().mesh().to_string(), ", microbatches ", config.microbatches,
         "): each stage and micro-batch runs a program of its own");
-  if (opt.breakdown) breakdown = std::make_unique<StepBreakdown>(trainer.train_program());
+  if (opt.breakdown) breakdown = std::make_unique<StepBreakdown>(*program);
   double comm_seconds = 0;
   for (int64_t i = 0; i < opt.warmup + opt.steps; ++i) {
     if (i == opt.warmup && program) comm_seconds = -program->collective_seconds();
@@ -78,10 +78,9 @@ int run_bench_step(const BenchOptions& opt) {
   };
   double peak1 = peak(1);
   // A rank's peak: its threads at one core's rate each, or the threads'
-  // probe where that measured more. The threads' probe alone read one core's
-  // rate for 2 threads in 1 run of 6 on a shared host (3 December 2026;
-  // fraction_of_peak 1.03): for its 0.2 s one vCPU delivered nothing, which
-  // the step, timed at another moment, did not suffer.
+  // probe where that measured more. On a shared host the threads' probe
+  // alone can lose a vCPU for its whole 0.2 s and read low
+  // (docs/precision.md, "Peak and fraction of peak").
   double peak_rank = std::max(peak(threads), threads * peak1);
   // The job's peak: every rank's threads at the rate the root measured
   // alone (an upper bound where ranks share cores). gflops counts the whole

@@ -15,11 +15,11 @@ namespace tessel::cli {
 StepBreakdown::StepBreakdown(Program& program) : program_(program) {
   for (const Program::InstructionInfo& ins : program.instruction_info()) {
     if (ins.bucket >= 0) continue;  // a bucket member runs without a hook
-    const std::string kind = plan::instruction_kind(program.graph(), ins);
-    kind_of_[ins.node] = kind;
-    kinds_[kind].count += 1;
+    Kind& kind = kinds_[plan::instruction_kind(program.graph(), ins)];
+    kind_of_[ins.node] = &kind;
+    kind.count += 1;
     if (const kernels::EinsumPlan* e = ins.einsum)
-      kinds_[kind].flops += 2.0 * e->batch * e->m * e->n * e->k;
+      kind.flops += 2.0 * e->batch * e->m * e->n * e->k;
   }
   program_.set_progress_hook([this] { on_progress(); });
 }
@@ -37,7 +37,7 @@ void StepBreakdown::on_progress() {
   if (!timing_) return;
   const double now = steady_seconds();
   if (open_)
-    kinds_[kind_of_.at(*open_)].seconds += now - started_;
+    kind_of_.at(*open_)->seconds += now - started_;
   else if (!program_done_)
     before_s_ += now - started_;
   else

@@ -52,8 +52,8 @@ class StepBreakdown {
     double seconds = 0;  // over every timed step
   };
   Program& program_;
-  std::map<ValueId, std::string> kind_of_;  // each hooked instruction's node -> kind
   std::map<std::string, Kind> kinds_;
+  std::map<ValueId, Kind*> kind_of_;  // each hooked instruction's node -> its kind in kinds_
   bool timing_ = false;
   std::optional<ValueId> open_;  // the instruction being timed
   bool program_done_ = false;    // this step's program ran its last instruction
