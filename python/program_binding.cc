@@ -4,9 +4,9 @@
 // C-contiguous NumPy array's own memory (no copy; the program keeps a
 // reference), or init_params() makes them as the trainer would (Philox,
 // keyed by name, so the same values as `tessel train` with that seed).
-// Inputs live in the program's arena: input(name) is a writable view of it,
-// run(name=array, ...) copies into it. Outputs are read-only views of the
-// arena, valid until the next run (copy them to keep them).
+// Inputs and outputs live in the program's arena, which is its backend's
+// device memory: run(name=array, ...) and set_input() copy arrays in,
+// input(name) and the outputs run() returns are copies out (new arrays).
 #include <pybind11/stl.h>
 
 #include <cstring>
@@ -57,7 +57,18 @@ void copy_input(PyProgram& p, const std::string& name, const py::handle& value) 
   if (!a)
     TS_THROW("input '", name, "': cannot convert the value to a ", dtype_name(n.dtype), " array");
   check_sizes(a, n.shape, "input '" + name + "'");
-  std::memcpy(p.program->input(name), a.data(), a.nbytes());
+  p.program->write_input(name, a.data(), static_cast<size_t>(a.nbytes()));
+}
+
+// A new array holding a copy of value `v`.
+py::array copy_out(PyProgram& p, ValueId v) {
+  const Node& n = p.node(v);
+  std::vector<py::ssize_t> sizes;
+  for (int i = 0; i < n.shape.rank(); ++i) sizes.push_back(n.shape[i].size);
+  py::array a = n.dtype == DType::kI32 ? py::array(py::array_t<int32_t>(sizes))
+                                       : py::array(py::array_t<float>(sizes));
+  p.program->read(v, a.mutable_data());
+  return a;
 }
 
 }  // namespace
@@ -111,18 +122,22 @@ void bind_program(py::module_& m) {
           "input",
           [](py::object self, const std::string& name) {
             PyProgram& p = self.cast<PyProgram&>();
-            void* data = p.program->input(name);
-            const Node& n = p.node(p.program->graph().find(name));
-            return view(data, n.shape, n.dtype, self, true);
+            return copy_out(p, p.program->input_id(name));
           },
-          py::arg("name"), "A writable view of the input's storage in the arena.")
+          py::arg("name"), "A copy of the input's current value.")
+      .def(
+          "set_input",
+          [](PyProgram& p, const std::string& name, const py::handle& value) {
+            copy_input(p, name, value);
+          },
+          py::arg("name"), py::arg("array"), "Copies an array into the input's storage.")
       .def(
           "output",
           [](py::object self, ValueId v) {
             PyProgram& p = self.cast<PyProgram&>();
-            return view(p.program->data(v), p.node(v).shape, p.node(v).dtype, self, false);
+            return copy_out(p, v);
           },
-          py::arg("value"), "A read-only view of a kept value; valid until the next run.")
+          py::arg("value"), "A copy of a kept value, as the last run left it.")
       .def(
           "run",
           [](py::object self, py::kwargs inputs) {
@@ -133,12 +148,10 @@ void bind_program(py::module_& m) {
               p.program->run();
             }
             py::list out;
-            for (ValueId v : p.outputs)
-              out.append(view(p.program->data(v), p.node(v).shape, p.node(v).dtype, self, false));
+            for (ValueId v : p.outputs) out.append(copy_out(p, v));
             return out;
           },
-          "Copies the keyword inputs into the arena, runs, and returns the outputs as read-only "
-          "views (valid until the next run).")
+          "Copies the keyword inputs into the arena, runs, and returns copies of the outputs.")
       .def_property_readonly("arena_bytes",
                              [](const PyProgram& p) { return p.program->arena_bytes(); })
       .def_property_readonly("flops",

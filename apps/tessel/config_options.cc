@@ -11,6 +11,8 @@ void ConfigOptions::add_to(CLI::App* command, bool with_steps) {
   command->add_option("--set", overrides, "override a config key: --set lr=3e-4 (repeatable)");
   if (with_steps) command->add_option("--steps", steps, "number of training steps");
   command->add_option("--threads", threads, "intra-op threads (default: all cores)");
+  command->add_option("--device", device,
+                      "where the program runs: cpu (default) | cuda (docs/gpu.md: not built yet)");
   command->add_option("--mesh", mesh, "device mesh, e.g. data=2,model=2 (launch with mpirun)");
   command->add_option(
       "--layout", layout,
@@ -49,6 +51,7 @@ TrainConfig ConfigOptions::load(bool with_data) const {
   if (zero >= 0) c.set("zero=" + std::to_string(zero));
   if (!recompute.empty()) c.recompute = recompute;
   if (!memory_limit.empty()) c.memory_limit = memory_limit;
+  if (!device.empty()) c.set("device=" + device);
   if (!mesh.empty()) c.mesh = mesh;
   if (!layout.empty()) c.layout = layout;
   if (microbatches > 0) c.microbatches = microbatches;

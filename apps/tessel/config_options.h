@@ -16,6 +16,7 @@ struct ConfigOptions {
   std::vector<std::string> overrides;
   int64_t steps = -1;
   int threads = -1;
+  std::string device;
   int zero = -1;
   std::string recompute;
   std::string memory_limit;

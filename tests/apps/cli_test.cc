@@ -61,6 +61,19 @@ TEST_F(Cli, UnknownPrecisionIsNamed) {
                "'precision' must be \"f32\" or \"bf16\", got \"fp16\"");
 }
 
+// A device this build cannot run on is refused by name before any step,
+// and an unknown one by the config check; the run directory holds no step.
+TEST_F(Cli, UnavailableDeviceIsRefusedBeforeCompute) {
+  const fs::path out = dir_ / "o";
+  Result r =
+      run("train --config " + write_config(tiny_gpt()) + " --device cuda --out " + out.string());
+  expect_error(r, "device cuda: this build of Tessel has no CUDA backend");
+  EXPECT_EQ(r.output.find("step 1"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(out / "checkpoint")) << r.output;
+  expect_error(run("train --config " + write_config(tiny_gpt()) + " --set device=tpu"),
+               "'device' must be \"cpu\" or \"cuda\", got \"tpu\"");
+}
+
 // tp_comm_precision: a bad value, and bf16 partial sums in an f32 run, are
 // errors naming the key, before any data is read.
 TEST_F(Cli, TensorParallelCommPrecisionIsChecked) {

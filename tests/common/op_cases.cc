@@ -200,8 +200,8 @@ Harness make_harness(const OpCase& c) {
 void feed_harness(Harness& h, Program& p, std::map<std::string, std::vector<float>>& params) {
   for (auto& [name, values] : params) p.bind_param(name, values.data());
   for (auto& [name, values] : h.int_inputs)
-    std::memcpy(p.input(name), values.data(), values.size() * sizeof(int32_t));
-  std::memcpy(p.input("harness.weights"), h.weights.data(), h.weights.size() * sizeof(float));
+    p.write_input(name, values.data(), values.size() * sizeof(int32_t));
+  p.write_input("harness.weights", h.weights.data(), h.weights.size() * sizeof(float));
 }
 
 }  // namespace tessel

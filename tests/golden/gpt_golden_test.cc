@@ -128,23 +128,23 @@ TEST(GoldenGpt, ForwardAndBackwardMatchPyTorchFloat64) {
   for (ParamEntry& e : params.entries()) p.bind_param(e.name, e.value.f32());
   for (const char* name : {"tokens", "targets"}) {
     const TensorRecord& r = need(fx, name, "I32", {c.batch, c.context});
-    std::memcpy(p.input(name), r.bytes.data(), r.bytes.size());
+    p.write_input(name, r.bytes.data(), r.bytes.size());
   }
   p.run();
 
   const TensorRecord& loss = need(fx, "loss", "F64", {});
-  double worst = relative_error(p.f32(f.out.loss), loss);
+  double worst = relative_error(p.read_f32(f.out.loss).data(), loss);
   std::string worst_name = "loss";
   EXPECT_LE(worst, kTolerance) << "loss";
   const TensorRecord& logits = need(fx, "logits", "F64", {c.batch, c.context, c.vocab});
-  const double logits_err = relative_error(p.f32(f.out.logits.value()), logits);
+  const double logits_err = relative_error(p.read_f32(f.out.logits.value()).data(), logits);
   EXPECT_LE(logits_err, kTolerance) << "logits";
   if (logits_err > worst) worst = logits_err, worst_name = "logits";
   const std::vector<ValueId>& ps = f.graph.params();
   for (size_t i = 0; i < ps.size(); ++i) {
     const std::string& name = f.graph.node(ps[i]).name;
     const TensorRecord& g = need(fx, "grad." + name, "F64", dims_of(f.graph.node(ps[i]).shape));
-    const double err = relative_error(p.f32(f.grads[i]), g);
+    const double err = relative_error(p.read_f32(f.grads[i]).data(), g);
     EXPECT_LE(err, kTolerance) << "gradient of " << name;
     if (err > worst) worst = err, worst_name = "gradient of " + name;
   }

@@ -40,8 +40,8 @@ TEST_P(OpHarness, FastMatchesReference) {
   ref.run();
   for (ValueId v : outputs) {
     const int64_t n = h.graph.node(v).shape.numel();
-    const float* a = fast.f32(v);
-    const float* b = ref.f32(v);
+    const std::vector<float> a = fast.read_f32(v);
+    const std::vector<float> b = ref.read_f32(v);
     for (int64_t e = 0; e < n; ++e)
       ASSERT_TRUE(close(a[e], b[e], 1e-5, 1e-6))
           << c.name << ": value %" << v << " (" << h.graph.node(v).name << ") element " << e
@@ -62,7 +62,7 @@ TEST_P(OpHarness, GradientMatchesFiniteDifferences) {
   for (size_t pi = 0; pi < param_ids.size(); ++pi) {
     const std::string& name = h.graph.node(param_ids[pi]).name;
     std::vector<float>& values = params[name];
-    std::vector<float> analytic(program.f32(h.grads[pi]), program.f32(h.grads[pi]) + values.size());
+    std::vector<float> analytic = program.read_f32(h.grads[pi]);
     // Up to 8 elements per parameter, spread over it.
     const size_t count = values.size();
     const size_t stride = std::max<size_t>(1, count / 8);
@@ -71,10 +71,10 @@ TEST_P(OpHarness, GradientMatchesFiniteDifferences) {
       const float saved = values[e];
       values[e] = saved + h_step;
       program.run();
-      double plus = *program.f32(h.loss);
+      double plus = program.read_scalar(h.loss);
       values[e] = saved - h_step;
       program.run();
-      double minus = *program.f32(h.loss);
+      double minus = program.read_scalar(h.loss);
       values[e] = saved;
       double numeric = (plus - minus) / (2.0 * h_step);
       EXPECT_TRUE(close(analytic[e], numeric, 2e-2, 2e-3))

@@ -124,7 +124,7 @@ Outcome run_boxing(DistributedContext& ctx, const Sharding& from, const Sharding
 
   Program program(g, {out}, CompileOptions{.comms = &ctx.groups()});
   std::vector<float> input = local_value(ctx, from, addends, std::vector<bool>(3, false));
-  std::memcpy(program.input("t"), input.data(), input.size() * sizeof(float));
+  program.write_input("t", input.data(), input.size() * sizeof(float));
   ctx.reset_stats();
   program.run();
 
@@ -149,7 +149,7 @@ Outcome run_boxing(DistributedContext& ctx, const Sharding& from, const Sharding
   std::vector<bool> created(to.axis_count());
   for (int a = 0; a < to.axis_count(); ++a) created[a] = !(from[a] == to[a]);
   std::vector<float> expected = local_value(ctx, to, addends, created);
-  const float* result = program.f32(out);
+  const std::vector<float> result = program.read_f32(out);
   for (size_t e = 0; e < expected.size(); ++e)
     if (result[e] != expected[e]) {
       ADD_FAILURE() << "rank " << ctx.rank() << " element " << e << ": " << result[e] << ", want "
@@ -157,7 +157,7 @@ Outcome run_boxing(DistributedContext& ctx, const Sharding& from, const Sharding
       break;
     }
   // A P(sum) target: the addends sum to the block over each partial axis.
-  std::vector<float> summed(result, result + expected.size());
+  std::vector<float> summed(result.begin(), result.begin() + expected.size());
   bool partial = false;
   for (int a = 0; a < to.axis_count(); ++a) {
     if (to[a].kind != Placement::kPartialSum) continue;

@@ -94,8 +94,7 @@ Reference run_one_process(Harness& h) {
   feed_harness(h, program, params);
   program.run();
   for (ValueId v : ref.outputs) {
-    const float* data = program.f32(v);
-    ref.values.emplace_back(data, data + h.graph.node(v).shape.numel());
+    ref.values.push_back(program.read_f32(v));
   }
   return ref;
 }
@@ -141,11 +140,11 @@ void run_sharded(DistributedContext& ctx, const std::string& case_name, Harness&
       const std::vector<int32_t>& ints = h.int_inputs.at(n.name);
       full.assign(ints.begin(), ints.end());  // small ids: exact as floats
       ctx.slice_local(n.shape, s, full.data(), local.data());
-      auto* dst = static_cast<int32_t*>(program->input(n.name));
-      for (size_t e = 0; e < local.size(); ++e) dst[e] = static_cast<int32_t>(local[e]);
+      const std::vector<int32_t> ids(local.begin(), local.end());
+      program->write_input(n.name, ids.data(), ids.size() * sizeof(int32_t));
     } else {
       ctx.slice_local(n.shape, s, h.weights.data(), local.data());
-      std::memcpy(program->input(n.name), local.data(), local.size() * sizeof(float));
+      program->write_input(n.name, local.data(), local.size() * sizeof(float));
     }
   }
   program->run();
@@ -161,7 +160,7 @@ void run_sharded(DistributedContext& ctx, const std::string& case_name, Harness&
       continue;
     }
     std::vector<float> full(n.shape.numel());
-    ctx.gather_full(n.shape, s, program->f32(lg.local_of[v]), full.data());
+    ctx.gather_full(n.shape, s, program->read_f32(lg.local_of[v]).data(), full.data());
     const std::vector<float>& want = ref.values[o];
     double max_abs = 0;
     for (float x : want) max_abs = std::max(max_abs, std::abs(static_cast<double>(x)));

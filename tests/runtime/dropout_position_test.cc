@@ -34,15 +34,14 @@ struct DropoutProgram {
       y = b.op(OpKind::kDropout, {x}, std::move(shard), "drop");
     }
     program = std::make_unique<Program>(graph, std::vector<ValueId>{y});
-    float* in = program->f32(graph.inputs()[0]);
-    for (int64_t i = 0; i < shape.numel(); ++i) in[i] = 1.0f;
+    const std::vector<float> ones(shape.numel(), 1.0f);
+    program->write(graph.inputs()[0], ones.data());
   }
   std::vector<float> run(int64_t step, int64_t microbatch = 0) {
     program->set_step(step);
     program->set_microbatch(microbatch);
     program->run();
-    const float* out = program->f32(y);
-    return std::vector<float>(out, out + graph.node(y).shape.numel());
+    return program->read_f32(y);
   }
 };
 

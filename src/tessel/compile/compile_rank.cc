@@ -77,6 +77,7 @@ void compile_program(CompiledProgram& c, const Mesh& mesh, const Layout& layout,
 
 CompileOptions precision_compile_options(const TrainConfig& config) {
   CompileOptions options;
+  options.backend = &backend_for(config.device);
   options.bf16 = config.precision == "bf16";
   options.bf16_activations = config.bf16_activations;
   options.bf16_partial_sums = config.tp_comm_precision == "bf16";

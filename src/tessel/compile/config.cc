@@ -61,6 +61,7 @@ const std::map<std::string, KeyRule>& rules() {
       {"sample_chars", field(&TrainConfig::sample_chars)},
       {"sample_prompt", field(&TrainConfig::sample_prompt)},
       {"threads", field(&TrainConfig::threads)},
+      {"device", field(&TrainConfig::device)},
       {"mesh", field(&TrainConfig::mesh)},
       {"layout", field(&TrainConfig::layout)},
       {"bucket_mib", field(&TrainConfig::bucket_mib)},
@@ -178,6 +179,8 @@ void TrainConfig::validate(bool with_data) const {
              "; 'data' must be \"", data_name(kind), "\", got \"", data, "\"");
   if (optimizer != "adamw" && optimizer != "sgd")
     TS_THROW("config: 'optimizer' must be \"adamw\" or \"sgd\", got \"", optimizer, "\"");
+  if (device != "cpu" && device != "cuda")
+    TS_THROW("config: 'device' must be \"cpu\" or \"cuda\", got \"", device, "\"");
   if (precision != "f32" && precision != "bf16")
     TS_THROW("config: 'precision' must be \"f32\" or \"bf16\", got \"", precision, "\"");
   if (grad_reduce_precision != "f32" && grad_reduce_precision != "bf16")

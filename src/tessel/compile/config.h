@@ -69,6 +69,9 @@ struct TrainConfig {
   int64_t sample_chars = 0;  // gpt: characters sampled after training (0: none)
   std::string sample_prompt = "The ";
   int threads = 0;  // 0: all cores
+  // Where programs run: "cpu" | "cuda" (backend/backend.h; this build has no
+  // CUDA backend yet, so "cuda" is refused before any compute).
+  std::string device = "cpu";
   // Parallelism.
   std::string mesh;        // "data=2,model=2"; "" = one rank
   std::string layout;      // "batch=data,heads=model"; "" = defaults for the mesh's axis names

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "tessel/comm/comm_groups.h"
 #include "tessel/comm/communicator.h"
-#include "tessel/runtime/comm_groups.h"
 #include "tessel/sharding/layout.h"
 #include "tessel/sharding/mesh.h"
 

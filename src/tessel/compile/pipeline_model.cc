@@ -357,8 +357,9 @@ void PipelineModel::feed(const LocalStage& st, bool eval, int microbatch, Progra
     const float* full = staging_(n.name);
     // Micro-batches are consecutive row blocks of the batch (token ids travel as raw words).
     const float* rows = full + microbatch * n.shape.numel();
-    ctx_->slice_local(n.shape, on_full_mesh(local.sharding_of[id]), rows,
-                      static_cast<float*>(program.input(n.name)));
+    feed_block_.resize(program.value_bytes(program.input_id(n.name)) / sizeof(float));
+    ctx_->slice_local(n.shape, on_full_mesh(local.sharding_of[id]), rows, feed_block_.data());
+    program.write_input(n.name, feed_block_.data(), feed_block_.size() * sizeof(float));
   }
 }
 
@@ -379,16 +380,17 @@ double PipelineModel::evaluate() {
   return share_loss(o.loss_sum);
 }
 
-const float* PipelineModel::eval_logits(Shape* shape, Sharding* sharding) {
+bool PipelineModel::eval_logits(Shape* shape, Sharding* sharding, std::vector<float>* local) {
   for (size_t k = 0; k < stages_.size(); ++k) {
     const StageGraph& g = stages_[k].eval_graph;
     if (!g.logits) continue;
     *shape = g.graph.node(*g.logits).shape;
     *sharding = on_full_mesh(stages_[k].eval_local.sharding_of[*g.logits]);
     PipelineStage& ps = eval_executor_->stages()[k];
-    return ps.instances[0]->f32(ps.logits.value());
+    *local = ps.instances[0]->read_f32(ps.logits.value());
+    return true;
   }
-  return nullptr;
+  return false;
 }
 
 const PipelineParam* PipelineModel::param(const std::string& name) const {

@@ -129,9 +129,10 @@ class PipelineModel {
   const PipelineExecutor::StepOutcome& last_outcome() const { return last_outcome_; }
   // Forward of the full batch through every stage; the loss on every rank.
   double evaluate();
-  // After evaluate(), on the ranks of the last stage: this rank's block of
-  // the logits, with their global shape and sharding (full mesh); else null.
-  const float* eval_logits(Shape* shape, Sharding* sharding);
+  // After evaluate(), on the ranks of the last stage: copies this rank's
+  // block of the logits to `local`, with their global shape and sharding
+  // (full mesh), and returns true; elsewhere false.
+  bool eval_logits(Shape* shape, Sharding* sharding, std::vector<float>* local);
 
   // Sum over this rank's stages of instances x arena plus the shared
   // phase-local region (training), and of the eval arenas.
@@ -167,6 +168,7 @@ class PipelineModel {
   double flops_per_step_ = 0;
   bool plan_only_ = false;
   Lookup staging_;
+  std::vector<float> feed_block_;  // this rank's block of an input, on its way to a program
   PipelineExecutor::StepOutcome last_outcome_;
 };
 

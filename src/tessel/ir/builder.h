@@ -54,7 +54,7 @@ class GraphBuilder {
   ValueId tanh(ValueId x, const std::string& name = "tanh");
   ValueId bias_gelu(ValueId x, ValueId bias, const std::string& name = "bias_gelu");
   // Masks are keyed by (seed, key, step, global row along `row_dim`, element)
-  // when x has that dim (attrs.dim; runtime/dropout_op.h), else by element.
+  // when x has that dim (attrs.dim; backend/cpu/dropout_op.h), else by element.
   ValueId dropout(ValueId x, float p, uint64_t seed, const std::string& key,
                   const std::string& row_dim = "batch");
 

@@ -1,6 +1,7 @@
 #include "tessel/runtime/pipeline_executor.h"
 
 #include <map>
+#include <optional>
 
 #include "tessel/base/error.h"
 #include "tessel/base/steady_clock.h"
@@ -109,15 +110,16 @@ int PipelineExecutor::tag_base(int microbatch, int stage, int direction) const {
 void PipelineExecutor::receive(Program& p, const std::vector<ValueId>& values, const Action& a,
                                int tag) {
   for (size_t i = 0; i < values.size(); ++i)
-    pipe_->recv(p.f32(values[i]), p.graph().node(values[i]).shape.numel(), a.peer,
+    pipe_->recv(p.device_f32(values[i]), p.graph().node(values[i]).shape.numel(), a.peer,
                 tag + static_cast<int>(i), action_name(a.kind));
 }
 
 void PipelineExecutor::send(Program& p, const std::vector<ValueId>& values, const Action& a,
                             int tag, std::vector<std::unique_ptr<CommRequest>>& pending) {
   for (size_t i = 0; i < values.size(); ++i)
-    pending.push_back(pipe_->start_send(p.f32(values[i]), p.graph().node(values[i]).shape.numel(),
-                                        a.peer, tag + static_cast<int>(i), action_name(a.kind)));
+    pending.push_back(pipe_->start_send(p.device_f32(values[i]),
+                                        p.graph().node(values[i]).shape.numel(), a.peer,
+                                        tag + static_cast<int>(i), action_name(a.kind)));
 }
 
 void PipelineExecutor::poll_sends() {
@@ -134,10 +136,8 @@ void PipelineExecutor::weights_changed() {
 
 void PipelineExecutor::accumulate(PipelineStage& s, Program& p) {
   for (size_t i = 0; i < s.param_grads.size(); ++i) {
-    const float* g = p.f32(s.param_grads[i]);
-    float* acc = s.accumulators[i];
     const int64_t n = p.graph().node(s.param_grads[i]).shape.numel();
-    for (int64_t e = 0; e < n; ++e) acc[e] += g[e];
+    p.backend().accumulate(s.accumulators[i], p.device_f32(s.param_grads[i]), n);
   }
 }
 
@@ -145,6 +145,11 @@ PipelineExecutor::StepOutcome PipelineExecutor::run() {
   StepOutcome out;
   const double start = steady_seconds();
   const std::vector<Action>& actions = schedule_.actions.at(pipe_rank_);
+  // Transfers between stages read and write device memory until the last
+  // send completes at the end of the step.
+  std::optional<DeviceAccess> access;
+  if (!stages_.empty() && !stages_.front().instances.empty())
+    access.emplace(stages_.front().instances.front()->backend());
   // The weights may have changed since the last step (a checkpoint load, an
   // update outside the action list): shared bf16 copies are made afresh.
   weights_changed();
@@ -183,7 +188,7 @@ PipelineExecutor::StepOutcome PipelineExecutor::run() {
         if (hooks_.before_forward) hooks_.before_forward(index, a.microbatch, p);
         feed_(s.stage, a.microbatch, p);
         p.run_phase(kForwardPhase);
-        if (s.loss) out.loss_sum += *p.f32(*s.loss);
+        if (s.loss) out.loss_sum += p.read_scalar(*s.loss);
         break;
       case ActionKind::kBackwardInput:
         if (hooks_.before_backward) hooks_.before_backward(index, a.microbatch, p);

@@ -8,11 +8,11 @@
 
 #include "tessel/base/bf16.h"
 #include "tessel/base/error.h"
+#include "tessel/comm/comm_groups.h"
 #include "tessel/ir/attrs.h"
 #include "tessel/ir/op_table.h"
 #include "tessel/kernels/einsum_memo.h"
-#include "tessel/runtime/comm_groups.h"
-#include "tessel/runtime/execute_op.h"
+#include "tessel/tensor/aligned_buffer.h"
 
 namespace tessel {
 
@@ -88,47 +88,80 @@ std::vector<ValueId> Program::bias_adds_to_fuse(const Graph& g, const std::vecto
   return fused;
 }
 
+// What the constructor's steps learn about each root value: the
+// instructions that first and last use its buffer, whether an instruction
+// reads it, and for a gradient in a bucket, the bucket and its offset there.
+struct Program::Uses {
+  explicit Uses(int n)
+      : first(n, -1), last(n, -1), read(n, false), bucket_of(n, -1), bucket_offset(n, 0) {}
+  void touch(ValueId root, int step) {
+    if (first[root] < 0) first[root] = step;
+    last[root] = std::max(last[root], step);
+  }
+  std::vector<int> first, last;
+  std::vector<bool> read;
+  std::vector<int> bucket_of;
+  std::vector<size_t> bucket_offset;
+  int end = 1;  // one past the last instruction: outputs and inputs live to here
+};
+
 Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, CompileOptions options)
-    : graph_(std::make_shared<const Graph>(graph)), options_(options) {
+    : graph_(std::make_shared<const Graph>(graph)),
+      options_(options),
+      backend_(options.backend ? options.backend : &cpu_backend()) {
+  const std::vector<bool> live = live_nodes(outputs);
+  flops_ = graph_->flops(live);
+  index_values();
+  Uses uses(graph_->size());
+  make_instructions(live, outputs, uses);
+  split_phases();
+  choose_bf16_storage(outputs);
+  plan_bf16_copies();
+  make_buckets(uses);
+  mark_bf16_sums(outputs);
+  request_buffers(uses);
+  if (!options_.plan_only) allocate(uses);
+}
+
+// The nodes the outputs depend on, and every input (inputs always get storage).
+std::vector<bool> Program::live_nodes(const std::vector<ValueId>& outputs) const {
   const Graph& g = *graph_;
-  const int n = g.size();
-  // Liveness: the nodes the outputs depend on.
-  std::vector<bool> live(n, false);
+  std::vector<bool> live(g.size(), false);
   for (ValueId out : outputs) {
-    TS_CHECK(out >= 0 && out < n, "output %", out, " is not in the graph");
+    TS_CHECK(out >= 0 && out < g.size(), "output %", out, " is not in the graph");
     live[out] = true;
   }
-  for (ValueId id = n - 1; id >= 0; --id)
+  for (ValueId id = g.size() - 1; id >= 0; --id)
     if (live[id])
       for (ValueId in : g.node(id).inputs) live[in] = true;
-  for (ValueId id : g.inputs()) live[id] = true;  // inputs always get storage
-  flops_ = g.flops(live);
+  for (ValueId id : g.inputs()) live[id] = true;
+  return live;
+}
 
-  alias_root_.resize(n);
-  for (ValueId id = 0; id < n; ++id) {
+// Each value's alias root (views alias their input), and parameters by name.
+void Program::index_values() {
+  const Graph& g = *graph_;
+  alias_root_.resize(g.size());
+  for (ValueId id = 0; id < g.size(); ++id) {
     const Node& node = g.node(id);
     alias_root_[id] = op_info(node.kind).is_view ? alias_root_[node.inputs[0]] : id;
     if (node.kind == OpKind::kParam) params_by_name_[node.name] = id;
   }
+}
 
-  // Bias adds fused into the einsum that feeds them (CompileOptions::fuse_bias_adds).
+// One instruction per live node that computes (not a leaf, a view or a bias
+// add fused into its einsum), and the steps at which each root is used.
+void Program::make_instructions(const std::vector<bool>& live, const std::vector<ValueId>& outputs,
+                                Uses& uses) {
+  const Graph& g = *graph_;
   const std::vector<ValueId> fused_add = bias_adds_to_fuse(g, live, outputs);
-
-  // Instructions and the step at which each root buffer is first and last used.
-  std::vector<int> first_use(n, -1), last_use(n, -1);
-  std::vector<bool> read_by_instruction(n, false);
-  auto touch = [&](ValueId v, int step) {
-    ValueId root = alias_root_[v];
-    if (first_use[root] < 0) first_use[root] = step;
-    last_use[root] = std::max(last_use[root], step);
-  };
-  for (ValueId id : g.inputs()) touch(id, 0);
-  for (ValueId id = 0; id < n; ++id) {
+  for (ValueId id : g.inputs()) uses.touch(id, 0);
+  for (ValueId id = 0; id < g.size(); ++id) {
     const Node& node = g.node(id);
     if (!live[id] || node.kind == OpKind::kInput || node.kind == OpKind::kParam) continue;
     if (op_info(node.kind).is_view) continue;
     if (fused_add[id] == kAbsorbed) continue;  // runs inside its einsum's instruction
-    int step = static_cast<int>(instructions_.size());
+    const int step = static_cast<int>(instructions_.size());
     Instruction ins;
     ins.node = ins.value = id;
     if (fused_add[id] >= 0) {
@@ -142,11 +175,19 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
     }
     instructions_.push_back(ins);
     for (ValueId in : instruction_inputs(ins)) {
-      touch(in, step);
-      read_by_instruction[alias_root_[in]] = true;
+      uses.touch(alias_root_[in], step);
+      uses.read[alias_root_[in]] = true;
     }
-    touch(ins.value, step);
+    uses.touch(alias_root_[ins.value], step);
   }
+  uses.end = std::max<int>(1, static_cast<int>(instructions_.size()));
+  for (ValueId out : outputs) uses.touch(alias_root_[out], uses.end);
+  // Inputs keep their values across runs (write once, run many times).
+  for (ValueId id : g.inputs()) uses.touch(id, uses.end);
+}
+
+// The instruction index where each phase begins (CompileOptions::phase_starts).
+void Program::split_phases() {
   phase_begin_ = {0};
   for (ValueId start : options_.phase_starts) {
     size_t i = phase_begin_.back();
@@ -154,249 +195,270 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
     phase_begin_.push_back(i);
   }
   phase_begin_.push_back(instructions_.size());
-  auto phase_of = [this](int instruction) {
-    int k = 0;
-    while (k + 1 < static_cast<int>(phase_begin_.size()) - 1 &&
-           instruction >= static_cast<int>(phase_begin_[k + 1]))
-      ++k;
-    return k;
-  };
-  // bf16 activations: root values read by einsums only (views included),
-  // produced by an instruction, neither an output nor an input.
-  // An all-gather whose output is stored in bf16 carries bf16, so it reads
-  // its input as an einsum would: rounded. Readers come after what they
-  // read, so one pass in reverse decides every value after its readers.
-  stored_bf16_.assign(n, false);
-  if (options_.bf16 && options_.bf16_activations && !options_.reference_kernels) {
-    std::vector<bool> bf16_read(n, false), other_read(n, false);
-    for (ValueId out : outputs) other_read[alias_root_[out]] = true;
-    for (auto it = instructions_.rbegin(); it != instructions_.rend(); ++it) {
-      const ValueId id = it->value;
-      const Node& node = g.node(it->node);
-      stored_bf16_[id] = stores_in_bf16(options_, bf16_read[id], other_read[id], g.node(id).dtype);
-      const bool rounded = rounds_inputs(node, stored_bf16_[id]);
-      for (ValueId in : node.inputs) (rounded ? bf16_read : other_read)[alias_root_[in]] = true;
-      if (it->bias >= 0) other_read[alias_root_[it->bias]] = true;  // added in f32
-    }
-  }
-  if (options_.bf16 && !options_.reference_kernels) {
-    // bf16 copies, one per value and phase, made just before the phase's
-    // first einsum that reads the value: of every weight an einsum reads (a
-    // pipeline's forward and backward may run on different weight versions;
-    // with share_weight_copies every phase's copy is one shared slot),
-    // and of every f32 activation that two or more einsums read within
-    // kMaxActivationCopySpan instructions (e.g. the gradients of the MLP's
-    // pre-activation and of q, k and v, each read by a weight gradient and an
-    // input gradient), so it is rounded once rather than by each einsum. A
-    // longer-lived copy would hold memory across forward and backward
-    // (softmax's probabilities): those einsums round their own operands.
-    constexpr int kMaxActivationCopySpan = 4;
-    auto copied = [&](ValueId root) {
-      const Node& v = g.node(root);
-      return !stored_bf16_[root] && v.dtype == DType::kF32 && v.kind != OpKind::kInput;
-    };
-    struct Reads {
-      int count = 0, first = 0, last = 0;
-    };
-    std::map<std::pair<ValueId, int>, Reads> einsum_reads;
-    for (size_t i = 0; i < instructions_.size(); ++i) {
-      if (instructions_[i].einsum_plan < 0) continue;
-      const Node& node = g.node(instructions_[i].node);
-      std::set<ValueId> roots{alias_root_[node.inputs[0]], alias_root_[node.inputs[1]]};
-      for (ValueId root : roots) {
-        Reads& r = einsum_reads[{root, phase_of(static_cast<int>(i))}];
-        if (r.count++ == 0) r.first = static_cast<int>(i);
-        r.last = static_cast<int>(i);
-      }
-    }
-    auto shared_activation = [&](const Reads& r) {
-      return r.count >= 2 && r.last - r.first <= kMaxActivationCopySpan;
-    };
-    std::map<std::pair<ValueId, int>, int> copy_of;
-    // share_weight_copies: a parameter's copies in every phase are one slot.
-    const bool share =
-        options_.share_weight_copies && options_.separate_phase_local && phase_count() > 1;
-    std::map<ValueId, int> slot_of;
-    for (size_t i = 0; i < instructions_.size(); ++i) {
-      Instruction& ins = instructions_[i];
-      if (ins.einsum_plan < 0) continue;
-      const Node& node = g.node(ins.node);
-      kernels::Bf16Operands in;
-      in.out = stored_bf16_[ins.value];  // the matmul rounds its own output
-      for (int k = 0; k < 2; ++k) {
-        const ValueId root = alias_root_[node.inputs[k]];
-        if (stored_bf16_[root]) (k == 0 ? in.a : in.b) = true;  // read in place
-        auto key = std::make_pair(root, phase_of(static_cast<int>(i)));
-        if (!copied(root) ||
-            (g.node(root).kind != OpKind::kParam && !shared_activation(einsum_reads.at(key))))
-          continue;
-        auto it = copy_of.find(key);
-        if (it == copy_of.end()) {
-          bf16_copies_.push_back({root, static_cast<int>(i), static_cast<int>(i), std::nullopt,
-                                  g.node(root).shape.numel()});
-          if (share && g.node(root).kind == OpKind::kParam) {
-            auto [slot, added] = slot_of.emplace(root, static_cast<int>(slot_of.size()));
-            if (added) {
-              shared_copy_offset_.push_back(shared_copy_bytes_);
-              shared_copy_bytes_ +=
-                  round_up(static_cast<size_t>(g.node(root).shape.numel()) * sizeof(uint16_t));
-            }
-            bf16_copies_.back().shared = slot->second;
-          }
-          ins.make_copies.push_back(static_cast<int>(bf16_copies_.size()) - 1);
-          it = copy_of.emplace(key, static_cast<int>(bf16_copies_.size()) - 1).first;
-        }
-        bf16_copies_[it->second].last = static_cast<int>(i);
-        ins.bf16_copy[k] = it->second;
-        (k == 0 ? in.a : in.b) = true;
-      }
-      einsum_bf16_.emplace_back(g.node(node.inputs[0]).shape, g.node(node.inputs[1]).shape,
-                                node.shape, /*create_primitives=*/!options_.plan_only, in,
-                                std::nullopt, /*with_bias=*/ins.bias >= 0);
-      ins.einsum_bf16 = static_cast<int>(einsum_bf16_.size()) - 1;
-    }
-  }
-  const int end = std::max<int>(1, static_cast<int>(instructions_.size()));
-  for (ValueId out : outputs) touch(out, end);
-  // Inputs keep their values across runs (write once, run many times).
-  for (ValueId id : g.inputs()) touch(id, end);
+}
 
-  // Gradient buckets: overlapped output all-reduces, grouped per axis in
-  // instruction order until a bucket reaches bucket_bytes.
-  std::vector<size_t> bucket_offset(n, 0);
-  std::vector<int> bucket_of(n, -1);
-  {
-    std::map<std::pair<std::string, bool>, int> open;  // by axis and bf16
-    std::set<ValueId> bf16_roots;
-    for (ValueId v : options_.bf16_reduce) bf16_roots.insert(alias_root_.at(v));
-    for (size_t i = 0; i < instructions_.size(); ++i) {
-      const Node& node = g.node(instructions_[i].node);
-      // Only values no instruction reads may complete after later ones run.
-      if (node.kind != OpKind::kAllReduce || !node.attrs.overlap ||
-          (!options_.comms && !options_.plan_only) || read_by_instruction[instructions_[i].node])
-        continue;
-      const bool bf16 = bf16_roots.count(instructions_[i].node) > 0;
-      auto it = open.find({node.attrs.axis, bf16});
-      if (it == open.end()) {
-        buckets_.emplace_back();
-        buckets_.back().axis = node.attrs.axis;
-        buckets_.back().bf16 = bf16;
-        it = open.emplace(std::make_pair(node.attrs.axis, bf16),
-                          static_cast<int>(buckets_.size()) - 1)
+int Program::phase_of(int instruction) const {
+  int k = 0;
+  while (k + 1 < phase_count() && instruction >= static_cast<int>(phase_begin_[k + 1])) ++k;
+  return k;
+}
+
+// bf16 activations: root values read by einsums only (views included),
+// produced by an instruction, neither an output nor an input.
+// An all-gather whose output is stored in bf16 carries bf16, so it reads
+// its input as an einsum would: rounded. Readers come after what they
+// read, so one pass in reverse decides every value after its readers.
+void Program::choose_bf16_storage(const std::vector<ValueId>& outputs) {
+  const Graph& g = *graph_;
+  stored_bf16_.assign(g.size(), false);
+  if (!options_.bf16 || !options_.bf16_activations || options_.reference_kernels) return;
+  std::vector<bool> bf16_read(g.size(), false), other_read(g.size(), false);
+  for (ValueId out : outputs) other_read[alias_root_[out]] = true;
+  for (auto it = instructions_.rbegin(); it != instructions_.rend(); ++it) {
+    const ValueId id = it->value;
+    const Node& node = g.node(it->node);
+    stored_bf16_[id] = stores_in_bf16(options_, bf16_read[id], other_read[id], g.node(id).dtype);
+    const bool rounded = rounds_inputs(node, stored_bf16_[id]);
+    for (ValueId in : node.inputs) (rounded ? bf16_read : other_read)[alias_root_[in]] = true;
+    if (it->bias >= 0) other_read[alias_root_[it->bias]] = true;  // added in f32
+  }
+}
+
+// bf16 copies, one per value and phase, made just before the phase's first
+// einsum that reads the value: of every weight an einsum reads (a
+// pipeline's forward and backward may run on different weight versions;
+// with share_weight_copies every phase's copy is one shared slot), and of
+// every f32 activation that two or more einsums read within
+// kMaxActivationCopySpan instructions (e.g. the gradients of the MLP's
+// pre-activation and of q, k and v, each read by a weight gradient and an
+// input gradient), so it is rounded once rather than by each einsum. A
+// longer-lived copy would hold memory across forward and backward
+// (softmax's probabilities): those einsums round their own operands.
+void Program::plan_bf16_copies() {
+  if (!options_.bf16 || options_.reference_kernels) return;
+  const Graph& g = *graph_;
+  constexpr int kMaxActivationCopySpan = 4;
+  auto copied = [&](ValueId root) {
+    const Node& v = g.node(root);
+    return !stored_bf16_[root] && v.dtype == DType::kF32 && v.kind != OpKind::kInput;
+  };
+  struct Reads {
+    int count = 0, first = 0, last = 0;
+  };
+  std::map<std::pair<ValueId, int>, Reads> einsum_reads;
+  for (size_t i = 0; i < instructions_.size(); ++i) {
+    if (instructions_[i].einsum_plan < 0) continue;
+    const Node& node = g.node(instructions_[i].node);
+    std::set<ValueId> roots{alias_root_[node.inputs[0]], alias_root_[node.inputs[1]]};
+    for (ValueId root : roots) {
+      Reads& r = einsum_reads[{root, phase_of(static_cast<int>(i))}];
+      if (r.count++ == 0) r.first = static_cast<int>(i);
+      r.last = static_cast<int>(i);
+    }
+  }
+  auto wants_copy = [&](ValueId root, int phase) {
+    if (!copied(root)) return false;
+    if (g.node(root).kind == OpKind::kParam) return true;
+    const Reads& r = einsum_reads.at({root, phase});
+    return r.count >= 2 && r.last - r.first <= kMaxActivationCopySpan;
+  };
+  std::map<std::pair<ValueId, int>, int> copy_of;
+  // share_weight_copies: a parameter's copies in every phase are one slot.
+  const bool share =
+      options_.share_weight_copies && options_.separate_phase_local && phase_count() > 1;
+  std::map<ValueId, int> slot_of;
+  for (size_t i = 0; i < instructions_.size(); ++i) {
+    Instruction& ins = instructions_[i];
+    if (ins.einsum_plan < 0) continue;
+    const Node& node = g.node(ins.node);
+    kernels::Bf16Operands in;
+    in.out = stored_bf16_[ins.value];  // the matmul rounds its own output
+    for (int k = 0; k < 2; ++k) {
+      const ValueId root = alias_root_[node.inputs[k]];
+      if (stored_bf16_[root]) (k == 0 ? in.a : in.b) = true;  // read in place
+      const int phase = phase_of(static_cast<int>(i));
+      if (!wants_copy(root, phase)) continue;
+      auto it = copy_of.find({root, phase});
+      if (it == copy_of.end()) {
+        const int64_t numel = g.node(root).shape.numel();
+        bf16_copies_.push_back(
+            {root, static_cast<int>(i), static_cast<int>(i), std::nullopt, numel});
+        if (share && g.node(root).kind == OpKind::kParam) {
+          auto [slot, added] = slot_of.emplace(root, static_cast<int>(slot_of.size()));
+          if (added) {
+            shared_copy_offset_.push_back(shared_copy_bytes_);
+            shared_copy_bytes_ += round_up(static_cast<size_t>(numel) * sizeof(uint16_t));
+          }
+          bf16_copies_.back().shared = slot->second;
+        }
+        ins.make_copies.push_back(static_cast<int>(bf16_copies_.size()) - 1);
+        it = copy_of.emplace(std::make_pair(root, phase), static_cast<int>(bf16_copies_.size()) - 1)
                  .first;
       }
-      Bucket& b = buckets_[it->second];
-      instructions_[i].bucket = it->second;
-      bucket_of[instructions_[i].node] = it->second;
-      bucket_offset[instructions_[i].node] = b.bytes;
-      b.bytes += static_cast<size_t>(node.shape.numel()) * sizeof(float);
-      b.last_instruction = static_cast<int>(i);
-      if (b.bytes >= options_.bucket_bytes) open.erase(it);
+      bf16_copies_[it->second].last = static_cast<int>(i);
+      ins.bf16_copy[k] = it->second;
+      (k == 0 ? in.a : in.b) = true;
     }
+    einsum_bf16_.emplace_back(g.node(node.inputs[0]).shape, g.node(node.inputs[1]).shape,
+                              node.shape, /*create_primitives=*/!options_.plan_only, in,
+                              std::nullopt, /*with_bias=*/ins.bias >= 0);
+    ins.einsum_bf16 = static_cast<int>(einsum_bf16_.size()) - 1;
   }
+}
 
-  // Sums carried in bf16: with bf16_partial_sums, the sum all-reduces and
-  // reduce-scatters of f32 values that are no program output (outputs are
-  // gradients and the loss); and the reduce-scatters of bf16_reduce's
-  // outputs (ZeRO's gradients; their all-reduces are bf16 buckets above).
-  {
-    std::set<ValueId> output_roots, bf16_reduce_roots;
-    for (ValueId out : outputs) output_roots.insert(alias_root_[out]);
-    for (ValueId v : options_.bf16_reduce) bf16_reduce_roots.insert(alias_root_.at(v));
-    for (Instruction& ins : instructions_) {
-      const Node& node = g.node(ins.node);
-      const bool sum = (node.kind == OpKind::kAllReduce && allreduce_kind(node.attrs) == "sum") ||
-                       node.kind == OpKind::kReduceScatter;
-      if (!sum || ins.bucket >= 0 || node.dtype != DType::kF32) continue;
-      ins.bf16_sum = output_roots.count(ins.node)
-                         ? node.kind == OpKind::kReduceScatter && bf16_reduce_roots.count(ins.node)
-                         : options_.bf16_partial_sums;
-    }
-  }
-
-  // One buffer per root value that is neither a parameter nor unused.
-  value_buffer_.assign(n, -1);
-  for (ValueId id = 0; id < n; ++id) {
-    if (alias_root_[id] != id || first_use[id] < 0) continue;
-    if (g.node(id).kind == OpKind::kParam || bucket_of[id] >= 0) continue;
+// Gradient buckets: overlapped output all-reduces, grouped per axis in
+// instruction order until a bucket reaches bucket_bytes. Only values no
+// instruction reads may complete after later instructions run.
+void Program::make_buckets(Uses& uses) {
+  const Graph& g = *graph_;
+  std::map<std::pair<std::string, bool>, int> open;  // by axis and bf16
+  std::set<ValueId> bf16_roots;
+  for (ValueId v : options_.bf16_reduce) bf16_roots.insert(alias_root_.at(v));
+  for (size_t i = 0; i < instructions_.size(); ++i) {
+    const ValueId id = instructions_[i].node;
     const Node& node = g.node(id);
+    if (node.kind != OpKind::kAllReduce || !node.attrs.overlap ||
+        (!options_.comms && !options_.plan_only) || uses.read[id])
+      continue;
+    const bool bf16 = bf16_roots.count(id) > 0;
+    auto it = open.find({node.attrs.axis, bf16});
+    if (it == open.end()) {
+      buckets_.emplace_back();
+      buckets_.back().axis = node.attrs.axis;
+      buckets_.back().bf16 = bf16;
+      it =
+          open.emplace(std::make_pair(node.attrs.axis, bf16), static_cast<int>(buckets_.size()) - 1)
+              .first;
+    }
+    Bucket& b = buckets_[it->second];
+    instructions_[i].bucket = it->second;
+    uses.bucket_of[id] = it->second;
+    uses.bucket_offset[id] = b.bytes;
+    b.bytes += static_cast<size_t>(node.shape.numel()) * sizeof(float);
+    b.last_instruction = static_cast<int>(i);
+    if (b.bytes >= options_.bucket_bytes) open.erase(it);
+  }
+}
+
+// Sums carried in bf16: with bf16_partial_sums, the sum all-reduces and
+// reduce-scatters of f32 values that are no program output (outputs are
+// gradients and the loss); and the reduce-scatters of bf16_reduce's
+// outputs (ZeRO's gradients; their all-reduces are bf16 buckets above).
+void Program::mark_bf16_sums(const std::vector<ValueId>& outputs) {
+  std::set<ValueId> output_roots, bf16_reduce_roots;
+  for (ValueId out : outputs) output_roots.insert(alias_root_[out]);
+  for (ValueId v : options_.bf16_reduce) bf16_reduce_roots.insert(alias_root_.at(v));
+  for (Instruction& ins : instructions_) {
+    const Node& node = graph_->node(ins.node);
+    const bool sum = (node.kind == OpKind::kAllReduce && allreduce_kind(node.attrs) == "sum") ||
+                     node.kind == OpKind::kReduceScatter;
+    if (!sum || ins.bucket >= 0 || node.dtype != DType::kF32) continue;
+    ins.bf16_sum = output_roots.count(ins.node)
+                       ? node.kind == OpKind::kReduceScatter && bf16_reduce_roots.count(ins.node)
+                       : options_.bf16_partial_sums;
+  }
+}
+
+// One buffer per root value that is neither a parameter nor unused nor in a
+// bucket; the bf16 copies outside the shared region; each instruction's
+// staging and scratch; the buckets. Then the memory plans.
+void Program::request_buffers(const Uses& uses) {
+  const Graph& g = *graph_;
+  value_buffer_.assign(g.size(), -1);
+  for (ValueId id = 0; id < g.size(); ++id) {
+    if (alias_root_[id] != id || uses.first[id] < 0) continue;
+    const Node& node = g.node(id);
+    if (node.kind == OpKind::kParam || uses.bucket_of[id] >= 0) continue;
     value_buffer_[id] = static_cast<int>(requests_.size());
     requests_.push_back({static_cast<size_t>(node.shape.numel()) *
                              (stored_bf16_[id] ? sizeof(uint16_t) : dtype_size(node.dtype)),
-                         first_use[id], last_use[id]});
+                         uses.first[id], uses.last[id]});
   }
   for (Bf16Copy& c : bf16_copies_) {
     if (c.shared >= 0) continue;  // in the shared region
     c.buffer = static_cast<int>(requests_.size());
     requests_.push_back({static_cast<size_t>(c.numel) * sizeof(uint16_t), c.first, c.last});
   }
+  request_instruction_buffers();
+  for (ValueId id : g.params())
+    if (uses.first[id] >= 0) used_params_.push_back(id);
+  request_bucket_buffers(uses);
+
+  // Phase-local buffers (first and last use in one phase) in their own plan.
+  local_index_.assign(requests_.size(), -1);
+  arena_index_.assign(requests_.size(), -1);
+  std::vector<BufferRequest> arena_requests, local_requests;
+  for (size_t r = 0; r < requests_.size(); ++r) {
+    const BufferRequest& q = requests_[r];
+    if (options_.separate_phase_local && phase_count() > 1 && q.last < uses.end &&
+        phase_of(q.first) == phase_of(q.last)) {
+      local_index_[r] = static_cast<int>(local_requests.size());
+      local_requests.push_back(q);
+    } else {
+      arena_index_[r] = static_cast<int>(arena_requests.size());
+      arena_requests.push_back(q);
+    }
+  }
+  plan_ = plan_memory(arena_requests);
+  local_plan_ = plan_memory(local_requests);
+}
+
+// Per instruction: f32 staging, rounded after it, for a producer of a
+// bf16-stored value that cannot write bf16 itself; and its kernel's scratch.
+void Program::request_instruction_buffers() {
+  const Graph& g = *graph_;
   for (size_t i = 0; i < instructions_.size(); ++i) {
     Instruction& ins = instructions_[i];
     const Node& node = g.node(ins.node);
     const bool bf16_gather = node.kind == OpKind::kAllGather && stored_bf16_[ins.node];
-    // f32 staging, rounded after the instruction, for producers that cannot
-    // write bf16 themselves.
     if (stored_bf16_[ins.value] && !bf16_gather && ins.einsum_bf16 < 0 &&
-        !writes_bf16_itself(node)) {
+        !backend_->writes_bf16_itself(node)) {
       ins.stage = static_cast<int>(requests_.size());
       requests_.push_back({static_cast<size_t>(node.shape.numel()) * sizeof(float),
                            static_cast<int>(i), static_cast<int>(i)});
     }
-    size_t scratch =
-        ins.einsum_bf16 >= 0 ? einsum_bf16_[ins.einsum_bf16].scratch_bytes()
-        : bf16_gather
-            ? bf16_all_gather_scratch_bytes(g, node, stored_bf16_[alias_root_[node.inputs[0]]])
-        : ins.bf16_sum
-            ? bf16_sum_scratch_bytes(g, node)
-            : scratch_bytes(g, node,
-                            ins.einsum_plan >= 0 ? &einsum_plans_[ins.einsum_plan] : nullptr);
+    const kernels::EinsumPlan* einsum =
+        ins.einsum_plan >= 0 ? &einsum_plans_[ins.einsum_plan] : nullptr;
+    const size_t scratch = ins.einsum_bf16 >= 0 ? einsum_bf16_[ins.einsum_bf16].scratch_bytes()
+                           : bf16_gather        ? backend_->bf16_all_gather_scratch_bytes(
+                                                      g, node, stored_bf16_[alias_root_[node.inputs[0]]])
+                           : ins.bf16_sum ? backend_->bf16_sum_scratch_bytes(g, node)
+                                          : backend_->scratch_bytes(g, node, einsum);
     if (scratch == 0) continue;
     ins.scratch = static_cast<int>(requests_.size());
     requests_.push_back({scratch, static_cast<int>(i), static_cast<int>(i)});
   }
+}
 
-  for (ValueId id : g.params())
-    if (first_use[id] >= 0) used_params_.push_back(id);
+// A bucket's buffer lives from its first member to the end; a bf16 bucket's
+// work buffer only at its last member, where it is reduced.
+void Program::request_bucket_buffers(const Uses& uses) {
+  const Graph& g = *graph_;
   std::vector<int> bucket_first(buckets_.size(), -1);
   for (size_t i = 0; i < instructions_.size(); ++i)
     if (instructions_[i].bucket >= 0 && bucket_first[instructions_[i].bucket] < 0)
       bucket_first[instructions_[i].bucket] = static_cast<int>(i);
   for (size_t b = 0; b < buckets_.size(); ++b) {
     buckets_[b].buffer = static_cast<int>(requests_.size());
-    requests_.push_back({buckets_[b].bytes, bucket_first[b], end});
-    if (buckets_[b].bf16) {
-      const Node& last = g.node(instructions_[buckets_[b].last_instruction].node);
-      buckets_[b].work = static_cast<int>(requests_.size());
-      requests_.push_back(
-          {all_reduce_bf16_work_bytes(static_cast<int64_t>(buckets_[b].bytes / sizeof(float)),
-                                      static_cast<int>(last.attrs.count)),
-           buckets_[b].last_instruction, buckets_[b].last_instruction});
-    }
+    requests_.push_back({buckets_[b].bytes, bucket_first[b], uses.end});
+    if (!buckets_[b].bf16) continue;
+    const Node& last = g.node(instructions_[buckets_[b].last_instruction].node);
+    buckets_[b].work = static_cast<int>(requests_.size());
+    requests_.push_back(
+        {all_reduce_bf16_work_bytes(static_cast<int64_t>(buckets_[b].bytes / sizeof(float)),
+                                    static_cast<int>(last.attrs.count)),
+         buckets_[b].last_instruction, buckets_[b].last_instruction});
   }
+}
 
-  // Phase-local buffers (first and last use in one phase) in their own plan.
-  local_index_.assign(requests_.size(), -1);
-  std::vector<BufferRequest> arena_requests, local_requests;
-  std::vector<int> arena_index(requests_.size(), -1);
-  for (size_t r = 0; r < requests_.size(); ++r) {
-    const BufferRequest& q = requests_[r];
-    if (options_.separate_phase_local && phase_count() > 1 && q.last < end &&
-        phase_of(q.first) == phase_of(q.last)) {
-      local_index_[r] = static_cast<int>(local_requests.size());
-      local_requests.push_back(q);
-    } else {
-      arena_index[r] = static_cast<int>(arena_requests.size());
-      arena_requests.push_back(q);
-    }
-  }
-  plan_ = plan_memory(arena_requests);
-  local_plan_ = plan_memory(local_requests);
-  if (options_.plan_only) return;
-  arena_ = AlignedBuffer(plan_.peak_bytes);
+// The arena and (unless an instance passed it) the shared region, in the
+// backend's device memory, and every value's, scratch's and copy's address.
+void Program::allocate(const Uses& uses) {
+  arena_ = backend_->allocate(MemorySpace::kDevice, plan_.peak_bytes);
   shared_region_ = options_.shared_region;
   if (!shared_region_ && phase_local_bytes() > 0) {
     shared_region_ = std::make_shared<SharedPhaseRegion>();
-    shared_region_->memory = AlignedBuffer(phase_local_bytes());
+    shared_region_->memory = backend_->allocate(MemorySpace::kDevice, phase_local_bytes());
     shared_region_->copy_made.assign(shared_copy_offset_.size(), 0);
   }
   if (shared_region_) {
@@ -408,17 +470,17 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
   uint8_t* const local_base = shared_region_ ? shared_region_->memory.data() : nullptr;
   uint8_t* const shared_copies =
       local_base ? local_base + round_up(local_plan_.peak_bytes) : nullptr;
-  // Where request r lives.
-  auto address = [&](int r) {
+  auto address = [&](int r) {  // where request r lives
     return local_index_[r] >= 0 ? local_base + local_plan_.offsets[local_index_[r]]
-                                : arena_.data() + plan_.offsets[arena_index[r]];
+                                : arena_.data() + plan_.offsets[arena_index_[r]];
   };
+  const int n = graph_->size();
   value_ptr_.assign(n, nullptr);
   for (ValueId id = 0; id < n; ++id) {
-    int buffer = value_buffer_[alias_root_[id]];
-    if (buffer >= 0) value_ptr_[id] = address(buffer);
-    if (int b = bucket_of[alias_root_[id]]; b >= 0)
-      value_ptr_[id] = address(*buckets_[b].buffer) + bucket_offset[alias_root_[id]];
+    const ValueId root = alias_root_[id];
+    if (value_buffer_[root] >= 0) value_ptr_[id] = address(value_buffer_[root]);
+    if (const int b = uses.bucket_of[root]; b >= 0)
+      value_ptr_[id] = address(*buckets_[b].buffer) + uses.bucket_offset[root];
   }
   for (Instruction& ins : instructions_) {
     if (ins.scratch >= 0) ins.scratch_ptr = address(ins.scratch);
@@ -465,8 +527,8 @@ std::vector<Program::BucketInfo> Program::bucket_info() const {
 
 void Program::run_bucket_member(const Instruction& ins, size_t index) {
   const Node& node = graph_->node(ins.node);
-  std::memcpy(value_ptr_[ins.node], value_ptr_[node.inputs[0]],
-              static_cast<size_t>(node.shape.numel()) * sizeof(float));
+  backend_->copy(value_ptr_[ins.node], value_ptr_[node.inputs[0]],
+                 static_cast<size_t>(node.shape.numel()) * sizeof(float));
   Bucket& b = buckets_[ins.bucket];
   if (static_cast<int>(index) != b.last_instruction) return;
   float* region = reinterpret_cast<float*>(b.region);
@@ -524,7 +586,7 @@ size_t Program::bf16_value_bytes() const {
   return bytes;
 }
 
-void* Program::data(ValueId value) {
+void* Program::device_ptr(ValueId value) {
   TS_CHECK(value >= 0 && value < graph_->size(), "value %", value, " is not in the graph");
   if (stored_bf16_[alias_root_[value]])
     TS_THROW("value %", value, " ('", graph_->node(value).name,
@@ -535,11 +597,49 @@ void* Program::data(ValueId value) {
   return value_ptr_[value];
 }
 
-void* Program::input(const std::string& name) {
-  ValueId id = graph_->find(name);
+size_t Program::value_bytes(ValueId value) const {
+  TS_CHECK(value >= 0 && value < graph_->size(), "value %", value, " is not in the graph");
+  const Node& node = graph_->node(value);
+  return static_cast<size_t>(node.shape.numel()) * dtype_size(node.dtype);
+}
+
+void Program::read(ValueId value, void* host) {
+  backend_->copy_to_host(host, device_ptr(value), value_bytes(value));
+}
+
+void Program::write(ValueId value, const void* host) {
+  backend_->copy_from_host(device_ptr(value), host, value_bytes(value));
+}
+
+std::vector<float> Program::read_f32(ValueId value) {
+  TS_CHECK(graph_->node(value).dtype == DType::kF32, "value %", value, " ('",
+           graph_->node(value).name, "') is not f32");
+  std::vector<float> out(graph_->node(value).shape.numel());
+  read(value, out.data());
+  return out;
+}
+
+float Program::read_scalar(ValueId value) {
+  TS_CHECK(graph_->node(value).dtype == DType::kF32 && graph_->node(value).shape.numel() == 1,
+           "value %", value, " ('", graph_->node(value).name, "') is not an f32 scalar");
+  float x = 0;
+  read(value, &x);
+  return x;
+}
+
+ValueId Program::input_id(const std::string& name) const {
+  const ValueId id = graph_->find(name);
   if (id < 0 || graph_->node(id).kind != OpKind::kInput)
     TS_THROW("program has no input named '", name, "'");
-  return data(id);
+  return id;
+}
+
+void Program::write_input(const std::string& name, const void* host, size_t bytes) {
+  const ValueId id = input_id(name);
+  if (bytes != value_bytes(id))
+    TS_THROW("input '", name, "' ", graph_->node(id).shape, " takes ", value_bytes(id),
+             " bytes, given ", bytes);
+  write(id, host);
 }
 
 void Program::run() { run_instructions(0, instructions_.size()); }
@@ -550,14 +650,57 @@ void Program::run_phase(int phase) {
   run_instructions(phase_begin_[phase], phase_begin_[phase + 1]);
 }
 
+// The kernel call for an instruction, with the bf16 operands it reads.
+OpCall Program::op_call(const Instruction& ins) const {
+  const Node& node = graph_->node(ins.node);
+  OpCall call{*graph_,
+              node,
+              value_ptr_,
+              ins.stage_ptr ? ins.stage_ptr : value_ptr_[ins.value],
+              ins.scratch_ptr,
+              ins.einsum_plan >= 0 ? &einsum_plans_[ins.einsum_plan] : nullptr,
+              options_.reference_kernels,
+              options_.comms,
+              ins.einsum_bf16 >= 0 ? &einsum_bf16_[ins.einsum_bf16] : nullptr};
+  call.position = position_;
+  call.bf16_sum = ins.bf16_sum;
+  call.bf16_out = stored_bf16_[ins.value] && !ins.stage_ptr;
+  if (ins.bias >= 0) call.bias = static_cast<const float*>(value_ptr_[ins.bias]);
+  if (node.kind == OpKind::kAllGather && stored_bf16_[ins.node] &&
+      stored_bf16_[alias_root_[node.inputs[0]]])
+    call.bf16_in[0] = value_ptr_[node.inputs[0]];
+  for (int k = 0; k < 2; ++k) {
+    if (ins.bf16_copy[k] >= 0) call.bf16_in[k] = bf16_copies_[ins.bf16_copy[k]].data;
+    if (ins.einsum_bf16 >= 0 && stored_bf16_[alias_root_[node.inputs[k]]])
+      call.bf16_in[k] = value_ptr_[node.inputs[k]];
+  }
+  return call;
+}
+
+// The bf16 copies made just before an instruction; a shared weight copy
+// only if no instance has made it since the weights changed.
+void Program::make_bf16_copies(const Instruction& ins) {
+  for (int c : ins.make_copies) {
+    const Bf16Copy& copy = bf16_copies_[c];
+    if (copy.shared >= 0) {
+      char& made = shared_region_->copy_made[copy.shared];
+      if (made) continue;
+      made = 1;
+    }
+    backend_->round_to_bf16(static_cast<const float*>(value_ptr_[copy.value]),
+                            reinterpret_cast<uint16_t*>(copy.data), copy.numel);
+  }
+}
+
 void Program::run_instructions(size_t begin, size_t end) {
   const Graph& g = *graph_;
   if (options_.plan_only) TS_THROW("this program was compiled to plan memory only (a dry run)");
   for (ValueId id : used_params_)
     if (!value_ptr_[id]) TS_THROW("parameter '", g.node(id).name, "' is not bound to storage");
+  // The kernels and the collectives they issue reach device memory.
+  DeviceAccess access(*backend_);
   for (size_t i = begin; i < end; ++i) {
     const Instruction& ins = instructions_[i];
-    const Node& node = g.node(ins.node);
     if (ins.bucket >= 0) {
       run_bucket_member(ins, i);
       continue;
@@ -567,48 +710,20 @@ void Program::run_instructions(size_t begin, size_t end) {
       if (b.pending && b.pending->test()) b.pending.reset();
     running_node_ = ins.node;
     if (progress_) progress_();
-    OpCall call{g,
-                node,
-                value_ptr_,
-                ins.stage_ptr ? ins.stage_ptr : value_ptr_[ins.value],
-                ins.scratch_ptr,
-                ins.einsum_plan >= 0 ? &einsum_plans_[ins.einsum_plan] : nullptr,
-                options_.reference_kernels,
-                options_.comms,
-                ins.einsum_bf16 >= 0 ? &einsum_bf16_[ins.einsum_bf16] : nullptr};
-    call.position = position_;
-    call.bf16_sum = ins.bf16_sum;
-    call.bf16_out = stored_bf16_[ins.value] && !ins.stage_ptr;
-    if (ins.bias >= 0) call.bias = static_cast<const float*>(value_ptr_[ins.bias]);
-    if (node.kind == OpKind::kAllGather && stored_bf16_[ins.node]) {
-      if (stored_bf16_[alias_root_[node.inputs[0]]]) call.bf16_in[0] = value_ptr_[node.inputs[0]];
-    }
-    for (int c : ins.make_copies) {
-      const Bf16Copy& copy = bf16_copies_[c];
-      if (copy.shared >= 0) {
-        char& made = shared_region_->copy_made[copy.shared];
-        if (made) continue;  // rounded by this or another instance since the weights changed
-        made = 1;
-      }
-      round_to_bf16(static_cast<const float*>(value_ptr_[copy.value]),
-                    reinterpret_cast<uint16_t*>(copy.data), copy.numel);
-    }
-    for (int k = 0; k < 2; ++k) {
-      if (ins.bf16_copy[k] >= 0) call.bf16_in[k] = bf16_copies_[ins.bf16_copy[k]].data;
-      if (ins.einsum_bf16 >= 0 && stored_bf16_[alias_root_[node.inputs[k]]])
-        call.bf16_in[k] = value_ptr_[node.inputs[k]];
-    }
-    if (communicates(node.kind)) {
+    make_bf16_copies(ins);
+    const OpCall call = op_call(ins);
+    if (communicates(call.node.kind)) {
       auto t0 = std::chrono::steady_clock::now();
-      execute_op(call);
+      backend_->execute(call);
       collective_seconds_ +=
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     } else {
-      execute_op(call);
+      backend_->execute(call);
     }
     if (ins.stage_ptr)
-      round_to_bf16(reinterpret_cast<const float*>(ins.stage_ptr),
-                    static_cast<uint16_t*>(value_ptr_[ins.value]), node.shape.numel());
+      backend_->round_to_bf16(reinterpret_cast<const float*>(ins.stage_ptr),
+                              static_cast<uint16_t*>(value_ptr_[ins.value]),
+                              call.node.shape.numel());
   }
   running_node_.reset();
   if (progress_) progress_();

@@ -1,11 +1,15 @@
 // A compiled program: the graph's live nodes in order, over one static arena.
 //
-// compile() keeps the nodes the requested outputs need, gives every non-view,
-// non-parameter value a buffer from the static memory plan (views alias their
-// source; parameters live outside and are bound by name), and allocates the
-// arena once. run() executes the instructions; it never allocates. Outputs
-// stay valid until the next run(). Inputs are written through input() and
-// keep their values across runs. Move-only; not thread-safe (kernels parallelise internally).
+// The constructor keeps the nodes the requested outputs need, gives every
+// non-view, non-parameter value a buffer from the static memory plan (views
+// alias their source; parameters live outside and are bound by name), and
+// allocates the arena once, in its backend's device memory. run() issues the
+// instructions to the backend's kernels; it never allocates. Outputs stay
+// valid until the next run(). Inputs are written with write_input() and keep
+// their values across runs; values are read with read(). Device memory is
+// never dereferenced here: device_ptr() hands it to those that may (the
+// backend, communicators, the engines that bind parameters).
+// Move-only; not thread-safe (kernels parallelise internally).
 #pragma once
 
 #include <functional>
@@ -16,13 +20,12 @@
 #include <string>
 #include <vector>
 
+#include "tessel/backend/backend.h"
 #include "tessel/comm/communicator.h"
 #include "tessel/ir/graph.h"
 #include "tessel/kernels/einsum.h"
 #include "tessel/kernels/einsum_bf16.h"
 #include "tessel/passes/memory_plan.h"
-#include "tessel/runtime/dropout_op.h"
-#include "tessel/tensor/aligned_buffer.h"
 
 namespace tessel {
 
@@ -30,6 +33,8 @@ class CommGroups;
 struct SharedPhaseRegion;
 
 struct CompileOptions {
+  // The device the program runs on; nullptr: the CPU backend (backend.h).
+  Backend* backend = nullptr;
   bool reference_kernels = false;  // run every op on its naive `_ref` twin
   // Einsums in bf16 with f32 accumulation (kernels/einsum_bf16.h); their
   // bf16 operand copies are per-instruction scratch in the memory plan, and
@@ -38,7 +43,7 @@ struct CompileOptions {
   bool bf16 = false;
   // With bf16: a value whose every reader is an einsum (through views), and
   // that is no output or input of the program, is stored in bf16: its
-  // producer writes it rounded (execute_op.h, writes_bf16_itself; an
+  // producer writes it rounded (Backend::writes_bf16_itself; an
   // einsum's matmul), or writes f32 into per-instruction staging rounded
   // into the value's bf16 buffer, and the einsums read it as a bf16 operand.
   // They would round it to bf16 anyway, so the numbers are the same; the
@@ -98,7 +103,7 @@ struct CompileOptions {
 // separate_phase_local): one block holding the phase-local plan and then
 // the shared bf16 weight copies, and whether each copy is current.
 struct SharedPhaseRegion {
-  AlignedBuffer memory;
+  DeviceMemory memory;
   std::vector<char> copy_made;  // per shared weight copy: rounded since the weights last changed
 };
 
@@ -116,10 +121,22 @@ class Program {
   // rounded again before their next use, by whichever instance runs first.
   // Without shared copies there is nothing to do: each phase rounds its own.
   void weights_changed();
-  // Storage of a graph input (write before run) or any kept value (read after).
-  // Throws for a value stored in bf16 (never an output: see bf16_activations).
-  void* data(ValueId value);
-  float* f32(ValueId value) { return static_cast<float*>(data(value)); }
+  // Device storage of a graph input or any kept value, for code that may
+  // dereference device memory (communicators, pipeline transfers); host code
+  // uses read() and write(). Throws for a value stored in bf16 (never an
+  // output: see bf16_activations) or one without storage.
+  void* device_ptr(ValueId value);
+  float* device_f32(ValueId value) { return static_cast<float*>(device_ptr(value)); }
+  // Bytes of a value's storage (its elements at its dtype's size).
+  size_t value_bytes(ValueId value) const;
+  // Copies a whole value to host memory (value_bytes(value) bytes) or from it.
+  void read(ValueId value, void* host);
+  void write(ValueId value, const void* host);
+  std::vector<float> read_f32(ValueId value);
+  float read_scalar(ValueId value);
+  // A graph input by name: throws unless `bytes` is the input's size.
+  void write_input(const std::string& name, const void* host, size_t bytes);
+  Backend& backend() const { return *backend_; }
   // Whether a value (or the value it is a view of) is stored in bf16.
   bool stored_bf16(ValueId value) const;
   // Bytes of the values stored in bf16 (at 2 bytes per element), for reports.
@@ -132,11 +149,11 @@ class Program {
   // ZeRO-3 lowering gathers it there not at all). Screening asks it of ZeRO-0
   // programs.
   std::optional<bool> gathered_in_bf16(ValueId param, int first_phase, int last_phase) const;
-  void* input(const std::string& name);
+  ValueId input_id(const std::string& name) const;
 
   void run();
   // The step and micro-batch the next runs key dropout masks by
-  // (runtime/dropout_op.h): set per step and per micro-batch, no recompiling.
+  // (backend/cpu/dropout_op.h): set per step and per micro-batch, no recompiling.
   void set_step(int64_t step) { position_.step = step; }
   void set_microbatch(int64_t microbatch) { position_.microbatch = microbatch; }
   const DropoutPosition& dropout_position() const { return position_; }
@@ -224,6 +241,25 @@ class Program {
     std::optional<int> work;  // bf16: buffer index of all_reduce_bf16's work
     uint8_t* work_ptr = nullptr;
   };
+  // The constructor's steps, in order, and what passes between them.
+  struct Uses;
+  std::vector<bool> live_nodes(const std::vector<ValueId>& outputs) const;
+  void index_values();
+  void make_instructions(const std::vector<bool>& live, const std::vector<ValueId>& outputs,
+                         Uses& uses);
+  void split_phases();
+  int phase_of(int instruction) const;
+  void choose_bf16_storage(const std::vector<ValueId>& outputs);
+  void plan_bf16_copies();
+  void make_buckets(Uses& uses);
+  void mark_bf16_sums(const std::vector<ValueId>& outputs);
+  void request_buffers(const Uses& uses);
+  void request_instruction_buffers();
+  void request_bucket_buffers(const Uses& uses);
+  void allocate(const Uses& uses);
+  OpCall op_call(const Instruction& ins) const;
+  void make_bf16_copies(const Instruction& ins);
+
   void run_bucket_member(const Instruction& ins, size_t index);
   // What an instruction reads: its node's inputs, and a fused bias.
   std::vector<ValueId> instruction_inputs(const Instruction& ins) const;
@@ -237,6 +273,7 @@ class Program {
 
   std::shared_ptr<const Graph> graph_;
   CompileOptions options_;
+  Backend* backend_;
   std::vector<Instruction> instructions_;
   std::vector<kernels::EinsumPlan> einsum_plans_;
   std::vector<kernels::EinsumBf16> einsum_bf16_;
@@ -260,9 +297,10 @@ class Program {
   std::vector<ValueId> alias_root_;
   std::vector<BufferRequest> requests_;
   MemoryPlan plan_;
-  AlignedBuffer arena_;
+  DeviceMemory arena_;
   // Phase-local buffers: request index -> index in local_plan_ (-1: in the arena).
   std::vector<int> local_index_;
+  std::vector<int> arena_index_;  // request index -> index in plan_ (-1: phase-local)
   MemoryPlan local_plan_;
   std::optional<ValueId> running_node_;
   DropoutPosition position_;

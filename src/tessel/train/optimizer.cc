@@ -3,7 +3,6 @@
 #include <cmath>
 
 #include "tessel/base/error.h"
-#include "tessel/kernels/optimizer.h"
 
 namespace tessel {
 
@@ -14,12 +13,13 @@ double learning_rate(const TrainConfig& c, int64_t step) {
   return c.min_lr + 0.5 * (c.lr - c.min_lr) * (1.0 + std::cos(M_PI * progress));
 }
 
-UpdateStats apply_update(const TrainConfig& c, const std::vector<UpdateSlot>& slots, int64_t step,
+UpdateStats apply_update(const TrainConfig& c, Backend& backend,
+                         const std::vector<UpdateSlot>& slots, int64_t step,
                          const GlobalSumOfSquares& global_sum, int64_t updates) {
   UpdateStats stats;
   std::vector<double> local_sq(slots.size());
   for (size_t i = 0; i < slots.size(); ++i)
-    local_sq[i] = kernels::sum_of_squares(slots[i].grad, slots[i].n);
+    local_sq[i] = backend.sum_of_squares(slots[i].grad, slots[i].n);
   stats.grad_norm = std::sqrt(global_sum(local_sq));
   if (!std::isfinite(stats.grad_norm))
     TS_THROW("step ", step, ": gradient norm is ", stats.grad_norm,
@@ -33,17 +33,17 @@ UpdateStats apply_update(const TrainConfig& c, const std::vector<UpdateSlot>& sl
     ParamEntry& e = *slot.state;
     const float wd = e.decay ? static_cast<float>(c.weight_decay) : 0.0f;
     if (c.optimizer == "sgd") {
-      kernels::sgd_update(slot.param, slot.grad, slot.n, lr, wd, grad_scale);
+      backend.sgd_update(slot.param, slot.grad, slot.n, lr, wd, grad_scale);
       continue;
     }
     if (e.m.numel() != slot.n) {
       e.m = Tensor(Shape{{"state", slot.n}}, DType::kF32);
       e.v = Tensor(Shape{{"state", slot.n}}, DType::kF32);
     }
-    kernels::adamw_update(slot.param, slot.grad, e.m.f32(), e.v.f32(), slot.n, lr,
-                          static_cast<float>(c.beta1), static_cast<float>(c.beta2),
-                          static_cast<float>(c.eps), wd, updates > 0 ? updates : step + 1,
-                          grad_scale);
+    backend.adamw_update(slot.param, slot.grad, e.m.f32(), e.v.f32(), slot.n, lr,
+                         static_cast<float>(c.beta1), static_cast<float>(c.beta2),
+                         static_cast<float>(c.eps), wd, updates > 0 ? updates : step + 1,
+                         grad_scale);
   }
   return stats;
 }

@@ -2,7 +2,8 @@
 // global-norm gradient clipping and a warmup + cosine learning-rate schedule.
 //
 // Gradients are read where the compiled program left them; the update is a
-// fused single pass per parameter (kernels/optimizer.h). Moments are
+// fused single pass per parameter, run by the backend (kernels/optimizer.h
+// on the CPU). Moments are
 // allocated on the first step and reused after. The global norm sums squares
 // in double in a fixed order, so a run is bitwise reproducible.
 #pragma once
@@ -10,6 +11,7 @@
 #include <functional>
 #include <vector>
 
+#include "tessel/backend/backend.h"
 #include "tessel/compile/config.h"
 #include "tessel/train/param_store.h"
 
@@ -41,7 +43,8 @@ struct UpdateSlot {
 // Applies one update. `step` counts from 0 and sets the learning rate;
 // AdamW's bias correction uses step + 1, or `updates` (the count including
 // this one) when several updates share a step (asynchronous pipelines).
-UpdateStats apply_update(const TrainConfig& config, const std::vector<UpdateSlot>& slots,
-                         int64_t step, const GlobalSumOfSquares& global_sum, int64_t updates = 0);
+UpdateStats apply_update(const TrainConfig& config, Backend& backend,
+                         const std::vector<UpdateSlot>& slots, int64_t step,
+                         const GlobalSumOfSquares& global_sum, int64_t updates = 0);
 
 }  // namespace tessel

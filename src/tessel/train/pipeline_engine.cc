@@ -220,7 +220,9 @@ double PipelineEngine::evaluate(std::vector<float>* logits) {
   // The last stage's ranks hold the logits; every rank gets them whole.
   Shape shape;
   Sharding sharding;
-  const float* local = model().eval_logits(&shape, &sharding);
+  std::vector<float> block;
+  const bool holds = model().eval_logits(&shape, &sharding, &block);
+  const float* local = holds ? block.data() : nullptr;
   float numel = local ? static_cast<float>(shape.numel()) : 0.0f;
   ctx_.world().all_reduce(&numel, 1, ReduceKind::kMax, "logits size");
   logits->resize(static_cast<size_t>(numel));

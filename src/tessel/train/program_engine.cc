@@ -34,7 +34,7 @@ ProgramEngine::ProgramEngine(CompiledRank compiled, DistributedContext& ctx, Opt
     const int64_t n = held_[i]->state_numel;
     float* param = e.value.f32();
     if (n != e.value.numel()) param += ctx_.coords()[*zero_axis_] * n;
-    const float* grad = train.program->f32(train.local.local_of[compiled_.grads[i]]);
+    const float* grad = train.program->device_f32(train.local.local_of[compiled_.grads[i]]);
     slots_.push_back({param, grad, n, &e});
   }
 }
@@ -43,8 +43,11 @@ void ProgramEngine::feed(CompiledProgram& c) {
   for (ValueId id : c.global.inputs()) {
     const Node& n = c.global.node(id);
     // A bitwise copy of this rank's block (token ids travel as raw 32-bit words).
+    const size_t bytes = c.program->value_bytes(c.program->input_id(n.name));
+    feed_block_.resize(bytes / sizeof(float));
     ctx_.slice_local(n.shape, c.local.sharding_of[id], static_cast<const float*>(input(n.name)),
-                     static_cast<float*>(c.program->input(n.name)));
+                     feed_block_.data());
+    c.program->write_input(n.name, feed_block_.data(), bytes);
   }
 }
 
@@ -54,8 +57,8 @@ double ProgramEngine::train_step(int64_t step) {
   feed(compiled_.train);
   fault_point(FaultPoint::kForward, step_);
   compiled_.train.program->run();
-  const double loss =
-      *compiled_.train.program->f32(compiled_.train.local.local_of[compiled_.train.outputs.loss]);
+  const double loss = compiled_.train.program->read_scalar(
+      compiled_.train.local.local_of[compiled_.train.outputs.loss]);
   last_update_ = optimizer_(
       slots_, [this](const std::vector<double>& sq) { return sum_of_squares(sq, false); }, 0);
   gather_updated_slices();
@@ -82,14 +85,14 @@ double ProgramEngine::evaluate(std::vector<float>* logits) {
   CompiledProgram& eval = compiled_.eval;
   feed(eval);
   eval.program->run();
-  const double loss = *eval.program->f32(eval.local.local_of[eval.outputs.loss]);
+  const double loss = eval.program->read_scalar(eval.local.local_of[eval.outputs.loss]);
   if (logits) {
     TS_CHECK(eval.outputs.logits, "model '", compiled_.config.model, "' has no logits");
     const ValueId id = *eval.outputs.logits;
     const Shape& shape = eval.global.node(id).shape;
     logits->resize(shape.numel());
-    ctx_.gather_full(shape, eval.local.sharding_of[id], eval.program->f32(eval.local.local_of[id]),
-                     logits->data());
+    const std::vector<float> block = eval.program->read_f32(eval.local.local_of[id]);
+    ctx_.gather_full(shape, eval.local.sharding_of[id], block.data(), logits->data());
   }
   return loss;
 }

@@ -33,7 +33,8 @@ class ProgramEngine : public Engine {
   void feed(CompiledProgram& c);
   void gather_updated_slices();
 
-  std::optional<int> zero_axis_;  // the mesh axis ZeRO 1-3 shard over
+  std::optional<int> zero_axis_;   // the mesh axis ZeRO 1-3 shard over
+  std::vector<float> feed_block_;  // this rank's block of an input, on its way to the program
 };
 
 }  // namespace tessel

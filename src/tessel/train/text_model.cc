@@ -1,5 +1,6 @@
 #include "tessel/train/text_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -46,16 +47,19 @@ std::string TextModel::sample(const std::string& prompt, int64_t chars, float te
   if (text.empty()) text.push_back('\n');
   PhiloxStream stream(seed, "sample");
   Program& p = *one_row_.program;
-  auto* tokens = static_cast<int32_t*>(p.input("tokens"));
-  std::memset(p.input("targets"), 0, context * sizeof(int32_t));
+  std::vector<int32_t> tokens(context, 0);
+  p.write_input("targets", tokens.data(), tokens.size() * sizeof(int32_t));  // zeros
+  std::vector<float> all_logits;
   std::string out;
   for (int64_t i = 0; i < chars; ++i) {
     int64_t start = std::max<int64_t>(0, static_cast<int64_t>(text.size()) - context);
     int64_t len = static_cast<int64_t>(text.size()) - start;
-    std::memset(tokens, 0, context * sizeof(int32_t));
-    std::memcpy(tokens, text.data() + start, len * sizeof(int32_t));
+    std::fill(tokens.begin(), tokens.end(), 0);
+    std::copy(text.begin() + start, text.end(), tokens.begin());
+    p.write_input("tokens", tokens.data(), tokens.size() * sizeof(int32_t));
     p.run();  // causal: positions past len - 1 do not affect it
-    const float* logits = p.f32(one_row_.logits) + (len - 1) * vocab;
+    all_logits = p.read_f32(one_row_.logits);
+    const float* logits = all_logits.data() + (len - 1) * vocab;
     int32_t next = 0;
     if (temperature <= 0) {
       for (int32_t v = 1; v < vocab; ++v)
@@ -87,12 +91,14 @@ TextModel::Score TextModel::score(const std::vector<uint8_t>& text) {
   double total = 0;
   int64_t w = 0;
   auto run_rows = [&](Compiled& c, int64_t rows) {
-    auto* tokens = static_cast<int32_t*>(c.program->input("tokens"));
-    auto* targets = static_cast<int32_t*>(c.program->input("targets"));
+    std::vector<int32_t> tokens(rows * context), targets(rows * context);
     for (int64_t r = 0; r < rows; ++r)
-      eval_text_window(text, w + r, context, tokens + r * context, targets + r * context);
+      eval_text_window(text, w + r, context, tokens.data() + r * context,
+                       targets.data() + r * context);
+    c.program->write_input("tokens", tokens.data(), tokens.size() * sizeof(int32_t));
+    c.program->write_input("targets", targets.data(), targets.size() * sizeof(int32_t));
     c.program->run();
-    total += static_cast<double>(*c.program->f32(c.loss)) * rows;
+    total += static_cast<double>(c.program->read_scalar(c.loss)) * rows;
     w += rows;
   };
   while (windows - w >= batch) run_rows(many, batch);

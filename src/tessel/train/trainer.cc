@@ -28,6 +28,7 @@ Trainer::~Trainer() = default;
 Trainer::Trainer(const TrainConfig& config) : config_(config) {
   config_.validate();
   if (config_.threads > 0) omp_set_num_threads(config_.threads);
+  backend_ = &backend_for(config_.device);  // a missing device is an error before any compute
   auto t = std::chrono::steady_clock::now();
   ctx_ = std::make_unique<DistributedContext>(config_.mesh, config_.layout);
   startup_.mesh = lap(t);
@@ -46,7 +47,7 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   // current step's learning rate.
   auto optimizer = [this](const std::vector<UpdateSlot>& slots, const GlobalSumOfSquares& sum,
                           int64_t updates) {
-    UpdateStats u = apply_update(config_, slots, step_, sum, updates);
+    UpdateStats u = apply_update(config_, *backend_, slots, step_, sum, updates);
     fault_point(FaultPoint::kOptimizer, step_);
     return u;
   };

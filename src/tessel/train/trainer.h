@@ -120,6 +120,7 @@ class Trainer {
 
   TrainConfig config_;
   std::optional<RecomputeChoice> recompute_choice_;
+  Backend* backend_ = nullptr;  // config_.device's (backend/backend.h)
   std::unique_ptr<DistributedContext> ctx_;
   std::unique_ptr<Task> task_;
   std::unique_ptr<Engine> engine_;  // this rank's compiled step

@@ -1,12 +1,12 @@
-#include "tessel/runtime/dropout_op.h"
+#include "tessel/backend/cpu/dropout_op.h"
 
 #include <array>
 
+#include "tessel/backend/op_call.h"
 #include "tessel/base/error.h"
 #include "tessel/base/philox.h"
 #include "tessel/ir/attrs.h"
 #include "tessel/kernels/dropout.h"
-#include "tessel/runtime/execute_op.h"
 
 namespace tessel {
 

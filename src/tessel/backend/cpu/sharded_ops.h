@@ -7,8 +7,8 @@
 
 #include <cstddef>
 
-#include "tessel/runtime/comm_groups.h"
-#include "tessel/runtime/execute_op.h"
+#include "tessel/backend/op_call.h"
+#include "tessel/comm/comm_groups.h"
 
 namespace tessel {
 
@@ -16,5 +16,11 @@ namespace tessel {
 bool is_sharded_op(const Node& node);
 void execute_sharded_op(const OpCall& call, const CommGroups* comms);
 size_t sharded_scratch_bytes(const Graph& graph, const Node& node);
+// Scratch of an all-gather that carries bf16 (OpCall::bf16_out), with its
+// input in bf16 storage (in_bf16) or f32 (rounded into scratch first).
+size_t bf16_all_gather_scratch_bytes(const Graph& graph, const Node& node, bool in_bf16);
+// Scratch of a partial sum that carries bf16 (OpCall::bf16_sum): the
+// communicator's work buffer, after a reduce-scatter's f32 packing.
+size_t bf16_sum_scratch_bytes(const Graph& graph, const Node& node);
 
 }  // namespace tessel

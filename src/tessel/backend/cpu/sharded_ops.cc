@@ -1,10 +1,11 @@
-#include "tessel/runtime/sharded_ops.h"
+#include "tessel/backend/cpu/sharded_ops.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
+#include "tessel/backend/cpu/dropout_op.h"
 #include "tessel/base/around.h"
 #include "tessel/base/bf16.h"
 #include "tessel/base/error.h"
@@ -378,7 +379,7 @@ void execute_sharded_op(const OpCall& call, const CommGroups* comms) {
     case OpKind::kCrossEntropyGrad:
       return cross_entropy_grad(call, comms);
     case OpKind::kDropout:
-      return execute_dropout(call);  // by global indices (runtime/dropout_op.h)
+      return execute_dropout(call);  // by global indices (backend/cpu/dropout_op.h)
     default:
       TS_CHECK(false, op_name(node.kind), " is not a sharded op");
   }

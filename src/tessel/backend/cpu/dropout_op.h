@@ -1,4 +1,4 @@
-// Dropout as a program runs it: which mask each element of a dropout node
+// Dropout as the CPU backend runs it: which mask each element of a dropout node
 // draws.
 //
 // The mask of an element is keyed by (seed, label, step, global row,
@@ -16,17 +16,9 @@
 // so does a recomputed clone.
 #pragma once
 
-#include <cstdint>
+#include "tessel/backend/op_call.h"
 
 namespace tessel {
-
-struct OpCall;
-
-// Set by the trainer once per step and by the pipeline executor per micro-batch.
-struct DropoutPosition {
-  int64_t step = 0;
-  int64_t microbatch = 0;
-};
 
 // Runs a dropout node (whole, or a rank's shard: attrs.offsets and the global attrs.shape).
 void execute_dropout(const OpCall& call);

@@ -1,0 +1,55 @@
+#include "tessel/backend/backend.h"
+
+#include "tessel/backend/cpu/cpu_backend.h"
+#include "tessel/base/error.h"
+
+namespace tessel {
+
+const char* memory_space_name(MemorySpace space) {
+  switch (space) {
+    case MemorySpace::kDevice:
+      return "device";
+    case MemorySpace::kPinnedHost:
+      return "pinned host";
+    case MemorySpace::kHost:
+      return "host";
+  }
+  return "?";
+}
+
+DeviceMemory& DeviceMemory::operator=(DeviceMemory&& other) noexcept {
+  if (this != &other) {
+    reset();
+    owner_ = other.owner_;
+    space_ = other.space_;
+    data_ = other.data_;
+    bytes_ = other.bytes_;
+    other.owner_ = nullptr;
+    other.data_ = nullptr;
+    other.bytes_ = 0;
+  }
+  return *this;
+}
+
+void DeviceMemory::reset() {
+  if (owner_ && data_) owner_->release(space_, data_, bytes_);
+  owner_ = nullptr;
+  data_ = nullptr;
+  bytes_ = 0;
+}
+
+Backend& cpu_backend() {
+  static CpuBackend backend;
+  return backend;
+}
+
+Backend& backend_for(const std::string& device) {
+  if (device == "cpu") return cpu_backend();
+  if (device == "cuda")
+    TS_THROW(
+        "device cuda: this build of Tessel has no CUDA backend yet (docs/gpu.md says what "
+        "exists); use device cpu");
+  TS_THROW("device '", device, "' is not a device Tessel knows (cpu, cuda)");
+}
+
+}  // namespace tessel
