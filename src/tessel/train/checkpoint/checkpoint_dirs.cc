@@ -79,7 +79,9 @@ std::string newest_checkpoint(const std::string& out) {
   return "";
 }
 
-std::string resolve_resume(const std::string& resume, const std::string& out) {
+std::string resolve_resume(const std::string& resume, const std::string& out,
+                           std::vector<std::string>* skipped) {
+  (void)skipped;
   if (resume != "auto") {
     if (!complete(resume))
       TS_THROW("--resume '", resume, "': not a complete checkpoint (no manifest.json there)");

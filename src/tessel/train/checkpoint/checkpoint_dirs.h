@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace tessel {
 
@@ -33,6 +34,7 @@ std::string newest_checkpoint(const std::string& out);
 
 // `--resume` resolved: "auto" -> newest_checkpoint(out) (an error naming
 // `out` if there is none), anything else is a checkpoint directory.
-std::string resolve_resume(const std::string& resume, const std::string& out);
+std::string resolve_resume(const std::string& resume, const std::string& out,
+                           std::vector<std::string>* skipped = nullptr);
 
 }  // namespace tessel

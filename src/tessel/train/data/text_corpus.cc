@@ -75,6 +75,11 @@ void check_rows(const char* fn, int64_t row_begin, int64_t row_end, int64_t cont
 
 }  // namespace
 
+std::string fortunes_missing_message(const std::string& dir, const std::string& why) {
+  return str_cat("fortunes corpus is missing: ", why, " in '", dir,
+                 "'; install it with `apt-get install fortunes` (or fortunes-min)");
+}
+
 TextCorpus TextCorpus::load_fortunes(const std::string& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) throw_missing_fortunes(dir, "directory does not exist");

@@ -32,6 +32,9 @@ class TextCorpus {
   std::vector<std::string> sources;  // The files read, in order.
 };
 
+// The error for a missing fortunes corpus in `dir` (`why`: what is wrong).
+std::string fortunes_missing_message(const std::string& dir, const std::string& why);
+
 // Entropy of the byte histogram of `bytes`, in nats (0 for an empty vector).
 double unigram_entropy_nats(const std::vector<uint8_t>& bytes);
 
