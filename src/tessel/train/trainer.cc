@@ -41,6 +41,8 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   CompiledRank compiled = compile_rank(config_, ctx_->mesh(), ctx_->layout(), ctx_->rank(),
                                        CompileMode::kRun, ctx_.get());
   startup_.compile = lap(t);
+  // The layout resolved against the model (defaults it lacks dropped), as reported.
+  if (!compiled.pipelined()) ctx_->layout() = compiled.layout;
   global_flops_ = compiled.flops_per_step;
   // The optimizer: one update of the slots the engine hands over, at the
   // current step's learning rate.
