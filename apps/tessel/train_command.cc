@@ -14,6 +14,8 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "commands.h"
 #include "config_options.h"
@@ -276,7 +278,11 @@ int run_train(const TrainOptions& opt) {
   RunDirectory run_dir({opt.out, config.trace, overwrite, !resume.empty()});
   int64_t first_step = 0;
   if (!resume.empty()) {  // every rank resolves the same directory and loads its shards
-    const std::string dir = resolve_resume(resume, opt.out);
+    std::vector<std::string> skipped;  // damaged checkpoints `auto` passed over
+    const std::string dir = resolve_resume(resume, opt.out, &skipped);
+    if (trainer.is_root())
+      for (const std::string& s : skipped)
+        std::fprintf(stderr, "warning: --resume auto: skipped damaged checkpoint %s\n", s.c_str());
     trainer.load_checkpoint(dir);
     first_step = trainer.steps_done();
     if (trainer.is_root()) {
