@@ -1,8 +1,7 @@
 #include "config_options.h"
 
-#include <omp.h>
-
 #include "tessel/base/error.h"
+#include "tessel/train/threads.h"
 
 namespace tessel::cli {
 
@@ -10,7 +9,8 @@ void ConfigOptions::add_to(CLI::App* command, bool with_steps) {
   command->add_option("--config", path, "training config (JSON)")->required();
   command->add_option("--set", overrides, "override a config key: --set lr=3e-4 (repeatable)");
   if (with_steps) command->add_option("--steps", steps, "number of training steps");
-  command->add_option("--threads", threads, "intra-op threads (default: all cores)");
+  command->add_option("--threads", threads,
+                      "intra-op threads per rank (default: the host's cores / the ranks on it)");
   command->add_option("--mesh", mesh, "device mesh, e.g. data=2,model=2 (launch with mpirun)");
   command->add_option(
       "--layout", layout,
@@ -64,7 +64,7 @@ TrainConfig ConfigOptions::load(bool with_data) const {
     c.shard[s.substr(0, colon)] = s.substr(colon + 1);
   }
   c.validate(with_data);
-  if (c.threads > 0) omp_set_num_threads(c.threads);
+  apply_threads(c.threads);  // 'threads', else this rank's share of the host's cores
   return c;
 }
 

@@ -68,7 +68,7 @@ struct TrainConfig {
   int64_t eval_batches = 8;
   int64_t sample_chars = 0;  // gpt: characters sampled after training (0: none)
   std::string sample_prompt = "The ";
-  int threads = 0;  // 0: all cores
+  int threads = 0;  // 0: the host's cores / the ranks on it (train/threads.h)
   // Parallelism.
   std::string mesh;        // "data=2,model=2"; "" = one rank
   std::string layout;      // "batch=data,heads=model"; "" = defaults for the mesh's axis names
