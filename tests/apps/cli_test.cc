@@ -302,7 +302,8 @@ TEST_F(Cli, DefaultThreadsUnderMpirunShareTheHostsCores) {
   j["eval_every"] = 0;
   j["warmup_steps"] = 0;
   const std::string out = (dir_ / "mpi").string();
-  const std::string cmd = std::string(TESSEL_MPIEXEC) +
+  // OMP_NUM_THREADS (ctest sets it for these tests) would decide instead.
+  const std::string cmd = "env -u OMP_NUM_THREADS " + std::string(TESSEL_MPIEXEC) +
                           " --allow-run-as-root --oversubscribe --bind-to none -n 2 " +
                           TESSEL_CLI_PATH + " train --config " + write_config(j) +
                           " --mesh data=2 --out " + out + " 2>&1";
