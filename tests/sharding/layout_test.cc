@@ -12,6 +12,8 @@
 #include "common/error_of.h"
 #include "common/tiny_gpt.h"
 #include "tessel/compile/compile_rank.h"
+#include "tessel/ir/builder.h"
+#include "tessel/ir/model_contract.h"
 #include "tessel/runtime/program.h"
 
 namespace tessel {
@@ -86,6 +88,24 @@ TEST(LayoutDefaults, TheModelAxisMapsOnlyTheDimsTheModelHas) {
   const TrainConfig g = gpt_layout_config("data=2,model=2");
   const CompiledRank gr = compile_rank(g, mesh, layout_for(g, mesh), 0, CompileMode::kPlanOnly);
   EXPECT_EQ(gr.layout.to_string(), "batch=data,heads=model,hidden=model,vocab=model");
+}
+
+// A model with none of the `model` axis's default dims (a user's own): the
+// unmapped-axis error names the dims that could go there.
+TEST(LayoutDefaults, AModelWithNoneOfTheDefaultDimsGetsTheUnmappedAxisError) {
+  Graph g;
+  GraphBuilder b(g);
+  const ValueId x = b.input("x", Shape{{kBatchDim, 8}, {"feature", 6}});
+  const ValueId w = b.param("w", Shape{{"feature", 6}, {"out", 4}});
+  b.reduce_mean(b.einsum(x, w, {kBatchDim, "out"}, "proj"), {kBatchDim, "out"}, "loss");
+  const Mesh mesh = Mesh::parse("data=2,model=2");
+  Layout l = Layout::defaults(mesh);
+  l.drop_absent_defaults(g);
+  EXPECT_EQ(l.to_string(), "batch=data");
+  const std::string e = error_of([&] { l.validate(g, mesh); });
+  EXPECT_NE(e.find("mesh axis 'model' has no dim mapped to it"), std::string::npos) << e;
+  EXPECT_NE(e.find("--layout batch=data,feature=model"), std::string::npos) << e;
+  EXPECT_NE(e.find("the model's dims it divides: feature, out"), std::string::npos) << e;
 }
 
 }  // namespace
