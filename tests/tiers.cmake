@@ -32,6 +32,7 @@ set(TESSEL_SLOW
 # Cases in tessel_tests that launch mpirun themselves.
 set(TESSEL_MPI
     "^CalibrateCli\\.QuickWritesAValidProfile$"
+    "^Cli\\.DefaultThreadsUnderMpirunShareTheHostsCores$"
 )
 
 # tessel_layout_tests: each case trains under mpirun and again in one

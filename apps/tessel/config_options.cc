@@ -1,8 +1,14 @@
 #include "config_options.h"
 
-#include <omp.h>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "tessel/base/error.h"
+#include "tessel/train/threads.h"
 
 namespace tessel::cli {
 
@@ -10,7 +16,8 @@ void ConfigOptions::add_to(CLI::App* command, bool with_steps) {
   command->add_option("--config", path, "training config (JSON)")->required();
   command->add_option("--set", overrides, "override a config key: --set lr=3e-4 (repeatable)");
   if (with_steps) command->add_option("--steps", steps, "number of training steps");
-  command->add_option("--threads", threads, "intra-op threads (default: all cores)");
+  command->add_option("--threads", threads,
+                      "intra-op threads per rank (default: the host's cores / the ranks on it)");
   command->add_option("--device", device,
                       "where the program runs: cpu (default) | cuda (docs/gpu.md: not built yet)");
   command->add_option("--mesh", mesh, "device mesh, e.g. data=2,model=2 (launch with mpirun)");
@@ -43,10 +50,52 @@ void ConfigOptions::add_to(CLI::App* command, bool with_steps) {
                       "override one value's placement: LABEL:dim=axis,... (LABEL: replicates it)");
 }
 
+namespace {
+
+// Whether the config file or a --set names `key` (not just its default).
+bool sets_key(const std::string& path, const std::vector<std::string>& overrides,
+              const std::string& key) {
+  for (const std::string& o : overrides)
+    if (o.rfind(key + "=", 0) == 0) return true;
+  std::ifstream in(path);
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  return j.is_object() && j.contains(key);
+}
+
+// warmup_steps at or beyond steps makes every step warm-up (the learning rate
+// never reaches 'lr' nor decays): an error when the config (file and --set)
+// asks for it. --steps alone on the command line is a short run of that
+// config (a smoke test, a run resumed later), so it only gets a note
+// (note_short_warmup); so does the default warm-up (20) in a config of that
+// few steps.
+void check_warmup(const TrainConfig& config, bool warmup_set) {
+  if (warmup_set && config.warmup_steps >= config.steps)
+    TS_THROW("config: 'warmup_steps' (", config.warmup_steps, ") must be below 'steps' (",
+             config.steps,
+             "): every step would be warm-up, and the learning rate would never reach 'lr' nor "
+             "decay to 'min_lr'; lower warmup_steps (0: none) or raise steps");
+}
+
+void note_short_warmup(const TrainConfig& config, bool warmup_set, int64_t steps_flag) {
+  if (config.warmup_steps < config.steps) return;
+  const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+  if (rank != nullptr && std::string(rank) != "0") return;
+  std::fprintf(stderr,
+               "note: %s%lld ends within the warm-up (warmup_steps %lld%s): the learning rate "
+               "rises toward 'lr' on every step\n",
+               steps_flag >= 0 ? "--steps " : "steps ", static_cast<long long>(config.steps),
+               static_cast<long long>(config.warmup_steps), warmup_set ? "" : ", the default");
+}
+
+}  // namespace
+
 TrainConfig ConfigOptions::load(bool with_data) const {
   TrainConfig c = TrainConfig::from_file(path);
   for (const std::string& o : overrides) c.set(o);
+  const bool warmup_set = sets_key(path, overrides, "warmup_steps");
+  check_warmup(c, warmup_set);  // as the config (file and --set) says
   if (steps >= 0) c.set("steps=" + std::to_string(steps));
+  note_short_warmup(c, warmup_set, steps);
   if (threads >= 0) c.set("threads=" + std::to_string(threads));
   if (zero >= 0) c.set("zero=" + std::to_string(zero));
   if (!recompute.empty()) c.recompute = recompute;
@@ -67,7 +116,7 @@ TrainConfig ConfigOptions::load(bool with_data) const {
     c.shard[s.substr(0, colon)] = s.substr(colon + 1);
   }
   c.validate(with_data);
-  if (c.threads > 0) omp_set_num_threads(c.threads);
+  apply_threads(c.threads);  // 'threads', else this rank's share of the host's cores
   return c;
 }
 

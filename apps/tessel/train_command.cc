@@ -1,6 +1,5 @@
 // `tessel train`: the training loop with progress, metrics, evaluation,
 // checkpoint and (for text models) a sample at the end.
-#include <omp.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -14,6 +13,8 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "commands.h"
 #include "config_options.h"
@@ -276,7 +277,11 @@ int run_train(const TrainOptions& opt) {
   RunDirectory run_dir({opt.out, config.trace, overwrite, !resume.empty()});
   int64_t first_step = 0;
   if (!resume.empty()) {  // every rank resolves the same directory and loads its shards
-    const std::string dir = resolve_resume(resume, opt.out);
+    std::vector<std::string> skipped;  // damaged checkpoints `auto` passed over
+    const std::string dir = resolve_resume(resume, opt.out, &skipped);
+    if (trainer.is_root())
+      for (const std::string& s : skipped)
+        std::fprintf(stderr, "warning: --resume auto: skipped damaged checkpoint %s\n", s.c_str());
     trainer.load_checkpoint(dir);
     first_step = trainer.steps_done();
     if (trainer.is_root()) {
@@ -298,8 +303,7 @@ int run_train(const TrainOptions& opt) {
         "per rank, %d threads per rank\n",
         config.model.c_str(), static_cast<long long>(trainer.parameter_count()),
         trainer.distributed().mesh().to_string().c_str(), trainer.flops_per_step() / 1e9,
-        trainer.arena_bytes() / 1048576.0,
-        config.threads > 0 ? config.threads : omp_get_max_threads());
+        trainer.arena_bytes() / 1048576.0, trainer.threads());
     std::printf("baseline loss to beat (%s): %.4f nats\n", task.baseline_name(),
                 task.baseline_loss());
     std::fflush(stdout);
@@ -464,6 +468,7 @@ int run_train(const TrainOptions& opt) {
                             {"zero", config.zero},
                             {"recompute", trainer.config().recompute},
                             {"precision", config.precision},
+                            {"threads_per_rank", trainer.threads()},
                             {"parameters", trainer.parameter_count()},
                             {"model_state_bytes_per_rank",
                              {{"parameters", state.parameters},

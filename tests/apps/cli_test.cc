@@ -3,7 +3,9 @@
 // that `sample` and `eval` read.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -127,10 +129,30 @@ TEST_F(Cli, HeadsMustDivideModelWidth) {
   expect_error(run("train --config " + write_config(j)), "'n_head' (3) must divide 'd_model' (32)");
 }
 
-TEST_F(Cli, MissingDatasetNamesThePackage) {
+// Only the default data_dir missing names the package; the user's own
+// directory or text says what was found and what format is expected.
+TEST_F(Cli, MissingDataDirIsNamedWithoutThePackage) {
   nlohmann::json j = tiny_gpt();
   j["data_dir"] = (dir_ / "no-such-dir").string();
-  expect_error(run("train --config " + write_config(j)), "apt-get install fortunes");
+  Result r = run("train --config " + write_config(j));
+  expect_error(r, "'" + (dir_ / "no-such-dir").string() + "' does not exist");
+  EXPECT_EQ(r.output.find("apt-get"), std::string::npos) << r.output;
+}
+
+TEST_F(Cli, PlainTextDataDirSaysWhatItFoundAndTheFormat) {
+  fs::create_directories(dir_ / "text");
+  std::ofstream(dir_ / "text" / "story.txt") << "Once upon a time.\nThe end.\n";
+  nlohmann::json j = tiny_gpt();
+  j["data_dir"] = (dir_ / "text").string();
+  Result r = run("train --config " + write_config(j));
+  expect_error(r, "1 entry in 1 file (story.txt)");
+  expect_error(r, "lines holding only `%`");
+  EXPECT_EQ(r.output.find("apt-get"), std::string::npos) << r.output;
+  j["data_dir"] = (dir_ / "text" / "story.txt").string();  // a file, not a directory
+  r = run("train --config " + write_config(j));
+  expect_error(r, "is a file, not a directory");
+  expect_error(r, "lines holding only `%`");
+  EXPECT_EQ(r.output.find("apt-get"), std::string::npos) << r.output;
 }
 
 TEST_F(Cli, MissingImageDatasetNamesThePackage) {
@@ -224,6 +246,92 @@ TEST_F(Cli, RecomputeAutoChoosesWithinTheMemoryLimit) {
                "groups 2 blocks per segment but the model has 1 ('n_layer')");
   expect_error(run("train --config " + config + " --recompute sometimes --dry-run"),
                "'recompute' \"sometimes\" has an unknown part");
+}
+
+// A mesh axis no dim maps to would run the whole job on every rank: an
+// error before compute (the dry run's too), naming the axis and the dims.
+TEST_F(Cli, MeshAxisWithNoDimMappedIsAnError) {
+  for (const std::string axis : {"dp", "tensor"}) {
+    Result r =
+        run("train --config " + write_config(tiny_gpt()) + " --mesh " + axis + "=2 --dry-run");
+    expect_error(r, "mesh axis '" + axis + "' has no dim mapped to it");
+    expect_error(r, "--layout batch=" + axis);
+  }
+  EXPECT_EQ(run("train --config " + write_config(tiny_gpt()) + " --mesh dp=2 --layout batch=dp " +
+                "--dry-run")
+                .exit_code,
+            0);
+}
+
+// The defaults by axis name map only the dims the model has: the MLP has no
+// `heads`, and gets hidden=model.
+TEST_F(Cli, MlpOnDataAndModelAxesGetsHiddenOnTheModelAxis) {
+  nlohmann::json j = {{"model", "mlp"}, {"data", "fashion-mnist"},
+                      {"hidden", 64},   {"batch", 8},
+                      {"steps", 2},     {"threads", 1}};
+  Result r = run("train --config " + write_config(j) + " --mesh data=2,model=2 --dry-run");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+// warmup_steps at or beyond steps would make every step warm-up: an error
+// when the config (file or --set) says so; --steps alone on the command line
+// is a short run of that config, allowed with a note.
+TEST_F(Cli, WarmupAtOrBeyondStepsIsAnError) {
+  nlohmann::json j = tiny_gpt();  // steps 4
+  j["warmup_steps"] = 4;
+  expect_error(run("train --config " + write_config(j) + " --dry-run"),
+               "'warmup_steps' (4) must be below 'steps' (4)");
+  expect_error(
+      run("train --config " + write_config(tiny_gpt()) + " --set warmup_steps=10 --dry-run"),
+      "'warmup_steps' (10) must be below 'steps' (4)");
+  j["warmup_steps"] = 2;
+  expect_error(run("train --config " + write_config(j) + " --set steps=2 --dry-run"),
+               "'warmup_steps' (2) must be below 'steps' (2)");
+  Result r = run("train --config " + write_config(j) + " --steps 2 --dry-run");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("--steps 2 ends within the warm-up (warmup_steps 2)"), std::string::npos)
+      << r.output;
+}
+
+TEST_F(Cli, AliasesAndNearKeysGetSuggestions) {
+  nlohmann::json j = tiny_gpt();
+  j["learning_rate"] = 1e-3;
+  expect_error(run("train --config " + write_config(j)),
+               "unknown key 'learning_rate' (did you mean 'lr'?)");
+  expect_error(run("train --config " + write_config(tiny_gpt()) + " --set warmup=5"),
+               "unknown key 'warmup' (did you mean 'warmup_steps'?)");
+  Result r = run("train --config " + write_config(tiny_gpt()) + " --set lr_schedule=cosine");
+  expect_error(r, "unknown key 'lr_schedule'");
+  expect_error(r, "no learning-rate schedule key");
+  EXPECT_EQ(r.output.find("did you mean 'schedule'"), std::string::npos) << r.output;
+}
+
+// Without --threads, a rank uses its share of the host's cores: 2 ranks
+// under mpirun (not bound to cores) on this host each get cores / 2.
+TEST_F(Cli, DefaultThreadsUnderMpirunShareTheHostsCores) {
+  nlohmann::json j = tiny_gpt();
+  j.erase("threads");
+  j["steps"] = 1;
+  j["eval_every"] = 0;
+  j["warmup_steps"] = 0;
+  const std::string out = (dir_ / "mpi").string();
+  // OMP_NUM_THREADS (ctest sets it for these tests) would decide instead.
+  const std::string cmd = "env -u OMP_NUM_THREADS " + std::string(TESSEL_MPIEXEC) +
+                          " --allow-run-as-root --oversubscribe --bind-to none -n 2 " +
+                          TESSEL_CLI_PATH + " train --config " + write_config(j) +
+                          " --mesh data=2 --out " + out + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  std::string output;
+  std::array<char, 4096> buf;
+  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) output.append(buf.data(), n);
+  ASSERT_EQ(pclose(pipe), 0) << output;
+  const int cores = std::max(1, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
+  const int expected = std::max(1, cores / 2);
+  EXPECT_NE(output.find(", " + std::to_string(expected) + " threads per rank"), std::string::npos)
+      << output;
+  std::ifstream summary(fs::path(out) / "summary.json");
+  const nlohmann::json s = nlohmann::json::parse(summary, nullptr, false);
+  EXPECT_EQ(s.value("threads_per_rank", -1), expected) << s.dump();
 }
 
 TEST_F(Cli, EvalOnMissingFileIsAnError) {

@@ -81,6 +81,26 @@ TEST_F(RunDirectory, ExistingRunIsRefusedUnlessOverwrite) {
   EXPECT_EQ(lines, 3);  // the old run's lines are gone, not appended to
 }
 
+// `--resume auto` with a damaged newest checkpoint (a truncated tensor file)
+// falls back to the previous one that validates, and warns naming it.
+TEST_F(RunDirectory, ResumeAutoSkipsADamagedNewestCheckpoint) {
+  const std::string out = (dir_ / "run").string();
+  Result first = tessel::run_cli(train(out, "--steps 3 --checkpoint-every 1 --keep 2 --sync-save"));
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const fs::path newest = fs::path(out) / "checkpoints" / "step-3";
+  ASSERT_TRUE(fs::exists(fs::path(out) / "checkpoints" / "step-2" / "manifest.json"));
+  fs::resize_file(newest / "model.safetensors", fs::file_size(newest / "model.safetensors") / 2);
+  Result r = tessel::run_cli(train(out, "--steps 4 --resume auto"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string older = (fs::path(out) / "checkpoints" / "step-2").string();
+  EXPECT_NE(r.output.find("resuming from " + older + " at step 2"), std::string::npos) << r.output;
+  EXPECT_NE(
+      r.output.find("warning: --resume auto: skipped damaged checkpoint '" + newest.string() + "'"),
+      std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("model.safetensors"), std::string::npos) << r.output;
+}
+
 TEST_F(RunDirectory, DirectoryInUseIsRefused) {
   const fs::path out = dir_ / "busy";
   fs::create_directories(out);

@@ -84,7 +84,7 @@ CompileOptions precision_compile_options(const TrainConfig& config) {
   return options;
 }
 
-CompiledRank compile_rank(const TrainConfig& config, const Mesh& mesh, const Layout& layout,
+CompiledRank compile_rank(const TrainConfig& config, const Mesh& mesh, const Layout& requested,
                           int rank, CompileMode mode, DistributedContext* ctx, GraphCache* cache) {
   TS_CHECK(rank >= 0 && rank < mesh.rank_count(), "rank ", rank, " is not a rank of mesh ",
            mesh.to_string());
@@ -93,7 +93,7 @@ CompiledRank compile_rank(const TrainConfig& config, const Mesh& mesh, const Lay
   CompiledRank c;
   c.config = config;
   c.mesh = mesh;
-  c.layout = layout;
+  c.layout = requested;
   c.rank = rank;
   c.mode = mode;
   c.recompute_choice = resolve_recompute(c.config);
@@ -123,6 +123,9 @@ CompiledRank compile_rank(const TrainConfig& config, const Mesh& mesh, const Lay
   } else {
     t = build_training_graph(cfg, cfg.batch);
   }
+  // The defaults by axis name keep only the dims this model has.
+  c.layout.drop_absent_defaults(t.graph);
+  const Layout& layout = c.layout;
   layout.validate(t.graph, mesh);
   {
     std::vector<bool> all(t.graph.size(), true);

@@ -96,13 +96,56 @@ size_t edit_distance(const std::string& a, const std::string& b) {
   return row[b.size()];
 }
 
+// Names other frameworks (PyTorch, Hugging Face, nanoGPT, Megatron) give
+// Tessel's keys, which edit distance alone would not find.
+const std::map<std::string, std::string>& key_aliases() {
+  static const std::map<std::string, std::string> aliases = {
+      {"learning_rate", "lr"},
+      {"max_lr", "lr"},
+      {"min_learning_rate", "min_lr"},
+      {"warmup", "warmup_steps"},
+      {"warmup_iters", "warmup_steps"},
+      {"num_warmup_steps", "warmup_steps"},
+      {"max_steps", "steps"},
+      {"max_iters", "steps"},
+      {"num_steps", "steps"},
+      {"train_steps", "steps"},
+      {"batch_size", "batch"},
+      {"micro_batch_size", "batch"},
+      {"max_grad_norm", "grad_clip"},
+      {"clip_grad", "grad_clip"},
+      {"gradient_clipping", "grad_clip"},
+      {"num_layers", "n_layer"},
+      {"num_heads", "n_head"},
+      {"n_embd", "d_model"},
+      {"hidden_size", "d_model"},
+      {"block_size", "context"},
+      {"seq_len", "context"},
+      {"max_seq_len", "context"},
+      {"vocab_size", "vocab"},
+      {"epsilon", "eps"},
+      {"num_threads", "threads"},
+      {"gradient_accumulation_steps", "microbatches"},
+  };
+  return aliases;
+}
+
 [[noreturn]] void unknown_key(const std::string& key) {
+  // A learning-rate schedule is not a key: 'schedule' is the pipeline's.
+  if (key == "lr_schedule" || key == "lr_scheduler" || key == "scheduler" || key == "lr_decay" ||
+      key == "decay_lr")
+    TS_THROW("config: unknown key '", key,
+             "': Tessel has no learning-rate schedule key; the learning rate warms up linearly "
+             "over 'warmup_steps' to 'lr', then decays on a cosine to 'min_lr' at 'steps' "
+             "('schedule' is the pipeline schedule)");
   std::string best;
+  if (auto it = key_aliases().find(key); it != key_aliases().end()) best = it->second;
   size_t best_distance = 4;
-  for (const auto& [known, rule] : rules()) {
-    size_t d = edit_distance(key, known);
-    if (d < best_distance) best_distance = d, best = known;
-  }
+  if (best.empty())
+    for (const auto& [known, rule] : rules()) {
+      size_t d = edit_distance(key, known);
+      if (d < best_distance) best_distance = d, best = known;
+    }
   TS_THROW("config: unknown key '", key, "'",
            best.empty() ? std::string() : str_cat(" (did you mean '", best, "'?)"));
 }

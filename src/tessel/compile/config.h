@@ -68,7 +68,7 @@ struct TrainConfig {
   int64_t eval_batches = 8;
   int64_t sample_chars = 0;  // gpt: characters sampled after training (0: none)
   std::string sample_prompt = "The ";
-  int threads = 0;  // 0: all cores
+  int threads = 0;  // 0: the host's cores / the ranks on it (train/threads.h)
   // Where programs run: "cpu" | "cuda" (backend/backend.h; this build has no
   // CUDA backend yet, so "cuda" is refused before any compute).
   std::string device = "cpu";

@@ -137,6 +137,7 @@ PipelineModel::PipelineModel(const TrainConfig& config, const Mesh& mesh, int ra
   }
   const Graph& forward = graphs->forward;
   // Against the whole model: a middle stage lacks the vocab dim a layout may shard.
+  stage_layout_.drop_absent_defaults(forward);
   stage_layout_.validate(forward, stage_mesh_);
   partition_ = graphs->partition;
   flops_per_step_ = graphs->flops_per_step;

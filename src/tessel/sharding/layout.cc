@@ -1,5 +1,7 @@
 #include "tessel/sharding/layout.h"
 
+#include <algorithm>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -38,6 +40,54 @@ std::vector<ParsedEntry> parse_entries(const std::string& text, const Mesh& mesh
   return out;
 }
 
+// The dims of the graph's tensors in order of first appearance, each with
+// every extent it has.
+std::vector<std::pair<std::string, std::set<int64_t>>> dims_of(const Graph& graph) {
+  std::vector<std::pair<std::string, std::set<int64_t>>> dims;
+  std::map<std::string, size_t> index;
+  for (const Node& n : graph.nodes())
+    for (const Dim& d : n.shape.dims()) {
+      auto [it, added] = index.emplace(d.name, dims.size());
+      if (added) dims.push_back({d.name, {}});
+      dims[it->second].second.insert(d.size);
+    }
+  return dims;
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string text;
+  for (const std::string& n : names) text += (text.empty() ? "" : ", ") + n;
+  return text;
+}
+
+// The error for mesh axis `axis`, which no dim maps to: the dims of the
+// model it could split (not mapped elsewhere, every extent divisible by the
+// axis), and a --layout that keeps `mapped` (the layout so far) and adds one.
+std::string unmapped_axis_error(const Graph& graph, const MeshAxis& axis,
+                                const std::set<std::string>& mapped_dims,
+                                const std::string& mapped) {
+  std::vector<std::string> fit, all;
+  for (const auto& [dim, sizes] : dims_of(graph)) {
+    if (mapped_dims.count(dim)) continue;
+    all.push_back(dim);
+    bool divides = true;
+    for (int64_t size : sizes) divides = divides && size % axis.size == 0;
+    if (divides) fit.push_back(dim);
+  }
+  std::string example;
+  if (!fit.empty()) {
+    std::string dim = fit.front();  // data or tensor parallelism first, if they fit
+    for (const std::string& preferred : {std::string("hidden"), std::string("heads"), kBatchDim})
+      if (std::find(fit.begin(), fit.end(), preferred) != fit.end()) dim = preferred;
+    example = str_cat(", e.g. --layout ", mapped.empty() ? "" : mapped + ",", dim, "=", axis.name);
+  }
+  return str_cat("mesh axis '", axis.name, "' has no dim mapped to it, so its ", axis.size,
+                 " ranks would each do the whole job: map one with --layout", example,
+                 fit.empty() ? str_cat(" (no dim of the model divides by ", axis.size,
+                                       "; the model's dims: ", joined(all), ")")
+                             : str_cat(" (the model's dims it divides: ", joined(fit), ")"));
+}
+
 }  // namespace
 
 Layout Layout::parse(const std::string& text, const Mesh& mesh) {
@@ -53,7 +103,18 @@ Layout Layout::defaults(const Mesh& mesh) {
     if (a.name == "data") text += kBatchDim + "=data,";
     if (a.name == "model") text += "heads=model,hidden=model,vocab=model,";
   }
-  return parse(text, mesh);
+  Layout l = parse(text, mesh);
+  for (Entry& e : l.entries_) e.by_default = true;
+  return l;
+}
+
+void Layout::drop_absent_defaults(const Graph& graph) {
+  std::set<std::string> dims;
+  for (const Node& n : graph.nodes())
+    for (const Dim& d : n.shape.dims()) dims.insert(d.name);
+  entries_.erase(std::remove_if(entries_.begin(), entries_.end(),
+                                [&](const Entry& e) { return e.by_default && !dims.count(e.dim); }),
+                 entries_.end());
 }
 
 void Layout::set_override(const std::string& label, const std::string& spec, const Mesh& mesh) {
@@ -91,7 +152,7 @@ void Layout::validate(const Graph& graph, const Mesh& mesh) const {
   for (const Node& n : graph.nodes())
     for (const Dim& d : n.shape.dims()) dims.insert(d.name);
   for (const Entry& e : entries_) {
-    if (dims.count(e.dim)) continue;
+    if (dims.count(e.dim) || e.by_default) continue;  // a default the model lacks maps nothing
     std::string known;
     for (const std::string& d : dims) known += (known.empty() ? "" : ", ") + d;
     TS_THROW("layout maps dim '", e.dim, "' to axis '", mesh.axis(e.axis).name,
@@ -117,6 +178,24 @@ void Layout::validate(const Graph& graph, const Mesh& mesh) const {
                    " does not have");
     }
     if (!found) TS_THROW("override for '", label, "': no value has that label");
+  }
+  // Every axis but the pipeline's splits something; else its ranks would
+  // each do the whole job (`--mesh dp=2` with no layout for `dp`).
+  std::set<int> mapped_axes;
+  std::set<std::string> mapped_dims;
+  std::string mapped;
+  for (const Entry& e : entries_)
+    if (dims.count(e.dim)) {
+      mapped_axes.insert(e.axis);
+      mapped_dims.insert(e.dim);
+      mapped += (mapped.empty() ? "" : ",") + e.dim + "=" + e.axis_name;
+    }
+  for (const auto& [label, entries] : overrides_)
+    for (const Entry& e : entries) mapped_axes.insert(e.axis);
+  for (int a = 0; a < static_cast<int>(mesh.axes().size()); ++a) {
+    const MeshAxis& axis = mesh.axis(a);
+    if (axis.size > 1 && axis.name != kPipeAxis && !mapped_axes.count(a))
+      throw Error(unmapped_axis_error(graph, axis, mapped_dims, mapped));
   }
 }
 

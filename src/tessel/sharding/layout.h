@@ -27,8 +27,12 @@ class Layout {
   // "batch=data,heads=model"; errors name unknown axes and doubly mapped dims.
   static Layout parse(const std::string& text, const Mesh& mesh);
   // Defaults by axis name: data -> batch; model -> heads, hidden, vocab;
-  // any other axis maps nothing.
+  // any other axis maps nothing. They are resolved against a model by
+  // drop_absent_defaults: a default dim the model lacks maps nothing.
   static Layout defaults(const Mesh& mesh);
+  // Removes the default entries (not those parsed from text) whose dim no
+  // tensor of `graph` has (the MLP has no `heads`).
+  void drop_absent_defaults(const Graph& graph);
 
   // Override for the value labelled `label`: "seq=model,..." or "" (all B).
   void set_override(const std::string& label, const std::string& spec, const Mesh& mesh);
@@ -38,8 +42,12 @@ class Layout {
   // The axis a dim maps to, or -1.
   int axis_of(const std::string& dim) const;
 
-  // Before any compute: every mapped dim exists somewhere in the graph, and
-  // every value's target divides evenly. Throws naming dim, axis and sizes.
+  // Before any compute: every mapped dim exists somewhere in the graph (a
+  // default the model lacks is skipped), every value's target divides
+  // evenly, and every mesh axis of size > 1 but `pipe` (the pipeline's) has a
+  // dim mapped to it, by the layout or an override: otherwise every rank along
+  // it would do the same work. Throws naming dim, axis and sizes (for an
+  // unmapped axis: the model's dims it could split).
   void validate(const Graph& graph, const Mesh& mesh) const;
 
   std::string to_string() const;
@@ -49,6 +57,7 @@ class Layout {
     std::string dim;
     int axis;
     std::string axis_name;
+    bool by_default = false;  // from defaults(), not from the user's text
   };
   std::vector<Entry> entries_;  // in priority order
   std::map<std::string, std::vector<Entry>> overrides_;

@@ -1,7 +1,5 @@
 #include "tessel/train/trainer.h"
 
-#include <omp.h>
-
 #include <chrono>
 #include <utility>
 
@@ -9,6 +7,7 @@
 #include "tessel/train/checkpoint/checkpoint.h"
 #include "tessel/train/checkpoint/run_state.h"
 #include "tessel/train/fault_inject.h"
+#include "tessel/train/threads.h"
 
 namespace tessel {
 namespace {
@@ -27,7 +26,7 @@ Trainer::~Trainer() = default;
 
 Trainer::Trainer(const TrainConfig& config) : config_(config) {
   config_.validate();
-  if (config_.threads > 0) omp_set_num_threads(config_.threads);
+  threads_ = apply_threads(config_.threads);
   backend_ = &backend_for(config_.device);  // a missing device is an error before any compute
   auto t = std::chrono::steady_clock::now();
   ctx_ = std::make_unique<DistributedContext>(config_.mesh, config_.layout);
@@ -42,6 +41,8 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   CompiledRank compiled = compile_rank(config_, ctx_->mesh(), ctx_->layout(), ctx_->rank(),
                                        CompileMode::kRun, ctx_.get());
   startup_.compile = lap(t);
+  // The layout resolved against the model (defaults it lacks dropped), as reported.
+  if (!compiled.pipelined()) ctx_->layout() = compiled.layout;
   global_flops_ = compiled.flops_per_step;
   // The optimizer: one update of the slots the engine hands over, at the
   // current step's learning rate.

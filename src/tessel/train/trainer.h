@@ -64,6 +64,9 @@ class Trainer {
   // This rank's parameter shards (the full parameters on a single process).
   ParamStore& params() { return engine_->params(); }
   int64_t steps_done() const { return step_; }
+  // Intra-op threads of this rank: 'threads', else its share of the host's
+  // cores (train/threads.h).
+  int threads() const { return threads_; }
   void set_steps_done(int64_t step) { step_ = step; }
   // Checkpoints hold full tensors whatever the layout, so a run can resume on
   // another mesh. Both are collective; only the root writes. A save gathers
@@ -126,6 +129,7 @@ class Trainer {
   std::unique_ptr<Engine> engine_;  // this rank's compiled step
   double global_flops_ = 0;
   int64_t step_ = 0;
+  int threads_ = 1;
   StartupSeconds startup_;
 };
 

@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "common/error_of.h"
 #include "tessel/train/checkpoint/background_writer.h"
@@ -28,9 +30,16 @@ struct OutDir {
   ~OutDir() { fs::remove_all(path); }
   // A complete step directory (what save_checkpoint renames into place).
   void complete_step(int64_t step) const {
-    fs::path d = periodic_checkpoint_dir(path.string(), step);
-    fs::create_directories(d);
-    std::ofstream(fs::path(d) / "manifest.json") << "{}";
+    write_checkpoint(periodic_checkpoint_dir(path.string(), step), step);
+  }
+  // A real (tiny) checkpoint: one tensor, a manifest that reads back.
+  static void write_checkpoint(const fs::path& dir, int64_t step) {
+    fs::create_directories(dir.parent_path());
+    CheckpointSource source;
+    source.params = {{"w", Shape{{"a", 4}}, false}};
+    const std::vector<float> w = {1, 2, 3, 4};
+    source.full = [&](size_t, CheckpointSource::Part) { return w.data(); };
+    save_checkpoint(dir.string(), TrainConfig{}, source, step);
   }
 };
 
@@ -70,8 +79,7 @@ TEST(CheckpointDirs, AutoFallsBackToTheNewestCompleteStepThenTheFinalCheckpoint)
   EXPECT_EQ(newest_checkpoint(o), "");
   EXPECT_NE(error_of([&] { resolve_resume("auto", o); }).find("no complete checkpoint under"),
             std::string::npos);
-  fs::create_directories(out.path / "checkpoint");
-  std::ofstream(out.path / "checkpoint" / "manifest.json") << "{}";
+  OutDir::write_checkpoint(out.path / "checkpoint", 20);
   EXPECT_EQ(resolve_resume("auto", o), (out.path / "checkpoint").string());
   out.complete_step(2);
   out.complete_step(10);
@@ -85,6 +93,34 @@ TEST(CheckpointDirs, AutoFallsBackToTheNewestCompleteStepThenTheFinalCheckpoint)
               resolve_resume((out.path / "nope").string(), o);
             }).find("not a complete checkpoint"),
             std::string::npos);
+}
+
+// A damaged newest checkpoint (truncated tensors, a broken manifest) is
+// skipped with the reason; the newest one that validates is picked; when none
+// does, the error names each one tried.
+TEST(CheckpointDirs, AutoSkipsDamagedCheckpointsAndNamesEachWhenNoneValidates) {
+  OutDir out;
+  const std::string o = out.path.string();
+  for (int64_t step : {2, 4, 6}) {
+    out.complete_step(step);
+    publish_periodic_checkpoint(o, step, 3);
+  }
+  const fs::path s6 = periodic_checkpoint_dir(o, 6), s4 = periodic_checkpoint_dir(o, 4),
+                 s2 = periodic_checkpoint_dir(o, 2);
+  fs::resize_file(s6 / "model.safetensors", fs::file_size(s6 / "model.safetensors") - 3);
+  std::ofstream(s4 / "manifest.json") << "{\"format\": \"tessel-chec";
+  std::vector<std::string> skipped;
+  EXPECT_EQ(resolve_resume("auto", o, &skipped), s2.string());
+  ASSERT_EQ(skipped.size(), 2u);
+  EXPECT_NE(skipped[0].find(s6.string()), std::string::npos) << skipped[0];
+  EXPECT_NE(skipped[0].find("model.safetensors"), std::string::npos) << skipped[0];
+  EXPECT_NE(skipped[1].find(s4.string()), std::string::npos) << skipped[1];
+  EXPECT_NE(skipped[1].find("manifest.json"), std::string::npos) << skipped[1];
+
+  fs::remove(s2 / "model.safetensors");
+  const std::string e = error_of([&] { resolve_resume("auto", o); });
+  for (const fs::path& d : {s6, s4, s2}) EXPECT_NE(e.find(d.string()), std::string::npos) << e;
+  EXPECT_NE(e.find("no checkpoint under '" + o + "' validates"), std::string::npos) << e;
 }
 
 TEST(BackgroundWriter, RunsOneJobAtATimeAndReportsItsError) {

@@ -92,16 +92,39 @@ TEST(DataFortunes, ParsesSeparatorsAndSkipsNonFortuneFiles) {
   EXPECT_EQ(std::string(corpus.val.begin(), corpus.val.end()), val);
 }
 
-TEST(DataFortunes, MissingCorpusNamesThePackage) {
-  TempDir dir("fortunes_empty");
+// The user's own data_dir: the error says what was found there and the
+// format expected; only the default directory's absence names the package.
+TEST(DataFortunes, UserDirectoryErrorsSayWhatWasFoundAndTheFormat) {
+  TempDir dir("fortunes_user");
   write_text(dir.file("x.dat"), "index only");
   std::string msg = error_of([&] { TextCorpus::load_fortunes(dir.path()); });
-  EXPECT_NE(msg.find("apt-get install fortunes"), std::string::npos) << msg;
-  EXPECT_NE(msg.find(dir.path()), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("apt-get"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("no fortune files in '" + dir.path() + "'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("x.dat"), std::string::npos) << msg;  // skipped, and said so
+  EXPECT_NE(msg.find("lines holding only `%`"), std::string::npos) << msg;
+
+  write_text(dir.file("notes.txt"), "plain text\nwith no separators\n");
+  msg = error_of([&] { TextCorpus::load_fortunes(dir.path()); });
+  EXPECT_EQ(msg.find("apt-get"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("1 entry in 1 file (notes.txt)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("at least 10"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("lines holding only `%`"), std::string::npos) << msg;
+
+  msg = error_of([&] { TextCorpus::load_fortunes(dir.file("notes.txt")); });
+  EXPECT_NE(msg.find("'" + dir.file("notes.txt") + "' is a file, not a directory"),
+            std::string::npos)
+      << msg;
+  EXPECT_EQ(msg.find("apt-get"), std::string::npos) << msg;
 
   msg = error_of([&] { TextCorpus::load_fortunes(dir.file("nonexistent")); });
-  EXPECT_NE(msg.find("fortunes"), std::string::npos) << msg;
-  EXPECT_NE(msg.find(dir.file("nonexistent")), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'" + dir.file("nonexistent") + "' does not exist"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("apt-get"), std::string::npos) << msg;
+}
+
+TEST(DataFortunes, MissingDefaultCorpusNamesThePackage) {
+  const std::string msg = fortunes_missing_message(kFortunesDir, "directory does not exist");
+  EXPECT_NE(msg.find("apt-get install fortunes"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(kFortunesDir), std::string::npos) << msg;
 }
 
 TEST(DataText, UnigramEntropy) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tessel/base/error.h"
+#include "tessel/train/checkpoint/checkpoint.h"
 #include "tessel/train/checkpoint/safetensors.h"
 
 namespace tessel {
@@ -79,17 +80,44 @@ std::string newest_checkpoint(const std::string& out) {
   return "";
 }
 
-std::string resolve_resume(const std::string& resume, const std::string& out) {
+void check_checkpoint_files(const std::string& dir) {
+  read_checkpoint_info(dir);
+  SafetensorsReader model((fs::path(dir) / "model.safetensors").string());
+  for (const char* optional : {"optimizer.safetensors", "tied_copies.safetensors"})
+    if (fs::exists(fs::path(dir) / optional))
+      SafetensorsReader reader((fs::path(dir) / optional).string());
+}
+
+std::string resolve_resume(const std::string& resume, const std::string& out,
+                           std::vector<std::string>* skipped) {
   if (resume != "auto") {
     if (!complete(resume))
       TS_THROW("--resume '", resume, "': not a complete checkpoint (no manifest.json there)");
     return resume;
   }
-  std::string dir = newest_checkpoint(out);
-  if (dir.empty())
+  // Newest first, as newest_checkpoint orders them: the one `latest` names,
+  // the step directories, the final checkpoint.
+  std::vector<std::string> candidates;
+  const std::string newest = newest_checkpoint(out);
+  if (newest.empty())
     TS_THROW("--resume auto: no complete checkpoint under '", out,
              "' (looked for checkpoints/latest, checkpoints/step-N/ and checkpoint/)");
-  return dir;
+  candidates.push_back(newest);
+  for (const auto& [s, dir] : step_dirs(out))
+    if (complete(dir) && dir.string() != newest) candidates.push_back(dir.string());
+  const fs::path final_dir = fs::path(out) / "checkpoint";
+  if (complete(final_dir) && final_dir.string() != newest) candidates.push_back(final_dir.string());
+  std::string tried;
+  for (const std::string& dir : candidates) {
+    try {
+      check_checkpoint_files(dir);
+      return dir;
+    } catch (const Error& e) {
+      if (skipped) skipped->push_back(str_cat("'", dir, "': ", e.what()));
+      tried += str_cat("\n  '", dir, "': ", e.what());
+    }
+  }
+  TS_THROW("--resume auto: no checkpoint under '", out, "' validates; tried, newest first:", tried);
 }
 
 }  // namespace tessel

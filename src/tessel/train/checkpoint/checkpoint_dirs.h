@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace tessel {
 
@@ -31,8 +32,18 @@ void publish_periodic_checkpoint(const std::string& out, int64_t step, int keep)
 // complete; "" if none.
 std::string newest_checkpoint(const std::string& out);
 
-// `--resume` resolved: "auto" -> newest_checkpoint(out) (an error naming
-// `out` if there is none), anything else is a checkpoint directory.
-std::string resolve_resume(const std::string& resume, const std::string& out);
+// Reads what a resume reads first and throws naming the file at fault: the
+// manifest, and the header and size of every tensor file (a truncated or
+// damaged file fails here, not halfway through loading).
+void check_checkpoint_files(const std::string& dir);
+
+// `--resume` resolved: anything but "auto" is a checkpoint directory. "auto"
+// is the newest complete checkpoint under `out` (newest_checkpoint's order:
+// `latest`, the step directories, the final one) that passes
+// check_checkpoint_files; each damaged one passed over is appended to
+// `skipped` ("'DIR': why"). Throws naming `out` if there is no complete
+// checkpoint, and each one tried if none validates.
+std::string resolve_resume(const std::string& resume, const std::string& out,
+                           std::vector<std::string>* skipped = nullptr);
 
 }  // namespace tessel

@@ -61,8 +61,32 @@ std::vector<std::string> split_fortunes(const std::string& text) {
 }
 
 [[noreturn]] void throw_missing_fortunes(const std::string& dir, const std::string& why) {
-  TS_THROW("fortunes corpus is missing: ", why, " in '", dir,
-           "'; install it with `apt-get install fortunes` (or fortunes-min)");
+  throw Error(fortunes_missing_message(dir, why));
+}
+
+constexpr const char* kFortuneFormat =
+    "'data' \"fortunes\" reads a directory of fortune files: plain text, entries separated by "
+    "lines holding only `%`";
+
+// Up to five of `names`, then how many more.
+std::string some_names(const std::vector<std::string>& names) {
+  std::string text;
+  for (size_t i = 0; i < names.size() && i < 5; ++i) text += (i ? ", " : "") + names[i];
+  if (names.size() > 5) text += str_cat(" and ", names.size() - 5, " more");
+  return text;
+}
+
+// A user's data_dir that is missing or not a directory (the default one
+// names the package instead).
+void check_data_dir(const std::string& dir) {
+  std::error_code ec;
+  const bool is_default = dir == kDefaultFortunesDir;
+  if (fs::is_directory(dir, ec)) return;
+  if (is_default) throw_missing_fortunes(dir, "directory does not exist");
+  if (fs::exists(dir, ec))
+    TS_THROW("data_dir '", dir, "' is a file, not a directory; ", kFortuneFormat,
+             " (put the file in a directory of its own, with `%` lines between its entries)");
+  TS_THROW("data_dir '", dir, "' does not exist; ", kFortuneFormat);
 }
 
 void check_rows(const char* fn, int64_t row_begin, int64_t row_end, int64_t context) {
@@ -75,22 +99,38 @@ void check_rows(const char* fn, int64_t row_begin, int64_t row_end, int64_t cont
 
 }  // namespace
 
-TextCorpus TextCorpus::load_fortunes(const std::string& dir) {
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) throw_missing_fortunes(dir, "directory does not exist");
+std::string fortunes_missing_message(const std::string& dir, const std::string& why) {
+  return str_cat("fortunes corpus is missing: ", why, " in '", dir,
+                 "'; install it with `apt-get install fortunes` (or fortunes-min)");
+}
 
-  std::vector<std::string> files;
+TextCorpus TextCorpus::load_fortunes(const std::string& dir) {
+  check_data_dir(dir);
+  const bool is_default = dir == kDefaultFortunesDir;
+  std::error_code ec;
+  std::vector<std::string> files, skipped;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     // symlink_status: do not follow *.u8 links (they duplicate the plain files).
     std::error_code status_ec;
-    if (!fs::is_regular_file(it->symlink_status(status_ec)) || status_ec) continue;
     std::string name = it->path().filename().string();
-    if (name.empty() || name[0] == '.' || ends_with(name, ".dat") || ends_with(name, ".u8"))
+    if (!fs::is_regular_file(it->symlink_status(status_ec)) || status_ec || name.empty() ||
+        name[0] == '.' || ends_with(name, ".dat") || ends_with(name, ".u8")) {
+      skipped.push_back(name);
       continue;
+    }
     files.push_back(it->path().string());
   }
   if (ec) TS_THROW("cannot list fortunes directory '", dir, "': ", ec.message());
   std::sort(files.begin(), files.end());
+  std::sort(skipped.begin(), skipped.end());
+  if (files.empty() && is_default) throw_missing_fortunes(dir, "no fortune files found");
+  if (files.empty())
+    TS_THROW("no fortune files in '", dir, "' (",
+             skipped.empty() ? std::string("it is empty")
+                             : str_cat("not read: ", some_names(skipped),
+                                       "; *.dat index files, links, hidden files and "
+                                       "directories are skipped"),
+             "); ", kFortuneFormat);
 
   TextCorpus corpus;
   int64_t k = 0;
@@ -104,10 +144,15 @@ TextCorpus TextCorpus::load_fortunes(const std::string& dir) {
     }
     corpus.sources.push_back(path);
   }
-  if (k == 0) throw_missing_fortunes(dir, "no fortune files found");
-  if (corpus.val.empty())
-    TS_THROW("fortunes corpus in '", dir, "' has only ", k,
-             " fortunes; need at least 10 to form a validation split");
+  if (k == 0 && is_default) throw_missing_fortunes(dir, "no fortune files found");
+  if (corpus.val.empty()) {
+    std::vector<std::string> names;
+    for (const std::string& f : files) names.push_back(fs::path(f).filename().string());
+    TS_THROW("fortunes corpus in '", dir, "' has ", k, k == 1 ? " entry" : " entries", " in ",
+             files.size(), files.size() == 1 ? " file (" : " files (", some_names(names),
+             "); need at least 10 to form a validation split (every tenth entry). ", kFortuneFormat,
+             "; a file without such lines is one entry");
+  }
   return corpus;
 }
 

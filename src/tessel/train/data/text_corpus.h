@@ -13,6 +13,9 @@
 
 namespace tessel {
 
+// Where Debian's `fortunes` packages install their files.
+inline const std::string kDefaultFortunesDir = "/usr/share/games/fortunes";
+
 class TextCorpus {
  public:
   // The plain fortune files of Debian's `fortunes` / `fortunes-min` packages:
@@ -20,8 +23,10 @@ class TextCorpus {
   // such as *.u8, not the *.dat index files), in sorted name order. Fortunes
   // are separated by lines consisting of `%`; fortune k (counted across all
   // files in order, empty ones skipped) goes to val if k % 10 == 9, else to
-  // train, each followed by a "\n" separator. Throws if none are found.
-  static TextCorpus load_fortunes(const std::string& dir = "/usr/share/games/fortunes");
+  // train, each followed by a "\n" separator. Throws if there are fewer
+  // than 10: for the default directory, naming the package to install; for
+  // another, saying what was found there and the format expected.
+  static TextCorpus load_fortunes(const std::string& dir = kDefaultFortunesDir);
 
   // The whole file as `val` (train stays empty), for evaluating on arbitrary
   // text. Throws if the file is missing, unreadable or empty.
@@ -31,6 +36,10 @@ class TextCorpus {
   std::vector<uint8_t> val;
   std::vector<std::string> sources;  // The files read, in order.
 };
+
+// The error for a missing default fortunes corpus in `dir` (`why`: what is
+// wrong), which names the package to install.
+std::string fortunes_missing_message(const std::string& dir, const std::string& why);
 
 // Entropy of the byte histogram of `bytes`, in nats (0 for an empty vector).
 double unigram_entropy_nats(const std::vector<uint8_t>& bytes);
