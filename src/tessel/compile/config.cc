@@ -4,6 +4,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <type_traits>
 
 #include "tessel/base/error.h"
 #include "tessel/compile/config_limits.h"
@@ -15,68 +16,128 @@ namespace {
 
 using nlohmann::json;
 
-// One entry per key: how to read it from and write it to JSON.
+// One entry per key: how to read it from and write it to JSON, its JSON
+// type and one line of meaning (tessel config --list, docs/config.md).
 struct KeyRule {
   std::function<void(TrainConfig&, const json&)> read;
   std::function<json(const TrainConfig&)> write;
+  const char* type;
+  const char* doc;
 };
 
 template <typename T>
-KeyRule field(T TrainConfig::*member) {
+const char* json_type_name() {
+  if constexpr (std::is_same_v<T, bool>)
+    return "boolean";
+  else if constexpr (std::is_integral_v<T>)
+    return "integer";
+  else if constexpr (std::is_floating_point_v<T>)
+    return "number";
+  else if constexpr (std::is_same_v<T, std::string>)
+    return "string";
+  else if constexpr (std::is_same_v<T, json>)
+    return "object";
+  else if constexpr (std::is_same_v<T, std::vector<int64_t>>)
+    return "list of integers";
+  else
+    return "object of strings";
+}
+
+template <typename T>
+KeyRule field(T TrainConfig::*member, const char* doc) {
   return {[member](TrainConfig& c, const json& v) { c.*member = v.get<T>(); },
-          [member](const TrainConfig& c) { return json(c.*member); }};
+          [member](const TrainConfig& c) { return json(c.*member); }, json_type_name<T>(), doc};
 }
 
 const std::map<std::string, KeyRule>& rules() {
   static const std::map<std::string, KeyRule> table = {
-      {"model", field(&TrainConfig::model)},
-      {"n_layer", field(&TrainConfig::n_layer)},
-      {"n_head", field(&TrainConfig::n_head)},
-      {"d_model", field(&TrainConfig::d_model)},
-      {"context", field(&TrainConfig::context)},
-      {"vocab", field(&TrainConfig::vocab)},
-      {"hidden", field(&TrainConfig::hidden)},
-      {"dropout", field(&TrainConfig::dropout)},
-      {"model_options", field(&TrainConfig::model_options)},
-      {"data", field(&TrainConfig::data)},
-      {"data_dir", field(&TrainConfig::data_dir)},
-      {"batch", field(&TrainConfig::batch)},
-      {"steps", field(&TrainConfig::steps)},
-      {"optimizer", field(&TrainConfig::optimizer)},
-      {"precision", field(&TrainConfig::precision)},
-      {"bf16_activations", field(&TrainConfig::bf16_activations)},
-      {"grad_reduce_precision", field(&TrainConfig::grad_reduce_precision)},
-      {"tp_comm_precision", field(&TrainConfig::tp_comm_precision)},
-      {"lr", field(&TrainConfig::lr)},
-      {"min_lr", field(&TrainConfig::min_lr)},
-      {"warmup_steps", field(&TrainConfig::warmup_steps)},
-      {"weight_decay", field(&TrainConfig::weight_decay)},
-      {"beta1", field(&TrainConfig::beta1)},
-      {"beta2", field(&TrainConfig::beta2)},
-      {"eps", field(&TrainConfig::eps)},
-      {"grad_clip", field(&TrainConfig::grad_clip)},
-      {"seed", field(&TrainConfig::seed)},
-      {"eval_every", field(&TrainConfig::eval_every)},
-      {"eval_batches", field(&TrainConfig::eval_batches)},
-      {"sample_chars", field(&TrainConfig::sample_chars)},
-      {"sample_prompt", field(&TrainConfig::sample_prompt)},
-      {"threads", field(&TrainConfig::threads)},
-      {"device", field(&TrainConfig::device)},
-      {"mesh", field(&TrainConfig::mesh)},
-      {"layout", field(&TrainConfig::layout)},
-      {"bucket_mib", field(&TrainConfig::bucket_mib)},
-      {"zero", field(&TrainConfig::zero)},
-      {"recompute", field(&TrainConfig::recompute)},
-      {"memory_limit", field(&TrainConfig::memory_limit)},
-      {"shard", field(&TrainConfig::shard)},
-      {"microbatches", field(&TrainConfig::microbatches)},
-      {"schedule", field(&TrainConfig::schedule)},
-      {"chunks", field(&TrainConfig::chunks)},
-      {"stages", field(&TrainConfig::stages)},
-      {"trace", field(&TrainConfig::trace)},
-      {"checkpoint_every", field(&TrainConfig::checkpoint_every)},
-      {"keep_checkpoints", field(&TrainConfig::keep_checkpoints)},
-      {"async_save", field(&TrainConfig::async_save)},
+      {"model", field(&TrainConfig::model,
+                      "a registered model: gpt (byte-level GPT), mlp (Fashion-MNIST classifier), "
+                      "or one registered from C++ or Python")},
+      {"n_layer", field(&TrainConfig::n_layer, "transformer blocks")},
+      {"n_head", field(&TrainConfig::n_head, "attention heads (must divide d_model)")},
+      {"d_model", field(&TrainConfig::d_model, "width of the residual stream")},
+      {"context", field(&TrainConfig::context, "sequence length in tokens")},
+      {"vocab", field(&TrainConfig::vocab, "vocabulary size (the GPT trains on bytes: 256)")},
+      {"hidden", field(&TrainConfig::hidden, "the MLP's hidden width")},
+      {"dropout", field(&TrainConfig::dropout, "dropout probability (0: none)")},
+      {"model_options",
+       field(&TrainConfig::model_options, "a registered model's own keys, e.g. {\"patch\": 7}")},
+      {"data", field(&TrainConfig::data, "fortunes (text) | fashion-mnist (images)")},
+      {"data_dir", field(&TrainConfig::data_dir,
+                         "a directory of fortune files (entries separated by lines holding only "
+                         "%); empty: the Debian package's")},
+      {"batch",
+       field(&TrainConfig::batch, "sequences (or images) per step, over all data-parallel ranks")},
+      {"steps", field(&TrainConfig::steps, "training steps")},
+      {"optimizer", field(&TrainConfig::optimizer, "adamw | sgd")},
+      {"precision",
+       field(&TrainConfig::precision,
+             "f32 | bf16 (GEMM operands in bf16, f32 accumulation; docs/precision.md)")},
+      {"bf16_activations",
+       field(&TrainConfig::bf16_activations,
+             "with bf16: store values only einsums read in bf16 (same numbers, half the bytes)")},
+      {"grad_reduce_precision",
+       field(&TrainConfig::grad_reduce_precision,
+             "f32 | bf16: gradient all-reduce buckets on the wire (no pipelines)")},
+      {"tp_comm_precision",
+       field(&TrainConfig::tp_comm_precision,
+             "f32 | bf16: tensor-parallel partial sums on the wire (needs precision bf16)")},
+      {"lr", field(&TrainConfig::lr, "peak learning rate")},
+      {"min_lr", field(&TrainConfig::min_lr, "learning rate at the end of the cosine decay")},
+      {"warmup_steps",
+       field(&TrainConfig::warmup_steps, "linear warm-up steps (must be below steps)")},
+      {"weight_decay", field(&TrainConfig::weight_decay,
+                             "AdamW's decoupled weight decay (not on biases and norms)")},
+      {"beta1", field(&TrainConfig::beta1, "AdamW's first-moment decay")},
+      {"beta2", field(&TrainConfig::beta2, "AdamW's second-moment decay")},
+      {"eps", field(&TrainConfig::eps, "AdamW's epsilon")},
+      {"grad_clip", field(&TrainConfig::grad_clip, "global gradient-norm clip (0: off)")},
+      {"seed",
+       field(&TrainConfig::seed,
+             "seeds initial weights, dropout and data order (counter-based, layout-independent)")},
+      {"eval_every",
+       field(&TrainConfig::eval_every, "steps between validation passes (0: only at the end)")},
+      {"eval_batches", field(&TrainConfig::eval_batches, "batches per validation pass")},
+      {"sample_chars",
+       field(&TrainConfig::sample_chars, "GPT: bytes sampled after training (0: none)")},
+      {"sample_prompt", field(&TrainConfig::sample_prompt, "GPT: the sample's prompt")},
+      {"threads", field(&TrainConfig::threads,
+                        "intra-op threads per rank (0: the host's cores / the ranks on it)")},
+      {"device", field(&TrainConfig::device,
+                       "cpu | cuda: where programs run (docs/gpu.md; cuda is refused until its "
+                       "backend exists)")},
+      {"mesh",
+       field(&TrainConfig::mesh, "mesh axes and sizes, e.g. data=2,model=2 (empty: one rank)")},
+      {"layout",
+       field(&TrainConfig::layout,
+             "dims to mesh axes, e.g. batch=data,heads=model (empty: defaults by axis name)")},
+      {"bucket_mib", field(&TrainConfig::bucket_mib, "gradient all-reduce bucket size in MiB")},
+      {"zero", field(&TrainConfig::zero, "ZeRO stage over the data axis: 0 | 1 | 2 | 3")},
+      {"recompute",
+       field(&TrainConfig::recompute,
+             "none | selective | blocks[:K[:J]][+selective] | auto (docs/architecture.md)")},
+      {"memory_limit",
+       field(&TrainConfig::memory_limit,
+             "per-rank memory budget, e.g. 2GiB: refused before compute if the plan exceeds it")},
+      {"shard",
+       field(&TrainConfig::shard,
+             "per-value placement overrides by label, e.g. {\"block0.mlp.act\": \"seq=model\"}")},
+      {"microbatches", field(&TrainConfig::microbatches,
+                             "micro-batches per step (pipelines, gradient accumulation)")},
+      {"schedule",
+       field(&TrainConfig::schedule,
+             "pipeline schedule: gpipe | 1f1b | interleaved | zb-h1 | pipedream | 2bw | xpipe")},
+      {"chunks", field(&TrainConfig::chunks, "model chunks per pipeline rank (interleaved)")},
+      {"stages",
+       field(&TrainConfig::stages,
+             "the block each pipeline stage after the first starts at (empty: balanced)")},
+      {"trace",
+       field(&TrainConfig::trace, "write a Chrome trace (JSON) of every step's actions here")},
+      {"checkpoint_every", field(&TrainConfig::checkpoint_every,
+                                 "steps between periodic checkpoints (0: only the final one)")},
+      {"keep_checkpoints", field(&TrainConfig::keep_checkpoints, "periodic checkpoints kept")},
+      {"async_save", field(&TrainConfig::async_save, "write checkpoints on a background thread")},
   };
   return table;
 }
@@ -196,6 +257,14 @@ json TrainConfig::to_json() const {
   json j = json::object();
   for (const auto& [key, rule] : rules()) j[key] = rule.write(*this);
   return j;
+}
+
+std::vector<ConfigKeyDoc> TrainConfig::key_docs() {
+  const TrainConfig defaults;
+  std::vector<ConfigKeyDoc> docs;
+  for (const auto& [key, rule] : rules())
+    docs.push_back({key, rule.type, rule.write(defaults).dump(), rule.doc});
+  return docs;
 }
 
 std::vector<std::string> TrainConfig::known_keys() {

@@ -15,6 +15,11 @@
 
 namespace tessel {
 
+// A config key as `tessel config --list` and docs/config.md describe it.
+struct ConfigKeyDoc {
+  std::string name, type, default_value, doc;
+};
+
 struct TrainConfig {
   // Model.
   std::string model = "gpt";  // a registered model (compile/model_registry.h): "gpt", "mlp", ...
@@ -117,6 +122,9 @@ struct TrainConfig {
   // dry runs of models no installed data set fits (vocab 51200) are fine.
   void validate(bool with_data = true) const;
   static std::vector<std::string> known_keys();
+  // Every key with its JSON type, its default (as JSON) and one line of
+  // meaning, from the one table that reads and writes the keys.
+  static std::vector<ConfigKeyDoc> key_docs();
 };
 
 }  // namespace tessel
