@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Generates docs/images/report-gpt-fortunes.png, the README's picture of
+# Generates docs/images/report-gpt-fortunes.png, docs/usage.md's picture of
 # `tessel report`: the main job (examples/gpt-fortunes.json on 4 ranks,
 # data=2 x model=2, as scripts/demo.sh runs it) against the same job on one
 # process. Both runs are real (about 6 minutes on 2 cores); the page is drawn
