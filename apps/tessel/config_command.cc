@@ -3,6 +3,7 @@
 // text or as the Markdown of docs/config.md (a test keeps that file equal
 // to this output).
 #include <cstdio>
+#include <string>
 
 #include "commands.h"
 
@@ -13,6 +14,16 @@ struct ConfigListOptions {
   bool list = false;
   bool markdown = false;
 };
+
+// A table cell's text: a '|' would end the cell.
+std::string cell(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '|') out += '\\';
+    out += c;
+  }
+  return out;
+}
 
 void print_markdown(const std::vector<ConfigKeyDoc>& keys) {
   std::printf(
@@ -26,7 +37,7 @@ void print_markdown(const std::vector<ConfigKeyDoc>& keys) {
       "| key | type | default | meaning |\n| --- | --- | --- | --- |\n");
   for (const ConfigKeyDoc& k : keys)
     std::printf("| `%s` | %s | `%s` | %s |\n", k.name.c_str(), k.type.c_str(),
-                k.default_value.c_str(), k.doc.c_str());
+                k.default_value.c_str(), cell(k.doc).c_str());
 }
 
 void print_text(const std::vector<ConfigKeyDoc>& keys) {
