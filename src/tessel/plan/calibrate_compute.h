@@ -23,7 +23,7 @@
 // A grid point stands for every shape near it, so its rate is the median
 // over the point and three variants with two of its dims moved by +1/8 and
 // -1/8 (calibration_gemm_variants): one shape's own quirk does not price its
-// neighbourhood. On the Zen 3 of session 7 the exact cube 512 x 512 x 512
+// neighbourhood. On a Zen 3 the exact cube 512 x 512 x 512
 // (every leading dim 2 KiB) ran at 45-80% of 480^3, 520^3 and the 512-row
 // GEMMs of a GPT (512 x 384 x 1536), and as the only aspect-1 point at
 // 2^28 FLOPs it priced all of them ~25% slow (docs/planner.md).

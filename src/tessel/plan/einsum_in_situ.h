@@ -8,7 +8,7 @@
 // that the most: on this machine's Zen 3 at 1 thread, the 128-row MLP and
 // projection products of the benchmark GPT took 5-27% and its attention
 // products 42-56% longer in the program than alone on their exact shapes,
-// the 1,024-row ones about the same (docs/performance.md, "Session 9").
+// the 1,024-row ones about the same (docs/planner.md, "The machine profile").
 //
 // measure_in_situ() runs the one-block reference GPT's training program
 // (kernel_rate_config) at 1, 2, 4 and 8 sequences of 128 tokens (quick: 1
@@ -29,7 +29,7 @@
 // and 0.61-1.06 at 2 threads in three calibrations, noise of the size of
 // the effect; re-predicting one quiet window's 20 runs of gpt-bench with
 // them taken as 1 gave MAPE 6.7%, Spearman 0.949 and the top plan the best
-// measured one (docs/performance.md). Immutable; an empty curve is factor 1.
+// measured one (docs/planner.md, "Validation"). Immutable; an empty curve is factor 1.
 #pragma once
 
 #include <string>

@@ -73,8 +73,8 @@ struct MachineProfileData {
   int nproc = 1;
   std::vector<ThreadRate> fma_peak_gflops;
   std::vector<GemmPoint> gemm_f32, gemm_bf16;
-  // Optional (empty where the CPU has no native bf16, and in profiles before
-  // session 12): the bf16 peak (runtime/machine_peak.h). gemm_bf16 and
+  // Optional (empty where the CPU has no native bf16, and in older
+  // profiles): the bf16 peak (runtime/machine_peak.h). gemm_bf16 and
   // einsum_in_situ_bf16 are empty exactly when it is: calibrate measures
   // the three together (calibrate_compute.h).
   std::vector<ThreadRate> bf16_peak_gflops;
@@ -87,12 +87,12 @@ struct MachineProfileData {
   // it: polled, nothing hidden (unmeasured_progress()).
   bool has_progress = false;
   CommProgress progress;
-  // Optional (profiles before session 8 lack it): how much slower a rank's
+  // Optional (older profiles lack it): how much slower a rank's
   // training program ran while the other rank computed or polled
   // (calibrate_corun.h). Without it: factor 1 (HardwareModel's default).
   bool has_co_run = false;
   CoRun co_run;
-  // Optional (profiles before session 9 lack it): the in-situ factor's
+  // Optional (older profiles lack it): the in-situ factor's
   // points (einsum_in_situ.h). Without it: factor 1. The bf16 points come
   // from the same programs run in bf16.
   std::vector<InSituPoint> einsum_in_situ, einsum_in_situ_bf16;
