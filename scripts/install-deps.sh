@@ -13,6 +13,7 @@ packages=(
   libcli11-dev                        # the tessel command line
   libgtest-dev libbenchmark-dev       # tests and kernel micro-benchmarks
   clang-format                        # scripts/check-format.sh (the format check in scripts/test.sh)
+  universal-ctags                     # scripts/size-report.sh: function extents for the size limits
   zlib1g-dev                          # reading the gzipped Fashion-MNIST files
   fortunes fortunes-min               # the text the GPT trains on
   dataset-fashion-mnist               # the images the MLP trains on

@@ -4,7 +4,9 @@
 # ran: a quiet 2-core machine takes about half of it for the parallel parts);
 # the first failure ends the run:
 #   deps      scripts/install-deps.sh (plus Chromium for the browser test)
-#   format    scripts/check-format.sh: every C++ file clang-formatted
+#   format    scripts/check-format.sh: every C++ file clang-formatted; and
+#             scripts/size-report.sh: lines per folder and long functions
+#             within scripts/size_limits.txt
 #   release   scripts/build.sh (Release, -Werror) into build/, the whole CTest suite
 #             (on a quiet 2-core machine from clean: the build about 10 min,
 #             most of it the library's 111 files; ctest about 5 min)
@@ -85,8 +87,9 @@ else
   scripts/install-deps.sh chromium fonts-liberation
   end
 
-  begin "format check"
+  begin "format check and size limits"
   scripts/check-format.sh
+  scripts/size-report.sh
   end
 
   begin "release build"
