@@ -119,6 +119,10 @@ Command add_calibrate_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--quick", opt->calibrate.quick,
                 "fewer shapes and sizes, collectives on 2 ranks only (a few seconds)");
+  cmd->add_flag("--force", opt->calibrate.force,
+                "calibrate and save the profile even when the machine is busy (load average "
+                "beyond the free cores, or repeated probes more than 15% apart); without it a "
+                "busy machine's profile is not saved");
   cmd->add_option("--collectives-out", opt->collectives_out,
                   "internal: measure collectives on the mpirun world, write the fits here")
       ->group("");

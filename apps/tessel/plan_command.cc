@@ -2,6 +2,7 @@
 // time (plan/search.h) and prints the table, the commands that run the
 // plans, optionally --explain (the best plan against the runner-up) or one
 // JSON object (--json). Never loads data or allocates tensors.
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -13,6 +14,7 @@
 #include "tessel/kernels/einsum_bf16.h"
 #include "tessel/plan/calibrate.h"
 #include "tessel/plan/cluster_spec.h"
+#include "tessel/plan/contention.h"
 #include "tessel/plan/search.h"
 
 namespace tessel::cli {
@@ -24,7 +26,7 @@ struct PlanOptions {
   std::string cluster, profile;
   int top = 10;
   bool json = false, explain = false, ignore_device_memory = false, oversubscribe = false,
-       exhaustive = false;
+       exhaustive = false, skip_probe = false;
 };
 
 double total(const std::map<std::string, double>& per_axis) {
@@ -96,10 +98,64 @@ void explain(const plan::PlanResult& r) {
   const auto* biggest = &deltas[0];
   for (const auto& d : deltas)
     if (std::abs(d.second) > std::abs(biggest->second)) biggest = &d;
+  const double gap_ms = (b.step_s - a.step_s) * 1e3;
+  if (plan::same_step_as_printed(a, b)) {
+    const std::string why =
+        a.peak_bytes < b.peak_bytes
+            ? str_cat("it needs less memory (peak ", format_bytes(a.peak_bytes), " against ",
+                      format_bytes(b.peak_bytes), ")")
+            : str_cat("they need the same memory too (peak ", format_bytes(a.peak_bytes),
+                      "), so the search's order of candidates decides");
+    std::printf(
+        "why: the best and the runner-up tie at %.2f ms per step (equal to the 0.01 ms "
+        "printed); the best is listed first because %s\n",
+        a.step_s * 1e3, why.c_str());
+    return;
+  }
   std::printf(
-      "why: the best is %.2f ms faster; the largest difference is %s (%+.2f ms for the "
-      "runner-up)\n",
-      (b.step_s - a.step_s) * 1e3, biggest->first, biggest->second * 1e3);
+      "why: the best is %.3g ms (%.2g%%) faster; the largest difference is %s (%+.3g ms for "
+      "the runner-up)\n",
+      gap_ms, 100 * gap_ms / (b.step_s * 1e3), biggest->first, biggest->second * 1e3);
+}
+
+// What each column of the table means, after it.
+void print_legend() {
+  std::printf(
+      "\ncolumns:\n"
+      "  #            rank, fastest predicted step first (equal steps: smaller memory first)\n"
+      "  mesh         how the ranks are arranged: pipe (pipeline stages) x data (data "
+      "parallel) x model (tensor parallel)\n"
+      "  layout       data: weights replicated; tensor: Megatron tensor parallel; "
+      "tensor+sequence: with sequence parallelism\n"
+      "  schedule     pipeline schedule (gpipe, 1f1b, interleaved, zb-h1); - without a pipe "
+      "axis\n"
+      "  v            virtual pipeline stages (chunks) per rank: 2 for interleaved (--chunks)\n"
+      "  m            micro-batches a step is split into (--microbatches)\n"
+      "  zero         ZeRO stage: 0 none, 1 optimizer state, 2 + gradients, 3 + weights "
+      "sharded over data\n"
+      "  recompute    activations recomputed in the backward pass: none, selective, blocks\n"
+      "  step ms      predicted time of one training step\n"
+      "  tokens/s     predicted training throughput, all ranks together\n"
+      "  TFLOP/s      model FLOPs (recomputation not counted) per second per rank\n"
+      "  peak         that rate as a share of one rank's measured FMA peak\n"
+      "  memory       predicted peak memory of the most loaded rank\n"
+      "  bubble       share of the step a pipeline stage idles\n"
+      "  exposed comm share of the step spent in communication not hidden behind compute, "
+      "per mesh axis\n");
+}
+
+// A profile of this machine against a quick probe of it now (contention.h).
+void probe_profile(const plan::MachineProfile& profile) {
+  const plan::MachineProfileData& d = profile.data();
+  if (d.cpu_model != plan::cpu_model_name() || d.nproc != plan::core_count()) return;
+  for (const plan::ThreadRate& r : d.fma_peak_gflops) {
+    if (r.threads != 1) continue;
+    const plan::ContentionSettings s = plan::contention_settings();
+    const std::string warning =
+        plan::probe_mismatch(plan::quick_probe_gflops(s), r.gflops, s.mismatch, profile.source());
+    if (!warning.empty())
+      std::fprintf(stderr, "plan: %s (or pass --skip-probe to skip this check)\n", warning.c_str());
+  }
 }
 
 int run_plan(const PlanOptions& opt) {
@@ -112,14 +168,32 @@ int run_plan(const PlanOptions& opt) {
     // them, not as this CPU's route (kernels/einsum_bf16.h).
     kernels::set_plan_bf16_route(kernels::Bf16Route::kOneDnn);
   } else {
-    hw = plan::load_or_calibrate(opt.profile, nullptr);
+    bool calibrated = false;
+    hw = plan::load_or_calibrate(opt.profile, &calibrated,
+                                 "To skip it, give --profile FILE (a profile `tessel calibrate "
+                                 "--out FILE` wrote) or --cluster FILE (examples/clusters/)");
     const auto* profile = dynamic_cast<const plan::MachineProfile*>(hw.get());
+    if (profile && !calibrated && !opt.skip_probe) probe_profile(*profile);
     if (profile && !profile->has_co_run() && opt.ranks > 1)
       std::fprintf(stderr,
                    "plan: %s has no 'co_run' figures (a profile from before they were "
                    "measured): ranks are costed as if they never slowed each other down "
                    "(factor 1); run `tessel calibrate` again to measure them\n",
                    profile->source().c_str());
+  }
+  if (opt.ranks > hw->total_devices() && !opt.oversubscribe) {
+    if (!opt.cluster.empty())
+      TS_THROW("plan: ", opt.ranks, " ranks, but the cluster ", opt.cluster, " has ",
+               hw->total_devices(), " devices: give --ranks ", hw->total_devices(),
+               " or fewer, or a larger cluster file with --cluster");
+    TS_THROW("plan: ", opt.ranks, " ranks, but ", hw->name(), " has ", hw->total_devices(),
+             " devices (cores). To plan ", opt.ranks,
+             " ranks sharing them, pass --oversubscribe (and run the plan with `mpirun "
+             "--oversubscribe`; ranks sharing a core are costed at their share of it); to plan "
+             "within this machine, give --ranks ",
+             hw->total_devices(),
+             " or fewer; to plan for other machines, give --cluster FILE "
+             "(examples/clusters/)");
   }
   plan::PlanRequest q = plan_request(opt.config, opt.config.load(/*with_data=*/false), opt.ranks);
   q.check_device_memory = !opt.ignore_device_memory;
@@ -161,6 +235,7 @@ int run_plan(const PlanOptions& opt) {
         format_bytes(p.prediction.peak_bytes).c_str(),
         100 * p.prediction.bubble_s / p.prediction.step_s, comm_shares(p.prediction).c_str());
   }
+  print_legend();
   std::printf("\ncommands:\n");
   for (size_t i = 0; i < shown; ++i) std::printf("  %zu: %s\n", i + 1, r.plans[i].command.c_str());
   if (opt.explain) {
@@ -242,6 +317,9 @@ Command add_plan_command(CLI::App& app) {
   sub->add_flag("--exhaustive", opt->exhaustive,
                 "cost every candidate exactly instead of screening them first and costing the "
                 "best --top (at least 10) exactly (slow at scale; the reference)");
+  sub->add_flag("--skip-probe", opt->skip_probe,
+                "do not compare this machine's profile with a quick probe of the machine now "
+                "(about 50 ms; it warns when they differ by more than 20%)");
   sub->add_flag("--json", opt->json, "print one JSON object instead of the table");
   sub->add_flag("--explain", opt->explain,
                 "break the best plan and the runner-up into compute, communication, bubble and "

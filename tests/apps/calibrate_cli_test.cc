@@ -8,6 +8,8 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "common/run_cli.h"
 #include "tessel/kernels/einsum_bf16.h"
@@ -21,7 +23,13 @@ namespace fs = std::filesystem;
 TEST(CalibrateCli, QuickWritesAValidProfile) {
   const fs::path file =
       fs::temp_directory_path() / ("tessel_calibrate_" + std::to_string(getpid()) + ".json");
-  const auto [code, out] = run_cli("calibrate --quick --threads 2 --out " + file.string());
+  // A quiet load and no spread limit (TESSEL_CONTENTION, plan/contention.h):
+  // this test checks the profile, not whether the shared machine is busy.
+  const fs::path quiet = file.string() + ".loadavg";
+  std::ofstream(quiet) << "0.00 0.00 0.00 1/100 1\n";
+  const auto [code, out] = run_cli("calibrate --quick --threads 2 --out " + file.string(),
+                                   "TESSEL_CONTENTION=loadavg=" + quiet.string() + ",spread=1000");
+  fs::remove(quiet);
   ASSERT_EQ(code, 0) << out;
   EXPECT_NE(out.find("all_reduce     2 ranks"), std::string::npos) << out;
   const MachineProfile p = MachineProfile::load(file.string());
@@ -78,6 +86,29 @@ TEST(CalibrateCli, RefusesToRunUnderAnMpiLauncher) {
       run_cli("calibrate --quick --out /nonexistent/p.json", "OMPI_COMM_WORLD_SIZE=2");
   ASSERT_EQ(code, 1) << out;
   EXPECT_NE(out.find("without mpirun"), std::string::npos) << out;
+}
+
+TEST(CalibrateCli, BusyMachineKeepsThePreviousProfile) {
+  // A simulated load of 9.5 on this machine's cores (TESSEL_CONTENTION): no
+  // profile is measured or cached, the previous one is untouched, and the
+  // error names the load and --force. (timeout: the unfixed command
+  // calibrated for a minute and overwrote it.)
+  const fs::path dir =
+      fs::temp_directory_path() / ("tessel_calibrate_busy_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const fs::path file = dir / "profile.json", load = dir / "loadavg";
+  std::ofstream(file) << "{\"previous\": true}\n";
+  std::ofstream(load) << "9.50 8.00 7.00 12/300 4242\n";
+  const auto [code, out] = run_cli("calibrate --quick --out " + file.string(),
+                                   "TESSEL_CONTENTION=loadavg=" + load.string() + " timeout 30");
+  EXPECT_NE(code, 0) << out;
+  EXPECT_NE(out.find("busy"), std::string::npos) << out;
+  EXPECT_NE(out.find("load 9.50"), std::string::npos) << out;
+  EXPECT_NE(out.find("--force"), std::string::npos) << out;
+  std::stringstream kept;
+  kept << std::ifstream(file).rdbuf();
+  EXPECT_EQ(kept.str(), "{\"previous\": true}\n");
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -97,7 +97,8 @@ TEST_F(LayoutInvariance, ElasticLauncherRelaunchesOnTheRanksLeft) {
   std::ofstream(dir / "config.json") << config.dump();
   const std::string cache = "XDG_CACHE_HOME=" + (root() / "elastic_xdg_cache").string() + " ";
   int status = 0;
-  const std::string calibrated = run(cache + TESSEL_CLI_PATH + " calibrate --quick", &status);
+  const std::string calibrated =
+      run(cache + TESSEL_CLI_PATH + " calibrate --quick --force", &status);
   ASSERT_EQ(status, 0) << calibrated;
   const std::string cmd =
       cache + "TESSEL_FAULT_INJECT=rank=3,step=3,point=forward,lose=1 timeout 300 " +

@@ -130,7 +130,8 @@ class LayoutInvariance : public ::testing::Test {
     const fs::path cache = root() / (name + "_xdg_cache");
     int status = 0;
     const std::string calibrated = run(
-        "XDG_CACHE_HOME=" + cache.string() + " " + TESSEL_CLI_PATH + " calibrate --quick", &status);
+        "XDG_CACHE_HOME=" + cache.string() + " " + TESSEL_CLI_PATH + " calibrate --quick --force",
+        &status);
     EXPECT_EQ(status, 0) << calibrated;
     TrainRun got =
         train(name, config, ranks, "", "", "--plan auto", "-x XDG_CACHE_HOME=" + cache.string());

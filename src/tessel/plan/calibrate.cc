@@ -13,8 +13,10 @@
 #include "tessel/base/error.h"
 #include "tessel/plan/calibrate_compute.h"
 #include "tessel/plan/calibrate_links.h"
+#include "tessel/plan/contention.h"
 #include "tessel/plan/einsum_in_situ.h"
 #include "tessel/plan/kernel_rates.h"
+#include "tessel/runtime/machine_peak.h"
 
 namespace tessel::plan {
 
@@ -49,10 +51,53 @@ std::string default_profile_path() {
   return (dir / "tessel" / ("profile-" + std::string(hex) + ".json")).string();
 }
 
+namespace {
+
+// Why the machine looks busy now ("" if quiet): the load, less `own_load`.
+std::string busy_now(const ContentionSettings& s, double own_load, int threads, int cores) {
+  const std::optional<double> load = read_load_average(s.loadavg);
+  return load ? busy_by_load(*load, own_load, threads, cores, s.load_margin) : "";
+}
+
+// Contention found after measuring: a warning with --force, else an error
+// (unless use_when_busy: a warning, and the profile is not saved).
+bool refuse_to_save(const CalibrateOptions& options, const std::string& why) {
+  if (why.empty()) return false;
+  if (options.force) {
+    std::fprintf(stderr,
+                 "calibrate: WARNING: the machine was busy while calibrating (%s); saving the "
+                 "profile anyway (--force): plans priced with it may be far off\n",
+                 why.c_str());
+    return false;
+  }
+  if (!options.use_when_busy)
+    TS_THROW("calibrate: the machine was busy while calibrating (", why,
+             "), so the profile would misprice every plan; it was not saved (a profile "
+             "already there is untouched). Calibrate again on a quiet machine, or pass --force "
+             "to save it anyway");
+  std::fprintf(stderr,
+               "tessel: WARNING: the machine was busy while calibrating (%s); this plan uses "
+               "the profile, but it is not cached: run `tessel calibrate` on a quiet machine\n",
+               why.c_str());
+  return true;
+}
+
+}  // namespace
+
 MachineProfile calibrate_machine(const CalibrateOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   const int cores = core_count();
   const int threads = options.threads > 0 ? options.threads : cores;
+  const ContentionSettings contention = contention_settings();
+  if (const std::string why = busy_now(contention, 0, threads, cores); !why.empty()) {
+    if (!options.force)
+      TS_THROW("calibrate: this machine is busy (", why,
+               "): a profile measured now would misprice every plan, so nothing was measured "
+               "or saved. Wait for the other jobs (the load is a one-minute average), or pass "
+               "--force to calibrate anyway");
+    std::fprintf(stderr, "calibrate: WARNING: this machine is busy (%s); calibrating anyway\n",
+                 why.c_str());
+  }
   std::vector<int> counts = {1};
   if (threads > 1) counts.push_back(threads);
   const std::string out = options.out.empty() ? default_profile_path() : options.out;
@@ -61,6 +106,10 @@ MachineProfile calibrate_machine(const CalibrateOptions& options) {
                                  : options.tessel_binary;
 
   ComputeCalibration compute = measure_compute(counts, options.quick, options.progress);
+  // The single-core FMA probe, repeated after each phase: its spread is noise.
+  std::vector<double> probes = {compute.fma_peak_gflops.front().gflops};
+  const double probe_s = options.quick ? 0.1 : 0.2;
+  probes.push_back(measure_fma_peak_gflops(1, probe_s));
   MachineProfileData d;
   d.cpu_model = cpu_model_name();
   d.nproc = cores;
@@ -116,7 +165,17 @@ MachineProfile calibrate_machine(const CalibrateOptions& options) {
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
   }
+  probes.push_back(measure_fma_peak_gflops(1, probe_s));
+  std::string why = busy_now(contention, threads, threads, cores);
+  if (const double spread = spread_of(probes); spread > contention.spread) {
+    char text[160];
+    std::snprintf(text, sizeof(text),
+                  "%srepeats of the single-core FMA probe spread %.0f%%, more than %.0f%%",
+                  why.empty() ? "" : "; ", 100 * spread, 100 * contention.spread);
+    why += text;
+  }
   MachineProfile profile(std::move(d), out);
+  if (refuse_to_save(options, why)) return profile;
   profile.save(out);
   if (options.progress)
     std::fprintf(stderr, "calibrate: wrote %s (%.1f s)\n", out.c_str(),
@@ -124,8 +183,8 @@ MachineProfile calibrate_machine(const CalibrateOptions& options) {
   return profile;
 }
 
-std::unique_ptr<HardwareModel> load_or_calibrate(const std::string& profile_path,
-                                                 bool* calibrated) {
+std::unique_ptr<HardwareModel> load_or_calibrate(const std::string& profile_path, bool* calibrated,
+                                                 const std::string& how_to_skip) {
   if (calibrated) *calibrated = false;
   if (!profile_path.empty())
     return std::make_unique<MachineProfile>(MachineProfile::load(profile_path));
@@ -133,8 +192,9 @@ std::unique_ptr<HardwareModel> load_or_calibrate(const std::string& profile_path
   if (fs::exists(path)) return std::make_unique<MachineProfile>(MachineProfile::load(path));
   std::fprintf(stderr,
                "tessel: no machine profile cached at %s; calibrating this machine first "
-               "(`tessel calibrate`, under a minute)\n",
-               path.c_str());
+               "(`tessel calibrate`, under a minute; the profile is cached there for later "
+               "runs)%s%s\n",
+               path.c_str(), how_to_skip.empty() ? "" : ". ", how_to_skip.c_str());
   CalibrateOptions options;
   options.out = path;
   auto profile = std::make_unique<MachineProfile>(calibrate_machine(options));

@@ -23,6 +23,14 @@ struct CalibrateOptions {
   bool quick = false;         // fewer shapes and sizes, 2 ranks only (a few seconds)
   std::string tessel_binary;  // the CLI that runs under mpirun; "" = this executable
   bool progress = true;       // one line per phase on stderr
+  // Contention (contention.h): a busy load before measuring stops at once,
+  // and a busy load after or probes spread beyond the threshold leave the
+  // profile unsaved, with an error naming the load or spread and --force
+  // (the file at `out` untouched). `force` saves anyway, with a warning;
+  // `use_when_busy` (plan's first calibration) returns the profile
+  // measured after the start, unsaved, with a warning.
+  bool force = false;
+  bool use_when_busy = false;
 };
 
 // "model name" from /proc/cpuinfo ("unknown CPU" if absent).
@@ -35,7 +43,10 @@ MachineProfile calibrate_machine(const CalibrateOptions& options);
 
 // The planner's hardware for this machine: the profile at `profile_path`
 // when given; else the cached profile; else a fresh calibration, saved to the
-// cache, announced on stderr, with *calibrated = true (calibrated may be null).
-std::unique_ptr<HardwareModel> load_or_calibrate(const std::string& profile_path, bool* calibrated);
+// cache, announced on stderr (how long, where it goes, and `how_to_skip` when
+// given), with *calibrated = true (calibrated may be null). A busy machine
+// stops it before it measures (CalibrateOptions::use_when_busy otherwise).
+std::unique_ptr<HardwareModel> load_or_calibrate(const std::string& profile_path, bool* calibrated,
+                                                 const std::string& how_to_skip = "");
 
 }  // namespace tessel::plan

@@ -4,6 +4,7 @@
 #include <array>
 #include <cctype>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -233,6 +234,18 @@ std::string plan_flags(const TrainConfig& c) {
   return flags;
 }
 
+bool same_step_as_printed(const StepPrediction& a, const StepPrediction& b) {
+  // Steps in units of the printed 0.01 ms.
+  return std::llround(a.step_s * 1e5) == std::llround(b.step_s * 1e5);
+}
+
+bool ranks_before(const StepPrediction& a, int a_generation, const StepPrediction& b,
+                  int b_generation) {
+  if (!same_step_as_printed(a, b)) return a.step_s < b.step_s;
+  if (a.peak_bytes != b.peak_bytes) return a.peak_bytes < b.peak_bytes;
+  return a_generation < b_generation;
+}
+
 PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
   const auto start = std::chrono::steady_clock::now();
   TS_CHECK(q.ranks >= 1, "plan: --ranks must be at least 1, got ", q.ranks);
@@ -446,14 +459,13 @@ PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
     result.plans.push_back(std::move(plan));
     index_of_plan.push_back(i);
   }
-  // Fastest first, then the smaller peak, then the order of generation.
+  // Fastest first; equal steps as printed: the smaller peak, then the order
+  // of generation (ranks_before).
   std::vector<int> rank(result.plans.size());
   for (size_t i = 0; i < rank.size(); ++i) rank[i] = static_cast<int>(i);
   std::sort(rank.begin(), rank.end(), [&](int x, int y) {
-    const StepPrediction &a = result.plans[x].prediction, &b = result.plans[y].prediction;
-    if (a.step_s != b.step_s) return a.step_s < b.step_s;
-    if (a.peak_bytes != b.peak_bytes) return a.peak_bytes < b.peak_bytes;
-    return index_of_plan[x] < index_of_plan[y];
+    return ranks_before(result.plans[x].prediction, index_of_plan[x], result.plans[y].prediction,
+                        index_of_plan[y]);
   });
   std::vector<Plan> sorted;
   for (int i : rank) sorted.push_back(std::move(result.plans[i]));

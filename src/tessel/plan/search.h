@@ -96,6 +96,15 @@ struct PlanResult {
 // (the smallest peak memory found, and its knobs).
 PlanResult search_plans(const PlanRequest& request, const HardwareModel& hw);
 
+// Whether two predicted steps are equal as `tessel plan` prints them (to
+// 0.01 ms): such plans tie, and the smaller peak memory ranks first.
+bool same_step_as_printed(const StepPrediction& a, const StepPrediction& b);
+// The plans' order: the faster step first; steps equal as printed
+// (same_step_as_printed), the smaller peak memory, then the smaller
+// `generation` (the order candidates were generated in: a stable key).
+bool ranks_before(const StepPrediction& a, int a_generation, const StepPrediction& b,
+                  int b_generation);
+
 // The config keys a plan sets, as `tessel train` flags.
 std::string plan_flags(const TrainConfig& config);
 
