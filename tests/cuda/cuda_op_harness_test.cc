@@ -8,7 +8,8 @@
 // (1e-5 relative, with a 1e-6 absolute floor for values near zero: the
 // tolerance the CPU harness gives its fast kernels against the reference).
 // Without a usable GPU every test that needs one skips, naming the probe's
-// error. The coverage test reads only the kernel table and runs anywhere.
+// error. The coverage test reads only the kernel table and runs anywhere
+// (so does cuda_einsum_mapping_test.cc).
 // Written without a GPU: nothing here has run on one yet.
 #include <gtest/gtest.h>
 

@@ -30,12 +30,16 @@ int64_t uniform_stride(const std::vector<int64_t>& offsets) {
   return stride < 0 ? -1 : stride;
 }
 
-// A column-major layout (rows x cols, ld >= rows), batched when batch > 1.
+// A leading dimension cuBLASLt accepts: one column's is never used.
+int64_t fixed_ld(int64_t rows, int64_t cols, int64_t ld) {
+  if (cols <= 1) ld = std::max(ld, rows);
+  return std::max<int64_t>(ld, 1);
+}
+
+// A column-major layout (rows x cols), batched when batch > 1.
 cublasLtMatrixLayout_t layout(int64_t rows, int64_t cols, int64_t ld, int64_t batch,
                               int64_t stride) {
   cublasLtMatrixLayout_t l = nullptr;
-  if (cols <= 1) ld = std::max(ld, rows);  // one column: its ld is never used
-  ld = std::max<int64_t>(ld, 1);
   TS_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, CUDA_R_32F, static_cast<uint64_t>(rows),
                                              static_cast<uint64_t>(cols), ld));
   if (batch > 1) {
@@ -49,6 +53,59 @@ cublasLtMatrixLayout_t layout(int64_t rows, int64_t cols, int64_t ld, int64_t ba
 }
 
 }  // namespace
+
+// Row-major C (m x n) = op(A) op(B) is column-major C^T (n x m) = op(B)^T
+// op(A)^T: row-major B (k x n, or n x k transposed) read column-major is
+// already B^T (n x k), so cuBLASLt's A is our B with our B's transpose flag,
+// and likewise its B is our A.
+LtShape lt_shape(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb,
+                 int64_t ldc) {
+  LtShape s;
+  s.trans_a = tb;
+  s.a_rows = tb ? k : n;
+  s.a_cols = tb ? n : k;
+  s.lda = fixed_ld(s.a_rows, s.a_cols, ldb);
+  s.trans_b = ta;
+  s.b_rows = ta ? m : k;
+  s.b_cols = ta ? k : m;
+  s.ldb = fixed_ld(s.b_rows, s.b_cols, lda);
+  s.c_rows = n;
+  s.c_cols = m;
+  s.ldc = fixed_ld(n, m, ldc);
+  return s;
+}
+
+GemmCall einsum_gemm(const kernels::EinsumPlan& p, const float* a, const float* b, float* c) {
+  if (!p.swap)
+    return GemmCall{p.a.transposed,
+                    p.b.transposed,
+                    p.m,
+                    p.n,
+                    p.k,
+                    p.a.ld,
+                    p.b.ld,
+                    p.c.ld,
+                    a,
+                    b,
+                    c,
+                    &p.a.batch_offsets,
+                    &p.b.batch_offsets,
+                    &p.c.batch_offsets};
+  return GemmCall{!p.b.transposed,
+                  !p.a.transposed,
+                  p.n,
+                  p.m,
+                  p.k,
+                  p.b.ld,
+                  p.a.ld,
+                  p.c.ld,
+                  b,
+                  a,
+                  c,
+                  &p.b.batch_offsets,
+                  &p.a.batch_offsets,
+                  &p.c.batch_offsets};
+}
 
 Gemm::Gemm(void* workspace, size_t workspace_bytes)
     : workspace_(workspace), workspace_bytes_(workspace_bytes) {
@@ -96,17 +153,16 @@ void Gemm::matmul(const Key& key, const float* a, const float* b, float* c, cuda
   const int64_t m = key[kM], n = key[kN], k = key[kK], batch = key[kBatch];
   cublasLtMatmulDesc_t desc = nullptr;
   TS_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  const cublasOperation_t op_a = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cublasOperation_t op_b = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const LtShape ls = lt_shape(ta, tb, m, n, k, key[kLda], key[kLdb], key[kLdc]);
+  const cublasOperation_t op_a = ls.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_b = ls.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   TS_CUBLAS_CHECK(
       cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
   TS_CUBLAS_CHECK(
       cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
-  cublasLtMatrixLayout_t la =
-      tb ? layout(k, n, key[kLdb], batch, key[kSb]) : layout(n, k, key[kLdb], batch, key[kSb]);
-  cublasLtMatrixLayout_t lb =
-      ta ? layout(m, k, key[kLda], batch, key[kSa]) : layout(k, m, key[kLda], batch, key[kSa]);
-  cublasLtMatrixLayout_t lc = layout(n, m, key[kLdc], batch, key[kSc]);
+  cublasLtMatrixLayout_t la = layout(ls.a_rows, ls.a_cols, ls.lda, batch, key[kSb]);
+  cublasLtMatrixLayout_t lb = layout(ls.b_rows, ls.b_cols, ls.ldb, batch, key[kSa]);
+  cublasLtMatrixLayout_t lc = layout(ls.c_rows, ls.c_cols, ls.ldc, batch, key[kSc]);
   const float one = 1.0f, zero = 0.0f;
   cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
   try {
@@ -127,7 +183,7 @@ void Gemm::matmul(const Key& key, const float* a, const float* b, float* c, cuda
   TS_CUBLAS_CHECK(st);
 }
 
-void Gemm::gemm(const Call& g, cudaStream_t stream) {
+void Gemm::gemm(const GemmCall& g, cudaStream_t stream) {
   const int64_t batch = static_cast<int64_t>(g.a_offsets->size());
   if (batch == 0 || g.m == 0 || g.n == 0 || g.k == 0) return;
   const int64_t sa = uniform_stride(*g.a_offsets), sb = uniform_stride(*g.b_offsets),
@@ -181,39 +237,7 @@ void Gemm::einsum(const kernels::EinsumPlan& p, const float* a, const float* b, 
   const float* b_use = p.b.permute ? (stage(p.b, b, b_dense), b_dense) : b;
   float* c_use = p.c.permute ? c_dense : out;
   if (p.k == 0 || p.m == 0 || p.n == 0) return;  // as the CPU kernel
-  Call g;
-  if (!p.swap) {
-    g = Call{p.a.transposed,
-             p.b.transposed,
-             p.m,
-             p.n,
-             p.k,
-             p.a.ld,
-             p.b.ld,
-             p.c.ld,
-             a_use,
-             b_use,
-             c_use,
-             &p.a.batch_offsets,
-             &p.b.batch_offsets,
-             &p.c.batch_offsets};
-  } else {
-    g = Call{!p.b.transposed,
-             !p.a.transposed,
-             p.n,
-             p.m,
-             p.k,
-             p.b.ld,
-             p.a.ld,
-             p.c.ld,
-             b_use,
-             a_use,
-             c_use,
-             &p.b.batch_offsets,
-             &p.a.batch_offsets,
-             &p.c.batch_offsets};
-  }
-  gemm(g, stream);
+  gemm(einsum_gemm(p, a_use, b_use, c_use), stream);
   if (p.c.permute) {
     Dims strides, sizes;
     const int rank = static_cast<int>(p.c.canon_sizes.size());
