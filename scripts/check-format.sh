@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks that every C++ file under src/ apps/ tests/ bench/ examples/ python/
+# Checks that every C++ (and CUDA: .cu, .cuh) file under src/ apps/ tests/ bench/ examples/ python/
 # is formatted by clang-format (the repository's .clang-format); lists the
 # files that are not and exits 1. `scripts/check-format.sh --fix` formats them.
 # Only files git tracks (or would track: new, not ignored) are checked, so
@@ -13,7 +13,7 @@ command -v clang-format >/dev/null || {
   exit 1
 }
 mapfile -t files < <(git ls-files --cached --others --exclude-standard -- \
-  src apps tests bench examples python | grep -E '\.(cc|h|cpp|hpp)$' || true)
+  src apps tests bench examples python | grep -E '\.(cc|h|cpp|hpp|cu|cuh)$' || true)
 # Deleted-but-tracked files are listed by ls-files; skip them.
 present=()
 for f in "${files[@]}"; do [ -f "$f" ] && present+=("$f"); done

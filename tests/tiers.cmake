@@ -119,3 +119,6 @@ endfunction()
 
 tessel_label_tests("${tessel_tests_TESTS}" "" "")
 tessel_label_tests("${tessel_layout_tests_TESTS}" "mpi" TESSEL_FAST_LAYOUT)
+# tessel_cuda_tests (built with CUDA only): `cuda`, and fast (they skip in
+# milliseconds without a GPU; on one the op harness takes seconds).
+tessel_label_tests("${tessel_cuda_tests_TESTS}" "cuda" "")

@@ -19,7 +19,8 @@ void ConfigOptions::add_to(CLI::App* command, bool with_steps) {
   command->add_option("--threads", threads,
                       "intra-op threads per rank (default: the host's cores / the ranks on it)");
   command->add_option("--device", device,
-                      "where the program runs: cpu (default) | cuda (docs/gpu.md: not built yet)");
+                      "where the program runs: cpu (default) | cuda (docs/gpu.md: the trainer does "
+                      "not run on it yet)");
   command->add_option("--mesh", mesh, "device mesh, e.g. data=2,model=2 (launch with mpirun)");
   command->add_option(
       "--layout", layout,

@@ -127,20 +127,48 @@ TEST(Program, WritesAndReadsValuesByCopy) {
   EXPECT_THROW(p.write_input("nope", xs.data(), 24), Error);
 }
 
+// "cuda" is refused by name with a reason: a build without the CUDA backend
+// says so; a build with it probes the GPU and, where there is none, names
+// CUDA's error. (On a GPU machine the probe succeeds: nothing to refuse.)
 TEST(Backend, AnUnavailableDeviceIsRefusedByName) {
   EXPECT_STREQ(backend_for("cpu").name(), "cpu");
   try {
-    backend_for("cuda");
-    ADD_FAILURE() << "cuda was accepted by a build without a CUDA backend";
+    Backend& cuda = backend_for("cuda");
+    EXPECT_TRUE(built_with_cuda()) << "cuda was accepted by a build without a CUDA backend";
+    EXPECT_STREQ(cuda.name(), "cuda");
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("device cuda"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("no CUDA backend"), std::string::npos) << e.what();
+    const std::string what = e.what();
+    EXPECT_NE(what.find("device cuda"), std::string::npos) << what;
+    const bool no_backend =
+        what.find("this build of Tessel has no CUDA backend") != std::string::npos;
+    const bool no_gpu = what.find("no usable GPU (") != std::string::npos;
+    EXPECT_TRUE(built_with_cuda() ? no_gpu : no_backend) << what;
   }
   try {
     backend_for("tpu");
     ADD_FAILURE() << "an unknown device was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("'tpu'"), std::string::npos) << e.what();
+  }
+}
+
+// Built with CUDA on a machine without a usable GPU, the probe's message
+// names the CUDA call that failed and CUDA's own error string after it.
+TEST(Backend, TheCudaProbeNamesCudasError) {
+  if (!built_with_cuda()) GTEST_SKIP() << "this build has no CUDA backend";
+  try {
+    backend_for("cuda");
+    GTEST_SKIP() << "a GPU is usable here: the probe succeeded";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    const size_t at = what.find("device cuda: no usable GPU (");
+    ASSERT_NE(at, std::string::npos) << what;
+    const std::string reason = what.substr(at + 28);
+    EXPECT_TRUE(reason.rfind("cudaGetDeviceCount", 0) == 0 || reason.rfind("cudaSetDevice", 0) == 0)
+        << what;
+    // A call's name, a colon and CUDA's string (or the count), then ")".
+    EXPECT_GT(reason.size(), std::string("cudaGetDeviceCount: )").size()) << what;
+    EXPECT_EQ(what.back(), ')') << what;
   }
 }
 

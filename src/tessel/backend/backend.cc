@@ -3,6 +3,10 @@
 #include "tessel/backend/cpu/cpu_backend.h"
 #include "tessel/base/error.h"
 
+#if TESSEL_HAS_CUDA
+#include "tessel/backend/cuda/cuda_backend.h"
+#endif
+
 namespace tessel {
 
 const char* memory_space_name(MemorySpace space) {
@@ -43,8 +47,19 @@ Backend& cpu_backend() {
   return backend;
 }
 
+bool built_with_cuda() {
+#if TESSEL_HAS_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
 Backend& backend_for(const std::string& device) {
   if (device == "cpu") return cpu_backend();
+#if TESSEL_HAS_CUDA
+  if (device == "cuda") return cuda_backend();  // probes the GPU: "no usable GPU (...)"
+#endif
   if (device == "cuda")
     TS_THROW(
         "device cuda: this build of Tessel has no CUDA backend yet (docs/gpu.md says what "

@@ -135,6 +135,10 @@ Backend& cpu_backend();
 // The backend for a config's `device` ("cpu", "cuda"): an error naming the
 // device and why it is unavailable (no CUDA in this build, no GPU, no
 // driver) before any compute.
+// On first use of "cuda" the CUDA backend probes the GPU (built with
+// TESSEL_CUDA only): "device cuda: no usable GPU (<CUDA's reason>)".
 Backend& backend_for(const std::string& device);
+// Whether this build has the CUDA backend (TESSEL_CUDA found nvcc).
+bool built_with_cuda();
 
 }  // namespace tessel

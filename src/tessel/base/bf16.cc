@@ -21,16 +21,19 @@ bool cpu_converts_bf16() {
 // f32_to_bf16_bits does, but reads denormal inputs as zero: a step holding a
 // denormal (never in training data, but the bits must not depend on the
 // CPU) takes the scalar form instead.
+// Whether any of v's 16 floats is denormal. A function with the target
+// attribute, not a lambda: a lambda inside round_block_native does not
+// inherit its target and fails to compile where -march lacks AVX-512.
+__attribute__((target("avx512f"))) inline bool has_denormal(__m512 v) {
+  const __m512i abs_bits = _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7fffffff));
+  // 1 <= |bits| <= 0x007fffff as one unsigned compare of |bits| - 1.
+  return _mm512_cmplt_epu32_mask(_mm512_sub_epi32(abs_bits, _mm512_set1_epi32(1)),
+                                 _mm512_set1_epi32(0x007fffff)) != 0;
+}
+
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) void round_block_native(const float* in,
                                                                                uint16_t* out,
                                                                                int64_t n) {
-  const __m512i one = _mm512_set1_epi32(1), largest_denormal = _mm512_set1_epi32(0x007fffff),
-                magnitude = _mm512_set1_epi32(0x7fffffff);
-  auto has_denormal = [&](__m512 v) {
-    const __m512i abs_bits = _mm512_and_si512(_mm512_castps_si512(v), magnitude);
-    // 1 <= |bits| <= 0x007fffff as one unsigned compare of |bits| - 1.
-    return _mm512_cmplt_epu32_mask(_mm512_sub_epi32(abs_bits, one), largest_denormal) != 0;
-  };
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
     const __m512 lo = _mm512_loadu_ps(in + i), hi = _mm512_loadu_ps(in + i + 16);

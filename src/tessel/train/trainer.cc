@@ -28,6 +28,10 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   config_.validate();
   threads_ = apply_threads(config_.threads);
   backend_ = &backend_for(config_.device);  // a missing device is an error before any compute
+  if (std::string(backend_->name()) == "cuda")
+    TS_THROW(
+        "device cuda: the trainer does not run on CUDA yet (parameters, optimizer state and "
+        "checkpoints are host memory; docs/gpu.md); use device cpu");
   auto t = std::chrono::steady_clock::now();
   ctx_ = std::make_unique<DistributedContext>(config_.mesh, config_.layout);
   startup_.mesh = lap(t);
