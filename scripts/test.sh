@@ -18,7 +18,7 @@
 #             default; TESSEL_SANITIZE_TESTS=0 skips it (a local run only: CI
 #             runs it). The build about 8 min, the tests about 4.5 min.
 #             What it runs and skips, and its measured cost: tests/README.md.
-# What each phase costs and what was done to fit CI's 30 minutes:
+# What each phase costs, measured on a fresh clone:
 # tests/README.md, "CI time".
 # scripts/test.sh --fast: build/ and the fast tier only (ctest -L fast), for
 # the edit-compile-test loop. scripts/test.sh --sanitize: the sanitizer phase
