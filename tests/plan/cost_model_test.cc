@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "common/error_of.h"
+#include "common/plan_order.h"
 #include "common/tiny_gpt.h"
 #include "tessel/compile/memory_report.h"
 #include "tessel/plan/search.h"
@@ -293,14 +294,7 @@ TEST(PlanSearch, RanksEveryFeasibleCandidateFastestFirst) {
   EXPECT_GT(r.considered, 50);
   EXPECT_GT(r.pruned, 0);  // e.g. model=4 does not divide 2 heads
   EXPECT_EQ(r.considered - r.pruned, static_cast<int>(r.plans.size()));
-  // Fastest first; steps equal as printed: the smaller peak first.
-  for (size_t i = 1; i < r.plans.size(); ++i) {
-    const StepPrediction &a = r.plans[i - 1].prediction, &b = r.plans[i].prediction;
-    if (same_step_as_printed(a, b))
-      EXPECT_LE(a.peak_bytes, b.peak_bytes);
-    else
-      EXPECT_LT(a.step_s, b.step_s);
-  }
+  expect_plan_order(r);  // fastest first; steps equal as printed: the smaller peak first
   for (const Plan& p : r.plans) {
     EXPECT_EQ(Mesh::parse(p.config.mesh).rank_count(), 4);
     EXPECT_EQ(p.config.mesh.find("model=4"), std::string::npos);

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "common/plan_order.h"
 #include "plan/synthetic_profile.h"
 #include "tessel/plan/screen.h"
 #include "tessel/plan/search.h"
@@ -258,14 +259,7 @@ TEST(TwoPhaseSearch, TheExactPhaseCostsAtLeastExactTopAndAtMostFourTimesThat) {
   EXPECT_LE(r.exact, 12);
   EXPECT_EQ(static_cast<int>(r.plans.size()), r.exact);  // no memory limit: all fit
   EXPECT_EQ(r.screened + r.bounded + r.pruned, r.considered);
-  // Fastest first; steps equal as printed: the smaller peak first.
-  for (size_t i = 1; i < r.plans.size(); ++i) {
-    const StepPrediction &a = r.plans[i - 1].prediction, &b = r.plans[i].prediction;
-    if (same_step_as_printed(a, b))
-      EXPECT_LE(a.peak_bytes, b.peak_bytes);
-    else
-      EXPECT_LT(a.step_s, b.step_s);
-  }
+  expect_plan_order(r);  // fastest first; steps equal as printed: the smaller peak first
 }
 
 }  // namespace
