@@ -67,7 +67,10 @@ def train(config, out=None, log=None):
     Evaluates every ``eval_every`` steps and at the last, as ``tessel train``
     does. With `out`, the root rank writes ``out/metrics.jsonl`` (the CLI's
     keys: step, loss, lr, grad_norm, step_ms, tokens_per_s, gflops,
-    val_loss) and every rank joins the save of ``out/checkpoint``.
+    val_loss), every rank joins the save of ``out/checkpoint``, and the
+    root writes ``out/summary.json`` once training ends (what `tessel report`
+    reads: final losses, baseline, model, mesh, layout, precision; no
+    memory figures, which only the CLI measures).
     `log(line)` is called on the root with each step's metrics. Returns the
     Trainer and the list of metrics dicts (on every rank).
     """
@@ -99,10 +102,33 @@ def train(config, out=None, log=None):
                 log(line)
         if out is not None:
             trainer.save_checkpoint(os.path.join(out, "checkpoint"))
+            if trainer.is_root:
+                _write_summary(out, trainer, lines)
     finally:
         if metrics_file:
             metrics_file.close()
     return trainer, lines
+
+
+def _write_summary(out, trainer, lines):
+    """out/summary.json for a finished Python run, written whole, then renamed."""
+    cfg = trainer.config
+    val = [m["val_loss"] for m in lines if "val_loss" in m]
+    summary = {
+        "written_by": "python",
+        "model": cfg["model"] if isinstance(cfg["model"], str) else str(cfg["model"]),
+        "mesh": trainer.mesh,
+        "layout": trainer.layout,
+        "precision": cfg["precision"],
+        "steps": len(lines),
+        "final_loss": lines[-1]["loss"] if lines else None,
+        "final_val_loss": val[-1] if val else None,
+        "baseline_loss": trainer.baseline_loss,
+    }
+    path = os.path.join(out, "summary.json")
+    with open(path + ".tmp", "w") as f:
+        json.dump(summary, f, indent=2)
+    os.replace(path + ".tmp", path)
 
 
 def read_metrics(path):

@@ -55,6 +55,20 @@ def test_losses_and_weights_equal_the_cli_bitwise(runs):
     assert not params["wte"].flags.writeable
 
 
+def test_a_finished_python_run_reports_like_a_cli_run(runs):
+    summary = json.loads((runs["python"] / "summary.json").read_text())
+    lines = runs["lines"]
+    assert summary["final_loss"] == lines[-1]["loss"]
+    assert summary["final_val_loss"] == lines[-1]["val_loss"]
+    assert summary["steps"] == TINY_GPT["steps"]
+    cli = json.loads((runs["cli"] / "summary.json").read_text())
+    for key in ("mesh", "layout", "precision", "baseline_loss"):
+        assert summary[key] == cli[key], key
+    out = run([CLI, "report", str(runs["python"]), str(runs["cli"]), "--out",
+               str(runs["python"] / "report.html")])
+    assert "did not finish" not in out, out
+
+
 def test_checkpoint_resume_continues_exactly(runs, pygpt, tmp_path):
     config = dict(TINY_GPT, model=pygpt)
     first = tessel.Trainer(config)

@@ -140,6 +140,24 @@ TEST_F(RunReader, DifferentModelsAreFlaggedAndTheirConfigDifferencesShown) {
   EXPECT_EQ(data["runs"][1]["header"]["mesh"], "data=2");
 }
 
+// Steps have one column: the steps run, and the config's where they differ
+// (a run stopped early); the config key is not repeated among the differences.
+TEST_F(RunReader, StepsHaveOneColumnWithTheConfiguredCountWhereItDiffers) {
+  json full = {{"model", "gpt"}, {"steps", 2}};
+  json longer = {{"model", "gpt"}, {"steps", 100}};
+  const RunData a = read_run(make_run(
+      "full", {{"metrics.jsonl", kTwoSteps}, {"checkpoint/manifest.json", manifest(full)}}));
+  const RunData b = read_run(make_run(
+      "stopped", {{"metrics.jsonl", kTwoSteps}, {"checkpoint/manifest.json", manifest(longer)}}));
+  const json data = report_data({a, b}, json::array());
+  int steps_columns = 0;
+  for (const json& c : data["columns"]) steps_columns += c == "steps";
+  EXPECT_EQ(steps_columns, 1);
+  EXPECT_EQ(data["diff_keys"], json::array());
+  EXPECT_EQ(data["runs"][0]["header"]["steps"], "2");
+  EXPECT_EQ(data["runs"][1]["header"]["steps"], "2 of 100");
+}
+
 TEST_F(RunReader, RepeatedDirectoryNamesAreNamedByPath) {
   std::vector<RunData> runs = {read_run(make_run("a/run", {{"metrics.jsonl", kTwoSteps}})),
                                read_run(make_run("b/run", {{"metrics.jsonl", kTwoSteps}})),

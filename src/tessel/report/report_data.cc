@@ -130,7 +130,13 @@ json header(const RunData& run, bool with_precision) {
   h["schedule"] = schedule_text(run);
   if (with_precision)
     h["precision"] = text_of(run.config_value("precision", from_summary("precision")));
+  // Steps run, and the config's steps where they differ (a run that
+  // stopped early; the config's key has no column of its own).
   h["steps"] = std::to_string(run.steps.size());
+  const json configured = run.config_value("steps", json());
+  if (configured.is_number_integer() &&
+      configured.get<int64_t>() != static_cast<int64_t>(run.steps.size()))
+    h["steps"] = str_cat(run.steps.size(), " of ", configured.get<int64_t>());
   h["final loss"] = finite_number(loss) ? fixed(loss.get<double>(), 4) : "";
   h["final val loss"] = finite_number(val) ? fixed(val.get<double>(), 4) : "";
   json base = from_summary("baseline_loss");
@@ -151,9 +157,9 @@ json report_data(const std::vector<RunData>& runs, const json& plan_points) {
                       (run.summary.is_object() && run.summary.contains("precision"));
     configs.push_back(run.config);
   }
-  // Mesh, layout, schedule and precision have their own columns.
+  // Mesh, layout, schedule, precision and steps have their own columns.
   const std::vector<std::string> diff =
-      differing_keys(configs, {"mesh", "layout", "schedule", "precision"});
+      differing_keys(configs, {"mesh", "layout", "schedule", "precision", "steps"});
   data["diff_keys"] = diff;
   data["columns"] = {"run", "model", "mesh", "layout", "schedule"};
   if (with_precision) data["columns"].push_back("precision");
