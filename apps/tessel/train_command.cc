@@ -239,6 +239,26 @@ class AgreedStop {
   int64_t next_check_ = 0;
 };
 
+// Loads the checkpoint `resume` names (a directory, or `auto`: the newest
+// under `out` that validates) into every rank; returns the step it resumes at.
+int64_t resume_from(Trainer& trainer, const std::string& resume, const std::string& out) {
+  std::vector<std::string> skipped;  // damaged checkpoints `auto` passed over
+  const std::string dir = resolve_resume(resume, out, &skipped);
+  if (trainer.is_root())
+    for (const std::string& s : skipped)
+      std::fprintf(stderr, "warning: --resume auto: skipped damaged checkpoint %s\n", s.c_str());
+  trainer.load_checkpoint(dir);
+  const int64_t first_step = trainer.steps_done();
+  if (trainer.is_root()) {
+    const nlohmann::json saved =
+        read_checkpoint_info(dir).state.value("saved_on", nlohmann::json());
+    std::printf("resuming from %s at step %lld (saved on %s)\n", dir.c_str(),
+                static_cast<long long>(first_step),
+                saved.is_null() ? "an unknown layout" : saved.dump().c_str());
+  }
+  return first_step;
+}
+
 int run_train(const TrainOptions& opt) {
   const double exec_s = seconds_since_exec();  // process start to here
   const auto entered = std::chrono::steady_clock::now();
@@ -275,23 +295,7 @@ int run_train(const TrainOptions& opt) {
   // the failed attempt (standby.h): its files are replaced.
   const bool overwrite = opt.overwrite || (!opt.standby.empty() && resume.empty());
   RunDirectory run_dir({opt.out, config.trace, overwrite, !resume.empty()});
-  int64_t first_step = 0;
-  if (!resume.empty()) {  // every rank resolves the same directory and loads its shards
-    std::vector<std::string> skipped;  // damaged checkpoints `auto` passed over
-    const std::string dir = resolve_resume(resume, opt.out, &skipped);
-    if (trainer.is_root())
-      for (const std::string& s : skipped)
-        std::fprintf(stderr, "warning: --resume auto: skipped damaged checkpoint %s\n", s.c_str());
-    trainer.load_checkpoint(dir);
-    first_step = trainer.steps_done();
-    if (trainer.is_root()) {
-      const nlohmann::json saved =
-          read_checkpoint_info(dir).state.value("saved_on", nlohmann::json());
-      std::printf("resuming from %s at step %lld (saved on %s)\n", dir.c_str(),
-                  static_cast<long long>(first_step),
-                  saved.is_null() ? "an unknown layout" : saved.dump().c_str());
-    }
-  }
+  const int64_t first_step = resume.empty() ? 0 : resume_from(trainer, resume, opt.out);
   const Task& task = trainer.task();
   const bool root = trainer.is_root();
   if (root) {
@@ -390,6 +394,9 @@ int run_train(const TrainOptions& opt) {
                            {"tokens_per_s", trainer.items_per_step() / seconds},
                            {"gflops", trainer.flops_per_step() / seconds / 1e9}};
     if (!after.empty()) line["comm"] = comm_delta(before, after);
+    if (s == first_step && !resume.empty())  // where the report marks the restart
+      line["resumed"] = {{"mesh", trainer.distributed().mesh().to_string()},
+                         {"layout", trainer.distributed().layout().to_string()}};
     if (finishing) line["save_finish_ms"] = finish_ms;  // a stall too (not in step_ms)
     bool eval_now =
         (config.eval_every > 0 && (s + 1) % config.eval_every == 0) || s + 1 == config.steps;

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -99,6 +100,29 @@ TEST_F(RunDirectory, ResumeAutoSkipsADamagedNewestCheckpoint) {
       std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("model.safetensors"), std::string::npos) << r.output;
+}
+
+// A resumed run marks its first metrics line with the mesh and layout it
+// resumed on, and `tessel report` lists the restart in its header table.
+TEST_F(RunDirectory, AResumedRunIsMarkedInItsMetricsAndReport) {
+  const std::string out = (dir_ / "run").string();
+  ASSERT_EQ(tessel::run_cli(train(out, "--steps 2 --checkpoint-every 1 --sync-save")).exit_code, 0);
+  Result r = tessel::run_cli(train(out, "--steps 4 --resume auto"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream metrics(fs::path(out) / "metrics.jsonl");
+  std::vector<nlohmann::json> lines;
+  for (std::string line; std::getline(metrics, line);) lines.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(lines.size(), 4u);
+  for (size_t i = 0; i < lines.size(); ++i)
+    EXPECT_EQ(lines[i].contains("resumed"), i == 2) << lines[i];
+  EXPECT_EQ(lines[2]["resumed"]["mesh"], "(single rank)");
+  const std::string page = (dir_ / "report.html").string();
+  Result report = tessel::run_cli("report " + out + " --out " + page);
+  ASSERT_EQ(report.exit_code, 0) << report.output;
+  std::ifstream html(page);
+  const std::string text((std::istreambuf_iterator<char>(html)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("<th>restarts</th>"), std::string::npos);
+  EXPECT_NE(text.find("<td>step 2 on (single rank)</td>"), std::string::npos);
 }
 
 TEST_F(RunDirectory, DirectoryInUseIsRefused) {

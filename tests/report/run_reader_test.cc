@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -156,6 +157,23 @@ TEST_F(RunReader, StepsHaveOneColumnWithTheConfiguredCountWhereItDiffers) {
   EXPECT_EQ(data["diff_keys"], json::array());
   EXPECT_EQ(data["runs"][0]["header"]["steps"], "2");
   EXPECT_EQ(data["runs"][1]["header"]["steps"], "2 of 100");
+}
+
+// A resumed run's marked lines become its restarts column; without any
+// resumed run there is no such column.
+TEST_F(RunReader, RestartsAreListedWhereARunWasResumed) {
+  const std::string resumed =
+      std::string(kTwoSteps) +
+      "{\"step\":2,\"loss\":4.8,\"resumed\":{\"mesh\":\"data=2\",\"layout\":\"batch=data\"}}\n";
+  const RunData plain = read_run(make_run("plain", {{"metrics.jsonl", kTwoSteps}}));
+  const RunData again = read_run(make_run("again", {{"metrics.jsonl", resumed}}));
+  json columns = report_data({plain}, json::array())["columns"];
+  EXPECT_EQ(std::count(columns.begin(), columns.end(), json("restarts")), 0);
+  const json data = report_data({plain, again}, json::array());
+  columns = data["columns"];
+  EXPECT_EQ(std::count(columns.begin(), columns.end(), json("restarts")), 1);
+  EXPECT_EQ(data["runs"][0]["header"]["restarts"], "");
+  EXPECT_EQ(data["runs"][1]["header"]["restarts"], "step 2 on data=2");
 }
 
 TEST_F(RunReader, RepeatedDirectoryNamesAreNamedByPath) {

@@ -106,6 +106,19 @@ std::string schedule_text(const RunData& run) {
   return "none";
 }
 
+// Where a resumed run restarted: "step N on MESH" for each metrics line
+// `tessel train --resume` marked, "; "-separated; "" for a run never resumed.
+std::string restarts_text(const RunData& run) {
+  std::string text;
+  for (const json& line : run.steps) {
+    if (!line.contains("resumed") || !line["resumed"].is_object()) continue;
+    const json& r = line["resumed"];
+    text += str_cat(text.empty() ? "" : "; ", "step ", line["step"].dump(), " on ",
+                    text_of(r.value("mesh", json("?"))));
+  }
+  return text;
+}
+
 json header(const RunData& run, bool with_precision) {
   const json& s = run.summary;
   auto from_summary = [&](const char* key) {
@@ -141,6 +154,7 @@ json header(const RunData& run, bool with_precision) {
   h["final val loss"] = finite_number(val) ? fixed(val.get<double>(), 4) : "";
   json base = from_summary("baseline_loss");
   h["baseline"] = finite_number(base) ? fixed(base.get<double>(), 4) : "";
+  h["restarts"] = restarts_text(run);
   return h;
 }
 
@@ -165,6 +179,12 @@ json report_data(const std::vector<RunData>& runs, const json& plan_points) {
   if (with_precision) data["columns"].push_back("precision");
   for (const char* c : {"steps", "final loss", "final val loss", "baseline"})
     data["columns"].push_back(c);
+  // Restarts: a column only when some run was resumed.
+  for (const RunData& run : runs)
+    if (!restarts_text(run).empty()) {
+      data["columns"].push_back("restarts");
+      break;
+    }
 
   std::set<std::string> models, datasets;
   for (const RunData& run : runs) {
