@@ -92,17 +92,31 @@ class Lowering {
       const AxisSignature* best = nullptr;
       double best_cost = std::numeric_limits<double>::infinity();
       std::vector<AxisSignature> options = candidates(global_, node, n, taken);
+      // An input moves on this axis as the other axes hold it (a
+      // data-parallel activation is a rank's rows, not the whole batch); the
+      // output is costed whole, as before.
+      const double out_bytes = bytes(node);
+      std::vector<double> in_bytes;
+      for (ValueId in : node.inputs)
+        in_bytes.push_back(block_bytes(global_.node(in), out_.sharding_of[in], a));
       for (const AxisSignature& sig : options) {
-        double cost = transition_bytes(sig.output, target[a], bytes(node), n);
+        double cost = transition_bytes(sig.output, target[a], out_bytes, n);
         for (size_t i = 0; i < node.inputs.size(); ++i) {
           const Placement& have = out_.sharding_of[node.inputs[i]][a];
           // A conversion already made (the forward's gathered activation,
           // reused by backward) costs nothing more.
           if (!converted(node.inputs[i], a, sig.inputs[i]))
-            cost += transition_bytes(have, sig.inputs[i], bytes(global_.node(node.inputs[i])), n);
+            cost += transition_bytes(have, sig.inputs[i], in_bytes[i], n);
           cost += parameter_penalty(node.inputs[i], a, have, sig.inputs[i]);
         }
-        if (cost < best_cost) best_cost = cost, best = &sig;
+        // Equal costs: a split that is the target over a replicated result
+        // (an expand or elementwise op of replicated inputs computes only
+        // its block instead of the whole value and a slice of it). A
+        // partial result keeps its place: it may stay partial to the output.
+        if (cost < best_cost ||
+            (cost == best_cost && sig.output.is_split() && sig.output == target[a] &&
+             best->output.kind == Placement::kBroadcast))
+          best_cost = cost, best = &sig;
       }
       TS_CHECK(best, "no signature for ", op_name(node.kind));
       for (size_t i = 0; i < node.inputs.size(); ++i) need[i] = need[i].with(a, best->inputs[i]);
@@ -177,6 +191,11 @@ class Lowering {
   }
 
   static double bytes(const Node& n) { return static_cast<double>(n.shape.numel()) * 4.0; }
+  // Bytes of a rank's block of `n` held as `s` on every axis but `axis`.
+  double block_bytes(const Node& n, const Sharding& s, int axis) const {
+    return static_cast<double>(s.with(axis, Placement::broadcast()).local_numel(n.shape, mesh_)) *
+           4.0;
+  }
 
   // `global_value` converted to sharding `want` as input `input` of `user`,
   // cached so that one value needed the same way by several ops is
