@@ -21,6 +21,8 @@ struct Command {
 };
 
 Command add_train_command(CLI::App& app);
+// `tessel train --dry-run` (dry_run.cc): every rank's predicted memory.
+int run_dry(TrainConfig config);
 Command add_sample_command(CLI::App& app);
 Command add_eval_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);

@@ -55,12 +55,12 @@ struct TrainOptions {
 // The periodic-save flags are config keys (the memory prediction counts the
 // asynchronous save's host copy), set here on top of the file and --set.
 TrainConfig load_config(const TrainOptions& opt) {
-  TrainConfig config = opt.config.load();
+  TrainConfig config = opt.config.load(/*with_data=*/!opt.dry_run);
   if (opt.checkpoint_every >= 0)
     config.set("checkpoint_every=" + std::to_string(opt.checkpoint_every));
   if (opt.keep >= 0) config.set("keep_checkpoints=" + std::to_string(opt.keep));
   if (opt.sync_save) config.set("async_save=false");
-  config.validate();
+  config.validate(/*with_data=*/!opt.dry_run);  // a dry run reads no data
   return config;
 }
 
@@ -77,51 +77,6 @@ void keep_metrics_before(const std::filesystem::path& path, int64_t first) {
       kept += line + "\n";
   }
   write_file_atomically(path.string(), kept);
-}
-
-// The predicted memory of every rank, without allocating or running.
-int run_dry(TrainConfig config) {
-  if (const std::optional<RecomputeChoice> choice = resolve_recompute(config))
-    std::printf("%s", choice->report().c_str());
-  std::printf("predicted memory per rank (mesh %s, zero %d, recompute %s, precision %s):\n",
-              config.mesh.empty() ? "single rank" : config.mesh.c_str(), config.zero,
-              config.recompute.c_str(), config.precision.c_str());
-  std::printf("  %-5s %12s %12s %12s %14s %12s %12s %13s %12s\n", "rank", "parameters", "optimizer",
-              "arena", "(gradients)", "eval arena", "host", "accumulators", "total");
-  for (const RankMemory& m : predict_memory(config))
-    std::printf("  %-5d %12s %12s %12s %14s %12s %12s %13s %12s\n", m.rank,
-                format_bytes(m.parameters).c_str(), format_bytes(m.optimizer).c_str(),
-                format_bytes(m.arena).c_str(), format_bytes(m.gradients).c_str(),
-                format_bytes(m.eval_arena).c_str(), format_bytes(m.host.total()).c_str(),
-                format_bytes(m.accumulators + m.weight_copies).c_str(),
-                format_bytes(m.total()).c_str());
-  std::printf(
-      "arena = the training step's activations + gradients + collective and einsum scratch "
-      "(+ parameters gathered on use under --zero 3) at the planned peak\n"
-      "host = input batch staging + ZeRO-1/2 update slice + one full tensor for sharded "
-      "checkpoints (+ on rank 0 the host copy asynchronous periodic saves write from); "
-      "accumulators = pipeline gradient accumulators (+ asynchronous weight "
-      "copies); total = the peak of tensor storage (code, libraries, data not included)\n");
-  if (config.precision == "bf16")
-    std::printf("%s; the arena counts its scratch\n", kernels::bf16_matmul_note().c_str());
-  for (const RankMemory& m : predict_memory(config)) {
-    if (m.stages.empty()) break;
-    if (m.rank == 0)
-      std::printf(
-          "pipeline (schedule %s, %lld micro-batches): gradient accumulators equal the "
-          "parameters; per stage, one arena (the stashed activations) per micro-batch in "
-          "flight, plus temporaries its micro-batches share\n",
-          config.schedule.c_str(), static_cast<long long>(config.microbatches));
-    for (size_t i = 0; i < m.stages.size(); ++i)
-      std::printf("  rank %d stage %d: %d in flight x %s + %s shared = %s\n", m.rank, m.stages[i],
-                  m.in_flight[i], format_bytes(m.stage_arena[i]).c_str(),
-                  format_bytes(m.stage_shared[i]).c_str(),
-                  format_bytes(m.in_flight[i] * m.stage_arena[i] + m.stage_shared[i]).c_str());
-  }
-  check_memory_limit(config);
-  if (!config.memory_limit.empty())
-    std::printf("fits in --memory-limit %s\n", config.memory_limit.c_str());
-  return 0;
 }
 
 void print_comm_stats(const CommStats& stats) {

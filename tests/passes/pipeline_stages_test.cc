@@ -53,7 +53,8 @@ TEST(PipelineStages, BalancedPartitionMinimisesTheSlowestStage) {
 TEST(PipelineStages, StageGraphsExchangeTheResidualStreamAndShareTheTiedEmbedding) {
   Forward f = gpt_forward(4);
   StagePartition p = partition_stages(f.graph, 2, {2});
-  std::vector<StageGraph> stages = build_stage_graphs(f.graph, f.loss, p, {true, 4, ""});
+  std::vector<StageGraph> stages =
+      build_stage_graphs(f.graph, f.loss, p, {true, 4, "", /*split_weight_phase=*/true});
   ASSERT_EQ(stages.size(), 2u);
   const StageGraph& first = stages[0];
   const StageGraph& last = stages[1];
@@ -88,6 +89,30 @@ TEST(PipelineStages, StageGraphsExchangeTheResidualStreamAndShareTheTiedEmbeddin
   // The input gradient is computed in the backward-input phase.
   EXPECT_GE(last.gradients_out[0], last.backward_input_begin);
   EXPECT_LT(last.gradients_out[0], last.backward_weight_begin);
+}
+
+// Without a zero-bubble schedule the backward is one phase in autodiff
+// order: the weight phase is empty, and a block's weight gradients come
+// before the earlier block's input gradients (they die with their block).
+TEST(PipelineStages, UnsplitBackwardIsOnePhaseInAutodiffOrder) {
+  Forward f = gpt_forward(4);
+  StagePartition p = partition_stages(f.graph, 2, {2});
+  std::vector<StageGraph> split =
+      build_stage_graphs(f.graph, f.loss, p, {true, 4, "", /*split_weight_phase=*/true});
+  std::vector<StageGraph> stages = build_stage_graphs(f.graph, f.loss, p, {true, 4, ""});
+  for (size_t k = 0; k < stages.size(); ++k) {
+    const StageGraph& s = stages[k];
+    EXPECT_EQ(s.backward_weight_begin, s.graph.size());
+    EXPECT_EQ(s.backward_input_begin, split[k].backward_input_begin);  // the same forward
+    EXPECT_EQ(s.graph.size(), split[k].graph.size());                  // the same nodes
+  }
+  const StageGraph& last = stages[1];
+  const std::vector<ValueId>& params = last.graph.params();
+  const auto at = std::find(params.begin(), params.end(), last.graph.find("block3.mlp.w2"));
+  ASSERT_NE(at, params.end());
+  const ValueId block3_weight = last.param_grads[at - params.begin()];
+  EXPECT_GE(block3_weight, last.backward_input_begin);
+  EXPECT_LT(block3_weight, last.gradients_out[0]);
 }
 
 TEST(PipelineStages, BadPartitionsAreErrors) {

@@ -142,14 +142,16 @@ TEST(CostModel, PipelinesHaveABubbleThatShrinksWithMoreMicrobatches) {
   EXPECT_LT(eight.bubble_s / eight.step_s, two.bubble_s / two.step_s);
 }
 
-TEST(CostModel, OneCompiledPipelineStandsForEverySynchronousScheduleWithItsChunks) {
+// gpipe and 1f1b compile to the same stage programs (zb-h1 splits its
+// backward into two phases, so it compiles its own).
+TEST(CostModel, OneCompiledPipelineStandsForGpipeAnd1f1b) {
   const FakeHardware hw;
   TrainConfig c = tiny("pipe=2,data=2");
   c.microbatches = 4;
   c.zero = 1;
   const std::vector<int> ranks = representative_ranks(Mesh::parse(c.mesh), true);
   const std::vector<CompiledRank> as_1f1b = compile_ranks(c, ranks);
-  for (const char* name : {"gpipe", "zb-h1"}) {
+  for (const char* name : {"gpipe"}) {
     c.schedule = name;
     const Schedule s = make_schedule(name, 2, 4);
     const StepPrediction shared = predict_compiled(as_1f1b, hw, {}, &s);

@@ -44,19 +44,22 @@ Schedule forward_only_schedule(int ranks, int chunks) {
 }
 
 // The model, partition and stage graphs of `config` (stage_count stages).
-std::shared_ptr<PipelineGraphs> build_pipeline_graphs(const TrainConfig& config, int stage_count) {
+std::shared_ptr<PipelineGraphs> build_pipeline_graphs(const TrainConfig& config, int stage_count,
+                                                      bool split_weight_phase) {
   auto pg = std::make_shared<PipelineGraphs>();
   const int m = static_cast<int>(config.microbatches);
   Graph eval_forward;
   GraphBuilder fb(pg->forward), eb(eval_forward);
   const TaskGraph train_out = build_model(config, fb, config.batch / m, /*training=*/true);
-  const TaskGraph eval_out = build_model(config, eb, config.batch, /*training=*/false);
+  // Evaluation runs the batch in the training's micro-batches, one at a
+  // time (PipelineModel::evaluate): its arena is one micro-batch's forward.
+  const TaskGraph eval_out = build_model(config, eb, config.batch / m, /*training=*/false);
   std::vector<int> boundaries(config.stages.begin(), config.stages.end());
   pg->partition = partition_stages(pg->forward, stage_count, boundaries);
   std::vector<int> chosen(pg->partition.first_block.begin() + 1, pg->partition.first_block.end());
   StagePartition eval_partition = partition_stages(eval_forward, stage_count, chosen);
-  pg->train =
-      build_stage_graphs(pg->forward, train_out.loss, pg->partition, {true, m, config.recompute});
+  pg->train = build_stage_graphs(pg->forward, train_out.loss, pg->partition,
+                                 {true, m, config.recompute, split_weight_phase});
   pg->eval = build_stage_graphs(eval_forward, eval_out.loss, eval_partition, {false, 1, ""},
                                 eval_out.logits);
   for (const StageGraph& g : pg->train) {
@@ -69,9 +72,10 @@ std::shared_ptr<PipelineGraphs> build_pipeline_graphs(const TrainConfig& config,
   return pg;
 }
 
-std::string pipeline_graphs_key(const TrainConfig& config, int stage_count) {
-  std::string key =
-      str_cat(config.recompute, "|", config.batch, "|", config.microbatches, "|", stage_count, "|");
+std::string pipeline_graphs_key(const TrainConfig& config, int stage_count,
+                                bool split_weight_phase) {
+  std::string key = str_cat(config.recompute, "|", config.batch, "|", config.microbatches, "|",
+                            stage_count, "|", split_weight_phase, "|");
   for (int64_t b : config.stages) key += str_cat(b, ",");
   return key;
 }
@@ -128,11 +132,11 @@ PipelineModel::PipelineModel(const TrainConfig& config, const Mesh& mesh, int ra
   std::shared_ptr<const PipelineGraphs> graphs;
   if (cache) {
     std::shared_ptr<const PipelineGraphs>& slot =
-        cache->graphs[pipeline_graphs_key(config, stage_count)];
-    if (!slot) slot = build_pipeline_graphs(config, stage_count);
+        cache->graphs[pipeline_graphs_key(config, stage_count, schedule_.split_backward)];
+    if (!slot) slot = build_pipeline_graphs(config, stage_count, schedule_.split_backward);
     graphs = slot;
   } else {
-    owned = build_pipeline_graphs(config, stage_count);
+    owned = build_pipeline_graphs(config, stage_count, schedule_.split_backward);
     graphs = owned;
   }
   const Graph& forward = graphs->forward;
@@ -169,10 +173,10 @@ PipelineModel::PipelineModel(const TrainConfig& config, const Mesh& mesh, int ra
     std::string eval_key;
     size_t* cached_eval = nullptr;
     if (cache && plan_only_) {
-      eval_key = str_cat(config.batch, "|", k, "|", stage_count, "|", stage_mesh_.to_string(), "|",
-                         stage_rank_, "|", config.layout, "|", config.precision, "|",
-                         config.bf16_activations, "|", config.tp_comm_precision, "|",
-                         config.bucket_mib, "|");
+      eval_key = str_cat(config.batch / config.microbatches, "|", k, "|", stage_count, "|",
+                         stage_mesh_.to_string(), "|", stage_rank_, "|", config.layout, "|",
+                         config.precision, "|", config.bf16_activations, "|",
+                         config.tp_comm_precision, "|", config.bucket_mib, "|");
       for (int b : partition_.first_block) eval_key += str_cat(b, ",");
       for (const auto& [label, spec] : config.shard) eval_key += str_cat("|", label, "=", spec);
       auto it = cache->eval_arena_bytes.find(eval_key);
@@ -307,6 +311,9 @@ PipelineStage PipelineModel::compile(const LocalStage& st, int chunk, bool eval)
   // Instances never run at once: they share one region for the buffers that
   // live within a phase and keep only what crosses phases (the stash).
   options.separate_phase_local = !eval;
+  // Parameter gradients go into the stage's accumulators as they are
+  // computed: a micro-batch in flight holds none.
+  if (!eval) options.accumulated_outputs = ps.param_grads;
   // A synchronous step runs every micro-batch on the same weights: one bf16
   // copy of each, made once a step (the executor calls weights_changed()).
   options.share_weight_copies = !eval && !schedule_.asynchronous;
@@ -333,12 +340,16 @@ void PipelineModel::bind(const Lookup& param, const Lookup& grad, Lookup staging
     const StageGraph& sg = stages_[k].graph;
     for (size_t i = 0; i < sg.param_grads.size(); ++i)
       train_stages_[k].accumulators.push_back(grad(sg.graph.node(sg.graph.params()[i]).name));
+    PipelineStage& train = train_stages_[k];
+    for (auto& program : train.instances)
+      for (size_t i = 0; i < train.param_grads.size(); ++i)
+        program->bind_accumulator(train.param_grads[i], train.accumulators[i]);
   }
   Communicator* pipe = pipe_axis_ ? &ctx_->groups().axis(kPipeAxis) : nullptr;
   auto feeder = [this](bool eval) {
     return [this, eval](int stage, int microbatch, Program& program) {
       for (const LocalStage& st : stages_)
-        if (st.graph.stage == stage) feed(st, eval, microbatch, program);
+        if (st.graph.stage == stage) feed(st, eval, eval ? eval_microbatch_ : microbatch, program);
     };
   };
   executor_ = std::make_unique<PipelineExecutor>(schedule_, pipe_rank_, std::move(train_stages_),
@@ -376,7 +387,10 @@ double PipelineModel::run_step() {
   return share_loss(last_outcome_.loss_sum) / schedule_.microbatches;
 }
 
-double PipelineModel::evaluate() {
+double PipelineModel::evaluate(int microbatch) {
+  TS_CHECK(microbatch >= 0 && microbatch < eval_microbatches(), "evaluation micro-batch ",
+           microbatch, " of ", eval_microbatches());
+  eval_microbatch_ = microbatch;
   PipelineExecutor::StepOutcome o = eval_executor_->run();
   return share_loss(o.loss_sum);
 }

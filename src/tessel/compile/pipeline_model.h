@@ -127,9 +127,13 @@ class PipelineModel {
   // Mean loss over the batch's micro-batches, on every rank (collective).
   double run_step();
   const PipelineExecutor::StepOutcome& last_outcome() const { return last_outcome_; }
-  // Forward of the full batch through every stage; the loss on every rank.
-  double evaluate();
-  // After evaluate(), on the ranks of the last stage: copies this rank's
+  // Evaluation runs the batch as the training's micro-batches, one forward
+  // through every stage at a time, so its arena is one micro-batch's.
+  int eval_microbatches() const { return static_cast<int>(config_.microbatches); }
+  // Forward of one micro-batch (consecutive rows of the batch, as in
+  // training); its mean loss on every rank (collective).
+  double evaluate(int microbatch);
+  // After evaluate(m), on the ranks of the last stage: copies this rank's
   // block of the logits to `local`, with their global shape and sharding
   // (full mesh), and returns true; elsewhere false.
   bool eval_logits(Shape* shape, Sharding* sharding, std::vector<float>* local);
@@ -157,6 +161,7 @@ class PipelineModel {
   Layout stage_layout_;
   std::string data_axis_;
   Schedule schedule_, eval_schedule_;
+  int eval_microbatch_ = 0;  // the micro-batch evaluate() feeds
   StagePartition partition_;
   std::vector<PipelineParam> params_;
   // Per parameter, its ZeRO 1/2 sharding (full mesh), once a stage asked for it.

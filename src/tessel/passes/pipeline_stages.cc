@@ -241,7 +241,8 @@ void add_backward(StageGraph& st, const StageGraphOptions& options) {
   }
 
   // Phases: forward nodes, then the ancestors of the input gradients, then
-  // everything else the parameter gradients need.
+  // everything else the parameter gradients need (unsplit: one backward
+  // phase, in autodiff order).
   const int n = source.size();
   const ValueId backward_start = mapped(forward_end - 1) + 1;
   std::vector<int> phase(n, -1);  // 0 forward, 1 backward-input, 2 backward-weight
@@ -261,7 +262,7 @@ void add_backward(StageGraph& st, const StageGraphOptions& options) {
     if (id < backward_start)
       phase[id] = 0;
     else if (needed[id])
-      phase[id] = feeds_input_grad[id] ? 1 : 2;
+      phase[id] = feeds_input_grad[id] || !options.split_weight_phase ? 1 : 2;
   }
 
   Graph out;

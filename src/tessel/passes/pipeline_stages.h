@@ -15,9 +15,10 @@
 // sum(out * grad) has exactly those gradients) or, on the last stage, from
 // loss / microbatches, so gradients accumulated over micro-batches are the
 // gradients of the batch's mean loss. The graph is ordered forward, then
-// backward-input (what the earlier stage waits for), then backward-weight
+// backward; for zero-bubble schedules the backward is split into
+// backward-input (what the earlier stage waits for) and backward-weight
 // (parameter gradients nobody downstream waits for), so a runtime can run
-// the three phases separately (zero-bubble schedules).
+// the three phases separately.
 #pragma once
 
 #include <optional>
@@ -70,6 +71,12 @@ struct StageGraphOptions {
   bool backward = true;
   int microbatches = 1;   // the backward is seeded with 1 / microbatches
   std::string recompute;  // a recompute policy (passes/recompute_policy.h); "" = none
+  // Zero-bubble schedules run the backward as two actions (BI, then W
+  // later): the weight gradients form their own phase, and what they read
+  // stays alive from BI to W. Otherwise the backward is one phase in
+  // autodiff order, so each block's weight gradients (and, with
+  // recomputation, its recomputed activations) die with the block.
+  bool split_weight_phase = false;
 };
 
 // One graph per stage. REQUIRES: `loss` is the forward graph's scalar loss.

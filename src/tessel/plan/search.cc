@@ -184,10 +184,11 @@ bool shape_fits(const TrainConfig& base, const Space& space, const Knobs& k) {
   return true;
 }
 
-// A synchronous pipeline whose stages any of gpipe, 1f1b and zb-h1 share.
+// A synchronous pipeline whose stages gpipe and 1f1b share (zb-h1 splits
+// its backward into two phases: its own stage programs).
 bool shares_stages(const TrainConfig& c) {
   return c.mesh.find("pipe=") != std::string::npos && c.chunks == 1 &&
-         (c.schedule == "gpipe" || c.schedule == "1f1b" || c.schedule == "zb-h1");
+         (c.schedule == "gpipe" || c.schedule == "1f1b");
 }
 
 std::string knobs(const TrainConfig& c) {
@@ -379,7 +380,7 @@ PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
     try {
       const std::vector<int> reps = representative_ranks(mesh, false);
       if (q.share_compiles && uses_pipeline(cand.config, mesh)) {
-        // gpipe, 1f1b and zb-h1 compile to the same stages, and so do ZeRO
+        // gpipe and 1f1b compile to the same stages, and so do ZeRO
         // 0, 1 and 2 (PipelineModel::set_zero): compile once (as 1f1b, ZeRO 0).
         if (pipelines_mesh != cand.config.mesh)
           pipelines.clear(), pipelines_mesh = cand.config.mesh;
@@ -405,7 +406,7 @@ PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
           plan.prediction = predict_compiled(kept.ranks, hw, q.cost, nullptr, &kept.phases);
         }
       } else if (shares_stages(cand.config)) {
-        // gpipe, 1f1b and zb-h1 compile to the same stages: compile once (as 1f1b).
+        // gpipe and 1f1b compile to the same stages: compile once (as 1f1b).
         TrainConfig key = cand.config;
         key.schedule = "1f1b";
         const std::string k = key.to_json().dump();

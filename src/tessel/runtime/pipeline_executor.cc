@@ -134,13 +134,6 @@ void PipelineExecutor::weights_changed() {
     if (!s.instances.empty()) s.instances.front()->weights_changed();  // instances share copies
 }
 
-void PipelineExecutor::accumulate(PipelineStage& s, Program& p) {
-  for (size_t i = 0; i < s.param_grads.size(); ++i) {
-    const int64_t n = p.graph().node(s.param_grads[i]).shape.numel();
-    p.backend().accumulate(s.accumulators[i], p.device_f32(s.param_grads[i]), n);
-  }
-}
-
 PipelineExecutor::StepOutcome PipelineExecutor::run() {
   StepOutcome out;
   const double start = steady_seconds();
@@ -198,11 +191,9 @@ PipelineExecutor::StepOutcome PipelineExecutor::run() {
         if (hooks_.before_backward) hooks_.before_backward(index, a.microbatch, p);
         p.run_phase(kBackwardInputPhase);
         p.run_phase(kBackwardWeightPhase);
-        accumulate(s, p);
         break;
       case ActionKind::kBackwardWeight:
         p.run_phase(kBackwardWeightPhase);
-        accumulate(s, p);
         break;
       case ActionKind::kOptimizerStep:
         break;

@@ -13,7 +13,8 @@
 // by (micro-batch, stage, direction) so messages match whatever their order.
 // Sends never block (they complete before the instance is reused); receives
 // do (under the comm watchdog). Parameter gradients of every micro-batch are
-// added into the stage's accumulators. Every action is timed for traces and
+// added into the stage's accumulators by its programs as they are computed
+// (CompileOptions::accumulated_outputs). Every action is timed for traces and
 // bubble fractions. Nothing is allocated per step once compiled.
 #pragma once
 
@@ -36,10 +37,12 @@ struct PipelineStage {
   // Local value ids of the program (the same in every instance).
   std::vector<ValueId> activations_in, activations_out, gradients_in, gradients_out;
   std::vector<ValueId> param_grads;
-  std::vector<float*> accumulators;  // aligned with param_grads; zeroed by the caller per step
-  std::optional<ValueId> loss;       // last stage only
-  std::optional<ValueId> logits;     // last stage of an evaluation, if asked for
-  bool split_phases = true;          // the program has 3 phases (F, BI, BW)
+  // Aligned with param_grads, bound as the programs' accumulators; zeroed by
+  // the caller per step.
+  std::vector<float*> accumulators;
+  std::optional<ValueId> loss;    // last stage only
+  std::optional<ValueId> logits;  // last stage of an evaluation, if asked for
+  bool split_phases = true;       // the program has 3 phases (F, BI, BW)
 };
 
 // One timed action of one rank.
@@ -98,7 +101,6 @@ class PipelineExecutor {
   void receive(Program& p, const std::vector<ValueId>& values, const Action& a, int tag);
   void send(Program& p, const std::vector<ValueId>& values, const Action& a, int tag,
             std::vector<std::unique_ptr<CommRequest>>& pending);
-  void accumulate(PipelineStage& s, Program& p);
   // Every stage's shared bf16 weight copies are stale (Program::weights_changed).
   void weights_changed();
   void poll_sends();

@@ -119,6 +119,7 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
   plan_bf16_copies();
   make_buckets(uses);
   mark_bf16_sums(outputs);
+  plan_accumulations(uses);
   request_buffers(uses);
   if (!options_.plan_only) allocate(uses);
 }
@@ -181,7 +182,15 @@ void Program::make_instructions(const std::vector<bool>& live, const std::vector
     uses.touch(alias_root_[ins.value], step);
   }
   uses.end = std::max<int>(1, static_cast<int>(instructions_.size()));
-  for (ValueId out : outputs) uses.touch(alias_root_[out], uses.end);
+  // Accumulated outputs that an instruction writes live until it (and their
+  // readers) are done; every other output lives to the end.
+  std::set<ValueId> written;
+  for (const Instruction& ins : instructions_) written.insert(ins.value);
+  std::set<ValueId> accumulated;
+  for (ValueId out : options_.accumulated_outputs) accumulated.insert(alias_root_.at(out));
+  for (ValueId out : outputs)
+    if (!accumulated.count(alias_root_[out]) || !written.count(alias_root_[out]))
+      uses.touch(alias_root_[out], uses.end);
   // Inputs keep their values across runs (write once, run many times).
   for (ValueId id : g.inputs()) uses.touch(id, uses.end);
 }
@@ -356,6 +365,26 @@ void Program::mark_bf16_sums(const std::vector<ValueId>& outputs) {
     ins.bf16_sum = output_roots.count(ins.node)
                        ? node.kind == OpKind::kReduceScatter && bf16_reduce_roots.count(ins.node)
                        : options_.bf16_partial_sums;
+  }
+}
+
+// Where each accumulated output is added into its caller buffer: right after
+// the instruction that writes it, or after the buckets (a bucket member is
+// final only once its all-reduce completes) of the run that wrote it.
+void Program::plan_accumulations(const Uses& uses) {
+  std::map<ValueId, int> writer;
+  for (size_t i = 0; i < instructions_.size(); ++i)
+    writer[instructions_[i].value] = static_cast<int>(i);
+  for (ValueId out : options_.accumulated_outputs) {
+    const ValueId root = alias_root_.at(out);
+    TS_CHECK(graph_->node(out).dtype == DType::kF32 && !stored_bf16_[root], "accumulated output %",
+             out, " ('", graph_->node(out).name, "') is not stored in f32");
+    const auto it = writer.find(root);
+    Accumulation a{out};
+    a.after_buckets = it == writer.end() || uses.bucket_of[root] >= 0;
+    a.step = it == writer.end() ? uses.end - 1 : it->second;
+    if (!a.after_buckets) instructions_[a.step].accumulate.push_back(accumulations_.size());
+    accumulations_.push_back(a);
   }
 }
 
@@ -552,6 +581,22 @@ void Program::bind_param(const std::string& name, float* data) {
   weights_changed();
 }
 
+void Program::bind_accumulator(ValueId output, float* dst) {
+  for (Accumulation& a : accumulations_)
+    if (a.value == output) {
+      a.dst = dst;
+      return;
+    }
+  TS_THROW("value %", output, " is not an accumulated output of this program");
+}
+
+void Program::accumulate_output(const Accumulation& a) {
+  TS_CHECK(a.dst, "accumulated output %", a.value, " ('", graph_->node(a.value).name,
+           "') is not bound to a buffer");
+  backend_->accumulate(a.dst, static_cast<const float*>(value_ptr_[a.value]),
+                       graph_->node(a.value).shape.numel());
+}
+
 bool Program::stored_bf16(ValueId value) const {
   TS_CHECK(value >= 0 && value < graph_->size(), "value %", value, " is not in the graph");
   return stored_bf16_[alias_root_[value]];
@@ -591,6 +636,10 @@ void* Program::device_ptr(ValueId value) {
   if (stored_bf16_[alias_root_[value]])
     TS_THROW("value %", value, " ('", graph_->node(value).name,
              "') is stored in bf16 (only einsums read it), not as f32");
+  for (const Accumulation& a : accumulations_)
+    if (alias_root_[a.value] == alias_root_[value])
+      TS_THROW("value %", value, " ('", graph_->node(value).name,
+               "') is added into its accumulator as it is computed; read the accumulator");
   if (!value_ptr_[value])
     TS_THROW("value %", value, " ('", graph_->node(value).name,
              "') has no storage in this program (not an output, or an unbound parameter)");
@@ -724,6 +773,7 @@ void Program::run_instructions(size_t begin, size_t end) {
       backend_->round_to_bf16(reinterpret_cast<const float*>(ins.stage_ptr),
                               static_cast<uint16_t*>(value_ptr_[ins.value]),
                               call.node.shape.numel());
+    for (int a : ins.accumulate) accumulate_output(accumulations_[a]);
   }
   running_node_.reset();
   if (progress_) progress_();
@@ -735,6 +785,9 @@ void Program::run_instructions(size_t begin, size_t end) {
     }
   collective_seconds_ +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (const Accumulation& a : accumulations_)
+    if (a.after_buckets && a.step >= static_cast<int>(begin) && a.step < static_cast<int>(end))
+      accumulate_output(a);
 }
 
 }  // namespace tessel

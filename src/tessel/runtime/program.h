@@ -97,6 +97,11 @@ struct CompileOptions {
   // unless it was rounded since the last weights_changed(), so a step
   // rounds each weight once rather than once per phase and micro-batch.
   bool share_weight_copies = false;
+  // Outputs the program adds into caller buffers (bind_accumulator) as soon
+  // as they are final, instead of keeping them to the end of the run: a
+  // pipeline stage's parameter gradients, so that no micro-batch in flight
+  // holds a copy of them. Each must be an f32 output; device_ptr refuses them.
+  std::vector<ValueId> accumulated_outputs{};
 };
 
 // What a pipeline stage's program instances share (CompileOptions::
@@ -116,6 +121,9 @@ class Program {
   // Parameters are stored by the caller; bind each before the first run.
   // Binding counts as weights_changed().
   void bind_param(const std::string& name, float* data);
+  // Where an accumulated output (CompileOptions::accumulated_outputs) is
+  // added, in this backend's device memory; bind each before the first run.
+  void bind_accumulator(ValueId output, float* dst);
   // The parameters' values changed (an optimizer step, a checkpoint load):
   // shared bf16 weight copies (CompileOptions::share_weight_copies) are
   // rounded again before their next use, by whichever instance runs first.
@@ -208,6 +216,20 @@ class Program {
     bool bf16;
   };
   std::vector<BucketInfo> bucket_info() const;
+  // What a memory plan holds at its peak (the instruction where the most
+  // bytes are live), by kind: the arena (under separate_phase_local, what
+  // crosses phases: a micro-batch's stash) or the shared phase-local region
+  // (its shared bf16 weight copies counted apart). `values` are activations
+  // and gradients; `largest` the biggest of them, largest first.
+  struct MemoryBreakdown {
+    size_t planned = 0;         // the plan's size (>= the sum below: fragmentation)
+    int peak_instruction = -1;  // -1: nothing is live
+    ValueId peak_node = -1;     // that instruction's node
+    size_t values = 0, bf16_copies = 0, staging = 0, scratch = 0, buckets = 0;
+    size_t shared_weight_copies = 0;  // the shared region only
+    std::vector<std::pair<ValueId, size_t>> largest;
+  };
+  MemoryBreakdown memory_breakdown(bool phase_local) const;
   // The buffer requests and plan, for checking the plan (tests, inspect).
   const std::vector<BufferRequest>& buffer_requests() const { return requests_; }
   const MemoryPlan& memory_plan() const { return plan_; }
@@ -227,6 +249,16 @@ class Program {
     uint8_t* scratch_ptr = nullptr;
     int stage = -1;  // buffer index of the f32 staging of a bf16-stored output
     uint8_t* stage_ptr = nullptr;
+    std::vector<int> accumulate;  // accumulations_ made right after it
+  };
+  // An accumulated output: added into `dst` after the instruction that
+  // writes it, or, for a member of a gradient bucket (or a value no
+  // instruction writes), after the buckets of the run that ran `step`.
+  struct Accumulation {
+    ValueId value;
+    int step = 0;
+    bool after_buckets = false;
+    float* dst = nullptr;
   };
   // Outputs of overlapped all-reduces on one axis, packed back to back in one
   // buffer; one non-blocking all-reduce once the last member is written.
@@ -253,6 +285,8 @@ class Program {
   void plan_bf16_copies();
   void make_buckets(Uses& uses);
   void mark_bf16_sums(const std::vector<ValueId>& outputs);
+  void plan_accumulations(const Uses& uses);
+  void accumulate_output(const Accumulation& a);
   void request_buffers(const Uses& uses);
   void request_instruction_buffers();
   void request_bucket_buffers(const Uses& uses);
@@ -309,6 +343,7 @@ class Program {
   std::map<std::string, ValueId> params_by_name_;
   std::vector<ValueId> used_params_;  // parameters some instruction reads
   std::vector<Bucket> buckets_;
+  std::vector<Accumulation> accumulations_;
   std::vector<size_t> phase_begin_;
   std::function<void()> progress_;  // instruction index per phase, plus the end
   double collective_seconds_ = 0;

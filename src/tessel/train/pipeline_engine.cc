@@ -215,9 +215,19 @@ double PipelineEngine::train_step(int64_t step) {
 }
 
 double PipelineEngine::evaluate(std::vector<float>* logits) {
-  const double loss = model().evaluate();
-  if (!logits) return loss;
-  // The last stage's ranks hold the logits; every rank gets them whole.
+  const int microbatches = model().eval_microbatches();
+  double loss = 0;
+  if (logits) logits->clear();
+  for (int mb = 0; mb < microbatches; ++mb) {
+    loss += model().evaluate(mb);
+    if (logits) append_eval_logits(*logits);
+  }
+  return loss / microbatches;
+}
+
+// The last stage's ranks hold the micro-batch's logits; every rank gets them
+// whole, after those of the micro-batches before (consecutive batch rows).
+void PipelineEngine::append_eval_logits(std::vector<float>& logits) {
   Shape shape;
   Sharding sharding;
   std::vector<float> block;
@@ -225,14 +235,14 @@ double PipelineEngine::evaluate(std::vector<float>* logits) {
   const float* local = holds ? block.data() : nullptr;
   float numel = local ? static_cast<float>(shape.numel()) : 0.0f;
   ctx_.world().all_reduce(&numel, 1, ReduceKind::kMax, "logits size");
-  logits->resize(static_cast<size_t>(numel));
+  const size_t offset = logits.size();
+  logits.resize(offset + static_cast<size_t>(numel));
   if (!local) {  // any shape of that size; only the holders write
     shape = Shape{{"n", static_cast<int64_t>(numel)}};
     sharding = Sharding::replicated(ctx_.mesh().axes().size());
   }
   const int last = model().schedule().rank_of_stage(model().schedule().stages() - 1);
-  ctx_.gather_full(shape, sharding, local, logits->data(), model().pipe_axis(), last);
-  return loss;
+  ctx_.gather_full(shape, sharding, local, logits.data() + offset, model().pipe_axis(), last);
 }
 
 // Every rank drives every gather (world collectives) in the writer's order;

@@ -42,6 +42,7 @@ class PipelineEngine : public Engine {
   void write_trace(const std::string& path);  // collective; the root writes
 
  private:
+  void append_eval_logits(std::vector<float>& logits);  // collective
   void init_asynchronous();
   void update(int microbatch);
   void asynchronous_update(int microbatch);

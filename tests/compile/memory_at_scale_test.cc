@@ -1,0 +1,96 @@
+// Tessel's programs for published large runs (examples/published/) fit the
+// 80 GiB GPUs the runs used, with the published mesh, schedule,
+// micro-batches and ZeRO stage, full recomputation and Megatron's
+// sequence-parallel layout (bf16): every pipeline stage's device memory
+// (all but the host buffers) is under 80 GiB, and a stage's stash per
+// micro-batch in flight is what full recomputation must keep: its blocks'
+// inputs (Korthikanti et al.: 2sbh/t bytes per block in bf16; Tessel keeps
+// them in f32, 4sbh/t), plus at most three more of that size (the gradient
+// received from the next stage, and the activation and gradient it sends;
+// the activation received is the first block's input).
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "tessel/compile/compile_rank.h"
+#include "tessel/compile/memory_report.h"
+#include "tessel/compile/pipeline_model.h"
+
+namespace tessel {
+namespace {
+
+constexpr int64_t kGiB = int64_t{1} << 30;
+
+TrainConfig published(const std::string& file, const std::string& schedule = "") {
+  std::ifstream in(std::string(TESSEL_SOURCE_DIR) + "/examples/published/" + file);
+  nlohmann::json j = nlohmann::json::parse(in);
+  const nlohmann::json pub = j["published"];
+  j.erase("published");
+  TrainConfig c = TrainConfig::from_json(j);
+  const nlohmann::json& mesh = pub["mesh"];
+  c.mesh = "pipe=" + std::to_string(mesh["pipe"].get<int>()) +
+           ",data=" + std::to_string(mesh["data"].get<int>()) +
+           ",model=" + std::to_string(mesh["model"].get<int>());
+  c.layout = "batch=data,heads=model,hidden=model,vocab=model,seq=model";
+  c.precision = "bf16";
+  c.recompute = "blocks";
+  c.microbatches = pub["microbatches"].get<int64_t>();
+  c.schedule = schedule.empty() ? pub["schedule"].get<std::string>() : schedule;
+  c.chunks = c.schedule == "interleaved" ? 2 : 1;
+  c.zero = pub.value("zero", 0);
+  c.validate(/*with_data=*/false);
+  return c;
+}
+
+// Each pipeline stage's first rank: its device memory and its stash.
+void expect_fits_80gib(const TrainConfig& c) {
+  const Mesh mesh = Mesh::parse(c.mesh);
+  const Layout layout = layout_for(c, mesh);
+  const int stages = mesh.axis(0).size;  // pipe is the first axis
+  const int per_stage = mesh.rank_count() / stages;
+  GraphCache cache;
+  for (int stage = 0; stage < stages; ++stage) {
+    const int rank = stage * per_stage;
+    const CompiledRank compiled =
+        compile_rank(c, mesh, layout, rank, CompileMode::kPlanOnly, nullptr, &cache);
+    const RankMemory m = predict_rank_memory(compiled);
+    EXPECT_LT(m.total() - m.host.total(), 80 * kGiB)
+        << c.mesh << " " << c.schedule << " rank " << rank << ": " << memory_breakdown(m);
+    // A middle stage keeps only its blocks' inputs per micro-batch in flight.
+    if (stage == 0 || stage == stages - 1) continue;
+    const PipelineModel& model = *compiled.pipeline;
+    const int tensor = mesh.axis(2).size;
+    const int64_t rows = c.batch / c.microbatches / mesh.axis(1).size;  // per data rank
+    const double block_input = 4.0 * rows * c.context * c.d_model / tensor;
+    for (size_t k = 0; k < model.stages().size(); ++k) {
+      const int s = model.stages()[k].graph.stage;
+      const int blocks = model.partition().first_block[s + 1] - model.partition().first_block[s];
+      const double stash = static_cast<double>(m.stage_arena[k]);
+      EXPECT_GE(stash, blocks * block_input) << c.mesh << " stage " << s;
+      EXPECT_LE(stash, (blocks + 3) * block_input * 1.01)
+          << c.mesh << " stage " << s << ": " << format_bytes(m.stage_arena[k]) << " for " << blocks
+          << " blocks";
+    }
+  }
+}
+
+TEST(MemoryAtScale, Gpt3_175bOn1024A100sFitsWithEachSchedule) {
+  expect_fits_80gib(published("megatron-gpt3-175b-1024-a100.json"));  // interleaved
+  expect_fits_80gib(published("megatron-gpt3-175b-1024-a100.json", "1f1b"));
+}
+
+TEST(MemoryAtScale, Megatron145bOn1536A100sFits) {
+  expect_fits_80gib(published("megatron-145b-1536-a100.json"));
+}
+
+TEST(MemoryAtScale, Bloom176bOn384A100sFits) {
+  expect_fits_80gib(published("bloom-176b-384-a100.json"));
+}
+
+TEST(MemoryAtScale, Megatron1tOn3072A100sFits) {
+  expect_fits_80gib(published("megatron-1t-3072-a100.json"));
+}
+
+}  // namespace
+}  // namespace tessel
