@@ -82,10 +82,14 @@ struct Plan {
 struct PlanResult {
   std::vector<Plan> plans;  // every exactly costed candidate that fits, fastest first
   int considered = 0;       // candidates generated
-  int pruned = 0;     // of which dropped (divisibility, a layout the model cannot take, memory)
-  int screened = 0;   // estimated by screening (0 when every candidate is costed exactly)
-  int bounded = 0;    // skipped by screening: their lower bound exceeds the kept estimates
-  int exact = 0;      // compiled and costed exactly
+  int pruned = 0;    // of which dropped (divisibility, a layout the model cannot take, memory)
+  int screened = 0;  // estimated by screening (0 when every candidate is costed exactly)
+  int bounded = 0;   // skipped by screening: their lower bound exceeds the kept estimates
+  int exact = 0;     // compiled and costed exactly
+  // Skipped by the extension (fewer than exact_top fit): model states over
+  // the limit, or a leaner plan of the same mesh, layout, schedule and
+  // micro-batches over it (search.cc, lean_sibling).
+  int memory_bounded = 0;
   int units = 0;      // screening's unit compiles
   int simulated = 0;  // screening's schedule simulations
   double search_s = 0;
