@@ -258,11 +258,17 @@ int run_plan(PlanOptions opt) {
   }
   const size_t shown = std::min<size_t>(r.plans.size(), std::max(1, opt.top));
   if (opt.json) {
-    nlohmann::json out = {{"search_s", r.search_s},   {"considered", r.considered},
-                          {"pruned", r.pruned},       {"screened", r.screened},
-                          {"bounded", r.bounded},     {"exact", r.exact},
-                          {"costed", r.plans.size()}, {"hardware", r.hardware},
-                          {"ranks", opt.ranks},       {"threads_per_rank", q.cost.threads}};
+    nlohmann::json out = {{"search_s", r.search_s},
+                          {"considered", r.considered},
+                          {"pruned", r.pruned},
+                          {"screened", r.screened},
+                          {"bounded", r.bounded},
+                          {"exact", r.exact},
+                          {"memory_bounded", r.memory_bounded},
+                          {"costed", r.plans.size()},
+                          {"hardware", r.hardware},
+                          {"ranks", opt.ranks},
+                          {"threads_per_rank", q.cost.threads}};
     out["plans"] = nlohmann::json::array();
     for (size_t i = 0; i < shown; ++i) out["plans"].push_back(plan_json(r.plans[i]));
     std::printf("%s\n", out.dump(2).c_str());
@@ -270,9 +276,10 @@ int run_plan(PlanOptions opt) {
   }
   std::printf(
       "plan for %d ranks on %s (%d threads per rank): %d configurations, %d pruned, %d "
-      "screened, %d skipped by their bound, %d costed exactly, %zu fit, in %.3f s\n\n",
+      "screened, %d skipped by their bound, %d skipped for memory, %d costed exactly, %zu fit, "
+      "in %.3f s\n\n",
       opt.ranks, r.hardware.c_str(), q.cost.threads, r.considered, r.pruned, r.screened, r.bounded,
-      r.exact, r.plans.size(), r.search_s);
+      r.memory_bounded, r.exact, r.plans.size(), r.search_s);
   std::printf("%-3s %-24s %-16s %-11s %-2s %-3s %-4s %-10s %9s %10s %8s %6s %10s %7s %s\n", "#",
               "mesh", "layout", "schedule", "v", "m", "zero", "recompute", "step ms", "tokens/s",
               "TFLOP/s", "peak", "memory", "bubble", "exposed comm");

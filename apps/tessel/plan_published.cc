@@ -52,6 +52,7 @@ nlohmann::json free_search(const CompareRequest& c, const plan::HardwareModel& h
             {"screened", r.screened},
             {"bounded", r.bounded},
             {"exact", r.exact},
+            {"memory_bounded", r.memory_bounded},
             {"costed", r.plans.size()},
             {"step_s", best.prediction.step_s},
             {"no_slower", best.prediction.step_s <= published_predicted_s},

@@ -156,7 +156,7 @@ TEST(TwoPhaseSearch, StateBytesBoundIsBelowEveryExactPeak) {
     q.base.batch = 16;
     q.base.precision = precision;
     q.cost.precision = q.base.precision == "bf16" ? Precision::kBF16 : Precision::kF32;
-    q.ranks = 8;
+    q.ranks = 4;  // one node: every ZeRO stage, pipelines, seconds under the sanitizers
     q.exhaustive = true;
     const PlanResult all = search_plans(q, hw);
     Screener screener(q.base, hw, q.cost);
@@ -190,7 +190,7 @@ TEST(TwoPhaseSearch, TheSearchGoesOnUntilPlansFitTheMemoryLimit) {
   q.base = gpt_bench();
   q.base.batch = 16;
   q.ranks = 8;
-  q.exact_top = 4;
+  q.exact_top = 6;
   q.exhaustive = true;
   const PlanResult all = search_plans(q, hw);
   // A limit that the smallest fifth of the peaks fit: not the fastest plans.
@@ -207,10 +207,10 @@ TEST(TwoPhaseSearch, TheSearchGoesOnUntilPlansFitTheMemoryLimit) {
   const PlanResult fit = search_plans(q, hw);
   ASSERT_FALSE(fit.plans.empty());
   for (const Plan& p : fit.plans) EXPECT_LE(p.prediction.peak_bytes, q.memory_limit) << p.command;
-  // Best effort, not the exhaustive optimum: the extension's budget (16 x
-  // exact_top exact costs) ran out at a plan 3.8% slower than the best
-  // that fits (selective recomputation, which only the exhaustive search
-  // reached).
+  // Best effort, not the exhaustive optimum: the extension's budget (8 x
+  // exact_top more exact costs) ran out at a plan 3.8% slower than the best
+  // that fits (selective recomputation, which screening estimated above the
+  // plans the extension costed).
   EXPECT_GE(static_cast<int>(fit.plans.size()), q.exact_top);
   EXPECT_LE(fit.plans.front().prediction.step_s, 1.05 * fit_all.plans.front().prediction.step_s);
   EXPECT_GT(fit.exact, 4 * q.exact_top);  // it went on past the first 4 x exact_top

@@ -207,6 +207,14 @@ std::array<int, 6> memory_group(const Knobs& k) {
   return {k.mesh, k.layout, k.schedule, k.chunks, k.microbatches, k.zero == 3 ? 1 : 0};
 }
 
+// The memory group across axis orders: a mesh's order moves collectives
+// between links, not bytes, so the same axis sizes hold the same memory.
+std::array<int, 8> memory_class(const Space& space, const Knobs& k) {
+  const ScreenCandidate& m = space.meshes[k.mesh].shape;
+  return {m.pipe,     m.data,   m.model,        k.layout,
+          k.schedule, k.chunks, k.microbatches, k.zero == 3 ? 1 : 0};
+}
+
 int recompute_rank(const std::string& policy) {
   return policy == "blocks" ? 2 : policy == "selective" ? 1 : 0;
 }
@@ -215,8 +223,8 @@ int recompute_rank(const std::string& policy) {
 // then the highest ZeRO stage that passes the shape checks. Its peak is
 // taken to bound the group's from below (recomputation and ZeRO 1-2 only
 // drop stored bytes), so the extension costs it first and, when it does not
-// fit, skips the group. A group's members are adjacent in generation order
-// (candidates()' loops: zero, then recompute, innermost).
+// fit, skips the group and those of the other axis orders (memory_class). A group's members are
+// adjacent in generation order (candidates()' loops: zero, then recompute, innermost).
 int lean_sibling(const TrainConfig& base, const Space& space, int i) {
   const std::array<int, 6> group = memory_group(space.knobs[i]);
   auto leaner = [&](int a, int b) {  // whether a is leaner than b
@@ -233,6 +241,60 @@ int lean_sibling(const TrainConfig& base, const Space& space, int i) {
     }
   return lean;
 }
+
+// Every live candidate's screening bound, and the order of estimates over
+// them; a candidate whose unit the model cannot take is pruned (counted),
+// the first such error kept.
+std::unique_ptr<ScreenedOrder> screened_order(const Space& space, const std::vector<int>& live,
+                                              Screener& screener, int* pruned,
+                                              std::string* first_error) {
+  for (int i : live) screener.note(screen_candidate(space, space.knobs[i]));
+  std::vector<std::pair<double, int>> bounds;  // (bound, candidate)
+  bounds.reserve(live.size());
+  for (int i : live) {
+    try {
+      bounds.push_back({screener.lower_bound(screen_candidate(space, space.knobs[i])), i});
+    } catch (const Error& e) {  // a layout the model cannot take
+      ++*pruned;
+      if (first_error->empty()) *first_error = e.what();
+    }
+  }
+  std::sort(bounds.begin(), bounds.end());
+  return std::make_unique<ScreenedOrder>(
+      std::move(bounds), [&space, &screener, first_error](int i) -> std::optional<double> {
+        try {
+          return screener.estimate(screen_candidate(space, space.knobs[i]));
+        } catch (const Error& e) {
+          if (first_error->empty()) *first_error = e.what();
+          return std::nullopt;
+        }
+      });
+}
+
+// Per memory class (memory_class), the (ZeRO stage, recompute rank) of the
+// plans found over the memory limit: a plan of the class with no more of
+// either cannot fit either (lean_sibling's premise).
+class OverLimit {
+ public:
+  explicit OverLimit(const Space& space) : space_(space) {}
+  void note(int i) { seen_[memory_class(space_, space_.knobs[i])].push_back(levels(i)); }
+  bool dominated(int i) const {
+    const auto it = seen_.find(memory_class(space_, space_.knobs[i]));
+    if (it == seen_.end()) return false;
+    const auto [zero, rank] = levels(i);
+    for (const auto& [z, r] : it->second)
+      if (z >= zero && r >= rank) return true;
+    return false;
+  }
+
+ private:
+  std::pair<int, int> levels(int i) const {
+    const Knobs& k = space_.knobs[i];
+    return {k.zero, recompute_rank(space_.recomputes[k.recompute])};
+  }
+  const Space& space_;
+  std::map<std::array<int, 8>, std::vector<std::pair<int, int>>> seen_;
+};
 
 // The plan's throughput and the command that runs it.
 void finish_plan(const PlanRequest& q, const HardwareModel& hw, const Candidate& cand,
@@ -353,7 +415,7 @@ PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
   // `exact_top`-th (within screening's margin), at most 4 x `exact_top`.
   // When fewer fit the memory limit, the search goes on (the extension):
   // memory-lean plans first (see lean_sibling), skipping candidates whose
-  // model states alone exceed the limit, up to 4 x `exact_top` more.
+  // model states alone exceed the limit, up to 8 x `exact_top` more exact costs.
   const bool screen =
       !q.exhaustive && static_cast<int>(live.size()) > q.exact_top &&
       Screener::applies(q.base, q.layout.has_value(), q.recompute ? &*q.recompute : nullptr, hw);
@@ -361,26 +423,7 @@ PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
   std::unique_ptr<ScreenedOrder> order;
   if (screen) {
     screener = std::make_unique<Screener>(q.base, hw, q.cost);
-    for (int i : live) screener->note(screen_candidate(space, space.knobs[i]));
-    std::vector<std::pair<double, int>> bounds;  // (bound, candidate)
-    bounds.reserve(live.size());
-    for (int i : live) {
-      try {
-        bounds.push_back({screener->lower_bound(screen_candidate(space, space.knobs[i])), i});
-      } catch (const Error& e) {  // a layout the model cannot take
-        ++result.pruned;
-        if (first_error.empty()) first_error = e.what();
-      }
-    }
-    std::sort(bounds.begin(), bounds.end());
-    order = std::make_unique<ScreenedOrder>(std::move(bounds), [&](int i) -> std::optional<double> {
-      try {
-        return screener->estimate(screen_candidate(space, space.knobs[i]));
-      } catch (const Error& e) {
-        if (first_error.empty()) first_error = e.what();
-        return std::nullopt;
-      }
-    });
+    order = screened_order(space, live, *screener, &result.pruned, &first_error);
   }
   size_t unscreened = 0;  // without screening: the next of `live`
   auto next = [&]() -> std::optional<std::pair<double, int>> {
@@ -400,8 +443,8 @@ PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
     return steps[q.exact_top - 1];
   };
   ExactCoster exact(hw, q.cost, q.share_compiles);
-  std::set<int> costed;                      // candidates costed exactly
-  std::set<std::array<int, 6>> dead_groups;  // lean members over the limit (lean_sibling)
+  std::set<int> costed;         // candidates costed exactly
+  OverLimit over_limit(space);  // plans found over the limit, by memory class
   // Costs candidate `i` exactly: whether it fits, does not, or fails to compile.
   enum class Costed { kFits, kOver, kFailed };
   auto cost = [&](int i) {
@@ -421,6 +464,7 @@ PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
       closest.smallest_peak = peak, closest.smallest = cand.config;
     if (limit > 0 && peak > limit) {
       ++result.pruned;
+      over_limit.note(i);
       return Costed::kOver;
     }
     finish_plan(q, hw, cand, model_flops, items_per_row, &plan);
@@ -436,32 +480,29 @@ PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
       if (limit == 0 || static_cast<int>(result.plans.size()) >= q.exact_top) break;
       extension_start = result.exact;
     }
-    if (extending && (result.exact - extension_start >= 4 * keep || popped >= 100 * keep)) break;
+    if (extending && (result.exact - extension_start >= 2 * keep || popped >= 100 * keep)) break;
     const std::optional<std::pair<double, int>> n = next();
     if (!n) break;
     // Stop once `exact_top` plans fit and the next estimate, less screening's
     // margin of error, cannot beat the `exact_top`-th.
     if (screen && n->first > kth_exact() * (1 + q.screen_margin)) break;
     const int i = n->second;
-    const std::array<int, 6> group = memory_group(space.knobs[i]);
     if (!extending) {
-      if (cost(i) == Costed::kOver && lean_sibling(q.base, space, i) == i)
-        dead_groups.insert(group);
+      cost(i);
       continue;
     }
     if (costed.count(i)) continue;
-    if (dead_groups.count(group) ||
+    if (over_limit.dominated(i) ||
         screener->state_bytes_bound(screen_candidate(space, space.knobs[i])) > limit) {
       ++result.memory_bounded;
       continue;
     }
     const int lean = lean_sibling(q.base, space, i);
     if (lean != i && !costed.count(lean) && cost(lean) == Costed::kOver) {
-      dead_groups.insert(group);
       ++result.memory_bounded;
       continue;
     }
-    if (cost(i) == Costed::kOver && lean == i) dead_groups.insert(group);
+    cost(i);
   }
   if (screen) {
     result.screened = order->estimated();
