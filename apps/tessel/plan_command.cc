@@ -235,7 +235,8 @@ int run_plan(PlanOptions opt) {
         {opt.config, base, *published, opt.ranks, opt.free, opt.json, opt.ignore_device_memory},
         *hw);
   const ConfigOptions knobs =
-      published && !opt.free ? with_published_knobs(opt.config, *published, opt.ranks) : opt.config;
+      published && !opt.free ? with_published_knobs(opt.config, *published, opt.ranks, base.batch)
+                             : opt.config;
   if (published && !opt.json)
     std::printf("published run: %s (%s); searched: %s\n", published->run.c_str(),
                 opt.free ? "--free: only its GPU count and cluster taken"

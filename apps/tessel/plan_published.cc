@@ -8,10 +8,15 @@
 
 namespace tessel::cli {
 
-ConfigOptions with_published_knobs(ConfigOptions o, const plan::PublishedRun& r, int ranks) {
-  if (ranks == r.gpus) {  // another rank count: the published mesh cannot apply
-    if (o.mesh.empty()) o.mesh = r.mesh;
-    if (o.microbatches <= 0 && r.microbatches) o.microbatches = *r.microbatches;
+ConfigOptions with_published_knobs(ConfigOptions o, const plan::PublishedRun& r, int ranks,
+                                   int64_t batch) {
+  if (o.mesh.empty() && ranks == r.gpus) o.mesh = r.mesh;  // else the published mesh cannot apply
+  if (o.microbatches <= 0 && r.microbatches && (!o.mesh.empty() || ranks == 1)) {
+    const Mesh mesh = Mesh::parse(o.mesh);
+    const int a = mesh.axis_index("data");
+    const int64_t data = a >= 0 ? mesh.axis(a).size : 1;
+    if (batch % data == 0 && (batch / data) % *r.microbatches == 0)
+      o.microbatches = *r.microbatches;
   }
   if (o.schedule.empty() && r.schedule) o.schedule = *r.schedule;
   if (o.chunks <= 0 && r.chunks) o.chunks = *r.chunks;
@@ -110,7 +115,7 @@ int compare_published(const CompareRequest& c, const plan::HardwareModel& hw) {
   // The published configuration: the block's knobs under the command
   // line's, the rest searched; every choice kept whatever its memory (the
   // peak is reported against the device's below).
-  const ConfigOptions knobs = with_published_knobs(c.options, c.run, c.ranks);
+  const ConfigOptions knobs = with_published_knobs(c.options, c.run, c.ranks, c.model.batch);
   plan::PlanRequest q = plan_request(knobs, c.model, c.ranks);
   q.check_device_memory = false;
   q.memory_limit = 0;

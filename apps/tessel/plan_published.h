@@ -16,9 +16,12 @@
 namespace tessel::cli {
 
 // `options` with each knob the block states and the command line does not
-// give: mesh and micro-batches (only when planning the published GPU
-// count), schedule, chunks, ZeRO stage, recompute policy, layout.
-ConfigOptions with_published_knobs(ConfigOptions options, const plan::PublishedRun& run, int ranks);
+// give: the mesh (only when planning the published GPU count), the
+// micro-batch count (where it divides the rows a data rank of the mesh
+// planned holds; `batch`: the config's), schedule, chunks, ZeRO stage,
+// recompute policy, layout.
+ConfigOptions with_published_knobs(ConfigOptions options, const plan::PublishedRun& run, int ranks,
+                                   int64_t batch);
 // The knobs neither the command line nor the block gives (the search's).
 std::string searched_knobs(const ConfigOptions& with_knobs);
 

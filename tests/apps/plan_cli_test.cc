@@ -167,6 +167,15 @@ TEST_F(PlanCli, TheCommandLineOverridesThePublishedKnobsAndFreeSearchesThem) {
   EXPECT_EQ(plan["microbatches"], 96);                // the block's
   EXPECT_EQ(plan["schedule"], "interleaved");
   EXPECT_EQ(plan["recompute"], "blocks");
+  // A mesh whose data ranks hold fewer rows than the published micro-batch
+  // count (1536 / 128 = 12): the count is searched instead.
+  const CliResult other =
+      run_cli("plan --config " + gpt3() +
+              " --ignore-device-memory --top 1 --mesh pipe=8,data=128 --schedule 1f1b --json");
+  ASSERT_EQ(other.exit_code, 0) << other.output;
+  const nlohmann::json p2 =
+      nlohmann::json::parse(other.output.substr(other.output.find('{')))["plans"][0];
+  EXPECT_EQ(12 % p2["microbatches"].get<int>(), 0) << p2;
   const CliResult table = run_cli(base + " --microbatches 96");
   ASSERT_EQ(table.exit_code, 0) << table.output;
   EXPECT_NE(table.output.find("its stated knobs taken where the command line gives none); "
