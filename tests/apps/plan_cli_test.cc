@@ -197,6 +197,8 @@ TEST_F(PlanCli, APlanThatFitsNowhereNamesTheSmallestPeakAndTheKnobs) {
   expect_error(r, "more pipeline stages or tensor parallelism");
   expect_error(r, "(fixed in this request: --mesh)");
   expect_error(r, "a smaller context (2048 now)");
+  // The published plan recomputes every block with micro-batches of one sequence.
+  expect_error(r, "It already recomputes every block and runs micro-batches of one sequence.");
   expect_error(r, "raise --memory-limit");
   expect_error(r, "--free searches every knob");
   // The device's limit: the way to see the plans anyway.

@@ -24,14 +24,17 @@ std::string no_fit_message(const PlanRequest& q, const NoFit& n) {
   const int pipe = axis_size(mesh, "pipe"), data = axis_size(mesh, "data"),
             model = axis_size(mesh, "model");
   const int64_t rows = c.batch / std::max<int64_t>(1, data) / std::max<int64_t>(1, c.microbatches);
-  std::string out =
-      str_cat("plan: none of the ", n.considered, " configurations of ", q.ranks, " ranks fits ",
-              format_size(n.limit), " per rank (",
-              n.limit_is_device ? "the device's memory" : "--memory-limit", "). Of the ", n.exact,
-              " costed exactly", n.screened ? " (those the search estimated fastest)" : "",
-              ", the smallest peak is ", format_size(n.smallest_peak), ", ",
-              n.smallest_peak * 100 / std::max<int64_t>(1, n.limit),
-              "% of the limit:", plan_flags(c), ".\nWhat would lower it:");
+  std::string out = str_cat(
+      "plan: none of the ", n.considered, " configurations of ", q.ranks, " ranks fits ",
+      format_size(n.limit), " per rank (",
+      n.limit_is_device ? "the device's memory" : "--memory-limit", "). Of the ", n.exact,
+      " costed exactly", n.screened ? " (those the search estimated fastest)" : "",
+      ", the smallest peak is ", format_size(n.smallest_peak), ", ",
+      n.smallest_peak * 100 / std::max<int64_t>(1, n.limit), "% of the limit:", plan_flags(c), ".",
+      c.recompute == "blocks" && rows <= 1
+          ? " It already recomputes every block and runs micro-batches of one sequence."
+          : "",
+      "\nWhat would lower it:");
   out += str_cat("\n  - more pipeline stages or tensor parallelism (pipe ", pipe, ", model ", model,
                  " now; each holds a share of the weights and activations)",
                  fixed(q.mesh.has_value(), "--mesh"), ", or more ranks");
@@ -51,7 +54,8 @@ std::string no_fit_message(const PlanRequest& q, const NoFit& n) {
                    " sequences each now)", fixed(q.microbatches.has_value(), "--microbatches"));
   out += str_cat("\n  - a smaller context (", c.context, " now) or batch (", c.batch,
                  " now): --set context=... or --set batch=...");
-  // Offload (optimizer state or activations in host memory) is not a knob yet.
+  // Offload (optimizer state or activations in host memory) is not a knob
+  // yet; when it is, it belongs in this list.
   out += n.limit_is_device
              ? "\nTo see the plans anyway, pass --ignore-device-memory: the table then keeps "
                "plans over the device's memory, each with its predicted peak."
