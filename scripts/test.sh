@@ -14,7 +14,7 @@
 #             unity build, -Werror), the fast tier plus the tests labelled
 #             `asan` (the checkpoint readers' mutation fuzz test, a
 #             data=2,model=2 layout case and a pipeline under mpirun), less
-#             the three planner searches labelled `noasan`. On by
+#             the four planner searches labelled `noasan`. On by
 #             default; TESSEL_SANITIZE_TESTS=0 skips it (a local run only: CI
 #             runs it). The build about 8 min, the tests about 4.5 min.
 #             What it runs and skips, and its measured cost: tests/README.md.

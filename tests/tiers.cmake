@@ -69,6 +69,7 @@ set(TESSEL_NOT_ASAN
     "^TwoPhaseSearch\\.GptBenchOnEightRanksRanksTheTopPlansAsTheExhaustiveSearch$"
     "^TwoPhaseSearch\\.EightRanksOverTwoNodesRanksTheTopPlansAsTheExhaustiveSearch$"
     "^TwoPhaseSearch\\.ScreeningEstimatesAreCloseToTheExactPredictionsAndBoundedBelow$"
+    "^TwoPhaseSearch\\.TheSearchGoesOnUntilPlansFitTheMemoryLimit$"
 )
 
 function(tessel_matches name patterns out)

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tessel/base/error.h"
+#include "tessel/plan/published_run.h"
 #include "tessel/train/threads.h"
 
 namespace tessel::cli {
@@ -91,7 +92,8 @@ void note_short_warmup(const TrainConfig& config, bool warmup_set, int64_t steps
 }  // namespace
 
 TrainConfig ConfigOptions::load(bool with_data) const {
-  TrainConfig c = TrainConfig::from_file(path);
+  TrainConfig c = allow_published ? TrainConfig::from_json(plan::read_config_file(path).keys)
+                                  : TrainConfig::from_file(path);
   for (const std::string& o : overrides) c.set(o);
   const bool warmup_set = sets_key(path, overrides, "warmup_steps");
   check_warmup(c, warmup_set);  // as the config (file and --set) says

@@ -25,6 +25,9 @@ struct ConfigOptions {
   std::vector<int64_t> stages;
   std::string mesh, layout;
   std::vector<std::string> shard;
+  // Read the file without its `published` block (plan/published_run.h):
+  // only `tessel plan` sets this; other commands refuse the block.
+  bool allow_published = false;
 
   void add_to(CLI::App* command, bool with_steps = true);
   // The file, then --set, then --steps/--threads; validated (without the

@@ -6,15 +6,19 @@
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "commands.h"
 #include "config_options.h"
+#include "plan_published.h"
 #include "tessel/base/error.h"
 #include "tessel/compile/memory_report.h"
 #include "tessel/kernels/einsum_bf16.h"
 #include "tessel/plan/calibrate.h"
 #include "tessel/plan/cluster_spec.h"
 #include "tessel/plan/contention.h"
+#include "tessel/plan/format_size.h"
+#include "tessel/plan/published_run.h"
 #include "tessel/plan/search.h"
 
 namespace tessel::cli {
@@ -22,11 +26,11 @@ namespace {
 
 struct PlanOptions {
   ConfigOptions config;
-  int ranks = 1;
+  int ranks = 0;  // 0: the published block's gpus
   std::string cluster, profile;
   int top = 10;
   bool json = false, explain = false, ignore_device_memory = false, oversubscribe = false,
-       exhaustive = false, skip_probe = false;
+       exhaustive = false, skip_probe = false, compare_published = false, free = false;
 };
 
 double total(const std::map<std::string, double>& per_axis) {
@@ -42,6 +46,8 @@ std::string comm_shares(const plan::StepPrediction& p) {
         str_cat(out.empty() ? "" : " ", axis, ":", static_cast<int>(100 * s / p.step_s + 0.5), "%");
   return out.empty() ? "-" : out;
 }
+
+}  // namespace
 
 nlohmann::json plan_json(const plan::Plan& p) {
   const TrainConfig& c = p.config;
@@ -68,8 +74,11 @@ nlohmann::json plan_json(const plan::Plan& p) {
           {"fraction_of_peak", p.fraction_of_peak},
           {"peak_bytes", p.prediction.peak_bytes},
           {"peak_rank", p.prediction.peak_rank},
+          {"flags", plan::plan_flags(c)},
           {"command", p.command}};
 }
+
+namespace {
 
 void print_breakdown(const char* title, const plan::Plan& p) {
   const plan::StepPrediction& s = p.prediction;
@@ -82,7 +91,8 @@ void print_breakdown(const char* title, const plan::Plan& p) {
   for (const auto& [axis, t] : s.comm_s)
     std::printf(" %s %.2f of %.2f ms", axis.c_str(), s.exposed_comm_s.at(axis) * 1e3, t * 1e3);
   if (s.comm_s.empty()) std::printf(" none");
-  std::printf("\n  peak memory %s (rank %d)\n", format_bytes(s.peak_bytes).c_str(), s.peak_rank);
+  std::printf("\n  peak memory %s (rank %d)\n", plan::format_size(s.peak_bytes).c_str(),
+              s.peak_rank);
 }
 
 void explain(const plan::PlanResult& r) {
@@ -102,9 +112,9 @@ void explain(const plan::PlanResult& r) {
   if (plan::same_step_as_printed(a, b)) {
     const std::string why =
         a.peak_bytes < b.peak_bytes
-            ? str_cat("it needs less memory (peak ", format_bytes(a.peak_bytes), " against ",
-                      format_bytes(b.peak_bytes), ")")
-            : str_cat("they need the same memory too (peak ", format_bytes(a.peak_bytes),
+            ? str_cat("it needs less memory (peak ", plan::format_size(a.peak_bytes), " against ",
+                      plan::format_size(b.peak_bytes), ")")
+            : str_cat("they need the same memory too (peak ", plan::format_size(a.peak_bytes),
                       "), so the search's order of candidates decides");
     std::printf(
         "why: the best and the runner-up tie at %.2f ms per step (equal to the 0.01 ms "
@@ -158,7 +168,8 @@ void probe_profile(const plan::MachineProfile& profile) {
   }
 }
 
-int run_plan(const PlanOptions& opt) {
+// The hardware to plan for: --cluster, else --profile (or this machine's).
+std::unique_ptr<plan::HardwareModel> load_hardware(const PlanOptions& opt) {
   if (!opt.cluster.empty() && !opt.profile.empty())
     TS_THROW("plan: give --cluster or --profile, not both");
   std::unique_ptr<plan::HardwareModel> hw;
@@ -195,19 +206,70 @@ int run_plan(const PlanOptions& opt) {
              " or fewer; to plan for other machines, give --cluster FILE "
              "(examples/clusters/)");
   }
-  plan::PlanRequest q = plan_request(opt.config, opt.config.load(/*with_data=*/false), opt.ranks);
+  return hw;
+}
+
+int run_plan(PlanOptions opt) {
+  // A published run (plan/published_run.h): the model from the file's
+  // keys; the GPU count, cluster and knobs from its block unless the
+  // command line gives them (--free: only the GPU count and the cluster).
+  opt.config.allow_published = true;
+  const plan::ConfigFile file = plan::read_config_file(opt.config.path);
+  const TrainConfig base = opt.config.load(/*with_data=*/false);
+  std::optional<plan::PublishedRun> published;
+  if (file.published)
+    published = plan::parse_published(*file.published, base, opt.config.path);
+  else if (opt.compare_published || opt.free)
+    TS_THROW("plan: ", opt.compare_published ? "--compare-published" : "--free",
+             " needs a config with a 'published' block (examples/published/); ", opt.config.path,
+             " has none");
+  if (published && opt.ranks <= 0) opt.ranks = published->gpus;
+  if (published && opt.cluster.empty() && opt.profile.empty()) opt.cluster = published->cluster;
+  if (opt.ranks <= 0)
+    TS_THROW(
+        "plan: give --ranks N, the number of ranks to plan for (a config with a "
+        "'published' block gives its GPU count)");
+  const std::unique_ptr<plan::HardwareModel> hw = load_hardware(opt);
+  if (opt.compare_published)
+    return compare_published(
+        {opt.config, base, *published, opt.ranks, opt.free, opt.json, opt.ignore_device_memory},
+        *hw);
+  const ConfigOptions knobs =
+      published && !opt.free ? with_published_knobs(opt.config, *published, opt.ranks, base.batch)
+                             : opt.config;
+  if (published && !opt.json)
+    std::printf("published run: %s (%s); searched: %s\n", published->run.c_str(),
+                opt.free ? "--free: only its GPU count and cluster taken"
+                         : "its stated knobs taken where the command line gives none",
+                searched_knobs(knobs).empty() ? "nothing" : searched_knobs(knobs).c_str());
+  std::fflush(stdout);
+  plan::PlanRequest q = plan_request(knobs, base, opt.ranks);
   q.check_device_memory = !opt.ignore_device_memory;
   q.oversubscribe = opt.oversubscribe;
   q.exact_top = std::max(q.exact_top, opt.top);  // every plan shown is costed exactly
   q.exhaustive = opt.exhaustive;
-  const plan::PlanResult r = plan::search_plans(q, *hw);
+  plan::PlanResult r;
+  try {
+    r = plan::search_plans(q, *hw);
+  } catch (const Error& e) {
+    if (!published || opt.free) throw;
+    TS_THROW(e.what(), "\nThe 'published' block fixed what the command line did not (searched: ",
+             searched_knobs(knobs).empty() ? "nothing" : searched_knobs(knobs),
+             "); --free searches every knob for its GPU count and cluster");
+  }
   const size_t shown = std::min<size_t>(r.plans.size(), std::max(1, opt.top));
   if (opt.json) {
-    nlohmann::json out = {{"search_s", r.search_s},   {"considered", r.considered},
-                          {"pruned", r.pruned},       {"screened", r.screened},
-                          {"bounded", r.bounded},     {"exact", r.exact},
-                          {"costed", r.plans.size()}, {"hardware", r.hardware},
-                          {"ranks", opt.ranks},       {"threads_per_rank", q.cost.threads}};
+    nlohmann::json out = {{"search_s", r.search_s},
+                          {"considered", r.considered},
+                          {"pruned", r.pruned},
+                          {"screened", r.screened},
+                          {"bounded", r.bounded},
+                          {"exact", r.exact},
+                          {"memory_bounded", r.memory_bounded},
+                          {"costed", r.plans.size()},
+                          {"hardware", r.hardware},
+                          {"ranks", opt.ranks},
+                          {"threads_per_rank", q.cost.threads}};
     out["plans"] = nlohmann::json::array();
     for (size_t i = 0; i < shown; ++i) out["plans"].push_back(plan_json(r.plans[i]));
     std::printf("%s\n", out.dump(2).c_str());
@@ -215,9 +277,10 @@ int run_plan(const PlanOptions& opt) {
   }
   std::printf(
       "plan for %d ranks on %s (%d threads per rank): %d configurations, %d pruned, %d "
-      "screened, %d skipped by their bound, %d costed exactly, %zu fit, in %.3f s\n\n",
+      "screened, %d skipped by their bound, %d skipped for memory, %d costed exactly, %zu fit, "
+      "in %.3f s\n\n",
       opt.ranks, r.hardware.c_str(), q.cost.threads, r.considered, r.pruned, r.screened, r.bounded,
-      r.exact, r.plans.size(), r.search_s);
+      r.memory_bounded, r.exact, r.plans.size(), r.search_s);
   std::printf("%-3s %-24s %-16s %-11s %-2s %-3s %-4s %-10s %9s %10s %8s %6s %10s %7s %s\n", "#",
               "mesh", "layout", "schedule", "v", "m", "zero", "recompute", "step ms", "tokens/s",
               "TFLOP/s", "peak", "memory", "bubble", "exposed comm");
@@ -232,7 +295,7 @@ int run_plan(const PlanOptions& opt) {
         piped ? k.schedule.c_str() : "-", static_cast<long long>(k.chunks),
         static_cast<long long>(k.microbatches), k.zero, k.recompute.c_str(),
         p.prediction.step_s * 1e3, p.tokens_per_s, p.tflops_per_device, 100 * p.fraction_of_peak,
-        format_bytes(p.prediction.peak_bytes).c_str(),
+        plan::format_size(p.prediction.peak_bytes).c_str(),
         100 * p.prediction.bubble_s / p.prediction.step_s, comm_shares(p.prediction).c_str());
   }
   print_legend();
@@ -292,7 +355,7 @@ TrainConfig apply_auto_plan(const ConfigOptions& options, TrainConfig config, in
         "plan auto: the best of %d configurations for %d ranks (%.2f s):%s --threads %d; "
         "predicted %.2f ms per step, peak %s per rank\n",
         r.considered, ranks, r.search_s, plan::plan_flags(config).c_str(), config.threads,
-        best.prediction.step_s * 1e3, format_bytes(best.prediction.peak_bytes).c_str());
+        best.prediction.step_s * 1e3, plan::format_size(best.prediction.peak_bytes).c_str());
   return config;
 }
 
@@ -302,8 +365,10 @@ Command add_plan_command(CLI::App& app) {
       "plan",
       "rank every mesh, layout, schedule, ZeRO and recompute choice by predicted step time");
   opt->config.add_to(sub, /*with_steps=*/false);
-  sub->add_option("--ranks", opt->ranks, "number of ranks (devices) to plan for")->required();
-  sub->add_option("--cluster", opt->cluster, "a cluster file (examples/clusters/) to plan for");
+  sub->add_option("--ranks", opt->ranks,
+                  "number of ranks (devices) to plan for (default: a published run's gpus)");
+  sub->add_option("--cluster", opt->cluster,
+                  "a cluster file (examples/clusters/) to plan for (default: a published run's)");
   sub->add_option("--profile", opt->profile,
                   "this machine's profile (tessel calibrate); default: the cached one, "
                   "calibrating when there is none");
@@ -324,6 +389,14 @@ Command add_plan_command(CLI::App& app) {
   sub->add_flag("--explain", opt->explain,
                 "break the best plan and the runner-up into compute, communication, bubble and "
                 "optimizer time");
+  sub->add_flag("--compare-published", opt->compare_published,
+                "with a published run's config (examples/published/): its configuration's "
+                "predicted step time and peak memory against the published throughput and the "
+                "device's memory");
+  sub->add_flag("--free", opt->free,
+                "with a published run's config: take only its GPU count and cluster, and search "
+                "every knob the command line leaves open (with --compare-published: that "
+                "search's best plan against the published configuration)");
   return {sub, [opt] { return run_plan(*opt); }};
 }
 

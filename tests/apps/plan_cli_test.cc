@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "common/expect_cli_error.h"
@@ -71,10 +72,12 @@ TEST_F(PlanCli, TableIsFollowedByALegendOfEveryColumn) {
 }
 
 TEST_F(PlanCli, ExplainSaysWhenTheBestAndTheRunnerUpTie) {
-  // gpt-tiny on data=2 without recomputation: ZeRO 0 (5.19 MiB) does not fit
-  // 5 MiB, and ZeRO 1 and 2 predict the same step and peak (4.38 MiB).
+  // gpt-tiny on data=2 without recomputation or accumulation: ZeRO 0 (5.19
+  // MiB) does not fit 5 MiB, and ZeRO 1 and 2 predict the same step and
+  // peak (4.38 MiB).
   const std::string args = "plan --config " + tiny() +
-                           " --ranks 2 --mesh data=2 --recompute none --memory-limit 5MiB "
+                           " --ranks 2 --mesh data=2 --microbatches 1 --recompute none "
+                           "--memory-limit 5MiB "
                            "--explain --profile " +
                            profile();
   const CliResult r = run_cli(args);
@@ -127,6 +130,94 @@ TEST_F(PlanCli, ProfileThatDisagreesWithAQuickProbeIsFlagged) {
   const CliResult other = run_cli(args + profile(), "TESSEL_CONTENTION=probe_gflops=40");
   ASSERT_EQ(other.exit_code, 0) << other.output;
   EXPECT_EQ(other.output.find("does not match"), std::string::npos) << other.output;
+}
+
+// Published runs as inputs (plan/published_run.h, docs/planner.md).
+std::string gpt3() {
+  return std::string(TESSEL_SOURCE_DIR) + "/examples/published/megatron-gpt3-175b-1024-a100.json";
+}
+
+TEST_F(PlanCli, APublishedRunComparesItsPredictionWithThePublishedThroughputAndMemory) {
+  // GPUs and cluster from the block: neither --ranks nor --cluster given.
+  const CliResult r = run_cli("plan --config " + gpt3() + " --compare-published");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* text : {"published run: Megatron-LM GPT-3 175B", "--mesh pipe=8,data=16,model=8",
+                           "--microbatches 96 --schedule interleaved --chunks 2",
+                           "--recompute blocks", "searched, not stated: layout",
+                           "published 31.47 s (140.0 TFLOP/s per GPU", "the device has 80.00 GiB"})
+    EXPECT_NE(r.output.find(text), std::string::npos) << text << " in:\n" << r.output;
+  const CliResult j = run_cli("plan --config " + gpt3() + " --compare-published --json");
+  ASSERT_EQ(j.exit_code, 0) << j.output;
+  const nlohmann::json out = nlohmann::json::parse(j.output.substr(j.output.find('{')));
+  EXPECT_NEAR(out["published"]["step_s"].get<double>(), 31.47, 0.01);
+  const nlohmann::json& pred = out["predicted"];
+  EXPECT_NEAR(pred["error"].get<double>(),
+              pred["step_s"].get<double>() / out["published"]["step_s"].get<double>() - 1, 1e-12);
+  EXPECT_EQ(pred["device_memory_bytes"].get<int64_t>(), int64_t{80} << 30);
+  EXPECT_EQ(pred["fits"].get<bool>(),
+            pred["peak_bytes"].get<int64_t>() <= pred["device_memory_bytes"].get<int64_t>());
+  EXPECT_EQ(pred["plan"]["mesh"], "pipe=8,data=16,model=8");
+}
+
+TEST_F(PlanCli, TheCommandLineOverridesThePublishedKnobsAndFreeSearchesThem) {
+  const std::string base =
+      "plan --config " + gpt3() + " --ignore-device-memory --top 1 --mesh pipe=16,data=8,model=8";
+  const CliResult r = run_cli(base + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json plan =
+      nlohmann::json::parse(r.output.substr(r.output.find('{')))["plans"][0];
+  EXPECT_EQ(plan["mesh"], "pipe=16,data=8,model=8");  // the command line's
+  EXPECT_EQ(plan["microbatches"], 96);                // the block's
+  EXPECT_EQ(plan["schedule"], "interleaved");
+  EXPECT_EQ(plan["recompute"], "blocks");
+  // A mesh whose data ranks hold fewer rows than the published micro-batch
+  // count (1536 / 128 = 12): the count is searched instead.
+  const CliResult other =
+      run_cli("plan --config " + gpt3() +
+              " --ignore-device-memory --top 1 --mesh pipe=8,data=128 --schedule 1f1b --json");
+  ASSERT_EQ(other.exit_code, 0) << other.output;
+  const nlohmann::json p2 =
+      nlohmann::json::parse(other.output.substr(other.output.find('{')))["plans"][0];
+  EXPECT_EQ(12 % p2["microbatches"].get<int>(), 0) << p2;
+  const CliResult table = run_cli(base + " --microbatches 96");
+  ASSERT_EQ(table.exit_code, 0) << table.output;
+  EXPECT_NE(table.output.find("its stated knobs taken where the command line gives none); "
+                              "searched: layout\n"),
+            std::string::npos)
+      << table.output;
+  const CliResult free = run_cli(base + " --microbatches 96 --free");
+  ASSERT_EQ(free.exit_code, 0) << free.output;
+  EXPECT_NE(free.output.find("searched: layout, schedule, zero, recompute\n"), std::string::npos)
+      << free.output;
+}
+
+TEST_F(PlanCli, APlanThatFitsNowhereNamesTheSmallestPeakAndTheKnobs) {
+  // 175B on 1,024 GPUs in 1 GiB: nothing fits.
+  const CliResult r = run_cli("plan --config " + gpt3() + " --memory-limit 1GiB");
+  expect_error(r, "fits 1.00 GiB per rank (--memory-limit)");
+  expect_error(r, "the smallest peak is ");
+  expect_error(r, " GiB, ");  // sizes in GiB, not thousands of MiB
+  expect_error(r, "more pipeline stages or tensor parallelism");
+  expect_error(r, "(fixed in this request: --mesh)");
+  expect_error(r, "a smaller context (2048 now)");
+  // The published plan recomputes every block with micro-batches of one sequence.
+  expect_error(r, "It already recomputes every block and runs micro-batches of one sequence.");
+  expect_error(r, "raise --memory-limit");
+  expect_error(r, "--free searches every knob");
+  // The device's limit: the way to see the plans anyway.
+  const CliResult d = run_cli("plan --config " + gpt3() + " --recompute none --zero 0");
+  expect_error(d, "(the device's memory)");
+  expect_error(d, "recomputation (--recompute blocks");
+  expect_error(d, "--ignore-device-memory");
+}
+
+TEST_F(PlanCli, PublishedOnlyFlagsNeedAPublishedRunAndRanksAreRequiredWithoutOne) {
+  expect_error(
+      run_cli("plan --config " + tiny() + " --ranks 1 --compare-published --profile " + profile()),
+      "--compare-published needs a config with a 'published' block");
+  expect_error(run_cli("plan --config " + tiny() + " --profile " + profile()), "give --ranks N");
+  expect_error(run_cli("train --config " + gpt3() + " --steps 1"),
+               "an input of `tessel plan --config` only");
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "common/error_of.h"
 #include "common/plan_order.h"
@@ -339,6 +340,27 @@ TEST(PlanSearch, SharedCompilesPredictExactlyWhatSeparateCompilesPredict) {
   EXPECT_GT(pipelined_with_zero, 10);  // the shared ZeRO compiles were exercised
 }
 
+// Micro-batch counts are every divisor of the rows a data rank holds, not
+// only powers of two: 48 rows per data rank reach micro-batch size 1.
+TEST(PlanSearch, MicroBatchCountsAreEveryDivisorOfADataRanksRows) {
+  const FakeHardware hw;
+  PlanRequest q;
+  q.base = tiny_gpt_config(2, 96);
+  q.ranks = 4;
+  q.mesh = "pipe=2,data=2";  // 48 rows a data rank
+  q.layout = "";
+  q.schedule = "1f1b";
+  q.zero = 0;
+  q.recompute = "none";
+  q.exhaustive = true;
+  q.check_device_memory = false;
+  const PlanResult r = search_plans(q, hw);
+  std::set<int64_t> counts;
+  for (const Plan& p : r.plans) counts.insert(p.config.microbatches);
+  EXPECT_EQ(counts, (std::set<int64_t>{1, 2, 3, 4, 6, 8, 12, 16, 24, 48}));
+  EXPECT_EQ(r.considered, 10);
+}
+
 TEST(PlanSearch, NothingFitsNamesTheSmallestPeak) {
   const FakeHardware hw;
   PlanRequest q;
@@ -346,8 +368,11 @@ TEST(PlanSearch, NothingFitsNamesTheSmallestPeak) {
   q.ranks = 2;
   q.memory_limit = 1024;
   const std::string e = error_of([&] { search_plans(q, hw); });
-  EXPECT_NE(e.find("fits 0.00 MiB per rank; the smallest peak found is"), std::string::npos) << e;
-  EXPECT_NE(e.find("mesh "), std::string::npos) << e;
+  EXPECT_NE(e.find("fits 0.00 MiB per rank (--memory-limit)"), std::string::npos) << e;
+  EXPECT_NE(e.find("the smallest peak is "), std::string::npos) << e;
+  EXPECT_NE(e.find("--mesh "), std::string::npos) << e;  // the smallest plan's knobs
+  EXPECT_NE(e.find("more pipeline stages or tensor parallelism"), std::string::npos) << e;
+  EXPECT_NE(e.find("raise --memory-limit"), std::string::npos) << e;
 }
 
 TEST(PlanSearch, APrimeRankCountLargerThanEveryDimIsRefusedWithWhatWasTried) {

@@ -199,6 +199,11 @@ const std::map<std::string, std::string>& key_aliases() {
              "': Tessel has no learning-rate schedule key; the learning rate warms up linearly "
              "over 'warmup_steps' to 'lr', then decays on a cosine to 'min_lr' at 'steps' "
              "('schedule' is the pipeline schedule)");
+  if (key == "published")
+    TS_THROW(
+        "config: key 'published' describes a published training run, an input of `tessel "
+        "plan --config` only (docs/planner.md); to train its model, copy the file without "
+        "the 'published' block");
   std::string best;
   if (auto it = key_aliases().find(key); it != key_aliases().end()) best = it->second;
   size_t best_distance = 4;

@@ -482,6 +482,31 @@ bool pipelined(const ScreenCandidate& c) { return c.pipe > 1 || c.microbatches >
 
 }  // namespace
 
+double Screener::state_bytes_bound(const ScreenCandidate& c) {
+  int64_t rows = base_.batch / c.microbatches / c.data;
+  const Unit& u = reference(c, &rows);  // held elements do not depend on the rows
+  const double d = c.data;
+  const double per_element =
+      4 / (c.zero == 3 ? d : 1) + (base_.optimizer == "adamw" ? 8 / (c.zero >= 1 ? d : 1) : 0);
+  if (!pipelined(c))
+    return per_element * (u.embed.held + u.head.held - u.tied + u.last.held +
+                          (static_cast<double>(base_.n_layer) - 1) * u.inner.held);
+  const int p = c.pipe, stages = p * c.chunks;
+  const std::vector<int>& first = first_blocks(base_.batch / c.microbatches, stages);
+  double most = 0;
+  for (int r = 0; r < p; ++r) {
+    double held = 0;
+    for (int s = r; s < stages; s += p) {
+      held += (first[s + 1] - first[s] - 1) * u.inner.held + u.last.held;
+      if (s == 0) held += u.embed.held;
+      if (s == stages - 1) held += u.head.held;
+    }
+    if (stages == 1) held -= u.tied;
+    most = std::max(most, held);
+  }
+  return per_element * most;
+}
+
 double Screener::lower_bound(const ScreenCandidate& c) {
   // The reference unit's phase times scaled from its rows to the
   // candidate's local rows per micro-batch (parameters do not scale).

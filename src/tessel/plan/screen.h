@@ -89,6 +89,13 @@ class Screener {
   // phase's payload.
   double zero3_gather_bytes(const ScreenCandidate& c);
 
+  // A lower bound of the candidate's peak memory per rank (bytes): the
+  // model states its most loaded rank holds whatever else it stores, 4
+  // bytes a held parameter element (f32; divided over the data axis under
+  // ZeRO 3) and, for AdamW, 8 bytes of moments (divided under ZeRO 1-3).
+  // Gradients, activations and buffers are not counted.
+  double state_bytes_bound(const ScreenCandidate& c);
+
   int units_compiled() const { return units_compiled_; }
   int schedules_simulated() const { return simulated_; }
 

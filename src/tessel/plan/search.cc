@@ -8,11 +8,16 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <memory>
+#include <optional>
 #include <set>
 
 #include "tessel/base/error.h"
 #include "tessel/compile/memory_report.h"
+#include "tessel/plan/exact_cost.h"
+#include "tessel/plan/no_fit.h"
 #include "tessel/plan/screen.h"
+#include "tessel/plan/screened_order.h"
 #include "tessel/schedule/schedule.h"
 
 namespace tessel::plan {
@@ -31,6 +36,18 @@ std::vector<std::array<int, 3>> factorizations(int n) {
       for (int d = 1; d <= n / p; ++d)
         if ((n / p) % d == 0) out.push_back({p, d, n / p / d});
   return out;
+}
+
+// The divisors of n, ascending.
+std::vector<int> divisors(int n) {
+  std::vector<int> low, high;
+  for (int d = 1; d * d <= n; ++d)
+    if (n % d == 0) {
+      low.push_back(d);
+      if (d != n / d) high.push_back(n / d);
+    }
+  low.insert(low.end(), high.rbegin(), high.rend());
+  return low;
 }
 
 // Every order of the axes larger than 1 (only the canonical pipe, data,
@@ -111,15 +128,13 @@ Space candidates(const PlanRequest& q, bool one_node, int devices_per_node) {
       schedules = {*q.schedule};
     else if (pipe > 1)
       schedules = {"gpipe", "1f1b", "interleaved", "zb-h1"};
-    std::vector<int> micro;
-    if (q.microbatches) {
-      micro = {*q.microbatches};
-    } else if (pipe == 1) {
-      micro = {1};
-    } else {
-      for (int m = 1; m <= q.base.batch && m <= 8 * pipe; ++m)
-        if (q.base.batch % m == 0) micro.push_back(m);
-    }
+    // Every divisor of the rows a data rank holds (micro-batch size 1
+    // included); without a pipe axis, more than one is gradient accumulation.
+    const std::vector<int> micro =
+        q.microbatches ? std::vector<int>{*q.microbatches}
+                       : divisors(q.base.batch % choice.shape.data == 0
+                                      ? static_cast<int>(q.base.batch / choice.shape.data)
+                                      : 1);
     std::vector<int> zeros = {0};
     if (q.zero)
       zeros = {*q.zero};
@@ -184,19 +199,106 @@ bool shape_fits(const TrainConfig& base, const Space& space, const Knobs& k) {
   return true;
 }
 
-// A synchronous pipeline whose stages gpipe and 1f1b share (zb-h1 splits
-// its backward into two phases: its own stage programs).
-bool shares_stages(const TrainConfig& c) {
-  return c.mesh.find("pipe=") != std::string::npos && c.chunks == 1 &&
-         (c.schedule == "gpipe" || c.schedule == "1f1b");
+// Candidates whose peak memory orders by their ZeRO stage (0 to 2) and
+// recompute policy (none, selective, blocks): the same mesh, layout,
+// schedule, chunks and micro-batches. ZeRO 3 (weights gathered on use) is
+// a group of its own.
+std::array<int, 6> memory_group(const Knobs& k) {
+  return {k.mesh, k.layout, k.schedule, k.chunks, k.microbatches, k.zero == 3 ? 1 : 0};
 }
 
-std::string knobs(const TrainConfig& c) {
-  return str_cat("mesh ", c.mesh.empty() ? "(one rank)" : c.mesh, ", layout ",
-                 c.layout.empty() ? "(defaults)" : c.layout, ", schedule ", c.schedule, ", chunks ",
-                 c.chunks, ", microbatches ", c.microbatches, ", zero ", c.zero, ", recompute ",
-                 c.recompute);
+// The memory group across axis orders: a mesh's order moves collectives
+// between links, not bytes, so the same axis sizes hold the same memory.
+std::array<int, 8> memory_class(const Space& space, const Knobs& k) {
+  const ScreenCandidate& m = space.meshes[k.mesh].shape;
+  return {m.pipe,     m.data,   m.model,        k.layout,
+          k.schedule, k.chunks, k.microbatches, k.zero == 3 ? 1 : 0};
 }
+
+int recompute_rank(const std::string& policy) {
+  return policy == "blocks" ? 2 : policy == "selective" ? 1 : 0;
+}
+
+// The memory-lean member of candidate i's group: the most recomputation,
+// then the highest ZeRO stage that passes the shape checks. Its peak is
+// taken to bound the group's from below (recomputation and ZeRO 1-2 only
+// drop stored bytes), so the extension costs it first and, when it does not
+// fit, skips the group and those of the other axis orders (memory_class). A group's members are
+// adjacent in generation order (candidates()' loops: zero, then recompute, innermost).
+int lean_sibling(const TrainConfig& base, const Space& space, int i) {
+  const std::array<int, 6> group = memory_group(space.knobs[i]);
+  auto leaner = [&](int a, int b) {  // whether a is leaner than b
+    const Knobs &x = space.knobs[a], &y = space.knobs[b];
+    const int rx = recompute_rank(space.recomputes[x.recompute]),
+              ry = recompute_rank(space.recomputes[y.recompute]);
+    return rx != ry ? rx > ry : x.zero > y.zero;
+  };
+  int lean = i;
+  for (int step : {-1, 1})
+    for (int j = i + step; j >= 0 && j < static_cast<int>(space.knobs.size()); j += step) {
+      if (memory_group(space.knobs[j]) != group) break;
+      if (shape_fits(base, space, space.knobs[j]) && leaner(j, lean)) lean = j;
+    }
+  return lean;
+}
+
+// Every live candidate's screening bound, and the order of estimates over
+// them; a candidate whose unit the model cannot take is pruned (counted),
+// the first such error kept.
+std::unique_ptr<ScreenedOrder> screened_order(const Space& space, const std::vector<int>& live,
+                                              Screener& screener, int* pruned,
+                                              std::string* first_error) {
+  for (int i : live) screener.note(screen_candidate(space, space.knobs[i]));
+  std::vector<std::pair<double, int>> bounds;  // (bound, candidate)
+  bounds.reserve(live.size());
+  for (int i : live) {
+    try {
+      bounds.push_back({screener.lower_bound(screen_candidate(space, space.knobs[i])), i});
+    } catch (const Error& e) {  // a layout the model cannot take
+      ++*pruned;
+      if (first_error->empty()) *first_error = e.what();
+    }
+  }
+  std::sort(bounds.begin(), bounds.end());
+  return std::make_unique<ScreenedOrder>(
+      std::move(bounds), [&space, &screener, first_error](int i) -> std::optional<double> {
+        try {
+          return screener.estimate(screen_candidate(space, space.knobs[i]));
+        } catch (const Error& e) {
+          if (first_error->empty()) *first_error = e.what();
+          return std::nullopt;
+        }
+      });
+}
+
+// Per memory class (memory_class), the (ZeRO stage, recompute rank) of the
+// plans found over the memory limit: a plan of the class with no more of
+// either cannot fit either (lean_sibling's premise).
+class OverLimit {
+ public:
+  explicit OverLimit(const Space& space) : space_(space) {}
+  void note(int i) { seen_[memory_class(space_, space_.knobs[i])].push_back(levels(i)); }
+  bool dominated(int i) const {
+    const auto it = seen_.find(memory_class(space_, space_.knobs[i]));
+    if (it == seen_.end()) return false;
+    const auto [zero, rank] = levels(i);
+    for (const auto& [z, r] : it->second)
+      if (z >= zero && r >= rank) return true;
+    return false;
+  }
+
+ private:
+  std::pair<int, int> levels(int i) const {
+    const Knobs& k = space_.knobs[i];
+    return {k.zero, recompute_rank(space_.recomputes[k.recompute])};
+  }
+  const Space& space_;
+  std::map<std::array<int, 8>, std::vector<std::pair<int, int>>> seen_;
+};
+
+// The plan's throughput and the command that runs it.
+void finish_plan(const PlanRequest& q, const HardwareModel& hw, const Candidate& cand,
+                 double model_flops, double items_per_row, Plan* plan);
 
 }  // namespace
 
@@ -216,6 +318,21 @@ std::string carried_override(const std::string& kv) {
   std::string quoted = "'";
   for (char ch : kv) quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
   return " --set " + quoted + "'";
+}
+
+void finish_plan(const PlanRequest& q, const HardwareModel& hw, const Candidate& cand,
+                 double model_flops, double items_per_row, Plan* plan) {
+  plan->config = cand.config;
+  plan->layout_label = cand.layout_label;
+  const double step = plan->prediction.step_s;
+  plan->tokens_per_s = static_cast<double>(q.base.batch) * items_per_row / step;
+  plan->tflops_per_device = model_flops / step / q.ranks / 1e12;
+  plan->fraction_of_peak =
+      plan->tflops_per_device * 1e12 / hw.peak_flops(q.cost.precision, q.cost.threads);
+  plan->command = (q.ranks > 1 ? str_cat("mpirun -n ", q.ranks, " ") : std::string()) +
+                  "tessel train --config " + q.config_path;
+  for (const std::string& kv : q.overrides) plan->command += carried_override(kv);
+  plan->command += plan_flags(plan->config) + str_cat(" --threads ", q.cost.threads);
 }
 
 }  // namespace
@@ -276,21 +393,9 @@ PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
                                    ? static_cast<double>(q.base.context)
                                    : 1;  // tokens per row, or one image
 
-  GraphCache graphs;  // training and stage graphs, evaluation arenas (keyed by recompute)
-  // Compiles kept for the current mesh, by config: pipelines (as 1f1b,
-  // ZeRO 0) and single programs under ZeRO 1 and 2 (as ZeRO 1), with their
-  // stages' phase costs once predicted (the same under every schedule and
-  // ZeRO stage).
-  struct Kept {
-    std::vector<CompiledRank> ranks;
-    StagePhaseMemo phases;
-  };
-  std::map<std::string, Kept> pipelines;
-  std::string pipelines_mesh;
-  // Without shared compiles, every compile builds its graphs (the reference path).
-  auto shared_graphs = [&]() -> GraphCache* { return q.share_compiles ? &graphs : nullptr; };
-  int64_t closest = -1;
-  std::string closest_knobs, first_error;
+  NoFit closest;  // the smallest peak costed exactly, for the message when nothing fits
+  closest.smallest_peak = -1;
+  std::string first_error;
 
   // Candidates that pass the checks needing no compile.
   const Space space = candidates(q, one_node, hw.devices_per_node());
@@ -303,60 +408,29 @@ PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
       ++result.pruned;
   }
 
-  // Phase 1, screening (screen.h): every live candidate's lower bound; then,
-  // in order of bound, estimates until the next bound exceeds the
-  // 4 x `exact_top`-th best estimate (kept so that plans the exact phase
-  // drops for memory have successors). Phase 2 costs exactly, in order of
-  // estimate, until `exact_top` plans fit.
-  std::vector<int> order = live;  // the candidates to cost exactly, in this order
-  std::vector<double> estimates;  // screening: their estimates
+  // Phase 1, screening (screen.h): every live candidate's lower bound, then
+  // estimates as the exact phase asks for them, in order of estimate
+  // (ScreenedOrder). Phase 2 costs exactly, in that order, until
+  // `exact_top` plans fit and the next estimate cannot beat the
+  // `exact_top`-th (within screening's margin), at most 4 x `exact_top`.
+  // When fewer fit the memory limit, the search goes on (the extension):
+  // memory-lean plans first (see lean_sibling), skipping candidates whose
+  // model states alone exceed the limit, up to 8 x `exact_top` more exact costs.
   const bool screen =
       !q.exhaustive && static_cast<int>(live.size()) > q.exact_top &&
       Screener::applies(q.base, q.layout.has_value(), q.recompute ? &*q.recompute : nullptr, hw);
+  std::unique_ptr<Screener> screener;
+  std::unique_ptr<ScreenedOrder> order;
   if (screen) {
-    Screener screener(q.base, hw, q.cost);
-    for (int i : live) screener.note(screen_candidate(space, space.knobs[i]));
-    std::vector<std::pair<double, int>> bounds;  // (bound, candidate)
-    bounds.reserve(live.size());
-    for (int i : live) {
-      try {
-        bounds.push_back({screener.lower_bound(screen_candidate(space, space.knobs[i])), i});
-      } catch (const Error& e) {  // a layout the model cannot take
-        ++result.pruned;
-        if (first_error.empty()) first_error = e.what();
-      }
-    }
-    std::sort(bounds.begin(), bounds.end());
-    const size_t keep = 4 * static_cast<size_t>(q.exact_top);
-    std::vector<std::pair<double, int>> best;  // (estimate, candidate), a max-heap of `keep`
-    for (size_t b = 0; b < bounds.size(); ++b) {
-      const int i = bounds[b].second;
-      if (best.size() >= keep && bounds[b].first > best.front().first) {
-        result.bounded += static_cast<int>(bounds.size() - b);  // every later bound is larger
-        break;
-      }
-      double estimate = 0;
-      try {
-        estimate = screener.estimate(screen_candidate(space, space.knobs[i]));
-      } catch (const Error& e) {
-        ++result.pruned;
-        if (first_error.empty()) first_error = e.what();
-        continue;
-      }
-      ++result.screened;
-      best.push_back({estimate, i});
-      std::push_heap(best.begin(), best.end());
-      if (best.size() > keep) {
-        std::pop_heap(best.begin(), best.end());
-        best.pop_back();
-      }
-    }
-    std::sort(best.begin(), best.end());
-    order.clear();
-    for (const auto& [estimate, i] : best) order.push_back(i), estimates.push_back(estimate);
-    result.units = screener.units_compiled();
-    result.simulated = screener.schedules_simulated();
+    screener = std::make_unique<Screener>(q.base, hw, q.cost);
+    order = screened_order(space, live, *screener, &result.pruned, &first_error);
   }
+  size_t unscreened = 0;  // without screening: the next of `live`
+  auto next = [&]() -> std::optional<std::pair<double, int>> {
+    if (screen) return order->next();
+    if (unscreened == live.size()) return std::nullopt;
+    return std::make_pair(0.0, live[unscreened++]);
+  };
 
   std::vector<int> index_of_plan;  // candidate index of each plan, for ties
   // The `exact_top`-th best exact step so far (infinite until there are that many).
@@ -368,97 +442,74 @@ PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
     std::nth_element(steps.begin(), steps.begin() + (q.exact_top - 1), steps.end());
     return steps[q.exact_top - 1];
   };
-  for (size_t n = 0; n < order.size(); ++n) {
-    const int i = order[n];
-    // Stop once `exact_top` plans fit and the next estimate, less screening's
-    // margin of error, cannot beat the `exact_top`-th.
-    if (screen && estimates[n] > kth_exact() * (1 + q.screen_margin)) break;
-    Candidate cand = materialize(q, space, space.knobs[i]);
+  ExactCoster exact(hw, q.cost, q.share_compiles);
+  std::set<int> costed;         // candidates costed exactly
+  OverLimit over_limit(space);  // plans found over the limit, by memory class
+  // Costs candidate `i` exactly: whether it fits, does not, or fails to compile.
+  enum class Costed { kFits, kOver, kFailed };
+  auto cost = [&](int i) {
+    costed.insert(i);
+    const Candidate cand = materialize(q, space, space.knobs[i]);
     ++result.exact;
-    const Mesh mesh = Mesh::parse(cand.config.mesh);
     Plan plan;
     try {
-      const std::vector<int> reps = representative_ranks(mesh, false);
-      if (q.share_compiles && uses_pipeline(cand.config, mesh)) {
-        // gpipe and 1f1b compile to the same stages, and so do ZeRO
-        // 0, 1 and 2 (PipelineModel::set_zero): compile once (as 1f1b, ZeRO 0).
-        if (pipelines_mesh != cand.config.mesh)
-          pipelines.clear(), pipelines_mesh = cand.config.mesh;
-        const bool shared = shares_stages(cand.config);
-        TrainConfig key = cand.config;
-        if (shared) key.schedule = "1f1b";
-        key.zero = 0;
-        const std::string k = key.to_json().dump();
-        auto it = pipelines.find(k);
-        if (it == pipelines.end())
-          it = pipelines.emplace(k, Kept{compile_ranks(key, reps, &graphs), {}}).first;
-        Kept& kept = it->second;
-        for (CompiledRank& c : kept.ranks) {
-          c.pipeline->set_zero(cand.config.zero);
-          c.config.zero = cand.config.zero;
-        }
-        if (shared) {
-          const Schedule schedule =
-              make_schedule(cand.config.schedule, kept.ranks.front().pipeline->schedule().ranks,
-                            static_cast<int>(cand.config.microbatches));
-          plan.prediction = predict_compiled(kept.ranks, hw, q.cost, &schedule, &kept.phases);
-        } else {
-          plan.prediction = predict_compiled(kept.ranks, hw, q.cost, nullptr, &kept.phases);
-        }
-      } else if (shares_stages(cand.config)) {
-        // gpipe and 1f1b compile to the same stages: compile once (as 1f1b).
-        TrainConfig key = cand.config;
-        key.schedule = "1f1b";
-        const std::string k = key.to_json().dump();
-        auto it = pipelines.find(k);
-        if (it == pipelines.end())
-          it = pipelines.emplace(k, Kept{compile_ranks(key, reps, shared_graphs()), {}}).first;
-        const std::vector<CompiledRank>& ranks = it->second.ranks;
-        const Schedule schedule =
-            make_schedule(cand.config.schedule, ranks.front().pipeline->schedule().ranks,
-                          static_cast<int>(cand.config.microbatches));
-        plan.prediction = predict_compiled(ranks, hw, q.cost, &schedule);
-      } else if (q.share_compiles && (cand.config.zero == 1 || cand.config.zero == 2)) {
-        // ZeRO 1 and 2 lower a single program alike (zero_targets: both
-        // reduce-scatter the gradients; compile/zero.h): compile once (as
-        // ZeRO 1), re-pointed at the candidate's stage.
-        if (pipelines_mesh != cand.config.mesh)
-          pipelines.clear(), pipelines_mesh = cand.config.mesh;
-        TrainConfig key = cand.config;
-        key.zero = 1;
-        const std::string k = key.to_json().dump();
-        auto it = pipelines.find(k);
-        if (it == pipelines.end())
-          it = pipelines.emplace(k, Kept{compile_ranks(key, reps, &graphs), {}}).first;
-        for (CompiledRank& c : it->second.ranks) c.config.zero = cand.config.zero;
-        plan.prediction = predict_compiled(it->second.ranks, hw, q.cost, nullptr);
-      } else {
-        plan.prediction = predict_step(cand.config, reps, hw, q.cost, shared_graphs());
-      }
+      plan.prediction = exact.cost(cand.config);
     } catch (const Error& e) {  // a layout or schedule this model cannot take
       ++result.pruned;
       if (first_error.empty()) first_error = e.what();
-      continue;
+      return Costed::kFailed;
     }
     const int64_t peak = plan.prediction.peak_bytes;
-    if (closest < 0 || peak < closest) closest = peak, closest_knobs = knobs(cand.config);
+    if (closest.smallest_peak < 0 || peak < closest.smallest_peak)
+      closest.smallest_peak = peak, closest.smallest = cand.config;
     if (limit > 0 && peak > limit) {
       ++result.pruned;
-      continue;
+      over_limit.note(i);
+      return Costed::kOver;
     }
-    plan.config = cand.config;
-    plan.layout_label = cand.layout_label;
-    const double step = plan.prediction.step_s;
-    plan.tokens_per_s = static_cast<double>(q.base.batch) * items_per_row / step;
-    plan.tflops_per_device = model_flops / step / q.ranks / 1e12;
-    plan.fraction_of_peak =
-        plan.tflops_per_device * 1e12 / hw.peak_flops(q.cost.precision, q.cost.threads);
-    plan.command = (q.ranks > 1 ? str_cat("mpirun -n ", q.ranks, " ") : std::string()) +
-                   "tessel train --config " + q.config_path;
-    for (const std::string& kv : q.overrides) plan.command += carried_override(kv);
-    plan.command += plan_flags(plan.config) + str_cat(" --threads ", q.cost.threads);
+    finish_plan(q, hw, cand, model_flops, items_per_row, &plan);
     result.plans.push_back(std::move(plan));
     index_of_plan.push_back(i);
+    return Costed::kFits;
+  };
+  const int keep = 4 * q.exact_top;
+  int extension_start = -1;  // result.exact when the extension began
+  for (int popped = 0;; ++popped) {
+    const bool extending = screen && popped >= keep;
+    if (extending && extension_start < 0) {
+      if (limit == 0 || static_cast<int>(result.plans.size()) >= q.exact_top) break;
+      extension_start = result.exact;
+    }
+    if (extending && (result.exact - extension_start >= 2 * keep || popped >= 100 * keep)) break;
+    const std::optional<std::pair<double, int>> n = next();
+    if (!n) break;
+    // Stop once `exact_top` plans fit and the next estimate, less screening's
+    // margin of error, cannot beat the `exact_top`-th.
+    if (screen && n->first > kth_exact() * (1 + q.screen_margin)) break;
+    const int i = n->second;
+    if (!extending) {
+      cost(i);
+      continue;
+    }
+    if (costed.count(i)) continue;
+    if (over_limit.dominated(i) ||
+        screener->state_bytes_bound(screen_candidate(space, space.knobs[i])) > limit) {
+      ++result.memory_bounded;
+      continue;
+    }
+    const int lean = lean_sibling(q.base, space, i);
+    if (lean != i && !costed.count(lean) && cost(lean) == Costed::kOver) {
+      ++result.memory_bounded;
+      continue;
+    }
+    cost(i);
+  }
+  if (screen) {
+    result.screened = order->estimated();
+    result.pruned += order->skipped();
+    result.bounded = order->unestimated();
+    result.units = screener->units_compiled();
+    result.simulated = screener->schedules_simulated();
   }
   // Fastest first; equal steps as printed: the smaller peak, then the order
   // of generation (ranks_before).
@@ -473,14 +524,14 @@ PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
   result.plans = std::move(sorted);
   result.search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (result.plans.empty()) {
-    if (closest < 0)
+    if (closest.smallest_peak < 0)
       TS_THROW("plan: none of the ", result.considered, " configurations of ", q.ranks,
                " ranks suits this model (", result.pruned, " pruned by divisibility or layout)",
                first_error.empty() ? std::string() : "; first error: " + first_error);
-    TS_THROW("plan: none of the ", result.considered, " configurations of ", q.ranks,
-             " ranks fits ", format_bytes(limit), " per rank; the smallest peak found is ",
-             format_bytes(closest), " (", closest_knobs,
-             "). Raise --memory-limit to at least that, use more ranks, or free a fixed knob");
+    closest.considered = result.considered, closest.exact = result.exact, closest.limit = limit;
+    closest.screened = screen;
+    closest.limit_is_device = q.check_device_memory && limit == device_memory;
+    TS_THROW(no_fit_message(q, closest));
   }
   return result;
 }

@@ -52,7 +52,9 @@ struct PlanRequest {
   // (predict_compiled) and re-ranked by the exact prediction: at least
   // `exact_top` of them (while fewer fit the memory limit, the next), and
   // further ones while a candidate's estimate is within `screen_margin` of
-  // the `exact_top`-th best exact step, up to 4 x exact_top in all. The
+  // the `exact_top`-th best exact step, up to 4 x exact_top in all. While
+  // fewer than `exact_top` of those fit the memory limit, up to 8 x
+  // exact_top more, memory-lean plans first (search.cc, lean_sibling). The
   // plans returned are the exactly costed ones, so every reported step and
   // peak is exact.
   int exact_top = 10;
@@ -82,10 +84,14 @@ struct Plan {
 struct PlanResult {
   std::vector<Plan> plans;  // every exactly costed candidate that fits, fastest first
   int considered = 0;       // candidates generated
-  int pruned = 0;     // of which dropped (divisibility, a layout the model cannot take, memory)
-  int screened = 0;   // estimated by screening (0 when every candidate is costed exactly)
-  int bounded = 0;    // skipped by screening: their lower bound exceeds the kept estimates
-  int exact = 0;      // compiled and costed exactly
+  int pruned = 0;    // of which dropped (divisibility, a layout the model cannot take, memory)
+  int screened = 0;  // estimated by screening (0 when every candidate is costed exactly)
+  int bounded = 0;   // skipped by screening: their lower bound exceeds the kept estimates
+  int exact = 0;     // compiled and costed exactly
+  // Skipped by the extension (fewer than exact_top fit): model states over
+  // the limit, or a leaner plan of the same mesh, layout, schedule and
+  // micro-batches over it (search.cc, lean_sibling).
+  int memory_bounded = 0;
   int units = 0;      // screening's unit compiles
   int simulated = 0;  // screening's schedule simulations
   double search_s = 0;
