@@ -74,6 +74,19 @@ class GraphBuilder {
   ValueId cross_entropy(ValueId logits, ValueId labels, const std::string& vocab_dim,
                         const std::string& name = "cross_entropy");
 
+  // The Llama family's ops. rmsnorm: x / sqrt(mean(x^2 over dim) + eps) * gamma.
+  // rotary: each adjacent pair (2i, 2i+1) of `dim` (the last dim, even size)
+  // turned by the angle p * theta^(-2i / size(dim)), p the index along
+  // `position_dim` (Meta's Llama convention: pairs interleaved, not halves).
+  ValueId silu(ValueId x, const std::string& name = "silu");
+  ValueId sigmoid(ValueId x, const std::string& name = "sigmoid");
+  ValueId sqrt(ValueId x, const std::string& name = "sqrt");
+  ValueId rsqrt(ValueId x, const std::string& name = "rsqrt");
+  ValueId rmsnorm(ValueId x, ValueId gamma, const std::string& dim, float eps = 1e-5f,
+                  const std::string& name = "rmsnorm");
+  ValueId rotary(ValueId x, const std::string& dim, const std::string& position_dim,
+                 float theta = 10000.0f, const std::string& name = "rotary");
+
   ValueId split_dim(ValueId x, const std::string& dim, Shape parts,
                     const std::string& name = "split");
   ValueId merge_dims(ValueId x, std::vector<std::string> dims, const std::string& merged,
