@@ -4,6 +4,7 @@
 
 #include "tessel/base/error.h"
 #include "tessel/models/gpt.h"
+#include "tessel/models/llama.h"
 #include "tessel/models/mlp.h"
 
 namespace tessel {
@@ -18,6 +19,12 @@ std::map<std::string, ModelSpec>& registry() {
       {"gpt",
        {[](const TrainConfig& c, GraphBuilder& b, int64_t batch, bool training) {
           GptGraph g = build_gpt(b, gpt_config(c), batch, training);
+          return TaskGraph{g.loss, g.logits};
+        },
+        DataKind::kText}},
+      {"llama",
+       {[](const TrainConfig& c, GraphBuilder& b, int64_t batch, bool) {
+          LlamaGraph g = build_llama(b, llama_config(c), batch);
           return TaskGraph{g.loss, g.logits};
         },
         DataKind::kText}},
@@ -159,6 +166,21 @@ const json& model_option_json(const TrainConfig& c, const std::string& key) {
 GptConfig gpt_config(const TrainConfig& c) {
   return GptConfig{
       c.n_layer, c.n_head, c.d_model, c.context, c.vocab, static_cast<float>(c.dropout), c.seed};
+}
+
+bool is_builtin_transformer(const std::string& model) { return model == "gpt" || model == "llama"; }
+
+LlamaConfig llama_config(const TrainConfig& c) {
+  return LlamaConfig{c.n_layer,
+                     c.n_head,
+                     c.n_kv_head == 0 ? c.n_head : c.n_kv_head,
+                     c.d_model,
+                     c.context,
+                     c.vocab,
+                     static_cast<float>(c.rope_theta),
+                     c.ffn_dim_multiplier,
+                     c.multiple_of,
+                     static_cast<float>(c.norm_eps)};
 }
 
 TaskGraph build_model(const TrainConfig& c, GraphBuilder& b, int64_t batch, bool training) {

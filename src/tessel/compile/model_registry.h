@@ -96,7 +96,13 @@ T model_option(const TrainConfig& config, const std::string& key) {
   }
 }
 
+// The built-in transformers ("gpt", "llama"): n_layer blocks labelled
+// blockN, sized by the config's n_layer, n_head, d_model, context and vocab.
+bool is_builtin_transformer(const std::string& model);
+
 struct GptConfig;
 GptConfig gpt_config(const TrainConfig& config);
+struct LlamaConfig;
+LlamaConfig llama_config(const TrainConfig& config);
 
 }  // namespace tessel
