@@ -3,6 +3,8 @@
 // shapes, the config's checks, and a short training run on the fortunes
 // text whose loss falls well below the unigram entropy. Its layout
 // invariance runs under mpirun in tests/layout/llama_layout_test.cc.
+#include "tessel/models/llama.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,7 +12,6 @@
 #include "common/error_of.h"
 #include "tessel/compile/model_registry.h"
 #include "tessel/ir/graph.h"
-#include "tessel/models/llama.h"
 #include "tessel/train/trainer.h"
 
 namespace tessel {
@@ -36,7 +37,7 @@ int64_t parameter_count(const LlamaConfig& c) {
 
 // Meta's published hidden sizes (params.json of each release).
 TEST(Llama, HiddenSizeRuleGivesThePublishedSizes) {
-  EXPECT_EQ(llama_hidden_size(published(32, 32, 32, 4096, 0, 256, 32000)), 11008);  // Llama 2 7B
+  EXPECT_EQ(llama_hidden_size(published(32, 32, 32, 4096, 0, 256, 32000)), 11008);     // Llama 2 7B
   EXPECT_EQ(llama_hidden_size(published(32, 32, 8, 4096, 1.3, 1024, 128256)), 14336);  // 3 8B
   EXPECT_EQ(llama_hidden_size(published(80, 64, 8, 8192, 1.3, 4096, 128256)), 28672);  // 3 70B
   EXPECT_EQ(llama_hidden_size(published(126, 128, 8, 16384, 1.2, 4096, 128256)), 53248);  // 405B
