@@ -93,12 +93,17 @@ void bind_maps_and_llama_ops(py::class_<B, std::shared_ptr<B>>& c) {
   c.def(
       "rotary",
       [](const B& b, ValueId x, const std::string& dim, const std::string& position_dim,
-         float theta,
-         const std::string& name) { return b.get().rotary(x, dim, position_dim, theta, name); },
+         float theta, const std::string& name, double factor, double low, double high,
+         double context) {
+        return b.get().rotary(x, dim, position_dim, theta,
+                              RotaryScaling{factor, low, high, context}, name);
+      },
       py::arg("x"), py::arg("dim"), py::arg("position_dim"), py::arg("theta") = 10000.0f,
-      py::arg("name") = "rotary",
+      py::arg("name") = "rotary", py::arg("scale_factor") = 0.0, py::arg("low_freq_factor") = 1.0,
+      py::arg("high_freq_factor") = 4.0, py::arg("original_context") = 8192.0,
       "Rotary positions: pairs (2i, 2i+1) of dim (last, even) turned by "
-      "pos * theta^(-2i/size(dim)), pos the index along position_dim.");
+      "pos * theta^(-2i/size(dim)), pos the index along position_dim; scale_factor > 0 "
+      "rescales the frequencies as Llama 3.1.");
 }
 
 }  // namespace

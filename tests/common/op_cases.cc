@@ -147,6 +147,12 @@ std::vector<OpCase> op_cases(const OpCaseSizes& s) {
          // theta 3: angles of several radians at these few positions
          return b.rotary(p(b, "a", Shape{n, seq, heads, head}), "head", "seq", 3.0f);
        }});
+  cases.push_back({"rotary_llama31_scaled", [=](GraphBuilder& b) {
+                     Dim seq{"seq", s.seq}, n{"n", s.n}, head{"head", s.head};
+                     // Context 20: every wavelength here (6-15) is in the blended band.
+                     return b.rotary(p(b, "a", Shape{seq, n, head}), "head", "seq", 3.0f,
+                                     RotaryScaling{4, 1, 4, 20});
+                   }});
   cases.push_back(
       {"split_dim", [=](GraphBuilder& b) {
          Dim e{"e", s.h * s.d};

@@ -122,7 +122,7 @@ TEST(KernelsLlama, RmsNormBf16RoundsTheF32Result) {
 
 // (outer, positions, heads, cols): the model's (batch, seq, heads, head).
 RotaryView rotary_view_of(int64_t outer, int64_t positions, int64_t heads, int64_t cols) {
-  return RotaryView{outer, positions, heads * cols, cols, 0, 10000.0f, false};
+  return RotaryView{outer, positions, heads * cols, cols, 0, 10000.0f, false, RotaryScaling{}};
 }
 
 Vec rotated(const Vec& x, const RotaryView& v) {
@@ -148,6 +148,20 @@ TEST(KernelsLlama, RotaryMatchesReferenceAndItsInverseUndoesIt) {
     for (int64_t e = 0; e < v.inner; ++e) EXPECT_EQ(got[e], x[e]);
     expect_thread_independent([&] { return rotated(x, v); });
   }
+}
+
+TEST(KernelsLlama, RotaryWithLlama31ScalingMatchesReference) {
+  RotaryView v = rotary_view_of(2, 300, 2, 64);
+  v.theta = 500000.0f;
+  v.scaling = RotaryScaling{8, 1, 4, 64};  // a short original context puts bands in range
+  const int64_t n = v.outer * v.positions * v.inner;
+  const Vec x = random_vec(n, 72);
+  Vec want(n);
+  rotary_ref(x.data(), want.data(), v);
+  expect_close(rotated(x, v), want, 1e-5, 1e-6);
+  RotaryView plain = v;
+  plain.scaling = RotaryScaling{};
+  EXPECT_NE(rotated(x, plain), rotated(x, v));  // the scaling changes the low frequencies
 }
 
 TEST(KernelsLlama, RotaryShardWithOffsetIsTheSliceOfTheWhole) {

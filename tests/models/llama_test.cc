@@ -101,6 +101,35 @@ TEST(Llama, ConfigErrorsNameTheKeys) {
   c = small_llama();
   c.rope_theta = 1;
   EXPECT_NE(error_of([&] { c.validate(); }).find("'rope_theta'"), std::string::npos);
+  c = small_llama();
+  c.rope_scaling = {{"factor", 8}, {"low_freq_factr", 1}};
+  EXPECT_NE(error_of([&] { c.validate(); }).find("has no key 'low_freq_factr'"), std::string::npos);
+  c.rope_scaling = {{"low_freq_factor", 1}};
+  EXPECT_NE(error_of([&] { c.validate(); }).find("needs 'factor'"), std::string::npos);
+  c.rope_scaling = {{"factor", 8}, {"low_freq_factor", 4}, {"high_freq_factor", 1}};
+  EXPECT_NE(error_of([&] { c.validate(); }).find("0 < low_freq_factor < high_freq_factor"),
+            std::string::npos);
+}
+
+// Llama 3.1's rope_scaling reaches both rotary ops of every block.
+TEST(Llama, RopeScalingReachesTheRotaryOps) {
+  TrainConfig c = small_llama();
+  c.rope_scaling = {{"rope_type", "llama3"},
+                    {"factor", 8},
+                    {"low_freq_factor", 1},
+                    {"high_freq_factor", 4},
+                    {"original_max_position_embeddings", 8192}};
+  c.validate();
+  Graph g;
+  GraphBuilder b(g);
+  build_model(c, b, 2, /*training=*/true);
+  int rotary = 0;
+  for (const Node& n : g.nodes())
+    if (n.kind == OpKind::kRotary) {
+      ++rotary;
+      EXPECT_EQ(n.attrs.key, "llama3 8 1 4 8192") << n.name;
+    }
+  EXPECT_EQ(rotary, 2 * c.n_layer);
 }
 
 // Trains on the fortunes text; a model that only learnt byte frequencies

@@ -66,6 +66,10 @@ const std::map<std::string, KeyRule>& rules() {
                           "llama: key/value heads of grouped-query attention (must divide n_head; "
                           "0: n_head)")},
       {"rope_theta", field(&TrainConfig::rope_theta, "llama: base of the rotary frequencies")},
+      {"rope_scaling",
+       field(&TrainConfig::rope_scaling,
+             "llama: Llama 3.1's frequency scaling, e.g. {\"factor\": 8, \"low_freq_factor\": 1, "
+             "\"high_freq_factor\": 4, \"original_max_position_embeddings\": 8192} ({}: none)")},
       {"ffn_dim_multiplier",
        field(&TrainConfig::ffn_dim_multiplier,
              "llama: multiplies the SwiGLU hidden size 2/3 * 4 * d_model (0: none)")},
@@ -246,6 +250,7 @@ void validate_llama(const TrainConfig& c) {
     TS_THROW("config: llama's rotary positions turn pairs of a head's dims, so d_model/n_head (",
              c.d_model, "/", c.n_head, " = ", c.d_model / c.n_head, ") must be even");
   if (!(c.rope_theta > 1)) TS_THROW("config: 'rope_theta' must be above 1, got ", c.rope_theta);
+  llama_rope_scaling(c);  // throws naming the key
   if (!(c.ffn_dim_multiplier >= 0))
     TS_THROW("config: 'ffn_dim_multiplier' must be >= 0 (0: none), got ", c.ffn_dim_multiplier);
   if (c.multiple_of < 1) TS_THROW("config: 'multiple_of' must be positive, got ", c.multiple_of);

@@ -35,6 +35,10 @@ struct TrainConfig {
   // the SwiGLU hidden-size rule's multiplier (0: none) and rounding, RMSNorm's eps.
   int64_t n_kv_head = 0;
   double rope_theta = 10000.0;
+  // Llama 3.1's rotary frequency scaling, Hugging Face's rope_scaling object:
+  // {"factor": 8, "low_freq_factor": 1, "high_freq_factor": 4,
+  //  "original_max_position_embeddings": 8192}; {} = none.
+  nlohmann::json rope_scaling = nlohmann::json::object();
   double ffn_dim_multiplier = 0.0;
   int64_t multiple_of = 256;
   double norm_eps = 1e-5;

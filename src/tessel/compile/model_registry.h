@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "tessel/base/error.h"
+#include "tessel/base/rotary_frequencies.h"
 #include "tessel/compile/config.h"
 #include "tessel/ir/builder.h"
 
@@ -104,5 +105,7 @@ struct GptConfig;
 GptConfig gpt_config(const TrainConfig& config);
 struct LlamaConfig;
 LlamaConfig llama_config(const TrainConfig& config);
+// The config's 'rope_scaling' object; throws naming the key at fault.
+RotaryScaling llama_rope_scaling(const TrainConfig& config);
 
 }  // namespace tessel

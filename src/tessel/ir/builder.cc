@@ -160,11 +160,12 @@ ValueId GraphBuilder::rmsnorm(ValueId x, ValueId gamma, const std::string& dim, 
 }
 
 ValueId GraphBuilder::rotary(ValueId x, const std::string& dim, const std::string& position_dim,
-                             float theta, const std::string& n) {
+                             float theta, const RotaryScaling& scaling, const std::string& n) {
   Attrs a;
   a.dim = dim;
   rotary_position_dim(a) = position_dim;
   rotary_theta(a) = theta;
+  rotary_scaling(a) = rotary_scaling_text(scaling);
   return op(OpKind::kRotary, {x}, std::move(a), n);
 }
 

@@ -4,6 +4,7 @@
 #include <array>
 
 #include "tessel/base/error.h"
+#include "tessel/base/rotary_frequencies.h"
 #include "tessel/ir/attrs.h"
 
 namespace tessel {
@@ -240,6 +241,11 @@ ShapeRuleOutput rotary_rule(const ShapeRuleInput& in) {
     TS_THROW(where(in), ": the position dim and the rotated dim are both '", in.attrs.dim, "'");
   if (!(rotary_theta(in.attrs) > 1.0f))
     TS_THROW(where(in), ": theta must be above 1, got ", rotary_theta(in.attrs));
+  try {
+    parse_rotary_scaling(rotary_scaling(in.attrs));
+  } catch (const Error& e) {
+    TS_THROW(where(in), ": ", e.what());
+  }
   return {x, DType::kF32};
 }
 

@@ -8,9 +8,8 @@ namespace tessel::kernels {
 namespace {
 
 double angle(const RotaryView& v, int64_t position, int64_t pair) {
-  const double inv_freq =
-      std::pow(static_cast<double>(v.theta), -2.0 * static_cast<double>(pair) / v.cols);
-  return static_cast<double>(v.offset + position) * inv_freq;
+  return static_cast<double>(v.offset + position) *
+         rotary_frequency(v.theta, pair, v.cols, v.scaling);
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 //
 // x is seen as (outer, positions, inner) around its position dim; inner ends
 // with the rotated dim of `cols` elements (even), adjacent pairs (2i, 2i+1)
-// of which are turned by the angle pos * theta^(-2i / cols), pos = offset +
+// of which are turned by the angle pos * f_i, f_i = theta^(-2i / cols) (with
+// Llama 3.1's scaling when enabled, base/rotary_frequencies.h), pos = offset +
 // the index along positions (offset: the first position of a sequence
 // shard). The inverse turns by the opposite angle: it is the transpose, so
 // the backward. Angles, cosines and sines are computed in double and stored
@@ -13,6 +14,8 @@
 
 #include <cstdint>
 
+#include "tessel/base/rotary_frequencies.h"
+
 namespace tessel::kernels {
 
 struct RotaryView {
@@ -20,6 +23,7 @@ struct RotaryView {
   int64_t offset = 0;  // global position of index 0
   float theta = 10000.0f;
   bool inverse = false;
+  RotaryScaling scaling;
 };
 
 // Floats of scratch rotary() needs for `v`.

@@ -28,8 +28,10 @@ ValueId attention(GraphBuilder& b, const Dims& d, const LlamaConfig& c, ValueId 
   ValueId wq = b.param("wq", Shape{d.embed, d.kv_heads, d.group, d.head}, normal(kInitStd));
   ValueId wk = b.param("wk", Shape{d.embed, d.kv_heads, d.head}, normal(kInitStd));
   ValueId wv = b.param("wv", Shape{d.embed, d.kv_heads, d.head}, normal(kInitStd));
-  ValueId q = b.rotary(b.einsum(x, wq, q_dims, "q"), "head", kSeqDim, c.rope_theta, "q_rotary");
-  ValueId k = b.rotary(b.einsum(x, wk, kv_dims, "k"), "head", kSeqDim, c.rope_theta, "k_rotary");
+  ValueId q = b.rotary(b.einsum(x, wq, q_dims, "q"), "head", kSeqDim, c.rope_theta, c.rope_scaling,
+                       "q_rotary");
+  ValueId k = b.rotary(b.einsum(x, wk, kv_dims, "k"), "head", kSeqDim, c.rope_theta, c.rope_scaling,
+                       "k_rotary");
   k = b.rename(k, kSeqDim, kKeySeqDim, "k_keys");
   ValueId v = b.rename(b.einsum(x, wv, kv_dims, "v"), kSeqDim, kKeySeqDim, "v_keys");
   ValueId scores = b.einsum(q, k, {kBatchDim, "kv_heads", "group", kSeqDim, kKeySeqDim}, "scores");

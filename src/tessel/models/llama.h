@@ -9,8 +9,9 @@
 //     (kv_heads, group, head), keys and values (kv_heads, head), so no head
 //     is repeated: the scores einsum pairs queries with their key head by
 //     name. The tensor-parallel axis splits `kv_heads` (as `heads` in GPT);
-//   - rotary positions (the `rotary` op, theta = rope_theta) on queries and
-//     keys, adjacent pairs (2i, 2i+1) of `head` as Meta's complex view;
+//   - rotary positions (the `rotary` op, theta = rope_theta, Llama 3.1's
+//     frequency scaling with rope_scaling) on queries and keys, adjacent
+//     pairs (2i, 2i+1) of `head` as Meta's complex view;
 //   - SwiGLU: w2(silu(w1 x) * w3 x), the hidden size by Llama's rule
 //     (llama_hidden_size).
 // Dims: batch, seq, embed, kv_heads, group, head, hidden, vocab; attention
@@ -27,6 +28,7 @@ namespace tessel {
 struct LlamaConfig {
   int64_t n_layer = 4, n_head = 4, n_kv_head = 4, d_model = 128, context = 64, vocab = 256;
   float rope_theta = 10000.0f;
+  RotaryScaling rope_scaling;       // Llama 3.1's; none by default
   double ffn_dim_multiplier = 0.0;  // 0: none
   int64_t multiple_of = 256;
   float norm_eps = 1e-5f;

@@ -270,7 +270,8 @@ kernels::RotaryView rotary_view(const Node& node) {
                         node.shape.size(at.dim),
                         0,
                         rotary_theta(at),
-                        node.kind == OpKind::kRotaryGrad};
+                        node.kind == OpKind::kRotaryGrad,
+                        parse_rotary_scaling(rotary_scaling(at))};
   if (!at.offsets.empty()) v.offset = at.offsets.at(*node.shape.index_of(rotary_position_dim(at)));
   return v;
 }
