@@ -73,6 +73,39 @@ void reduce(py::class_<B, std::shared_ptr<B>>& c, const char* op, const char* la
       py::arg("x"), py::arg("dims"), py::arg("name") = label);
 }
 
+// The elementwise maps, and the Llama family's row ops (issue 31).
+void bind_maps_and_llama_ops(py::class_<B, std::shared_ptr<B>>& c) {
+  unary<&GraphBuilder::gelu>(c, "gelu");
+  unary<&GraphBuilder::relu>(c, "relu");
+  unary<&GraphBuilder::exp>(c, "exp");
+  unary<&GraphBuilder::log>(c, "log");
+  unary<&GraphBuilder::tanh>(c, "tanh");
+  unary<&GraphBuilder::silu>(c, "silu");
+  unary<&GraphBuilder::sigmoid>(c, "sigmoid");
+  unary<&GraphBuilder::sqrt>(c, "sqrt");
+  unary<&GraphBuilder::rsqrt>(c, "rsqrt");
+  c.def(
+      "rmsnorm",
+      [](const B& b, ValueId x, ValueId gamma, const std::string& dim, float eps,
+         const std::string& name) { return b.get().rmsnorm(x, gamma, dim, eps, name); },
+      py::arg("x"), py::arg("gamma"), py::arg("dim"), py::arg("eps") = 1e-5f,
+      py::arg("name") = "rmsnorm", "x / sqrt(mean(x^2 over dim) + eps) * gamma (dim last).");
+  c.def(
+      "rotary",
+      [](const B& b, ValueId x, const std::string& dim, const std::string& position_dim,
+         float theta, const std::string& name, double factor, double low, double high,
+         double context) {
+        return b.get().rotary(x, dim, position_dim, theta,
+                              RotaryScaling{factor, low, high, context}, name);
+      },
+      py::arg("x"), py::arg("dim"), py::arg("position_dim"), py::arg("theta") = 10000.0f,
+      py::arg("name") = "rotary", py::arg("scale_factor") = 0.0, py::arg("low_freq_factor") = 1.0,
+      py::arg("high_freq_factor") = 4.0, py::arg("original_context") = 8192.0,
+      "Rotary positions: pairs (2i, 2i+1) of dim (last, even) turned by "
+      "pos * theta^(-2i/size(dim)), pos the index along position_dim; scale_factor > 0 "
+      "rescales the frequencies as Llama 3.1.");
+}
+
 }  // namespace
 
 void bind_graph(py::module_& m) {
@@ -217,11 +250,7 @@ void bind_graph(py::module_& m) {
   binary<&GraphBuilder::sub>(c, "sub", "sub");
   binary<&GraphBuilder::mul>(c, "mul", "mul");
   binary<&GraphBuilder::div>(c, "div", "div");
-  unary<&GraphBuilder::gelu>(c, "gelu");
-  unary<&GraphBuilder::relu>(c, "relu");
-  unary<&GraphBuilder::exp>(c, "exp");
-  unary<&GraphBuilder::log>(c, "log");
-  unary<&GraphBuilder::tanh>(c, "tanh");
+  bind_maps_and_llama_ops(c);
   reduce<&GraphBuilder::reduce_sum>(c, "reduce_sum", "sum");
   reduce<&GraphBuilder::reduce_mean>(c, "reduce_mean", "mean");
   reduce<&GraphBuilder::reduce_max>(c, "reduce_max", "max");

@@ -27,6 +27,7 @@ set(TESSEL_SLOW
     "^Training\\.SameSeedGivesBitwiseIdenticalLosses$"                # 29 s
     "^Training\\.MlpLearnsFashionMnist$"                              # 28 s
     "^Training\\.BlockRecomputationIsBitwiseIdenticalAndSmaller$"     # 24 s
+    "^Llama\\.SmallLlamaLossFallsBelowTheUnigramEntropy$"            # 27 s (the GPT's twin: 19 s then)
 )
 
 # Cases in tessel_tests that launch mpirun themselves.

@@ -23,7 +23,8 @@ struct EvalOptions {
 
 Command add_sample_command(CLI::App& app) {
   auto opt = std::make_shared<SampleOptions>();
-  CLI::App* sub = app.add_subcommand("sample", "generate text from a trained GPT checkpoint");
+  CLI::App* sub = app.add_subcommand(
+      "sample", "generate text from a trained text model's checkpoint (gpt, llama)");
   sub->add_option("--checkpoint", opt->checkpoint, "checkpoint directory")->required();
   sub->add_option("--prompt", opt->prompt, "text to continue");
   sub->add_option("--chars", opt->chars, "bytes to generate")->check(CLI::PositiveNumber);
@@ -39,7 +40,8 @@ Command add_sample_command(CLI::App& app) {
 
 Command add_eval_command(CLI::App& app) {
   auto opt = std::make_shared<EvalOptions>();
-  CLI::App* sub = app.add_subcommand("eval", "mean loss of a GPT checkpoint on a text file");
+  CLI::App* sub = app.add_subcommand(
+      "eval", "mean loss of a text model's checkpoint (gpt, llama) on a text file");
   sub->add_option("--checkpoint", opt->checkpoint, "checkpoint directory")->required();
   sub->add_option("--data", opt->data, "text file to score")->required();
   return {sub, [opt] {

@@ -25,6 +25,7 @@
 #include "tessel/base/error.h"
 #include "tessel/compile/compile_rank.h"
 #include "tessel/compile/memory_report.h"
+#include "tessel/compile/model_registry.h"
 #include "tessel/compile/recompute_choice.h"
 #include "tessel/kernels/einsum_bf16.h"
 #include "tessel/tensor/aligned_buffer.h"
@@ -486,7 +487,7 @@ int run_train(const TrainOptions& opt) {
                 format_bytes(rss[m.rank]).c_str());
   std::printf("checkpoint: %s\nmetrics:    %s/metrics.jsonl\n", checkpoint.c_str(),
               opt.out.c_str());
-  if (config.model == "gpt" && config.sample_chars > 0) {
+  if (is_builtin_transformer(config.model) && config.sample_chars > 0) {
     TextModel model(checkpoint);
     std::string text = model.sample(config.sample_prompt, config.sample_chars, 0.8f, config.seed);
     std::printf("sample (temperature 0.8):\n%s%s\n", config.sample_prompt.c_str(), text.c_str());

@@ -123,6 +123,36 @@ std::vector<OpCase> op_cases(const OpCaseSizes& s) {
                      return b.cross_entropy(logits, labels, "vocab");
                    },
                    {{"labels", static_cast<int32_t>(s.logits_vocab)}}});
+  // The Llama family's ops.
+  cases.push_back({"silu", [=](GraphBuilder& b) { return b.silu(p(b, "a", Shape{i, j, k})); }});
+  cases.push_back({"sigmoid", [=](GraphBuilder& b) { return b.sigmoid(p(b, "a", Shape{i, j})); }});
+  cases.push_back({"sqrt",
+                   [=](GraphBuilder& b) {
+                     return b.sqrt(p(b, "a", Shape{i, j}));
+                   },
+                   {},
+                   {"a"}});
+  cases.push_back({"rsqrt",
+                   [=](GraphBuilder& b) {
+                     return b.rsqrt(p(b, "a", Shape{i, j}));
+                   },
+                   {},
+                   {"a"}});
+  cases.push_back({"rmsnorm", [=](GraphBuilder& b) {
+                     return b.rmsnorm(p(b, "x", Shape{i, j, k}), p(b, "g", Shape{k}), "k");
+                   }});
+  cases.push_back(
+      {"rotary", [=](GraphBuilder& b) {
+         Dim n{"n", s.n}, seq{"seq", s.seq}, heads{"heads", s.heads}, head{"head", s.head};
+         // theta 3: angles of several radians at these few positions
+         return b.rotary(p(b, "a", Shape{n, seq, heads, head}), "head", "seq", 3.0f);
+       }});
+  cases.push_back({"rotary_llama31_scaled", [=](GraphBuilder& b) {
+                     Dim seq{"seq", s.seq}, n{"n", s.n}, head{"head", s.head};
+                     // Context 20: every wavelength here (6-15) is in the blended band.
+                     return b.rotary(p(b, "a", Shape{seq, n, head}), "head", "seq", 3.0f,
+                                     RotaryScaling{4, 1, 4, 20});
+                   }});
   cases.push_back(
       {"split_dim", [=](GraphBuilder& b) {
          Dim e{"e", s.h * s.d};

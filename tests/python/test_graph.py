@@ -117,3 +117,33 @@ def test_a_lent_builder_dies_with_the_call():
     tessel.build_model({"model": "lent_builder_probe", "data": "fashion-mnist"}, tessel.Builder(), 4)
     with pytest.raises(tessel.Error, match="lent to a model function"):
         kept[0].input("z", {"batch": 1})
+
+
+def test_llama_ops_match_numpy():
+    """silu, sigmoid, sqrt, rsqrt, rmsnorm and rotary against NumPy in float64."""
+    b = tessel.Builder()
+    x = b.input("x", {"seq": 3, "heads": 2, "head": 4})
+    pos = b.input("pos", {"seq": 3, "heads": 2, "head": 4})
+    g = b.param("g", {"head": 4})
+    outs = [b.silu(x), b.sigmoid(x), b.sqrt(pos), b.rsqrt(pos), b.rmsnorm(x, g, "head", 1e-5),
+            b.rotary(x, "head", "seq", 10000.0)]
+    prog = tessel.Program(b, outs)
+    gamma = np.array([0.5, 1.0, 1.5, 2.0], dtype=np.float32)
+    prog.bind_param("g", gamma)
+    xs = np.linspace(-3, 3, 24, dtype=np.float32).reshape(3, 2, 4)
+    ps = np.linspace(0.1, 5, 24, dtype=np.float32).reshape(3, 2, 4)
+    silu, sigmoid, sqrt, rsqrt, rms, rot = prog.run(x=xs, pos=ps)
+    xd = xs.astype(np.float64)
+    sig = 1 / (1 + np.exp(-xd))
+    np.testing.assert_allclose(sigmoid, sig, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(silu, xd * sig, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(sqrt, np.sqrt(ps), rtol=1e-6)
+    np.testing.assert_allclose(rsqrt, 1 / np.sqrt(ps), rtol=1e-6)
+    want_rms = xd / np.sqrt((xd ** 2).mean(axis=-1, keepdims=True) + 1e-5) * gamma
+    np.testing.assert_allclose(rms, want_rms, rtol=1e-5, atol=1e-6)
+    # Meta's convention: pairs (2i, 2i+1), angle p * theta^(-2i/4).
+    angle = np.arange(3)[:, None] * 10000.0 ** (-np.arange(2) * 2 / 4)[None, :]  # (seq, pair)
+    c, s = np.cos(angle)[:, None, :], np.sin(angle)[:, None, :]
+    x0, x1 = xd[..., 0::2], xd[..., 1::2]
+    want_rot = np.stack([x0 * c - x1 * s, x0 * s + x1 * c], axis=-1).reshape(3, 2, 4)
+    np.testing.assert_allclose(rot, want_rot, rtol=1e-6, atol=1e-6)

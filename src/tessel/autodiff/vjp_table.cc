@@ -131,6 +131,40 @@ void layernorm_rule(VjpContext& c) {
   c.input_grads[2] = unbroadcast(b, c.grad, c.shape_of(c.in(2)));
 }
 
+void silu_rule(VjpContext& c) {
+  c.input_grads[0] = c.builder.op(OpKind::kSiluGrad, {c.in(0), c.grad}, {}, label(c, ".grad"));
+}
+
+void sigmoid_rule(VjpContext& c) {
+  c.input_grads[0] = c.builder.op(OpKind::kSigmoidGrad, {c.output, c.grad}, {}, label(c, ".grad"));
+}
+
+// y = sqrt(x): dx = g * 0.5 / y.
+void sqrt_rule(VjpContext& c) {
+  GraphBuilder& b = c.builder;
+  c.input_grads[0] = b.div(b.scale(c.grad, 0.5f, label(c, ".half")), c.output, label(c, ".grad"));
+}
+
+// y = x^(-1/2): dx = -0.5 g y / x.
+void rsqrt_rule(VjpContext& c) {
+  GraphBuilder& b = c.builder;
+  ValueId gy = b.mul(c.grad, c.output, label(c, ".gy"));
+  c.input_grads[0] = b.scale(b.div(gy, c.in(0), label(c, ".gy_over_x")), -0.5f, label(c, ".grad"));
+}
+
+void rmsnorm_rule(VjpContext& c) {
+  GraphBuilder& b = c.builder;
+  Attrs a = attrs_of(c);
+  c.input_grads[0] =
+      b.op(OpKind::kRmsNormGradInput, {c.in(0), c.in(1), c.grad}, a, label(c, ".grad_input"));
+  c.input_grads[1] = b.op(OpKind::kRmsNormGradGamma, {c.in(0), c.grad}, a, label(c, ".grad_gamma"));
+}
+
+// A rotation's transpose is the rotation by the opposite angle.
+void rotary_rule(VjpContext& c) {
+  c.input_grads[0] = c.builder.op(OpKind::kRotaryGrad, {c.grad}, attrs_of(c), label(c, ".grad"));
+}
+
 void embedding_rule(VjpContext& c) {
   Attrs a = attrs_of(c);
   a.shape = c.shape_of(c.in(0));
@@ -204,6 +238,17 @@ constexpr std::array<Entry, static_cast<size_t>(OpKind::kCount)> kVjpTable = {{
     {OpKind::kLayerNormGradGamma, nullptr},
     {OpKind::kEmbeddingGrad, nullptr},
     {OpKind::kCrossEntropyGrad, nullptr},
+    {OpKind::kSilu, silu_rule},
+    {OpKind::kSigmoid, sigmoid_rule},
+    {OpKind::kSqrt, sqrt_rule},
+    {OpKind::kRsqrt, rsqrt_rule},
+    {OpKind::kRmsNorm, rmsnorm_rule},
+    {OpKind::kRotary, rotary_rule},
+    {OpKind::kSiluGrad, nullptr},
+    {OpKind::kSigmoidGrad, nullptr},
+    {OpKind::kRmsNormGradInput, nullptr},
+    {OpKind::kRmsNormGradGamma, nullptr},
+    {OpKind::kRotaryGrad, nullptr},
     {OpKind::kShardSlice, nullptr},
     {OpKind::kAllGather, nullptr},
     {OpKind::kReduceScatter, nullptr},

@@ -52,15 +52,30 @@ KeyRule field(T TrainConfig::*member, const char* doc) {
 const std::map<std::string, KeyRule>& rules() {
   static const std::map<std::string, KeyRule> table = {
       {"model", field(&TrainConfig::model,
-                      "a registered model: gpt (byte-level GPT), mlp (Fashion-MNIST classifier), "
-                      "or one registered from C++ or Python")},
+                      "a registered model: gpt (byte-level GPT), llama (Llama-family "
+                      "transformer, docs/models.md), mlp (Fashion-MNIST classifier), or one "
+                      "registered from C++ or Python")},
       {"n_layer", field(&TrainConfig::n_layer, "transformer blocks")},
       {"n_head", field(&TrainConfig::n_head, "attention heads (must divide d_model)")},
       {"d_model", field(&TrainConfig::d_model, "width of the residual stream")},
       {"context", field(&TrainConfig::context, "sequence length in tokens")},
       {"vocab", field(&TrainConfig::vocab, "vocabulary size (the GPT trains on bytes: 256)")},
       {"hidden", field(&TrainConfig::hidden, "the MLP's hidden width")},
-      {"dropout", field(&TrainConfig::dropout, "dropout probability (0: none)")},
+      {"dropout", field(&TrainConfig::dropout, "dropout probability (0: none; gpt only)")},
+      {"n_kv_head", field(&TrainConfig::n_kv_head,
+                          "llama: key/value heads of grouped-query attention (must divide n_head; "
+                          "0: n_head)")},
+      {"rope_theta", field(&TrainConfig::rope_theta, "llama: base of the rotary frequencies")},
+      {"rope_scaling",
+       field(&TrainConfig::rope_scaling,
+             "llama: Llama 3.1's frequency scaling, e.g. {\"factor\": 8, \"low_freq_factor\": 1, "
+             "\"high_freq_factor\": 4, \"original_max_position_embeddings\": 8192} ({}: none)")},
+      {"ffn_dim_multiplier",
+       field(&TrainConfig::ffn_dim_multiplier,
+             "llama: multiplies the SwiGLU hidden size 2/3 * 4 * d_model (0: none)")},
+      {"multiple_of", field(&TrainConfig::multiple_of,
+                            "llama: the SwiGLU hidden size is rounded up to a multiple of this")},
+      {"norm_eps", field(&TrainConfig::norm_eps, "llama: RMSNorm's epsilon")},
       {"model_options",
        field(&TrainConfig::model_options, "a registered model's own keys, e.g. {\"patch\": 7}")},
       {"data", field(&TrainConfig::data, "fortunes (text) | fashion-mnist (images)")},
@@ -100,8 +115,8 @@ const std::map<std::string, KeyRule>& rules() {
        field(&TrainConfig::eval_every, "steps between validation passes (0: only at the end)")},
       {"eval_batches", field(&TrainConfig::eval_batches, "batches per validation pass")},
       {"sample_chars",
-       field(&TrainConfig::sample_chars, "GPT: bytes sampled after training (0: none)")},
-      {"sample_prompt", field(&TrainConfig::sample_prompt, "GPT: the sample's prompt")},
+       field(&TrainConfig::sample_chars, "gpt, llama: bytes sampled after training (0: none)")},
+      {"sample_prompt", field(&TrainConfig::sample_prompt, "gpt, llama: the sample's prompt")},
       {"threads", field(&TrainConfig::threads,
                         "intra-op threads per rank (0: the host's cores / the ranks on it)")},
       {"device", field(&TrainConfig::device,
@@ -184,6 +199,9 @@ const std::map<std::string, std::string>& key_aliases() {
       {"seq_len", "context"},
       {"max_seq_len", "context"},
       {"vocab_size", "vocab"},
+      {"num_key_value_heads", "n_kv_head"},
+      {"n_kv_heads", "n_kv_head"},
+      {"rms_norm_eps", "norm_eps"},
       {"epsilon", "eps"},
       {"num_threads", "threads"},
       {"gradient_accumulation_steps", "microbatches"},
@@ -225,6 +243,26 @@ void read_key(TrainConfig& c, const std::string& key, const json& value) {
     TS_THROW("config: key '", key, "' has value ", value.dump(), " of the wrong type (expected ",
              it->second.write(TrainConfig{}).type_name(), ")");
   }
+}
+
+// The Llama keys: grouped-query heads, the rotary base, the SwiGLU rule.
+void validate_llama(const TrainConfig& c) {
+  const int64_t kv = c.n_kv_head == 0 ? c.n_head : c.n_kv_head;
+  if (kv < 1 || c.n_head % kv != 0)
+    TS_THROW("config: 'n_kv_head' (", c.n_kv_head, ") must divide 'n_head' (", c.n_head,
+             ") so each key/value head serves n_head/n_kv_head query heads (0: n_head)");
+  if ((c.d_model / c.n_head) % 2 != 0)
+    TS_THROW("config: llama's rotary positions turn pairs of a head's dims, so d_model/n_head (",
+             c.d_model, "/", c.n_head, " = ", c.d_model / c.n_head, ") must be even");
+  if (!(c.rope_theta > 1)) TS_THROW("config: 'rope_theta' must be above 1, got ", c.rope_theta);
+  llama_rope_scaling(c);  // throws naming the key
+  if (!(c.ffn_dim_multiplier >= 0))
+    TS_THROW("config: 'ffn_dim_multiplier' must be >= 0 (0: none), got ", c.ffn_dim_multiplier);
+  if (c.multiple_of < 1) TS_THROW("config: 'multiple_of' must be positive, got ", c.multiple_of);
+  if (!(c.norm_eps > 0)) TS_THROW("config: 'norm_eps' must be positive, got ", c.norm_eps);
+  if (c.dropout != 0)
+    TS_THROW("config: model \"llama\" has no dropout (as Llama); 'dropout' must be 0, got ",
+             c.dropout);
 }
 
 }  // namespace
@@ -332,7 +370,7 @@ void TrainConfig::validate(bool with_data) const {
           "memory budget, so it needs 'memory_limit' (--memory-limit, e.g. 2GiB)");
   } else {
     const RecomputePolicy policy = RecomputePolicy::parse(recompute);
-    if (model == "gpt" && n_layer > 0) policy.check_blocks(n_layer);
+    if (is_builtin_transformer(model) && n_layer > 0) policy.check_blocks(n_layer);
   }
   if (zero < 0 || zero > 3) TS_THROW("config: 'zero' must be 0, 1, 2 or 3, got ", zero);
   positive("microbatches", microbatches);
@@ -345,7 +383,7 @@ void TrainConfig::validate(bool with_data) const {
   positive("eps", eps);
   if (!(dropout >= 0 && dropout < 1))
     TS_THROW("config: 'dropout' must be in [0, 1), got ", dropout);
-  if (model == "gpt") {
+  if (is_builtin_transformer(model)) {
     positive("n_layer", n_layer);
     positive("n_head", n_head);
     positive("d_model", d_model);
@@ -356,6 +394,7 @@ void TrainConfig::validate(bool with_data) const {
                ") so every head gets d_model/n_head dims");
     if (with_data && vocab != 256)
       TS_THROW("config: 'vocab' must be 256 for byte-level text, got ", vocab);
+    if (model == "llama") validate_llama(*this);
   } else if (model == "mlp") {
     positive("hidden", hidden);
   }

@@ -22,7 +22,8 @@ struct ConfigKeyDoc {
 
 struct TrainConfig {
   // Model.
-  std::string model = "gpt";  // a registered model (compile/model_registry.h): "gpt", "mlp", ...
+  std::string model =
+      "gpt";  // a registered model (compile/model_registry.h): "gpt", "llama", "mlp", ...
   int64_t n_layer = 4;
   int64_t n_head = 4;
   int64_t d_model = 128;
@@ -30,6 +31,17 @@ struct TrainConfig {
   int64_t vocab = 256;
   int64_t hidden = 1024;  // mlp hidden width
   double dropout = 0.0;
+  // Llama (models/llama.h): key/value heads (0: n_head), the rotary base,
+  // the SwiGLU hidden-size rule's multiplier (0: none) and rounding, RMSNorm's eps.
+  int64_t n_kv_head = 0;
+  double rope_theta = 10000.0;
+  // Llama 3.1's rotary frequency scaling, Hugging Face's rope_scaling object:
+  // {"factor": 8, "low_freq_factor": 1, "high_freq_factor": 4,
+  //  "original_max_position_embeddings": 8192}; {} = none.
+  nlohmann::json rope_scaling = nlohmann::json::object();
+  double ffn_dim_multiplier = 0.0;
+  int64_t multiple_of = 256;
+  double norm_eps = 1e-5;
   // A registered model's own keys (ModelSpec::options), e.g. {"patch": 7};
   // keys it did not register are errors naming them.
   nlohmann::json model_options = nlohmann::json::object();

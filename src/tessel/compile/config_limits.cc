@@ -7,6 +7,7 @@
 
 #include "tessel/base/checked_math.h"
 #include "tessel/base/error.h"
+#include "tessel/compile/model_registry.h"
 
 namespace tessel {
 namespace {
@@ -43,12 +44,14 @@ void check_config_sizes(const TrainConfig& c, bool runs) {
                                                     {"context", c.context},
                                                     {"vocab", c.vocab},
                                                     {"hidden", c.hidden},
+                                                    {"n_kv_head", c.n_kv_head},
+                                                    {"multiple_of", c.multiple_of},
                                                     {"microbatches", c.microbatches},
                                                     {"chunks", c.chunks},
                                                     {"eval_batches", c.eval_batches}})
     if (value > INT_MAX)
       TS_THROW("config: '", key, "' is ", value, ", over the limit of ", INT_MAX);
-  if (c.model == "gpt") {
+  if (is_builtin_transformer(c.model)) {
     if (c.n_layer > kMaxLayers)
       TS_THROW("config: 'n_layer' is ", c.n_layer, ", over the limit of ", kMaxLayers,
                " blocks (the graph would take too long to build)");

@@ -4,6 +4,7 @@
 
 #include "tessel/base/error.h"
 #include "tessel/models/gpt.h"
+#include "tessel/models/llama.h"
 #include "tessel/models/mlp.h"
 
 namespace tessel {
@@ -18,6 +19,12 @@ std::map<std::string, ModelSpec>& registry() {
       {"gpt",
        {[](const TrainConfig& c, GraphBuilder& b, int64_t batch, bool training) {
           GptGraph g = build_gpt(b, gpt_config(c), batch, training);
+          return TaskGraph{g.loss, g.logits};
+        },
+        DataKind::kText}},
+      {"llama",
+       {[](const TrainConfig& c, GraphBuilder& b, int64_t batch, bool) {
+          LlamaGraph g = build_llama(b, llama_config(c), batch);
           return TaskGraph{g.loss, g.logits};
         },
         DataKind::kText}},
@@ -159,6 +166,56 @@ const json& model_option_json(const TrainConfig& c, const std::string& key) {
 GptConfig gpt_config(const TrainConfig& c) {
   return GptConfig{
       c.n_layer, c.n_head, c.d_model, c.context, c.vocab, static_cast<float>(c.dropout), c.seed};
+}
+
+bool is_builtin_transformer(const std::string& model) { return model == "gpt" || model == "llama"; }
+
+RotaryScaling llama_rope_scaling(const TrainConfig& c) {
+  const json& j = c.rope_scaling;
+  if (!j.is_object()) TS_THROW("config: 'rope_scaling' must be a JSON object, got ", j.dump());
+  RotaryScaling s;
+  if (j.empty()) return s;
+  if (!j.contains("factor"))
+    TS_THROW("config: 'rope_scaling' ", j.dump(), " needs 'factor' (Llama 3.1: 8)");
+  for (const auto& [key, value] : j.items()) {
+    if (key == "rope_type") {
+      if (value != "llama3")
+        TS_THROW("config: 'rope_scaling' rope_type must be \"llama3\", got ", value.dump());
+      continue;
+    }
+    double* field = key == "factor"                             ? &s.factor
+                    : key == "low_freq_factor"                  ? &s.low_freq_factor
+                    : key == "high_freq_factor"                 ? &s.high_freq_factor
+                    : key == "original_max_position_embeddings" ? &s.original_context
+                                                                : nullptr;
+    if (!field)
+      TS_THROW("config: 'rope_scaling' has no key '", key,
+               "' (it takes factor, low_freq_factor, high_freq_factor, "
+               "original_max_position_embeddings, rope_type)");
+    if (!value.is_number())
+      TS_THROW("config: 'rope_scaling' ", key, " must be a number, got ", value.dump());
+    *field = value.get<double>();
+  }
+  try {
+    parse_rotary_scaling(rotary_scaling_text(s));
+  } catch (const Error& e) {
+    TS_THROW("config: 'rope_scaling' ", j.dump(), ": ", e.what());
+  }
+  return s;
+}
+
+LlamaConfig llama_config(const TrainConfig& c) {
+  return LlamaConfig{c.n_layer,
+                     c.n_head,
+                     c.n_kv_head == 0 ? c.n_head : c.n_kv_head,
+                     c.d_model,
+                     c.context,
+                     c.vocab,
+                     static_cast<float>(c.rope_theta),
+                     llama_rope_scaling(c),
+                     c.ffn_dim_multiplier,
+                     c.multiple_of,
+                     static_cast<float>(c.norm_eps)};
 }
 
 TaskGraph build_model(const TrainConfig& c, GraphBuilder& b, int64_t batch, bool training) {

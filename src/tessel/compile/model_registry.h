@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "tessel/base/error.h"
+#include "tessel/base/rotary_frequencies.h"
 #include "tessel/compile/config.h"
 #include "tessel/ir/builder.h"
 
@@ -96,7 +97,15 @@ T model_option(const TrainConfig& config, const std::string& key) {
   }
 }
 
+// The built-in transformers ("gpt", "llama"): n_layer blocks labelled
+// blockN, sized by the config's n_layer, n_head, d_model, context and vocab.
+bool is_builtin_transformer(const std::string& model);
+
 struct GptConfig;
 GptConfig gpt_config(const TrainConfig& config);
+struct LlamaConfig;
+LlamaConfig llama_config(const TrainConfig& config);
+// The config's 'rope_scaling' object; throws naming the key at fault.
+RotaryScaling llama_rope_scaling(const TrainConfig& config);
 
 }  // namespace tessel

@@ -7,6 +7,7 @@
 #include "tessel/base/error.h"
 #include "tessel/compile/compile_rank.h"
 #include "tessel/compile/memory_report.h"
+#include "tessel/compile/model_registry.h"
 #include "tessel/passes/recompute_policy.h"
 
 namespace tessel {
@@ -77,7 +78,8 @@ std::vector<RecomputeCandidate> recompute_candidates(const TrainConfig& config) 
   base.recompute = "none";
   const TrainingGraph stored = build_training_graph(base, config.batch);
   std::vector<RecomputeCandidate> out;
-  for (const RecomputePolicy& p : candidate_policies(config.model == "gpt" ? config.n_layer : 0)) {
+  for (const RecomputePolicy& p :
+       candidate_policies(is_builtin_transformer(config.model) ? config.n_layer : 0)) {
     TrainingGraph t = stored;
     apply_recompute(t, p);
     out.push_back({p.to_string(), t.recomputed_flops, std::nullopt, 0});

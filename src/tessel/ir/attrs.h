@@ -25,6 +25,16 @@ TS_ATTR_ACCESSOR(softmax_scale, float, scalar)
 TS_ATTR_ACCESSOR(causal_query_dim, std::string, dim2)
 // kLayerNorm (and its gradients): epsilon.
 TS_ATTR_ACCESSOR(layernorm_eps, float, scalar)
+// kRmsNorm (and its gradients): epsilon.
+TS_ATTR_ACCESSOR(rmsnorm_eps, float, scalar)
+// kRotary (and kRotaryGrad): the base of the rotary frequencies (Llama's
+// theta) and the position dim (attrs.dim is the rotated, last dim). On a
+// rank's local graph attrs.offsets holds the shard's offset along each dim.
+TS_ATTR_ACCESSOR(rotary_theta, float, scalar)
+TS_ATTR_ACCESSOR(rotary_position_dim, std::string, dim2)
+// kRotary: Llama 3.1's frequency scaling as rotary_scaling_text writes it
+// (base/rotary_frequencies.h); "" for none.
+TS_ATTR_ACCESSOR(rotary_scaling, std::string, key)
 // kMergeDims: the merged dim's name.
 TS_ATTR_ACCESSOR(merged_dim, std::string, dim2)
 // kRename: the new name of attrs.dim.

@@ -138,6 +138,37 @@ ValueId GraphBuilder::cross_entropy(ValueId logits, ValueId labels, const std::s
   return op(OpKind::kCrossEntropy, {logits, labels}, std::move(a), n);
 }
 
+ValueId GraphBuilder::silu(ValueId x, const std::string& n) {
+  return op(OpKind::kSilu, {x}, {}, n);
+}
+ValueId GraphBuilder::sigmoid(ValueId x, const std::string& n) {
+  return op(OpKind::kSigmoid, {x}, {}, n);
+}
+ValueId GraphBuilder::sqrt(ValueId x, const std::string& n) {
+  return op(OpKind::kSqrt, {x}, {}, n);
+}
+ValueId GraphBuilder::rsqrt(ValueId x, const std::string& n) {
+  return op(OpKind::kRsqrt, {x}, {}, n);
+}
+
+ValueId GraphBuilder::rmsnorm(ValueId x, ValueId gamma, const std::string& dim, float eps,
+                              const std::string& n) {
+  Attrs a;
+  a.dim = dim;
+  rmsnorm_eps(a) = eps;
+  return op(OpKind::kRmsNorm, {x, gamma}, std::move(a), n);
+}
+
+ValueId GraphBuilder::rotary(ValueId x, const std::string& dim, const std::string& position_dim,
+                             float theta, const RotaryScaling& scaling, const std::string& n) {
+  Attrs a;
+  a.dim = dim;
+  rotary_position_dim(a) = position_dim;
+  rotary_theta(a) = theta;
+  rotary_scaling(a) = rotary_scaling_text(scaling);
+  return op(OpKind::kRotary, {x}, std::move(a), n);
+}
+
 ValueId GraphBuilder::split_dim(ValueId x, const std::string& dim, Shape parts,
                                 const std::string& n) {
   Attrs a;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "tessel/base/rotary_frequencies.h"
 #include "tessel/ir/graph.h"
 
 namespace tessel {
@@ -73,6 +74,21 @@ class GraphBuilder {
                     const std::string& name = "embedding");
   ValueId cross_entropy(ValueId logits, ValueId labels, const std::string& vocab_dim,
                         const std::string& name = "cross_entropy");
+
+  // The Llama family's ops. rmsnorm: x / sqrt(mean(x^2 over dim) + eps) * gamma.
+  // rotary: each adjacent pair (2i, 2i+1) of `dim` (the last dim, even size)
+  // turned by the angle p * theta^(-2i / size(dim)), p the index along
+  // `position_dim` (Meta's Llama convention: pairs interleaved, not halves),
+  // the frequencies rescaled as Llama 3.1 when `scaling` is enabled.
+  ValueId silu(ValueId x, const std::string& name = "silu");
+  ValueId sigmoid(ValueId x, const std::string& name = "sigmoid");
+  ValueId sqrt(ValueId x, const std::string& name = "sqrt");
+  ValueId rsqrt(ValueId x, const std::string& name = "rsqrt");
+  ValueId rmsnorm(ValueId x, ValueId gamma, const std::string& dim, float eps = 1e-5f,
+                  const std::string& name = "rmsnorm");
+  ValueId rotary(ValueId x, const std::string& dim, const std::string& position_dim,
+                 float theta = 10000.0f, const RotaryScaling& scaling = {},
+                 const std::string& name = "rotary");
 
   ValueId split_dim(ValueId x, const std::string& dim, Shape parts,
                     const std::string& name = "split");

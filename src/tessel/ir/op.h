@@ -59,6 +59,18 @@ enum class OpKind {
   kLayerNormGradGamma,  // (x, dy) -> shape of gamma
   kEmbeddingGrad,       // (ids, dy) -> table shape (attrs.shape)
   kCrossEntropyGrad,    // (logits, labels, dloss)
+  // The Llama family's ops (issue 31), with their gradient ops.
+  kSilu,         // x * sigmoid(x)
+  kSigmoid,      // 1 / (1 + exp(-x))
+  kSqrt,         // sqrt(x)
+  kRsqrt,        // 1 / sqrt(x)
+  kRmsNorm,      // (x, gamma) over attrs.dim (last), eps = attrs.scalar
+  kRotary,       // rotary positions: pairs of attrs.dim (last) turned by position along attrs.dim2
+  kSiluGrad,     // (x, dy)
+  kSigmoidGrad,  // (y, dy)
+  kRmsNormGradInput,  // (x, gamma, dy)
+  kRmsNormGradGamma,  // (x, dy) -> shape of gamma
+  kRotaryGrad,        // (dy): the inverse rotation, attrs as the forward
   // Collectives and local reshards, inserted by the sharding lowering on a
   // rank's local graph. attrs.axis names the mesh axis, attrs.count its size.
   kShardSlice,      // B -> S(attrs.dim): keep slice attrs.offset of count (local)
@@ -95,7 +107,7 @@ struct Attrs {
   int64_t count = 1;             // size of that axis
   int64_t offset = 0;            // coordinate on it; first vocab row of a vocab shard
   int64_t total = 0;             // cross-entropy: rows of the global batch (0: local = global)
-  std::vector<int64_t> offsets;  // dropout: this shard's offset along each dim (attrs.shape global)
+  std::vector<int64_t> offsets;  // dropout, rotary: this shard's offset along each dim
   bool overlap = false;          // all-reduce of a program output: may be bucketed and overlapped
 };
 

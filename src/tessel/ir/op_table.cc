@@ -4,6 +4,7 @@
 #include <array>
 
 #include "tessel/base/error.h"
+#include "tessel/base/rotary_frequencies.h"
 #include "tessel/ir/attrs.h"
 
 namespace tessel {
@@ -219,6 +220,35 @@ ShapeRuleOutput layernorm_grad_gamma_rule(const ShapeRuleInput& in) {
   return {Shape{x.dim(in.attrs.dim)}, DType::kF32};
 }
 
+ShapeRuleOutput rmsnorm_rule(const ShapeRuleInput& in) {
+  const Shape& x = *in.shapes[0];
+  for (size_t i = 0; i < in.shapes.size(); ++i) expect_f32(in, i, "operand");
+  expect_last(in, x, in.attrs.dim);
+  expect_same(in, *in.shapes[1], Shape{x.dim(in.attrs.dim)}, "gamma and normalised dim");
+  return {x, DType::kF32};
+}
+
+// The rotated dim is the last (pairs are adjacent elements) and even; the
+// position dim is another dim of x.
+ShapeRuleOutput rotary_rule(const ShapeRuleInput& in) {
+  const Shape& x = *in.shapes[0];
+  expect_f32(in, 0, "input");
+  expect_last(in, x, in.attrs.dim);
+  if (x.size(in.attrs.dim) % 2 != 0)
+    TS_THROW(where(in), ": the rotated dim ", x.dim(in.attrs.dim), " must have an even size");
+  expect_dim(in, x, rotary_position_dim(in.attrs), "position");
+  if (rotary_position_dim(in.attrs) == in.attrs.dim)
+    TS_THROW(where(in), ": the position dim and the rotated dim are both '", in.attrs.dim, "'");
+  if (!(rotary_theta(in.attrs) > 1.0f))
+    TS_THROW(where(in), ": theta must be above 1, got ", rotary_theta(in.attrs));
+  try {
+    parse_rotary_scaling(rotary_scaling(in.attrs));
+  } catch (const Error& e) {
+    TS_THROW(where(in), ": ", e.what());
+  }
+  return {x, DType::kF32};
+}
+
 ShapeRuleOutput embedding_rule(const ShapeRuleInput& in) {
   const Shape& table = *in.shapes[0];
   const Shape& ids = *in.shapes[1];
@@ -395,6 +425,19 @@ constexpr std::array<OpInfo, static_cast<size_t>(OpKind::kCount)> kOpTable = {{
     {OpKind::kEmbeddingGrad, "embedding_grad", 2, false, embedding_grad_rule, input_cost<1>},
     {OpKind::kCrossEntropyGrad, "cross_entropy_grad", 3, false, cross_entropy_rule,
      elementwise_cost<5>},
+    {OpKind::kSilu, "silu", 1, false, unary_rule, elementwise_cost<4>},
+    {OpKind::kSigmoid, "sigmoid", 1, false, unary_rule, elementwise_cost<3>},
+    {OpKind::kSqrt, "sqrt", 1, false, unary_rule, per_element},
+    {OpKind::kRsqrt, "rsqrt", 1, false, unary_rule, elementwise_cost<2>},
+    {OpKind::kRmsNorm, "rmsnorm", 2, false, rmsnorm_rule, elementwise_cost<5>},
+    {OpKind::kRotary, "rotary", 1, false, rotary_rule, elementwise_cost<3>},
+    {OpKind::kSiluGrad, "silu_grad", 2, false, grad_like_first, elementwise_cost<7>},
+    {OpKind::kSigmoidGrad, "sigmoid_grad", 2, false, grad_like_first, elementwise_cost<3>},
+    {OpKind::kRmsNormGradInput, "rmsnorm_grad_input", 3, false, layernorm_grad_input_rule,
+     elementwise_cost<7>},
+    {OpKind::kRmsNormGradGamma, "rmsnorm_grad_gamma", 2, false, layernorm_grad_gamma_rule,
+     input_cost<4>},
+    {OpKind::kRotaryGrad, "rotary_grad", 1, false, rotary_rule, elementwise_cost<3>},
     {OpKind::kShardSlice, "shard_slice", 1, false, slice_rule, free_op},
     {OpKind::kAllGather, "all_gather", 1, false, gather_rule, free_op},
     {OpKind::kReduceScatter, "reduce_scatter", 1, false, reduce_scatter_rule, free_op},

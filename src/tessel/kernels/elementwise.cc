@@ -7,6 +7,7 @@
 
 #include "tessel/base/bf16.h"
 #include "tessel/base/error.h"
+#include "tessel/kernels/elementwise_map.h"
 #include "tessel/kernels/fast_math.h"
 #include "tessel/kernels/partition.h"
 
@@ -55,21 +56,6 @@ double gelu_grad_ref_one(double x) {
   const double one_minus_tanh = 2.0 / (1.0 + std::exp(2.0 * u));
   const double du = kGeluCd * (1.0 + 3.0 * kGeluKd * x * x);
   return 0.5 * one_plus_tanh + 0.5 * x * one_minus_tanh * one_plus_tanh * du;
-}
-
-// y[i] = f(x[i]) for i in [0, n), parallel above the grain. Pass a lambda, not a
-// function pointer, so that f inlines and the loop vectorises.
-template <typename F>
-void map1(const float* x, float* y, int64_t n, F f) {
-#pragma omp parallel for simd schedule(simd : static) if (n > kParallelGrain)
-  for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
-}
-
-// z[i] = f(x[i], y[i]) for i in [0, n), parallel above the grain.
-template <typename F>
-void map2(const float* x, const float* y, float* z, int64_t n, F f) {
-#pragma omp parallel for simd schedule(simd : static) if (n > kParallelGrain)
-  for (int64_t i = 0; i < n; ++i) z[i] = f(x[i], y[i]);
 }
 
 // ---- strided iteration ---------------------------------------------------

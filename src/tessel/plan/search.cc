@@ -14,6 +14,7 @@
 
 #include "tessel/base/error.h"
 #include "tessel/compile/memory_report.h"
+#include "tessel/compile/model_registry.h"
 #include "tessel/plan/exact_cost.h"
 #include "tessel/plan/no_fit.h"
 #include "tessel/plan/screen.h"
@@ -68,11 +69,13 @@ std::vector<std::string> mesh_texts(const std::array<int, 3>& sizes, bool one_no
   return out;
 }
 
-std::vector<std::pair<std::string, std::string>> layouts(const Mesh& mesh) {
+// `heads`: the model's attention-head dim ("kv_heads" for Llama).
+std::vector<std::pair<std::string, std::string>> layouts(const Mesh& mesh,
+                                                         const std::string& heads) {
   const bool data = mesh.axis_index("data") >= 0, model = mesh.axis_index("model") >= 0;
   if (!model) return {{"data", ""}};
   const std::string seq =
-      std::string(data ? "batch=data," : "") + "heads=model,hidden=model,vocab=model,seq=model";
+      std::string(data ? "batch=data," : "") + heads + "=model,hidden=model,vocab=model,seq=model";
   return {{"tensor", ""}, {"tensor+sequence", seq}};
 }
 
@@ -120,7 +123,7 @@ Space candidates(const PlanRequest& q, bool one_node, int devices_per_node) {
     MeshChoice choice{mesh_text, ScreenCandidate::of(shape, "", devices_per_node), {}};
     choice.layouts = q.layout
                          ? std::vector<std::pair<std::string, std::string>>{{*q.layout, *q.layout}}
-                         : layouts(mesh);
+                         : layouts(mesh, q.base.model == "llama" ? "kv_heads" : "heads");
     const int pipe = choice.shape.pipe;
     const bool data = mesh.axis_index("data") >= 0;
     std::vector<std::string> schedules = {"1f1b"};
@@ -186,8 +189,10 @@ bool shape_fits(const TrainConfig& base, const Space& space, const Knobs& k) {
   const MeshChoice& mesh = space.meshes[k.mesh];
   const int pipe = mesh.shape.pipe, data = mesh.shape.data, model = mesh.shape.model;
   if (base.batch % k.microbatches != 0 || (base.batch / k.microbatches) % data != 0) return false;
-  if (base.model == "gpt") {
-    if (base.n_head % model != 0 || base.vocab % model != 0) return false;
+  if (is_builtin_transformer(base.model)) {
+    const int64_t heads =
+        base.model == "llama" && base.n_kv_head > 0 ? base.n_kv_head : base.n_head;
+    if (heads % model != 0 || base.vocab % model != 0) return false;
     if (mesh.layouts[k.layout].second.find("seq=model") != std::string::npos &&
         base.context % model != 0)
       return false;

@@ -101,7 +101,7 @@ Layout Layout::defaults(const Mesh& mesh) {
   std::string text;
   for (const MeshAxis& a : mesh.axes()) {
     if (a.name == "data") text += kBatchDim + "=data,";
-    if (a.name == "model") text += "heads=model,hidden=model,vocab=model,";
+    if (a.name == "model") text += "heads=model,kv_heads=model,hidden=model,vocab=model,";
   }
   Layout l = parse(text, mesh);
   for (Entry& e : l.entries_) e.by_default = true;

@@ -26,7 +26,7 @@ class Layout {
   Layout() = default;
   // "batch=data,heads=model"; errors name unknown axes and doubly mapped dims.
   static Layout parse(const std::string& text, const Mesh& mesh);
-  // Defaults by axis name: data -> batch; model -> heads, hidden, vocab;
+  // Defaults by axis name: data -> batch; model -> heads, kv_heads (Llama), hidden, vocab;
   // any other axis maps nothing. They are resolved against a model by
   // drop_absent_defaults: a default dim the model lacks maps nothing.
   static Layout defaults(const Mesh& mesh);

@@ -243,6 +243,10 @@ class Lowering {
         a.shape = node.shape;
         a.offsets = produced.local_offsets(node.shape, mesh_, coords_);
         break;
+      case OpKind::kRotary:
+      case OpKind::kRotaryGrad:  // positions are global: the shard's offset along each dim
+        a.offsets = produced.local_offsets(node.shape, mesh_, coords_);
+        break;
       case OpKind::kEmbedding:
         vocab_shard(need[0], global_.node(node.inputs[0]).shape, node.attrs.dim, a);
         break;

@@ -16,7 +16,10 @@
 #include "tessel/kernels/embedding.h"
 #include "tessel/kernels/layernorm.h"
 #include "tessel/kernels/reduce.h"
+#include "tessel/kernels/rmsnorm.h"
+#include "tessel/kernels/rotary.h"
 #include "tessel/kernels/softmax.h"
+#include "tessel/kernels/unary_math.h"
 
 // The fast kernel or its naive twin.
 #define TS_KERNEL(name) (call.reference ? kernels::name##_ref : kernels::name)
@@ -146,6 +149,10 @@ TS_UNARY(relu, relu)
 TS_UNARY(exp, exp_forward)
 TS_UNARY(log, log_forward)
 TS_UNARY(tanh, tanh_forward)
+TS_UNARY(silu, silu_forward)
+TS_UNARY(sigmoid, sigmoid_forward)
+TS_UNARY(sqrt, sqrt_forward)
+TS_UNARY(rsqrt, rsqrt_forward)
 #undef TS_UNARY
 
 // An elementwise gradient kernel: (x or y, dy, out, n).
@@ -157,6 +164,8 @@ TS_UNARY(tanh, tanh_forward)
 TS_UNARY_GRAD(gelu_grad, gelu_backward)
 TS_UNARY_GRAD(relu_grad, relu_backward)
 TS_UNARY_GRAD(tanh_grad, tanh_backward)
+TS_UNARY_GRAD(silu_grad, silu_backward)
+TS_UNARY_GRAD(sigmoid_grad, sigmoid_backward)
 #undef TS_UNARY_GRAD
 
 void bias_gelu(const OpCall& call) {
@@ -222,6 +231,55 @@ void layernorm_grad_gamma(const OpCall& call) {
   TS_KERNEL(layernorm_backward_params)
   (in_f32(call, 0), in_f32(call, 1), out_f32(call), static_cast<float*>(call.scratch),
    in_shape(call, 0).numel() / cols, cols, layernorm_eps(call.node.attrs));
+}
+
+void rmsnorm(const OpCall& call) {
+  const int64_t numel = call.node.shape.numel();
+  const int64_t cols = call.node.shape.size(call.node.attrs.dim);
+  const float eps = rmsnorm_eps(call.node.attrs);
+  if (call.bf16_out)
+    return kernels::rmsnorm_forward_to_bf16(in_f32(call, 0), in_f32(call, 1), out_bf16(call),
+                                            numel / cols, cols, eps);
+  TS_KERNEL(rmsnorm_forward)
+  (in_f32(call, 0), in_f32(call, 1), out_f32(call), numel / cols, cols, eps);
+}
+
+void rmsnorm_grad_input(const OpCall& call) {
+  const int64_t numel = call.node.shape.numel();
+  const int64_t cols = call.node.shape.size(call.node.attrs.dim);
+  TS_KERNEL(rmsnorm_backward_input)
+  (in_f32(call, 0), in_f32(call, 1), in_f32(call, 2), out_f32(call), numel / cols, cols,
+   rmsnorm_eps(call.node.attrs));
+}
+
+void rmsnorm_grad_gamma(const OpCall& call) {
+  const int64_t cols = call.node.shape.numel();
+  TS_KERNEL(rmsnorm_backward_gamma)
+  (in_f32(call, 0), in_f32(call, 1), out_f32(call), in_shape(call, 0).numel() / cols, cols,
+   rmsnorm_eps(call.node.attrs));
+}
+
+// The (outer, positions, inner) view of a rotary node's value; on a rank's
+// local graph the position dim's shard offset comes from attrs.offsets.
+kernels::RotaryView rotary_view(const Node& node) {
+  const Attrs& at = node.attrs;
+  const Around a = around(node.shape, rotary_position_dim(at));
+  kernels::RotaryView v{a.outer,
+                        a.n,
+                        a.inner,
+                        node.shape.size(at.dim),
+                        0,
+                        rotary_theta(at),
+                        node.kind == OpKind::kRotaryGrad,
+                        parse_rotary_scaling(rotary_scaling(at))};
+  if (!at.offsets.empty()) v.offset = at.offsets.at(*node.shape.index_of(rotary_position_dim(at)));
+  return v;
+}
+
+void rotary(const OpCall& call) {
+  const kernels::RotaryView v = rotary_view(call.node);
+  if (call.reference) return kernels::rotary_ref(in_f32(call, 0), out_f32(call), v);
+  kernels::rotary(in_f32(call, 0), out_f32(call), v, static_cast<float*>(call.scratch));
 }
 
 void embedding(const OpCall& call) {
@@ -292,6 +350,17 @@ CpuKernelTable make_table() {
   set(OpKind::kLayerNormGradGamma, layernorm_grad_gamma);
   set(OpKind::kEmbeddingGrad, embedding_grad);
   set(OpKind::kCrossEntropyGrad, cross_entropy_grad);
+  set(OpKind::kSilu, silu);
+  set(OpKind::kSigmoid, sigmoid);
+  set(OpKind::kSqrt, sqrt);
+  set(OpKind::kRsqrt, rsqrt);
+  set(OpKind::kRmsNorm, rmsnorm);
+  set(OpKind::kRotary, rotary);
+  set(OpKind::kSiluGrad, silu_grad);
+  set(OpKind::kSigmoidGrad, sigmoid_grad);
+  set(OpKind::kRmsNormGradInput, rmsnorm_grad_input);
+  set(OpKind::kRmsNormGradGamma, rmsnorm_grad_gamma);
+  set(OpKind::kRotaryGrad, rotary);
   for (OpKind kind : {OpKind::kShardSlice, OpKind::kAllGather, OpKind::kReduceScatter,
                       OpKind::kAllReduce, OpKind::kAllToAll, OpKind::kZeroUnlessRoot})
     set(kind, sharded);
@@ -327,6 +396,9 @@ size_t cpu_scratch_bytes(const Graph& graph, const Node& node, const kernels::Ei
       return static_cast<size_t>(einsum->scratch_elements()) * sizeof(float);
     case OpKind::kLayerNormGradGamma:  // the kernel also produces d(beta); it lands here
       return static_cast<size_t>(node.shape.numel()) * sizeof(float);
+    case OpKind::kRotary:  // the cos/sin table
+    case OpKind::kRotaryGrad:
+      return static_cast<size_t>(kernels::rotary_table_floats(rotary_view(node))) * sizeof(float);
     default:
       return 0;
   }
@@ -341,6 +413,7 @@ bool cpu_writes_bf16_itself(const Node& node) {
     case OpKind::kDiv:
     case OpKind::kBiasGelu:
     case OpKind::kLayerNorm:
+    case OpKind::kRmsNorm:
     case OpKind::kSoftmaxGrad:
       return true;
     default:
