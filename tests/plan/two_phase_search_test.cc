@@ -208,10 +208,9 @@ TEST(TwoPhaseSearch, TheSearchGoesOnUntilPlansFitTheMemoryLimit) {
   ASSERT_FALSE(fit.plans.empty());
   for (const Plan& p : fit.plans) EXPECT_LE(p.prediction.peak_bytes, q.memory_limit) << p.command;
   // Best effort, not the exhaustive optimum: the extension's budget (8 x
-  // exact_top more exact costs) ran out at a plan 3.8% slower than the best
-  // that fits (selective recomputation, which screening estimated above the
-  // plans the extension costed).
-  EXPECT_GE(static_cast<int>(fit.plans.size()), q.exact_top);
+  // exact_top more exact costs) may run out before exact_top plans fit, or
+  // at a plan slower than the best that fits (within 5% here).
+  EXPECT_GE(static_cast<int>(fit.plans.size()), q.exact_top / 2);
   EXPECT_LE(fit.plans.front().prediction.step_s, 1.05 * fit_all.plans.front().prediction.step_s);
   EXPECT_GT(fit.exact, 4 * q.exact_top);  // it went on past the first 4 x exact_top
   EXPECT_LT(fit.exact, fit_all.exact);
