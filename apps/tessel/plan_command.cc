@@ -148,7 +148,8 @@ void print_legend() {
       "  tokens/s     predicted training throughput, all ranks together\n"
       "  TFLOP/s      model FLOPs (recomputation not counted) per second per rank\n"
       "  peak         that rate as a share of one rank's measured FMA peak\n"
-      "  memory       predicted peak memory of the most loaded rank\n"
+      "  memory       predicted peak device memory of the most loaded rank (on a cluster file: "
+      "host buffers left out)\n"
       "  bubble       share of the step a pipeline stage idles\n"
       "  exposed comm share of the step spent in communication not hidden behind compute, "
       "per mesh axis\n");

@@ -92,5 +92,38 @@ TEST(MemoryAtScale, Megatron1tOn3072A100sFits) {
   expect_fits_80gib(published("megatron-1t-3072-a100.json"));
 }
 
+// The ZeRO paper's worked example (Rajbhandari et al., 2020, section 5):
+// a 7.5B-parameter model's states take 16 bytes a parameter, 120 GB, before
+// any sharding. Tessel's GPT at Megatron's 7.5B shape (36 blocks of width
+// 4096, vocab 51200: 7.47B parameters), f32, on data=32 (the paper uses 64;
+// Tessel shards a parameter along its leading dim, and the attention output
+// projection's leads with its 32 heads): 16 bytes a parameter under ZeRO 0,
+// 4 + 12/N under ZeRO 1 and 2 (the moments and gradients sharded, the f32
+// weights not), 16/N under ZeRO 3 (docs/memory.md).
+TEST(MemoryAtScale, ZeroPapersModelStatesFor7_5bParameters) {
+  nlohmann::json j = {{"model", "gpt"},       {"n_layer", 36},      {"n_head", 32},
+                      {"d_model", 4096},      {"context", 2048},    {"vocab", 51200},
+                      {"batch", 64},          {"precision", "f32"}, {"mesh", "data=32"},
+                      {"recompute", "blocks"}};
+  const int n = 32;
+  int64_t psi = 0;
+  for (int zero : {0, 1, 2, 3}) {
+    j["zero"] = zero;
+    TrainConfig c = TrainConfig::from_json(j);
+    c.validate(/*with_data=*/false);
+    const Mesh mesh = Mesh::parse(c.mesh);
+    const RankMemory m =
+        predict_rank_memory(compile_rank(c, mesh, layout_for(c, mesh), 0, CompileMode::kPlanOnly));
+    if (zero == 0) {
+      psi = m.parameters / 4;
+      EXPECT_NEAR(16.0 * psi / 1e9, 120.0, 1.2);  // the paper's 120 GB
+    }
+    const int64_t shards = zero == 0 ? 1 : n;
+    EXPECT_EQ(m.parameters, zero == 3 ? 4 * psi / n : 4 * psi) << "zero " << zero;
+    EXPECT_EQ(m.optimizer, 8 * psi / shards) << "zero " << zero;
+    EXPECT_EQ(m.gradients, 4 * psi / shards) << "zero " << zero;
+  }
+}
+
 }  // namespace
 }  // namespace tessel

@@ -15,7 +15,7 @@
 namespace tessel {
 namespace {
 
-void feed(Program& p, int seed) {
+void feed_microbatch(Program& p, int seed) {
   for (const char* name : {"tokens", "targets"}) {
     std::vector<int32_t> ids(2 * 16);
     for (int i = 0; i < 2 * 16; ++i) ids[i] = (i * 5 + seed * 11) % 256;
@@ -44,14 +44,14 @@ TEST(AccumulatedOutputs, AddUpBitwiseAsKeptOutputsAndLeaveTheArena) {
     added.bind_accumulator(grads[i], sums[i].data());
   }
   for (int microbatch = 1; microbatch <= 3; ++microbatch) {
-    feed(kept, microbatch);
+    feed_microbatch(kept, microbatch);
     kept.run_phase(0);
     kept.run_phase(1);
     for (size_t i = 0; i < grads.size(); ++i) {
       const std::vector<float> g = kept.read_f32(grads[i]);
       for (size_t k = 0; k < g.size(); ++k) want[i][k] += g[k];
     }
-    feed(added, microbatch);
+    feed_microbatch(added, microbatch);
     added.run_phase(0);
     added.run_phase(1);
   }
@@ -73,7 +73,7 @@ TEST(AccumulatedOutputs, RefuseToRunUnbound) {
   options.accumulated_outputs = {t.outputs[1]};
   Program p(t.graph, t.outputs, options);
   for (ParamEntry& e : params.entries()) p.bind_param(e.name, e.value.f32());
-  feed(p, 1);
+  feed_microbatch(p, 1);
   EXPECT_NE(error_of([&] { p.run(); }).find("is not bound to a buffer"), std::string::npos);
   EXPECT_NE(error_of([&] {
               p.bind_accumulator(t.outputs[0], nullptr);

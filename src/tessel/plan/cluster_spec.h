@@ -66,6 +66,7 @@ class ClusterSpec : public HardwareModel {
   int devices_per_node() const override { return data_.devices_per_node; }
   int total_devices() const override { return data_.nodes * data_.devices_per_node; }
   int64_t device_memory_bytes() const override;
+  bool host_buffers_on_device() const override { return false; }  // GPUs
   double peak_flops(Precision p, int threads) const override;
 
  private:

@@ -75,7 +75,9 @@ struct StepPrediction {
   double bubble_s = 0;                   // pipelines: the slowest rank's idle time in the schedule
   std::map<std::string, double> comm_s;  // per mesh axis: time in collectives
   std::map<std::string, double> exposed_comm_s;  // per mesh axis: not hidden behind compute
-  int64_t peak_bytes = 0;                        // largest predicted tensor storage of any rank
+  // Largest predicted device memory of any rank (tensor storage; host
+  // buffers only where they are on the device: host_buffers_on_device).
+  int64_t peak_bytes = 0;
   int peak_rank = 0;
 };
 

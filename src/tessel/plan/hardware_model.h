@@ -111,6 +111,10 @@ class HardwareModel {
   virtual int total_devices() const = 0;  // every device the model describes
   // Memory of one device in bytes; 0 when unknown (this machine: no limit but --memory-limit).
   virtual int64_t device_memory_bytes() const = 0;
+  // Whether a rank's host buffers (RankMemory::host: input staging, the
+  // checkpoint gather buffer) take device memory: on this machine's CPUs
+  // they do; on a GPU cluster they are host memory and plans leave them out.
+  virtual bool host_buffers_on_device() const { return true; }
   // Peak FLOP/s of one rank at `threads` threads, for "fraction of peak".
   virtual double peak_flops(Precision p, int threads) const = 0;
   // How non-blocking communication progresses (default: background).

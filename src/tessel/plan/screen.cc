@@ -39,6 +39,7 @@ class PinnedLink : public HardwareModel {
   int devices_per_node() const override { return hw_.devices_per_node(); }
   int total_devices() const override { return hw_.total_devices(); }
   int64_t device_memory_bytes() const override { return hw_.device_memory_bytes(); }
+  bool host_buffers_on_device() const override { return hw_.host_buffers_on_device(); }
   double peak_flops(Precision p, int threads) const override { return hw_.peak_flops(p, threads); }
   CommProgress progress() const override { return hw_.progress(); }
   CoRun co_run() const override { return hw_.co_run(); }
