@@ -10,6 +10,8 @@
 // the activation received is the first block's input).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -43,36 +45,78 @@ TrainConfig published(const std::string& file, const std::string& schedule = "")
   return c;
 }
 
-// Each pipeline stage's first rank: its device memory and its stash.
-void expect_fits_80gib(const TrainConfig& c) {
+int blocks_of(const StagePartition& p, int stage) {
+  const int end =
+      stage + 1 < static_cast<int>(p.first_block.size()) ? p.first_block[stage + 1] : p.blocks;
+  return end - p.first_block[stage];
+}
+
+int axis_size(const Mesh& mesh, const std::string& name) {
+  const int a = mesh.axis_index(name);
+  return a < 0 ? 1 : mesh.axis(a).size;
+}
+
+// A middle stage keeps only its blocks' inputs per micro-batch in flight,
+// plus at most three more of that size.
+void expect_stash_is_block_inputs(const TrainConfig& c, const Mesh& mesh,
+                                  const CompiledRank& compiled, const RankMemory& m) {
+  const PipelineModel& model = *compiled.pipeline;
+  const int64_t rows = c.batch / c.microbatches / axis_size(mesh, "data");
+  const double block_input = 4.0 * rows * c.context * c.d_model / axis_size(mesh, "model");
+  for (size_t k = 0; k < model.stages().size(); ++k) {
+    const int s = model.stages()[k].graph.stage;
+    const int blocks = blocks_of(model.partition(), s);
+    const double stash = static_cast<double>(m.stage_arena[k]);
+    EXPECT_GE(stash, blocks * block_input) << c.mesh << " stage " << s;
+    EXPECT_LE(stash, (blocks + 3) * block_input * 1.01)
+        << c.mesh << " stage " << s << ": " << format_bytes(m.stage_arena[k]) << " for " << blocks
+        << " blocks";
+  }
+}
+
+// docs/memory.md's formula for a pipelined rank without ZeRO: 18 bytes a
+// parameter in bf16, and each stage's block inputs (4sbh/t) for every
+// micro-batch in flight.
+double formula_bytes(const TrainConfig& c, const Mesh& mesh, const CompiledRank& compiled,
+                     const RankMemory& m) {
+  const PipelineModel& model = *compiled.pipeline;
+  const int64_t rows = c.batch / c.microbatches / axis_size(mesh, "data");
+  const double block_input = 4.0 * rows * c.context * c.d_model / axis_size(mesh, "model");
+  double bytes = 18.0 * static_cast<double>(m.parameters) / 4;
+  for (size_t k = 0; k < model.stages().size(); ++k) {
+    const int s = model.stages()[k].graph.stage;
+    const int blocks = blocks_of(model.partition(), s);
+    bytes += m.in_flight[k] * blocks * block_input;
+  }
+  return bytes;
+}
+
+// Each pipeline stage's first rank (pipe is the first axis): its device
+// memory and its stash (and, `near_formula`, within 20% of formula_bytes).
+// Returns the largest device memory.
+int64_t expect_fits_80gib(const TrainConfig& c, bool near_formula = false) {
   const Mesh mesh = Mesh::parse(c.mesh);
   const Layout layout = layout_for(c, mesh);
-  const int stages = mesh.axis(0).size;  // pipe is the first axis
+  const int stages = axis_size(mesh, "pipe");
   const int per_stage = mesh.rank_count() / stages;
   GraphCache cache;
+  int64_t largest = 0;
   for (int stage = 0; stage < stages; ++stage) {
     const int rank = stage * per_stage;
     const CompiledRank compiled =
         compile_rank(c, mesh, layout, rank, CompileMode::kPlanOnly, nullptr, &cache);
     const RankMemory m = predict_rank_memory(compiled);
+    largest = std::max(largest, m.total() - m.host.total());
     EXPECT_LT(m.total() - m.host.total(), 80 * kGiB)
         << c.mesh << " " << c.schedule << " rank " << rank << ": " << memory_breakdown(m);
-    // A middle stage keeps only its blocks' inputs per micro-batch in flight.
-    if (stage == 0 || stage == stages - 1) continue;
-    const PipelineModel& model = *compiled.pipeline;
-    const int tensor = mesh.axis(2).size;
-    const int64_t rows = c.batch / c.microbatches / mesh.axis(1).size;  // per data rank
-    const double block_input = 4.0 * rows * c.context * c.d_model / tensor;
-    for (size_t k = 0; k < model.stages().size(); ++k) {
-      const int s = model.stages()[k].graph.stage;
-      const int blocks = model.partition().first_block[s + 1] - model.partition().first_block[s];
-      const double stash = static_cast<double>(m.stage_arena[k]);
-      EXPECT_GE(stash, blocks * block_input) << c.mesh << " stage " << s;
-      EXPECT_LE(stash, (blocks + 3) * block_input * 1.01)
-          << c.mesh << " stage " << s << ": " << format_bytes(m.stage_arena[k]) << " for " << blocks
-          << " blocks";
+    if (stage > 0 && stage < stages - 1) expect_stash_is_block_inputs(c, mesh, compiled, m);
+    if (near_formula && (stages == 1 || stage < stages - 1)) {  // a last stage adds the head
+      const double formula = formula_bytes(c, mesh, compiled, m);
+      EXPECT_NEAR(static_cast<double>(m.total() - m.host.total()) / formula, 1.0, 0.2)
+          << c.mesh << " rank " << rank << ": formula " << formula / kGiB << " GiB";
     }
   }
+  return largest;
 }
 
 TEST(MemoryAtScale, Gpt3_175bOn1024A100sFitsWithEachSchedule) {
@@ -90,6 +134,50 @@ TEST(MemoryAtScale, Bloom176bOn384A100sFits) {
 
 TEST(MemoryAtScale, Megatron1tOn3072A100sFits) {
   expect_fits_80gib(published("megatron-1t-3072-a100.json"));
+}
+
+// Every row of Megatron-LM's Table 1 (Narayanan et al., SC21: heads,
+// width, layers, tensor and pipeline degrees, GPUs, batch), micro-batch
+// size 1, 1F1B, on 80 GiB A100s.
+TEST(MemoryAtScale, EveryRowOfMegatronsTable1Fits) {
+  struct Row {
+    const char* params;
+    int heads, width, layers, tensor, pipe, gpus, batch;
+  };
+  const Row rows[] = {{"1.7B", 24, 2304, 24, 1, 1, 32, 512},
+                      {"3.6B", 32, 3072, 30, 2, 1, 64, 512},
+                      {"7.5B", 32, 4096, 36, 4, 1, 128, 512},
+                      {"18.4B", 48, 6144, 40, 8, 1, 256, 1024},
+                      {"39.1B", 64, 8192, 48, 8, 2, 512, 1536},
+                      {"76.1B", 80, 10240, 60, 8, 4, 1024, 1792},
+                      {"145.6B", 96, 12288, 80, 8, 8, 1536, 2304},
+                      {"310.1B", 128, 16384, 96, 8, 16, 1920, 2160},
+                      {"529.6B", 128, 20480, 105, 8, 35, 2520, 2520},
+                      {"1008.0B", 160, 25600, 128, 8, 64, 3072, 3072}};
+  for (const Row& r : rows) {
+    const int data = r.gpus / (r.tensor * r.pipe);
+    std::string mesh = "data=" + std::to_string(data);
+    if (r.tensor > 1) mesh += ",model=" + std::to_string(r.tensor);
+    if (r.pipe > 1) mesh = "pipe=" + std::to_string(r.pipe) + "," + mesh;
+    nlohmann::json j = {{"model", "gpt"},
+                        {"n_layer", r.layers},
+                        {"n_head", r.heads},
+                        {"d_model", r.width},
+                        {"context", 2048},
+                        {"vocab", 51200},
+                        {"batch", r.batch},
+                        {"precision", "bf16"},
+                        {"mesh", mesh},
+                        {"recompute", "blocks"},
+                        {"microbatches", r.batch / data}};
+    if (r.tensor > 1) j["layout"] = "batch=data,heads=model,hidden=model,vocab=model,seq=model";
+    TrainConfig c = TrainConfig::from_json(j);
+    c.validate(/*with_data=*/false);
+    SCOPED_TRACE(r.params);
+    const int64_t device = expect_fits_80gib(c, /*near_formula=*/true);
+    std::printf("Megatron Table 1, %s: %s, device %.1f GiB\n", r.params, mesh.c_str(),
+                static_cast<double>(device) / kGiB);
+  }
 }
 
 // The ZeRO paper's worked example (Rajbhandari et al., 2020, section 5):
