@@ -23,7 +23,7 @@
 namespace tessel::kernels {
 namespace {
 
-constexpr int64_t kTokens = 8 * 128;
+constexpr int64_t kBenchTokens = 8 * 128;
 constexpr int64_t kEmbed = 384;
 constexpr int64_t kHidden = 1536;
 constexpr int64_t kVocab = 256;
@@ -55,7 +55,7 @@ void set_bytes(benchmark::State& state, int64_t floats) {
 // hidden activation, bias_gelu_to_bf16).
 template <typename Out>
 void BM_BiasGelu(benchmark::State& state) {
-  const int64_t rows = kTokens, cols = kHidden;
+  const int64_t rows = kBenchTokens, cols = kHidden;
   const auto x = random_vec(rows * cols, 1, -3, 3), bias = random_vec(cols, 2);
   std::vector<Out> y(rows * cols);
   for (auto _ : state) {
@@ -71,7 +71,7 @@ BENCHMARK(BM_BiasGelu<float>);
 BENCHMARK(BM_BiasGelu<uint16_t>);
 
 void BM_BiasGeluBackward(benchmark::State& state) {
-  const int64_t rows = kTokens, cols = kHidden;
+  const int64_t rows = kBenchTokens, cols = kHidden;
   const auto x = random_vec(rows * cols, 1, -3, 3), bias = random_vec(cols, 2);
   const auto dy = random_vec(rows * cols, 3);
   std::vector<float> dpre(rows * cols);
@@ -84,7 +84,7 @@ void BM_BiasGeluBackward(benchmark::State& state) {
 BENCHMARK(BM_BiasGeluBackward);
 
 void BM_AddBias(benchmark::State& state) {
-  const int64_t rows = kTokens, cols = kEmbed;
+  const int64_t rows = kBenchTokens, cols = kEmbed;
   const auto a = random_vec(rows * cols, 4), b = random_vec(cols, 5);
   std::vector<float> out(rows * cols);
   const int64_t sizes[] = {8, 128, cols}, a_strides[] = {128 * cols, cols, 1},
@@ -99,7 +99,7 @@ BENCHMARK(BM_AddBias);
 
 void BM_PermuteHeads(benchmark::State& state) {
   // (batch, seq, heads, head_dim) -> (batch, heads, seq, head_dim)
-  const int64_t hd = kEmbed / kHeads, numel = kTokens * kEmbed;
+  const int64_t hd = kEmbed / kHeads, numel = kBenchTokens * kEmbed;
   const auto x = random_vec(numel, 6);
   std::vector<float> out(numel);
   const int64_t sizes[] = {8, kHeads, kSeq, hd};
@@ -113,7 +113,7 @@ void BM_PermuteHeads(benchmark::State& state) {
 BENCHMARK(BM_PermuteHeads);
 
 void BM_Dropout(benchmark::State& state) {
-  const int64_t n = kTokens * kEmbed;
+  const int64_t n = kBenchTokens * kEmbed;
   const auto x = random_vec(n, 7);
   std::vector<float> y(n);
   for (auto _ : state) {
@@ -128,7 +128,7 @@ BENCHMARK(BM_Dropout);
 
 void BM_ReduceBiasGrad(benchmark::State& state) {
   // (batch, seq, hidden) -> (hidden)
-  const auto x = random_vec(kTokens * kHidden, 8);
+  const auto x = random_vec(kBenchTokens * kHidden, 8);
   std::vector<float> y(kHidden);
   const int64_t sizes[] = {8, 128, kHidden};
   const bool reduced[] = {true, true, false};
@@ -136,7 +136,7 @@ void BM_ReduceBiasGrad(benchmark::State& state) {
     reduce(ReduceOp::kSum, x.data(), sizes, 3, reduced, y.data());
     benchmark::DoNotOptimize(y.data());
   }
-  set_bytes(state, kTokens * kHidden + kHidden);
+  set_bytes(state, kBenchTokens * kHidden + kHidden);
 }
 BENCHMARK(BM_ReduceBiasGrad);
 
@@ -166,7 +166,7 @@ void BM_SoftmaxBackward(benchmark::State& state) {
 BENCHMARK(BM_SoftmaxBackward);
 
 void BM_LayerNormForward(benchmark::State& state) {
-  const int64_t rows = kTokens, cols = kEmbed;
+  const int64_t rows = kBenchTokens, cols = kEmbed;
   const auto x = random_vec(rows * cols, 12), g = random_vec(cols, 13), b = random_vec(cols, 14);
   std::vector<float> y(rows * cols);
   for (auto _ : state) {
@@ -178,7 +178,7 @@ void BM_LayerNormForward(benchmark::State& state) {
 BENCHMARK(BM_LayerNormForward);
 
 void BM_LayerNormBackwardInput(benchmark::State& state) {
-  const int64_t rows = kTokens, cols = kEmbed;
+  const int64_t rows = kBenchTokens, cols = kEmbed;
   const auto x = random_vec(rows * cols, 12), g = random_vec(cols, 13);
   const auto dy = random_vec(rows * cols, 15);
   std::vector<float> dx(rows * cols);
@@ -191,7 +191,7 @@ void BM_LayerNormBackwardInput(benchmark::State& state) {
 BENCHMARK(BM_LayerNormBackwardInput);
 
 void BM_LayerNormBackwardParams(benchmark::State& state) {
-  const int64_t rows = kTokens, cols = kEmbed;
+  const int64_t rows = kBenchTokens, cols = kEmbed;
   const auto x = random_vec(rows * cols, 12), dy = random_vec(rows * cols, 15);
   std::vector<float> dg(cols), db(cols);
   for (auto _ : state) {
@@ -205,48 +205,48 @@ BENCHMARK(BM_LayerNormBackwardParams);
 // ---- loss, embedding ---------------------------------------------------------
 
 void BM_CrossEntropyForward(benchmark::State& state) {
-  const auto logits = random_vec(kTokens * kVocab, 16, -5, 5);
-  const auto labels = random_ids(kTokens, kVocab, 17);
+  const auto logits = random_vec(kBenchTokens * kVocab, 16, -5, 5);
+  const auto labels = random_ids(kBenchTokens, kVocab, 17);
   for (auto _ : state) {
-    benchmark::DoNotOptimize(cross_entropy_forward(logits.data(), labels.data(), kTokens, kVocab));
+    benchmark::DoNotOptimize(cross_entropy_forward(logits.data(), labels.data(), kBenchTokens, kVocab));
   }
-  set_bytes(state, kTokens * kVocab + kTokens);
+  set_bytes(state, kBenchTokens * kVocab + kBenchTokens);
 }
 BENCHMARK(BM_CrossEntropyForward);
 
 void BM_CrossEntropyBackward(benchmark::State& state) {
-  const auto logits = random_vec(kTokens * kVocab, 16, -5, 5);
-  const auto labels = random_ids(kTokens, kVocab, 17);
-  std::vector<float> d(kTokens * kVocab);
+  const auto logits = random_vec(kBenchTokens * kVocab, 16, -5, 5);
+  const auto labels = random_ids(kBenchTokens, kVocab, 17);
+  std::vector<float> d(kBenchTokens * kVocab);
   for (auto _ : state) {
-    cross_entropy_backward(logits.data(), labels.data(), 1.0f, d.data(), kTokens, kVocab);
+    cross_entropy_backward(logits.data(), labels.data(), 1.0f, d.data(), kBenchTokens, kVocab);
     benchmark::DoNotOptimize(d.data());
   }
-  set_bytes(state, 2 * kTokens * kVocab + kTokens);
+  set_bytes(state, 2 * kBenchTokens * kVocab + kBenchTokens);
 }
 BENCHMARK(BM_CrossEntropyBackward);
 
 void BM_EmbeddingForward(benchmark::State& state) {
   const auto table = random_vec(kVocab * kEmbed, 18);
-  const auto ids = random_ids(kTokens, kVocab, 19);
-  std::vector<float> out(kTokens * kEmbed);
+  const auto ids = random_ids(kBenchTokens, kVocab, 19);
+  std::vector<float> out(kBenchTokens * kEmbed);
   for (auto _ : state) {
-    embedding_forward(table.data(), ids.data(), out.data(), kTokens, kVocab, kEmbed);
+    embedding_forward(table.data(), ids.data(), out.data(), kBenchTokens, kVocab, kEmbed);
     benchmark::DoNotOptimize(out.data());
   }
-  set_bytes(state, 2 * kTokens * kEmbed + kTokens);
+  set_bytes(state, 2 * kBenchTokens * kEmbed + kBenchTokens);
 }
 BENCHMARK(BM_EmbeddingForward);
 
 void BM_EmbeddingBackward(benchmark::State& state) {
-  const auto dout = random_vec(kTokens * kEmbed, 20);
-  const auto ids = random_ids(kTokens, kVocab, 19);
+  const auto dout = random_vec(kBenchTokens * kEmbed, 20);
+  const auto ids = random_ids(kBenchTokens, kVocab, 19);
   std::vector<float> dtable(kVocab * kEmbed);
   for (auto _ : state) {
-    embedding_backward(ids.data(), dout.data(), dtable.data(), kTokens, kVocab, kEmbed);
+    embedding_backward(ids.data(), dout.data(), dtable.data(), kBenchTokens, kVocab, kEmbed);
     benchmark::DoNotOptimize(dtable.data());
   }
-  set_bytes(state, kTokens * kEmbed + kVocab * kEmbed + kTokens);
+  set_bytes(state, kBenchTokens * kEmbed + kVocab * kEmbed + kBenchTokens);
 }
 BENCHMARK(BM_EmbeddingBackward);
 
@@ -288,7 +288,7 @@ void BM_RoundToBf16(benchmark::State& state) {
   }
   state.SetBytesProcessed(state.iterations() * n * 6);
 }
-BENCHMARK(BM_RoundToBf16)->Arg(kTokens* kEmbed)->Arg(kTokens* kHidden);
+BENCHMARK(BM_RoundToBf16)->Arg(kBenchTokens* kEmbed)->Arg(kBenchTokens* kHidden);
 
 void BM_OneDnnReorderToBf16(benchmark::State& state) {
   const int64_t n = state.range(0);
@@ -307,7 +307,7 @@ void BM_OneDnnReorderToBf16(benchmark::State& state) {
   }
   state.SetBytesProcessed(state.iterations() * n * 6);
 }
-BENCHMARK(BM_OneDnnReorderToBf16)->Arg(kTokens* kEmbed)->Arg(kTokens* kHidden);
+BENCHMARK(BM_OneDnnReorderToBf16)->Arg(kBenchTokens* kEmbed)->Arg(kBenchTokens* kHidden);
 
 }  // namespace
 }  // namespace tessel::kernels

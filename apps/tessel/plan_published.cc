@@ -13,8 +13,7 @@ ConfigOptions with_published_knobs(ConfigOptions o, const plan::PublishedRun& r,
   if (o.mesh.empty() && ranks == r.gpus) o.mesh = r.mesh;  // else the published mesh cannot apply
   if (o.microbatches <= 0 && r.microbatches && (!o.mesh.empty() || ranks == 1)) {
     const Mesh mesh = Mesh::parse(o.mesh);
-    const int a = mesh.axis_index("data");
-    const int64_t data = a >= 0 ? mesh.axis(a).size : 1;
+    const int64_t data = mesh.size_of("data");
     if (batch % data == 0 && (batch / data) % *r.microbatches == 0)
       o.microbatches = *r.microbatches;
   }

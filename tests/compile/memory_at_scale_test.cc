@@ -51,18 +51,13 @@ int blocks_of(const StagePartition& p, int stage) {
   return end - p.first_block[stage];
 }
 
-int axis_size(const Mesh& mesh, const std::string& name) {
-  const int a = mesh.axis_index(name);
-  return a < 0 ? 1 : mesh.axis(a).size;
-}
-
 // A middle stage keeps only its blocks' inputs per micro-batch in flight,
 // plus at most three more of that size.
 void expect_stash_is_block_inputs(const TrainConfig& c, const Mesh& mesh,
                                   const CompiledRank& compiled, const RankMemory& m) {
   const PipelineModel& model = *compiled.pipeline;
-  const int64_t rows = c.batch / c.microbatches / axis_size(mesh, "data");
-  const double block_input = 4.0 * rows * c.context * c.d_model / axis_size(mesh, "model");
+  const int64_t rows = c.batch / c.microbatches / mesh.size_of("data");
+  const double block_input = 4.0 * rows * c.context * c.d_model / mesh.size_of("model");
   for (size_t k = 0; k < model.stages().size(); ++k) {
     const int s = model.stages()[k].graph.stage;
     const int blocks = blocks_of(model.partition(), s);
@@ -80,8 +75,8 @@ void expect_stash_is_block_inputs(const TrainConfig& c, const Mesh& mesh,
 double formula_bytes(const TrainConfig& c, const Mesh& mesh, const CompiledRank& compiled,
                      const RankMemory& m) {
   const PipelineModel& model = *compiled.pipeline;
-  const int64_t rows = c.batch / c.microbatches / axis_size(mesh, "data");
-  const double block_input = 4.0 * rows * c.context * c.d_model / axis_size(mesh, "model");
+  const int64_t rows = c.batch / c.microbatches / mesh.size_of("data");
+  const double block_input = 4.0 * rows * c.context * c.d_model / mesh.size_of("model");
   double bytes = 18.0 * static_cast<double>(m.parameters) / 4;
   for (size_t k = 0; k < model.stages().size(); ++k) {
     const int s = model.stages()[k].graph.stage;
@@ -97,7 +92,7 @@ double formula_bytes(const TrainConfig& c, const Mesh& mesh, const CompiledRank&
 int64_t expect_fits_80gib(const TrainConfig& c, bool near_formula = false) {
   const Mesh mesh = Mesh::parse(c.mesh);
   const Layout layout = layout_for(c, mesh);
-  const int stages = axis_size(mesh, "pipe");
+  const int stages = mesh.size_of("pipe");
   const int per_stage = mesh.rank_count() / stages;
   GraphCache cache;
   int64_t largest = 0;

@@ -8,7 +8,7 @@
 namespace tessel {
 namespace {
 
-struct Dims {
+struct LlamaDims {
   Dim batch, seq, embed, kv_heads, group, head, hidden, vocab;
 };
 
@@ -21,7 +21,8 @@ constexpr float kInitStd = 0.02f;
 
 ParamInit normal(float stddev) { return ParamInit{ParamInit::kNormal, stddev}; }
 
-ValueId attention(GraphBuilder& b, const Dims& d, const LlamaConfig& c, ValueId x, float out_std) {
+ValueId gqa_attention(GraphBuilder& b, const LlamaDims& d, const LlamaConfig& c, ValueId x,
+                      float out_std) {
   GraphBuilder::Scope scope(b, "attn");
   const std::vector<std::string> q_dims = {kBatchDim, kSeqDim, "kv_heads", "group", "head"};
   const std::vector<std::string> kv_dims = {kBatchDim, kSeqDim, "kv_heads", "head"};
@@ -42,7 +43,7 @@ ValueId attention(GraphBuilder& b, const Dims& d, const LlamaConfig& c, ValueId 
   return b.einsum(mixed, wo, {kBatchDim, kSeqDim, "embed"}, "o");
 }
 
-ValueId swiglu(GraphBuilder& b, const Dims& d, ValueId x, float out_std) {
+ValueId swiglu(GraphBuilder& b, const LlamaDims& d, ValueId x, float out_std) {
   GraphBuilder::Scope scope(b, "mlp");
   ValueId w1 = b.param("w1", Shape{d.embed, d.hidden}, normal(kInitStd));
   ValueId w3 = b.param("w3", Shape{d.embed, d.hidden}, normal(out_std));
@@ -53,7 +54,7 @@ ValueId swiglu(GraphBuilder& b, const Dims& d, ValueId x, float out_std) {
   return b.einsum(h, w2, {kBatchDim, kSeqDim, "embed"}, "down");
 }
 
-ValueId rmsnorm(GraphBuilder& b, const Dims& d, const LlamaConfig& c, ValueId x,
+ValueId rmsnorm(GraphBuilder& b, const LlamaDims& d, const LlamaConfig& c, ValueId x,
                 const std::string& name) {
   GraphBuilder::Scope scope(b, name);
   ValueId gamma = b.param("gamma", Shape{d.embed}, ParamInit{ParamInit::kOnes});
@@ -71,14 +72,14 @@ int64_t llama_hidden_size(const LlamaConfig& c) {
 
 LlamaGraph build_llama(GraphBuilder& b, const LlamaConfig& c, int64_t batch) {
   const int64_t head = c.d_model / c.n_head;
-  const Dims d{{kBatchDim, batch},
-               {kSeqDim, c.context},
-               {"embed", c.d_model},
-               {"kv_heads", c.n_kv_head},
-               {"group", c.n_head / c.n_kv_head},
-               {"head", head},
-               {"hidden", llama_hidden_size(c)},
-               {"vocab", c.vocab}};
+  const LlamaDims d{{kBatchDim, batch},
+                    {kSeqDim, c.context},
+                    {"embed", c.d_model},
+                    {"kv_heads", c.n_kv_head},
+                    {"group", c.n_head / c.n_kv_head},
+                    {"head", head},
+                    {"hidden", llama_hidden_size(c)},
+                    {"vocab", c.vocab}};
   LlamaGraph g;
   g.tokens = b.input("tokens", Shape{d.batch, d.seq}, DType::kI32);
   g.targets = b.input("targets", Shape{d.batch, d.seq}, DType::kI32);
@@ -87,7 +88,8 @@ LlamaGraph build_llama(GraphBuilder& b, const LlamaConfig& c, int64_t batch) {
   for (int64_t layer = 0; layer < c.n_layer; ++layer) {
     GraphBuilder::Scope scope(b, block_scope(static_cast<int>(layer)));
     const float out_std = kInitStd / std::sqrt(2.0f * static_cast<float>(layer + 1));
-    x = b.add(x, attention(b, d, c, rmsnorm(b, d, c, x, "attn_norm"), out_std), "attn_residual");
+    x = b.add(x, gqa_attention(b, d, c, rmsnorm(b, d, c, x, "attn_norm"), out_std),
+              "attn_residual");
     x = b.add(x, swiglu(b, d, rmsnorm(b, d, c, x, "mlp_norm"), out_std), "mlp_residual");
   }
   ValueId h = rmsnorm(b, d, c, x, "norm_f");

@@ -6,11 +6,6 @@
 namespace tessel::plan {
 namespace {
 
-int axis_size(const Mesh& mesh, const char* name) {
-  const int a = mesh.axis_index(name);
-  return a >= 0 ? mesh.axis(a).size : 1;
-}
-
 // " (fixed in this request: --FLAG)" where the request fixed the knob, else "".
 std::string fixed(bool is_fixed, const char* flag) {
   return is_fixed ? str_cat(" (fixed in this request: ", flag, ")") : std::string();
@@ -21,8 +16,7 @@ std::string fixed(bool is_fixed, const char* flag) {
 std::string no_fit_message(const PlanRequest& q, const NoFit& n) {
   const TrainConfig& c = n.smallest;
   const Mesh mesh = Mesh::parse(c.mesh);
-  const int pipe = axis_size(mesh, "pipe"), data = axis_size(mesh, "data"),
-            model = axis_size(mesh, "model");
+  const int pipe = mesh.size_of("pipe"), data = mesh.size_of("data"), model = mesh.size_of("model");
   const int64_t rows = c.batch / std::max<int64_t>(1, data) / std::max<int64_t>(1, c.microbatches);
   std::string out = str_cat(
       "plan: none of the ", n.considered, " configurations of ", q.ranks, " ranks fits ",

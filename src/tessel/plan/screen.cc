@@ -56,11 +56,6 @@ class PinnedLink : public HardwareModel {
   Link link_;
 };
 
-int axis_size(const Mesh& mesh, const char* name) {
-  const int a = mesh.axis_index(name);
-  return a >= 0 ? mesh.axis(a).size : 1;
-}
-
 Link axis_link(const Mesh& mesh, const char* name, int devices_per_node) {
   const int a = mesh.axis_index(name);
   return a >= 0 ? link_of_axis(mesh, a, devices_per_node) : Link::kIntraNode;
@@ -104,8 +99,8 @@ ScreenCandidate ScreenCandidate::of(const TrainConfig& c, const std::string& lab
                                     int devices_per_node) {
   const Mesh mesh = Mesh::parse(c.mesh);
   ScreenCandidate s;
-  s.pipe = axis_size(mesh, "pipe"), s.data = axis_size(mesh, "data");
-  s.model = axis_size(mesh, "model");
+  s.pipe = mesh.size_of("pipe"), s.data = mesh.size_of("data");
+  s.model = mesh.size_of("model");
   s.pipe_link = axis_link(mesh, "pipe", devices_per_node);
   s.data_link = axis_link(mesh, "data", devices_per_node);
   s.model_link = axis_link(mesh, "model", devices_per_node);

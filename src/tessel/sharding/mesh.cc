@@ -55,6 +55,11 @@ int Mesh::axis_index(const std::string& name) const {
   return -1;
 }
 
+int Mesh::size_of(const std::string& name) const {
+  const int a = axis_index(name);
+  return a >= 0 ? axes_[a].size : 1;
+}
+
 std::vector<int> Mesh::coords(int rank) const {
   std::vector<int> c(axes_.size());
   for (int i = static_cast<int>(axes_.size()) - 1; i >= 0; --i) {

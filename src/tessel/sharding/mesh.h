@@ -25,6 +25,7 @@ class Mesh {
   const std::vector<MeshAxis>& axes() const { return axes_; }
   int rank_count() const;
   int axis_index(const std::string& name) const;  // -1 if absent
+  int size_of(const std::string& name) const;     // the axis's size; 1 if absent
   const MeshAxis& axis(int i) const { return axes_.at(i); }
   std::vector<int> coords(int rank) const;
   int rank_of(const std::vector<int>& coords) const;
