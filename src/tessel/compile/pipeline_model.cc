@@ -171,6 +171,31 @@ PipelineModel::PipelineModel(const TrainConfig& config, const Mesh& mesh, int ra
                              DistributedContext* ctx, bool plan_only, PipelineGraphCache* cache)
     : config_(config), ctx_(ctx), plan_only_(plan_only) {
   TS_CHECK(ctx || plan_only, "a pipeline that runs needs its ranks' communicators");
+  set_stage_mesh(mesh, rank);
+  check_zero(config.zero);
+
+  const int m = static_cast<int>(config.microbatches);
+  const int chunks = static_cast<int>(config.chunks);
+  schedule_ = make_schedule(config.schedule, pipe_size_, m, chunks);
+  check_schedule(schedule_);  // deadlock freedom and matching transfers, before compiling
+  eval_schedule_ = forward_only_schedule(pipe_size_, chunks);
+  const int stage_count = pipe_size_ * chunks;
+
+  std::shared_ptr<PipelineGraphs> owned;  // set when built here, not shared
+  const std::shared_ptr<const PipelineGraphs> graphs =
+      pipeline_graphs(config, stage_count, schedule_.split_backward, cache, owned);
+  // Against the whole model: a middle stage lacks the vocab dim a layout may shard.
+  stage_layout_.drop_absent_defaults(graphs->forward);
+  stage_layout_.validate(graphs->forward, stage_mesh_);
+  partition_ = graphs->partition;
+  flops_per_step_ = graphs->flops_per_step;
+  stage_parameters_ = graphs->stage_parameters;
+  collect_params(*graphs);
+  assign_zero_state();
+  for (int c = 0; c < chunks; ++c) compile_chunk(c, stage_count, *graphs, owned.get(), cache);
+}
+
+void PipelineModel::set_stage_mesh(const Mesh& mesh, int rank) {
   const std::vector<int> coords = mesh.coords(rank);
   if (const int a = mesh.axis_index(kPipeAxis); a >= 0) pipe_axis_ = a;
   std::vector<MeshAxis> stage_axes;
@@ -186,33 +211,16 @@ PipelineModel::PipelineModel(const TrainConfig& config, const Mesh& mesh, int ra
   }
   stage_mesh_ = Mesh(stage_axes);
   stage_rank_ = stage_mesh_.rank_of(stage_coords);
-  stage_layout_ = layout_for(config, stage_mesh_);
+  stage_layout_ = layout_for(config_, stage_mesh_);
   if (int a = stage_layout_.axis_of(kBatchDim); a >= 0) data_axis_ = stage_mesh_.axis(a).name;
-  check_zero(config.zero);
+}
 
-  const int m = static_cast<int>(config.microbatches);
-  const int chunks = static_cast<int>(config.chunks);
-  schedule_ = make_schedule(config.schedule, pipe_size_, m, chunks);
-  check_schedule(schedule_);  // deadlock freedom and matching transfers, before compiling
-  eval_schedule_ = forward_only_schedule(pipe_size_, chunks);
-  const int stage_count = pipe_size_ * chunks;
-
-  std::shared_ptr<PipelineGraphs> owned;  // set when built here, not shared
-  const std::shared_ptr<const PipelineGraphs> graphs =
-      pipeline_graphs(config, stage_count, schedule_.split_backward, cache, owned);
-  const Graph& forward = graphs->forward;
-  // Against the whole model: a middle stage lacks the vocab dim a layout may shard.
-  stage_layout_.drop_absent_defaults(forward);
-  stage_layout_.validate(forward, stage_mesh_);
-  partition_ = graphs->partition;
-  flops_per_step_ = graphs->flops_per_step;
-  stage_parameters_ = graphs->stage_parameters;
-
-  // Every parameter, with the pipeline ranks that hold it.
+void PipelineModel::collect_params(const PipelineGraphs& graphs) {
+  const Graph& forward = graphs.forward;
   for (ValueId id : forward.params()) {
     const Node& n = forward.node(id);
     PipelineParam p{n.name, n.shape, n.init, {}, {}, std::nullopt, false};
-    for (const StageGraph& g : graphs->train)
+    for (const StageGraph& g : graphs.train)
       if (g.graph.find(n.name) >= 0) {
         int r = schedule_.rank_of_stage(g.stage);
         if (std::find(p.pipe_ranks.begin(), p.pipe_ranks.end(), r) == p.pipe_ranks.end())
@@ -223,42 +231,42 @@ PipelineModel::PipelineModel(const TrainConfig& config, const Mesh& mesh, int ra
     p.sharding = on_full_mesh(stage_layout_.target(n.shape, n.name, stage_mesh_));
     params_.push_back(p);
   }
-  assign_zero_state();
+}
 
-  for (int c = 0; c < chunks; ++c) {
-    const int k = schedule_.stage_of(pipe_rank_, c);
-    LocalStage st;
-    std::string eval_key;  // set where the cache may hold the evaluation arena
-    size_t* cached_eval = nullptr;
-    if (cache && plan_only_) {
-      eval_key = eval_arena_key(config, k, stage_count, stage_mesh_, stage_rank_, partition_);
-      auto it = cache->eval_arena_bytes.find(eval_key);
-      if (it != cache->eval_arena_bytes.end()) cached_eval = &it->second;
-    }
-    if (owned) {
-      st.graph = std::move(owned->train[k]);
-      st.eval_graph = std::move(owned->eval[k]);
-    } else {
-      st.graph = graphs->train[k];
-      if (!cached_eval) st.eval_graph = graphs->eval[k];
-    }
-    lower_stage(st, /*with_eval=*/!cached_eval, stage_layout_, stage_mesh_, stage_rank_);
-    st.instances = instances_needed(schedule_, pipe_rank_, c);
-    stages_.push_back(std::move(st));
-    train_stages_.push_back(compile(stages_.back(), c, false));
-    stages_.back().arena_bytes = train_stages_.back().instances[0]->arena_bytes();
-    stages_.back().phase_local_bytes = train_stages_.back().instances[0]->phase_local_bytes();
-    if (cached_eval) {
-      PipelineStage none;
-      none.stage = k;
-      none.chunk = c;
-      eval_stages_.push_back(std::move(none));
-      stages_.back().eval_arena_bytes = *cached_eval;
-    } else {
-      eval_stages_.push_back(compile(stages_.back(), c, true));
-      stages_.back().eval_arena_bytes = eval_stages_.back().instances[0]->arena_bytes();
-      if (!eval_key.empty()) cache->eval_arena_bytes[eval_key] = stages_.back().eval_arena_bytes;
-    }
+void PipelineModel::compile_chunk(int c, int stage_count, const PipelineGraphs& graphs,
+                                  PipelineGraphs* owned, PipelineGraphCache* cache) {
+  const int k = schedule_.stage_of(pipe_rank_, c);
+  LocalStage st;
+  std::string eval_key;  // set where the cache may hold the evaluation arena
+  size_t* cached_eval = nullptr;
+  if (cache && plan_only_) {
+    eval_key = eval_arena_key(config_, k, stage_count, stage_mesh_, stage_rank_, partition_);
+    auto it = cache->eval_arena_bytes.find(eval_key);
+    if (it != cache->eval_arena_bytes.end()) cached_eval = &it->second;
+  }
+  if (owned) {
+    st.graph = std::move(owned->train[k]);
+    st.eval_graph = std::move(owned->eval[k]);
+  } else {
+    st.graph = graphs.train[k];
+    if (!cached_eval) st.eval_graph = graphs.eval[k];
+  }
+  lower_stage(st, /*with_eval=*/!cached_eval, stage_layout_, stage_mesh_, stage_rank_);
+  st.instances = instances_needed(schedule_, pipe_rank_, c);
+  stages_.push_back(std::move(st));
+  train_stages_.push_back(compile(stages_.back(), c, false));
+  stages_.back().arena_bytes = train_stages_.back().instances[0]->arena_bytes();
+  stages_.back().phase_local_bytes = train_stages_.back().instances[0]->phase_local_bytes();
+  if (cached_eval) {
+    PipelineStage none;
+    none.stage = k;
+    none.chunk = c;
+    eval_stages_.push_back(std::move(none));
+    stages_.back().eval_arena_bytes = *cached_eval;
+  } else {
+    eval_stages_.push_back(compile(stages_.back(), c, true));
+    stages_.back().eval_arena_bytes = eval_stages_.back().instances[0]->arena_bytes();
+    if (!eval_key.empty()) cache->eval_arena_bytes[eval_key] = stages_.back().eval_arena_bytes;
   }
 }
 
