@@ -10,14 +10,15 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "commands.h"
 #include "config_options.h"
+#include "periodic_saver.h"
 #include "progress.h"
 #include "run_directory.h"
 #include "standby.h"
@@ -29,13 +30,12 @@
 #include "tessel/compile/recompute_choice.h"
 #include "tessel/kernels/einsum_bf16.h"
 #include "tessel/tensor/aligned_buffer.h"
-#include "tessel/train/checkpoint/background_writer.h"
 #include "tessel/train/checkpoint/checkpoint.h"
 #include "tessel/train/checkpoint/checkpoint_dirs.h"
 #include "tessel/train/checkpoint/safetensors.h"
-#include "tessel/train/fault_inject.h"
 #include "tessel/train/text_model.h"
 #include "tessel/train/trainer.h"
+#include "train_summary.h"
 
 namespace tessel::cli {
 namespace {
@@ -215,9 +215,226 @@ int64_t resume_from(Trainer& trainer, const std::string& resume, const std::stri
   return first_step;
 }
 
+// The clock of rank 0's start-up, for print_startup.
+struct StartupClock {
+  double exec_s = 0;  // process start to run_train
+  std::chrono::steady_clock::time_point entered = std::chrono::steady_clock::now();
+  double standby_wait_s = 0;
+};
+
+// A standby job (--standby) has started up; it waits here until the launcher
+// needs it. Returns the checkpoint to resume ("" for none), or nullopt when
+// told to quit; every other run resumes what --resume says.
+std::optional<std::string> wait_if_standby(Trainer& trainer, const TrainOptions& opt,
+                                           StartupClock& clock) {
+  if (opt.standby.empty()) return opt.resume;
+  if (trainer.distributed().mesh().rank_count() > 1) {  // every rank has started up
+    float started = 1;
+    trainer.distributed().world().all_reduce(&started, 1, ReduceKind::kSum, "standby ready");
+  }
+  if (trainer.is_root()) write_ready(opt.standby);  // the launcher reports it (standby.h)
+  const auto wait_start = std::chrono::steady_clock::now();
+  const std::optional<std::string> go = wait_for_go(opt.standby);
+  if (!go) return std::nullopt;
+  clock.standby_wait_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
+  return *go;
+}
+
+// Rank 0's first lines: the recompute choice, the model, mesh and baseline.
+void print_run_header(Trainer& trainer, const TrainConfig& config) {
+  const Task& task = trainer.task();
+  if (const RecomputeChoice* choice = trainer.recompute_choice())
+    std::printf("%s", choice->report().c_str());
+  if (config.precision == "bf16") std::printf("%s\n", kernels::bf16_matmul_note().c_str());
+  std::printf(
+      "tessel train: %s, %lld parameters on mesh %s, %.2f GFLOP/step, arena %.1f MiB "
+      "per rank, %d threads per rank\n",
+      config.model.c_str(), static_cast<long long>(trainer.parameter_count()),
+      trainer.distributed().mesh().to_string().c_str(), trainer.flops_per_step() / 1e9,
+      trainer.arena_bytes() / 1048576.0, trainer.threads());
+  std::printf("baseline loss to beat (%s): %.4f nats\n", task.baseline_name(),
+              task.baseline_loss());
+  std::fflush(stdout);
+}
+
+// Rank 0's OUT/metrics.jsonl: one JSON line per step, flushed as written.
+// A resumed run keeps the lines of the steps before it (keep_metrics_before).
+class MetricsLog {
+ public:
+  MetricsLog(const std::string& out, bool root, bool resumed, int64_t first_step)
+      : path_((std::filesystem::path(out) / "metrics.jsonl").string()) {
+    if (!root) return;
+    if (resumed) keep_metrics_before(path_, first_step);
+    file_.open(path_, std::ios::out | std::ios::app);
+    if (!file_) TS_THROW("cannot write metrics to '", path_, "'");
+  }
+  void append(const nlohmann::json& line, int64_t step) {
+    file_ << line.dump() << "\n";
+    file_.flush();
+    if (!file_)
+      TS_THROW("writing '", path_, "' failed at step ", step,
+               " (disk full or I/O error); the file may end mid-line");
+  }
+
+ private:
+  std::string path_;
+  std::ofstream file_;
+};
+
+// What the parts of a run are; each stage below reads them.
+struct TrainRun {
+  const TrainOptions& opt;
+  const TrainConfig& config;  // as loaded (trainer.config() resolves recompute)
+  Trainer& trainer;
+  PeriodicSaver& saver;
+  MetricsLog& metrics;
+  Progress& progress;
+};
+
+// What the step loop leaves for the end of the run.
+struct LoopOutcome {
+  EvalResult last_eval{-1, -1};
+  double last_loss = 0;
+  int stopped_by = 0;  // the signal that stopped training early (0: none)
+  int64_t steps_done = 0;
+};
+
+// The metrics line of step s: its loss, rate and collectives.
+nlohmann::json step_line(Trainer& trainer, int64_t s, const StepResult& r, double seconds,
+                         const CommStats& before, const CommStats& after) {
+  nlohmann::json line = {{"step", s},
+                         {"loss", r.loss},
+                         {"lr", r.lr},
+                         {"grad_norm", r.grad_norm},
+                         {"step_ms", seconds * 1e3},
+                         {"tokens_per_s", trainer.items_per_step() / seconds},
+                         {"gflops", trainer.flops_per_step() / seconds / 1e9}};
+  if (!after.empty()) line["comm"] = comm_delta(before, after);
+  return line;
+}
+
+// Evaluates after step s when eval_every says so, and after the last step,
+// adding the loss, accuracy and time to its line. Returns whether it did.
+bool evaluate_if_due(const TrainRun& run, int64_t s, nlohmann::json& line, EvalResult& last) {
+  const TrainConfig& config = run.config;
+  const bool due =
+      (config.eval_every > 0 && (s + 1) % config.eval_every == 0) || s + 1 == config.steps;
+  if (!due) return false;
+  const auto eval_start = std::chrono::steady_clock::now();
+  last = run.trainer.evaluate();
+  line["eval_ms"] =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - eval_start)
+          .count();
+  line["val_loss"] = last.loss;
+  if (last.accuracy) line["val_accuracy"] = *last.accuracy;
+  return true;
+}
+
+// Saves a periodic checkpoint after step s when checkpoint_every says so,
+// adding the stall it caused to its line.
+void checkpoint_if_due(const TrainRun& run, int64_t s, nlohmann::json& line) {
+  const TrainConfig& config = run.config;
+  if (config.checkpoint_every <= 0 || (s + 1) % config.checkpoint_every != 0) return;
+  auto save_start = std::chrono::steady_clock::now();
+  run.saver.save(s + 1);
+  if (config.async_save) line["save_wait_ms"] = run.saver.wait_ms();  // part of the stall
+  line["save_stall_ms"] =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - save_start)
+          .count();
+}
+
+// The steps from `first_step` to the config's end, or to an agreed stop signal.
+LoopOutcome run_steps(const TrainRun& run, int64_t first_step, bool resumed,
+                      const StartupClock& clock) {
+  Trainer& trainer = run.trainer;
+  const bool root = trainer.is_root();
+  trainer.distributed().reset_stats();
+  LoopOutcome out;
+  AgreedStop stop;
+  double last_step_s = 0;
+  out.steps_done = first_step;
+  for (int64_t s = first_step; s < run.config.steps; ++s) {
+    if ((out.stopped_by = stop.poll(trainer, s, last_step_s)) != 0) break;
+    const CommStats before = trainer.distributed().stats();
+    auto t0 = std::chrono::steady_clock::now();
+    StepResult r = trainer.step();
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    last_step_s = seconds;
+    const bool finishing = run.saver.finishing();
+    const double finish_ms = run.saver.finish();  // the previous step's snapshot
+    const CommStats after = trainer.distributed().stats();
+    out.last_loss = r.loss;
+    if (s == first_step && root)
+      print_startup(trainer, clock.exec_s, clock.entered, clock.standby_wait_s, seconds);
+    if (!std::isfinite(r.loss)) TS_THROW("step ", s, ": loss is ", r.loss, " (diverged)");
+    nlohmann::json line = step_line(trainer, s, r, seconds, before, after);
+    if (s == first_step && resumed)  // where the report marks the restart
+      line["resumed"] = {{"mesh", trainer.distributed().mesh().to_string()},
+                         {"layout", trainer.distributed().layout().to_string()}};
+    if (finishing) line["save_finish_ms"] = finish_ms;  // a stall too (not in step_ms)
+    const bool evaluated = evaluate_if_due(run, s, line, out.last_eval);
+    out.steps_done = s + 1;
+    checkpoint_if_due(run, s, line);
+    if (!root) continue;
+    run.metrics.append(line, s);
+    run.progress.update(s + 1, r.loss, trainer.items_per_step() / seconds,
+                        trainer.flops_per_step() / seconds / 1e9,
+                        evaluated ? out.last_eval.loss : -1);
+  }
+  return out;
+}
+
+// After the loop: the last writes, the final checkpoint, then (unless a
+// signal stopped the run) the measured memory, summary.json and the closing
+// lines. Returns the exit code.
+int finish_run(const TrainRun& run, const LoopOutcome& loop) {
+  Trainer& trainer = run.trainer;
+  const TrainConfig& config = run.config;
+  const bool root = trainer.is_root();
+  run.saver.finish();
+  const CommStats stats = trainer.distributed().stats();
+  run.saver.wait_for_writes();  // the last periodic write, before the final save
+  RunEnd end;
+  end.last_eval = loop.last_eval;
+  end.last_loss = loop.last_loss;
+  end.checkpoint = (std::filesystem::path(run.opt.out) / "checkpoint").string();
+  trainer.save_checkpoint(end.checkpoint);
+  if (loop.stopped_by != 0) {
+    if (root) {
+      std::printf(
+          "\ntessel train: stopped by %s after %lld of %lld steps; checkpoint saved to %s\n",
+          signal_name(loop.stopped_by), static_cast<long long>(loop.steps_done),
+          static_cast<long long>(config.steps), end.checkpoint.c_str());
+      std::fflush(stdout);
+    }
+    return 128 + loop.stopped_by;
+  }
+  // Measured after the save, whose full-tensor buffer belongs to the peak.
+  end.tracked = trainer.distributed().gather_counts(allocation_stats().peak_bytes);
+  end.rss = trainer.distributed().gather_counts(std::max<int64_t>(0, peak_rss_bytes()));
+  end.pipe = trainer.pipeline_stats();                           // collective
+  if (!config.trace.empty()) trainer.write_trace(config.trace);  // collective
+  if (!root) return 0;
+  end.predicted = predict_memory(trainer.config());  // recompute resolved
+  write_summary(trainer, config, run.opt.out, end);
+  run.progress.finish();
+  if (run.opt.comm_stats) {
+    std::printf("collectives on rank 0 over %lld steps (training and evaluation):\n",
+                static_cast<long long>(config.steps));
+    print_comm_stats(stats);
+  }
+  print_run_end(trainer, config, run.opt.out, end);
+  if (is_builtin_transformer(config.model) && config.sample_chars > 0) {
+    TextModel model(end.checkpoint);
+    std::string text = model.sample(config.sample_prompt, config.sample_chars, 0.8f, config.seed);
+    std::printf("sample (temperature 0.8):\n%s%s\n", config.sample_prompt.c_str(), text.c_str());
+  }
+  return 0;
+}
+
 int run_train(const TrainOptions& opt) {
-  const double exec_s = seconds_since_exec();  // process start to here
-  const auto entered = std::chrono::steady_clock::now();
+  StartupClock clock{seconds_since_exec()};  // process start to here
   // Before any thread starts (calibrating for --plan auto runs OpenMP teams):
   // every later thread inherits the blocked stop signals (stop_signal.h).
   if (!opt.dry_run) install_stop_handlers();
@@ -232,267 +449,20 @@ int run_train(const TrainOptions& opt) {
   // rank 0 only: main aborts every rank.
   if (!config.trace.empty() && !trainer.pipeline())
     TS_THROW("--trace records pipeline actions; this run has no pipeline or micro-batches");
-  std::string resume = opt.resume;
-  double standby_wait_s = 0;
-  if (!opt.standby.empty()) {  // started up; now wait until the launcher needs this job
-    if (trainer.distributed().mesh().rank_count() > 1) {  // every rank has started up
-      float started = 1;
-      trainer.distributed().world().all_reduce(&started, 1, ReduceKind::kSum, "standby ready");
-    }
-    if (trainer.is_root()) write_ready(opt.standby);  // the launcher reports it (standby.h)
-    const auto wait_start = std::chrono::steady_clock::now();
-    const std::optional<std::string> go = wait_for_go(opt.standby);
-    if (!go) return 0;
-    standby_wait_s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
-    resume = *go;
-  }
+  const std::optional<std::string> resume = wait_if_standby(trainer, opt, clock);
+  if (!resume) return 0;
   // A standby told to go with no checkpoint starts from step 0 in place of
   // the failed attempt (standby.h): its files are replaced.
-  const bool overwrite = opt.overwrite || (!opt.standby.empty() && resume.empty());
-  RunDirectory run_dir({opt.out, config.trace, overwrite, !resume.empty()});
-  const int64_t first_step = resume.empty() ? 0 : resume_from(trainer, resume, opt.out);
-  const Task& task = trainer.task();
-  const bool root = trainer.is_root();
-  if (root) {
-    if (const RecomputeChoice* choice = trainer.recompute_choice())
-      std::printf("%s", choice->report().c_str());
-    if (config.precision == "bf16") std::printf("%s\n", kernels::bf16_matmul_note().c_str());
-    std::printf(
-        "tessel train: %s, %lld parameters on mesh %s, %.2f GFLOP/step, arena %.1f MiB "
-        "per rank, %d threads per rank\n",
-        config.model.c_str(), static_cast<long long>(trainer.parameter_count()),
-        trainer.distributed().mesh().to_string().c_str(), trainer.flops_per_step() / 1e9,
-        trainer.arena_bytes() / 1048576.0, trainer.threads());
-    std::printf("baseline loss to beat (%s): %.4f nats\n", task.baseline_name(),
-                task.baseline_loss());
-    std::fflush(stdout);
-  }
-
-  const std::string metrics_path = (std::filesystem::path(opt.out) / "metrics.jsonl").string();
-  std::ofstream metrics;
-  if (root) {
-    if (!resume.empty()) keep_metrics_before(metrics_path, first_step);
-    metrics.open(metrics_path, std::ios::out | std::ios::app);
-    if (!metrics) TS_THROW("cannot write metrics to '", metrics_path, "'");
-  }
-  // Periodic saves: asynchronous ones copy into `snapshot` (rank 0 keeps the
-  // bytes) and rank 0's `writer` writes them while training goes on.
-  CheckpointSnapshot snapshot;
-  BackgroundWriter writer;
-  double save_wait_ms = 0;  // of the last save: waiting for the previous write
-  // A snapshot's world sum runs during the next step (checkpoint.h); this
-  // completes it and starts rank 0's write. Returns the milliseconds waited.
-  std::function<void()> start_write;
-  auto finish_snapshot = [&]() -> double {
-    if (!start_write) return 0;
-    const auto t0 = std::chrono::steady_clock::now();
-    snapshot.finish();
-    if (root) start_write();
-    start_write = nullptr;
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  };
-  auto periodic_save = [&](int64_t steps_done) {
-    const std::string dir = periodic_checkpoint_dir(opt.out, steps_done);
-    const int keep = static_cast<int>(config.keep_checkpoints);
-    const int64_t step = steps_done - 1;  // TESSEL_FAULT_INJECT's step of this save
-    if (!root) fault_point(FaultPoint::kSave, step);
-    if (!config.async_save) {
-      trainer.save_checkpoint(dir);
-      if (!root) return;
-      fault_point(FaultPoint::kSave, step);  // written, not yet published
-      publish_periodic_checkpoint(opt.out, steps_done, keep);
-      return;
-    }
-    const auto wait_start = std::chrono::steady_clock::now();
-    if (root) writer.wait();  // the previous write still reads the buffers
-    save_wait_ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wait_start)
-            .count();
-    trainer.snapshot_checkpoint(snapshot);
-    // The write starts once the snapshot's sum is complete (finish_snapshot).
-    start_write = [&snapshot, &writer, dir, out = opt.out, cfg = trainer.config(), steps_done, keep,
-                   step] {
-      writer.start([&snapshot, dir, out, cfg, steps_done, keep, step] {
-        save_checkpoint(dir, cfg, snapshot.source(), steps_done, true);
-        fault_point(FaultPoint::kSave, step);
-        publish_periodic_checkpoint(out, steps_done, keep);
-      });
-    };
-    if (!snapshot.pending()) finish_snapshot();
-  };
-  Progress progress(config.steps, task.item_name());
-  trainer.distributed().reset_stats();
-  EvalResult last_eval{-1, -1};
-  double last_loss = 0;
-  int stopped_by = 0;  // the signal that stopped training early (0: none)
-  AgreedStop stop;
-  double last_step_s = 0;
-  int64_t steps_done = first_step;
-  for (int64_t s = first_step; s < config.steps; ++s) {
-    if ((stopped_by = stop.poll(trainer, s, last_step_s)) != 0) break;
-    const CommStats before = trainer.distributed().stats();
-    auto t0 = std::chrono::steady_clock::now();
-    StepResult r = trainer.step();
-    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    last_step_s = seconds;
-    const bool finishing = static_cast<bool>(start_write);
-    const double finish_ms = finish_snapshot();  // the previous step's snapshot
-    const CommStats after = trainer.distributed().stats();
-    last_loss = r.loss;
-    if (s == first_step && root) print_startup(trainer, exec_s, entered, standby_wait_s, seconds);
-    if (!std::isfinite(r.loss)) TS_THROW("step ", s, ": loss is ", r.loss, " (diverged)");
-    nlohmann::json line = {{"step", s},
-                           {"loss", r.loss},
-                           {"lr", r.lr},
-                           {"grad_norm", r.grad_norm},
-                           {"step_ms", seconds * 1e3},
-                           {"tokens_per_s", trainer.items_per_step() / seconds},
-                           {"gflops", trainer.flops_per_step() / seconds / 1e9}};
-    if (!after.empty()) line["comm"] = comm_delta(before, after);
-    if (s == first_step && !resume.empty())  // where the report marks the restart
-      line["resumed"] = {{"mesh", trainer.distributed().mesh().to_string()},
-                         {"layout", trainer.distributed().layout().to_string()}};
-    if (finishing) line["save_finish_ms"] = finish_ms;  // a stall too (not in step_ms)
-    bool eval_now =
-        (config.eval_every > 0 && (s + 1) % config.eval_every == 0) || s + 1 == config.steps;
-    if (eval_now) {
-      const auto eval_start = std::chrono::steady_clock::now();
-      last_eval = trainer.evaluate();
-      line["eval_ms"] =
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - eval_start)
-              .count();
-      line["val_loss"] = last_eval.loss;
-      if (last_eval.accuracy) line["val_accuracy"] = *last_eval.accuracy;
-    }
-    steps_done = s + 1;
-    if (config.checkpoint_every > 0 && (s + 1) % config.checkpoint_every == 0) {
-      auto save_start = std::chrono::steady_clock::now();
-      save_wait_ms = 0;
-      periodic_save(s + 1);
-      if (config.async_save) line["save_wait_ms"] = save_wait_ms;  // part of the stall
-      line["save_stall_ms"] =
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - save_start)
-              .count();
-    }
-    if (!root) continue;
-    metrics << line.dump() << "\n";
-    metrics.flush();
-    if (!metrics)
-      TS_THROW("writing '", metrics_path, "' failed at step ", s,
-               " (disk full or I/O error); the file may end mid-line");
-    progress.update(s + 1, r.loss, trainer.items_per_step() / seconds,
-                    trainer.flops_per_step() / seconds / 1e9, eval_now ? last_eval.loss : -1);
-  }
-  finish_snapshot();
-  const CommStats stats = trainer.distributed().stats();
-  if (root) writer.wait();  // the last periodic write, before the final save
-  std::string checkpoint = (std::filesystem::path(opt.out) / "checkpoint").string();
-  trainer.save_checkpoint(checkpoint);
-  if (stopped_by != 0) {
-    if (root) {
-      std::printf(
-          "\ntessel train: stopped by %s after %lld of %lld steps; checkpoint saved to %s\n",
-          signal_name(stopped_by), static_cast<long long>(steps_done),
-          static_cast<long long>(config.steps), checkpoint.c_str());
-      std::fflush(stdout);
-    }
-    return 128 + stopped_by;
-  }
-  // Measured after the save, whose full-tensor buffer belongs to the peak.
-  const std::vector<int64_t> tracked =
-      trainer.distributed().gather_counts(allocation_stats().peak_bytes);
-  const std::vector<int64_t> rss =
-      trainer.distributed().gather_counts(std::max<int64_t>(0, peak_rss_bytes()));
-  const Trainer::PipelineStats pipe = trainer.pipeline_stats();  // collective
-  if (!config.trace.empty()) trainer.write_trace(config.trace);  // collective
-  if (!root) return 0;
-  const std::vector<RankMemory> predicted = predict_memory(trainer.config());  // recompute resolved
-  nlohmann::json memory = nlohmann::json::array();
-  for (const RankMemory& m : predicted)
-    memory.push_back({{"rank", m.rank},
-                      {"predicted_bytes",
-                       {{"parameters", m.parameters},
-                        {"optimizer", m.optimizer},
-                        {"arena", m.arena},
-                        {"gradients_in_arena", m.gradients},
-                        {"eval_arena", m.eval_arena},
-                        {"input_staging", m.host.input_staging},
-                        {"zero_slice", m.host.zero_slice},
-                        {"full_tensor", m.host.full_tensor},
-                        {"checkpoint_snapshot", m.host.checkpoint_snapshot},
-                        {"total", m.total()}}},
-                      {"measured_peak_tracked_bytes", tracked.at(m.rank)},
-                      {"peak_rss_bytes", rss.at(m.rank)}});
-  const Trainer::ModelStateBytes state = trainer.model_state_bytes();
-  nlohmann::json summary = {{"model", config.model},
-                            {"mesh", trainer.distributed().mesh().to_string()},
-                            {"layout", trainer.distributed().layout().to_string()},
-                            {"zero", config.zero},
-                            {"recompute", trainer.config().recompute},
-                            {"precision", config.precision},
-                            {"threads_per_rank", trainer.threads()},
-                            {"parameters", trainer.parameter_count()},
-                            {"model_state_bytes_per_rank",
-                             {{"parameters", state.parameters},
-                              {"gradients", state.gradients},
-                              {"optimizer", state.optimizer}}},
-                            {"arena_bytes_per_rank", trainer.arena_bytes()},
-                            {"peak_rss_bytes_rank0", peak_rss_bytes()},
-                            {"memory_per_rank", memory},
-                            {"final_loss", last_loss},
-                            {"final_val_loss", last_eval.loss},
-                            {"baseline_loss", task.baseline_loss()},
-                            {"baseline", task.baseline_name()}};
-  if (trainer.pipeline()) {
-    const PipelineModel& p = *trainer.pipeline();
-    summary["pipeline"] = {
-        {"schedule", p.schedule().name},           {"microbatches", p.schedule().microbatches},
-        {"stages", p.schedule().stages()},         {"first_block", p.partition().first_block},
-        {"measured_bubble", pipe.measured_bubble}, {"theoretical_bubble", pipe.theoretical_bubble},
-        {"weight_versions", pipe.weight_versions}, {"timed_steps", pipe.steps}};
-  }
-  write_file_atomically((std::filesystem::path(opt.out) / "summary.json").string(),
-                        summary.dump(2) + "\n");
-  progress.finish();
-  if (opt.comm_stats) {
-    std::printf("collectives on rank 0 over %lld steps (training and evaluation):\n",
-                static_cast<long long>(config.steps));
-    print_comm_stats(stats);
-  }
-  if (trainer.pipeline() && pipe.steps > 0) {
-    std::printf(
-        "pipeline %s, %d micro-batches, %d stages; bubble over %d steps (measured vs "
-        "schedule with F=BI=BW=1):\n",
-        trainer.pipeline()->schedule().name.c_str(), trainer.pipeline()->schedule().microbatches,
-        trainer.pipeline()->schedule().stages(), pipe.steps);
-    for (size_t r = 0; r < pipe.measured_bubble.size(); ++r)
-      std::printf("  rank %zu (pipe %d): %.3f vs %.3f\n", r, pipe.pipe_rank[r],
-                  pipe.measured_bubble[r], pipe.theoretical_bubble[r]);
-  }
-  if (!config.trace.empty()) std::printf("trace: %s\n", config.trace.c_str());
-  std::printf("final: train loss %.4f, val loss %.4f nats (baseline %.4f)", last_loss,
-              last_eval.loss, task.baseline_loss());
-  if (last_eval.accuracy) std::printf(", val accuracy %.2f%%", 100 * *last_eval.accuracy);
-  std::printf(
-      "\nmodel state per rank: parameters %.2f MiB, gradients %.2f MiB, optimizer %.2f MiB\n",
-      state.parameters / 1048576.0, state.gradients / 1048576.0, state.optimizer / 1048576.0);
-  std::printf(
-      "memory per rank (tensor storage: parameters, optimizer, arenas, host buffers), predicted "
-      "vs measured peak; peak RSS adds code, libraries, the data set, MPI:\n");
-  for (const RankMemory& m : predicted)
-    std::printf("  rank %d: predicted %s, measured %s (%+.2f%%), peak RSS %s\n", m.rank,
-                format_bytes(m.total()).c_str(), format_bytes(tracked[m.rank]).c_str(),
-                100.0 * (tracked[m.rank] - m.total()) / m.total(),
-                format_bytes(rss[m.rank]).c_str());
-  std::printf("checkpoint: %s\nmetrics:    %s/metrics.jsonl\n", checkpoint.c_str(),
-              opt.out.c_str());
-  if (is_builtin_transformer(config.model) && config.sample_chars > 0) {
-    TextModel model(checkpoint);
-    std::string text = model.sample(config.sample_prompt, config.sample_chars, 0.8f, config.seed);
-    std::printf("sample (temperature 0.8):\n%s%s\n", config.sample_prompt.c_str(), text.c_str());
-  }
-  return 0;
+  const bool overwrite = opt.overwrite || (!opt.standby.empty() && resume->empty());
+  RunDirectory run_dir({opt.out, config.trace, overwrite, !resume->empty()});
+  const int64_t first_step = resume->empty() ? 0 : resume_from(trainer, *resume, opt.out);
+  if (trainer.is_root()) print_run_header(trainer, config);
+  MetricsLog metrics(opt.out, trainer.is_root(), !resume->empty(), first_step);
+  PeriodicSaver saver(trainer, config, opt.out);
+  Progress progress(config.steps, trainer.task().item_name());
+  const TrainRun run{opt, config, trainer, saver, metrics, progress};
+  const LoopOutcome loop = run_steps(run, first_step, !resume->empty(), clock);
+  return finish_run(run, loop);
 }
 
 }  // namespace

@@ -80,6 +80,77 @@ std::string pipeline_graphs_key(const TrainConfig& config, int stage_count,
   return key;
 }
 
+// The stage graphs of `config`: shared with other compiles of it through
+// `cache`, else built here into `owned` (moved into this rank's stages).
+std::shared_ptr<const PipelineGraphs> pipeline_graphs(const TrainConfig& config, int stage_count,
+                                                      bool split_weight_phase,
+                                                      PipelineGraphCache* cache,
+                                                      std::shared_ptr<PipelineGraphs>& owned) {
+  if (!cache) {
+    owned = build_pipeline_graphs(config, stage_count, split_weight_phase);
+    return owned;
+  }
+  std::shared_ptr<const PipelineGraphs>& slot =
+      cache->graphs[pipeline_graphs_key(config, stage_count, split_weight_phase)];
+  if (!slot) slot = build_pipeline_graphs(config, stage_count, split_weight_phase);
+  return slot;
+}
+
+// What a stage's evaluation arena depends on: a plan-only compile with a
+// cache takes the arena of an earlier compile of the same stage on the same
+// block of the same mesh.
+std::string eval_arena_key(const TrainConfig& config, int stage, int stage_count,
+                           const Mesh& stage_mesh, int stage_rank,
+                           const StagePartition& partition) {
+  std::string key = str_cat(config.batch / config.microbatches, "|", stage, "|", stage_count, "|",
+                            stage_mesh.to_string(), "|", stage_rank, "|", config.layout, "|",
+                            config.precision, "|", config.bf16_activations, "|",
+                            config.tp_comm_precision, "|", config.bucket_mib, "|");
+  for (int b : partition.first_block) key += str_cat(b, ",");
+  for (const auto& [label, spec] : config.shard) key += str_cat("|", label, "=", spec);
+  return key;
+}
+
+// Lowers a stage's training graph (and its evaluation graph, `with_eval`)
+// to this stage rank, its boundary values laid out as the layout says.
+void lower_stage(PipelineModel::LocalStage& st, bool with_eval, const Layout& layout,
+                 const Mesh& mesh, int stage_rank) {
+  const int data = layout.axis_of(kBatchDim);
+  const Graph& g = st.graph.graph;
+  std::map<ValueId, Sharding> targets;
+  // Gradients stay partial over data: micro-batches add up locally first.
+  for (size_t i = 0; i < g.params().size(); ++i) {
+    const Node& p = g.node(g.params()[i]);
+    Sharding t = layout.target(p.shape, p.name, mesh);
+    if (data >= 0 && !t[data].is_split()) t = t.with(data, Placement::partial_sum());
+    targets[st.graph.param_grads[i]] = t;
+  }
+  auto boundary_targets = [&](const StageGraph& sg, std::map<ValueId, Sharding>& out) {
+    for (size_t i = 0; i < sg.activations_out.size(); ++i)
+      out[sg.activations_out[i]] =
+          layout.target(sg.graph.node(sg.activations_out[i]).shape, sg.out_names[i], mesh);
+    for (size_t i = 0; i < sg.gradients_out.size(); ++i) {
+      const Node& in = sg.graph.node(sg.activations_in[i]);
+      std::string seed = kPipeGradientPrefix + in.name.substr(kPipeActivationPrefix.size());
+      out[sg.gradients_out[i]] = layout.target(in.shape, seed, mesh);
+    }
+  };
+  boundary_targets(st.graph, targets);
+  std::vector<ValueId> outputs = st.graph.activations_out;
+  outputs.insert(outputs.end(), st.graph.gradients_out.begin(), st.graph.gradients_out.end());
+  outputs.insert(outputs.end(), st.graph.param_grads.begin(), st.graph.param_grads.end());
+  if (st.graph.loss) outputs.push_back(*st.graph.loss);
+  st.local = lower_to_rank(g, outputs, mesh, layout, stage_rank, {targets});
+  if (!with_eval) return;
+  std::map<ValueId, Sharding> eval_targets;
+  boundary_targets(st.eval_graph, eval_targets);
+  std::vector<ValueId> eval_outputs = st.eval_graph.activations_out;
+  if (st.eval_graph.loss) eval_outputs.push_back(*st.eval_graph.loss);
+  if (st.eval_graph.logits) eval_outputs.push_back(*st.eval_graph.logits);
+  st.eval_local =
+      lower_to_rank(st.eval_graph.graph, eval_outputs, mesh, layout, stage_rank, {eval_targets});
+}
+
 }  // namespace
 
 bool uses_pipeline(const TrainConfig& config, const Mesh& mesh) {
@@ -100,6 +171,31 @@ PipelineModel::PipelineModel(const TrainConfig& config, const Mesh& mesh, int ra
                              DistributedContext* ctx, bool plan_only, PipelineGraphCache* cache)
     : config_(config), ctx_(ctx), plan_only_(plan_only) {
   TS_CHECK(ctx || plan_only, "a pipeline that runs needs its ranks' communicators");
+  set_stage_mesh(mesh, rank);
+  check_zero(config.zero);
+
+  const int m = static_cast<int>(config.microbatches);
+  const int chunks = static_cast<int>(config.chunks);
+  schedule_ = make_schedule(config.schedule, pipe_size_, m, chunks);
+  check_schedule(schedule_);  // deadlock freedom and matching transfers, before compiling
+  eval_schedule_ = forward_only_schedule(pipe_size_, chunks);
+  const int stage_count = pipe_size_ * chunks;
+
+  std::shared_ptr<PipelineGraphs> owned;  // set when built here, not shared
+  const std::shared_ptr<const PipelineGraphs> graphs =
+      pipeline_graphs(config, stage_count, schedule_.split_backward, cache, owned);
+  // Against the whole model: a middle stage lacks the vocab dim a layout may shard.
+  stage_layout_.drop_absent_defaults(graphs->forward);
+  stage_layout_.validate(graphs->forward, stage_mesh_);
+  partition_ = graphs->partition;
+  flops_per_step_ = graphs->flops_per_step;
+  stage_parameters_ = graphs->stage_parameters;
+  collect_params(*graphs);
+  assign_zero_state();
+  for (int c = 0; c < chunks; ++c) compile_chunk(c, stage_count, *graphs, owned.get(), cache);
+}
+
+void PipelineModel::set_stage_mesh(const Mesh& mesh, int rank) {
   const std::vector<int> coords = mesh.coords(rank);
   if (const int a = mesh.axis_index(kPipeAxis); a >= 0) pipe_axis_ = a;
   std::vector<MeshAxis> stage_axes;
@@ -115,43 +211,16 @@ PipelineModel::PipelineModel(const TrainConfig& config, const Mesh& mesh, int ra
   }
   stage_mesh_ = Mesh(stage_axes);
   stage_rank_ = stage_mesh_.rank_of(stage_coords);
-  stage_layout_ = layout_for(config, stage_mesh_);
+  stage_layout_ = layout_for(config_, stage_mesh_);
   if (int a = stage_layout_.axis_of(kBatchDim); a >= 0) data_axis_ = stage_mesh_.axis(a).name;
-  check_zero(config.zero);
+}
 
-  const int m = static_cast<int>(config.microbatches);
-  const int chunks = static_cast<int>(config.chunks);
-  schedule_ = make_schedule(config.schedule, pipe_size_, m, chunks);
-  check_schedule(schedule_);  // deadlock freedom and matching transfers, before compiling
-  eval_schedule_ = forward_only_schedule(pipe_size_, chunks);
-  const int stage_count = pipe_size_ * chunks;
-
-  // The stage graphs: shared with other compiles of this config through
-  // `cache`, else built here and moved into this rank's stages.
-  std::shared_ptr<PipelineGraphs> owned;
-  std::shared_ptr<const PipelineGraphs> graphs;
-  if (cache) {
-    std::shared_ptr<const PipelineGraphs>& slot =
-        cache->graphs[pipeline_graphs_key(config, stage_count, schedule_.split_backward)];
-    if (!slot) slot = build_pipeline_graphs(config, stage_count, schedule_.split_backward);
-    graphs = slot;
-  } else {
-    owned = build_pipeline_graphs(config, stage_count, schedule_.split_backward);
-    graphs = owned;
-  }
-  const Graph& forward = graphs->forward;
-  // Against the whole model: a middle stage lacks the vocab dim a layout may shard.
-  stage_layout_.drop_absent_defaults(forward);
-  stage_layout_.validate(forward, stage_mesh_);
-  partition_ = graphs->partition;
-  flops_per_step_ = graphs->flops_per_step;
-  stage_parameters_ = graphs->stage_parameters;
-
-  // Every parameter, with the pipeline ranks that hold it.
+void PipelineModel::collect_params(const PipelineGraphs& graphs) {
+  const Graph& forward = graphs.forward;
   for (ValueId id : forward.params()) {
     const Node& n = forward.node(id);
     PipelineParam p{n.name, n.shape, n.init, {}, {}, std::nullopt, false};
-    for (const StageGraph& g : graphs->train)
+    for (const StageGraph& g : graphs.train)
       if (g.graph.find(n.name) >= 0) {
         int r = schedule_.rank_of_stage(g.stage);
         if (std::find(p.pipe_ranks.begin(), p.pipe_ranks.end(), r) == p.pipe_ranks.end())
@@ -162,84 +231,42 @@ PipelineModel::PipelineModel(const TrainConfig& config, const Mesh& mesh, int ra
     p.sharding = on_full_mesh(stage_layout_.target(n.shape, n.name, stage_mesh_));
     params_.push_back(p);
   }
-  assign_zero_state();
+}
 
-  const int data = stage_layout_.axis_of(kBatchDim);
-  for (int c = 0; c < chunks; ++c) {
-    const int k = schedule_.stage_of(pipe_rank_, c);
-    LocalStage st;
-    // A plan-only compile with a cache takes the evaluation arena of an
-    // earlier compile of the same stage on the same block of the same mesh.
-    std::string eval_key;
-    size_t* cached_eval = nullptr;
-    if (cache && plan_only_) {
-      eval_key = str_cat(config.batch / config.microbatches, "|", k, "|", stage_count, "|",
-                         stage_mesh_.to_string(), "|", stage_rank_, "|", config.layout, "|",
-                         config.precision, "|", config.bf16_activations, "|",
-                         config.tp_comm_precision, "|", config.bucket_mib, "|");
-      for (int b : partition_.first_block) eval_key += str_cat(b, ",");
-      for (const auto& [label, spec] : config.shard) eval_key += str_cat("|", label, "=", spec);
-      auto it = cache->eval_arena_bytes.find(eval_key);
-      if (it != cache->eval_arena_bytes.end()) cached_eval = &it->second;
-    }
-    if (owned) {
-      st.graph = std::move(owned->train[k]);
-      st.eval_graph = std::move(owned->eval[k]);
-    } else {
-      st.graph = graphs->train[k];
-      if (!cached_eval) st.eval_graph = graphs->eval[k];
-    }
-    const Graph& g = st.graph.graph;
-    std::map<ValueId, Sharding> targets;
-    // Gradients stay partial over data: micro-batches add up locally first.
-    for (size_t i = 0; i < g.params().size(); ++i) {
-      const Node& p = g.node(g.params()[i]);
-      Sharding t = stage_layout_.target(p.shape, p.name, stage_mesh_);
-      if (data >= 0 && !t[data].is_split()) t = t.with(data, Placement::partial_sum());
-      targets[st.graph.param_grads[i]] = t;
-    }
-    auto boundary_targets = [&](const StageGraph& sg, std::map<ValueId, Sharding>& out) {
-      for (size_t i = 0; i < sg.activations_out.size(); ++i)
-        out[sg.activations_out[i]] = stage_layout_.target(
-            sg.graph.node(sg.activations_out[i]).shape, sg.out_names[i], stage_mesh_);
-      for (size_t i = 0; i < sg.gradients_out.size(); ++i) {
-        const Node& in = sg.graph.node(sg.activations_in[i]);
-        std::string seed = kPipeGradientPrefix + in.name.substr(kPipeActivationPrefix.size());
-        out[sg.gradients_out[i]] = stage_layout_.target(in.shape, seed, stage_mesh_);
-      }
-    };
-    boundary_targets(st.graph, targets);
-    std::vector<ValueId> outputs = st.graph.activations_out;
-    outputs.insert(outputs.end(), st.graph.gradients_out.begin(), st.graph.gradients_out.end());
-    outputs.insert(outputs.end(), st.graph.param_grads.begin(), st.graph.param_grads.end());
-    if (st.graph.loss) outputs.push_back(*st.graph.loss);
-    st.local = lower_to_rank(g, outputs, stage_mesh_, stage_layout_, stage_rank_, {targets});
-
-    if (!cached_eval) {
-      std::map<ValueId, Sharding> eval_targets;
-      boundary_targets(st.eval_graph, eval_targets);
-      std::vector<ValueId> eval_outputs = st.eval_graph.activations_out;
-      if (st.eval_graph.loss) eval_outputs.push_back(*st.eval_graph.loss);
-      if (st.eval_graph.logits) eval_outputs.push_back(*st.eval_graph.logits);
-      st.eval_local = lower_to_rank(st.eval_graph.graph, eval_outputs, stage_mesh_, stage_layout_,
-                                    stage_rank_, {eval_targets});
-    }
-    st.instances = instances_needed(schedule_, pipe_rank_, c);
-    stages_.push_back(std::move(st));
-    train_stages_.push_back(compile(stages_.back(), c, false));
-    stages_.back().arena_bytes = train_stages_.back().instances[0]->arena_bytes();
-    stages_.back().phase_local_bytes = train_stages_.back().instances[0]->phase_local_bytes();
-    if (cached_eval) {
-      PipelineStage none;
-      none.stage = k;
-      none.chunk = c;
-      eval_stages_.push_back(std::move(none));
-      stages_.back().eval_arena_bytes = *cached_eval;
-    } else {
-      eval_stages_.push_back(compile(stages_.back(), c, true));
-      stages_.back().eval_arena_bytes = eval_stages_.back().instances[0]->arena_bytes();
-      if (!eval_key.empty()) cache->eval_arena_bytes[eval_key] = stages_.back().eval_arena_bytes;
-    }
+void PipelineModel::compile_chunk(int c, int stage_count, const PipelineGraphs& graphs,
+                                  PipelineGraphs* owned, PipelineGraphCache* cache) {
+  const int k = schedule_.stage_of(pipe_rank_, c);
+  LocalStage st;
+  std::string eval_key;  // set where the cache may hold the evaluation arena
+  size_t* cached_eval = nullptr;
+  if (cache && plan_only_) {
+    eval_key = eval_arena_key(config_, k, stage_count, stage_mesh_, stage_rank_, partition_);
+    auto it = cache->eval_arena_bytes.find(eval_key);
+    if (it != cache->eval_arena_bytes.end()) cached_eval = &it->second;
+  }
+  if (owned) {
+    st.graph = std::move(owned->train[k]);
+    st.eval_graph = std::move(owned->eval[k]);
+  } else {
+    st.graph = graphs.train[k];
+    if (!cached_eval) st.eval_graph = graphs.eval[k];
+  }
+  lower_stage(st, /*with_eval=*/!cached_eval, stage_layout_, stage_mesh_, stage_rank_);
+  st.instances = instances_needed(schedule_, pipe_rank_, c);
+  stages_.push_back(std::move(st));
+  train_stages_.push_back(compile(stages_.back(), c, false));
+  stages_.back().arena_bytes = train_stages_.back().instances[0]->arena_bytes();
+  stages_.back().phase_local_bytes = train_stages_.back().instances[0]->phase_local_bytes();
+  if (cached_eval) {
+    PipelineStage none;
+    none.stage = k;
+    none.chunk = c;
+    eval_stages_.push_back(std::move(none));
+    stages_.back().eval_arena_bytes = *cached_eval;
+  } else {
+    eval_stages_.push_back(compile(stages_.back(), c, true));
+    stages_.back().eval_arena_bytes = eval_stages_.back().instances[0]->arena_bytes();
+    if (!eval_key.empty()) cache->eval_arena_bytes[eval_key] = stages_.back().eval_arena_bytes;
   }
 }
 

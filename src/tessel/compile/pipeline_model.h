@@ -152,6 +152,13 @@ class PipelineModel {
   double share_loss(double local_sum);
   void feed(const LocalStage& st, bool eval, int microbatch, Program& program);
   PipelineStage compile(const LocalStage& st, int chunk, bool eval);
+  // The constructor's steps, in order.
+  void set_stage_mesh(const Mesh& mesh, int rank);    // pipe axis, stage mesh, rank and layout
+  void collect_params(const PipelineGraphs& graphs);  // params_, with the ranks holding each
+  // Lowers and compiles this rank's chunk `chunk` (training and evaluation):
+  // its graphs moved from `owned` where built here, else copied from `graphs`.
+  void compile_chunk(int chunk, int stage_count, const PipelineGraphs& graphs,
+                     PipelineGraphs* owned, PipelineGraphCache* cache);
 
   TrainConfig config_;
   DistributedContext* ctx_;

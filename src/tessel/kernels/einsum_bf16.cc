@@ -61,6 +61,27 @@ std::vector<std::string> concat(const std::vector<std::string>& a,
   return r;
 }
 
+memory::data_type type_of(bool bf16) {
+  return bf16 ? memory::data_type::bf16 : memory::data_type::f32;
+}
+
+// A dense [batch.., rows, cols] matrix.
+memory::desc matrix(const Dims& batch, int64_t rows, int64_t cols, memory::data_type type) {
+  Dims d = batch;
+  d.push_back(rows);
+  d.push_back(cols);
+  return memory::desc(d, type, dense_strides(d));
+}
+
+// The matmul's view of one einsum: its dim groups, batch sizes, M, K, N,
+// and the output's element count.
+struct MatmulGeometry {
+  EinsumGroups g;
+  Dims batch;
+  int64_t M = 0, K = 0, N = 0;
+  int64_t c_elements = 0;
+};
+
 std::optional<Bf16Route>& plan_route_override() {
   static std::optional<Bf16Route> route;
   return route;
@@ -103,139 +124,141 @@ struct EinsumBf16::Impl {
   std::string impl_name;
   dnnl::reorder ra, rb, rc;
   dnnl::matmul mm;
+
+  // The steps of the constructor, in order.
+  void plan_widened(const Shape& a, const Shape& b, const Shape& out);
+  MatmulGeometry describe_operands(const Shape& a, const Shape& b, const Shape& out);
+  void describe_matmul(const Shape& a, const Shape& b, const MatmulGeometry& geo, bool with_bias);
+  void estimate_without_bf16_matmul(const Shape& out, const MatmulGeometry& geo);
+  dnnl::matmul::primitive_desc choose_matmul(const Shape& out, const MatmulGeometry& geo,
+                                             const dnnl::primitive_attr& attr);
+  void plan_reorders(const dnnl::matmul::primitive_desc& mm_pd, const dnnl::primitive_attr& attr,
+                     bool create_primitives);
 };
 
-EinsumBf16::EinsumBf16(const Shape& a, const Shape& b, const Shape& out, bool create_primitives,
-                       Bf16Operands bf16_operands, std::optional<Bf16Route> route, bool with_bias)
-    : impl_(std::make_unique<Impl>()) {
-  impl_->route = route.value_or(create_primitives ? bf16_route() : plan_bf16_route());
-  impl_->operands = bf16_operands;
-  TS_CHECK(!with_bias || impl_->route == Bf16Route::kOneDnn,
-           "einsum bf16: a fused bias needs oneDNN's bf16 matmul");
-  if (impl_->route == Bf16Route::kWidenedF32) {
-    // Both operands as f32 copies of their bf16 values, in their own
-    // (row-major) order, so the f32 plan over the same shapes reads them.
-    Impl& p = *impl_;
-    p.a_numel = a.numel();
-    p.b_numel = b.numel();
-    p.c_numel = out.numel();
-    p.empty = p.a_numel == 0 || p.b_numel == 0 || out.numel() == 0;
-    if (p.empty) return;
-    p.plan = plan_einsum(a, b, out);
-    p.a_bytes = round_up(static_cast<size_t>(p.a_numel) * sizeof(float));
-    p.b_bytes = round_up(static_cast<size_t>(p.b_numel) * sizeof(float));
-    p.pad_bytes = round_up(static_cast<size_t>(p.plan.scratch_elements()) * sizeof(float));
-    if (bf16_operands.out) p.c_bytes = round_up(static_cast<size_t>(out.numel()) * sizeof(float));
-    p.impl_name = std::string("f32 sgemm on widened bf16 operands (") + onednn_cpu_isa() + ")";
-    return;
-  }
-  if (create_primitives && !onednn_has_bf16_matmul())
-    TS_THROW("precision bf16: oneDNN has no bf16 matmul on this CPU (its instruction set: ",
-             onednn_cpu_isa(),
-             "); bf16 needs AVX-512 (emulated, slower than f32), AVX512-BF16 or AMX. Use "
-             "precision f32 here");
-  Impl& p = *impl_;
-  const EinsumGroups g = einsum_groups(a, b, out);
+// The kWidenedF32 route: both operands as f32 copies of their bf16 values,
+// in their own (row-major) order, so the f32 plan over the same shapes reads them.
+void EinsumBf16::Impl::plan_widened(const Shape& a, const Shape& b, const Shape& out) {
+  a_numel = a.numel();
+  b_numel = b.numel();
+  c_numel = out.numel();
+  empty = a_numel == 0 || b_numel == 0 || out.numel() == 0;
+  if (empty) return;
+  plan = plan_einsum(a, b, out);
+  a_bytes = round_up(static_cast<size_t>(a_numel) * sizeof(float));
+  b_bytes = round_up(static_cast<size_t>(b_numel) * sizeof(float));
+  pad_bytes = round_up(static_cast<size_t>(plan.scratch_elements()) * sizeof(float));
+  if (operands.out) c_bytes = round_up(static_cast<size_t>(out.numel()) * sizeof(float));
+  impl_name = std::string("f32 sgemm on widened bf16 operands (") + onednn_cpu_isa() + ")";
+}
+
+// The reorders of a and b into dense bf16 [batch.., M, K] and [batch.., K, N]
+// (or one rounding pass, or none), and the sizes of the matmul.
+MatmulGeometry EinsumBf16::Impl::describe_operands(const Shape& a, const Shape& b,
+                                                   const Shape& out) {
+  MatmulGeometry geo;
+  const EinsumGroups& g = geo.g = einsum_groups(a, b, out);
   const std::vector<std::string> a_order = concat(g.batch, g.m, g.k);
   const std::vector<std::string> b_order = concat(g.batch, g.k, g.n);
   const std::vector<std::string> c_order = concat(g.batch, g.m, g.n);
   Dims sizes, strides;
   const size_t nb = g.batch.size();
 
-  const auto type_of = [](bool bf16) {
-    return bf16 ? memory::data_type::bf16 : memory::data_type::f32;
-  };
   sizes_strides(a, a_order, sizes, strides);
-  if (product(sizes, 0, sizes.size()) == 0) p.empty = true;
-  p.a_src = memory::desc(sizes, type_of(bf16_operands.a), strides);
-  p.a_dst = memory::desc(sizes, memory::data_type::bf16, dense_strides(sizes));
-  p.a_rounded = !bf16_operands.a && strides == dense_strides(sizes);
-  p.a_numel = product(sizes, 0, sizes.size());
-  Dims batch(sizes.begin(), sizes.begin() + nb);
-  const int64_t M = product(sizes, nb, nb + g.m.size());
-  const int64_t K = product(sizes, nb + g.m.size(), nb + g.m.size() + g.k.size());
-  p.a_bytes = round_up(product(sizes, 0, sizes.size()) * sizeof(uint16_t));
+  if (product(sizes, 0, sizes.size()) == 0) empty = true;
+  a_src = memory::desc(sizes, type_of(operands.a), strides);
+  a_dst = memory::desc(sizes, memory::data_type::bf16, dense_strides(sizes));
+  a_rounded = !operands.a && strides == dense_strides(sizes);
+  a_numel = product(sizes, 0, sizes.size());
+  geo.batch = Dims(sizes.begin(), sizes.begin() + nb);
+  geo.M = product(sizes, nb, nb + g.m.size());
+  geo.K = product(sizes, nb + g.m.size(), nb + g.m.size() + g.k.size());
+  a_bytes = round_up(product(sizes, 0, sizes.size()) * sizeof(uint16_t));
 
   sizes_strides(b, b_order, sizes, strides);
-  if (product(sizes, 0, sizes.size()) == 0) p.empty = true;
-  p.b_src = memory::desc(sizes, type_of(bf16_operands.b), strides);
-  p.b_dst = memory::desc(sizes, memory::data_type::bf16, dense_strides(sizes));
-  p.b_rounded = !bf16_operands.b && strides == dense_strides(sizes);
-  p.b_numel = product(sizes, 0, sizes.size());
-  const int64_t N = product(sizes, nb + g.k.size(), nb + g.k.size() + g.n.size());
-  p.b_bytes = round_up(product(sizes, 0, sizes.size()) * sizeof(uint16_t));
+  if (product(sizes, 0, sizes.size()) == 0) empty = true;
+  b_src = memory::desc(sizes, type_of(operands.b), strides);
+  b_dst = memory::desc(sizes, memory::data_type::bf16, dense_strides(sizes));
+  b_rounded = !operands.b && strides == dense_strides(sizes);
+  b_numel = product(sizes, 0, sizes.size());
+  geo.N = product(sizes, nb + g.k.size(), nb + g.k.size() + g.n.size());
+  b_bytes = round_up(product(sizes, 0, sizes.size()) * sizeof(uint16_t));
 
   sizes_strides(out, c_order, sizes, strides);
-  if (product(sizes, 0, sizes.size()) == 0) p.empty = true;
-  if (p.empty) return;
-  p.c_out = memory::desc(sizes, type_of(bf16_operands.out), strides);
-  p.c_stage = memory::desc(sizes, memory::data_type::f32, dense_strides(sizes));
+  geo.c_elements = product(sizes, 0, sizes.size());
+  if (geo.c_elements == 0) empty = true;
+  if (empty) return geo;
+  c_out = memory::desc(sizes, type_of(operands.out), strides);
+  c_stage = memory::desc(sizes, memory::data_type::f32, dense_strides(sizes));
+  return geo;
+}
 
-  auto matrix = [&](int64_t rows, int64_t cols, memory::data_type type) {
-    Dims d = batch;
-    d.push_back(rows);
-    d.push_back(cols);
-    return memory::desc(d, type, dense_strides(d));
-  };
-  p.mm_a = matrix(M, K, memory::data_type::bf16);
-  p.mm_b = matrix(K, N, memory::data_type::bf16);
+// The matmul's operands and fused bias, and the bf16 inputs it may read in place.
+void EinsumBf16::Impl::describe_matmul(const Shape& a, const Shape& b, const MatmulGeometry& geo,
+                                       bool with_bias) {
+  const Dims& batch = geo.batch;
+  mm_a = matrix(batch, geo.M, geo.K, memory::data_type::bf16);
+  mm_b = matrix(batch, geo.K, geo.N, memory::data_type::bf16);
   if (with_bias) {
     Dims d(batch.size(), 1);
     d.push_back(1);
-    d.push_back(N);
-    p.bias = memory::desc(d, memory::data_type::f32, dense_strides(d));
+    d.push_back(geo.N);
+    bias = memory::desc(d, memory::data_type::f32, dense_strides(d));
   }
-
   // A bf16 operand whose row and column groups each merge into one strided
-  // index is read in place; the matmul's choice of kernel decides below.
+  // index is read in place; the matmul's choice of kernel decides later.
   auto strided = [&](const Shape& s, const std::vector<std::string>& rows,
                      const std::vector<std::string>& cols, int64_t nrows, int64_t ncols) {
     const int64_t rs = group_stride(s, rows, 1), cs = group_stride(s, cols, 1);
     if (rs < 0 || cs < 0) return memory::desc();
     Dims d = batch, st;
-    for (const auto& name : g.batch) st.push_back(s.stride(name));
+    for (const auto& name : geo.g.batch) st.push_back(s.stride(name));
     d.push_back(nrows);
     d.push_back(ncols);
     st.push_back(rs);
     st.push_back(cs);
     return memory::desc(d, memory::data_type::bf16, st);
   };
-  if (bf16_operands.a) p.a_direct = strided(a, g.m, g.k, M, K);
-  if (bf16_operands.b) p.b_direct = strided(b, g.k, g.n, K, N);
+  if (operands.a) a_direct = strided(a, geo.g.m, geo.g.k, geo.M, geo.K);
+  if (operands.b) b_direct = strided(b, geo.g.k, geo.g.n, geo.K, geo.N);
+}
 
-  if (!onednn_has_bf16_matmul()) {
-    // Sizes only, on a CPU with no bf16 matmul (a plan for another machine):
-    // as an optimised kernel would take them, bf16 operands and C read and
-    // written in place wherever their strides allow, the rest converted or
-    // staged; oneDNN's own scratchpad unknown and counted as 0. Exact only
-    // where the kernels would run.
-    p.a_in_place = !p.a_direct.is_zero();
-    p.b_in_place = !p.b_direct.is_zero();
-    if (p.a_in_place) p.a_bytes = 0;
-    if (p.b_in_place) p.b_bytes = 0;
-    p.stage_c = group_stride(out, g.m, 1) < 0 || group_stride(out, g.n, 1) < 0;
-    if (p.stage_c)
-      p.c_bytes = round_up(static_cast<size_t>(product(sizes, 0, sizes.size())) * sizeof(float));
-    p.impl_name = "none on this CPU (" + onednn_cpu_isa() + "): sizes estimated";
-    return;
-  }
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+// Sizes only, on a CPU with no bf16 matmul (a plan for another machine): as
+// an optimised kernel would take them, bf16 operands and C read and written
+// in place wherever their strides allow, the rest converted or staged;
+// oneDNN's own scratchpad unknown and counted as 0. Exact only where the
+// kernels would run.
+void EinsumBf16::Impl::estimate_without_bf16_matmul(const Shape& out, const MatmulGeometry& geo) {
+  a_in_place = !a_direct.is_zero();
+  b_in_place = !b_direct.is_zero();
+  if (a_in_place) a_bytes = 0;
+  if (b_in_place) b_bytes = 0;
+  stage_c = group_stride(out, geo.g.m, 1) < 0 || group_stride(out, geo.g.n, 1) < 0;
+  if (stage_c) c_bytes = round_up(static_cast<size_t>(geo.c_elements) * sizeof(float));
+  impl_name = "none on this CPU (" + onednn_cpu_isa() + "): sizes estimated";
+}
+
+// The matmul primitive: C written in place when m and n each merge into one
+// strided index and oneDNN has an optimised (non-reference) kernel for those
+// strides, else staged in f32; bf16 inputs read in place where it can.
+dnnl::matmul::primitive_desc EinsumBf16::Impl::choose_matmul(const Shape& out,
+                                                             const MatmulGeometry& geo,
+                                                             const dnnl::primitive_attr& attr) {
   auto try_matmul = [&](const memory::desc& c, dnnl::matmul::primitive_desc& pd) {
     for (int direct = 3; direct >= 0; --direct) {  // read bf16 inputs in place if possible
-      const bool da = (direct & 1) && !p.a_direct.is_zero();
-      const bool db = (direct & 2) && !p.b_direct.is_zero();
+      const bool da = (direct & 1) && !a_direct.is_zero();
+      const bool db = (direct & 2) && !b_direct.is_zero();
       if (((direct & 1) && !da) || ((direct & 2) && !db)) continue;
       try {
         pd = dnnl::matmul::primitive_desc(
-            dnnl::matmul::desc(da ? p.a_direct : p.mm_a, db ? p.b_direct : p.mm_b, p.bias, c), attr,
+            dnnl::matmul::desc(da ? a_direct : mm_a, db ? b_direct : mm_b, bias, c), attr,
             cpu_engine());
       } catch (const dnnl::error&) {
         continue;
       }
       if (std::string(pd.impl_info_str()).find("ref") != std::string::npos) continue;
-      p.a_in_place = da;
-      p.b_in_place = db;
+      a_in_place = da;
+      b_in_place = db;
       return true;
     }
     return false;
@@ -243,58 +266,93 @@ EinsumBf16::EinsumBf16(const Shape& a, const Shape& b, const Shape& out, bool cr
   auto make_matmul = [&](const memory::desc& c) {
     dnnl::matmul::primitive_desc pd;
     if (try_matmul(c, pd)) return pd;
-    p.a_in_place = p.b_in_place = false;  // oneDNN's reference kernel: accepted only as is
-    return dnnl::matmul::primitive_desc(dnnl::matmul::desc(p.mm_a, p.mm_b, p.bias, c), attr,
+    a_in_place = b_in_place = false;  // oneDNN's reference kernel: accepted only as is
+    return dnnl::matmul::primitive_desc(dnnl::matmul::desc(mm_a, mm_b, bias, c), attr,
                                         cpu_engine());
   };
-  // C written in place when m and n each merge into one strided index and
-  // oneDNN has an optimised (non-reference) kernel for those strides.
   dnnl::matmul::primitive_desc mm_pd;
-  const int64_t ms = group_stride(out, g.m, 1), ns = group_stride(out, g.n, 1);
+  const int64_t ms = group_stride(out, geo.g.m, 1), ns = group_stride(out, geo.g.n, 1);
   bool in_place = ms >= 0 && ns >= 0;
   if (in_place) {
-    Dims d = batch, st;
-    for (const auto& name : g.batch) st.push_back(out.stride(name));
-    d.push_back(M);
-    d.push_back(N);
+    Dims d = geo.batch, st;
+    for (const auto& name : geo.g.batch) st.push_back(out.stride(name));
+    d.push_back(geo.M);
+    d.push_back(geo.N);
     st.push_back(ms);
     st.push_back(ns);
-    p.mm_c = memory::desc(d, type_of(bf16_operands.out), st);
-    in_place = try_matmul(p.mm_c, mm_pd);
+    mm_c = memory::desc(d, type_of(operands.out), st);
+    in_place = try_matmul(mm_c, mm_pd);
   }
   if (!in_place) {
-    p.stage_c = true;
-    p.mm_c = matrix(M, N, memory::data_type::f32);
-    mm_pd = make_matmul(p.mm_c);
-    p.c_bytes = round_up(static_cast<size_t>(product(sizes, 0, sizes.size())) * sizeof(float));
+    stage_c = true;
+    mm_c = matrix(geo.batch, geo.M, geo.N, memory::data_type::f32);
+    mm_pd = make_matmul(mm_c);
+    c_bytes = round_up(static_cast<size_t>(geo.c_elements) * sizeof(float));
   }
-  p.impl_name = mm_pd.impl_info_str();
+  return mm_pd;
+}
+
+// The reorders around the matmul, the scratchpad they share with it, and
+// (with `create_primitives`) every primitive.
+void EinsumBf16::Impl::plan_reorders(const dnnl::matmul::primitive_desc& mm_pd,
+                                     const dnnl::primitive_attr& attr, bool create_primitives) {
+  impl_name = mm_pd.impl_info_str();
   auto reorder_pd = [&](const memory::desc& from, const memory::desc& to) {
     return dnnl::reorder::primitive_desc(cpu_engine(), from, cpu_engine(), to, attr);
   };
-  if (p.a_in_place) p.a_bytes = 0;
-  if (p.b_in_place) p.b_bytes = 0;
+  if (a_in_place) a_bytes = 0;
+  if (b_in_place) b_bytes = 0;
   size_t pad = mm_pd.scratchpad_desc().get_size();
   dnnl::reorder::primitive_desc ra_pd, rb_pd;
-  if (!p.a_in_place && !p.a_rounded) {
-    ra_pd = reorder_pd(p.a_src, p.a_dst);
+  if (!a_in_place && !a_rounded) {
+    ra_pd = reorder_pd(a_src, a_dst);
     pad = std::max(pad, ra_pd.scratchpad_desc().get_size());
   }
-  if (!p.b_in_place && !p.b_rounded) {
-    rb_pd = reorder_pd(p.b_src, p.b_dst);
+  if (!b_in_place && !b_rounded) {
+    rb_pd = reorder_pd(b_src, b_dst);
     pad = std::max(pad, rb_pd.scratchpad_desc().get_size());
   }
   dnnl::reorder::primitive_desc rc_pd;
-  if (p.stage_c) {
-    rc_pd = reorder_pd(p.c_stage, p.c_out);
+  if (stage_c) {
+    rc_pd = reorder_pd(c_stage, c_out);
     pad = std::max(pad, rc_pd.scratchpad_desc().get_size());
   }
-  p.pad_bytes = round_up(pad);
+  pad_bytes = round_up(pad);
   if (!create_primitives) return;
-  if (!p.a_in_place && !p.a_rounded) p.ra = dnnl::reorder(ra_pd);
-  if (!p.b_in_place && !p.b_rounded) p.rb = dnnl::reorder(rb_pd);
-  if (p.stage_c) p.rc = dnnl::reorder(rc_pd);
-  p.mm = dnnl::matmul(mm_pd);
+  if (!a_in_place && !a_rounded) ra = dnnl::reorder(ra_pd);
+  if (!b_in_place && !b_rounded) rb = dnnl::reorder(rb_pd);
+  if (stage_c) rc = dnnl::reorder(rc_pd);
+  mm = dnnl::matmul(mm_pd);
+}
+
+EinsumBf16::EinsumBf16(const Shape& a, const Shape& b, const Shape& out, bool create_primitives,
+                       Bf16Operands bf16_operands, std::optional<Bf16Route> route, bool with_bias)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& p = *impl_;
+  p.route = route.value_or(create_primitives ? bf16_route() : plan_bf16_route());
+  p.operands = bf16_operands;
+  TS_CHECK(!with_bias || p.route == Bf16Route::kOneDnn,
+           "einsum bf16: a fused bias needs oneDNN's bf16 matmul");
+  if (p.route == Bf16Route::kWidenedF32) {
+    p.plan_widened(a, b, out);
+    return;
+  }
+  if (create_primitives && !onednn_has_bf16_matmul())
+    TS_THROW("precision bf16: oneDNN has no bf16 matmul on this CPU (its instruction set: ",
+             onednn_cpu_isa(),
+             "); bf16 needs AVX-512 (emulated, slower than f32), AVX512-BF16 or AMX. Use "
+             "precision f32 here");
+  const MatmulGeometry geo = p.describe_operands(a, b, out);
+  if (p.empty) return;
+  p.describe_matmul(a, b, geo, with_bias);
+  if (!onednn_has_bf16_matmul()) {
+    p.estimate_without_bf16_matmul(out, geo);
+    return;
+  }
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  const dnnl::matmul::primitive_desc mm_pd = p.choose_matmul(out, geo, attr);
+  p.plan_reorders(mm_pd, attr, create_primitives);
 }
 
 EinsumBf16::~EinsumBf16() = default;

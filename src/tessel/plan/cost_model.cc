@@ -344,70 +344,63 @@ double covered_share(double start, double end,
   return covered / (end - start);
 }
 
-std::vector<RankStep> pipeline_steps(const std::vector<CompiledRank>& reps,
-                                     const Schedule& schedule, const Simulator& sim,
-                                     const Simulator& post_sim, double share,
-                                     const PipelineCoRun& co, StagePhaseMemo* memo) {
-  const PipelineModel& first = *reps.front().pipeline;
-  const int p = schedule.ranks;
-  const std::optional<int> pipe_axis = first.pipe_axis();
-  std::vector<const CompiledRank*> by_pipe(p, nullptr);
-  for (const CompiledRank& c : reps)
-    if (!by_pipe[c.pipeline->pipe_rank()]) by_pipe[c.pipeline->pipe_rank()] = &c;
-  TS_CHECK(by_pipe[0] && by_pipe[p - 1],
-           "cost model: no representative for the first or last "
-           "pipeline rank");
+// A stage's phase costs, the accumulation folded into `bw` (it ends each
+// backward-weight action).
+struct StageCost : StagePhaseCost {
+  // Polled progress: the sender's share of copying its sends, charged to
+  // the action that produces them (F: activations, B/BI: gradients).
+  double send_f = 0, send_b = 0;
+};
+// Per pipeline rank: its chunks' costs and the elements it holds.
+struct RankCosts {
+  std::vector<StageCost> chunks;
+  double held = 0, state = 0, tied = 0;
+};
 
-  // A stage's phase costs, the accumulation folded into `bw` (it ends each
-  // backward-weight action).
-  struct StageCost : StagePhaseCost {
-    // Polled progress: the sender's share of copying its sends, charged to
-    // the action that produces them (F: activations, B/BI: gradients).
-    double send_f = 0, send_b = 0;
-  };
-  // Per pipeline rank: its chunks' costs and the elements it holds.
-  struct RankCosts {
-    std::vector<StageCost> chunks;
-    double held = 0, state = 0, tied = 0;
-  };
-  std::vector<RankCosts> cost(p);
-  for (int r = 0; r < p; ++r) {
-    if (!by_pipe[r]) continue;
-    const CompiledRank& c = *by_pipe[r];
-    std::vector<StagePhaseCost> own;
-    const std::vector<StagePhaseCost>* phases = &own;
-    if (memo) {  // by the rank's index in `reps`
-      memo->resize(reps.size());
-      auto& kept = (*memo)[by_pipe[r] - reps.data()];
-      if (!kept) kept = phase_costs(c, sim);
-      phases = &*kept;
-    } else {
-      own = phase_costs(c, sim);
-    }
-    for (const StagePhaseCost& phase : *phases) {
-      StageCost sc;
-      static_cast<StagePhaseCost&>(sc) = phase;
-      sc.bw += sc.accumulate;
-      sc.accumulate = 0;
-      if (sim.polled() && pipe_axis) {
-        const double keep = 1 - sim.progress().send_overlap;
-        sc.send_f = sc.act_bytes > 0 ? keep * sim.p2p(sc.act_bytes, *pipe_axis) : 0;
-        sc.send_b = sc.grad_bytes > 0 ? keep * sim.p2p(sc.grad_bytes, *pipe_axis) : 0;
-      }
-      if (static_cast<int>(cost[r].chunks.size()) <= sc.chunk) cost[r].chunks.resize(sc.chunk + 1);
-      cost[r].chunks[sc.chunk] = sc;
-    }
-    for (const PipelineParam& q : c.pipeline->params()) {
-      if (!q.held) continue;
-      const double n = static_cast<double>(q.sharding.local_shape(q.shape, c.mesh).numel());
-      cost[r].held += n;
-      cost[r].state += static_cast<double>(q.state_sharding().local_shape(q.shape, c.mesh).numel());
-      if (q.pipe_ranks.size() > 1) cost[r].tied += n;
-    }
+// The costs of a pipeline rank that `c` (one of `reps`) was compiled for.
+RankCosts compiled_rank_costs(const std::vector<CompiledRank>& reps, const CompiledRank& c,
+                              const Simulator& sim, std::optional<int> pipe_axis,
+                              StagePhaseMemo* memo) {
+  RankCosts rc;
+  std::vector<StagePhaseCost> own;
+  const std::vector<StagePhaseCost>* phases = &own;
+  if (memo) {  // by the rank's index in `reps`
+    memo->resize(reps.size());
+    auto& kept = (*memo)[&c - reps.data()];
+    if (!kept) kept = phase_costs(c, sim);
+    phases = &*kept;
+  } else {
+    own = phase_costs(c, sim);
   }
-  // Ranks not compiled hold middle stages only: a compiled middle rank's
-  // costs, scaled by each chunk's block count (the partition is known).
-  const StagePartition& part = first.partition();
+  for (const StagePhaseCost& phase : *phases) {
+    StageCost sc;
+    static_cast<StagePhaseCost&>(sc) = phase;
+    sc.bw += sc.accumulate;
+    sc.accumulate = 0;
+    if (sim.polled() && pipe_axis) {
+      const double keep = 1 - sim.progress().send_overlap;
+      sc.send_f = sc.act_bytes > 0 ? keep * sim.p2p(sc.act_bytes, *pipe_axis) : 0;
+      sc.send_b = sc.grad_bytes > 0 ? keep * sim.p2p(sc.grad_bytes, *pipe_axis) : 0;
+    }
+    if (static_cast<int>(rc.chunks.size()) <= sc.chunk) rc.chunks.resize(sc.chunk + 1);
+    rc.chunks[sc.chunk] = sc;
+  }
+  for (const PipelineParam& q : c.pipeline->params()) {
+    if (!q.held) continue;
+    const double n = static_cast<double>(q.sharding.local_shape(q.shape, c.mesh).numel());
+    rc.held += n;
+    rc.state += static_cast<double>(q.state_sharding().local_shape(q.shape, c.mesh).numel());
+    if (q.pipe_ranks.size() > 1) rc.tied += n;
+  }
+  return rc;
+}
+
+// Ranks not compiled hold middle stages only: a compiled middle rank's
+// costs, scaled by each chunk's block count (the partition is known).
+void stand_in_rank_costs(std::vector<RankCosts>& cost,
+                         const std::vector<const CompiledRank*>& by_pipe,
+                         const StagePartition& part, const Schedule& schedule) {
+  const int p = static_cast<int>(cost.size());
   auto blocks = [&](int stage) {
     const int end = stage + 1 < part.stages ? part.first_block[stage + 1] : part.blocks;
     return std::max(1, end - part.first_block[stage]);
@@ -434,14 +427,22 @@ std::vector<RankStep> pipeline_steps(const std::vector<CompiledRank>& reps,
     cost[r].held *= mean;
     cost[r].state *= mean;
   }
-  const CompiledRank& any = *by_pipe[0];
-  // The sender's copying of a send (polled progress), charged to the action before it.
-  auto send_charge = [&](int r, const Action& a) {
-    const StageCost& sc = cost[r].chunks[a.chunk];
-    if (a.kind == ActionKind::kForward) return sc.send_f;
-    if (a.kind == ActionKind::kBackward || a.kind == ActionKind::kBackwardInput) return sc.send_b;
-    return 0.0;
-  };
+}
+
+// The sender's copying of a send (polled progress), charged to the action before it.
+double send_charge(const RankCosts& rc, const Action& a) {
+  const StageCost& sc = rc.chunks[a.chunk];
+  if (a.kind == ActionKind::kForward) return sc.send_f;
+  if (a.kind == ActionKind::kBackward || a.kind == ActionKind::kBackwardInput) return sc.send_b;
+  return 0.0;
+}
+
+// The schedule's timeline from each action's cost, with the co-run factors
+// (PipelineCoRun) applied and, under `co.overlap`, corrected pass by pass.
+SimulatedTimeline simulate_pipeline(const Schedule& schedule, const std::vector<RankCosts>& cost,
+                                    const Simulator& sim, std::optional<int> pipe_axis,
+                                    const PipelineCoRun& co) {
+  const int p = schedule.ranks;
   // Co-run factors per action, by (rank, kind, micro-batch, chunk).
   using ActionKey = std::tuple<int, int, int, int>;
   auto key_of = [](int r, const Action& a) {
@@ -451,7 +452,7 @@ std::vector<RankStep> pipeline_steps(const std::vector<CompiledRank>& reps,
   ActionCosts costs;
   costs.compute = [&](int r, const Action& a) {
     const StageCost& sc = cost[r].chunks[a.chunk];
-    const double t = action_cost(a.kind, UnitCosts{sc.f, sc.bi, sc.bw}) + send_charge(r, a);
+    const double t = action_cost(a.kind, UnitCosts{sc.f, sc.bi, sc.bw}) + send_charge(cost[r], a);
     if (co.overlap) {
       const auto it = slower.find(key_of(r, a));
       return it == slower.end() ? t : it->second * t;
@@ -489,54 +490,82 @@ std::vector<RankStep> pipeline_steps(const std::vector<CompiledRank>& reps,
     timeline = std::move(again);
     if (settled) break;
   }
+  return timeline;
+}
 
-  std::vector<RankStep> steps;
-  for (int r = 0; r < p; ++r) {
-    RankStep s;
-    double busy = 0;
-    for (const SimulatedTimeline::Event& e : timeline.events)
-      if (e.rank == r) {
-        busy += e.end - e.start;
-        const StageCost& sc = cost[r].chunks[e.action.chunk];
-        const auto& comm = e.action.kind == ActionKind::kForward ? sc.comm_f : sc.comm_b;
-        for (const auto& [axis, t] : comm) {
-          s.comm_s[axis] += t;
-          s.exposed_s[axis] += t;
-          busy -= t;
-        }
-        if (const double send = send_charge(r, e.action); send > 0) {
-          const std::string& axis = any.mesh.axis(*pipe_axis).name;
-          s.comm_s[axis] += send;
-          s.exposed_s[axis] += send;
-          busy -= send;
-        }
+// Pipeline rank r's step: its actions' compute and blocking communication
+// from the timeline, its bubble, then the per-step work after the schedule.
+RankStep pipeline_rank_step(int r, const SimulatedTimeline& timeline, const RankCosts& rc,
+                            const CompiledRank& any, std::optional<int> pipe_axis,
+                            const Simulator& sim, const Simulator& post_sim) {
+  RankStep s;
+  double busy = 0;
+  for (const SimulatedTimeline::Event& e : timeline.events)
+    if (e.rank == r) {
+      busy += e.end - e.start;
+      const StageCost& sc = rc.chunks[e.action.chunk];
+      const auto& comm = e.action.kind == ActionKind::kForward ? sc.comm_f : sc.comm_b;
+      for (const auto& [axis, t] : comm) {
+        s.comm_s[axis] += t;
+        s.exposed_s[axis] += t;
+        busy -= t;
       }
-    s.compute_s = busy;
-    s.bubble_s = timeline.makespan * (timeline.bubble_fraction[r]);
-    // After the schedule: the accumulators' data-axis reduction (or
-    // reduce-scatter under ZeRO), the tied parameters' pipe-axis sum (both
-    // exposed communication on their axes), the update (optimizer time).
-    const double held = cost[r].held, state = cost[r].state, tied = cost[r].tied;
-    double post = 0;
-    if (!any.pipeline->data_axis().empty()) {
-      const std::string& axis = any.pipeline->data_axis();
-      const double d = any.config.zero > 0
-                           ? sim.collective(CollectiveKind::kReduceScatter, 4 * held, axis)
-                           : sim.collective(CollectiveKind::kAllReduce, 4 * held, axis);
-      s.comm_s[axis] += d;
-      s.exposed_s[axis] += d;
-      post += d;
+      if (const double send = send_charge(rc, e.action); send > 0) {
+        const std::string& axis = any.mesh.axis(*pipe_axis).name;
+        s.comm_s[axis] += send;
+        s.exposed_s[axis] += send;
+        busy -= send;
+      }
     }
-    if (tied > 0 && pipe_axis) {
-      const double d = sim.collective(CollectiveKind::kAllReduce, 4 * tied, "pipe");
-      s.comm_s["pipe"] += d;
-      s.exposed_s["pipe"] += d;
-      post += d;
-    }
-    s.optimizer_s = post_sim.update(state, any.config.optimizer);
-    s.end_s = timeline.makespan + post + s.optimizer_s;
-    steps.push_back(s);
+  s.compute_s = busy;
+  s.bubble_s = timeline.makespan * (timeline.bubble_fraction[r]);
+  // After the schedule: the accumulators' data-axis reduction (or
+  // reduce-scatter under ZeRO), the tied parameters' pipe-axis sum (both
+  // exposed communication on their axes), the update (optimizer time).
+  const double held = rc.held, state = rc.state, tied = rc.tied;
+  double post = 0;
+  if (!any.pipeline->data_axis().empty()) {
+    const std::string& axis = any.pipeline->data_axis();
+    const double d = any.config.zero > 0
+                         ? sim.collective(CollectiveKind::kReduceScatter, 4 * held, axis)
+                         : sim.collective(CollectiveKind::kAllReduce, 4 * held, axis);
+    s.comm_s[axis] += d;
+    s.exposed_s[axis] += d;
+    post += d;
   }
+  if (tied > 0 && pipe_axis) {
+    const double d = sim.collective(CollectiveKind::kAllReduce, 4 * tied, "pipe");
+    s.comm_s["pipe"] += d;
+    s.exposed_s["pipe"] += d;
+    post += d;
+  }
+  s.optimizer_s = post_sim.update(state, any.config.optimizer);
+  s.end_s = timeline.makespan + post + s.optimizer_s;
+  return s;
+}
+
+std::vector<RankStep> pipeline_steps(const std::vector<CompiledRank>& reps,
+                                     const Schedule& schedule, const Simulator& sim,
+                                     const Simulator& post_sim, double share,
+                                     const PipelineCoRun& co, StagePhaseMemo* memo) {
+  const PipelineModel& first = *reps.front().pipeline;
+  const int p = schedule.ranks;
+  const std::optional<int> pipe_axis = first.pipe_axis();
+  std::vector<const CompiledRank*> by_pipe(p, nullptr);
+  for (const CompiledRank& c : reps)
+    if (!by_pipe[c.pipeline->pipe_rank()]) by_pipe[c.pipeline->pipe_rank()] = &c;
+  TS_CHECK(by_pipe[0] && by_pipe[p - 1],
+           "cost model: no representative for the first or last "
+           "pipeline rank");
+  std::vector<RankCosts> cost(p);
+  for (int r = 0; r < p; ++r)
+    if (by_pipe[r]) cost[r] = compiled_rank_costs(reps, *by_pipe[r], sim, pipe_axis, memo);
+  stand_in_rank_costs(cost, by_pipe, first.partition(), schedule);
+  const SimulatedTimeline timeline = simulate_pipeline(schedule, cost, sim, pipe_axis, co);
+  std::vector<RankStep> steps;
+  for (int r = 0; r < p; ++r)
+    steps.push_back(
+        pipeline_rank_step(r, timeline, cost[r], *by_pipe[0], pipe_axis, sim, post_sim));
   if (share > 1) {
     // Oversubscribed: the cores' work, every rank's compute spread evenly.
     double busy = 0;

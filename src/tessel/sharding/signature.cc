@@ -132,6 +132,137 @@ bool divisible(const Shape& s, const std::string& dim, int n) {
   return !i || s[*i].size % n == 0;
 }
 
+// One op as the families' candidates read it: its operands' shapes, the
+// axis size and the dims other axes already split.
+struct OpView {
+  const Node& node;
+  const std::vector<const Shape*>& in;
+  const Shape& out;
+  int n;
+  const std::set<std::string>& taken;
+  // Whether `d` may be split: not taken, and divisible in every holder.
+  bool usable(const std::string& d, const std::vector<const Shape*>& holders) const {
+    if (taken.count(d)) return false;
+    for (const Shape* s : holders)
+      if (!divisible(*s, d, n)) return false;
+    return true;
+  }
+};
+
+// Dims flow by name: a split dim splits every operand that has it.
+void add_dimwise(const Rule& rule, const OpView& op, std::vector<AxisSignature>& result) {
+  // The hot case of every lowering: no copies of dim names until a
+  // signature is made, and each holder's dims looked up once: the
+  // distinct dims of the inputs and the output in that order, with the
+  // size each holder has of them (-1: it lacks the dim).
+  const std::vector<const Shape*>& in = op.in;
+  const std::set<std::string> pinned =
+      rule.pins == Pins::kNone ? std::set<std::string>() : pinned_dims(op.node, rule.pins);
+  const size_t holders = in.size() + 1;  // the inputs, then the output
+  std::vector<const std::string*> dims;
+  std::vector<int64_t> size;  // size[j * holders + h]: holder h's size of dims[j]
+  for (size_t h = 0; h < holders; ++h)
+    for (const Dim& d : (h < in.size() ? *in[h] : op.out).dims()) {
+      size_t j = 0;
+      while (j < dims.size() && *dims[j] != d.name) ++j;
+      if (j == dims.size()) {
+        dims.push_back(&d.name);
+        size.resize(size.size() + holders, -1);
+      }
+      size[j * holders + h] = d.size;
+    }
+  for (size_t j = 0; j < dims.size(); ++j) {
+    const std::string& d = *dims[j];
+    if (pinned.count(d) || op.taken.count(d)) continue;
+    bool divides = true;
+    for (size_t h = 0; h < holders; ++h)
+      if (size[j * holders + h] >= 0 && size[j * holders + h] % op.n != 0) divides = false;
+    if (!divides) continue;
+    const bool in_out = size[j * holders + in.size()] >= 0;
+    if (!in_out && !rule.partial_ok) continue;
+    AxisSignature sig{d, {}, in_out ? Placement::split(d) : Placement::partial_sum()};
+    sig.inputs.reserve(in.size());
+    for (size_t i = 0; i < in.size(); ++i)
+      sig.inputs.push_back(size[j * holders + i] >= 0 ? Placement::split(d)
+                                                      : Placement::broadcast());
+    result.push_back(std::move(sig));
+  }
+}
+
+// A dim changes name on the way: split before, split as renamed after.
+void add_rename(const OpView& op, std::vector<AxisSignature>& result) {
+  for (const Dim& d : op.in[0]->dims()) {
+    std::string renamed = d.name == op.node.attrs.dim ? renamed_to(op.node.attrs) : d.name;
+    if (op.taken.count(d.name) || op.taken.count(renamed) || d.size % op.n != 0) continue;
+    result.push_back({d.name, {Placement::split(d.name)}, Placement::split(renamed)});
+  }
+}
+
+// (table, ids): the ids' dims, the table's embedding dims, or its rows.
+void add_embedding(const OpView& op, std::vector<AxisSignature>& result) {
+  const Shape& table = *op.in[0];
+  const Shape& ids = *op.in[1];
+  for (const Dim& d : ids.dims())
+    if (op.usable(d.name, {&ids}))
+      result.push_back(
+          {d.name, {Placement::broadcast(), Placement::split(d.name)}, Placement::split(d.name)});
+  for (int i = 1; i < table.rank(); ++i)
+    if (op.usable(table[i].name, {&table}))
+      result.push_back({table[i].name,
+                        {Placement::split(table[i].name), Placement::broadcast()},
+                        Placement::split(table[i].name)});
+  if (op.usable(table[0].name, {&table}))  // vocab-parallel: rows outside the shard give zeros
+    result.push_back({table[0].name,
+                      {Placement::split(table[0].name), Placement::broadcast()},
+                      Placement::partial_sum()});
+}
+
+// (ids, dy) -> table: the ids' dims give partial tables; the table's dims split.
+void add_embedding_grad(const OpView& op, std::vector<AxisSignature>& result) {
+  const Shape& ids = *op.in[0];
+  const Shape& dy = *op.in[1];
+  const Shape& out = op.out;
+  for (const Dim& d : ids.dims())
+    if (op.usable(d.name, {&ids, &dy}))
+      result.push_back(
+          {d.name, {Placement::split(d.name), Placement::split(d.name)}, Placement::partial_sum()});
+  for (int i = 1; i < out.rank(); ++i)
+    if (op.usable(out[i].name, {&dy, &out}))
+      result.push_back({out[i].name,
+                        {Placement::broadcast(), Placement::split(out[i].name)},
+                        Placement::split(out[i].name)});
+  if (op.usable(out[0].name, {&out}))
+    result.push_back({out[0].name,
+                      {Placement::broadcast(), Placement::broadcast()},
+                      Placement::split(out[0].name)});
+}
+
+// (logits, labels[, dloss]). Rows (the labels' dims) split: each rank's mean
+// is scaled by its share of the rows; the loss is P(sum), its gradient stays
+// split. The vocab split: the kernel reduces max and sum-exp across the axis
+// itself.
+void add_cross_entropy(const OpView& op, std::vector<AxisSignature>& result) {
+  const Shape& logits = *op.in[0];
+  const Shape& labels = *op.in[1];
+  const bool is_grad = op.node.inputs.size() == 3;
+  for (const Dim& d : labels.dims()) {
+    if (!op.usable(d.name, {&labels})) continue;
+    AxisSignature sig{d.name,
+                      {Placement::split(d.name), Placement::split(d.name)},
+                      is_grad ? Placement::split(d.name) : Placement::partial_sum()};
+    if (is_grad) sig.inputs.push_back(Placement::broadcast());
+    result.push_back(sig);
+  }
+  const std::string& vocab = op.node.attrs.dim;
+  if (op.usable(vocab, {&logits})) {
+    AxisSignature sig{vocab,
+                      {Placement::split(vocab), Placement::broadcast()},
+                      is_grad ? Placement::split(vocab) : Placement::broadcast()};
+    if (is_grad) sig.inputs.push_back(Placement::broadcast());
+    result.push_back(sig);
+  }
+}
+
 }  // namespace
 
 bool passes_partial(OpKind kind) { return kRules.at(static_cast<size_t>(kind)).linear; }
@@ -155,127 +286,27 @@ std::vector<AxisSignature> candidates(const Graph& graph, const Node& node, int 
     result.insert(result.begin(),
                   AxisSignature{"", std::vector<Placement>(in.size(), Placement::partial_sum()),
                                 Placement::partial_sum()});
-  auto usable = [&](const std::string& d, const std::vector<const Shape*>& holders) {
-    if (taken.count(d)) return false;
-    for (const Shape* s : holders)
-      if (!divisible(*s, d, n)) return false;
-    return true;
-  };
-
+  const OpView op{node, in, out, n, taken};
   switch (rule.family) {
     case Family::kLeaf:
     case Family::kFill:
     case Family::kCollective:
-      return result;  // placed directly by the lowering
-    case Family::kDimwise: {
-      // The hot case of every lowering: no copies of dim names until a
-      // signature is made, and each holder's dims looked up once: the
-      // distinct dims of the inputs and the output in that order, with the
-      // size each holder has of them (-1: it lacks the dim).
-      const std::set<std::string> pinned =
-          rule.pins == Pins::kNone ? std::set<std::string>() : pinned_dims(node, rule.pins);
-      const size_t holders = in.size() + 1;  // the inputs, then the output
-      std::vector<const std::string*> dims;
-      std::vector<int64_t> size;  // size[j * holders + h]: holder h's size of dims[j]
-      for (size_t h = 0; h < holders; ++h)
-        for (const Dim& d : (h < in.size() ? *in[h] : out).dims()) {
-          size_t j = 0;
-          while (j < dims.size() && *dims[j] != d.name) ++j;
-          if (j == dims.size()) {
-            dims.push_back(&d.name);
-            size.resize(size.size() + holders, -1);
-          }
-          size[j * holders + h] = d.size;
-        }
-      for (size_t j = 0; j < dims.size(); ++j) {
-        const std::string& d = *dims[j];
-        if (pinned.count(d) || taken.count(d)) continue;
-        bool divides = true;
-        for (size_t h = 0; h < holders; ++h)
-          if (size[j * holders + h] >= 0 && size[j * holders + h] % n != 0) divides = false;
-        if (!divides) continue;
-        const bool in_out = size[j * holders + in.size()] >= 0;
-        if (!in_out && !rule.partial_ok) continue;
-        AxisSignature sig{d, {}, in_out ? Placement::split(d) : Placement::partial_sum()};
-        sig.inputs.reserve(in.size());
-        for (size_t i = 0; i < in.size(); ++i)
-          sig.inputs.push_back(size[j * holders + i] >= 0 ? Placement::split(d)
-                                                          : Placement::broadcast());
-        result.push_back(std::move(sig));
-      }
-      return result;
-    }
-    case Family::kRename: {
-      for (const Dim& d : in[0]->dims()) {
-        std::string renamed = d.name == node.attrs.dim ? renamed_to(node.attrs) : d.name;
-        if (taken.count(d.name) || taken.count(renamed) || d.size % n != 0) continue;
-        result.push_back({d.name, {Placement::split(d.name)}, Placement::split(renamed)});
-      }
-      return result;
-    }
-    case Family::kEmbedding: {
-      const Shape& table = *in[0];
-      const Shape& ids = *in[1];
-      for (const Dim& d : ids.dims())
-        if (usable(d.name, {&ids}))
-          result.push_back({d.name,
-                            {Placement::broadcast(), Placement::split(d.name)},
-                            Placement::split(d.name)});
-      for (int i = 1; i < table.rank(); ++i)
-        if (usable(table[i].name, {&table}))
-          result.push_back({table[i].name,
-                            {Placement::split(table[i].name), Placement::broadcast()},
-                            Placement::split(table[i].name)});
-      if (usable(table[0].name, {&table}))  // vocab-parallel: rows outside the shard give zeros
-        result.push_back({table[0].name,
-                          {Placement::split(table[0].name), Placement::broadcast()},
-                          Placement::partial_sum()});
-      return result;
-    }
-    case Family::kEmbeddingGrad: {
-      const Shape& ids = *in[0];
-      const Shape& dy = *in[1];
-      for (const Dim& d : ids.dims())
-        if (usable(d.name, {&ids, &dy}))
-          result.push_back({d.name,
-                            {Placement::split(d.name), Placement::split(d.name)},
-                            Placement::partial_sum()});
-      for (int i = 1; i < out.rank(); ++i)
-        if (usable(out[i].name, {&dy, &out}))
-          result.push_back({out[i].name,
-                            {Placement::broadcast(), Placement::split(out[i].name)},
-                            Placement::split(out[i].name)});
-      if (usable(out[0].name, {&out}))
-        result.push_back({out[0].name,
-                          {Placement::broadcast(), Placement::broadcast()},
-                          Placement::split(out[0].name)});
-      return result;
-    }
-    case Family::kCrossEntropy: {
-      // Rows (the labels' dims) split: each rank's mean is scaled by its share
-      // of the rows; the loss is P(sum), its gradient stays split. The vocab
-      // split: the kernel reduces max and sum-exp across the axis itself.
-      const Shape& logits = *in[0];
-      const Shape& labels = *in[1];
-      const bool is_grad = node.inputs.size() == 3;
-      for (const Dim& d : labels.dims()) {
-        if (!usable(d.name, {&labels})) continue;
-        AxisSignature sig{d.name,
-                          {Placement::split(d.name), Placement::split(d.name)},
-                          is_grad ? Placement::split(d.name) : Placement::partial_sum()};
-        if (is_grad) sig.inputs.push_back(Placement::broadcast());
-        result.push_back(sig);
-      }
-      const std::string& vocab = node.attrs.dim;
-      if (usable(vocab, {&logits})) {
-        AxisSignature sig{vocab,
-                          {Placement::split(vocab), Placement::broadcast()},
-                          is_grad ? Placement::split(vocab) : Placement::broadcast()};
-        if (is_grad) sig.inputs.push_back(Placement::broadcast());
-        result.push_back(sig);
-      }
-      return result;
-    }
+      break;  // placed directly by the lowering
+    case Family::kDimwise:
+      add_dimwise(rule, op, result);
+      break;
+    case Family::kRename:
+      add_rename(op, result);
+      break;
+    case Family::kEmbedding:
+      add_embedding(op, result);
+      break;
+    case Family::kEmbeddingGrad:
+      add_embedding_grad(op, result);
+      break;
+    case Family::kCrossEntropy:
+      add_cross_entropy(op, result);
+      break;
   }
   return result;
 }
