@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <sstream>
 
 #include "common/op_cases.h"
@@ -39,6 +40,10 @@ const std::string& probe_error() {
   }();
   return error;
 }
+
+// Kinds the CUDA backend does not have yet: fused attention (issue 32) has a
+// CPU kernel only, and execute_cuda_kernel throws naming the op.
+const std::set<OpKind> kCpuOnlyKinds = {OpKind::kAttention, OpKind::kAttentionGrad};
 
 #define TS_REQUIRE_GPU() \
   if (!probe_error().empty()) GTEST_SKIP() << probe_error()
@@ -70,6 +75,8 @@ TEST_P(CudaOpHarness, CudaMatchesCpu) {
   TS_REQUIRE_GPU();
   const OpCase& c = GetParam();
   Harness h = make_harness(c);
+  for (const Node& n : h.graph.nodes())
+    if (kCpuOnlyKinds.count(n.kind)) GTEST_SKIP() << op_name(n.kind) << " has no CUDA kernel yet";
   std::vector<ValueId> outputs = {h.out, h.loss};
   outputs.insert(outputs.end(), h.grads.begin(), h.grads.end());
   Program cpu(h.graph, outputs, CompileOptions{.backend = &cpu_backend()});
@@ -109,7 +116,10 @@ TEST(CudaKernelTable, EveryInstructionKindHasAKernel) {
                                     OpKind::kAllToAll,      OpKind::kZeroUnlessRoot};
   std::ostringstream missing;
   for (OpKind kind : op_kinds_without_cuda_kernel())
-    if (!issue33.count(kind)) missing << " " << op_name(kind);
+    if (!issue33.count(kind) && !kCpuOnlyKinds.count(kind)) missing << " " << op_name(kind);
+  for (OpKind kind : kCpuOnlyKinds)
+    EXPECT_FALSE(cuda_kernel_table()[static_cast<size_t>(kind)])
+        << op_name(kind) << " has a CUDA kernel now: take it off the CPU-only list";
   EXPECT_EQ(missing.str(), "") << "instruction op kinds with no CUDA kernel:" << missing.str();
 }
 

@@ -52,6 +52,10 @@ struct OpCall {
   // A sum all-reduce or reduce-scatter that carries bf16 and adds in f32
   // (CompileOptions::bf16_partial_sums); `scratch` is its work buffer.
   bool bf16_sum = false;
+  // A bf16 program (CompileOptions::bf16): an op whose products an einsum
+  // would make (fused attention) rounds their operands to bf16 and keeps
+  // its statistics and sums in f32.
+  bool bf16_operands = false;
   DropoutPosition position{};
 };
 

@@ -138,6 +138,27 @@ ValueId GraphBuilder::cross_entropy(ValueId logits, ValueId labels, const std::s
   return op(OpKind::kCrossEntropy, {logits, labels}, std::move(a), n);
 }
 
+ValueId GraphBuilder::tuple_get(ValueId tuple, int index, const std::string& n) {
+  Attrs a;
+  tuple_index(a) = index;
+  return op(OpKind::kTupleGet, {tuple}, std::move(a), n);
+}
+
+GraphBuilder::Attention GraphBuilder::attention(ValueId q, ValueId k, ValueId v,
+                                                const std::string& query, const std::string& key,
+                                                const std::string& head, bool causal, float scale,
+                                                const std::string& n) {
+  Attrs a;
+  attention_dims(a) = {query, key, head};
+  attention_scale(a) = scale;
+  if (causal) causal_query_dim(a) = query;
+  Attention r;
+  r.tuple = op(OpKind::kAttention, {q, k, v}, std::move(a), n);
+  r.out = tuple_get(r.tuple, 0, n + ".out");
+  r.lse = tuple_get(r.tuple, 1, n + ".lse");
+  return r;
+}
+
 ValueId GraphBuilder::split_dim(ValueId x, const std::string& dim, Shape parts,
                                 const std::string& n) {
   Attrs a;

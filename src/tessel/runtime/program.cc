@@ -142,9 +142,19 @@ std::vector<bool> Program::live_nodes(const std::vector<ValueId>& outputs) const
 void Program::index_values() {
   const Graph& g = *graph_;
   alias_root_.resize(g.size());
+  alias_offset_.assign(g.size(), 0);
   for (ValueId id = 0; id < g.size(); ++id) {
     const Node& node = g.node(id);
-    alias_root_[id] = op_info(node.kind).is_view ? alias_root_[node.inputs[0]] : id;
+    const bool view = op_info(node.kind).is_view;
+    alias_root_[id] = view ? alias_root_[node.inputs[0]] : id;
+    // A tuple_get starts at its element's offset in the tuple (ir/tuple.h).
+    alias_offset_[id] =
+        !view ? 0
+        : node.kind == OpKind::kTupleGet
+            ? alias_offset_[node.inputs[0]] +
+                  static_cast<size_t>(
+                      g.node(node.inputs[0]).elements.at(tuple_index(node.attrs)).offset)
+            : alias_offset_[node.inputs[0]];
     if (node.kind == OpKind::kParam) params_by_name_[node.name] = id;
   }
 }
@@ -217,7 +227,8 @@ void Program::choose_bf16_storage(const std::vector<ValueId>& outputs) {
   for (auto it = instructions_.rbegin(); it != instructions_.rend(); ++it) {
     const ValueId id = it->value;
     const Node& node = g.node(it->node);
-    stored_bf16_[id] = stores_in_bf16(options_, bf16_read[id], other_read[id], g.node(id).dtype);
+    stored_bf16_[id] = !is_tuple(g.node(id)) &&
+                       stores_in_bf16(options_, bf16_read[id], other_read[id], g.node(id).dtype);
     const bool rounded = rounds_inputs(node, stored_bf16_[id]);
     for (ValueId in : node.inputs) (rounded ? bf16_read : other_read)[alias_root_[in]] = true;
     if (it->bias >= 0) other_read[alias_root_[it->bias]] = true;  // added in f32
@@ -240,7 +251,8 @@ void Program::plan_bf16_copies() {
   constexpr int kMaxActivationCopySpan = 4;
   auto copied = [&](ValueId root) {
     const Node& v = g.node(root);
-    return !stored_bf16_[root] && v.dtype == DType::kF32 && v.kind != OpKind::kInput;
+    return !stored_bf16_[root] && v.dtype == DType::kF32 && v.kind != OpKind::kInput &&
+           !is_tuple(v);
   };
   struct Reads {
     int count = 0, first = 0, last = 0;
@@ -478,7 +490,7 @@ void Program::allocate(const Uses& uses) {
   value_ptr_.assign(n, nullptr);
   for (ValueId id = 0; id < n; ++id) {
     const ValueId root = alias_root_[id];
-    if (value_buffer_[root] >= 0) value_ptr_[id] = address(value_buffer_[root]);
+    if (value_buffer_[root] >= 0) value_ptr_[id] = address(value_buffer_[root]) + alias_offset_[id];
     if (const int b = uses.bucket_of[root]; b >= 0)
       value_ptr_[id] = address(*buckets_[b].buffer) + uses.bucket_offset[root];
   }
@@ -665,6 +677,7 @@ OpCall Program::op_call(const Instruction& ins) const {
   call.position = position_;
   call.bf16_sum = ins.bf16_sum;
   call.bf16_out = stored_bf16_[ins.value] && !ins.stage_ptr;
+  call.bf16_operands = options_.bf16 && !options_.reference_kernels;
   if (ins.bias >= 0) call.bias = static_cast<const float*>(value_ptr_[ins.bias]);
   if (node.kind == OpKind::kAllGather && stored_bf16_[ins.node] &&
       stored_bf16_[alias_root_[node.inputs[0]]])

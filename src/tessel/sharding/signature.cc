@@ -19,6 +19,8 @@ enum class Family {
   kEmbeddingGrad,  // (ids, dy) -> table
   kCrossEntropy,   // (logits, labels[, dloss])
   kCollective,     // only in local graphs
+  kTupleGet,       // placed as its tuple is, by the lowering
+  kAttention,      // (q, k, v[, out, lse, dout]) -> tuple: rows split, sequences whole
 };
 
 enum class Pins {
@@ -66,6 +68,9 @@ constexpr std::array<Rule, static_cast<size_t>(OpKind::kCount)> kRules = {{
     {OpKind::kSplitDim, Family::kDimwise, Pins::kSplit, false, true},
     {OpKind::kMergeDims, Family::kDimwise, Pins::kMerge, false, true},
     {OpKind::kRename, Family::kRename, Pins::kNone, false, true},
+    {OpKind::kTupleGet, Family::kTupleGet, Pins::kNone, false},
+    {OpKind::kAttention, Family::kAttention, Pins::kNone, false},
+    {OpKind::kAttentionGrad, Family::kAttention, Pins::kNone, false},
     {OpKind::kGeluGrad, Family::kDimwise, Pins::kNone, false},
     {OpKind::kReluGrad, Family::kDimwise, Pins::kNone, false},
     {OpKind::kTanhGrad, Family::kDimwise, Pins::kNone, false},
@@ -121,6 +126,46 @@ bool divisible(const Shape& s, const std::string& dim, int n) {
   return !i || s[*i].size % n == 0;
 }
 
+template <typename Usable>
+void add_cross_entropy_candidates(const Node& node, const Shape& logits, const Shape& labels,
+                                  const Usable& usable, std::vector<AxisSignature>& result) {
+  // Rows (the labels' dims) split: each rank's mean is scaled by its share
+  // of the rows; the loss is P(sum), its gradient stays split. The vocab
+  // split: the kernel reduces max and sum-exp across the axis itself.
+  const bool is_grad = node.inputs.size() == 3;
+  for (const Dim& d : labels.dims()) {
+    if (!usable(d.name, {&labels})) continue;
+    AxisSignature sig{d.name,
+                      {Placement::split(d.name), Placement::split(d.name)},
+                      is_grad ? Placement::split(d.name) : Placement::partial_sum()};
+    if (is_grad) sig.inputs.push_back(Placement::broadcast());
+    result.push_back(sig);
+  }
+  const std::string& vocab = node.attrs.dim;
+  if (usable(vocab, {&logits})) {
+    AxisSignature sig{vocab,
+                      {Placement::split(vocab), Placement::broadcast()},
+                      is_grad ? Placement::split(vocab) : Placement::broadcast()};
+    if (is_grad) sig.inputs.push_back(Placement::broadcast());
+    result.push_back(sig);
+  }
+}
+
+// Fused attention: a dim other than the query, key and head dims (batch,
+// heads) split on every operand and, through the tuple, every element. A
+// split sequence (context parallelism) is not offered: the boxing gathers it.
+void add_attention_candidates(const Node& node, const Shape& q, int n,
+                              const std::set<std::string>& taken,
+                              std::vector<AxisSignature>& result) {
+  const std::vector<std::string>& pinned = attention_dims(node.attrs);
+  for (const Dim& d : q.dims()) {
+    if (std::find(pinned.begin(), pinned.end(), d.name) != pinned.end()) continue;
+    if (taken.count(d.name) || d.size % n != 0) continue;
+    result.push_back({d.name, std::vector<Placement>(node.inputs.size(), Placement::split(d.name)),
+                      Placement::split(d.name)});
+  }
+}
+
 }  // namespace
 
 bool passes_partial(OpKind kind) { return kRules.at(static_cast<size_t>(kind)).linear; }
@@ -155,7 +200,11 @@ std::vector<AxisSignature> candidates(const Graph& graph, const Node& node, int 
     case Family::kLeaf:
     case Family::kFill:
     case Family::kCollective:
+    case Family::kTupleGet:
       return result;  // placed directly by the lowering
+    case Family::kAttention:
+      add_attention_candidates(node, *in[0], n, taken, result);
+      return result;
     case Family::kDimwise: {
       // The hot case of every lowering: no copies of dim names until a
       // signature is made, and each holder's dims looked up once: the
@@ -240,31 +289,9 @@ std::vector<AxisSignature> candidates(const Graph& graph, const Node& node, int 
                           Placement::split(out[0].name)});
       return result;
     }
-    case Family::kCrossEntropy: {
-      // Rows (the labels' dims) split: each rank's mean is scaled by its share
-      // of the rows; the loss is P(sum), its gradient stays split. The vocab
-      // split: the kernel reduces max and sum-exp across the axis itself.
-      const Shape& logits = *in[0];
-      const Shape& labels = *in[1];
-      const bool is_grad = node.inputs.size() == 3;
-      for (const Dim& d : labels.dims()) {
-        if (!usable(d.name, {&labels})) continue;
-        AxisSignature sig{d.name,
-                          {Placement::split(d.name), Placement::split(d.name)},
-                          is_grad ? Placement::split(d.name) : Placement::partial_sum()};
-        if (is_grad) sig.inputs.push_back(Placement::broadcast());
-        result.push_back(sig);
-      }
-      const std::string& vocab = node.attrs.dim;
-      if (usable(vocab, {&logits})) {
-        AxisSignature sig{vocab,
-                          {Placement::split(vocab), Placement::broadcast()},
-                          is_grad ? Placement::split(vocab) : Placement::broadcast()};
-        if (is_grad) sig.inputs.push_back(Placement::broadcast());
-        result.push_back(sig);
-      }
+    case Family::kCrossEntropy:
+      add_cross_entropy_candidates(node, *in[0], *in[1], usable, result);
       return result;
-    }
   }
   return result;
 }

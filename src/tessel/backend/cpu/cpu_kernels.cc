@@ -4,6 +4,7 @@
 #include <array>
 #include <cstring>
 
+#include "tessel/backend/cpu/attention_op.h"
 #include "tessel/backend/cpu/dropout_op.h"
 #include "tessel/backend/cpu/sharded_ops.h"
 #include "tessel/base/around.h"
@@ -292,6 +293,8 @@ CpuKernelTable make_table() {
   set(OpKind::kLayerNormGradGamma, layernorm_grad_gamma);
   set(OpKind::kEmbeddingGrad, embedding_grad);
   set(OpKind::kCrossEntropyGrad, cross_entropy_grad);
+  set(OpKind::kAttention, execute_attention);
+  set(OpKind::kAttentionGrad, execute_attention_grad);
   for (OpKind kind : {OpKind::kShardSlice, OpKind::kAllGather, OpKind::kReduceScatter,
                       OpKind::kAllReduce, OpKind::kAllToAll, OpKind::kZeroUnlessRoot})
     set(kind, sharded);

@@ -1,0 +1,64 @@
+#include "tessel/backend/cpu/attention_op.h"
+
+#include <cstdint>
+
+#include "tessel/base/error.h"
+#include "tessel/ir/attrs.h"
+#include "tessel/kernels/attention.h"
+
+namespace tessel {
+namespace {
+
+int64_t stride_of(const Shape& s, const std::string& dim) { return s.stride(dim); }
+
+kernels::AttentionLayout layout_of(const OpCall& call) {
+  const Attrs& a = call.node.attrs;
+  const std::vector<std::string>& dims = attention_dims(a);
+  const std::string &query = dims[0], &key = dims[1], &head = dims[2];
+  const Shape& q = in_shape(call, 0);
+  const Shape& k = in_shape(call, 1);
+  const Shape lse = q.without({head});
+  kernels::AttentionLayout l;
+  l.sq = q.size(query);
+  l.sk = k.size(key);
+  l.d = q.size(head);
+  l.q_seq = stride_of(q, query);
+  l.q_head = stride_of(q, head);
+  l.k_seq = stride_of(k, key);
+  l.k_head = stride_of(k, head);
+  l.lse_seq = stride_of(lse, query);
+  for (const Dim& d : q.dims()) {
+    if (d.name == query || d.name == head) continue;
+    TS_CHECK(l.row_rank < kernels::kMaxAttentionRowDims, "attention '", call.node.name,
+             "': more than ", kernels::kMaxAttentionRowDims, " row dims in ", q);
+    l.row_size[l.row_rank] = d.size;
+    l.q_row[l.row_rank] = stride_of(q, d.name);
+    l.k_row[l.row_rank] = stride_of(k, d.name);
+    l.lse_row[l.row_rank] = stride_of(lse, d.name);
+    ++l.row_rank;
+  }
+  l.causal = !causal_query_dim(a).empty();
+  l.scale = attention_scale(a);
+  l.bf16 = call.bf16_operands;
+  return l;
+}
+
+float* element(const OpCall& call, int i) {
+  return reinterpret_cast<float*>(static_cast<uint8_t*>(call.out) + call.node.elements[i].offset);
+}
+
+}  // namespace
+
+void execute_attention(const OpCall& call) {
+  (call.reference ? kernels::attention_forward_ref : kernels::attention_forward)(
+      layout_of(call), in_f32(call, 0), in_f32(call, 1), in_f32(call, 2), element(call, 0),
+      element(call, 1));
+}
+
+void execute_attention_grad(const OpCall& call) {
+  (call.reference ? kernels::attention_backward_ref : kernels::attention_backward)(
+      layout_of(call), in_f32(call, 0), in_f32(call, 1), in_f32(call, 2), in_f32(call, 3),
+      in_f32(call, 4), in_f32(call, 5), element(call, 0), element(call, 1), element(call, 2));
+}
+
+}  // namespace tessel

@@ -1,0 +1,13 @@
+// Fused attention as the CPU backend runs it: the node's named shapes turned
+// into the kernel's strides (kernels/attention.h), and the tuple's element
+// pointers (ir/tuple.h) handed to it as outputs.
+#pragma once
+
+#include "tessel/backend/op_call.h"
+
+namespace tessel {
+
+void execute_attention(const OpCall& call);       // (q, k, v) -> (out, lse)
+void execute_attention_grad(const OpCall& call);  // (q, k, v, out, lse, dout) -> (dq, dk, dv)
+
+}  // namespace tessel
