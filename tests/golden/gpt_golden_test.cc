@@ -43,6 +43,7 @@ TrainConfig golden_config() {
   c.vocab = 64;
   c.batch = 2;
   c.dropout = 0.0;
+  if (const char* a = std::getenv("GOLDEN_ATTENTION")) c.attention = a;
   return c;
 }
 

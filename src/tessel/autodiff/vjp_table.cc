@@ -130,9 +130,8 @@ void attention_rule(VjpContext& c) {
              "': its log-sum-exp is on the path to the loss; only its output has a gradient rule");
   if (!g[0]) return;
   GraphBuilder& b = c.builder;
-  const ValueId out = b.tuple_get(c.output, 0, label(c, ".out"));
   const ValueId lse = b.tuple_get(c.output, 1, label(c, ".lse"));
-  const ValueId grads = b.op(OpKind::kAttentionGrad, {c.in(0), c.in(1), c.in(2), out, lse, *g[0]},
+  const ValueId grads = b.op(OpKind::kAttentionGrad, {c.in(0), c.in(1), c.in(2), lse, *g[0]},
                              attrs_of(c), label(c, ".grad"));
   const char* names[] = {".grad_q", ".grad_k", ".grad_v"};
   for (int i = 0; i < 3; ++i) c.input_grads[i] = b.tuple_get(grads, i, label(c, names[i]));

@@ -30,6 +30,9 @@ struct TrainConfig {
   int64_t vocab = 256;
   int64_t hidden = 1024;  // mlp hidden width
   double dropout = 0.0;
+  // GPT attention: "fused" (one op, FlashAttention's algorithm: no stored
+  // probabilities; docs/attention.md) | "unfused" (einsum, softmax, einsum).
+  std::string attention = "fused";
   // A registered model's own keys (ModelSpec::options), e.g. {"patch": 7};
   // keys it did not register are errors naming them.
   nlohmann::json model_options = nlohmann::json::object();

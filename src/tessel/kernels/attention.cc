@@ -131,107 +131,111 @@ void check(const AttentionLayout& a) {
            " keys");
 }
 
-// What the backward of one (query block, key block) pair reads and adds to.
+// What the backward of one query block keeps while it walks the key blocks.
 struct BackwardBlocks {
-  float qb[kB * kMaxAttentionHead], dob[kB * kMaxAttentionHead];  // q, dout rows (bf16-rounded)
+  float qb[kB * kMaxAttentionHead], dob[kB * kMaxAttentionHead];  // q, dout rows
   float kb[kB * kMaxAttentionHead];                               // k rows
   float kt[kMaxAttentionHead * kB], vt[kMaxAttentionHead * kB];   // k, v transposed
-  float dk[kB * kMaxAttentionHead], dv[kB * kMaxAttentionHead];   // the key block's sums
-  float dq[kB * kMaxAttentionHead];                               // the query block's share
+  float dq[kB * kMaxAttentionHead];                               // the query block's sum
   float p[kB * kB], dp[kB * kB];
   float lse[kB], delta[kB];
 };
 
-// Adds query block q0's contribution to the key block's dk, dv and to dq.
-void backward_pair(const AttentionLayout& a, const RowBase& base, int64_t q0, int64_t k0,
-                   int64_t cols, const float* q, const float* out, const float* lse,
-                   const float* dout, float* dq, BackwardBlocks& w) {
-  const int64_t d = a.d, rows = std::min(kB, a.sq - q0);
-  gather_rows(q + base.q, a.q_seq, a.q_head, q0, rows, d, a.bf16, w.qb);
-  gather_rows(dout + base.q, a.q_seq, a.q_head, q0, rows, d, false, w.dob);
-  for (int64_t i = 0; i < rows; ++i) {
-    // delta = rowsum(dout * out), from the f32 values (as softmax_grad does).
-    const float* oi = out + base.q + (q0 + i) * a.q_seq;
-    float sum = 0.0f;
-    for (int64_t c = 0; c < d; ++c) sum += w.dob[i * d + c] * oi[c * a.q_head];
-    w.delta[i] = sum;
-    w.lse[i] = lse[base.lse + (q0 + i) * a.lse_seq];
-    for (int64_t c = 0; c < d; ++c) w.dob[i * d + c] = operand(w.dob[i * d + c], a.bf16);
-  }
-  block_product(w.qb, w.kt, rows, cols, d, w.p);
-  block_product(w.dob, w.vt, rows, cols, d, w.dp);
+// Probabilities p (recomputed from the log-sum-exp) and dp = dout . v^T of
+// the query block against key block k0; masked entries of p are 0.
+void recompute_block(const AttentionLayout& a, const RowBase& base, int64_t q0, int64_t rows,
+                     int64_t k0, int64_t cols, const float* k, const float* v, BackwardBlocks& w) {
+  gather_cols(k + base.k, a.k_seq, a.k_head, k0, cols, a.d, a.bf16, w.kt);
+  gather_cols(v + base.k, a.k_seq, a.k_head, k0, cols, a.d, a.bf16, w.vt);
+  block_product(w.qb, w.kt, rows, cols, a.d, w.p);
+  block_product(w.dob, w.vt, rows, cols, a.d, w.dp);
   for (int64_t i = 0; i < rows; ++i) {
     const int64_t n = visible(a, q0 + i, k0, cols);
     float* pi = w.p + i * kB;
-    float* dsi = w.dp + i * kB;
 #pragma omp simd
-    for (int64_t j = 0; j < n; ++j) {
-      pi[j] = fast_exp(a.scale * pi[j] - w.lse[i]);
-      dsi[j] = operand(a.scale * pi[j] * (dsi[j] - w.delta[i]), a.bf16);  // d(logits)
-      pi[j] = operand(pi[j], a.bf16);
-    }
+    for (int64_t j = 0; j < n; ++j) pi[j] = fast_exp(a.scale * pi[j] - w.lse[i]);
     std::fill(pi + n, pi + cols, 0.0f);
-    std::fill(dsi + n, dsi + cols, 0.0f);
-  }
-  // dv += p^T dout; dk += ds^T q, key by key in query order.
-  for (int64_t j = 0; j < cols; ++j) {
-    float* dvj = w.dv + j * d;
-    float* dkj = w.dk + j * d;
-    for (int64_t i = 0; i < rows; ++i) {
-      const float pij = w.p[i * kB + j], dsij = w.dp[i * kB + j];
-      const float *doi = w.dob + i * d, *qi = w.qb + i * d;
-#pragma omp simd
-      for (int64_t c = 0; c < d; ++c) {
-        dvj[c] = fmadd(pij, doi[c], dvj[c]);
-        dkj[c] = fmadd(dsij, qi[c], dkj[c]);
-      }
-    }
-  }
-  // dq += ds k, added to the row's dq in key-block order.
-  for (int64_t i = 0; i < rows; ++i) {
-    float* dqi = w.dq + i * d;
-    std::fill(dqi, dqi + d, 0.0f);
-    for (int64_t j = 0; j < cols; ++j) {
-      const float dsij = w.dp[i * kB + j];
-      const float* kj = w.kb + j * d;
-#pragma omp simd
-      for (int64_t c = 0; c < d; ++c) dqi[c] = fmadd(dsij, kj[c], dqi[c]);
-    }
-    float* dst = dq + base.q + (q0 + i) * a.q_seq;
-    for (int64_t c = 0; c < d; ++c) dst[c * a.q_head] += dqi[c];
   }
 }
 
-// One row: key blocks in order, each over the query blocks that see it.
-void backward_row(const AttentionLayout& a, int64_t r, const float* q, const float* k,
-                  const float* v, const float* out, const float* lse, const float* dout, float* dq,
-                  float* dk, float* dv) {
-  const RowBase base = row_base(a, r);
-  const int64_t d = a.d;
-  for (int64_t i = 0; i < a.sq; ++i) {
-    float* dst = dq + base.q + i * a.q_seq;
-    for (int64_t c = 0; c < d; ++c) dst[c * a.q_head] = 0.0f;
-  }
-  BackwardBlocks w;  // about 290 KB at the largest head dim
-  for (int64_t k0 = 0; k0 < a.sk; k0 += kB) {
+// One query block: first delta = rowsum(p * dp) over every key it sees
+// (from the same recomputed p and dp as the gradient, as softmax_grad does,
+// so each row's logit gradients sum to zero as closely as the unfused
+// path's), then per key block ds = scale * p * (dp - delta), dv += p^T dout,
+// dk += ds^T q (into the row's dk and dv, in query-block order) and dq += ds k.
+void backward_block(const AttentionLayout& a, const RowBase& base, int64_t q0, const float* q,
+                    const float* k, const float* v, const float* lse, const float* dout, float* dq,
+                    float* dk, float* dv, BackwardBlocks& w) {
+  const int64_t d = a.d, rows = std::min(kB, a.sq - q0);
+  const int64_t key_end = a.causal ? std::min(a.sk, q0 + rows) : a.sk;
+  gather_rows(q + base.q, a.q_seq, a.q_head, q0, rows, d, a.bf16, w.qb);
+  gather_rows(dout + base.q, a.q_seq, a.q_head, q0, rows, d, a.bf16, w.dob);
+  for (int64_t i = 0; i < rows; ++i) w.lse[i] = lse[base.lse + (q0 + i) * a.lse_seq];
+  std::fill(w.delta, w.delta + rows, 0.0f);
+  for (int64_t k0 = 0; k0 < key_end; k0 += kB) {
     const int64_t cols = std::min(kB, a.sk - k0);
+    recompute_block(a, base, q0, rows, k0, cols, k, v, w);
+    for (int64_t i = 0; i < rows; ++i) {
+      float sum = 0.0f;
+      for (int64_t j = 0; j < cols; ++j) sum += w.p[i * kB + j] * w.dp[i * kB + j];
+      w.delta[i] += sum;
+    }
+  }
+  std::fill(w.dq, w.dq + rows * d, 0.0f);
+  for (int64_t k0 = 0; k0 < key_end; k0 += kB) {
+    const int64_t cols = std::min(kB, a.sk - k0);
+    recompute_block(a, base, q0, rows, k0, cols, k, v, w);
     gather_rows(k + base.k, a.k_seq, a.k_head, k0, cols, d, a.bf16, w.kb);
-    gather_cols(k + base.k, a.k_seq, a.k_head, k0, cols, d, a.bf16, w.kt);
-    gather_cols(v + base.k, a.k_seq, a.k_head, k0, cols, d, a.bf16, w.vt);
-    std::fill(w.dk, w.dk + cols * d, 0.0f);
-    std::fill(w.dv, w.dv + cols * d, 0.0f);
-    const int64_t first = a.causal ? k0 / kB * kB : 0;  // earlier queries see none of the block
-    for (int64_t q0 = first; q0 < a.sq; q0 += kB)
-      backward_pair(a, base, q0, k0, cols, q, out, lse, dout, dq, w);
+    for (int64_t i = 0; i < rows; ++i) {
+      float* pi = w.p + i * kB;
+      float* dsi = w.dp + i * kB;
+#pragma omp simd
+      for (int64_t j = 0; j < cols; ++j) {
+        dsi[j] = operand(a.scale * pi[j] * (dsi[j] - w.delta[i]), a.bf16);  // d(logits)
+        pi[j] = operand(pi[j], a.bf16);
+      }
+    }
     for (int64_t j = 0; j < cols; ++j) {
       float* dkj = dk + base.k + (k0 + j) * a.k_seq;
       float* dvj = dv + base.k + (k0 + j) * a.k_seq;
-      for (int64_t c = 0; c < d; ++c) {
-        dkj[c * a.k_head] = w.dk[j * d + c];
-        dvj[c * a.k_head] = w.dv[j * d + c];
+      for (int64_t i = 0; i < rows; ++i) {
+        const float pij = w.p[i * kB + j], dsij = w.dp[i * kB + j];
+        const float *doi = w.dob + i * d, *qi = w.qb + i * d;
+        for (int64_t c = 0; c < d; ++c) {
+          dvj[c * a.k_head] = fmadd(pij, doi[c], dvj[c * a.k_head]);
+          dkj[c * a.k_head] = fmadd(dsij, qi[c], dkj[c * a.k_head]);
+        }
+      }
+    }
+    for (int64_t i = 0; i < rows; ++i) {
+      float* dqi = w.dq + i * d;
+      for (int64_t j = 0; j < cols; ++j) {
+        const float dsij = w.dp[i * kB + j];
+        const float* kj = w.kb + j * d;
+#pragma omp simd
+        for (int64_t c = 0; c < d; ++c) dqi[c] = fmadd(dsij, kj[c], dqi[c]);
       }
     }
   }
+  for (int64_t i = 0; i < rows; ++i) {
+    float* dst = dq + base.q + (q0 + i) * a.q_seq;
+    for (int64_t c = 0; c < d; ++c) dst[c * a.q_head] = w.dq[i * d + c];
+  }
+}
+
+// One row: dk and dv zeroed, then the query blocks in order.
+void backward_row(const AttentionLayout& a, int64_t r, const float* q, const float* k,
+                  const float* v, const float* lse, const float* dout, float* dq, float* dk,
+                  float* dv) {
+  const RowBase base = row_base(a, r);
+  for (int64_t j = 0; j < a.sk; ++j)
+    for (int64_t c = 0; c < a.d; ++c) {
+      dk[base.k + j * a.k_seq + c * a.k_head] = 0.0f;
+      dv[base.k + j * a.k_seq + c * a.k_head] = 0.0f;
+    }
+  BackwardBlocks w;  // about 260 KB at the largest head dim
+  for (int64_t q0 = 0; q0 < a.sq; q0 += kB)
+    backward_block(a, base, q0, q, k, v, lse, dout, dq, dk, dv, w);
 }
 
 }  // namespace
@@ -252,12 +256,11 @@ void attention_forward(const AttentionLayout& a, const float* q, const float* k,
 }
 
 void attention_backward(const AttentionLayout& a, const float* q, const float* k, const float* v,
-                        const float* out, const float* lse, const float* dout, float* dq, float* dk,
-                        float* dv) {
+                        const float* lse, const float* dout, float* dq, float* dk, float* dv) {
   check(a);
   const int64_t rows = a.rows();
 #pragma omp parallel for schedule(dynamic, 1) if (rows > 1)
-  for (int64_t r = 0; r < rows; ++r) backward_row(a, r, q, k, v, out, lse, dout, dq, dk, dv);
+  for (int64_t r = 0; r < rows; ++r) backward_row(a, r, q, k, v, lse, dout, dq, dk, dv);
 }
 
 }  // namespace tessel::kernels

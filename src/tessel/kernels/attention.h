@@ -5,7 +5,9 @@
 // block with a running max and sum, so the (query, key) probabilities are
 // never stored. Backward: the probabilities are recomputed block by block
 // from q, k and the log-sum-exp (FlashAttention-2's backward), giving dq, dk
-// and dv.
+// and dv; each row's delta = sum(p * dp) is summed from the recomputed
+// blocks (a first pass over the keys) rather than taken as dout . out, so
+// the logits' gradient is as consistent as softmax_grad's (docs/attention.md).
 // Invariants: blocks have fixed sizes (kAttentionBlock) and each task (a
 // row and query block forward, a row backward) runs sequentially on one
 // thread, so results are bitwise the same run to run and for any thread
@@ -44,15 +46,14 @@ void attention_forward(const AttentionLayout& a, const float* q, const float* k,
 
 // dq, dk and dv are written (not accumulated).
 void attention_backward(const AttentionLayout& a, const float* q, const float* k, const float* v,
-                        const float* out, const float* lse, const float* dout, float* dq, float* dk,
-                        float* dv);
+                        const float* lse, const float* dout, float* dq, float* dk, float* dv);
 
 // Naive twins (the op harness's reference): whole rows of probabilities,
 // sums in double, no blocks, one thread.
 void attention_forward_ref(const AttentionLayout& a, const float* q, const float* k, const float* v,
                            float* out, float* lse);
 void attention_backward_ref(const AttentionLayout& a, const float* q, const float* k,
-                            const float* v, const float* out, const float* lse, const float* dout,
-                            float* dq, float* dk, float* dv);
+                            const float* v, const float* lse, const float* dout, float* dq,
+                            float* dk, float* dv);
 
 }  // namespace tessel::kernels

@@ -68,8 +68,8 @@ void attention_forward_ref(const AttentionLayout& a, const float* q, const float
 }
 
 void attention_backward_ref(const AttentionLayout& a, const float* q, const float* k,
-                            const float* v, const float*, const float*, const float* dout,
-                            float* dq, float* dk, float* dv) {
+                            const float* v, const float*, const float* dout, float* dq, float* dk,
+                            float* dv) {
   std::vector<double> p(a.sk), ds(a.sk);
   std::vector<double> gq(a.sq * a.d), gk(a.sk * a.d), gv(a.sk * a.d);
   for (int64_t row = 0; row < a.rows(); ++row) {

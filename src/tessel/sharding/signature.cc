@@ -20,7 +20,7 @@ enum class Family {
   kCrossEntropy,   // (logits, labels[, dloss])
   kCollective,     // only in local graphs
   kTupleGet,       // placed as its tuple is, by the lowering
-  kAttention,      // (q, k, v[, out, lse, dout]) -> tuple: rows split, sequences whole
+  kAttention,      // (q, k, v[, lse, dout]) -> tuple: rows split, sequences whole
 };
 
 enum class Pins {

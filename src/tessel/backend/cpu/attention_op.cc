@@ -58,7 +58,7 @@ void execute_attention(const OpCall& call) {
 void execute_attention_grad(const OpCall& call) {
   (call.reference ? kernels::attention_backward_ref : kernels::attention_backward)(
       layout_of(call), in_f32(call, 0), in_f32(call, 1), in_f32(call, 2), in_f32(call, 3),
-      in_f32(call, 4), in_f32(call, 5), element(call, 0), element(call, 1), element(call, 2));
+      in_f32(call, 4), element(call, 0), element(call, 1), element(call, 2));
 }
 
 }  // namespace tessel

@@ -8,6 +8,6 @@
 namespace tessel {
 
 void execute_attention(const OpCall& call);       // (q, k, v) -> (out, lse)
-void execute_attention_grad(const OpCall& call);  // (q, k, v, out, lse, dout) -> (dq, dk, dv)
+void execute_attention_grad(const OpCall& call);  // (q, k, v, lse, dout) -> (dq, dk, dv)
 
 }  // namespace tessel
