@@ -12,6 +12,9 @@ namespace tessel::kernels {
 namespace {
 
 constexpr int64_t kB = kAttentionBlock;
+constexpr int64_t kMr = 4, kNr = 32;               // the register tile of block_gemm
+constexpr int64_t kMaxPadded = kMaxAttentionHead;  // head dims padded to kNr stay within it
+static_assert(kMaxAttentionHead % kNr == 0 && kB % kNr == 0 && kB % kMr == 0);
 
 // Element offsets of row r's first element in q, k and lse.
 struct RowBase {
@@ -34,35 +37,89 @@ inline float operand(float x, bool bf16) {
   return bf16 ? bf16_bits_to_f32(f32_to_bf16_bits(x)) : x;
 }
 
-// rows x d block of x starting at `row0` into dst (row-major, d columns).
+inline int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+
+// c (m x n, ldc) = [c +] a (m x k, lda) . b (k x n, ldb), in kMr x kNr
+// register tiles; m % kMr == 0, n % kNr == 0. Each element sums over k in
+// order, so the result does not depend on where a tile starts.
+template <bool kAccumulate>
+void block_gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+                int64_t ldb, float* c, int64_t ldc) {
+  for (int64_t i0 = 0; i0 < m; i0 += kMr)
+    for (int64_t j0 = 0; j0 < n; j0 += kNr) {
+      float acc[kMr][kNr];
+      for (int64_t r = 0; r < kMr; ++r)
+#pragma omp simd
+        for (int64_t j = 0; j < kNr; ++j)
+          acc[r][j] = kAccumulate ? c[(i0 + r) * ldc + j0 + j] : 0.0f;
+      for (int64_t p = 0; p < k; ++p) {
+        const float* bp = b + p * ldb + j0;
+        for (int64_t r = 0; r < kMr; ++r) {
+          const float ar = a[(i0 + r) * lda + p];
+#pragma omp simd
+          for (int64_t j = 0; j < kNr; ++j) acc[r][j] = fmadd(ar, bp[j], acc[r][j]);
+        }
+      }
+      for (int64_t r = 0; r < kMr; ++r)
+#pragma omp simd
+        for (int64_t j = 0; j < kNr; ++j) c[(i0 + r) * ldc + j0 + j] = acc[r][j];
+    }
+}
+
+// dst (kB x kB) = src^T.
+void transpose_block(const float* src, float* dst) {
+  for (int64_t i = 0; i < kB; ++i)
+    for (int64_t j = 0; j < kB; ++j) dst[j * kB + i] = src[i * kB + j];
+}
+
+// Rows [row0, row0 + rows) of x into dst (kB x dp, row-major), rounded to
+// bf16 if asked; padding rows and columns are 0.
 void gather_rows(const float* x, int64_t seq_stride, int64_t head_stride, int64_t row0,
-                 int64_t rows, int64_t d, bool bf16, float* dst) {
-  for (int64_t i = 0; i < rows; ++i) {
+                 int64_t rows, int64_t d, int64_t dp, bool bf16, float* dst) {
+  for (int64_t i = 0; i < kB; ++i) {
+    float* out = dst + i * dp;
+    if (i >= rows) {
+      std::fill(out, out + dp, 0.0f);
+      continue;
+    }
     const float* src = x + (row0 + i) * seq_stride;
-    for (int64_t c = 0; c < d; ++c) dst[i * d + c] = operand(src[c * head_stride], bf16);
+    if (head_stride == 1) {
+#pragma omp simd
+      for (int64_t c = 0; c < d; ++c) out[c] = operand(src[c], bf16);
+    } else {
+      for (int64_t c = 0; c < d; ++c) out[c] = operand(src[c * head_stride], bf16);
+    }
+    std::fill(out + d, out + dp, 0.0f);
   }
 }
 
-// The same block transposed: dst[c * kB + i].
+// The same rows transposed: dst (dp x kB), dst[c * kB + i].
 void gather_cols(const float* x, int64_t seq_stride, int64_t head_stride, int64_t row0,
-                 int64_t rows, int64_t d, bool bf16, float* dst) {
+                 int64_t rows, int64_t d, int64_t dp, bool bf16, float* dst) {
+  std::fill(dst, dst + dp * kB, 0.0f);
   for (int64_t i = 0; i < rows; ++i) {
     const float* src = x + (row0 + i) * seq_stride;
     for (int64_t c = 0; c < d; ++c) dst[c * kB + i] = operand(src[c * head_stride], bf16);
   }
 }
 
-// s[i][j] = sum_c x[i][c] * yt[c][j]: (rows x d) times (d x cols), s row stride kB.
-void block_product(const float* x, const float* yt, int64_t rows, int64_t cols, int64_t d,
-                   float* s) {
-  for (int64_t i = 0; i < rows; ++i) {
-    float* si = s + i * kB;
-    std::fill(si, si + cols, 0.0f);
-    for (int64_t c = 0; c < d; ++c) {
-      const float xc = x[i * d + c];
-      const float* yc = yt + c * kB;
+// x[row0 + j] (+)= block row j, for rows j < rows: `add` accumulates.
+void scatter_rows(const float* block, int64_t dp, int64_t rows, int64_t d, float* x,
+                  int64_t seq_stride, int64_t head_stride, int64_t row0, bool add) {
+  for (int64_t j = 0; j < rows; ++j) {
+    const float* src = block + j * dp;
+    float* dst = x + (row0 + j) * seq_stride;
+    if (head_stride == 1) {
+      if (add) {
 #pragma omp simd
-      for (int64_t j = 0; j < cols; ++j) si[j] = fmadd(xc, yc[j], si[j]);
+        for (int64_t c = 0; c < d; ++c) dst[c] += src[c];
+      } else {
+#pragma omp simd
+        for (int64_t c = 0; c < d; ++c) dst[c] = src[c];
+      }
+    } else {
+      for (int64_t c = 0; c < d; ++c)
+        dst[c * head_stride] = (add ? dst[c * head_stride] : 0.0f) + src[c];
     }
   }
 }
@@ -76,52 +133,50 @@ inline int64_t visible(const AttentionLayout& a, int64_t query, int64_t k0, int6
 // One query block of one row, over every key block it sees.
 void forward_block(const AttentionLayout& a, const RowBase& base, int64_t q0, const float* q,
                    const float* k, const float* v, float* out, float* lse) {
-  const int64_t d = a.d, rows = std::min(kB, a.sq - q0);
-  float qb[kB * kMaxAttentionHead], kt[kMaxAttentionHead * kB], vb[kB * kMaxAttentionHead];
-  float ob[kB * kMaxAttentionHead], s[kB * kB], m[kB], l[kB];
-  gather_rows(q + base.q, a.q_seq, a.q_head, q0, rows, d, a.bf16, qb);
-  std::fill(ob, ob + rows * d, 0.0f);
-  std::fill(m, m + rows, -std::numeric_limits<float>::infinity());
-  std::fill(l, l + rows, 0.0f);
+  const int64_t d = a.d, dp = round_up(d, kNr), rows = std::min(kB, a.sq - q0);
+  const int64_t mp = round_up(rows, kMr);
+  float qb[kB * kMaxPadded], kt[kMaxPadded * kB], vb[kB * kMaxPadded];
+  float ob[kB * kMaxPadded], s[kB * kB], m[kB], l[kB];
+  gather_rows(q + base.q, a.q_seq, a.q_head, q0, rows, d, dp, a.bf16, qb);
+  std::fill(ob, ob + kB * dp, 0.0f);
+  std::fill(m, m + kB, -std::numeric_limits<float>::infinity());
+  std::fill(l, l + kB, 0.0f);
   const int64_t key_end = a.causal ? std::min(a.sk, q0 + rows) : a.sk;
   for (int64_t k0 = 0; k0 < key_end; k0 += kB) {
     const int64_t cols = std::min(kB, a.sk - k0);
-    gather_cols(k + base.k, a.k_seq, a.k_head, k0, cols, d, a.bf16, kt);
-    gather_rows(v + base.k, a.k_seq, a.k_head, k0, cols, d, a.bf16, vb);
-    block_product(qb, kt, rows, cols, d, s);
+    gather_cols(k + base.k, a.k_seq, a.k_head, k0, cols, d, dp, a.bf16, kt);
+    gather_rows(v + base.k, a.k_seq, a.k_head, k0, cols, d, dp, a.bf16, vb);
+    block_gemm<false>(mp, kB, dp, qb, dp, kt, kB, s, kB);
     for (int64_t i = 0; i < rows; ++i) {
       const int64_t n = visible(a, q0 + i, k0, cols);
-      if (n == 0) continue;
       float* si = s + i * kB;
       float block_max = -std::numeric_limits<float>::infinity();
       for (int64_t j = 0; j < n; ++j) block_max = std::max(block_max, a.scale * si[j]);
       const float m_new = std::max(m[i], block_max);
-      const float alpha = fast_exp(m[i] - m_new);
+      const float alpha = n == 0 ? 1.0f : fast_exp(m[i] - m_new);
       float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
       for (int64_t j = 0; j < n; ++j) {
         si[j] = fast_exp(a.scale * si[j] - m_new);
         sum += si[j];
       }
+      for (int64_t j = 0; j < n; ++j) si[j] = operand(si[j], a.bf16);
+      std::fill(si + n, si + kB, 0.0f);
       l[i] = l[i] * alpha + sum;
       m[i] = m_new;
-      float* oi = ob + i * d;
+      float* oi = ob + i * dp;
 #pragma omp simd
-      for (int64_t c = 0; c < d; ++c) oi[c] *= alpha;
-      for (int64_t j = 0; j < n; ++j) {
-        const float p = operand(si[j], a.bf16);
-        const float* vj = vb + j * d;
-#pragma omp simd
-        for (int64_t c = 0; c < d; ++c) oi[c] = fmadd(p, vj[c], oi[c]);
-      }
+      for (int64_t c = 0; c < dp; ++c) oi[c] *= alpha;
     }
+    block_gemm<true>(mp, dp, kB, s, kB, vb, dp, ob, dp);
   }
   for (int64_t i = 0; i < rows; ++i) {
     const float inv = 1.0f / l[i];
-    float* dst = out + base.q + (q0 + i) * a.q_seq;
-    for (int64_t c = 0; c < d; ++c) dst[c * a.q_head] = ob[i * d + c] * inv;
+    float* oi = ob + i * dp;
+    for (int64_t c = 0; c < d; ++c) oi[c] *= inv;
     lse[base.lse + (q0 + i) * a.lse_seq] = m[i] + std::log(l[i]);
   }
+  scatter_rows(ob, dp, rows, d, out + base.q, a.q_seq, a.q_head, q0, false);
 }
 
 void check(const AttentionLayout& a) {
@@ -133,94 +188,80 @@ void check(const AttentionLayout& a) {
 
 // What the backward of one query block keeps while it walks the key blocks.
 struct BackwardBlocks {
-  float qb[kB * kMaxAttentionHead], dob[kB * kMaxAttentionHead];  // q, dout rows
-  float kb[kB * kMaxAttentionHead];                               // k rows
-  float kt[kMaxAttentionHead * kB], vt[kMaxAttentionHead * kB];   // k, v transposed
-  float dq[kB * kMaxAttentionHead];                               // the query block's sum
-  float p[kB * kB], dp[kB * kB];
+  float qb[kB * kMaxPadded], dob[kB * kMaxPadded];  // q, dout rows
+  float kb[kB * kMaxPadded];                        // k rows
+  float kt[kMaxPadded * kB], vt[kMaxPadded * kB];   // k, v transposed
+  float dq[kB * kMaxPadded];                        // the query block's sum
+  float dkv[kB * kMaxPadded];                       // a key block's share of dk or dv
+  float p[kB * kB], dp[kB * kB], t[kB * kB];        // t: p or ds transposed
   float lse[kB], delta[kB];
 };
 
 // Probabilities p (recomputed from the log-sum-exp) and dp = dout . v^T of
-// the query block against key block k0; masked entries of p are 0.
+// the query block against key block k0; masked and padding entries of p are 0.
 void recompute_block(const AttentionLayout& a, const RowBase& base, int64_t q0, int64_t rows,
                      int64_t k0, int64_t cols, const float* k, const float* v, BackwardBlocks& w) {
-  gather_cols(k + base.k, a.k_seq, a.k_head, k0, cols, a.d, a.bf16, w.kt);
-  gather_cols(v + base.k, a.k_seq, a.k_head, k0, cols, a.d, a.bf16, w.vt);
-  block_product(w.qb, w.kt, rows, cols, a.d, w.p);
-  block_product(w.dob, w.vt, rows, cols, a.d, w.dp);
-  for (int64_t i = 0; i < rows; ++i) {
-    const int64_t n = visible(a, q0 + i, k0, cols);
+  const int64_t dp = round_up(a.d, kNr), mp = round_up(rows, kMr);
+  gather_cols(k + base.k, a.k_seq, a.k_head, k0, cols, a.d, dp, a.bf16, w.kt);
+  gather_cols(v + base.k, a.k_seq, a.k_head, k0, cols, a.d, dp, a.bf16, w.vt);
+  block_gemm<false>(mp, kB, dp, w.qb, dp, w.kt, kB, w.p, kB);
+  block_gemm<false>(mp, kB, dp, w.dob, dp, w.vt, kB, w.dp, kB);
+  for (int64_t i = 0; i < kB; ++i) {
+    const int64_t n = i < rows ? visible(a, q0 + i, k0, cols) : 0;
     float* pi = w.p + i * kB;
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j) pi[j] = fast_exp(a.scale * pi[j] - w.lse[i]);
-    std::fill(pi + n, pi + cols, 0.0f);
+    std::fill(pi + n, pi + kB, 0.0f);
   }
 }
 
 // One query block: first delta = rowsum(p * dp) over every key it sees
 // (from the same recomputed p and dp as the gradient, as softmax_grad does,
 // so each row's logit gradients sum to zero as closely as the unfused
-// path's), then per key block ds = scale * p * (dp - delta), dv += p^T dout,
-// dk += ds^T q (into the row's dk and dv, in query-block order) and dq += ds k.
+// path's), then per key block ds = scale * p * (dp - delta), dv += p^T dout
+// and dk += ds^T q (added to the row's dk and dv in query-block order), and
+// dq += ds k.
 void backward_block(const AttentionLayout& a, const RowBase& base, int64_t q0, const float* q,
                     const float* k, const float* v, const float* lse, const float* dout, float* dq,
                     float* dk, float* dv, BackwardBlocks& w) {
-  const int64_t d = a.d, rows = std::min(kB, a.sq - q0);
+  const int64_t d = a.d, dp = round_up(d, kNr), rows = std::min(kB, a.sq - q0);
+  const int64_t mp = round_up(rows, kMr);
   const int64_t key_end = a.causal ? std::min(a.sk, q0 + rows) : a.sk;
-  gather_rows(q + base.q, a.q_seq, a.q_head, q0, rows, d, a.bf16, w.qb);
-  gather_rows(dout + base.q, a.q_seq, a.q_head, q0, rows, d, a.bf16, w.dob);
-  for (int64_t i = 0; i < rows; ++i) w.lse[i] = lse[base.lse + (q0 + i) * a.lse_seq];
-  std::fill(w.delta, w.delta + rows, 0.0f);
+  gather_rows(q + base.q, a.q_seq, a.q_head, q0, rows, d, dp, a.bf16, w.qb);
+  gather_rows(dout + base.q, a.q_seq, a.q_head, q0, rows, d, dp, a.bf16, w.dob);
+  for (int64_t i = 0; i < kB; ++i) w.lse[i] = i < rows ? lse[base.lse + (q0 + i) * a.lse_seq] : 0;
+  std::fill(w.delta, w.delta + kB, 0.0f);
   for (int64_t k0 = 0; k0 < key_end; k0 += kB) {
-    const int64_t cols = std::min(kB, a.sk - k0);
-    recompute_block(a, base, q0, rows, k0, cols, k, v, w);
+    recompute_block(a, base, q0, rows, k0, std::min(kB, a.sk - k0), k, v, w);
     for (int64_t i = 0; i < rows; ++i) {
       float sum = 0.0f;
-      for (int64_t j = 0; j < cols; ++j) sum += w.p[i * kB + j] * w.dp[i * kB + j];
+      for (int64_t j = 0; j < kB; ++j) sum += w.p[i * kB + j] * w.dp[i * kB + j];
       w.delta[i] += sum;
     }
   }
-  std::fill(w.dq, w.dq + rows * d, 0.0f);
+  std::fill(w.dq, w.dq + kB * dp, 0.0f);
   for (int64_t k0 = 0; k0 < key_end; k0 += kB) {
     const int64_t cols = std::min(kB, a.sk - k0);
     recompute_block(a, base, q0, rows, k0, cols, k, v, w);
-    gather_rows(k + base.k, a.k_seq, a.k_head, k0, cols, d, a.bf16, w.kb);
-    for (int64_t i = 0; i < rows; ++i) {
+    gather_rows(k + base.k, a.k_seq, a.k_head, k0, cols, d, dp, a.bf16, w.kb);
+    for (int64_t i = 0; i < kB; ++i) {
       float* pi = w.p + i * kB;
       float* dsi = w.dp + i * kB;
 #pragma omp simd
-      for (int64_t j = 0; j < cols; ++j) {
+      for (int64_t j = 0; j < kB; ++j) {
         dsi[j] = operand(a.scale * pi[j] * (dsi[j] - w.delta[i]), a.bf16);  // d(logits)
         pi[j] = operand(pi[j], a.bf16);
       }
     }
-    for (int64_t j = 0; j < cols; ++j) {
-      float* dkj = dk + base.k + (k0 + j) * a.k_seq;
-      float* dvj = dv + base.k + (k0 + j) * a.k_seq;
-      for (int64_t i = 0; i < rows; ++i) {
-        const float pij = w.p[i * kB + j], dsij = w.dp[i * kB + j];
-        const float *doi = w.dob + i * d, *qi = w.qb + i * d;
-        for (int64_t c = 0; c < d; ++c) {
-          dvj[c * a.k_head] = fmadd(pij, doi[c], dvj[c * a.k_head]);
-          dkj[c * a.k_head] = fmadd(dsij, qi[c], dkj[c * a.k_head]);
-        }
-      }
-    }
-    for (int64_t i = 0; i < rows; ++i) {
-      float* dqi = w.dq + i * d;
-      for (int64_t j = 0; j < cols; ++j) {
-        const float dsij = w.dp[i * kB + j];
-        const float* kj = w.kb + j * d;
-#pragma omp simd
-        for (int64_t c = 0; c < d; ++c) dqi[c] = fmadd(dsij, kj[c], dqi[c]);
-      }
-    }
+    transpose_block(w.p, w.t);
+    block_gemm<false>(kB, dp, mp, w.t, kB, w.dob, dp, w.dkv, dp);  // p^T dout
+    scatter_rows(w.dkv, dp, cols, d, dv + base.k, a.k_seq, a.k_head, k0, true);
+    transpose_block(w.dp, w.t);
+    block_gemm<false>(kB, dp, mp, w.t, kB, w.qb, dp, w.dkv, dp);  // ds^T q
+    scatter_rows(w.dkv, dp, cols, d, dk + base.k, a.k_seq, a.k_head, k0, true);
+    block_gemm<true>(mp, dp, kB, w.dp, kB, w.kb, dp, w.dq, dp);  // ds k
   }
-  for (int64_t i = 0; i < rows; ++i) {
-    float* dst = dq + base.q + (q0 + i) * a.q_seq;
-    for (int64_t c = 0; c < d; ++c) dst[c * a.q_head] = w.dq[i * d + c];
-  }
+  scatter_rows(w.dq, dp, rows, d, dq + base.q, a.q_seq, a.q_head, q0, false);
 }
 
 // One row: dk and dv zeroed, then the query blocks in order.
@@ -233,7 +274,7 @@ void backward_row(const AttentionLayout& a, int64_t r, const float* q, const flo
       dk[base.k + j * a.k_seq + c * a.k_head] = 0.0f;
       dv[base.k + j * a.k_seq + c * a.k_head] = 0.0f;
     }
-  BackwardBlocks w;  // about 260 KB at the largest head dim
+  BackwardBlocks w;  // about 330 KB at the largest head dim
   for (int64_t q0 = 0; q0 < a.sq; q0 += kB)
     backward_block(a, base, q0, q, k, v, lse, dout, dq, dk, dv, w);
 }
