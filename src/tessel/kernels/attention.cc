@@ -7,6 +7,7 @@
 #include "tessel/base/bf16.h"
 #include "tessel/base/error.h"
 #include "tessel/kernels/fast_math.h"
+#include "tessel/kernels/row_ops.h"
 
 namespace tessel::kernels {
 namespace {
@@ -33,16 +34,13 @@ RowBase row_base(const AttentionLayout& a, int64_t r) {
   return base;
 }
 
-inline float operand(float x, bool bf16) {
-  return bf16 ? bf16_bits_to_f32(f32_to_bf16_bits(x)) : x;
-}
-
 inline int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 
 // c (m x n, ldc) = [c +] a (m x k, lda) . b (k x n, ldb), in kMr x kNr
-// register tiles; m % kMr == 0, n % kNr == 0. Each element sums over k in
-// order, so the result does not depend on where a tile starts.
-template <bool kAccumulate>
+// register tiles; m % kMr == 0, n % kNr == 0; with kTransA, a is stored
+// transposed (k x m, lda). Each element sums over k in order, so the result
+// does not depend on where a tile starts.
+template <bool kAccumulate, bool kTransA = false>
 void block_gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
                 int64_t ldb, float* c, int64_t ldc) {
   for (int64_t i0 = 0; i0 < m; i0 += kMr)
@@ -55,7 +53,7 @@ void block_gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, co
       for (int64_t p = 0; p < k; ++p) {
         const float* bp = b + p * ldb + j0;
         for (int64_t r = 0; r < kMr; ++r) {
-          const float ar = a[(i0 + r) * lda + p];
+          const float ar = kTransA ? a[p * lda + i0 + r] : a[(i0 + r) * lda + p];
 #pragma omp simd
           for (int64_t j = 0; j < kNr; ++j) acc[r][j] = fmadd(ar, bp[j], acc[r][j]);
         }
@@ -66,10 +64,9 @@ void block_gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, co
     }
 }
 
-// dst (kB x kB) = src^T.
-void transpose_block(const float* src, float* dst) {
-  for (int64_t i = 0; i < kB; ++i)
-    for (int64_t j = 0; j < kB; ++j) dst[j * kB + i] = src[i * kB + j];
+// x[0, n) rounded to bf16 in place (the operands of a bf16 program's products).
+void round_block(float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = bf16_bits_to_f32(f32_to_bf16_bits(x[i]));
 }
 
 // Rows [row0, row0 + rows) of x into dst (kB x dp, row-major), rounded to
@@ -84,13 +81,13 @@ void gather_rows(const float* x, int64_t seq_stride, int64_t head_stride, int64_
     }
     const float* src = x + (row0 + i) * seq_stride;
     if (head_stride == 1) {
-#pragma omp simd
-      for (int64_t c = 0; c < d; ++c) out[c] = operand(src[c], bf16);
+      std::copy(src, src + d, out);
     } else {
-      for (int64_t c = 0; c < d; ++c) out[c] = operand(src[c * head_stride], bf16);
+      for (int64_t c = 0; c < d; ++c) out[c] = src[c * head_stride];
     }
     std::fill(out + d, out + dp, 0.0f);
   }
+  if (bf16) round_block(dst, rows * dp);
 }
 
 // The same rows transposed: dst (dp x kB), dst[c * kB + i].
@@ -99,8 +96,9 @@ void gather_cols(const float* x, int64_t seq_stride, int64_t head_stride, int64_
   std::fill(dst, dst + dp * kB, 0.0f);
   for (int64_t i = 0; i < rows; ++i) {
     const float* src = x + (row0 + i) * seq_stride;
-    for (int64_t c = 0; c < d; ++c) dst[c * kB + i] = operand(src[c * head_stride], bf16);
+    for (int64_t c = 0; c < d; ++c) dst[c * kB + i] = src[c * head_stride];
   }
+  if (bf16) round_block(dst, dp * kB);
 }
 
 // x[row0 + j] (+)= block row j, for rows j < rows: `add` accumulates.
@@ -150,8 +148,8 @@ void forward_block(const AttentionLayout& a, const RowBase& base, int64_t q0, co
     for (int64_t i = 0; i < rows; ++i) {
       const int64_t n = visible(a, q0 + i, k0, cols);
       float* si = s + i * kB;
-      float block_max = -std::numeric_limits<float>::infinity();
-      for (int64_t j = 0; j < n; ++j) block_max = std::max(block_max, a.scale * si[j]);
+      const float block_max =
+          n == 0 ? -std::numeric_limits<float>::infinity() : row_scaled_max(si, a.scale, n);
       const float m_new = std::max(m[i], block_max);
       const float alpha = n == 0 ? 1.0f : fast_exp(m[i] - m_new);
       float sum = 0.0f;
@@ -160,7 +158,7 @@ void forward_block(const AttentionLayout& a, const RowBase& base, int64_t q0, co
         si[j] = fast_exp(a.scale * si[j] - m_new);
         sum += si[j];
       }
-      for (int64_t j = 0; j < n; ++j) si[j] = operand(si[j], a.bf16);
+      if (a.bf16) round_block(si, n);
       std::fill(si + n, si + kB, 0.0f);
       l[i] = l[i] * alpha + sum;
       m[i] = m_new;
@@ -186,97 +184,115 @@ void check(const AttentionLayout& a) {
            " keys");
 }
 
-// What the backward of one query block keeps while it walks the key blocks.
+// What the backward keeps while one key block meets the query blocks.
 struct BackwardBlocks {
   float qb[kB * kMaxPadded], dob[kB * kMaxPadded];  // q, dout rows
   float kb[kB * kMaxPadded];                        // k rows
   float kt[kMaxPadded * kB], vt[kMaxPadded * kB];   // k, v transposed
-  float dq[kB * kMaxPadded];                        // the query block's sum
-  float dkv[kB * kMaxPadded];                       // a key block's share of dk or dv
-  float p[kB * kB], dp[kB * kB], t[kB * kB];        // t: p or ds transposed
-  float lse[kB], delta[kB];
+  float dqb[kB * kMaxPadded];                       // the pair's share of dq
+  float dk[kB * kMaxPadded], dv[kB * kMaxPadded];   // the key block's sums
+  float p[kB * kB], dp[kB * kB];
+  float lse[kB];
 };
 
-// Probabilities p (recomputed from the log-sum-exp) and dp = dout . v^T of
-// the query block against key block k0; masked and padding entries of p are 0.
-void recompute_block(const AttentionLayout& a, const RowBase& base, int64_t q0, int64_t rows,
-                     int64_t k0, int64_t cols, const float* k, const float* v, BackwardBlocks& w) {
-  const int64_t dp = round_up(a.d, kNr), mp = round_up(rows, kMr);
+// The key block's k and v, transposed (and k's rows for dq).
+void load_keys(const AttentionLayout& a, const RowBase& base, int64_t k0, int64_t cols,
+               const float* k, const float* v, bool rows_too, BackwardBlocks& w) {
+  const int64_t dp = round_up(a.d, kNr);
   gather_cols(k + base.k, a.k_seq, a.k_head, k0, cols, a.d, dp, a.bf16, w.kt);
   gather_cols(v + base.k, a.k_seq, a.k_head, k0, cols, a.d, dp, a.bf16, w.vt);
+  if (rows_too) gather_rows(k + base.k, a.k_seq, a.k_head, k0, cols, a.d, dp, a.bf16, w.kb);
+}
+
+// For query block q0 against the loaded key block k0: q, dout and the
+// log-sum-exp loaded, the probabilities p recomputed (masked and padding
+// entries 0) and dp = dout . v^T.
+void recompute_block(const AttentionLayout& a, const RowBase& base, int64_t q0, int64_t k0,
+                     int64_t cols, const float* q, const float* lse, const float* dout,
+                     BackwardBlocks& w) {
+  const int64_t dp = round_up(a.d, kNr), rows = std::min(kB, a.sq - q0), mp = round_up(rows, kMr);
+  gather_rows(q + base.q, a.q_seq, a.q_head, q0, rows, a.d, dp, a.bf16, w.qb);
+  gather_rows(dout + base.q, a.q_seq, a.q_head, q0, rows, a.d, dp, a.bf16, w.dob);
+  for (int64_t i = 0; i < rows; ++i) w.lse[i] = lse[base.lse + (q0 + i) * a.lse_seq];
   block_gemm<false>(mp, kB, dp, w.qb, dp, w.kt, kB, w.p, kB);
   block_gemm<false>(mp, kB, dp, w.dob, dp, w.vt, kB, w.dp, kB);
-  for (int64_t i = 0; i < kB; ++i) {
+  for (int64_t i = 0; i < mp; ++i) {
     const int64_t n = i < rows ? visible(a, q0 + i, k0, cols) : 0;
     float* pi = w.p + i * kB;
+    const float shift = i < rows ? w.lse[i] : 0.0f;
 #pragma omp simd
-    for (int64_t j = 0; j < n; ++j) pi[j] = fast_exp(a.scale * pi[j] - w.lse[i]);
+    for (int64_t j = 0; j < n; ++j) pi[j] = fast_exp(a.scale * pi[j] - shift);
     std::fill(pi + n, pi + kB, 0.0f);
   }
 }
 
-// One query block: first delta = rowsum(p * dp) over every key it sees
-// (from the same recomputed p and dp as the gradient, as softmax_grad does,
-// so each row's logit gradients sum to zero as closely as the unfused
-// path's), then per key block ds = scale * p * (dp - delta), dv += p^T dout
-// and dk += ds^T q (added to the row's dk and dv in query-block order), and
-// dq += ds k.
-void backward_block(const AttentionLayout& a, const RowBase& base, int64_t q0, const float* q,
-                    const float* k, const float* v, const float* lse, const float* dout, float* dq,
-                    float* dk, float* dv, BackwardBlocks& w) {
-  const int64_t d = a.d, dp = round_up(d, kNr), rows = std::min(kB, a.sq - q0);
-  const int64_t mp = round_up(rows, kMr);
-  const int64_t key_end = a.causal ? std::min(a.sk, q0 + rows) : a.sk;
-  gather_rows(q + base.q, a.q_seq, a.q_head, q0, rows, d, dp, a.bf16, w.qb);
-  gather_rows(dout + base.q, a.q_seq, a.q_head, q0, rows, d, dp, a.bf16, w.dob);
-  for (int64_t i = 0; i < kB; ++i) w.lse[i] = i < rows ? lse[base.lse + (q0 + i) * a.lse_seq] : 0;
-  std::fill(w.delta, w.delta + kB, 0.0f);
-  for (int64_t k0 = 0; k0 < key_end; k0 += kB) {
-    recompute_block(a, base, q0, rows, k0, std::min(kB, a.sk - k0), k, v, w);
-    for (int64_t i = 0; i < rows; ++i) {
-      float sum = 0.0f;
-      for (int64_t j = 0; j < kB; ++j) sum += w.p[i * kB + j] * w.dp[i * kB + j];
-      w.delta[i] += sum;
-    }
-  }
-  std::fill(w.dq, w.dq + kB * dp, 0.0f);
-  for (int64_t k0 = 0; k0 < key_end; k0 += kB) {
-    const int64_t cols = std::min(kB, a.sk - k0);
-    recompute_block(a, base, q0, rows, k0, cols, k, v, w);
-    gather_rows(k + base.k, a.k_seq, a.k_head, k0, cols, d, dp, a.bf16, w.kb);
-    for (int64_t i = 0; i < kB; ++i) {
-      float* pi = w.p + i * kB;
-      float* dsi = w.dp + i * kB;
-#pragma omp simd
-      for (int64_t j = 0; j < kB; ++j) {
-        dsi[j] = operand(a.scale * pi[j] * (dsi[j] - w.delta[i]), a.bf16);  // d(logits)
-        pi[j] = operand(pi[j], a.bf16);
-      }
-    }
-    transpose_block(w.p, w.t);
-    block_gemm<false>(kB, dp, mp, w.t, kB, w.dob, dp, w.dkv, dp);  // p^T dout
-    scatter_rows(w.dkv, dp, cols, d, dv + base.k, a.k_seq, a.k_head, k0, true);
-    transpose_block(w.dp, w.t);
-    block_gemm<false>(kB, dp, mp, w.t, kB, w.qb, dp, w.dkv, dp);  // ds^T q
-    scatter_rows(w.dkv, dp, cols, d, dk + base.k, a.k_seq, a.k_head, k0, true);
-    block_gemm<true>(mp, dp, kB, w.dp, kB, w.kb, dp, w.dq, dp);  // ds k
-  }
-  scatter_rows(w.dq, dp, rows, d, dq + base.q, a.q_seq, a.q_head, q0, false);
+// The first query block that sees key block k0 (earlier ones see none of it).
+inline int64_t first_query(const AttentionLayout& a, int64_t k0) {
+  return a.causal ? k0 / kB * kB : 0;
 }
 
-// One row: dk and dv zeroed, then the query blocks in order.
-void backward_row(const AttentionLayout& a, int64_t r, const float* q, const float* k,
-                  const float* v, const float* lse, const float* dout, float* dq, float* dk,
-                  float* dv) {
-  const RowBase base = row_base(a, r);
-  for (int64_t j = 0; j < a.sk; ++j)
-    for (int64_t c = 0; c < a.d; ++c) {
-      dk[base.k + j * a.k_seq + c * a.k_head] = 0.0f;
-      dv[base.k + j * a.k_seq + c * a.k_head] = 0.0f;
+// Pass 1 of a row: delta = rowsum(p * dp) over every key each query sees,
+// from the same recomputed p and dp as pass 2 (as softmax_grad does, so
+// each row's logit gradients sum to zero as closely as the unfused path's;
+// dout . out would not), summed key block by key block in order.
+void backward_delta(const AttentionLayout& a, const RowBase& base, const float* q, const float* k,
+                    const float* v, const float* lse, const float* dout, float* delta,
+                    BackwardBlocks& w) {
+  std::fill(delta, delta + a.sq, 0.0f);
+  for (int64_t k0 = 0; k0 < a.sk; k0 += kB) {
+    const int64_t cols = std::min(kB, a.sk - k0);
+    load_keys(a, base, k0, cols, k, v, false, w);
+    for (int64_t q0 = first_query(a, k0); q0 < a.sq; q0 += kB) {
+      recompute_block(a, base, q0, k0, cols, q, lse, dout, w);
+      for (int64_t i = 0; i < std::min(kB, a.sq - q0); ++i) {
+        float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+        for (int64_t j = 0; j < kB; ++j) sum += w.p[i * kB + j] * w.dp[i * kB + j];
+        delta[q0 + i] += sum;
+      }
     }
-  BackwardBlocks w;  // about 330 KB at the largest head dim
-  for (int64_t q0 = 0; q0 < a.sq; q0 += kB)
-    backward_block(a, base, q0, q, k, v, lse, dout, dq, dk, dv, w);
+  }
+}
+
+// Pass 2 of a row, key block by key block: per query block that sees it,
+// ds = scale * p * (dp - delta), dv += p^T dout and dk += ds^T q (in the
+// key block, over query blocks in order), dq += ds k (into the row's dq,
+// over key blocks in order).
+void backward_grads(const AttentionLayout& a, const RowBase& base, const float* q, const float* k,
+                    const float* v, const float* lse, const float* dout, const float* delta,
+                    float* dq, float* dk, float* dv, BackwardBlocks& w) {
+  const int64_t d = a.d, dp = round_up(d, kNr);
+  for (int64_t i = 0; i < a.sq; ++i) {
+    float* dst = dq + base.q + i * a.q_seq;
+    for (int64_t c = 0; c < d; ++c) dst[c * a.q_head] = 0.0f;
+  }
+  for (int64_t k0 = 0; k0 < a.sk; k0 += kB) {
+    const int64_t cols = std::min(kB, a.sk - k0);
+    load_keys(a, base, k0, cols, k, v, true, w);
+    std::fill(w.dk, w.dk + kB * dp, 0.0f);
+    std::fill(w.dv, w.dv + kB * dp, 0.0f);
+    for (int64_t q0 = first_query(a, k0); q0 < a.sq; q0 += kB) {
+      const int64_t rows = std::min(kB, a.sq - q0), mp = round_up(rows, kMr);
+      recompute_block(a, base, q0, k0, cols, q, lse, dout, w);
+      for (int64_t i = 0; i < mp; ++i) {
+        const float di = i < rows ? delta[q0 + i] : 0.0f;
+        float* pi = w.p + i * kB;
+        float* dsi = w.dp + i * kB;
+#pragma omp simd
+        for (int64_t j = 0; j < kB; ++j) dsi[j] = a.scale * pi[j] * (dsi[j] - di);
+      }
+      if (a.bf16) {
+        round_block(w.p, mp * kB);
+        round_block(w.dp, mp * kB);
+      }
+      block_gemm<true, true>(kB, dp, mp, w.p, kB, w.dob, dp, w.dv, dp);  // p^T dout
+      block_gemm<true, true>(kB, dp, mp, w.dp, kB, w.qb, dp, w.dk, dp);  // ds^T q
+      block_gemm<false>(mp, dp, kB, w.dp, kB, w.kb, dp, w.dqb, dp);      // ds k
+      scatter_rows(w.dqb, dp, rows, d, dq + base.q, a.q_seq, a.q_head, q0, true);
+    }
+    scatter_rows(w.dk, dp, cols, d, dk + base.k, a.k_seq, a.k_head, k0, false);
+    scatter_rows(w.dv, dp, cols, d, dv + base.k, a.k_seq, a.k_head, k0, false);
+  }
 }
 
 }  // namespace
@@ -297,11 +313,18 @@ void attention_forward(const AttentionLayout& a, const float* q, const float* k,
 }
 
 void attention_backward(const AttentionLayout& a, const float* q, const float* k, const float* v,
-                        const float* lse, const float* dout, float* dq, float* dk, float* dv) {
+                        const float* lse, const float* dout, float* dq, float* dk, float* dv,
+                        float* scratch) {
   check(a);
   const int64_t rows = a.rows();
 #pragma omp parallel for schedule(dynamic, 1) if (rows > 1)
-  for (int64_t r = 0; r < rows; ++r) backward_row(a, r, q, k, v, lse, dout, dq, dk, dv);
+  for (int64_t r = 0; r < rows; ++r) {
+    BackwardBlocks w;  // about 290 KB at the largest head dim
+    const RowBase base = row_base(a, r);
+    float* delta = scratch + r * a.sq;
+    backward_delta(a, base, q, k, v, lse, dout, delta, w);
+    backward_grads(a, base, q, k, v, lse, dout, delta, dq, dk, dv, w);
+  }
 }
 
 }  // namespace tessel::kernels

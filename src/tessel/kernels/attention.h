@@ -9,7 +9,8 @@
 // blocks (a first pass over the keys) rather than taken as dout . out, so
 // the logits' gradient is as consistent as softmax_grad's (docs/attention.md).
 // Invariants: blocks have fixed sizes (kAttentionBlock) and each task (a
-// row and query block forward, a row backward) runs sequentially on one
+// row and query block forward, a row backward: deltas, then key block by
+// key block) runs sequentially on one
 // thread, so results are bitwise the same run to run and for any thread
 // count. Statistics and sums are f32; with `bf16`, the operands of each
 // product (q, k, v, the probabilities, dout and the logits' gradient) are
@@ -44,9 +45,14 @@ struct AttentionLayout {
 void attention_forward(const AttentionLayout& a, const float* q, const float* k, const float* v,
                        float* out, float* lse);
 
-// dq, dk and dv are written (not accumulated).
+// dq, dk and dv are written (not accumulated); scratch holds rows() * sq
+// floats (each query's delta = rowsum(p * dp)).
 void attention_backward(const AttentionLayout& a, const float* q, const float* k, const float* v,
-                        const float* lse, const float* dout, float* dq, float* dk, float* dv);
+                        const float* lse, const float* dout, float* dq, float* dk, float* dv,
+                        float* scratch);
+inline int64_t attention_backward_scratch_floats(const AttentionLayout& a) {
+  return a.rows() * a.sq;
+}
 
 // Naive twins (the op harness's reference): whole rows of probabilities,
 // sums in double, no blocks, one thread.

@@ -56,9 +56,19 @@ void execute_attention(const OpCall& call) {
 }
 
 void execute_attention_grad(const OpCall& call) {
-  (call.reference ? kernels::attention_backward_ref : kernels::attention_backward)(
-      layout_of(call), in_f32(call, 0), in_f32(call, 1), in_f32(call, 2), in_f32(call, 3),
-      in_f32(call, 4), element(call, 0), element(call, 1), element(call, 2));
+  const kernels::AttentionLayout l = layout_of(call);
+  if (call.reference)
+    return kernels::attention_backward_ref(l, in_f32(call, 0), in_f32(call, 1), in_f32(call, 2),
+                                           in_f32(call, 3), in_f32(call, 4), element(call, 0),
+                                           element(call, 1), element(call, 2));
+  kernels::attention_backward(l, in_f32(call, 0), in_f32(call, 1), in_f32(call, 2), in_f32(call, 3),
+                              in_f32(call, 4), element(call, 0), element(call, 1), element(call, 2),
+                              static_cast<float*>(call.scratch));
+}
+
+size_t attention_grad_scratch_bytes(const Graph& graph, const Node& node) {
+  // One float per query and row: the log-sum-exp's shape (input 3).
+  return static_cast<size_t>(graph.node(node.inputs[3]).shape.numel()) * sizeof(float);
 }
 
 }  // namespace tessel

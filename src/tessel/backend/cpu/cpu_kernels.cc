@@ -330,6 +330,8 @@ size_t cpu_scratch_bytes(const Graph& graph, const Node& node, const kernels::Ei
       return static_cast<size_t>(einsum->scratch_elements()) * sizeof(float);
     case OpKind::kLayerNormGradGamma:  // the kernel also produces d(beta); it lands here
       return static_cast<size_t>(node.shape.numel()) * sizeof(float);
+    case OpKind::kAttentionGrad:
+      return attention_grad_scratch_bytes(graph, node);
     default:
       return 0;
   }
