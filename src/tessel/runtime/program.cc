@@ -147,14 +147,11 @@ void Program::index_values() {
     const Node& node = g.node(id);
     const bool view = op_info(node.kind).is_view;
     alias_root_[id] = view ? alias_root_[node.inputs[0]] : id;
-    // A tuple_get starts at its element's offset in the tuple (ir/tuple.h).
-    alias_offset_[id] =
-        !view ? 0
-        : node.kind == OpKind::kTupleGet
-            ? alias_offset_[node.inputs[0]] +
-                  static_cast<size_t>(
-                      g.node(node.inputs[0]).elements.at(tuple_index(node.attrs)).offset)
-            : alias_offset_[node.inputs[0]];
+    alias_offset_[id] = view ? alias_offset_[node.inputs[0]] : 0;
+    if (node.kind == OpKind::kTupleGet) {  // at its element's offset in the tuple (ir/tuple.h)
+      const Node& tuple = g.node(node.inputs[0]);
+      alias_offset_[id] += static_cast<size_t>(tuple.elements.at(tuple_index(node.attrs)).offset);
+    }
     if (node.kind == OpKind::kParam) params_by_name_[node.name] = id;
   }
 }

@@ -9,8 +9,6 @@
 namespace tessel {
 namespace {
 
-int64_t stride_of(const Shape& s, const std::string& dim) { return s.stride(dim); }
-
 kernels::AttentionLayout layout_of(const OpCall& call) {
   const Attrs& a = call.node.attrs;
   const std::vector<std::string>& dims = attention_dims(a);
@@ -22,19 +20,19 @@ kernels::AttentionLayout layout_of(const OpCall& call) {
   l.sq = q.size(query);
   l.sk = k.size(key);
   l.d = q.size(head);
-  l.q_seq = stride_of(q, query);
-  l.q_head = stride_of(q, head);
-  l.k_seq = stride_of(k, key);
-  l.k_head = stride_of(k, head);
-  l.lse_seq = stride_of(lse, query);
+  l.q_seq = q.stride(query);
+  l.q_head = q.stride(head);
+  l.k_seq = k.stride(key);
+  l.k_head = k.stride(head);
+  l.lse_seq = lse.stride(query);
   for (const Dim& d : q.dims()) {
     if (d.name == query || d.name == head) continue;
     TS_CHECK(l.row_rank < kernels::kMaxAttentionRowDims, "attention '", call.node.name,
              "': more than ", kernels::kMaxAttentionRowDims, " row dims in ", q);
     l.row_size[l.row_rank] = d.size;
-    l.q_row[l.row_rank] = stride_of(q, d.name);
-    l.k_row[l.row_rank] = stride_of(k, d.name);
-    l.lse_row[l.row_rank] = stride_of(lse, d.name);
+    l.q_row[l.row_rank] = q.stride(d.name);
+    l.k_row[l.row_rank] = k.stride(d.name);
+    l.lse_row[l.row_rank] = lse.stride(d.name);
     ++l.row_rank;
   }
   l.causal = !causal_query_dim(a).empty();
