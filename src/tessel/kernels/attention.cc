@@ -69,36 +69,60 @@ void round_block(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] = bf16_bits_to_f32(f32_to_bf16_bits(x[i]));
 }
 
+inline float widen(float x) { return x; }
+inline float widen(uint16_t x) { return bf16_bits_to_f32(x); }
+
 // Rows [row0, row0 + rows) of x into dst (kB x dp, row-major), rounded to
 // bf16 if asked; padding rows and columns are 0.
-void gather_rows(const float* x, int64_t seq_stride, int64_t head_stride, int64_t row0,
-                 int64_t rows, int64_t d, int64_t dp, bool bf16, float* dst) {
+template <typename T>
+void gather_rows(const T* x, int64_t seq_stride, int64_t head_stride, int64_t row0, int64_t rows,
+                 int64_t d, int64_t dp, bool bf16, float* dst) {
   for (int64_t i = 0; i < kB; ++i) {
     float* out = dst + i * dp;
     if (i >= rows) {
       std::fill(out, out + dp, 0.0f);
       continue;
     }
-    const float* src = x + (row0 + i) * seq_stride;
+    const T* src = x + (row0 + i) * seq_stride;
     if (head_stride == 1) {
-      std::copy(src, src + d, out);
+#pragma omp simd
+      for (int64_t c = 0; c < d; ++c) out[c] = widen(src[c]);
     } else {
-      for (int64_t c = 0; c < d; ++c) out[c] = src[c * head_stride];
+      for (int64_t c = 0; c < d; ++c) out[c] = widen(src[c * head_stride]);
     }
     std::fill(out + d, out + dp, 0.0f);
   }
-  if (bf16) round_block(dst, rows * dp);
+  if (bf16 && sizeof(T) == sizeof(float)) round_block(dst, rows * dp);
 }
 
 // The same rows transposed: dst (dp x kB), dst[c * kB + i].
-void gather_cols(const float* x, int64_t seq_stride, int64_t head_stride, int64_t row0,
-                 int64_t rows, int64_t d, int64_t dp, bool bf16, float* dst) {
+template <typename T>
+void gather_cols(const T* x, int64_t seq_stride, int64_t head_stride, int64_t row0, int64_t rows,
+                 int64_t d, int64_t dp, bool bf16, float* dst) {
   std::fill(dst, dst + dp * kB, 0.0f);
   for (int64_t i = 0; i < rows; ++i) {
-    const float* src = x + (row0 + i) * seq_stride;
-    for (int64_t c = 0; c < d; ++c) dst[c * kB + i] = src[c * head_stride];
+    const T* src = x + (row0 + i) * seq_stride;
+    for (int64_t c = 0; c < d; ++c) dst[c * kB + i] = widen(src[c * head_stride]);
   }
-  if (bf16) round_block(dst, dp * kB);
+  if (bf16 && sizeof(T) == sizeof(float)) round_block(dst, dp * kB);
+}
+
+// The gathers over an input as stored (f32, or bf16: already rounded).
+void gather_rows(AttentionInput x, int64_t offset, int64_t seq_stride, int64_t head_stride,
+                 int64_t row0, int64_t rows, int64_t d, int64_t dp, bool bf16, float* dst) {
+  if (x.bf16)
+    return gather_rows(static_cast<const uint16_t*>(x.data) + offset, seq_stride, head_stride, row0,
+                       rows, d, dp, bf16, dst);
+  gather_rows(static_cast<const float*>(x.data) + offset, seq_stride, head_stride, row0, rows, d,
+              dp, bf16, dst);
+}
+void gather_cols(AttentionInput x, int64_t offset, int64_t seq_stride, int64_t head_stride,
+                 int64_t row0, int64_t rows, int64_t d, int64_t dp, bool bf16, float* dst) {
+  if (x.bf16)
+    return gather_cols(static_cast<const uint16_t*>(x.data) + offset, seq_stride, head_stride, row0,
+                       rows, d, dp, bf16, dst);
+  gather_cols(static_cast<const float*>(x.data) + offset, seq_stride, head_stride, row0, rows, d,
+              dp, bf16, dst);
 }
 
 // x[row0 + j] (+)= block row j, for rows j < rows: `add` accumulates.
@@ -129,21 +153,21 @@ inline int64_t visible(const AttentionLayout& a, int64_t query, int64_t k0, int6
 }
 
 // One query block of one row, over every key block it sees.
-void forward_block(const AttentionLayout& a, const RowBase& base, int64_t q0, const float* q,
-                   const float* k, const float* v, float* out, float* lse) {
+void forward_block(const AttentionLayout& a, const RowBase& base, int64_t q0, AttentionInput q,
+                   AttentionInput k, AttentionInput v, float* out, float* lse) {
   const int64_t d = a.d, dp = round_up(d, kNr), rows = std::min(kB, a.sq - q0);
   const int64_t mp = round_up(rows, kMr);
   float qb[kB * kMaxPadded], kt[kMaxPadded * kB], vb[kB * kMaxPadded];
   float ob[kB * kMaxPadded], s[kB * kB], m[kB], l[kB];
-  gather_rows(q + base.q, a.q_seq, a.q_head, q0, rows, d, dp, a.bf16, qb);
+  gather_rows(q, base.q, a.q_seq, a.q_head, q0, rows, d, dp, a.bf16, qb);
   std::fill(ob, ob + kB * dp, 0.0f);
   std::fill(m, m + kB, -std::numeric_limits<float>::infinity());
   std::fill(l, l + kB, 0.0f);
   const int64_t key_end = a.causal ? std::min(a.sk, q0 + rows) : a.sk;
   for (int64_t k0 = 0; k0 < key_end; k0 += kB) {
     const int64_t cols = std::min(kB, a.sk - k0);
-    gather_cols(k + base.k, a.k_seq, a.k_head, k0, cols, d, dp, a.bf16, kt);
-    gather_rows(v + base.k, a.k_seq, a.k_head, k0, cols, d, dp, a.bf16, vb);
+    gather_cols(k, base.k, a.k_seq, a.k_head, k0, cols, d, dp, a.bf16, kt);
+    gather_rows(v, base.k, a.k_seq, a.k_head, k0, cols, d, dp, a.bf16, vb);
     block_gemm<false>(mp, kB, dp, qb, dp, kt, kB, s, kB);
     for (int64_t i = 0; i < rows; ++i) {
       const int64_t n = visible(a, q0 + i, k0, cols);
@@ -197,22 +221,22 @@ struct BackwardBlocks {
 
 // The key block's k and v, transposed (and k's rows for dq).
 void load_keys(const AttentionLayout& a, const RowBase& base, int64_t k0, int64_t cols,
-               const float* k, const float* v, bool rows_too, BackwardBlocks& w) {
+               AttentionInput k, AttentionInput v, bool rows_too, BackwardBlocks& w) {
   const int64_t dp = round_up(a.d, kNr);
-  gather_cols(k + base.k, a.k_seq, a.k_head, k0, cols, a.d, dp, a.bf16, w.kt);
-  gather_cols(v + base.k, a.k_seq, a.k_head, k0, cols, a.d, dp, a.bf16, w.vt);
-  if (rows_too) gather_rows(k + base.k, a.k_seq, a.k_head, k0, cols, a.d, dp, a.bf16, w.kb);
+  gather_cols(k, base.k, a.k_seq, a.k_head, k0, cols, a.d, dp, a.bf16, w.kt);
+  gather_cols(v, base.k, a.k_seq, a.k_head, k0, cols, a.d, dp, a.bf16, w.vt);
+  if (rows_too) gather_rows(k, base.k, a.k_seq, a.k_head, k0, cols, a.d, dp, a.bf16, w.kb);
 }
 
 // For query block q0 against the loaded key block k0: q, dout and the
 // log-sum-exp loaded, the probabilities p recomputed (masked and padding
 // entries 0) and dp = dout . v^T.
 void recompute_block(const AttentionLayout& a, const RowBase& base, int64_t q0, int64_t k0,
-                     int64_t cols, const float* q, const float* lse, const float* dout,
+                     int64_t cols, AttentionInput q, const float* lse, AttentionInput dout,
                      BackwardBlocks& w) {
   const int64_t dp = round_up(a.d, kNr), rows = std::min(kB, a.sq - q0), mp = round_up(rows, kMr);
-  gather_rows(q + base.q, a.q_seq, a.q_head, q0, rows, a.d, dp, a.bf16, w.qb);
-  gather_rows(dout + base.q, a.q_seq, a.q_head, q0, rows, a.d, dp, a.bf16, w.dob);
+  gather_rows(q, base.q, a.q_seq, a.q_head, q0, rows, a.d, dp, a.bf16, w.qb);
+  gather_rows(dout, base.q, a.q_seq, a.q_head, q0, rows, a.d, dp, a.bf16, w.dob);
   for (int64_t i = 0; i < rows; ++i) w.lse[i] = lse[base.lse + (q0 + i) * a.lse_seq];
   block_gemm<false>(mp, kB, dp, w.qb, dp, w.kt, kB, w.p, kB);
   block_gemm<false>(mp, kB, dp, w.dob, dp, w.vt, kB, w.dp, kB);
@@ -235,9 +259,9 @@ inline int64_t first_query(const AttentionLayout& a, int64_t k0) {
 // from the same recomputed p and dp as pass 2 (as softmax_grad does, so
 // each row's logit gradients sum to zero as closely as the unfused path's;
 // dout . out would not), summed key block by key block in order.
-void backward_delta(const AttentionLayout& a, const RowBase& base, const float* q, const float* k,
-                    const float* v, const float* lse, const float* dout, float* delta,
-                    BackwardBlocks& w) {
+void backward_delta(const AttentionLayout& a, const RowBase& base, AttentionInput q,
+                    AttentionInput k, AttentionInput v, const float* lse, AttentionInput dout,
+                    float* delta, BackwardBlocks& w) {
   std::fill(delta, delta + a.sq, 0.0f);
   for (int64_t k0 = 0; k0 < a.sk; k0 += kB) {
     const int64_t cols = std::min(kB, a.sk - k0);
@@ -258,9 +282,9 @@ void backward_delta(const AttentionLayout& a, const RowBase& base, const float* 
 // ds = scale * p * (dp - delta), dv += p^T dout and dk += ds^T q (in the
 // key block, over query blocks in order), dq += ds k (into the row's dq,
 // over key blocks in order).
-void backward_grads(const AttentionLayout& a, const RowBase& base, const float* q, const float* k,
-                    const float* v, const float* lse, const float* dout, const float* delta,
-                    float* dq, float* dk, float* dv, BackwardBlocks& w) {
+void backward_grads(const AttentionLayout& a, const RowBase& base, AttentionInput q,
+                    AttentionInput k, AttentionInput v, const float* lse, AttentionInput dout,
+                    const float* delta, float* dq, float* dk, float* dv, BackwardBlocks& w) {
   const int64_t d = a.d, dp = round_up(d, kNr);
   for (int64_t i = 0; i < a.sq; ++i) {
     float* dst = dq + base.q + i * a.q_seq;
@@ -303,8 +327,8 @@ int64_t AttentionLayout::rows() const {
   return n;
 }
 
-void attention_forward(const AttentionLayout& a, const float* q, const float* k, const float* v,
-                       float* out, float* lse) {
+void attention_forward(const AttentionLayout& a, AttentionInput q, AttentionInput k,
+                       AttentionInput v, float* out, float* lse) {
   check(a);
   const int64_t blocks = (a.sq + kB - 1) / kB, tasks = a.rows() * blocks;
 #pragma omp parallel for schedule(dynamic, 1) if (tasks > 1)
@@ -312,9 +336,9 @@ void attention_forward(const AttentionLayout& a, const float* q, const float* k,
     forward_block(a, row_base(a, t / blocks), t % blocks * kB, q, k, v, out, lse);
 }
 
-void attention_backward(const AttentionLayout& a, const float* q, const float* k, const float* v,
-                        const float* lse, const float* dout, float* dq, float* dk, float* dv,
-                        float* scratch) {
+void attention_backward(const AttentionLayout& a, AttentionInput q, AttentionInput k,
+                        AttentionInput v, const float* lse, AttentionInput dout, float* dq,
+                        float* dk, float* dv, float* scratch) {
   check(a);
   const int64_t rows = a.rows();
 #pragma omp parallel for schedule(dynamic, 1) if (rows > 1)

@@ -42,14 +42,22 @@ struct AttentionLayout {
   int64_t rows() const;
 };
 
-void attention_forward(const AttentionLayout& a, const float* q, const float* k, const float* v,
-                       float* out, float* lse);
+// An input as the program stores it: f32, or bf16 (a bf16 program stores q,
+// k, v and dout in bf16 when only products read them; they are rounded to
+// bf16 here anyway).
+struct AttentionInput {
+  const void* data = nullptr;
+  bool bf16 = false;
+};
+
+void attention_forward(const AttentionLayout& a, AttentionInput q, AttentionInput k,
+                       AttentionInput v, float* out, float* lse);
 
 // dq, dk and dv are written (not accumulated); scratch holds rows() * sq
 // floats (each query's delta = rowsum(p * dp)).
-void attention_backward(const AttentionLayout& a, const float* q, const float* k, const float* v,
-                        const float* lse, const float* dout, float* dq, float* dk, float* dv,
-                        float* scratch);
+void attention_backward(const AttentionLayout& a, AttentionInput q, AttentionInput k,
+                        AttentionInput v, const float* lse, AttentionInput dout, float* dq,
+                        float* dk, float* dv, float* scratch);
 inline int64_t attention_backward_scratch_floats(const AttentionLayout& a) {
   return a.rows() * a.sq;
 }

@@ -26,10 +26,22 @@ bool stores_in_bf16(const CompileOptions& o, bool rounded_reads, bool other_read
          dtype == DType::kF32;
 }
 
-// Whether `node` reads its inputs rounded to bf16: an einsum, or an
-// all-gather whose output is stored in bf16 (it carries bf16).
-bool rounds_inputs(const Node& node, bool stored_bf16) {
-  return node.kind == OpKind::kEinsum || (node.kind == OpKind::kAllGather && stored_bf16);
+// Whether `node` reads input `i` rounded to bf16: an einsum, an all-gather
+// whose output is stored in bf16 (it carries bf16), or fused attention's q,
+// k, v (and its gradient's dout: input 4), which its kernel rounds.
+bool rounds_input(const Node& node, size_t i, bool stored_bf16) {
+  switch (node.kind) {
+    case OpKind::kEinsum:
+      return true;
+    case OpKind::kAllGather:
+      return stored_bf16;
+    case OpKind::kAttention:
+      return i < 3;
+    case OpKind::kAttentionGrad:
+      return i < 3 || i == 4;
+    default:
+      return false;
+  }
 }
 
 // The parameter a bias add adds to `einsum`'s output.
@@ -226,8 +238,9 @@ void Program::choose_bf16_storage(const std::vector<ValueId>& outputs) {
     const Node& node = g.node(it->node);
     stored_bf16_[id] = !is_tuple(g.node(id)) &&
                        stores_in_bf16(options_, bf16_read[id], other_read[id], g.node(id).dtype);
-    const bool rounded = rounds_inputs(node, stored_bf16_[id]);
-    for (ValueId in : node.inputs) (rounded ? bf16_read : other_read)[alias_root_[in]] = true;
+    for (size_t i = 0; i < node.inputs.size(); ++i)
+      (rounds_input(node, i, stored_bf16_[id]) ? bf16_read
+                                               : other_read)[alias_root_[node.inputs[i]]] = true;
     if (it->bias >= 0) other_read[alias_root_[it->bias]] = true;  // added in f32
   }
 }
@@ -578,9 +591,9 @@ std::optional<bool> Program::gathered_in_bf16(ValueId param, int first_phase,
     if (phase < first_phase || phase > last_phase) continue;
     const Instruction& ins = instructions_[i];
     const Node& node = g.node(ins.node);
-    const bool rounds = rounds_inputs(node, stored_bf16_[ins.value]);
-    for (ValueId in : node.inputs)
-      if (alias_root_[in] == root) (rounds ? rounded : other) = true;
+    for (size_t k = 0; k < node.inputs.size(); ++k)
+      if (alias_root_[node.inputs[k]] == root)
+        (rounds_input(node, k, stored_bf16_[ins.value]) ? rounded : other) = true;
     if (ins.bias >= 0 && alias_root_[ins.bias] == root) other = true;
   }
   if (!rounded && !other) return std::nullopt;
@@ -679,6 +692,10 @@ OpCall Program::op_call(const Instruction& ins) const {
   if (node.kind == OpKind::kAllGather && stored_bf16_[ins.node] &&
       stored_bf16_[alias_root_[node.inputs[0]]])
     call.bf16_in[0] = value_ptr_[node.inputs[0]];
+  if (node.kind == OpKind::kAttention || node.kind == OpKind::kAttentionGrad)
+    for (size_t k = 0; k < node.inputs.size() && k < 5; ++k)
+      if (k != 3 && stored_bf16_[alias_root_[node.inputs[k]]])
+        call.bf16_in[k < 3 ? k : 3] = value_ptr_[node.inputs[k]];
   for (int k = 0; k < 2; ++k) {
     if (ins.bf16_copy[k] >= 0) call.bf16_in[k] = bf16_copies_[ins.bf16_copy[k]].data;
     if (ins.einsum_bf16 >= 0 && stored_bf16_[alias_root_[node.inputs[k]]])

@@ -41,6 +41,13 @@ kernels::AttentionLayout layout_of(const OpCall& call) {
   return l;
 }
 
+// Input i as stored: bf16 where the program passes its bf16 storage.
+kernels::AttentionInput input(const OpCall& call, int i) {
+  if (i < 3 && call.bf16_in[i]) return {call.bf16_in[i], true};
+  if (i == 4 && call.bf16_in[3]) return {call.bf16_in[3], true};
+  return {in_f32(call, i), false};
+}
+
 float* element(const OpCall& call, int i) {
   return reinterpret_cast<float*>(static_cast<uint8_t*>(call.out) + call.node.elements[i].offset);
 }
@@ -48,9 +55,12 @@ float* element(const OpCall& call, int i) {
 }  // namespace
 
 void execute_attention(const OpCall& call) {
-  (call.reference ? kernels::attention_forward_ref : kernels::attention_forward)(
-      layout_of(call), in_f32(call, 0), in_f32(call, 1), in_f32(call, 2), element(call, 0),
-      element(call, 1));
+  const kernels::AttentionLayout l = layout_of(call);
+  if (call.reference)
+    return kernels::attention_forward_ref(l, in_f32(call, 0), in_f32(call, 1), in_f32(call, 2),
+                                          element(call, 0), element(call, 1));
+  kernels::attention_forward(l, input(call, 0), input(call, 1), input(call, 2), element(call, 0),
+                             element(call, 1));
 }
 
 void execute_attention_grad(const OpCall& call) {
@@ -59,8 +69,8 @@ void execute_attention_grad(const OpCall& call) {
     return kernels::attention_backward_ref(l, in_f32(call, 0), in_f32(call, 1), in_f32(call, 2),
                                            in_f32(call, 3), in_f32(call, 4), element(call, 0),
                                            element(call, 1), element(call, 2));
-  kernels::attention_backward(l, in_f32(call, 0), in_f32(call, 1), in_f32(call, 2), in_f32(call, 3),
-                              in_f32(call, 4), element(call, 0), element(call, 1), element(call, 2),
+  kernels::attention_backward(l, input(call, 0), input(call, 1), input(call, 2), in_f32(call, 3),
+                              input(call, 4), element(call, 0), element(call, 1), element(call, 2),
                               static_cast<float*>(call.scratch));
 }
 
