@@ -208,7 +208,8 @@ void BM_CrossEntropyForward(benchmark::State& state) {
   const auto logits = random_vec(kBenchTokens * kVocab, 16, -5, 5);
   const auto labels = random_ids(kBenchTokens, kVocab, 17);
   for (auto _ : state) {
-    benchmark::DoNotOptimize(cross_entropy_forward(logits.data(), labels.data(), kBenchTokens, kVocab));
+    benchmark::DoNotOptimize(
+        cross_entropy_forward(logits.data(), labels.data(), kBenchTokens, kVocab));
   }
   set_bytes(state, kBenchTokens * kVocab + kBenchTokens);
 }

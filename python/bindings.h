@@ -25,6 +25,7 @@ namespace tessel::python {
 namespace py = pybind11;
 
 void bind_graph(py::module_& m);
+void bind_tuple_ops(py::module_& m);  // after bind_graph: adds to its Builder
 void bind_program(py::module_& m);
 void bind_registry(py::module_& m);
 void bind_train(py::module_& m);

@@ -256,4 +256,29 @@ void bind_graph(py::module_& m) {
   reduce<&GraphBuilder::reduce_max>(c, "reduce_max", "max");
 }
 
+// Multi-output ops (ir/tuple.h), on the Builder bind_graph made: fused
+// attention returns its output and log-sum-exp; tuple_get reads an element.
+void bind_tuple_ops(py::module_& m) {
+  auto c = py::reinterpret_borrow<py::class_<B, std::shared_ptr<B>>>(m.attr("Builder"));
+  c.def(
+       "attention",
+       [](const B& b, ValueId q, ValueId k, ValueId v, const std::string& query,
+          const std::string& key, const std::string& head, bool causal, float scale,
+          const std::string& name) {
+         const GraphBuilder::Attention a =
+             b.get().attention(q, k, v, query, key, head, causal, scale, name);
+         return py::make_tuple(a.out, a.lse);
+       },
+       py::arg("q"), py::arg("k"), py::arg("v"), py::arg("query"), py::arg("key"), py::arg("head"),
+       py::arg("causal"), py::arg("scale"), py::arg("name") = "attention",
+       "Fused softmax(scale * q.k over head) . v, causal if asked (docs/attention.md): "
+       "returns (output, log-sum-exp).")
+      .def(
+          "tuple_get",
+          [](const B& b, ValueId tuple, int index, const std::string& name) {
+            return b.get().tuple_get(tuple, index, name);
+          },
+          py::arg("tuple"), py::arg("index"), py::arg("name") = "get");
+}
+
 }  // namespace tessel::python

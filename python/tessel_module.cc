@@ -11,6 +11,7 @@ PYBIND11_MODULE(_tessel, m) {
   m.doc() = "Tessel: named-dim models trained on any mesh (C++ core)";
   pybind11::register_exception<tessel::Error>(m, "Error", PyExc_RuntimeError);
   tessel::python::bind_graph(m);
+  tessel::python::bind_tuple_ops(m);
   tessel::python::bind_program(m);
   tessel::python::bind_registry(m);
   tessel::python::bind_train(m);

@@ -21,6 +21,7 @@ def build_gpt(b, config, batch, training):
     n_layer, n_head, d_model = config["n_layer"], config["n_head"], config["d_model"]
     context, vocab = config["context"], config["vocab"]
     dropout, seed = config["dropout"], config["seed"]
+    fused = config["attention"] == "fused"
     D = {
         "batch": ("batch", batch),
         "seq": ("seq", context),
@@ -60,11 +61,14 @@ def build_gpt(b, config, batch, training):
             q = project("q", True)
             k = b.rename(project("k", False), "seq", "kseq")
             v = b.rename(project("v", True), "seq", "kseq")
-            scores = b.einsum(q, k, ["batch", "heads", "seq", "kseq"], "scores")
             # In float32, as gpt.cc computes it (1.0f / std::sqrt(float)).
             scale = float(np.float32(1) / np.sqrt(np.float32(d_model // n_head)))
-            probs = b.softmax(scores, "kseq", scale, "seq", "probs")
-            mixed = b.einsum(probs, v, ["batch", "seq", "heads", "head"], "mix")
+            if fused:
+                mixed, _ = b.attention(q, k, v, "seq", "kseq", "head", True, scale, "core")
+            else:
+                scores = b.einsum(q, k, ["batch", "heads", "seq", "kseq"], "scores")
+                probs = b.softmax(scores, "kseq", scale, "seq", "probs")
+                mixed = b.einsum(probs, v, ["batch", "seq", "heads", "head"], "mix")
             wo = b.param("wo", shape("heads", "head", "embed"))
             bo = b.param("bo", shape("embed"), init="zeros")
             return b.add(b.einsum(mixed, wo, ["batch", "seq", "embed"], "o"), bo, "o_bias")

@@ -168,6 +168,24 @@ std::vector<OpCase> op_cases(const OpCaseSizes& s) {
                      ValueId x = b.rename(p(b, "a", Shape{i, j}), "j", "jj");
                      return b.mul(x, p(b, "w", Shape{{"jj", s.j}}));
                    }});
+  // Fused attention (a tuple and its tuple_get views): causal, and not with
+  // more keys than queries and the head dim inside (strided gathers).
+  cases.push_back({"attention_causal", [=](GraphBuilder& b) {
+                     Dim n{"n", s.n}, seq{"seq", s.seq}, kseq{"kseq", s.seq},
+                         heads{"heads", s.heads}, head{"head", s.head};
+                     ValueId q = p(b, "q", Shape{n, seq, heads, head});
+                     ValueId kk = p(b, "k", Shape{n, kseq, heads, head});
+                     ValueId v = p(b, "v", Shape{n, kseq, heads, head});
+                     return b.attention(q, kk, v, "seq", "kseq", "head", true, 0.7f).out;
+                   }});
+  cases.push_back({"attention_head_inner", [=](GraphBuilder& b) {
+                     Dim n{"n", s.n}, seq{"seq", s.seq}, kseq{"kseq", s.seq + 2},
+                         heads{"heads", s.heads}, head{"head", s.head};
+                     ValueId q = p(b, "q", Shape{heads, head, n, seq});
+                     ValueId kk = p(b, "k", Shape{heads, head, n, kseq});
+                     ValueId v = p(b, "v", Shape{heads, head, n, kseq});
+                     return b.attention(q, kk, v, "seq", "kseq", "head", false, 0.4f).out;
+                   }});
   return cases;
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <map>
+#include <string>
 #include <vector>
 
 #include "common/tiny_gpt.h"
@@ -20,8 +21,9 @@ struct TinyGptTraining {
   ValueId backward_start = 0;
 };
 
-inline TinyGptTraining tiny_gpt_training() {
+inline TinyGptTraining tiny_gpt_training(const std::string& attention = "fused") {
   TrainConfig c = tiny_gpt_config(2, 2);
+  c.attention = attention;
   TinyGptTraining t;
   GraphBuilder b(t.graph);
   TaskGraph out = build_model(c, b, c.batch, /*training=*/true);

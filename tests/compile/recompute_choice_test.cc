@@ -33,6 +33,7 @@ int64_t worst_total(const TrainConfig& c) {
 // seq and kseq dims for `selective`, nothing for `none`.
 TEST(RecomputeChoice, CostsAreTheRecomputedForwardFlops) {
   TrainConfig c = tiny_gpt();
+  c.attention = "unfused";  // selective's attention core is its stored probabilities
   TrainingGraph stored = build_training_graph(c, c.batch);
   double block_flops = 0, attention_flops = 0;
   for (ValueId id = 0; id <= stored.outputs.loss; ++id) {
@@ -55,6 +56,17 @@ TEST(RecomputeChoice, CostsAreTheRecomputedForwardFlops) {
   EXPECT_LT(cost.at("blocks:1:1"), cost.at("blocks:1:1+selective"));
   for (size_t i = 1; i < all.size(); ++i)
     EXPECT_LE(all[i - 1].recomputed_flops, all[i].recomputed_flops) << "cost order at " << i;
+}
+
+// Fused attention stores no (seq, kseq) values: no `selective` candidate,
+// which would recompute nothing and repeat its counterpart.
+TEST(RecomputeChoice, FusedAttentionOffersNoSelectiveCandidate) {
+  const TrainConfig c = tiny_gpt();
+  ASSERT_EQ(c.attention, "fused");
+  std::vector<std::string> specs;
+  for (const RecomputeCandidate& k : recompute_candidates(c)) specs.push_back(k.spec);
+  EXPECT_EQ(specs, (std::vector<std::string>{"none", "blocks:1:1", "blocks:1:2", "blocks",
+                                             "blocks:2", "blocks:3"}));
 }
 
 // For every budget that exactly fits some candidate: the choice fits, and no
@@ -113,7 +125,7 @@ TEST(RecomputeChoice, NothingFitsFailsWithTheBreakdown) {
   c.memory_limit = "64KiB";
   const std::string e = error_of([&] { choose_recompute(c); });
   for (const char* part : {"no recomputation fits the memory limit of 0.06 MiB", "training arena",
-                           "blocks", "selective", "over the limit"})
+                           "blocks", "blocks:1:1", "over the limit"})
     EXPECT_NE(e.find(part), std::string::npos) << part << " in: " << e;
 }
 

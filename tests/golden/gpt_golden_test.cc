@@ -4,7 +4,8 @@
 // holds a batch, every parameter (F32, "param.<name>"), and what PyTorch
 // computes from them in float64: the logits, the loss and every parameter's
 // gradient ("grad.<name>"). This test builds Tessel's GPT with the same
-// config, binds the fixture's parameters, runs one forward + backward in f32
+// config, with fused attention and with the unfused einsum-softmax-einsum
+// path, binds the fixture's parameters, runs one forward + backward in f32
 // and compares each tensor with the norm max|tessel - torch| / max|torch|,
 // which must be at most 1e-5. The parameter set must match the fixture's
 // exactly (a new or renamed parameter fails the test: regenerate the
@@ -33,7 +34,7 @@ namespace {
 constexpr double kTolerance = 1e-5;
 
 // The fixture's model: small enough that its float64 gradients stay < 200 KB.
-TrainConfig golden_config() {
+TrainConfig golden_config(const std::string& attention = "fused") {
   TrainConfig c;
   c.model = "gpt";
   c.n_layer = 2;
@@ -43,6 +44,7 @@ TrainConfig golden_config() {
   c.vocab = 64;
   c.batch = 2;
   c.dropout = 0.0;
+  c.attention = attention;
   return c;
 }
 
@@ -98,8 +100,11 @@ std::string fixture_path() {
   return std::string(TESSEL_SOURCE_DIR) + "/tests/golden/gpt_tiny.safetensors";
 }
 
-TEST(GoldenGpt, ForwardAndBackwardMatchPyTorchFloat64) {
-  const TrainConfig c = golden_config();
+// Fused attention (the default) and the einsum-softmax-einsum path both.
+class GoldenGptAttention : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GoldenGptAttention, ForwardAndBackwardMatchPyTorchFloat64) {
+  const TrainConfig c = golden_config(GetParam());
   const SafetensorsFile fx = read_safetensors(fixture_path());
   for (const char* key : {"n_layer", "n_head", "d_model", "context", "vocab", "batch"})
     ASSERT_TRUE(fx.metadata.count(key)) << key;
@@ -148,8 +153,12 @@ TEST(GoldenGpt, ForwardAndBackwardMatchPyTorchFloat64) {
     EXPECT_LE(err, kTolerance) << "gradient of " << name;
     if (err > worst) worst = err, worst_name = "gradient of " + name;
   }
-  std::printf("worst relative error: %.3g (%s)\n", worst, worst_name.c_str());
+  std::printf("worst relative error (%s attention): %.3g (%s)\n", c.attention.c_str(), worst,
+              worst_name.c_str());
 }
+
+INSTANTIATE_TEST_SUITE_P(Golden, GoldenGptAttention, ::testing::Values("fused", "unfused"),
+                         [](const auto& info) { return info.param; });
 
 // Writes Tessel's initial parameters (seed 1) for the golden config to
 // $TESSEL_GOLDEN_EXPORT, for scripts/make_golden.py. Run with

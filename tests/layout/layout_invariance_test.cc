@@ -167,7 +167,7 @@ TEST_F(LayoutInvariance, TensorParallelMovesTwoActivationsPerBlockEachWay) {
 // run still equals one process.
 TEST_F(LayoutInvariance, PerValueOverridesKeepTheResult) {
   nlohmann::json c = gpt_config();
-  c["shard"] = {{"block0.mlp.act", ""}, {"block1.attn.probs", "seq=model"}};
+  c["shard"] = {{"block0.mlp.act", ""}, {"block1.attn.core.out", "seq=model"}};
   expect_same(train("override_model2", c, 2, "model=2"), reference("gpt"), "overrides");
   nlohmann::json bad = gpt_config();
   bad["shard"] = {{"block0.mlp.act", "seq=model,hidden=model"}};
@@ -375,12 +375,15 @@ TEST_F(LayoutInvariance, RecomputedBlocksOnDataAndModelAxes) {
 }
 
 // Selective recomputation composes with sharding the same way: the cloned
-// attention cores are split over heads like the stored ones.
+// attention cores are split over heads like the stored ones. (Unfused
+// attention: the fused op stores no attention core to recompute.)
 TEST_F(LayoutInvariance, SelectiveRecomputationOnDataAndModelAxes) {
   nlohmann::json config = gpt_config();
+  config["attention"] = "unfused";
+  const TrainRun single = train("single_gpt_unfused", config, 0);
   config["recompute"] = "selective";
-  expect_same(train("selective_data2_model2", config, 4, "data=2,model=2"), reference("gpt"),
-              "recompute selective on data=2,model=2");
+  expect_same(train("selective_data2_model2", config, 4, "data=2,model=2"), single,
+              "unfused attention, recompute selective on data=2,model=2");
 }
 
 // `auto` makes one choice on every rank (each predicts every rank's plan

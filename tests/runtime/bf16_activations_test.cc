@@ -67,7 +67,8 @@ TEST(Bf16Activations, SameNumbersSmallerArena) {
 }
 
 TEST(Bf16Activations, OnlyValuesEinsumsAloneReadAreBf16) {
-  TinyGptTraining t = tiny_gpt_training();
+  // Unfused attention: its q, k and v are read by einsums alone.
+  TinyGptTraining t = tiny_gpt_training("unfused");
   CompileOptions options;
   options.bf16 = true;
   Program p(t.graph, t.outputs, options);
@@ -106,6 +107,37 @@ TEST(Bf16Activations, OnlyValuesEinsumsAloneReadAreBf16) {
       EXPECT_FALSE(p.stored_bf16(id));
     }
   }
+}
+
+// Fused attention rounds q, k, v and its output's gradient itself, as an
+// einsum does: they are stored in bf16 too; its tuples never are.
+TEST(Bf16Activations, FusedAttentionOperandsAreBf16) {
+  TinyGptTraining t = tiny_gpt_training("fused");
+  CompileOptions options;
+  options.bf16 = true;
+  Program p(t.graph, t.outputs, options);
+  const Graph& g = p.graph();
+  int q = 0, k = 0, v = 0, dout = 0, grads = 0;
+  for (ValueId id = 0; id < g.size(); ++id) {
+    const Node& node = g.node(id);
+    if (is_tuple(node)) {
+      EXPECT_FALSE(p.stored_bf16(id)) << node.name;
+    }
+    if (node.kind == OpKind::kAttentionGrad) {
+      ++grads;
+      dout += p.stored_bf16(node.inputs[4]);
+      EXPECT_FALSE(p.stored_bf16(node.inputs[3])) << "the log-sum-exp of " << node.name;
+    }
+    if (!p.stored_bf16(id)) continue;
+    q += ends_with(node.name, "attn.q_bias");
+    k += ends_with(node.name, "attn.k") && node.kind == OpKind::kEinsum;
+    v += ends_with(node.name, "attn.v_bias");
+  }
+  EXPECT_EQ(grads, 2);
+  EXPECT_EQ(q, 2);
+  EXPECT_EQ(k, 2);
+  EXPECT_EQ(v, 2);
+  EXPECT_EQ(dout, 2);
 }
 
 TEST(Bf16Activations, ReadingABf16ValueAsF32IsAnError) {

@@ -92,6 +92,7 @@ TEST(Training, BlockRecomputationIsBitwiseIdenticalAndSmaller) {
 // recomputes only the (batch, heads, seq, kseq) values.
 TEST(Training, SelectiveAndGroupedRecomputationAreBitwiseIdentical) {
   TrainConfig c = small_gpt();
+  c.attention = "unfused";  // selective's attention core: the stored probabilities
   c.n_layer = 4;
   c.steps = 3;
   c.dropout = 0.1;
@@ -122,6 +123,14 @@ TEST(Training, SelectiveAndGroupedRecomputationAreBitwiseIdentical) {
   EXPECT_LT(arena["blocks"], arena["selective"]) << sizes;
   EXPECT_LT(arena["blocks:2"], none) << sizes;
   EXPECT_LT(arena["blocks:1:2+selective"], arena["selective"]) << sizes;
+  // Fused attention stores no (batch, heads, seq, kseq) value: selective
+  // recomputes nothing, and the arena is that of storing everything.
+  c.attention = "fused";
+  c.recompute = "none";
+  const size_t fused_none = Trainer(c).arena_bytes();
+  c.recompute = "selective";
+  EXPECT_EQ(Trainer(c).arena_bytes(), fused_none);
+  EXPECT_LT(fused_none, none) << "fused attention's arena is not below unfused's";
 }
 
 TEST(Training, MlpLearnsFashionMnist) {

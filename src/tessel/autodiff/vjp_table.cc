@@ -121,6 +121,22 @@ void softmax_rule(VjpContext& c) {
       c.builder.op(OpKind::kSoftmaxGrad, {c.output, c.grad}, attrs_of(c), label(c, ".grad"));
 }
 
+// FlashAttention's backward: one attention_grad node recomputes the
+// probabilities from q, k and the log-sum-exp and yields (dq, dk, dv).
+void attention_rule(VjpContext& c) {
+  const std::vector<std::optional<ValueId>>& g = *c.element_grads;
+  if (g[1])
+    TS_THROW("autodiff: attention '", c.node().name,
+             "': its log-sum-exp is on the path to the loss; only its output has a gradient rule");
+  if (!g[0]) return;
+  GraphBuilder& b = c.builder;
+  const ValueId lse = b.tuple_get(c.output, 1, label(c, ".lse"));
+  const ValueId grads = b.op(OpKind::kAttentionGrad, {c.in(0), c.in(1), c.in(2), lse, *g[0]},
+                             attrs_of(c), label(c, ".grad"));
+  const char* names[] = {".grad_q", ".grad_k", ".grad_v"};
+  for (int i = 0; i < 3; ++i) c.input_grads[i] = b.tuple_get(grads, i, label(c, names[i]));
+}
+
 void layernorm_rule(VjpContext& c) {
   GraphBuilder& b = c.builder;
   Attrs a = attrs_of(c);
@@ -228,6 +244,9 @@ constexpr std::array<Entry, static_cast<size_t>(OpKind::kCount)> kVjpTable = {{
     {OpKind::kSplitDim, split_rule},
     {OpKind::kMergeDims, merge_rule},
     {OpKind::kRename, rename_rule},
+    {OpKind::kTupleGet, nullptr},  // build_backward routes the gradient to the tuple's element
+    {OpKind::kAttention, attention_rule},
+    {OpKind::kAttentionGrad, nullptr},
     {OpKind::kGeluGrad, nullptr},
     {OpKind::kReluGrad, nullptr},
     {OpKind::kTanhGrad, nullptr},

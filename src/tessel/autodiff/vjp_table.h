@@ -18,6 +18,9 @@ struct VjpContext {
   ValueId output;  // the forward node (its value is the op's output)
   ValueId grad;    // d(loss)/d(output)
   std::vector<std::optional<ValueId>>& input_grads;  // one slot per input, filled by the rule
+  // A tuple (ir/tuple.h; `grad` is then -1): the gradient flowing into each
+  // element through its tuple_get views, where one flows.
+  const std::vector<std::optional<ValueId>>* element_grads = nullptr;
 
   const Node& node() const { return builder.graph().node(output); }
   ValueId in(int i) const { return node().inputs[i]; }

@@ -40,7 +40,9 @@ struct OpCall {
   // Per einsum input: its bf16 copy (a weight's, made once per phase) or its
   // bf16 storage (a bf16-stored activation), or nullptr. For an all-gather
   // that carries bf16: input 0's bf16 storage, or nullptr (f32: rounded first).
-  const void* bf16_in[2] = {nullptr, nullptr};
+  // Fused attention: q, k, v and (its gradient op) dout's bf16 storage, or
+  // nullptr, in entries 0 to 3.
+  const void* bf16_in[4] = {nullptr, nullptr, nullptr, nullptr};
   // An einsum with a bias add fused into it (Program: oneDNN's bf16 route):
   // the bias parameter, added to its output; `out` is the add's storage.
   const float* bias = nullptr;
@@ -52,6 +54,10 @@ struct OpCall {
   // A sum all-reduce or reduce-scatter that carries bf16 and adds in f32
   // (CompileOptions::bf16_partial_sums); `scratch` is its work buffer.
   bool bf16_sum = false;
+  // A bf16 program (CompileOptions::bf16): an op whose products an einsum
+  // would make (fused attention) rounds their operands to bf16 and keeps
+  // its statistics and sums in f32.
+  bool bf16_operands = false;
   DropoutPosition position{};
 };
 

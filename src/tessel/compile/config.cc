@@ -76,6 +76,9 @@ const std::map<std::string, KeyRule>& rules() {
       {"multiple_of", field(&TrainConfig::multiple_of,
                             "llama: the SwiGLU hidden size is rounded up to a multiple of this")},
       {"norm_eps", field(&TrainConfig::norm_eps, "llama: RMSNorm's epsilon")},
+      {"attention", field(&TrainConfig::attention,
+                          "gpt: fused (one op, no stored probabilities) | unfused (einsum, "
+                          "softmax, einsum); docs/attention.md")},
       {"model_options",
        field(&TrainConfig::model_options, "a registered model's own keys, e.g. {\"patch\": 7}")},
       {"data", field(&TrainConfig::data, "fortunes (text) | fashion-mnist (images)")},
@@ -389,6 +392,8 @@ void TrainConfig::validate(bool with_data) const {
     positive("d_model", d_model);
     positive("vocab", vocab);
     if (context < 2) TS_THROW("config: 'context' must be at least 2, got ", context);
+    if (attention != "fused" && attention != "unfused")
+      TS_THROW("config: 'attention' must be \"fused\" or \"unfused\", got \"", attention, "\"");
     if (d_model % n_head != 0)
       TS_THROW("config: 'n_head' (", n_head, ") must divide 'd_model' (", d_model,
                ") so every head gets d_model/n_head dims");
@@ -399,6 +404,10 @@ void TrainConfig::validate(bool with_data) const {
     positive("hidden", hidden);
   }
   check_config_sizes(*this, with_data);
+  if (model == "gpt" && attention == "fused" && d_model / n_head > 128)
+    TS_THROW("config: 'attention' \"fused\" takes head dims (d_model / n_head) up to 128, got ",
+             d_model / n_head, " (d_model ", d_model, ", n_head ", n_head,
+             "): use more heads or \"unfused\"");
 }
 
 }  // namespace tessel

@@ -42,6 +42,9 @@ struct TrainConfig {
   double ffn_dim_multiplier = 0.0;
   int64_t multiple_of = 256;
   double norm_eps = 1e-5;
+  // GPT attention: "fused" (one op, FlashAttention's algorithm: no stored
+  // probabilities; docs/attention.md) | "unfused" (einsum, softmax, einsum).
+  std::string attention = "fused";
   // A registered model's own keys (ModelSpec::options), e.g. {"patch": 7};
   // keys it did not register are errors naming them.
   nlohmann::json model_options = nlohmann::json::object();

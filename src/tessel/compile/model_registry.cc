@@ -164,8 +164,10 @@ const json& model_option_json(const TrainConfig& c, const std::string& key) {
 }
 
 GptConfig gpt_config(const TrainConfig& c) {
-  return GptConfig{
-      c.n_layer, c.n_head, c.d_model, c.context, c.vocab, static_cast<float>(c.dropout), c.seed};
+  return GptConfig{c.n_layer, c.n_head,
+                   c.d_model, c.context,
+                   c.vocab,   static_cast<float>(c.dropout),
+                   c.seed,    c.attention == "fused"};
 }
 
 bool is_builtin_transformer(const std::string& model) { return model == "gpt" || model == "llama"; }

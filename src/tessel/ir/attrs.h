@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "tessel/ir/op.h"
 
@@ -48,6 +49,14 @@ TS_ATTR_ACCESSOR(allreduce_kind, std::string, key)
 TS_ATTR_ACCESSOR(dropout_p, float, scalar)
 TS_ATTR_ACCESSOR(dropout_stream, std::string, key)
 TS_ATTR_ACCESSOR(dropout_row_dim, std::string, dim)
+
+// kTupleGet: which element of the tuple.
+TS_ATTR_ACCESSOR(tuple_index, int64_t, offset)
+// kAttention (and kAttentionGrad): the query, key and head dims, in that
+// order; the logits' scale; causal_query_dim (above) set to the query dim
+// when causal, "" otherwise.
+TS_ATTR_ACCESSOR(attention_dims, std::vector<std::string>, dims)
+TS_ATTR_ACCESSOR(attention_scale, float, scalar)
 
 #undef TS_ATTR_ACCESSOR
 

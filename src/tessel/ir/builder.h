@@ -89,6 +89,19 @@ class GraphBuilder {
   ValueId rotary(ValueId x, const std::string& dim, const std::string& position_dim,
                  float theta = 10000.0f, const RotaryScaling& scaling = {},
                  const std::string& name = "rotary");
+  // Element `index` of a tuple (ir/tuple.h): a view, no data moves.
+  ValueId tuple_get(ValueId tuple, int index, const std::string& name = "get");
+  // Fused attention, softmax(scale * q.k over `head`) . v over the key dim,
+  // masked causally if asked: q has `query` and `head`, k and v are q with
+  // `query` renamed `key`. Returns its output (q's shape) and the per-row
+  // log-sum-exp of the scaled logits (q without `head`), all the backward
+  // keeps: it recomputes the probabilities block by block.
+  struct Attention {
+    ValueId tuple, out, lse;
+  };
+  Attention attention(ValueId q, ValueId k, ValueId v, const std::string& query,
+                      const std::string& key, const std::string& head, bool causal, float scale,
+                      const std::string& name = "attention");
 
   ValueId split_dim(ValueId x, const std::string& dim, Shape parts,
                     const std::string& name = "split");

@@ -11,20 +11,30 @@ ValueId Graph::add(OpKind kind, std::vector<ValueId> inputs, Attrs attrs, std::s
   const OpInfo& info = op_info(kind);
   if (static_cast<int>(inputs.size()) != info.arity)
     TS_THROW(info.name, " '", name, "': takes ", info.arity, " inputs, got ", inputs.size());
-  ShapeRuleInput rule_in{kind, name, attrs, {}, {}};
+  ShapeRuleInput rule_in{kind, name, attrs, {}, {}, {}};
   for (ValueId id : inputs) {
     TS_CHECK(id >= 0 && id < size(), "input %", id, " of ", info.name, " is not in the graph");
-    rule_in.shapes.push_back(&nodes_[id].shape);
-    rule_in.dtypes.push_back(nodes_[id].dtype);
+    const Node& in = nodes_[id];
+    if (is_tuple(in) && kind != OpKind::kTupleGet)
+      TS_THROW(info.name, " '", name, "': input %", id, " ('", in.name, "') is a tuple of ",
+               in.elements.size(), " values; read one with tuple_get");
+    rule_in.shapes.push_back(&in.shape);
+    rule_in.dtypes.push_back(in.dtype);
+    rule_in.elements.push_back(&in.elements);
   }
   ShapeRuleOutput out = info.shape_rule(rule_in);
+  if (!out.elements.empty()) {
+    out.shape = pack_tuple(out.elements);
+    out.dtype = DType::kF32;
+  }
   nodes_.push_back(Node{kind,
                         std::move(inputs),
                         std::move(attrs),
                         std::move(out.shape),
                         out.dtype,
                         std::move(name),
-                        {}});
+                        {},
+                        std::move(out.elements)});
   return size() - 1;
 }
 
@@ -35,7 +45,7 @@ ValueId Graph::find(const std::string& leaf_name) const {
 
 ValueId Graph::add_input(const std::string& name, Shape shape, DType dtype) {
   if (find(name) >= 0) TS_THROW("input '", name, "': the name is already used in this graph");
-  nodes_.push_back(Node{OpKind::kInput, {}, {}, std::move(shape), dtype, name, {}});
+  nodes_.push_back(Node{OpKind::kInput, {}, {}, std::move(shape), dtype, name, {}, {}});
   inputs_.push_back(size() - 1);
   leaves_.emplace(name, size() - 1);
   return size() - 1;
@@ -43,7 +53,7 @@ ValueId Graph::add_input(const std::string& name, Shape shape, DType dtype) {
 
 ValueId Graph::add_param(const std::string& name, Shape shape, ParamInit init) {
   if (find(name) >= 0) TS_THROW("param '", name, "': the name is already used in this graph");
-  nodes_.push_back(Node{OpKind::kParam, {}, {}, std::move(shape), DType::kF32, name, init});
+  nodes_.push_back(Node{OpKind::kParam, {}, {}, std::move(shape), DType::kF32, name, init, {}});
   params_.push_back(size() - 1);
   leaves_.emplace(name, size() - 1);
   return size() - 1;
@@ -78,7 +88,15 @@ std::string Graph::to_string() const {
     if (!a.dim.empty()) out << " dim=" << a.dim;
     if (!a.dim2.empty()) out << " dim2=" << a.dim2;
     if (a.scalar != 0.0f) out << " scalar=" << a.scalar;
-    out << " -> " << dtype_name(n.dtype) << n.shape;
+    if (n.kind == OpKind::kTupleGet) out << " index=" << a.offset;
+    if (is_tuple(n)) {
+      out << " -> (";
+      for (size_t i = 0; i < n.elements.size(); ++i)
+        out << (i ? ", " : "") << dtype_name(n.elements[i].dtype) << n.elements[i].shape;
+      out << ")";
+    } else {
+      out << " -> " << dtype_name(n.dtype) << n.shape;
+    }
     if (!n.name.empty()) out << "  # " << n.name;
     out << "\n";
   }

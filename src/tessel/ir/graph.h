@@ -1,5 +1,8 @@
 // The graph IR: a list of nodes in SSA form, each defining one value.
 //
+// A node with several outputs is a tuple (ir/tuple.h) read through
+// tuple_get views, so a value is always one node.
+//
 // Invariants: a node's inputs are earlier nodes (the node list is a
 // topological order); every value has a named-dim shape and a dtype checked
 // by the op table's shape rule when the node is added; parameter and input
@@ -14,6 +17,7 @@
 #include "tessel/base/dtype.h"
 #include "tessel/base/shape.h"
 #include "tessel/ir/op.h"
+#include "tessel/ir/tuple.h"
 
 namespace tessel {
 
@@ -35,7 +39,12 @@ struct Node {
   DType dtype = DType::kF32;
   std::string name;  // for parameters and inputs the unique name; otherwise a label
   ParamInit init;    // parameters only
+  // A multi-output op's elements (ir/tuple.h); empty for a single value.
+  // `shape` is then the packed (tuple=W) and `dtype` f32.
+  std::vector<TupleElement> elements;
 };
+
+inline bool is_tuple(const Node& n) { return !n.elements.empty(); }
 
 class Graph {
  public:

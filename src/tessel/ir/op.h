@@ -48,6 +48,10 @@ enum class OpKind {
   kSplitDim,   // attrs.dim -> attrs.shape's dims, in place
   kMergeDims,  // adjacent attrs.dims -> one dim named attrs.dim2
   kRename,     // attrs.dim -> attrs.dim2
+  // Tuples (ir/tuple.h) and the ops that make them.
+  kTupleGet,       // view of element attrs.offset of a tuple
+  kAttention,      // (q, k, v) -> (out, lse): fused softmax(scale q.k) v; attrs in ir/attrs.h
+  kAttentionGrad,  // (q, k, v, lse, dout) -> (dq, dk, dv), attrs as the forward
   // Gradient ops, produced by autodiff.
   kGeluGrad,            // (x, dy)
   kReluGrad,            // (x, dy)

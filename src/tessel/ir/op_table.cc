@@ -376,6 +376,80 @@ ShapeRuleOutput all_to_all_rule(const ShapeRuleInput& in) {
   return {resize_dim(in, grown, all_to_all_dim(in.attrs), false), in.dtypes[0]};
 }
 
+ShapeRuleOutput tuple_get_rule(const ShapeRuleInput& in) {
+  const std::vector<TupleElement>& elements = *in.elements[0];
+  if (elements.empty()) TS_THROW(where(in), ": input ", *in.shapes[0], " is not a tuple");
+  const int64_t i = tuple_index(in.attrs);
+  if (i < 0 || i >= static_cast<int64_t>(elements.size()))
+    TS_THROW(where(in), ": element ", i, " of a tuple of ", elements.size());
+  return {elements[i].shape, elements[i].dtype};
+}
+
+// The dims of q (query, head and the rest), k and v (key for query) that an
+// attention names, checked; the kernels' limit on the head dim (their
+// blocks live on the stack).
+constexpr int64_t kMaxAttentionHeadDim = 128;
+
+void check_attention_operands(const ShapeRuleInput& in) {
+  for (size_t i = 0; i < 3; ++i) expect_f32(in, i, i == 0 ? "q" : i == 1 ? "k" : "v");
+  const std::vector<std::string>& dims = attention_dims(in.attrs);
+  if (dims.size() != 3)
+    TS_THROW(where(in), ": needs its query, key and head dims, got ", dims.size(), " names");
+  const std::string &query = dims[0], &key = dims[1], &head = dims[2];
+  const Shape &q = *in.shapes[0], &k = *in.shapes[1], &v = *in.shapes[2];
+  expect_dim(in, q, query, "query");
+  expect_dim(in, q, head, "head");
+  expect_dim(in, k, key, "key");
+  if (q.has(key)) TS_THROW(where(in), ": q ", q, " has the key dim '", key, "'");
+  std::vector<Dim> renamed = q.dims();
+  for (Dim& d : renamed)
+    if (d.name == query) d = k.dim(key);
+  if (!(Shape(renamed) == k))
+    TS_THROW(where(in), ": k ", k, " must be q ", q, " with '", query, "' replaced by '", key, "'");
+  expect_same(in, k, v, "k and v");
+  if (q.size(head) > kMaxAttentionHeadDim)
+    TS_THROW(where(in), ": head dim ", q.dim(head), " exceeds the kernels' limit of ",
+             kMaxAttentionHeadDim);
+  const std::string& causal = causal_query_dim(in.attrs);
+  if (!causal.empty() && causal != query)
+    TS_THROW(where(in), ": the causal mask's query dim '", causal, "' is not the query dim '",
+             query, "'");
+  if (!causal.empty() && q.size(query) != k.size(key))
+    TS_THROW(where(in), ": a causal mask needs query dim ", q.dim(query), " and key dim ",
+             k.dim(key), " of equal size");
+}
+
+ShapeRuleOutput attention_rule(const ShapeRuleInput& in) {
+  check_attention_operands(in);
+  const Shape& q = *in.shapes[0];
+  const Shape lse = q.without({attention_dims(in.attrs)[2]});
+  return ShapeRuleOutput({{q, DType::kF32, 0}, {lse, DType::kF32, 0}});
+}
+
+ShapeRuleOutput attention_grad_rule(const ShapeRuleInput& in) {
+  check_attention_operands(in);
+  const Shape &q = *in.shapes[0], &k = *in.shapes[1];
+  for (size_t i = 3; i < 5; ++i) expect_f32(in, i, "operand");
+  expect_same(in, q.without({attention_dims(in.attrs)[2]}), *in.shapes[3],
+              "q without head and log-sum-exp");
+  expect_same(in, q, *in.shapes[4], "q and output gradient");
+  return ShapeRuleOutput({{q, DType::kF32, 0}, {k, DType::kF32, 0}, {k, DType::kF32, 0}});
+}
+
+// q.k and p.v: 2 flops per multiply-add over (rows, query, key, head); the
+// causal mask's skipped half is counted too.
+double attention_flops(const std::vector<const Shape*>& in, const Shape&) {
+  const Shape &q = *in[0], &k = *in[1];
+  int64_t key = 1;
+  for (const Dim& d : k.dims())
+    if (!q.has(d.name)) key *= d.size;
+  return 4.0 * static_cast<double>(q.numel()) * static_cast<double>(key);
+}
+// Recomputes q.k and dout.v twice (the first pass sums delta), then dv, dk, dq.
+double attention_grad_flops(const std::vector<const Shape*>& in, const Shape& out) {
+  return 3.5 * attention_flops(in, out);
+}
+
 double einsum_flops(const std::vector<const Shape*>& in, const Shape& out) {
   double n = static_cast<double>(out.numel());
   for (const Dim& d : in[0]->dims())
@@ -412,6 +486,9 @@ constexpr std::array<OpInfo, static_cast<size_t>(OpKind::kCount)> kOpTable = {{
     {OpKind::kSplitDim, "split_dim", 1, true, split_rule, free_op},
     {OpKind::kMergeDims, "merge_dims", 1, true, merge_rule, free_op},
     {OpKind::kRename, "rename", 1, true, rename_rule, free_op},
+    {OpKind::kTupleGet, "tuple_get", 1, true, tuple_get_rule, free_op},
+    {OpKind::kAttention, "attention", 3, false, attention_rule, attention_flops},
+    {OpKind::kAttentionGrad, "attention_grad", 5, false, attention_grad_rule, attention_grad_flops},
     {OpKind::kGeluGrad, "gelu_grad", 2, false, grad_like_first, elementwise_cost<12>},
     {OpKind::kReluGrad, "relu_grad", 2, false, grad_like_first, per_element},
     {OpKind::kTanhGrad, "tanh_grad", 2, false, grad_like_first, elementwise_cost<3>},

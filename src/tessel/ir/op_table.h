@@ -8,11 +8,13 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tessel/base/dtype.h"
 #include "tessel/base/shape.h"
 #include "tessel/ir/op.h"
+#include "tessel/ir/tuple.h"
 
 namespace tessel {
 
@@ -22,11 +24,16 @@ struct ShapeRuleInput {
   const Attrs& attrs;
   std::vector<const Shape*> shapes;
   std::vector<DType> dtypes;
+  std::vector<const std::vector<TupleElement>*> elements;  // per input: a tuple's, or empty
 };
 
+// One value, or (elements non-empty) a tuple of them: the graph packs it.
 struct ShapeRuleOutput {
+  ShapeRuleOutput(Shape s, DType t) : shape(std::move(s)), dtype(t) {}
+  explicit ShapeRuleOutput(std::vector<TupleElement> e) : elements(std::move(e)) {}
   Shape shape;
   DType dtype = DType::kF32;
+  std::vector<TupleElement> elements;
 };
 
 struct OpInfo {

@@ -12,7 +12,7 @@ struct Dims {
   Dim batch, seq, embed, heads, head, hidden, vocab;
 };
 
-ValueId attention(GraphBuilder& b, const Dims& d, ValueId x) {
+ValueId attention(GraphBuilder& b, const Dims& d, ValueId x, bool fused) {
   GraphBuilder::Scope scope(b, "attn");
   const ParamInit zeros{ParamInit::kZeros};
   // The key projection has no bias: adding b to every key shifts each
@@ -29,10 +29,15 @@ ValueId attention(GraphBuilder& b, const Dims& d, ValueId x) {
   ValueId q = project("q", true);
   ValueId k = b.rename(project("k", false), kSeqDim, kKeySeqDim);
   ValueId v = b.rename(project("v", true), kSeqDim, kKeySeqDim);
-  ValueId scores = b.einsum(q, k, {kBatchDim, "heads", kSeqDim, kKeySeqDim}, "scores");
-  float scale = 1.0f / std::sqrt(static_cast<float>(d.head.size));
-  ValueId probs = b.softmax(scores, kKeySeqDim, scale, kSeqDim, "probs");
-  ValueId mixed = b.einsum(probs, v, {kBatchDim, kSeqDim, "heads", "head"}, "mix");
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d.head.size));
+  ValueId mixed;
+  if (fused) {
+    mixed = b.attention(q, k, v, kSeqDim, kKeySeqDim, "head", true, scale, "core").out;
+  } else {
+    ValueId scores = b.einsum(q, k, {kBatchDim, "heads", kSeqDim, kKeySeqDim}, "scores");
+    ValueId probs = b.softmax(scores, kKeySeqDim, scale, kSeqDim, "probs");
+    mixed = b.einsum(probs, v, {kBatchDim, kSeqDim, "heads", "head"}, "mix");
+  }
   ValueId wo = b.param("wo", Shape{d.heads, d.head, d.embed});
   ValueId bo = b.param("bo", Shape{d.embed}, zeros);
   return b.add(b.einsum(mixed, wo, {kBatchDim, kSeqDim, "embed"}, "o"), bo, "o_bias");
@@ -79,8 +84,8 @@ GptGraph build_gpt(GraphBuilder& b, const GptConfig& c, int64_t batch, bool trai
   for (int64_t layer = 0; layer < c.n_layer; ++layer) {
     GraphBuilder::Scope scope(b, block_scope(static_cast<int>(layer)));
     x = b.add(x,
-              residual_dropout(b, attention(b, d, layernorm(b, d, x, "ln1")), c, training,
-                               "attn_dropout"),
+              residual_dropout(b, attention(b, d, layernorm(b, d, x, "ln1"), c.fused_attention), c,
+                               training, "attn_dropout"),
               "attn_residual");
     x = b.add(x,
               residual_dropout(b, mlp(b, d, layernorm(b, d, x, "ln2")), c, training, "mlp_dropout"),

@@ -17,6 +17,10 @@ struct GptConfig {
   int64_t n_layer = 4, n_head = 4, d_model = 128, context = 64, vocab = 256;
   float dropout = 0.0f;
   uint64_t seed = 0;  // dropout stream
+  // One fused attention op (ir/builder.h; docs/attention.md) rather than
+  // einsum, causal softmax, einsum: the same numbers (within 1e-6 in f32)
+  // without the stored (batch, heads, seq, kseq) probabilities.
+  bool fused_attention = true;
 };
 
 struct GptGraph {

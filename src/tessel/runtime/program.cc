@@ -26,10 +26,22 @@ bool stores_in_bf16(const CompileOptions& o, bool rounded_reads, bool other_read
          dtype == DType::kF32;
 }
 
-// Whether `node` reads its inputs rounded to bf16: an einsum, or an
-// all-gather whose output is stored in bf16 (it carries bf16).
-bool rounds_inputs(const Node& node, bool stored_bf16) {
-  return node.kind == OpKind::kEinsum || (node.kind == OpKind::kAllGather && stored_bf16);
+// Whether `node` reads input `i` rounded to bf16: an einsum, an all-gather
+// whose output is stored in bf16 (it carries bf16), or fused attention's q,
+// k, v (and its gradient's dout: input 4), which its kernel rounds.
+bool rounds_input(const Node& node, size_t i, bool stored_bf16) {
+  switch (node.kind) {
+    case OpKind::kEinsum:
+      return true;
+    case OpKind::kAllGather:
+      return stored_bf16;
+    case OpKind::kAttention:
+      return i < 3;
+    case OpKind::kAttentionGrad:
+      return i < 3 || i == 4;
+    default:
+      return false;
+  }
 }
 
 // The parameter a bias add adds to `einsum`'s output.
@@ -143,9 +155,16 @@ std::vector<bool> Program::live_nodes(const std::vector<ValueId>& outputs) const
 void Program::index_values() {
   const Graph& g = *graph_;
   alias_root_.resize(g.size());
+  alias_offset_.assign(g.size(), 0);
   for (ValueId id = 0; id < g.size(); ++id) {
     const Node& node = g.node(id);
-    alias_root_[id] = op_info(node.kind).is_view ? alias_root_[node.inputs[0]] : id;
+    const bool view = op_info(node.kind).is_view;
+    alias_root_[id] = view ? alias_root_[node.inputs[0]] : id;
+    alias_offset_[id] = view ? alias_offset_[node.inputs[0]] : 0;
+    if (node.kind == OpKind::kTupleGet) {  // at its element's offset in the tuple (ir/tuple.h)
+      const Node& tuple = g.node(node.inputs[0]);
+      alias_offset_[id] += static_cast<size_t>(tuple.elements.at(tuple_index(node.attrs)).offset);
+    }
     if (node.kind == OpKind::kParam) params_by_name_[node.name] = id;
   }
 }
@@ -226,9 +245,11 @@ void Program::choose_bf16_storage(const std::vector<ValueId>& outputs) {
   for (auto it = instructions_.rbegin(); it != instructions_.rend(); ++it) {
     const ValueId id = it->value;
     const Node& node = g.node(it->node);
-    stored_bf16_[id] = stores_in_bf16(options_, bf16_read[id], other_read[id], g.node(id).dtype);
-    const bool rounded = rounds_inputs(node, stored_bf16_[id]);
-    for (ValueId in : node.inputs) (rounded ? bf16_read : other_read)[alias_root_[in]] = true;
+    stored_bf16_[id] = !is_tuple(g.node(id)) &&
+                       stores_in_bf16(options_, bf16_read[id], other_read[id], g.node(id).dtype);
+    for (size_t i = 0; i < node.inputs.size(); ++i)
+      (rounds_input(node, i, stored_bf16_[id]) ? bf16_read
+                                               : other_read)[alias_root_[node.inputs[i]]] = true;
     if (it->bias >= 0) other_read[alias_root_[it->bias]] = true;  // added in f32
   }
 }
@@ -249,7 +270,8 @@ void Program::plan_bf16_copies() {
   constexpr int kMaxActivationCopySpan = 4;
   auto copied = [&](ValueId root) {
     const Node& v = g.node(root);
-    return !stored_bf16_[root] && v.dtype == DType::kF32 && v.kind != OpKind::kInput;
+    return !stored_bf16_[root] && v.dtype == DType::kF32 && v.kind != OpKind::kInput &&
+           !is_tuple(v);
   };
   struct Reads {
     int count = 0, first = 0, last = 0;
@@ -507,7 +529,7 @@ void Program::allocate(const Uses& uses) {
   value_ptr_.assign(n, nullptr);
   for (ValueId id = 0; id < n; ++id) {
     const ValueId root = alias_root_[id];
-    if (value_buffer_[root] >= 0) value_ptr_[id] = address(value_buffer_[root]);
+    if (value_buffer_[root] >= 0) value_ptr_[id] = address(value_buffer_[root]) + alias_offset_[id];
     if (const int b = uses.bucket_of[root]; b >= 0)
       value_ptr_[id] = address(*buckets_[b].buffer) + uses.bucket_offset[root];
   }
@@ -614,9 +636,9 @@ std::optional<bool> Program::gathered_in_bf16(ValueId param, int first_phase,
     if (phase < first_phase || phase > last_phase) continue;
     const Instruction& ins = instructions_[i];
     const Node& node = g.node(ins.node);
-    const bool rounds = rounds_inputs(node, stored_bf16_[ins.value]);
-    for (ValueId in : node.inputs)
-      if (alias_root_[in] == root) (rounds ? rounded : other) = true;
+    for (size_t k = 0; k < node.inputs.size(); ++k)
+      if (alias_root_[node.inputs[k]] == root)
+        (rounds_input(node, k, stored_bf16_[ins.value]) ? rounded : other) = true;
     if (ins.bias >= 0 && alias_root_[ins.bias] == root) other = true;
   }
   if (!rounded && !other) return std::nullopt;
@@ -714,10 +736,15 @@ OpCall Program::op_call(const Instruction& ins) const {
   call.position = position_;
   call.bf16_sum = ins.bf16_sum;
   call.bf16_out = stored_bf16_[ins.value] && !ins.stage_ptr;
+  call.bf16_operands = options_.bf16 && !options_.reference_kernels;
   if (ins.bias >= 0) call.bias = static_cast<const float*>(value_ptr_[ins.bias]);
   if (node.kind == OpKind::kAllGather && stored_bf16_[ins.node] &&
       stored_bf16_[alias_root_[node.inputs[0]]])
     call.bf16_in[0] = value_ptr_[node.inputs[0]];
+  if (node.kind == OpKind::kAttention || node.kind == OpKind::kAttentionGrad)
+    for (size_t k = 0; k < node.inputs.size() && k < 5; ++k)
+      if (k != 3 && stored_bf16_[alias_root_[node.inputs[k]]])
+        call.bf16_in[k < 3 ? k : 3] = value_ptr_[node.inputs[k]];
   for (int k = 0; k < 2; ++k) {
     if (ins.bf16_copy[k] >= 0) call.bf16_in[k] = bf16_copies_[ins.bf16_copy[k]].data;
     if (ins.einsum_bf16 >= 0 && stored_bf16_[alias_root_[node.inputs[k]]])

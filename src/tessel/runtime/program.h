@@ -329,6 +329,7 @@ class Program {
   std::vector<int> value_buffer_;  // buffer index per value, -1 if none
   std::vector<bool> stored_bf16_;  // per root value: stored in bf16 (bf16_activations)
   std::vector<ValueId> alias_root_;
+  std::vector<size_t> alias_offset_;  // bytes from the root's start (a tuple's elements)
   std::vector<BufferRequest> requests_;
   MemoryPlan plan_;
   DeviceMemory arena_;

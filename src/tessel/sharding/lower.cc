@@ -82,11 +82,13 @@ class Lowering {
       out_.local_of[id] = out_.graph.add(OpKind::kFill, {}, a, node.name);
       return;
     }
-    // Choose a signature per axis.
+    // Choose a signature per axis. A tuple_get is placed as its tuple is:
+    // a tuple is never boxed (ir/tuple.h), its elements are.
     std::vector<Sharding> need(node.inputs.size(), Sharding::replicated(axes()));
     Sharding produced = Sharding::replicated(axes());
+    if (node.kind == OpKind::kTupleGet) need[0] = produced = out_.sharding_of[node.inputs[0]];
     std::set<std::string> taken;
-    for (int a = 0; a < axes(); ++a) {
+    for (int a = 0; a < axes() && node.kind != OpKind::kTupleGet; ++a) {
       const int n = mesh_.axis(a).size;
       if (n == 1) continue;
       const AxisSignature* best = nullptr;
@@ -100,7 +102,7 @@ class Lowering {
       for (ValueId in : node.inputs)
         in_bytes.push_back(block_bytes(global_.node(in), out_.sharding_of[in], a));
       for (const AxisSignature& sig : options) {
-        double cost = transition_bytes(sig.output, target[a], out_bytes, n);
+        double cost = is_tuple(node) ? 0 : transition_bytes(sig.output, target[a], out_bytes, n);
         for (size_t i = 0; i < node.inputs.size(); ++i) {
           const Placement& have = out_.sharding_of[node.inputs[i]][a];
           // A conversion already made (the forward's gathered activation,
@@ -129,6 +131,10 @@ class Lowering {
     Attrs attrs = localize(node, need, produced);
     ValueId local = out_.graph.add(node.kind, inputs, attrs, node.name);
     out_.local_of[id] = local;
+    if (is_tuple(node)) {
+      out_.sharding_of[id] = produced;
+      return;
+    }
     // A partial sum feeding only a linear op (a sum, a view) stays partial:
     // the sum adds partials and one reduction follows (Megatron's single
     // all-reduce per block; one gradient all-reduce, at the output).

@@ -19,6 +19,8 @@ enum class Family {
   kEmbeddingGrad,  // (ids, dy) -> table
   kCrossEntropy,   // (logits, labels[, dloss])
   kCollective,     // only in local graphs
+  kTupleGet,       // placed as its tuple is, by the lowering
+  kAttention,      // (q, k, v[, lse, dout]) -> tuple: rows split, sequences whole
 };
 
 enum class Pins {
@@ -66,6 +68,9 @@ constexpr std::array<Rule, static_cast<size_t>(OpKind::kCount)> kRules = {{
     {OpKind::kSplitDim, Family::kDimwise, Pins::kSplit, false, true},
     {OpKind::kMergeDims, Family::kDimwise, Pins::kMerge, false, true},
     {OpKind::kRename, Family::kRename, Pins::kNone, false, true},
+    {OpKind::kTupleGet, Family::kTupleGet, Pins::kNone, false},
+    {OpKind::kAttention, Family::kAttention, Pins::kNone, false},
+    {OpKind::kAttentionGrad, Family::kAttention, Pins::kNone, false},
     {OpKind::kGeluGrad, Family::kDimwise, Pins::kNone, false},
     {OpKind::kReluGrad, Family::kDimwise, Pins::kNone, false},
     {OpKind::kTanhGrad, Family::kDimwise, Pins::kNone, false},
@@ -263,6 +268,20 @@ void add_cross_entropy(const OpView& op, std::vector<AxisSignature>& result) {
   }
 }
 
+// Fused attention: a dim other than the query, key and head dims (batch,
+// heads) split on every operand and, through the tuple, every element. A
+// split sequence (context parallelism) is not offered: the boxing gathers it.
+void add_attention(const OpView& op, std::vector<AxisSignature>& result) {
+  const std::vector<std::string>& pinned = attention_dims(op.node.attrs);
+  for (const Dim& d : op.in[0]->dims()) {
+    if (std::find(pinned.begin(), pinned.end(), d.name) != pinned.end()) continue;
+    if (op.taken.count(d.name) || d.size % op.n != 0) continue;
+    result.push_back({d.name,
+                      std::vector<Placement>(op.node.inputs.size(), Placement::split(d.name)),
+                      Placement::split(d.name)});
+  }
+}
+
 }  // namespace
 
 bool passes_partial(OpKind kind) { return kRules.at(static_cast<size_t>(kind)).linear; }
@@ -291,7 +310,11 @@ std::vector<AxisSignature> candidates(const Graph& graph, const Node& node, int 
     case Family::kLeaf:
     case Family::kFill:
     case Family::kCollective:
+    case Family::kTupleGet:
       break;  // placed directly by the lowering
+    case Family::kAttention:
+      add_attention(op, result);
+      break;
     case Family::kDimwise:
       add_dimwise(rule, op, result);
       break;

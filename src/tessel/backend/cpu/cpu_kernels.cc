@@ -4,6 +4,7 @@
 #include <array>
 #include <cstring>
 
+#include "tessel/backend/cpu/attention_op.h"
 #include "tessel/backend/cpu/dropout_op.h"
 #include "tessel/backend/cpu/sharded_ops.h"
 #include "tessel/base/around.h"
@@ -361,6 +362,8 @@ CpuKernelTable make_table() {
   set(OpKind::kRmsNormGradInput, rmsnorm_grad_input);
   set(OpKind::kRmsNormGradGamma, rmsnorm_grad_gamma);
   set(OpKind::kRotaryGrad, rotary);
+  set(OpKind::kAttention, execute_attention);
+  set(OpKind::kAttentionGrad, execute_attention_grad);
   for (OpKind kind : {OpKind::kShardSlice, OpKind::kAllGather, OpKind::kReduceScatter,
                       OpKind::kAllReduce, OpKind::kAllToAll, OpKind::kZeroUnlessRoot})
     set(kind, sharded);
@@ -399,6 +402,8 @@ size_t cpu_scratch_bytes(const Graph& graph, const Node& node, const kernels::Ei
     case OpKind::kRotary:  // the cos/sin table
     case OpKind::kRotaryGrad:
       return static_cast<size_t>(kernels::rotary_table_floats(rotary_view(node))) * sizeof(float);
+    case OpKind::kAttentionGrad:
+      return attention_grad_scratch_bytes(graph, node);
     default:
       return 0;
   }

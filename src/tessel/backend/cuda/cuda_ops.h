@@ -36,7 +36,8 @@ const CudaKernelTable& cuda_kernel_table();
 // cuda_kernels_not_written_yet().
 std::vector<OpKind> op_kinds_without_cuda_kernel();
 // Op kinds that have CPU kernels but no CUDA kernel yet: the Llama family's
-// ops (issue 31). A program holding one is refused when it runs on CUDA
+// ops (issue 31) and fused attention (issue 32). A program holding one is refused when it runs on
+// CUDA
 // ("rmsnorm 'block0.attn_norm' has no CUDA kernel yet"). The coverage test
 // (tests/cuda/cuda_op_harness_test.cc) holds the table to exactly this list.
 inline const std::set<OpKind>& cuda_kernels_not_written_yet() {
@@ -50,7 +51,9 @@ inline const std::set<OpKind>& cuda_kernels_not_written_yet() {
                                          OpKind::kSigmoidGrad,
                                          OpKind::kRmsNormGradInput,
                                          OpKind::kRmsNormGradGamma,
-                                         OpKind::kRotaryGrad};
+                                         OpKind::kRotaryGrad,
+                                         OpKind::kAttention,
+                                         OpKind::kAttentionGrad};
   return kinds;
 }
 

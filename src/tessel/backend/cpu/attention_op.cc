@@ -1,0 +1,82 @@
+#include "tessel/backend/cpu/attention_op.h"
+
+#include <cstdint>
+
+#include "tessel/base/error.h"
+#include "tessel/ir/attrs.h"
+#include "tessel/kernels/attention.h"
+
+namespace tessel {
+namespace {
+
+kernels::AttentionLayout layout_of(const OpCall& call) {
+  const Attrs& a = call.node.attrs;
+  const std::vector<std::string>& dims = attention_dims(a);
+  const std::string &query = dims[0], &key = dims[1], &head = dims[2];
+  const Shape& q = in_shape(call, 0);
+  const Shape& k = in_shape(call, 1);
+  const Shape lse = q.without({head});
+  kernels::AttentionLayout l;
+  l.sq = q.size(query);
+  l.sk = k.size(key);
+  l.d = q.size(head);
+  l.q_seq = q.stride(query);
+  l.q_head = q.stride(head);
+  l.k_seq = k.stride(key);
+  l.k_head = k.stride(head);
+  l.lse_seq = lse.stride(query);
+  for (const Dim& d : q.dims()) {
+    if (d.name == query || d.name == head) continue;
+    TS_CHECK(l.row_rank < kernels::kMaxAttentionRowDims, "attention '", call.node.name,
+             "': more than ", kernels::kMaxAttentionRowDims, " row dims in ", q);
+    l.row_size[l.row_rank] = d.size;
+    l.q_row[l.row_rank] = q.stride(d.name);
+    l.k_row[l.row_rank] = k.stride(d.name);
+    l.lse_row[l.row_rank] = lse.stride(d.name);
+    ++l.row_rank;
+  }
+  l.causal = !causal_query_dim(a).empty();
+  l.scale = attention_scale(a);
+  l.bf16 = call.bf16_operands;
+  return l;
+}
+
+// Input i as stored: bf16 where the program passes its bf16 storage.
+kernels::AttentionInput input(const OpCall& call, int i) {
+  if (i < 3 && call.bf16_in[i]) return {call.bf16_in[i], true};
+  if (i == 4 && call.bf16_in[3]) return {call.bf16_in[3], true};
+  return {in_f32(call, i), false};
+}
+
+float* element(const OpCall& call, int i) {
+  return reinterpret_cast<float*>(static_cast<uint8_t*>(call.out) + call.node.elements[i].offset);
+}
+
+}  // namespace
+
+void execute_attention(const OpCall& call) {
+  const kernels::AttentionLayout l = layout_of(call);
+  if (call.reference)
+    return kernels::attention_forward_ref(l, in_f32(call, 0), in_f32(call, 1), in_f32(call, 2),
+                                          element(call, 0), element(call, 1));
+  kernels::attention_forward(l, input(call, 0), input(call, 1), input(call, 2), element(call, 0),
+                             element(call, 1));
+}
+
+void execute_attention_grad(const OpCall& call) {
+  const kernels::AttentionLayout l = layout_of(call);
+  if (call.reference)
+    return kernels::attention_backward_ref(l, in_f32(call, 0), in_f32(call, 1), in_f32(call, 2),
+                                           in_f32(call, 3), in_f32(call, 4), element(call, 0),
+                                           element(call, 1), element(call, 2));
+  kernels::attention_backward(l, input(call, 0), input(call, 1), input(call, 2), in_f32(call, 3),
+                              input(call, 4), element(call, 0), element(call, 1), element(call, 2),
+                              static_cast<float*>(call.scratch));
+}
+
+size_t attention_grad_scratch_bytes(const Graph& graph, const Node& node) {
+  // One float per query and row: the log-sum-exp's shape (input 3).
+  return static_cast<size_t>(graph.node(node.inputs[3]).shape.numel()) * sizeof(float);
+}
+
+}  // namespace tessel

@@ -1,0 +1,354 @@
+#include "tessel/kernels/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "tessel/base/bf16.h"
+#include "tessel/base/error.h"
+#include "tessel/kernels/fast_math.h"
+#include "tessel/kernels/row_ops.h"
+
+namespace tessel::kernels {
+namespace {
+
+constexpr int64_t kB = kAttentionBlock;
+constexpr int64_t kMr = 4, kNr = 32;               // the register tile of block_gemm
+constexpr int64_t kMaxPadded = kMaxAttentionHead;  // head dims padded to kNr stay within it
+static_assert(kMaxAttentionHead % kNr == 0 && kB % kNr == 0 && kB % kMr == 0);
+
+// Element offsets of row r's first element in q, k and lse.
+struct RowBase {
+  int64_t q = 0, k = 0, lse = 0;
+};
+
+RowBase row_base(const AttentionLayout& a, int64_t r) {
+  RowBase base;
+  for (int i = a.row_rank - 1; i >= 0; --i) {
+    const int64_t idx = r % a.row_size[i];
+    r /= a.row_size[i];
+    base.q += idx * a.q_row[i];
+    base.k += idx * a.k_row[i];
+    base.lse += idx * a.lse_row[i];
+  }
+  return base;
+}
+
+inline int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+
+// c (m x n, ldc) = [c +] a (m x k, lda) . b (k x n, ldb), in kMr x kNr
+// register tiles; m % kMr == 0, n % kNr == 0; with kTransA, a is stored
+// transposed (k x m, lda). Each element sums over k in order, so the result
+// does not depend on where a tile starts.
+template <bool kAccumulate, bool kTransA = false>
+void block_gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+                int64_t ldb, float* c, int64_t ldc) {
+  for (int64_t i0 = 0; i0 < m; i0 += kMr)
+    for (int64_t j0 = 0; j0 < n; j0 += kNr) {
+      float acc[kMr][kNr];
+      for (int64_t r = 0; r < kMr; ++r)
+#pragma omp simd
+        for (int64_t j = 0; j < kNr; ++j)
+          acc[r][j] = kAccumulate ? c[(i0 + r) * ldc + j0 + j] : 0.0f;
+      for (int64_t p = 0; p < k; ++p) {
+        const float* bp = b + p * ldb + j0;
+        for (int64_t r = 0; r < kMr; ++r) {
+          const float ar = kTransA ? a[p * lda + i0 + r] : a[(i0 + r) * lda + p];
+#pragma omp simd
+          for (int64_t j = 0; j < kNr; ++j) acc[r][j] = fmadd(ar, bp[j], acc[r][j]);
+        }
+      }
+      for (int64_t r = 0; r < kMr; ++r)
+#pragma omp simd
+        for (int64_t j = 0; j < kNr; ++j) c[(i0 + r) * ldc + j0 + j] = acc[r][j];
+    }
+}
+
+// x[0, n) rounded to bf16 in place (the operands of a bf16 program's products).
+void round_block(float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = bf16_bits_to_f32(f32_to_bf16_bits(x[i]));
+}
+
+inline float widen(float x) { return x; }
+inline float widen(uint16_t x) { return bf16_bits_to_f32(x); }
+
+// Rows [row0, row0 + rows) of x into dst (kB x dp, row-major), rounded to
+// bf16 if asked; padding rows and columns are 0.
+template <typename T>
+void gather_rows(const T* x, int64_t seq_stride, int64_t head_stride, int64_t row0, int64_t rows,
+                 int64_t d, int64_t dp, bool bf16, float* dst) {
+  for (int64_t i = 0; i < kB; ++i) {
+    float* out = dst + i * dp;
+    if (i >= rows) {
+      std::fill(out, out + dp, 0.0f);
+      continue;
+    }
+    const T* src = x + (row0 + i) * seq_stride;
+    if (head_stride == 1) {
+#pragma omp simd
+      for (int64_t c = 0; c < d; ++c) out[c] = widen(src[c]);
+    } else {
+      for (int64_t c = 0; c < d; ++c) out[c] = widen(src[c * head_stride]);
+    }
+    std::fill(out + d, out + dp, 0.0f);
+  }
+  if (bf16 && sizeof(T) == sizeof(float)) round_block(dst, rows * dp);
+}
+
+// The same rows transposed: dst (dp x kB), dst[c * kB + i].
+template <typename T>
+void gather_cols(const T* x, int64_t seq_stride, int64_t head_stride, int64_t row0, int64_t rows,
+                 int64_t d, int64_t dp, bool bf16, float* dst) {
+  std::fill(dst, dst + dp * kB, 0.0f);
+  for (int64_t i = 0; i < rows; ++i) {
+    const T* src = x + (row0 + i) * seq_stride;
+    for (int64_t c = 0; c < d; ++c) dst[c * kB + i] = widen(src[c * head_stride]);
+  }
+  if (bf16 && sizeof(T) == sizeof(float)) round_block(dst, dp * kB);
+}
+
+// The gathers over an input as stored (f32, or bf16: already rounded).
+void gather_rows(AttentionInput x, int64_t offset, int64_t seq_stride, int64_t head_stride,
+                 int64_t row0, int64_t rows, int64_t d, int64_t dp, bool bf16, float* dst) {
+  if (x.bf16)
+    return gather_rows(static_cast<const uint16_t*>(x.data) + offset, seq_stride, head_stride, row0,
+                       rows, d, dp, bf16, dst);
+  gather_rows(static_cast<const float*>(x.data) + offset, seq_stride, head_stride, row0, rows, d,
+              dp, bf16, dst);
+}
+void gather_cols(AttentionInput x, int64_t offset, int64_t seq_stride, int64_t head_stride,
+                 int64_t row0, int64_t rows, int64_t d, int64_t dp, bool bf16, float* dst) {
+  if (x.bf16)
+    return gather_cols(static_cast<const uint16_t*>(x.data) + offset, seq_stride, head_stride, row0,
+                       rows, d, dp, bf16, dst);
+  gather_cols(static_cast<const float*>(x.data) + offset, seq_stride, head_stride, row0, rows, d,
+              dp, bf16, dst);
+}
+
+// x[row0 + j] (+)= block row j, for rows j < rows: `add` accumulates.
+void scatter_rows(const float* block, int64_t dp, int64_t rows, int64_t d, float* x,
+                  int64_t seq_stride, int64_t head_stride, int64_t row0, bool add) {
+  for (int64_t j = 0; j < rows; ++j) {
+    const float* src = block + j * dp;
+    float* dst = x + (row0 + j) * seq_stride;
+    if (head_stride == 1) {
+      if (add) {
+#pragma omp simd
+        for (int64_t c = 0; c < d; ++c) dst[c] += src[c];
+      } else {
+#pragma omp simd
+        for (int64_t c = 0; c < d; ++c) dst[c] = src[c];
+      }
+    } else {
+      for (int64_t c = 0; c < d; ++c)
+        dst[c * head_stride] = (add ? dst[c * head_stride] : 0.0f) + src[c];
+    }
+  }
+}
+
+// Keys of block [k0, k0 + cols) that query q sees: all, or up to q (causal).
+inline int64_t visible(const AttentionLayout& a, int64_t query, int64_t k0, int64_t cols) {
+  if (!a.causal) return cols;
+  return std::clamp<int64_t>(query - k0 + 1, 0, cols);
+}
+
+// One query block of one row, over every key block it sees.
+void forward_block(const AttentionLayout& a, const RowBase& base, int64_t q0, AttentionInput q,
+                   AttentionInput k, AttentionInput v, float* out, float* lse) {
+  const int64_t d = a.d, dp = round_up(d, kNr), rows = std::min(kB, a.sq - q0);
+  const int64_t mp = round_up(rows, kMr);
+  float qb[kB * kMaxPadded], kt[kMaxPadded * kB], vb[kB * kMaxPadded];
+  float ob[kB * kMaxPadded], s[kB * kB], m[kB], l[kB];
+  gather_rows(q, base.q, a.q_seq, a.q_head, q0, rows, d, dp, a.bf16, qb);
+  std::fill(ob, ob + kB * dp, 0.0f);
+  std::fill(m, m + kB, -std::numeric_limits<float>::infinity());
+  std::fill(l, l + kB, 0.0f);
+  const int64_t key_end = a.causal ? std::min(a.sk, q0 + rows) : a.sk;
+  for (int64_t k0 = 0; k0 < key_end; k0 += kB) {
+    const int64_t cols = std::min(kB, a.sk - k0);
+    gather_cols(k, base.k, a.k_seq, a.k_head, k0, cols, d, dp, a.bf16, kt);
+    gather_rows(v, base.k, a.k_seq, a.k_head, k0, cols, d, dp, a.bf16, vb);
+    block_gemm<false>(mp, kB, dp, qb, dp, kt, kB, s, kB);
+    for (int64_t i = 0; i < rows; ++i) {
+      const int64_t n = visible(a, q0 + i, k0, cols);
+      float* si = s + i * kB;
+      const float block_max =
+          n == 0 ? -std::numeric_limits<float>::infinity() : row_scaled_max(si, a.scale, n);
+      const float m_new = std::max(m[i], block_max);
+      const float alpha = n == 0 ? 1.0f : fast_exp(m[i] - m_new);
+      float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+      for (int64_t j = 0; j < n; ++j) {
+        si[j] = fast_exp(a.scale * si[j] - m_new);
+        sum += si[j];
+      }
+      if (a.bf16) round_block(si, n);
+      std::fill(si + n, si + kB, 0.0f);
+      l[i] = l[i] * alpha + sum;
+      m[i] = m_new;
+      float* oi = ob + i * dp;
+#pragma omp simd
+      for (int64_t c = 0; c < dp; ++c) oi[c] *= alpha;
+    }
+    block_gemm<true>(mp, dp, kB, s, kB, vb, dp, ob, dp);
+  }
+  for (int64_t i = 0; i < rows; ++i) {
+    const float inv = 1.0f / l[i];
+    float* oi = ob + i * dp;
+    for (int64_t c = 0; c < d; ++c) oi[c] *= inv;
+    lse[base.lse + (q0 + i) * a.lse_seq] = m[i] + std::log(l[i]);
+  }
+  scatter_rows(ob, dp, rows, d, out + base.q, a.q_seq, a.q_head, q0, false);
+}
+
+void check(const AttentionLayout& a) {
+  TS_CHECK(a.d >= 1 && a.d <= kMaxAttentionHead, "attention: head dim ", a.d, " outside [1, ",
+           kMaxAttentionHead, "]");
+  TS_CHECK(!a.causal || a.sq == a.sk, "attention: causal with ", a.sq, " queries and ", a.sk,
+           " keys");
+}
+
+// What the backward keeps while one key block meets the query blocks.
+struct BackwardBlocks {
+  float qb[kB * kMaxPadded], dob[kB * kMaxPadded];  // q, dout rows
+  float kb[kB * kMaxPadded];                        // k rows
+  float kt[kMaxPadded * kB], vt[kMaxPadded * kB];   // k, v transposed
+  float dqb[kB * kMaxPadded];                       // the pair's share of dq
+  float dk[kB * kMaxPadded], dv[kB * kMaxPadded];   // the key block's sums
+  float p[kB * kB], dp[kB * kB];
+  float lse[kB];
+};
+
+// The key block's k and v, transposed (and k's rows for dq).
+void load_keys(const AttentionLayout& a, const RowBase& base, int64_t k0, int64_t cols,
+               AttentionInput k, AttentionInput v, bool rows_too, BackwardBlocks& w) {
+  const int64_t dp = round_up(a.d, kNr);
+  gather_cols(k, base.k, a.k_seq, a.k_head, k0, cols, a.d, dp, a.bf16, w.kt);
+  gather_cols(v, base.k, a.k_seq, a.k_head, k0, cols, a.d, dp, a.bf16, w.vt);
+  if (rows_too) gather_rows(k, base.k, a.k_seq, a.k_head, k0, cols, a.d, dp, a.bf16, w.kb);
+}
+
+// For query block q0 against the loaded key block k0: q, dout and the
+// log-sum-exp loaded, the probabilities p recomputed (masked and padding
+// entries 0) and dp = dout . v^T.
+void recompute_block(const AttentionLayout& a, const RowBase& base, int64_t q0, int64_t k0,
+                     int64_t cols, AttentionInput q, const float* lse, AttentionInput dout,
+                     BackwardBlocks& w) {
+  const int64_t dp = round_up(a.d, kNr), rows = std::min(kB, a.sq - q0), mp = round_up(rows, kMr);
+  gather_rows(q, base.q, a.q_seq, a.q_head, q0, rows, a.d, dp, a.bf16, w.qb);
+  gather_rows(dout, base.q, a.q_seq, a.q_head, q0, rows, a.d, dp, a.bf16, w.dob);
+  for (int64_t i = 0; i < rows; ++i) w.lse[i] = lse[base.lse + (q0 + i) * a.lse_seq];
+  block_gemm<false>(mp, kB, dp, w.qb, dp, w.kt, kB, w.p, kB);
+  block_gemm<false>(mp, kB, dp, w.dob, dp, w.vt, kB, w.dp, kB);
+  for (int64_t i = 0; i < mp; ++i) {
+    const int64_t n = i < rows ? visible(a, q0 + i, k0, cols) : 0;
+    float* pi = w.p + i * kB;
+    const float shift = i < rows ? w.lse[i] : 0.0f;
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) pi[j] = fast_exp(a.scale * pi[j] - shift);
+    std::fill(pi + n, pi + kB, 0.0f);
+  }
+}
+
+// The first query block that sees key block k0 (earlier ones see none of it).
+inline int64_t first_query(const AttentionLayout& a, int64_t k0) {
+  return a.causal ? k0 / kB * kB : 0;
+}
+
+// Pass 1 of a row: delta = rowsum(p * dp) over every key each query sees,
+// from the same recomputed p and dp as pass 2 (as softmax_grad does, so
+// each row's logit gradients sum to zero as closely as the unfused path's;
+// dout . out would not), summed key block by key block in order.
+void backward_delta(const AttentionLayout& a, const RowBase& base, AttentionInput q,
+                    AttentionInput k, AttentionInput v, const float* lse, AttentionInput dout,
+                    float* delta, BackwardBlocks& w) {
+  std::fill(delta, delta + a.sq, 0.0f);
+  for (int64_t k0 = 0; k0 < a.sk; k0 += kB) {
+    const int64_t cols = std::min(kB, a.sk - k0);
+    load_keys(a, base, k0, cols, k, v, false, w);
+    for (int64_t q0 = first_query(a, k0); q0 < a.sq; q0 += kB) {
+      recompute_block(a, base, q0, k0, cols, q, lse, dout, w);
+      for (int64_t i = 0; i < std::min(kB, a.sq - q0); ++i) {
+        float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+        for (int64_t j = 0; j < kB; ++j) sum += w.p[i * kB + j] * w.dp[i * kB + j];
+        delta[q0 + i] += sum;
+      }
+    }
+  }
+}
+
+// Pass 2 of a row, key block by key block: per query block that sees it,
+// ds = scale * p * (dp - delta), dv += p^T dout and dk += ds^T q (in the
+// key block, over query blocks in order), dq += ds k (into the row's dq,
+// over key blocks in order).
+void backward_grads(const AttentionLayout& a, const RowBase& base, AttentionInput q,
+                    AttentionInput k, AttentionInput v, const float* lse, AttentionInput dout,
+                    const float* delta, float* dq, float* dk, float* dv, BackwardBlocks& w) {
+  const int64_t d = a.d, dp = round_up(d, kNr);
+  for (int64_t i = 0; i < a.sq; ++i) {
+    float* dst = dq + base.q + i * a.q_seq;
+    for (int64_t c = 0; c < d; ++c) dst[c * a.q_head] = 0.0f;
+  }
+  for (int64_t k0 = 0; k0 < a.sk; k0 += kB) {
+    const int64_t cols = std::min(kB, a.sk - k0);
+    load_keys(a, base, k0, cols, k, v, true, w);
+    std::fill(w.dk, w.dk + kB * dp, 0.0f);
+    std::fill(w.dv, w.dv + kB * dp, 0.0f);
+    for (int64_t q0 = first_query(a, k0); q0 < a.sq; q0 += kB) {
+      const int64_t rows = std::min(kB, a.sq - q0), mp = round_up(rows, kMr);
+      recompute_block(a, base, q0, k0, cols, q, lse, dout, w);
+      for (int64_t i = 0; i < mp; ++i) {
+        const float di = i < rows ? delta[q0 + i] : 0.0f;
+        float* pi = w.p + i * kB;
+        float* dsi = w.dp + i * kB;
+#pragma omp simd
+        for (int64_t j = 0; j < kB; ++j) dsi[j] = a.scale * pi[j] * (dsi[j] - di);
+      }
+      if (a.bf16) {
+        round_block(w.p, mp * kB);
+        round_block(w.dp, mp * kB);
+      }
+      block_gemm<true, true>(kB, dp, mp, w.p, kB, w.dob, dp, w.dv, dp);  // p^T dout
+      block_gemm<true, true>(kB, dp, mp, w.dp, kB, w.qb, dp, w.dk, dp);  // ds^T q
+      block_gemm<false>(mp, dp, kB, w.dp, kB, w.kb, dp, w.dqb, dp);      // ds k
+      scatter_rows(w.dqb, dp, rows, d, dq + base.q, a.q_seq, a.q_head, q0, true);
+    }
+    scatter_rows(w.dk, dp, cols, d, dk + base.k, a.k_seq, a.k_head, k0, false);
+    scatter_rows(w.dv, dp, cols, d, dv + base.k, a.k_seq, a.k_head, k0, false);
+  }
+}
+
+}  // namespace
+
+int64_t AttentionLayout::rows() const {
+  int64_t n = 1;
+  for (int i = 0; i < row_rank; ++i) n *= row_size[i];
+  return n;
+}
+
+void attention_forward(const AttentionLayout& a, AttentionInput q, AttentionInput k,
+                       AttentionInput v, float* out, float* lse) {
+  check(a);
+  const int64_t blocks = (a.sq + kB - 1) / kB, tasks = a.rows() * blocks;
+#pragma omp parallel for schedule(dynamic, 1) if (tasks > 1)
+  for (int64_t t = 0; t < tasks; ++t)
+    forward_block(a, row_base(a, t / blocks), t % blocks * kB, q, k, v, out, lse);
+}
+
+void attention_backward(const AttentionLayout& a, AttentionInput q, AttentionInput k,
+                        AttentionInput v, const float* lse, AttentionInput dout, float* dq,
+                        float* dk, float* dv, float* scratch) {
+  check(a);
+  const int64_t rows = a.rows();
+#pragma omp parallel for schedule(dynamic, 1) if (rows > 1)
+  for (int64_t r = 0; r < rows; ++r) {
+    BackwardBlocks w;  // about 290 KB at the largest head dim
+    const RowBase base = row_base(a, r);
+    float* delta = scratch + r * a.sq;
+    backward_delta(a, base, q, k, v, lse, dout, delta, w);
+    backward_grads(a, base, q, k, v, lse, dout, delta, dq, dk, dv, w);
+  }
+}
+
+}  // namespace tessel::kernels

@@ -1,0 +1,73 @@
+// Fused attention on the CPU (FlashAttention-2's algorithm, blocked).
+//
+// Forward: out = softmax(scale * q.k^T, causal mask optional) . v and the
+// per-row log-sum-exp of the scaled logits, computed query block by key
+// block with a running max and sum, so the (query, key) probabilities are
+// never stored. Backward: the probabilities are recomputed block by block
+// from q, k and the log-sum-exp (FlashAttention-2's backward), giving dq, dk
+// and dv; each row's delta = sum(p * dp) is summed from the recomputed
+// blocks (a first pass over the keys) rather than taken as dout . out, so
+// the logits' gradient is as consistent as softmax_grad's (docs/attention.md).
+// Invariants: blocks have fixed sizes (kAttentionBlock) and each task (a
+// row and query block forward, a row backward: deltas, then key block by
+// key block) runs sequentially on one
+// thread, so results are bitwise the same run to run and for any thread
+// count. Statistics and sums are f32; with `bf16`, the operands of each
+// product (q, k, v, the probabilities, dout and the logits' gradient) are
+// rounded to bf16 first, as a bf16 program's einsums round theirs.
+#pragma once
+
+#include <cstdint>
+
+namespace tessel::kernels {
+
+inline constexpr int64_t kAttentionBlock = 64;     // query and key rows per block
+inline constexpr int64_t kMaxAttentionHead = 128;  // head dim; blocks live on the stack
+inline constexpr int kMaxAttentionRowDims = 6;
+
+// Where each value lives: `rows` independent attentions (batch, heads...),
+// the product of up to kMaxAttentionRowDims dims; strides in elements. q,
+// out, dout and dq share q's strides; k, v, dk and dv share k's.
+struct AttentionLayout {
+  int64_t sq = 0, sk = 0, d = 0;  // queries, keys, head dim
+  int row_rank = 0;
+  int64_t row_size[kMaxAttentionRowDims] = {};
+  int64_t q_row[kMaxAttentionRowDims] = {}, k_row[kMaxAttentionRowDims] = {},
+          lse_row[kMaxAttentionRowDims] = {};
+  int64_t q_seq = 0, q_head = 0, k_seq = 0, k_head = 0, lse_seq = 0;
+  bool causal = false;  // key j masked for query i when j > i (sq == sk)
+  float scale = 1.0f;
+  bool bf16 = false;
+
+  int64_t rows() const;
+};
+
+// An input as the program stores it: f32, or bf16 (a bf16 program stores q,
+// k, v and dout in bf16 when only products read them; they are rounded to
+// bf16 here anyway).
+struct AttentionInput {
+  const void* data = nullptr;
+  bool bf16 = false;
+};
+
+void attention_forward(const AttentionLayout& a, AttentionInput q, AttentionInput k,
+                       AttentionInput v, float* out, float* lse);
+
+// dq, dk and dv are written (not accumulated); scratch holds rows() * sq
+// floats (each query's delta = rowsum(p * dp)).
+void attention_backward(const AttentionLayout& a, AttentionInput q, AttentionInput k,
+                        AttentionInput v, const float* lse, AttentionInput dout, float* dq,
+                        float* dk, float* dv, float* scratch);
+inline int64_t attention_backward_scratch_floats(const AttentionLayout& a) {
+  return a.rows() * a.sq;
+}
+
+// Naive twins (the op harness's reference): whole rows of probabilities,
+// sums in double, no blocks, one thread.
+void attention_forward_ref(const AttentionLayout& a, const float* q, const float* k, const float* v,
+                           float* out, float* lse);
+void attention_backward_ref(const AttentionLayout& a, const float* q, const float* k,
+                            const float* v, const float* lse, const float* dout, float* dq,
+                            float* dk, float* dv);
+
+}  // namespace tessel::kernels

@@ -1,0 +1,110 @@
+// The naive twins of the fused attention kernels (kernels/attention.h).
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "tessel/kernels/attention.h"
+
+namespace tessel::kernels {
+namespace {
+
+struct Row {
+  int64_t q = 0, k = 0, lse = 0;
+};
+
+Row row_at(const AttentionLayout& a, int64_t r) {
+  Row base;
+  for (int i = a.row_rank - 1; i >= 0; --i) {
+    const int64_t idx = r % a.row_size[i];
+    r /= a.row_size[i];
+    base.q += idx * a.q_row[i];
+    base.k += idx * a.k_row[i];
+    base.lse += idx * a.lse_row[i];
+  }
+  return base;
+}
+
+double at(const float* x, int64_t base, int64_t seq, int64_t i, int64_t head, int64_t c) {
+  return x[base + i * seq + c * head];
+}
+
+// Row i's probabilities over the keys it sees; returns how many.
+int64_t probabilities(const AttentionLayout& a, const Row& r, const float* q, const float* k,
+                      int64_t i, std::vector<double>& p, double* log_sum) {
+  const int64_t n = a.causal ? i + 1 : a.sk;
+  double m = -INFINITY;
+  for (int64_t j = 0; j < n; ++j) {
+    double s = 0;
+    for (int64_t c = 0; c < a.d; ++c)
+      s += at(q, r.q, a.q_seq, i, a.q_head, c) * at(k, r.k, a.k_seq, j, a.k_head, c);
+    p[j] = a.scale * s;
+    m = std::max(m, p[j]);
+  }
+  double sum = 0;
+  for (int64_t j = 0; j < n; ++j) sum += p[j] = std::exp(p[j] - m);
+  for (int64_t j = 0; j < n; ++j) p[j] /= sum;
+  if (log_sum) *log_sum = m + std::log(sum);
+  return n;
+}
+
+}  // namespace
+
+void attention_forward_ref(const AttentionLayout& a, const float* q, const float* k, const float* v,
+                           float* out, float* lse) {
+  std::vector<double> p(a.sk);
+  for (int64_t row = 0; row < a.rows(); ++row) {
+    const Row r = row_at(a, row);
+    for (int64_t i = 0; i < a.sq; ++i) {
+      double log_sum = 0;
+      const int64_t n = probabilities(a, r, q, k, i, p, &log_sum);
+      for (int64_t c = 0; c < a.d; ++c) {
+        double o = 0;
+        for (int64_t j = 0; j < n; ++j) o += p[j] * at(v, r.k, a.k_seq, j, a.k_head, c);
+        out[r.q + i * a.q_seq + c * a.q_head] = static_cast<float>(o);
+      }
+      lse[r.lse + i * a.lse_seq] = static_cast<float>(log_sum);
+    }
+  }
+}
+
+void attention_backward_ref(const AttentionLayout& a, const float* q, const float* k,
+                            const float* v, const float*, const float* dout, float* dq, float* dk,
+                            float* dv) {
+  std::vector<double> p(a.sk), ds(a.sk);
+  std::vector<double> gq(a.sq * a.d), gk(a.sk * a.d), gv(a.sk * a.d);
+  for (int64_t row = 0; row < a.rows(); ++row) {
+    const Row r = row_at(a, row);
+    std::fill(gq.begin(), gq.end(), 0.0);
+    std::fill(gk.begin(), gk.end(), 0.0);
+    std::fill(gv.begin(), gv.end(), 0.0);
+    for (int64_t i = 0; i < a.sq; ++i) {
+      const int64_t n = probabilities(a, r, q, k, i, p, nullptr);
+      double delta = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        double dp = 0;
+        for (int64_t c = 0; c < a.d; ++c)
+          dp += at(dout, r.q, a.q_seq, i, a.q_head, c) * at(v, r.k, a.k_seq, j, a.k_head, c);
+        ds[j] = dp;
+        delta += p[j] * dp;
+      }
+      for (int64_t j = 0; j < n; ++j) {
+        const double g = a.scale * p[j] * (ds[j] - delta);
+        for (int64_t c = 0; c < a.d; ++c) {
+          gv[j * a.d + c] += p[j] * at(dout, r.q, a.q_seq, i, a.q_head, c);
+          gk[j * a.d + c] += g * at(q, r.q, a.q_seq, i, a.q_head, c);
+          gq[i * a.d + c] += g * at(k, r.k, a.k_seq, j, a.k_head, c);
+        }
+      }
+    }
+    for (int64_t i = 0; i < a.sq; ++i)
+      for (int64_t c = 0; c < a.d; ++c)
+        dq[r.q + i * a.q_seq + c * a.q_head] = static_cast<float>(gq[i * a.d + c]);
+    for (int64_t j = 0; j < a.sk; ++j)
+      for (int64_t c = 0; c < a.d; ++c) {
+        dk[r.k + j * a.k_seq + c * a.k_head] = static_cast<float>(gk[j * a.d + c]);
+        dv[r.k + j * a.k_seq + c * a.k_head] = static_cast<float>(gv[j * a.d + c]);
+      }
+  }
+}
+
+}  // namespace tessel::kernels
