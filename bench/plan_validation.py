@@ -132,7 +132,29 @@ def main(out, measured=()):
                "memory_exact": exact, "plans": len(rows), "search_s": plans["search_s"],
                "considered": plans["considered"], "pruned": plans["pruned"]},
               open(out + "/validation.json", "w"), indent=1)
+    return check_bounds(mape, rho, top / best - 1, exact, len(rows))
+
+
+# The bounds docs/planner.md states (the environment may tighten them):
+# MAX_MAPE 0.15, MIN_SPEARMAN 0.85, MAX_TOP_VS_BEST 0.20, every peak to the
+# byte. Returns the exit status: 1 past any of them, naming each.
+def check_bounds(mape, rho, top_vs_best, exact, plans):
+    max_mape = float(os.environ.get("MAX_MAPE", "0.15"))
+    min_rho = float(os.environ.get("MIN_SPEARMAN", "0.85"))
+    max_top = float(os.environ.get("MAX_TOP_VS_BEST", "0.20"))
+    failed = []
+    if not mape <= max_mape:
+        failed.append(f"mean absolute percentage error {100 * mape:.1f}% > {100 * max_mape:.0f}%")
+    if not rho >= min_rho:
+        failed.append(f"Spearman rank correlation {rho:.3f} < {min_rho}")
+    if not top_vs_best <= max_top:  # nan (the top plan not measured) fails too
+        failed.append(f"top plan {100 * top_vs_best:+.1f}% from the best measured > {100 * max_top:.0f}%")
+    if exact != plans:
+        failed.append(f"peak memory to the byte on {exact} of {plans} plans")
+    for f in failed:
+        print(f"plan_validation: past the stated bound: {f}")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2:])
+    sys.exit(main(sys.argv[1], sys.argv[2:]))
