@@ -45,6 +45,13 @@ TrainConfig published(const std::string& file, const std::string& schedule = "")
   return c;
 }
 
+// A block's input per micro-batch on one rank, in f32, sequence parallel:
+// 4 s b h / t bytes (b: a data rank's rows of a micro-batch).
+double block_input_bytes(const TrainConfig& c, const Mesh& mesh) {
+  const int64_t rows = c.batch / c.microbatches / mesh.size_of("data");
+  return 4.0 * rows * c.context * c.d_model / mesh.size_of("model");
+}
+
 int blocks_of(const StagePartition& p, int stage) {
   const int end =
       stage + 1 < static_cast<int>(p.first_block.size()) ? p.first_block[stage + 1] : p.blocks;
@@ -56,8 +63,7 @@ int blocks_of(const StagePartition& p, int stage) {
 void expect_stash_is_block_inputs(const TrainConfig& c, const Mesh& mesh,
                                   const CompiledRank& compiled, const RankMemory& m) {
   const PipelineModel& model = *compiled.pipeline;
-  const int64_t rows = c.batch / c.microbatches / mesh.size_of("data");
-  const double block_input = 4.0 * rows * c.context * c.d_model / mesh.size_of("model");
+  const double block_input = block_input_bytes(c, mesh);
   for (size_t k = 0; k < model.stages().size(); ++k) {
     const int s = model.stages()[k].graph.stage;
     const int blocks = blocks_of(model.partition(), s);
@@ -75,8 +81,7 @@ void expect_stash_is_block_inputs(const TrainConfig& c, const Mesh& mesh,
 double formula_bytes(const TrainConfig& c, const Mesh& mesh, const CompiledRank& compiled,
                      const RankMemory& m) {
   const PipelineModel& model = *compiled.pipeline;
-  const int64_t rows = c.batch / c.microbatches / mesh.size_of("data");
-  const double block_input = 4.0 * rows * c.context * c.d_model / mesh.size_of("model");
+  const double block_input = block_input_bytes(c, mesh);
   double bytes = 18.0 * static_cast<double>(m.parameters) / 4;
   for (size_t k = 0; k < model.stages().size(); ++k) {
     const int s = model.stages()[k].graph.stage;
