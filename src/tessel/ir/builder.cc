@@ -167,48 +167,51 @@ ValueId GraphBuilder::rotary(ValueId x, const std::string& dim, const std::strin
   rotary_theta(a) = theta;
   rotary_scaling(a) = rotary_scaling_text(scaling);
   return op(OpKind::kRotary, {x}, std::move(a), n);
-  ValueId GraphBuilder::tuple_get(ValueId tuple, int index, const std::string& n) {
-    Attrs a;
-    tuple_index(a) = index;
-    return op(OpKind::kTupleGet, {tuple}, std::move(a), n);
-  }
+}
 
-  GraphBuilder::Attention GraphBuilder::attention(
-      ValueId q, ValueId k, ValueId v, const std::string& query, const std::string& key,
-      const std::string& head, bool causal, float scale, const std::string& n) {
-    Attrs a;
-    attention_dims(a) = {query, key, head};
-    attention_scale(a) = scale;
-    if (causal) causal_query_dim(a) = query;
-    Attention r;
-    r.tuple = op(OpKind::kAttention, {q, k, v}, std::move(a), n);
-    r.out = tuple_get(r.tuple, 0, n + ".out");
-    r.lse = tuple_get(r.tuple, 1, n + ".lse");
-    return r;
-  }
+ValueId GraphBuilder::tuple_get(ValueId tuple, int index, const std::string& n) {
+  Attrs a;
+  tuple_index(a) = index;
+  return op(OpKind::kTupleGet, {tuple}, std::move(a), n);
+}
 
-  ValueId GraphBuilder::split_dim(ValueId x, const std::string& dim, Shape parts,
-                                  const std::string& n) {
-    Attrs a;
-    a.dim = dim;
-    a.shape = std::move(parts);
-    return op(OpKind::kSplitDim, {x}, std::move(a), n);
-  }
+GraphBuilder::Attention GraphBuilder::attention(ValueId q, ValueId k, ValueId v,
+                                                const std::string& query, const std::string& key,
+                                                const std::string& head, bool causal, float scale,
+                                                const std::string& n) {
+  Attrs a;
+  attention_dims(a) = {query, key, head};
+  attention_scale(a) = scale;
+  if (causal) causal_query_dim(a) = query;
+  Attention r;
+  r.tuple = op(OpKind::kAttention, {q, k, v}, std::move(a), n);
+  r.out = tuple_get(r.tuple, 0, n + ".out");
+  r.lse = tuple_get(r.tuple, 1, n + ".lse");
+  return r;
+}
 
-  ValueId GraphBuilder::merge_dims(ValueId x, std::vector<std::string> dims,
-                                   const std::string& merged, const std::string& n) {
-    Attrs a;
-    a.dims = std::move(dims);
-    merged_dim(a) = merged;
-    return op(OpKind::kMergeDims, {x}, std::move(a), n);
-  }
+ValueId GraphBuilder::split_dim(ValueId x, const std::string& dim, Shape parts,
+                                const std::string& n) {
+  Attrs a;
+  a.dim = dim;
+  a.shape = std::move(parts);
+  return op(OpKind::kSplitDim, {x}, std::move(a), n);
+}
 
-  ValueId GraphBuilder::rename(ValueId x, const std::string& from, const std::string& to,
-                               const std::string& n) {
-    Attrs a;
-    a.dim = from;
-    renamed_to(a) = to;
-    return op(OpKind::kRename, {x}, std::move(a), n);
-  }
+ValueId GraphBuilder::merge_dims(ValueId x, std::vector<std::string> dims,
+                                 const std::string& merged, const std::string& n) {
+  Attrs a;
+  a.dims = std::move(dims);
+  merged_dim(a) = merged;
+  return op(OpKind::kMergeDims, {x}, std::move(a), n);
+}
+
+ValueId GraphBuilder::rename(ValueId x, const std::string& from, const std::string& to,
+                             const std::string& n) {
+  Attrs a;
+  a.dim = from;
+  renamed_to(a) = to;
+  return op(OpKind::kRename, {x}, std::move(a), n);
+}
 
 }  // namespace tessel
