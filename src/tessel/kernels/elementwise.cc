@@ -9,6 +9,7 @@
 #include "tessel/base/error.h"
 #include "tessel/kernels/elementwise_map.h"
 #include "tessel/kernels/fast_math.h"
+#include "tessel/kernels/max_rank.h"
 #include "tessel/kernels/partition.h"
 
 namespace tessel::kernels {
@@ -59,8 +60,6 @@ double gelu_grad_ref_one(double x) {
 }
 
 // ---- strided iteration ---------------------------------------------------
-
-constexpr int kMaxRank = 16;
 
 // An iteration space after dropping size-1 dims and merging neighbouring dims
 // that every operand walks as one (stride[d] == stride[d+1] * size[d+1]).

@@ -9,13 +9,13 @@
 
 #include "tessel/base/error.h"
 #include "tessel/kernels/fast_math.h"
+#include "tessel/kernels/max_rank.h"
 #include "tessel/kernels/partition.h"
 #include "tessel/kernels/row_ops.h"
 
 namespace tessel::kernels {
 namespace {
 
-constexpr int kMaxRank = 16;
 constexpr int64_t kReduceTile = 512;  // columns held in one stack accumulator
 constexpr int64_t kNarrow = 64;       // rows this narrow reduce by row chunks
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
