@@ -131,7 +131,7 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
   plan_bf16_copies();
   make_buckets(uses);
   mark_bf16_sums(outputs);
-  plan_accumulations(uses);
+  plan_accumulations(uses.bucket_of, uses.end);
   request_buffers(uses);
   if (!options_.plan_only) allocate(uses);
 }
@@ -390,26 +390,6 @@ void Program::mark_bf16_sums(const std::vector<ValueId>& outputs) {
   }
 }
 
-// Where each accumulated output is added into its caller buffer: right after
-// the instruction that writes it, or after the buckets (a bucket member is
-// final only once its all-reduce completes) of the run that wrote it.
-void Program::plan_accumulations(const Uses& uses) {
-  std::map<ValueId, int> writer;
-  for (size_t i = 0; i < instructions_.size(); ++i)
-    writer[instructions_[i].value] = static_cast<int>(i);
-  for (ValueId out : options_.accumulated_outputs) {
-    const ValueId root = alias_root_.at(out);
-    TS_CHECK(graph_->node(out).dtype == DType::kF32 && !stored_bf16_[root], "accumulated output %",
-             out, " ('", graph_->node(out).name, "') is not stored in f32");
-    const auto it = writer.find(root);
-    Accumulation a{out};
-    a.after_buckets = it == writer.end() || uses.bucket_of[root] >= 0;
-    a.step = it == writer.end() ? uses.end - 1 : it->second;
-    if (!a.after_buckets) instructions_[a.step].accumulate.push_back(accumulations_.size());
-    accumulations_.push_back(a);
-  }
-}
-
 // One buffer per root value that is neither a parameter nor unused nor in a
 // bucket; the bf16 copies outside the shared region; each instruction's
 // staging and scratch; the buckets. Then the memory plans.
@@ -601,22 +581,6 @@ void Program::bind_param(const std::string& name, float* data) {
   for (ValueId id = 0; id < graph_->size(); ++id)
     if (alias_root_[id] == it->second) value_ptr_[id] = data;
   weights_changed();
-}
-
-void Program::bind_accumulator(ValueId output, float* dst) {
-  for (Accumulation& a : accumulations_)
-    if (a.value == output) {
-      a.dst = dst;
-      return;
-    }
-  TS_THROW("value %", output, " is not an accumulated output of this program");
-}
-
-void Program::accumulate_output(const Accumulation& a) {
-  TS_CHECK(a.dst, "accumulated output %", a.value, " ('", graph_->node(a.value).name,
-           "') is not bound to a buffer");
-  backend_->accumulate(a.dst, static_cast<const float*>(value_ptr_[a.value]),
-                       graph_->node(a.value).shape.numel());
 }
 
 bool Program::stored_bf16(ValueId value) const {

@@ -285,7 +285,9 @@ class Program {
   void plan_bf16_copies();
   void make_buckets(Uses& uses);
   void mark_bf16_sums(const std::vector<ValueId>& outputs);
-  void plan_accumulations(const Uses& uses);
+  // `bucket_of`: each value's gradient bucket (-1: none); `end`: one past
+  // the last instruction.
+  void plan_accumulations(const std::vector<int>& bucket_of, int end);
   void accumulate_output(const Accumulation& a);
   void request_buffers(const Uses& uses);
   void request_instruction_buffers();
