@@ -4,8 +4,8 @@
 // fraction of peak is visible. Any config `train` takes, pipelines included
 // (their JSON has no comm_fraction). --breakdown adds where the step goes,
 // kind of instruction by kind, measured on the timed steps (step_breakdown.h;
-// one program only, so not for pipelines): a table on stderr and a
-// "breakdown" object in the JSON.
+// one program only, so not for pipelines): a table before the JSON line and
+// a "breakdown" object in the JSON.
 #include <omp.h>
 
 #include <algorithm>
@@ -116,7 +116,9 @@ int run_bench_step(const BenchOptions& opt) {
   if (program) out["comm_fraction"] = comm_seconds * 1e3 / total_ms;
   if (breakdown) {
     out["breakdown"] = breakdown->to_json();
-    std::fprintf(stderr, "%s", breakdown->table().c_str());
+    // On stdout before the JSON line: one stream keeps the order (under
+    // mpirun, stderr and stdout are forwarded apart and can interleave).
+    std::printf("%s", breakdown->table().c_str());
   }
   std::printf("%s\n", out.dump().c_str());
   return 0;
