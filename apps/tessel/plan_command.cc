@@ -78,6 +78,17 @@ nlohmann::json plan_json(const plan::Plan& p) {
           {"command", p.command}};
 }
 
+nlohmann::json search_counts_json(const plan::PlanResult& r) {
+  return {{"search_s", r.search_s},
+          {"considered", r.considered},
+          {"pruned", r.pruned},
+          {"screened", r.screened},
+          {"bounded", r.bounded},
+          {"exact", r.exact},
+          {"memory_bounded", r.memory_bounded},
+          {"costed", r.plans.size()}};
+}
+
 namespace {
 
 void print_breakdown(const char* title, const plan::Plan& p) {
@@ -260,17 +271,10 @@ int run_plan(PlanOptions opt) {
   }
   const size_t shown = std::min<size_t>(r.plans.size(), std::max(1, opt.top));
   if (opt.json) {
-    nlohmann::json out = {{"search_s", r.search_s},
-                          {"considered", r.considered},
-                          {"pruned", r.pruned},
-                          {"screened", r.screened},
-                          {"bounded", r.bounded},
-                          {"exact", r.exact},
-                          {"memory_bounded", r.memory_bounded},
-                          {"costed", r.plans.size()},
-                          {"hardware", r.hardware},
-                          {"ranks", opt.ranks},
-                          {"threads_per_rank", q.cost.threads}};
+    nlohmann::json out = search_counts_json(r);
+    out["hardware"] = r.hardware;
+    out["ranks"] = opt.ranks;
+    out["threads_per_rank"] = q.cost.threads;
     out["plans"] = nlohmann::json::array();
     for (size_t i = 0; i < shown; ++i) out["plans"].push_back(plan_json(r.plans[i]));
     std::printf("%s\n", out.dump(2).c_str());

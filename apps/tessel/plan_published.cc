@@ -50,17 +50,11 @@ nlohmann::json free_search(const CompareRequest& c, const plan::HardwareModel& h
   try {
     const plan::PlanResult r = plan::search_plans(q, hw);
     const plan::Plan& best = r.plans.front();
-    return {{"search_s", r.search_s},
-            {"considered", r.considered},
-            {"pruned", r.pruned},
-            {"screened", r.screened},
-            {"bounded", r.bounded},
-            {"exact", r.exact},
-            {"memory_bounded", r.memory_bounded},
-            {"costed", r.plans.size()},
-            {"step_s", best.prediction.step_s},
-            {"no_slower", best.prediction.step_s <= published_predicted_s},
-            {"plan", plan_json(best)}};
+    nlohmann::json j = search_counts_json(r);
+    j["step_s"] = best.prediction.step_s;
+    j["no_slower"] = best.prediction.step_s <= published_predicted_s;
+    j["plan"] = plan_json(best);
+    return j;
   } catch (const Error& e) {
     return {{"error", e.what()}};
   }

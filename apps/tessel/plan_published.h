@@ -38,4 +38,8 @@ int compare_published(const CompareRequest& request, const plan::HardwareModel& 
 // One plan as `tessel plan --json` prints it (plan_command.cc).
 nlohmann::json plan_json(const plan::Plan& p);
 
+// A search's counts (configurations considered, pruned, screened, bounded,
+// costed exactly, skipped for memory, costed) and its time, as JSON (plan_command.cc).
+nlohmann::json search_counts_json(const plan::PlanResult& r);
+
 }  // namespace tessel::cli
