@@ -1,7 +1,9 @@
 // MPI runtime and the MPI implementation of Communicator.
 //
-// This header and mpi_runtime.cc are the only files in Tessel that include
-// <mpi.h>; the rest of the code talks to other ranks through Communicator.
+// Only comm/mpi/ includes <mpi.h>; the rest of the code talks to other ranks
+// through Communicator. The definitions are split by concern: mpi_runtime.cc
+// (start, end, communicators), mpi_watchdog.cc (the hang watchdog),
+// mpi_communicator.cc (the collectives), mpi_calls.* (checked calls).
 //
 // MpiRuntime is the process-wide MPI state: init() starts MPI once (thread
 // level MPI_THREAD_FUNNELED: only the thread that called init() may call
@@ -76,7 +78,7 @@ class MpiRuntime {
 
   // Watchdog bookkeeping (no-ops when the watchdog is off). One
   // blocking call is tracked at a time: begin_blocking() before it,
-  // end_blocking() after (mpi_runtime.cc's WatchScope does both).
+  // end_blocking() after (mpi_calls.h's WatchScope does both).
   // timeout_s() is 0 when the watchdog is off.
   bool watchdog_enabled() const { return timeout_s_ > 0; }
   void begin_blocking(const char* collective, const std::string& group, const std::string& op,
@@ -88,7 +90,7 @@ class MpiRuntime {
   double timeout_s() const { return timeout_s_; }
 
  private:
-  MpiRuntime() = default;
+  MpiRuntime();  // mpi_watchdog.cc, where Watchdog is complete
   ~MpiRuntime();
   void require_initialized(const char* what) const;
   static void finalize_at_exit();
