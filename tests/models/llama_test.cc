@@ -50,6 +50,13 @@ TEST(Llama, Llama3EightBHasThePublishedParameterCount) {
   EXPECT_EQ(parameter_count(published(32, 32, 8, 4096, 1.3, 1024, 128256)), 8030261248);
 }
 
+// The shape of the node named `name`, or "" when there is none.
+std::string shape_of(const Graph& g, const std::string& name) {
+  for (const Node& n : g.nodes())
+    if (n.name == name) return n.shape.to_string();
+  return "";
+}
+
 TEST(Llama, GroupedQueryAttentionPairsQueryGroupsWithTheirKeyHead) {
   Graph g;
   GraphBuilder b(g);
@@ -59,13 +66,17 @@ TEST(Llama, GroupedQueryAttentionPairsQueryGroupsWithTheirKeyHead) {
             "(embed=64, kv_heads=2, group=4, head=8)");
   EXPECT_EQ(g.node(g.find("block0.attn.wk")).shape.to_string(), "(embed=64, kv_heads=2, head=8)");
   EXPECT_EQ(g.node(g.find("output")).shape.to_string(), "(embed=64, vocab=256)");
-  bool scores = false;
-  for (const Node& n : g.nodes())
-    if (n.name == "block0.attn.scores") {
-      scores = true;
-      EXPECT_EQ(n.shape.to_string(), "(batch=3, kv_heads=2, group=4, seq=8, kseq=8)");
-    }
-  EXPECT_TRUE(scores);
+  // Fused (the default): keys expanded over the query group feed one op.
+  EXPECT_EQ(shape_of(g, "block0.attn.k_per_query"),
+            "(batch=3, kseq=8, kv_heads=2, group=4, head=8)");
+  EXPECT_EQ(shape_of(g, "block0.attn.scores"), "");
+  // Unfused: the scores einsum pairs each group with its key head by name.
+  Graph unfused;
+  GraphBuilder ub(unfused);
+  c.fused_attention = false;
+  build_llama(ub, c, 3);
+  EXPECT_EQ(shape_of(unfused, "block0.attn.scores"),
+            "(batch=3, kv_heads=2, group=4, seq=8, kseq=8)");
 }
 
 TrainConfig small_llama() {
@@ -134,6 +145,21 @@ TEST(Llama, RopeScalingReachesTheRotaryOps) {
 
 // Trains on the fortunes text; a model that only learnt byte frequencies
 // would sit at the unigram entropy.
+// The fused attention op (with keys expanded over the group) trains as the
+// einsum-softmax-einsum path does: its kernel differs only in summation
+// order (1e-6 relative per op, docs/attention.md).
+TEST(Llama, FusedAttentionTrainsAsUnfused) {
+  TrainConfig c = small_llama();
+  c.steps = 3;
+  TrainConfig u = c;
+  u.attention = "unfused";
+  Trainer fused(c), unfused(u);
+  for (int s = 0; s < 3; ++s) {
+    const double a = fused.step().loss, b = unfused.step().loss;
+    EXPECT_NEAR(a, b, 1e-5 * std::abs(b)) << "step " << s;
+  }
+}
+
 TEST(Llama, SmallLlamaLossFallsBelowTheUnigramEntropy) {
   TrainConfig c = small_llama();
   Trainer trainer(c);

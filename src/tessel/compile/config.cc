@@ -77,7 +77,7 @@ const std::map<std::string, KeyRule>& rules() {
                             "llama: the SwiGLU hidden size is rounded up to a multiple of this")},
       {"norm_eps", field(&TrainConfig::norm_eps, "llama: RMSNorm's epsilon")},
       {"attention", field(&TrainConfig::attention,
-                          "gpt: fused (one op, no stored probabilities) | unfused (einsum, "
+                          "gpt, llama: fused (one op, no stored probabilities) | unfused (einsum, "
                           "softmax, einsum); docs/attention.md")},
       {"model_options",
        field(&TrainConfig::model_options, "a registered model's own keys, e.g. {\"patch\": 7}")},
@@ -404,7 +404,7 @@ void TrainConfig::validate(bool with_data) const {
     positive("hidden", hidden);
   }
   check_config_sizes(*this, with_data);
-  if (model == "gpt" && attention == "fused" && d_model / n_head > 128)
+  if (is_builtin_transformer(model) && attention == "fused" && d_model / n_head > 128)
     TS_THROW("config: 'attention' \"fused\" takes head dims (d_model / n_head) up to 128, got ",
              d_model / n_head, " (d_model ", d_model, ", n_head ", n_head,
              "): use more heads or \"unfused\"");

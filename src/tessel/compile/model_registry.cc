@@ -217,7 +217,8 @@ LlamaConfig llama_config(const TrainConfig& c) {
                      llama_rope_scaling(c),
                      c.ffn_dim_multiplier,
                      c.multiple_of,
-                     static_cast<float>(c.norm_eps)};
+                     static_cast<float>(c.norm_eps),
+                     c.attention == "fused"};
 }
 
 TaskGraph build_model(const TrainConfig& c, GraphBuilder& b, int64_t batch, bool training) {

@@ -35,10 +35,23 @@ ValueId gqa_attention(GraphBuilder& b, const LlamaDims& d, const LlamaConfig& c,
                        "k_rotary");
   k = b.rename(k, kSeqDim, kKeySeqDim, "k_keys");
   ValueId v = b.rename(b.einsum(x, wv, kv_dims, "v"), kSeqDim, kKeySeqDim, "v_keys");
-  ValueId scores = b.einsum(q, k, {kBatchDim, "kv_heads", "group", kSeqDim, kKeySeqDim}, "scores");
   const float scale = 1.0f / std::sqrt(static_cast<float>(d.head.size));
-  ValueId probs = b.softmax(scores, kKeySeqDim, scale, kSeqDim, "probs");
-  ValueId mixed = b.einsum(probs, v, q_dims, "mix");
+  ValueId mixed;
+  if (c.fused_attention) {
+    // The fused op pairs each query head with a key head of the same dims:
+    // keys and values are expanded over `group` (torchtitan's repeat_kv);
+    // their gradients sum over it.
+    const Shape kv_per_query{d.batch, Dim{kKeySeqDim, d.seq.size}, d.kv_heads, d.group, d.head};
+    mixed = b.attention(q, b.expand(k, kv_per_query, "k_per_query"),
+                        b.expand(v, kv_per_query, "v_per_query"), kSeqDim, kKeySeqDim, "head", true,
+                        scale, "core")
+                .out;
+  } else {
+    ValueId scores =
+        b.einsum(q, k, {kBatchDim, "kv_heads", "group", kSeqDim, kKeySeqDim}, "scores");
+    ValueId probs = b.softmax(scores, kKeySeqDim, scale, kSeqDim, "probs");
+    mixed = b.einsum(probs, v, q_dims, "mix");
+  }
   ValueId wo = b.param("wo", Shape{d.kv_heads, d.group, d.head, d.embed}, normal(out_std));
   return b.einsum(mixed, wo, {kBatchDim, kSeqDim, "embed"}, "o");
 }

@@ -7,8 +7,10 @@
 //   - grouped-query attention: n_kv_head key/value heads, each serving a
 //     `group` of n_head / n_kv_head query heads. Queries carry the dims
 //     (kv_heads, group, head), keys and values (kv_heads, head), so no head
-//     is repeated: the scores einsum pairs queries with their key head by
-//     name. The tensor-parallel axis splits `kv_heads` (as `heads` in GPT);
+//     is stored twice: the unfused scores einsum pairs queries with their
+//     key head by name; the fused `attention` op (the default) reads keys
+//     and values expanded over `group`, as torchtitan's repeat_kv. The tensor-parallel axis splits
+//     `kv_heads` (as `heads` in GPT);
 //   - rotary positions (the `rotary` op, theta = rope_theta, Llama 3.1's
 //     frequency scaling with rope_scaling) on queries and keys, adjacent
 //     pairs (2i, 2i+1) of `head` as Meta's complex view;
@@ -32,6 +34,7 @@ struct LlamaConfig {
   double ffn_dim_multiplier = 0.0;  // 0: none
   int64_t multiple_of = 256;
   float norm_eps = 1e-5f;
+  bool fused_attention = true;  // the `attention` op; else einsum, softmax, einsum
 };
 
 // Llama's SwiGLU hidden size: 2/3 of 4 d_model, times ffn_dim_multiplier
