@@ -32,7 +32,9 @@ std::string searched_knobs(const ConfigOptions& o) {
   };
   add(o.mesh.empty(), "mesh");
   add(o.layout.empty(), "layout");
-  add(o.schedule.empty(), "schedule");
+  const bool piped = o.mesh.empty() || o.mesh.find("pipe=") != std::string::npos;
+  add(piped && o.schedule.empty(), "schedule");
+  add(piped && o.chunks <= 0 && (o.schedule.empty() || o.schedule == "interleaved"), "chunks");
   add(o.microbatches <= 0, "micro-batches");
   add(o.zero < 0, "zero");
   add(o.recompute.empty(), "recompute");

@@ -142,8 +142,8 @@ TEST_F(PlanCli, APublishedRunComparesItsPredictionWithThePublishedThroughputAndM
   const CliResult r = run_cli("plan --config " + gpt3() + " --compare-published");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   for (const char* text : {"published run: Megatron-LM GPT-3 175B", "--mesh pipe=8,data=16,model=8",
-                           "--microbatches 96 --schedule interleaved --chunks 2",
-                           "--recompute blocks", "searched, not stated: layout",
+                           "--microbatches 96 --schedule interleaved --chunks ",
+                           "--recompute blocks", "searched, not stated: layout, chunks",
                            "published 31.47 s (140.0 TFLOP/s per GPU", "the device has 80.00 GiB"})
     EXPECT_NE(r.output.find(text), std::string::npos) << text << " in:\n" << r.output;
   const CliResult j = run_cli("plan --config " + gpt3() + " --compare-published --json");
@@ -182,12 +182,13 @@ TEST_F(PlanCli, TheCommandLineOverridesThePublishedKnobsAndFreeSearchesThem) {
   const CliResult table = run_cli(base + " --microbatches 96");
   ASSERT_EQ(table.exit_code, 0) << table.output;
   EXPECT_NE(table.output.find("its stated knobs taken where the command line gives none); "
-                              "searched: layout\n"),
+                              "searched: layout, chunks\n"),
             std::string::npos)
       << table.output;
   const CliResult free = run_cli(base + " --microbatches 96 --free");
   ASSERT_EQ(free.exit_code, 0) << free.output;
-  EXPECT_NE(free.output.find("searched: layout, schedule, zero, recompute\n"), std::string::npos)
+  EXPECT_NE(free.output.find("searched: layout, schedule, chunks, zero, recompute\n"),
+            std::string::npos)
       << free.output;
 }
 

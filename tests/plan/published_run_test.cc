@@ -64,6 +64,22 @@ TEST(PublishedRun, EveryExampleReadsWithItsStatedKnobs) {
   EXPECT_FALSE(llama.run.flops_with_recompute);
 }
 
+// Llama's block in the count: Llama 3.1 8B's matmul weights (blocks and the
+// untied embedding and head) are its published 8.03B parameters less the
+// norms; torchtitan's throughput in tokens/s is the step time directly.
+TEST(PublishedRun, LlamaCountsItsOwnBlockAndThroughputInTokens) {
+  const Read r = read(published("llama3.1-8b-8-h100.json"));
+  const double h = static_cast<double>(r.model.d_model);
+  const double weights = static_cast<double>(r.model.n_layer) * block_matmul_weights(r.model) +
+                         2 * static_cast<double>(r.model.vocab) * h;
+  EXPECT_NEAR(weights / 1e9, 8.03, 0.005);
+  const double tokens = 16.0 * 8192;
+  EXPECT_NEAR(published_step_seconds(r.run, r.model), tokens / (5762.0 * 8), 1e-9);
+  // The GPT's block is Narayanan's 12 h^2.
+  const Read gpt3 = read(published("megatron-gpt3-175b-1024-a100.json"));
+  EXPECT_EQ(block_matmul_weights(gpt3.model), 12.0 * 12288 * 12288);
+}
+
 TEST(PublishedRun, StepTimesGiveThePapersTrainingTimes) {
   const Read gpt3 = read(published("megatron-gpt3-175b-1024-a100.json"));
   const double step = published_step_seconds(gpt3.run, gpt3.model);

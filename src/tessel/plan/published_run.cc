@@ -4,6 +4,8 @@
 #include <fstream>
 
 #include "tessel/base/error.h"
+#include "tessel/compile/model_registry.h"
+#include "tessel/models/llama.h"
 #include "tessel/plan/json_fields.h"
 
 namespace tessel::plan {
@@ -52,7 +54,8 @@ PublishedRun parse_published(const nlohmann::json& block, const TrainConfig& mod
   const JsonFields f(block, file, "published");
   f.allow_only({"run", "source", "notes", "cluster", "gpus", "mesh", "micro_batch_size",
                 "microbatches", "schedule", "chunks", "zero", "recompute", "layout", "precision",
-                "tflops_per_gpu", "fraction_of_peak", "aggregate_pflops", "flops_counted"});
+                "tflops_per_gpu", "tokens_per_s_per_gpu", "fraction_of_peak", "aggregate_pflops",
+                "flops_counted"});
   PublishedRun r;
   r.file = file;
   r.run = f.string("run");
@@ -105,15 +108,31 @@ PublishedRun parse_published(const nlohmann::json& block, const TrainConfig& mod
            "got \"" +
                counted + "\"");
   r.flops_with_recompute = counted == "with_recompute";
+  if (stated(f, "tokens_per_s_per_gpu")) {  // a throughput: its FLOPs counted as above
+    if (r.tflops_per_gpu > 0)
+      f.fail("tokens_per_s_per_gpu", "state it or tflops_per_gpu, not both");
+    const double tokens = static_cast<double>(model.batch) * static_cast<double>(model.context);
+    r.tflops_per_gpu = f.number("tokens_per_s_per_gpu", true) *
+                       narayanan_step_flops(model, r.flops_with_recompute) / tokens / 1e12;
+  }
   return r;
 }
 
+double block_matmul_weights(const TrainConfig& m) {
+  const double h = static_cast<double>(m.d_model);
+  if (m.model != "llama") return 12 * h * h;
+  const double kv_heads = static_cast<double>(m.n_kv_head == 0 ? m.n_head : m.n_kv_head);
+  const double kv = kv_heads * h / static_cast<double>(m.n_head);  // keys' width
+  return 2 * h * h + 2 * h * kv + 3 * h * static_cast<double>(llama_hidden_size(llama_config(m)));
+}
+
 double narayanan_step_flops(const TrainConfig& m, bool with_recompute) {
-  const double B = static_cast<double>(m.batch), s = static_cast<double>(m.context),
-               l = static_cast<double>(m.n_layer), h = static_cast<double>(m.d_model),
-               V = static_cast<double>(m.vocab);
-  return with_recompute ? 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))
-                        : 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
+  const double tokens = static_cast<double>(m.batch) * static_cast<double>(m.context);
+  const double h = static_cast<double>(m.d_model), s = static_cast<double>(m.context);
+  const double block = 2 * block_matmul_weights(m) + 4 * s * h;
+  const double logits = 2 * static_cast<double>(m.vocab) * h;
+  const double blocks = static_cast<double>(m.n_layer) * block;
+  return tokens * ((with_recompute ? 4 : 3) * blocks + 3 * logits);
 }
 
 double published_step_seconds(const PublishedRun& r, const TrainConfig& model) {

@@ -35,7 +35,7 @@ struct PublishedRun {
   std::optional<int64_t> microbatches;  // from micro_batch_size where only that is given
   std::optional<std::string> schedule, recompute, layout;
   std::optional<int> chunks, zero;
-  double tflops_per_gpu = 0;  // 0 when not stated
+  double tflops_per_gpu = 0;  // 0 when not stated; from tokens_per_s_per_gpu when that is
   // Whether the publication counted the recomputed forward pass in its
   // FLOPs ("with_recompute", Megatron's eq. 3) or only the model's ("model").
   bool flops_with_recompute = false;
@@ -54,10 +54,17 @@ ConfigFile read_config_file(const std::string& path);
 PublishedRun parse_published(const nlohmann::json& block, const TrainConfig& model,
                              const std::string& file);
 
-// FLOPs of one training step as Narayanan et al. count them (SC21, eq. 3):
-// 72 B s l h^2 (1 + s / 6h + V / 12lh) for forward and backward, or
-// 96 B s l h^2 (1 + s / 6h + V / 16lh) with the blocks' forward recomputed.
+// FLOPs of one training step as Narayanan et al. count them (SC21, eq. 3),
+// for any block: per token, a block's forward is 2 P (its matmul weights P)
+// plus 4 s h (scores and mix over the whole context), the logits 2 V h;
+// forward and backward are 3 forwards, and with the blocks' forward
+// recomputed the blocks count 4. For the GPT's block (P = 12 h^2) this is
+// 72 B s l h^2 (1 + s / 6h + V / 12lh), or 96 B s l h^2 (1 + s / 6h + V / 16lh).
 double narayanan_step_flops(const TrainConfig& model, bool with_recompute);
+
+// The weights one block multiplies by (its matmul weights, no norms or
+// biases): 12 h^2 for the GPT; Llama's grouped-query projections and SwiGLU.
+double block_matmul_weights(const TrainConfig& model);
 
 // The published step time in seconds: the step's FLOPs (as the publication
 // counted them) over its reported FLOP/s of all GPUs. Throws when the block

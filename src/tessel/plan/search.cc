@@ -105,6 +105,15 @@ int index_of(std::vector<std::string>& names, const std::string& name) {
   return static_cast<int>(names.size()) - 1;
 }
 
+// Model chunks per pipeline rank: --chunks, else 1, or for the interleaved
+// schedule 2 and 4 (more chunks shrink its bubble and grow its stash; a
+// count with more chunks than layers is dropped as invalid).
+std::vector<int> chunk_counts(const PlanRequest& q, const std::string& schedule) {
+  if (q.chunks) return {*q.chunks};
+  if (schedule != "interleaved") return {1};
+  return {2, 4};
+}
+
 Space candidates(const PlanRequest& q, bool one_node, int devices_per_node) {
   std::vector<std::string> meshes;
   if (q.mesh) {
@@ -151,11 +160,10 @@ Space candidates(const PlanRequest& q, bool one_node, int devices_per_node) {
       for (const std::string& schedule : schedules)
         for (int m : micro)
           for (int zero : zeros)
-            for (const std::string& recompute : recomputes) {
-              const int chunks = q.chunks ? *q.chunks : (schedule == "interleaved" ? 2 : 1);
-              out.knobs.push_back({mesh_index, layout, index_of(out.schedules, schedule),
-                                   index_of(out.recomputes, recompute), chunks, m, zero});
-            }
+            for (const std::string& recompute : recomputes)
+              for (int chunks : chunk_counts(q, schedule))
+                out.knobs.push_back({mesh_index, layout, index_of(out.schedules, schedule),
+                                     index_of(out.recomputes, recompute), chunks, m, zero});
     out.meshes.push_back(std::move(choice));
   }
   return out;
