@@ -1,9 +1,9 @@
 // `tessel calibrate`: measures this machine for the planner (GEMM throughput
 // by shape and threads, kernel bandwidth, collective and send/recv
-// alpha-beta) and writes the machine profile (plan/calibrate.h). It launches
+// alpha-beta) and writes the machine profile (plan/calibrate/calibrate.h). It launches
 // mpirun itself for the collectives; the hidden --collectives-out is that
 // inner run. The hidden --check CONFIG times a config's training program
-// instruction by instruction against a profile's prices (plan/calibrate_check.h).
+// instruction by instruction against a profile's prices (plan/calibrate/calibrate_check.h).
 #include <array>
 #include <cstdio>
 #include <memory>
@@ -13,9 +13,9 @@
 #include "config_options.h"
 #include "tessel/base/error.h"
 #include "tessel/comm/mpi/mpi_runtime.h"
-#include "tessel/plan/calibrate.h"
-#include "tessel/plan/calibrate_check.h"
-#include "tessel/plan/calibrate_links.h"
+#include "tessel/plan/calibrate/calibrate.h"
+#include "tessel/plan/calibrate/calibrate_check.h"
+#include "tessel/plan/calibrate/calibrate_links.h"
 
 namespace tessel::cli {
 namespace {

@@ -7,7 +7,7 @@
 #include <functional>
 
 #include "tessel/compile/config.h"
-#include "tessel/plan/search.h"
+#include "tessel/plan/search/search.h"
 
 namespace tessel {
 struct CompiledRank;

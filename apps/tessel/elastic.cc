@@ -9,8 +9,8 @@
 #include "commands.h"
 #include "config_options.h"
 #include "tessel/base/error.h"
-#include "tessel/plan/calibrate.h"
-#include "tessel/plan/search.h"
+#include "tessel/plan/calibrate/calibrate.h"
+#include "tessel/plan/search/search.h"
 
 namespace tessel::cli {
 namespace {

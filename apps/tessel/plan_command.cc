@@ -1,5 +1,5 @@
 // `tessel plan`: ranks every configuration of N ranks by predicted step
-// time (plan/search.h) and prints the table, the commands that run the
+// time (plan/search/search.h) and prints the table, the commands that run the
 // plans, optionally --explain (the best plan against the runner-up) or one
 // JSON object (--json). Never loads data or allocates tensors.
 #include <cmath>
@@ -14,12 +14,12 @@
 #include "tessel/base/error.h"
 #include "tessel/compile/memory_report.h"
 #include "tessel/kernels/einsum_bf16.h"
-#include "tessel/plan/calibrate.h"
-#include "tessel/plan/cluster_spec.h"
-#include "tessel/plan/contention.h"
+#include "tessel/plan/calibrate/calibrate.h"
+#include "tessel/plan/profile/cluster_spec.h"
+#include "tessel/plan/calibrate/contention.h"
 #include "tessel/plan/format_size.h"
 #include "tessel/plan/published_run.h"
-#include "tessel/plan/search.h"
+#include "tessel/plan/search/search.h"
 
 namespace tessel::cli {
 namespace {

@@ -9,9 +9,9 @@
 #include <string>
 
 #include "config_options.h"
-#include "tessel/plan/hardware_model.h"
+#include "tessel/plan/profile/hardware_model.h"
 #include "tessel/plan/published_run.h"
-#include "tessel/plan/search.h"
+#include "tessel/plan/search/search.h"
 
 namespace tessel::cli {
 

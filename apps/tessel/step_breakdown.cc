@@ -8,7 +8,7 @@
 #include "tessel/base/error.h"
 #include "tessel/base/steady_clock.h"
 #include "tessel/kernels/einsum.h"
-#include "tessel/plan/instruction_timing.h"
+#include "tessel/plan/calibrate/instruction_timing.h"
 
 namespace tessel::cli {
 

@@ -3,7 +3,7 @@
 // line per collective with the median time and the bus bandwidth, i.e. the
 // bytes a ring algorithm moves per rank over the time (NCCL's convention).
 // The timing loop and the calls are the ones `tessel calibrate` uses
-// (plan/collective_timing.h).
+// (plan/calibrate/collective_timing.h).
 //
 //   mpirun -n 2 tessel_collectives_bench [floats=10800000] [iterations=10]
 #include <cstdio>
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "tessel/comm/mpi/mpi_runtime.h"
-#include "tessel/plan/collective_timing.h"
+#include "tessel/plan/calibrate/collective_timing.h"
 
 int main(int argc, char** argv) {
   using tessel::plan::CollectiveKind;

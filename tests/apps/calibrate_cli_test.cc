@@ -13,7 +13,7 @@
 
 #include "common/run_cli.h"
 #include "tessel/kernels/einsum_bf16.h"
-#include "tessel/plan/machine_profile.h"
+#include "tessel/plan/profile/machine_profile.h"
 
 namespace tessel::plan {
 namespace {
@@ -23,7 +23,7 @@ namespace fs = std::filesystem;
 TEST(CalibrateCli, QuickWritesAValidProfile) {
   const fs::path file =
       fs::temp_directory_path() / ("tessel_calibrate_" + std::to_string(getpid()) + ".json");
-  // A quiet load and no spread limit (TESSEL_CONTENTION, plan/contention.h):
+  // A quiet load and no spread limit (TESSEL_CONTENTION, plan/calibrate/contention.h):
   // this test checks the profile, not whether the shared machine is busy.
   const fs::path quiet = file.string() + ".loadavg";
   std::ofstream(quiet) << "0.00 0.00 0.00 1/100 1\n";

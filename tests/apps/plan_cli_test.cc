@@ -4,7 +4,7 @@
 // runner-up, the announcement before a first calibration, and the quick
 // probe that compares a cached profile with the machine now (issue 34:
 // 5 and 9). Contention is simulated through TESSEL_CONTENTION
-// (plan/contention.h), never by loading the machine.
+// (plan/calibrate/contention.h), never by loading the machine.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -16,7 +16,7 @@
 #include "common/run_cli.h"
 #include "common/test_dir.h"
 #include "plan/synthetic_profile.h"
-#include "tessel/plan/calibrate.h"
+#include "tessel/plan/calibrate/calibrate.h"
 
 namespace tessel::plan {
 namespace {

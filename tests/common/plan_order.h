@@ -1,11 +1,11 @@
 // expect_plan_order(result): a search's plans are fastest first, and plans
 // whose steps are equal as printed come smaller peak memory first (the
-// order search_plans promises, plan/search.h). Shared by the planner tests.
+// order search_plans promises, plan/search/search.h). Shared by the planner tests.
 #pragma once
 
 #include <gtest/gtest.h>
 
-#include "tessel/plan/search.h"
+#include "tessel/plan/search/search.h"
 
 namespace tessel::plan {
 

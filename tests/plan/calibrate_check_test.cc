@@ -1,17 +1,17 @@
-// `tessel calibrate --check`'s library half (plan/calibrate_check.h): a
+// `tessel calibrate --check`'s library half (plan/calibrate/calibrate_check.h): a
 // config's program is timed instruction by instruction and every instruction
 // is priced as the cost model prices it. Timings are not asserted (the
 // machine is shared); what is: every instruction of the program is counted
 // once, measured, and priced exactly as the cost model's single-program
 // prediction prices it.
-#include "tessel/plan/calibrate_check.h"
+#include "tessel/plan/calibrate/calibrate_check.h"
 
 #include <gtest/gtest.h>
 
 #include "common/error_of.h"
 #include "common/tiny_gpt.h"
 #include "synthetic_profile.h"
-#include "tessel/plan/cost_model.h"
+#include "tessel/plan/model/cost_model.h"
 
 namespace tessel::plan {
 namespace {

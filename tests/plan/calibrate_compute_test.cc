@@ -1,9 +1,9 @@
-// The GEMM grid's shapes (plan/calibrate_compute.h): each grid point is
+// The GEMM grid's shapes (plan/calibrate/calibrate_compute.h): each grid point is
 // measured with three variants around it, so one shape's quirk (a square
 // power-of-two cube) does not price its neighbourhood. What is asserted: the
 // variants are near the point in the grid's coordinates, differ from it and
 // from each other, keep small dims, and stay on multiples of 8. No timing.
-#include "tessel/plan/calibrate_compute.h"
+#include "tessel/plan/calibrate/calibrate_compute.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include <set>
 #include <tuple>
 
-#include "tessel/plan/gemm_grid.h"
+#include "tessel/plan/profile/gemm_grid.h"
 
 namespace tessel::plan {
 namespace {

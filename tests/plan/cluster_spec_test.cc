@@ -1,7 +1,7 @@
 // Cluster files: parsing, unknown or bad keys named in the error, the ring
 // alpha-beta formulas, the GEMM roofline, and every shipped example (cluster
 // files, and the published runs' model keys as a Tessel config).
-#include "tessel/plan/cluster_spec.h"
+#include "tessel/plan/profile/cluster_spec.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -1,7 +1,7 @@
-// Contention checks of calibrate and plan (plan/contention.h, issue 34: 9):
+// Contention checks of calibrate and plan (plan/calibrate/contention.h, issue 34: 9):
 // the load rule, the spread of repeated probes, the probe/profile mismatch
 // and TESSEL_CONTENTION. Nothing here loads or measures the machine.
-#include "tessel/plan/contention.h"
+#include "tessel/plan/calibrate/contention.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -2,7 +2,7 @@
 // whose times are simple formulas: the step decomposes into its parts,
 // memory is the dry run's, overlap and links behave as documented, and the
 // search prunes, fixes knobs and ranks as it says.
-#include "tessel/plan/cost_model.h"
+#include "tessel/plan/model/cost_model.h"
 
 #include <gtest/gtest.h>
 
@@ -14,7 +14,7 @@
 #include "common/plan_order.h"
 #include "common/tiny_gpt.h"
 #include "tessel/compile/memory_report.h"
-#include "tessel/plan/search.h"
+#include "tessel/plan/search/search.h"
 #include "tessel/schedule/schedule.h"
 
 namespace tessel::plan {

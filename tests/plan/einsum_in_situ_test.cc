@@ -1,10 +1,10 @@
-// The in-situ factor on einsums (plan/einsum_in_situ.h): the curve
+// The in-situ factor on einsums (plan/model/einsum_in_situ.h): the curve
 // interpolates in log2 FLOPs and threads and clamps beyond its points, bad
 // points are refused, the profile reads and writes it strictly (missing =
 // factor 1), einsum_seconds carries it, and the measurement yields one
 // finite, positive factor per octave of the reference program's einsums.
 // Timings are not asserted (the machine is shared).
-#include "tessel/plan/einsum_in_situ.h"
+#include "tessel/plan/model/einsum_in_situ.h"
 
 #include <gtest/gtest.h>
 
@@ -14,9 +14,9 @@
 #include "common/error_of.h"
 #include "common/tiny_gpt.h"
 #include "synthetic_profile.h"
-#include "tessel/plan/cost_model.h"
-#include "tessel/plan/instruction_timing.h"
-#include "tessel/plan/kernel_rates.h"
+#include "tessel/plan/model/cost_model.h"
+#include "tessel/plan/calibrate/instruction_timing.h"
+#include "tessel/plan/profile/kernel_rates.h"
 
 namespace tessel::plan {
 namespace {

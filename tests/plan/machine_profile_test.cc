@@ -1,7 +1,7 @@
 // The machine profile: JSON round trip, strict validation (errors name the
 // file and the key), GEMM interpolation (exact at grid points, monotone
 // between), thread and rank-count scaling, the alpha-beta fit, the cache.
-#include "tessel/plan/machine_profile.h"
+#include "tessel/plan/profile/machine_profile.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -13,7 +13,7 @@
 
 #include "common/error_of.h"
 #include "plan/synthetic_profile.h"
-#include "tessel/plan/calibrate.h"
+#include "tessel/plan/calibrate/calibrate.h"
 
 namespace tessel::plan {
 namespace {

@@ -1,9 +1,9 @@
-// The order of the planner's plans (plan/search.h's ranks_before, issue 34:
+// The order of the planner's plans (plan/search/search.h's ranks_before, issue 34:
 // 5): steps equal as `tessel plan` prints them (0.01 ms) tie, and the smaller
 // peak memory ranks first, then the order of generation.
 #include <gtest/gtest.h>
 
-#include "tessel/plan/search.h"
+#include "tessel/plan/search/search.h"
 
 namespace tessel::plan {
 namespace {

@@ -6,8 +6,8 @@
 
 #include <cmath>
 
-#include "tessel/plan/calibrate_compute.h"
-#include "tessel/plan/machine_profile.h"
+#include "tessel/plan/calibrate/calibrate_compute.h"
+#include "tessel/plan/profile/machine_profile.h"
 
 namespace tessel::plan {
 

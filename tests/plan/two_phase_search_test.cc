@@ -15,8 +15,8 @@
 
 #include "common/plan_order.h"
 #include "plan/synthetic_profile.h"
-#include "tessel/plan/screen.h"
-#include "tessel/plan/search.h"
+#include "tessel/plan/search/screen.h"
+#include "tessel/plan/search/search.h"
 
 namespace tessel::plan {
 namespace {

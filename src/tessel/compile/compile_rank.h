@@ -109,7 +109,7 @@ struct GraphCache {
 // The compile options a config's number-format keys set (precision,
 // bf16_activations, tp_comm_precision), the rest default: the one place
 // they are read, for compile_rank, the pipeline stages and the planner's
-// timed programs (plan/instruction_timing.h).
+// timed programs (plan/calibrate/instruction_timing.h).
 CompileOptions precision_compile_options(const TrainConfig& config);
 
 // Validates the layout against the model, then compiles. kRun needs `ctx`

@@ -6,7 +6,7 @@
 #include "tessel/base/error.h"
 #include "tessel/compile/model_registry.h"
 #include "tessel/models/llama.h"
-#include "tessel/plan/json_fields.h"
+#include "tessel/plan/profile/json_fields.h"
 
 namespace tessel::plan {
 namespace {

@@ -190,7 +190,7 @@ class Program {
   // Wall time spent inside collectives (blocking ones, and waiting for
   // gradient buckets) over all runs so far.
   double collective_seconds() const { return collective_seconds_; }
-  // What a cost model reads (plan/cost_model.h), in execution order: each
+  // What a cost model reads (plan/model/cost_model.h), in execution order: each
   // instruction's node in graph(), its einsum plan (null unless einsum), the
   // gradient bucket it is a member of (-1: none), its phase and its scratch.
   struct InstructionInfo {

@@ -78,7 +78,7 @@ SimulatedTimeline simulate_schedule(const Schedule& s, UnitCosts costs = {});
 // The same clock with a cost per action: `compute(rank, action)` for F, B,
 // BI and BW (seconds, >= 0), and `transfer(rank, action)` for a send (the
 // time from its issue until the matching recv can complete; 0 if empty).
-// The planner's cost model times pipelines this way (plan/cost_model.h).
+// The planner's cost model times pipelines this way (plan/model/cost_model.h).
 struct ActionCosts {
   std::function<double(int rank, const Action& action)> compute;
   std::function<double(int rank, const Action& action)> transfer;

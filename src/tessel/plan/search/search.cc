@@ -1,0 +1,552 @@
+#include "tessel/plan/search/search.h"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+
+#include "tessel/base/error.h"
+#include "tessel/compile/memory_report.h"
+#include "tessel/compile/model_registry.h"
+#include "tessel/plan/model/exact_cost.h"
+#include "tessel/plan/search/no_fit.h"
+#include "tessel/plan/search/screen.h"
+#include "tessel/plan/search/screened_order.h"
+#include "tessel/schedule/schedule.h"
+
+namespace tessel::plan {
+namespace {
+
+struct Candidate {
+  TrainConfig config;
+  std::string layout_label;
+};
+
+// (pipe, data, model) with pipe * data * model = n.
+std::vector<std::array<int, 3>> factorizations(int n) {
+  std::vector<std::array<int, 3>> out;
+  for (int p = 1; p <= n; ++p)
+    if (n % p == 0)
+      for (int d = 1; d <= n / p; ++d)
+        if ((n / p) % d == 0) out.push_back({p, d, n / p / d});
+  return out;
+}
+
+// The divisors of n, ascending.
+std::vector<int> divisors(int n) {
+  std::vector<int> low, high;
+  for (int d = 1; d * d <= n; ++d)
+    if (n % d == 0) {
+      low.push_back(d);
+      if (d != n / d) high.push_back(n / d);
+    }
+  low.insert(low.end(), high.rbegin(), high.rend());
+  return low;
+}
+
+// Every order of the axes larger than 1 (only the canonical pipe, data,
+// model order when every rank shares one node: the order changes nothing).
+std::vector<std::string> mesh_texts(const std::array<int, 3>& sizes, bool one_node) {
+  std::vector<MeshAxis> axes;
+  const char* names[] = {"pipe", "data", "model"};
+  for (int i = 0; i < 3; ++i)
+    if (sizes[i] > 1) axes.push_back({names[i], sizes[i]});
+  std::vector<int> order(axes.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  std::vector<std::string> out;
+  do {
+    std::vector<MeshAxis> ordered;
+    for (int i : order) ordered.push_back(axes[i]);
+    out.push_back(ordered.empty() ? std::string() : Mesh(ordered).to_string());
+  } while (!one_node && std::next_permutation(order.begin(), order.end()));
+  return out;
+}
+
+// `heads`: the model's attention-head dim ("kv_heads" for Llama).
+std::vector<std::pair<std::string, std::string>> layouts(const Mesh& mesh,
+                                                         const std::string& heads) {
+  const bool data = mesh.axis_index("data") >= 0, model = mesh.axis_index("model") >= 0;
+  if (!model) return {{"data", ""}};
+  const std::string seq =
+      std::string(data ? "batch=data," : "") + heads + "=model,hidden=model,vocab=model,seq=model";
+  return {{"tensor", ""}, {"tensor+sequence", seq}};
+}
+
+// One mesh of the search, with what the candidates on it share.
+struct MeshChoice {
+  std::string text;
+  ScreenCandidate shape;  // sizes and links (the other fields per candidate)
+  std::vector<std::pair<std::string, std::string>> layouts;  // (label, layout)
+};
+
+// A candidate as indices into the search space (a TrainConfig is built
+// only for those costed exactly: at scale there are a million candidates).
+struct Knobs {
+  int mesh, layout, schedule, recompute, chunks, microbatches, zero;
+};
+
+struct Space {
+  std::vector<MeshChoice> meshes;
+  std::vector<std::string> schedules, recomputes;
+  std::vector<Knobs> knobs;  // in generation order
+};
+
+int index_of(std::vector<std::string>& names, const std::string& name) {
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == name) return static_cast<int>(i);
+  names.push_back(name);
+  return static_cast<int>(names.size()) - 1;
+}
+
+// Model chunks per pipeline rank: --chunks, else 1, or for the interleaved
+// schedule 2 and 4 (more chunks shrink its bubble and grow its stash; a
+// count with more chunks than layers is dropped as invalid).
+std::vector<int> chunk_counts(const PlanRequest& q, const std::string& schedule) {
+  if (q.chunks) return {*q.chunks};
+  if (schedule != "interleaved") return {1};
+  return {2, 4};
+}
+
+Space candidates(const PlanRequest& q, bool one_node, int devices_per_node) {
+  std::vector<std::string> meshes;
+  if (q.mesh) {
+    meshes.push_back(*q.mesh);
+  } else {
+    for (const auto& f : factorizations(q.ranks))
+      for (const std::string& m : mesh_texts(f, one_node)) meshes.push_back(m);
+  }
+  Space out;
+  for (const std::string& mesh_text : meshes) {
+    const Mesh mesh = Mesh::parse(mesh_text);
+    if (mesh.rank_count() != q.ranks)
+      TS_THROW("plan: --mesh ", mesh_text, " has ", mesh.rank_count(), " ranks, not ", q.ranks);
+    TrainConfig shape;
+    shape.mesh = mesh_text;
+    MeshChoice choice{mesh_text, ScreenCandidate::of(shape, "", devices_per_node), {}};
+    choice.layouts = q.layout
+                         ? std::vector<std::pair<std::string, std::string>>{{*q.layout, *q.layout}}
+                         : layouts(mesh, q.base.model == "llama" ? "kv_heads" : "heads");
+    const int pipe = choice.shape.pipe;
+    const bool data = mesh.axis_index("data") >= 0;
+    std::vector<std::string> schedules = {"1f1b"};
+    if (q.schedule)
+      schedules = {*q.schedule};
+    else if (pipe > 1)
+      schedules = {"gpipe", "1f1b", "interleaved", "zb-h1"};
+    // Every divisor of the rows a data rank holds (micro-batch size 1
+    // included); without a pipe axis, more than one is gradient accumulation.
+    const std::vector<int> micro =
+        q.microbatches ? std::vector<int>{*q.microbatches}
+                       : divisors(q.base.batch % choice.shape.data == 0
+                                      ? static_cast<int>(q.base.batch / choice.shape.data)
+                                      : 1);
+    std::vector<int> zeros = {0};
+    if (q.zero)
+      zeros = {*q.zero};
+    else if (data)
+      zeros = {0, 1, 2, 3};
+    const std::vector<std::string> recomputes =
+        q.recompute ? std::vector<std::string>{*q.recompute}
+                    : std::vector<std::string>{"none", "selective", "blocks"};
+    const int mesh_index = static_cast<int>(out.meshes.size());
+    for (int layout = 0; layout < static_cast<int>(choice.layouts.size()); ++layout)
+      for (const std::string& schedule : schedules)
+        for (int m : micro)
+          for (int zero : zeros)
+            for (const std::string& recompute : recomputes)
+              for (int chunks : chunk_counts(q, schedule))
+                out.knobs.push_back({mesh_index, layout, index_of(out.schedules, schedule),
+                                     index_of(out.recomputes, recompute), chunks, m, zero});
+    out.meshes.push_back(std::move(choice));
+  }
+  return out;
+}
+
+Candidate materialize(const PlanRequest& q, const Space& space, const Knobs& k) {
+  const MeshChoice& mesh = space.meshes[k.mesh];
+  Candidate c{q.base, mesh.layouts[k.layout].first};
+  c.config.mesh = mesh.text;
+  c.config.layout = mesh.layouts[k.layout].second;
+  c.config.schedule = space.schedules[k.schedule];
+  c.config.chunks = k.chunks;
+  c.config.microbatches = k.microbatches;
+  c.config.zero = k.zero;
+  c.config.recompute = space.recomputes[k.recompute];
+  return c;
+}
+
+ScreenCandidate screen_candidate(const Space& space, const Knobs& k) {
+  const MeshChoice& mesh = space.meshes[k.mesh];
+  ScreenCandidate s = mesh.shape;
+  s.layout_label = mesh.layouts[k.layout].first;
+  s.schedule = space.schedules[k.schedule];
+  s.recompute = space.recomputes[k.recompute];
+  s.chunks = k.chunks, s.zero = k.zero, s.microbatches = k.microbatches;
+  return s;
+}
+
+// Checks that need no compile; false prunes.
+bool shape_fits(const TrainConfig& base, const Space& space, const Knobs& k) {
+  const MeshChoice& mesh = space.meshes[k.mesh];
+  const int pipe = mesh.shape.pipe, data = mesh.shape.data, model = mesh.shape.model;
+  if (base.batch % k.microbatches != 0 || (base.batch / k.microbatches) % data != 0) return false;
+  if (is_builtin_transformer(base.model)) {
+    const int64_t heads =
+        base.model == "llama" && base.n_kv_head > 0 ? base.n_kv_head : base.n_head;
+    if (heads % model != 0 || base.vocab % model != 0) return false;
+    if (mesh.layouts[k.layout].second.find("seq=model") != std::string::npos &&
+        base.context % model != 0)
+      return false;
+    if (pipe * k.chunks > base.n_layer) return false;
+  }
+  const std::string& schedule = space.schedules[k.schedule];
+  if (schedule == "interleaved" && (pipe < 2 || k.microbatches % pipe != 0)) return false;
+  if (k.zero == 3 && (pipe > 1 || k.microbatches > 1)) return false;
+  return true;
+}
+
+// Candidates whose peak memory orders by their ZeRO stage (0 to 2) and
+// recompute policy (none, selective, blocks): the same mesh, layout,
+// schedule, chunks and micro-batches. ZeRO 3 (weights gathered on use) is
+// a group of its own.
+std::array<int, 6> memory_group(const Knobs& k) {
+  return {k.mesh, k.layout, k.schedule, k.chunks, k.microbatches, k.zero == 3 ? 1 : 0};
+}
+
+// The memory group across axis orders: a mesh's order moves collectives
+// between links, not bytes, so the same axis sizes hold the same memory.
+std::array<int, 8> memory_class(const Space& space, const Knobs& k) {
+  const ScreenCandidate& m = space.meshes[k.mesh].shape;
+  return {m.pipe,     m.data,   m.model,        k.layout,
+          k.schedule, k.chunks, k.microbatches, k.zero == 3 ? 1 : 0};
+}
+
+int recompute_rank(const std::string& policy) {
+  return policy == "blocks" ? 2 : policy == "selective" ? 1 : 0;
+}
+
+// The memory-lean member of candidate i's group: the most recomputation,
+// then the highest ZeRO stage that passes the shape checks. Its peak is
+// taken to bound the group's from below (recomputation and ZeRO 1-2 only
+// drop stored bytes), so the extension costs it first and, when it does not
+// fit, skips the group and those of the other axis orders (memory_class). A group's members are
+// adjacent in generation order (candidates()' loops: zero, then recompute, innermost).
+int lean_sibling(const TrainConfig& base, const Space& space, int i) {
+  const std::array<int, 6> group = memory_group(space.knobs[i]);
+  auto leaner = [&](int a, int b) {  // whether a is leaner than b
+    const Knobs &x = space.knobs[a], &y = space.knobs[b];
+    const int rx = recompute_rank(space.recomputes[x.recompute]),
+              ry = recompute_rank(space.recomputes[y.recompute]);
+    return rx != ry ? rx > ry : x.zero > y.zero;
+  };
+  int lean = i;
+  for (int step : {-1, 1})
+    for (int j = i + step; j >= 0 && j < static_cast<int>(space.knobs.size()); j += step) {
+      if (memory_group(space.knobs[j]) != group) break;
+      if (shape_fits(base, space, space.knobs[j]) && leaner(j, lean)) lean = j;
+    }
+  return lean;
+}
+
+// Every live candidate's screening bound, and the order of estimates over
+// them; a candidate whose unit the model cannot take is pruned (counted),
+// the first such error kept.
+std::unique_ptr<ScreenedOrder> screened_order(const Space& space, const std::vector<int>& live,
+                                              Screener& screener, int* pruned,
+                                              std::string* first_error) {
+  for (int i : live) screener.note(screen_candidate(space, space.knobs[i]));
+  std::vector<std::pair<double, int>> bounds;  // (bound, candidate)
+  bounds.reserve(live.size());
+  for (int i : live) {
+    try {
+      bounds.push_back({screener.lower_bound(screen_candidate(space, space.knobs[i])), i});
+    } catch (const Error& e) {  // a layout the model cannot take
+      ++*pruned;
+      if (first_error->empty()) *first_error = e.what();
+    }
+  }
+  std::sort(bounds.begin(), bounds.end());
+  return std::make_unique<ScreenedOrder>(
+      std::move(bounds), [&space, &screener, first_error](int i) -> std::optional<double> {
+        try {
+          return screener.estimate(screen_candidate(space, space.knobs[i]));
+        } catch (const Error& e) {
+          if (first_error->empty()) *first_error = e.what();
+          return std::nullopt;
+        }
+      });
+}
+
+// Per memory class (memory_class), the (ZeRO stage, recompute rank) of the
+// plans found over the memory limit: a plan of the class with no more of
+// either cannot fit either (lean_sibling's premise).
+class OverLimit {
+ public:
+  explicit OverLimit(const Space& space) : space_(space) {}
+  void note(int i) { seen_[memory_class(space_, space_.knobs[i])].push_back(levels(i)); }
+  bool dominated(int i) const {
+    const auto it = seen_.find(memory_class(space_, space_.knobs[i]));
+    if (it == seen_.end()) return false;
+    const auto [zero, rank] = levels(i);
+    for (const auto& [z, r] : it->second)
+      if (z >= zero && r >= rank) return true;
+    return false;
+  }
+
+ private:
+  std::pair<int, int> levels(int i) const {
+    const Knobs& k = space_.knobs[i];
+    return {k.zero, recompute_rank(space_.recomputes[k.recompute])};
+  }
+  const Space& space_;
+  std::map<std::array<int, 8>, std::vector<std::pair<int, int>>> seen_;
+};
+
+// The plan's throughput and the command that runs it.
+void finish_plan(const PlanRequest& q, const HardwareModel& hw, const Candidate& cand,
+                 double model_flops, double items_per_row, Plan* plan);
+
+}  // namespace
+
+namespace {
+
+// A --set override as a command-line argument: `--set KEY=VALUE`, single-
+// quoted unless it is plain; empty for a key plan_flags writes itself.
+std::string carried_override(const std::string& kv) {
+  // `stages` is not among them: the search keeps the user's stage split.
+  static const std::set<std::string> chosen = {"mesh",   "layout", "microbatches", "schedule",
+                                               "chunks", "zero",   "recompute",    "threads"};
+  if (chosen.count(kv.substr(0, kv.find('=')))) return "";
+  const bool plain = std::all_of(kv.begin(), kv.end(), [](char ch) {
+    return std::isalnum(static_cast<unsigned char>(ch)) || std::strchr("_.=,:/+-", ch);
+  });
+  if (plain) return " --set " + kv;
+  std::string quoted = "'";
+  for (char ch : kv) quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return " --set " + quoted + "'";
+}
+
+void finish_plan(const PlanRequest& q, const HardwareModel& hw, const Candidate& cand,
+                 double model_flops, double items_per_row, Plan* plan) {
+  plan->config = cand.config;
+  plan->layout_label = cand.layout_label;
+  const double step = plan->prediction.step_s;
+  plan->tokens_per_s = static_cast<double>(q.base.batch) * items_per_row / step;
+  plan->tflops_per_device = model_flops / step / q.ranks / 1e12;
+  plan->fraction_of_peak =
+      plan->tflops_per_device * 1e12 / hw.peak_flops(q.cost.precision, q.cost.threads);
+  plan->command = (q.ranks > 1 ? str_cat("mpirun -n ", q.ranks, " ") : std::string()) +
+                  "tessel train --config " + q.config_path;
+  for (const std::string& kv : q.overrides) plan->command += carried_override(kv);
+  plan->command += plan_flags(plan->config) + str_cat(" --threads ", q.cost.threads);
+}
+
+}  // namespace
+
+std::string plan_flags(const TrainConfig& c) {
+  std::string flags;
+  if (!c.mesh.empty()) flags += " --mesh " + c.mesh;
+  if (!c.layout.empty()) flags += " --layout " + c.layout;
+  const bool pipelined = c.mesh.find("pipe=") != std::string::npos || c.microbatches > 1;
+  if (pipelined) {
+    flags += str_cat(" --microbatches ", c.microbatches);
+    if (c.mesh.find("pipe=") != std::string::npos) flags += " --schedule " + c.schedule;
+    if (c.schedule == "interleaved") flags += str_cat(" --chunks ", c.chunks);
+  }
+  if (c.zero > 0) flags += str_cat(" --zero ", c.zero);
+  if (c.recompute != "none") flags += " --recompute " + c.recompute;
+  return flags;
+}
+
+bool same_step_as_printed(const StepPrediction& a, const StepPrediction& b) {
+  // Steps in units of the printed 0.01 ms.
+  return std::llround(a.step_s * 1e5) == std::llround(b.step_s * 1e5);
+}
+
+bool ranks_before(const StepPrediction& a, int a_generation, const StepPrediction& b,
+                  int b_generation) {
+  if (!same_step_as_printed(a, b)) return a.step_s < b.step_s;
+  if (a.peak_bytes != b.peak_bytes) return a.peak_bytes < b.peak_bytes;
+  return a_generation < b_generation;
+}
+
+PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
+  const auto start = std::chrono::steady_clock::now();
+  TS_CHECK(q.ranks >= 1, "plan: --ranks must be at least 1, got ", q.ranks);
+  if (q.ranks > hw.total_devices() && !q.oversubscribe)
+    TS_THROW("plan: ", q.ranks, " ranks, but ", hw.name(), " has ", hw.total_devices(), " devices");
+  TS_CHECK(q.exact_top >= 1, "plan: exact_top must be at least 1, got ", q.exact_top);
+  q.base.validate(/*with_data=*/false);
+  hw.peak_flops(q.cost.precision, q.cost.threads);  // a precision the hardware model lacks: say so
+  PlanResult result;
+  result.hardware = hw.name();
+  // Model FLOPs of one step (no recomputation), for TFLOP/s per device.
+  double model_flops = 0;
+  {
+    TrainConfig none = q.base;
+    none.recompute = "none";
+    TrainingGraph t = build_training_graph(none, none.batch);
+    std::vector<bool> all(t.graph.size(), true);
+    model_flops = t.graph.flops(all);
+  }
+  const int64_t device_memory = hw.device_memory_bytes();
+  int64_t limit = q.memory_limit;
+  if (q.check_device_memory && device_memory > 0 && (limit == 0 || device_memory < limit))
+    limit = device_memory;
+  // Oversubscribed ranks share this host: the axis order changes nothing.
+  const bool one_node = hw.devices_per_node() >= q.ranks || q.oversubscribe;
+  const double items_per_row = model_data_kind(q.base) == DataKind::kText
+                                   ? static_cast<double>(q.base.context)
+                                   : 1;  // tokens per row, or one image
+
+  NoFit closest;  // the smallest peak costed exactly, for the message when nothing fits
+  closest.smallest_peak = -1;
+  std::string first_error;
+
+  // Candidates that pass the checks needing no compile.
+  const Space space = candidates(q, one_node, hw.devices_per_node());
+  std::vector<int> live;
+  for (int i = 0; i < static_cast<int>(space.knobs.size()); ++i) {
+    ++result.considered;
+    if (shape_fits(q.base, space, space.knobs[i]))
+      live.push_back(i);
+    else
+      ++result.pruned;
+  }
+
+  // Phase 1, screening (screen.h): every live candidate's lower bound, then
+  // estimates as the exact phase asks for them, in order of estimate
+  // (ScreenedOrder). Phase 2 costs exactly, in that order, until
+  // `exact_top` plans fit and the next estimate cannot beat the
+  // `exact_top`-th (within screening's margin), at most 4 x `exact_top`.
+  // When fewer fit the memory limit, the search goes on (the extension):
+  // memory-lean plans first (see lean_sibling), skipping candidates whose
+  // model states alone exceed the limit, up to 8 x `exact_top` more exact costs.
+  const bool screen =
+      !q.exhaustive && static_cast<int>(live.size()) > q.exact_top &&
+      Screener::applies(q.base, q.layout.has_value(), q.recompute ? &*q.recompute : nullptr, hw);
+  std::unique_ptr<Screener> screener;
+  std::unique_ptr<ScreenedOrder> order;
+  if (screen) {
+    screener = std::make_unique<Screener>(q.base, hw, q.cost);
+    order = screened_order(space, live, *screener, &result.pruned, &first_error);
+  }
+  size_t unscreened = 0;  // without screening: the next of `live`
+  auto next = [&]() -> std::optional<std::pair<double, int>> {
+    if (screen) return order->next();
+    if (unscreened == live.size()) return std::nullopt;
+    return std::make_pair(0.0, live[unscreened++]);
+  };
+
+  std::vector<int> index_of_plan;  // candidate index of each plan, for ties
+  // The `exact_top`-th best exact step so far (infinite until there are that many).
+  auto kth_exact = [&] {
+    if (static_cast<int>(result.plans.size()) < q.exact_top)
+      return std::numeric_limits<double>::infinity();
+    std::vector<double> steps;
+    for (const Plan& p : result.plans) steps.push_back(p.prediction.step_s);
+    std::nth_element(steps.begin(), steps.begin() + (q.exact_top - 1), steps.end());
+    return steps[q.exact_top - 1];
+  };
+  ExactCoster exact(hw, q.cost, q.share_compiles);
+  std::set<int> costed;         // candidates costed exactly
+  OverLimit over_limit(space);  // plans found over the limit, by memory class
+  // Costs candidate `i` exactly: whether it fits, does not, or fails to compile.
+  enum class Costed { kFits, kOver, kFailed };
+  auto cost = [&](int i) {
+    costed.insert(i);
+    const Candidate cand = materialize(q, space, space.knobs[i]);
+    ++result.exact;
+    Plan plan;
+    try {
+      plan.prediction = exact.cost(cand.config);
+    } catch (const Error& e) {  // a layout or schedule this model cannot take
+      ++result.pruned;
+      if (first_error.empty()) first_error = e.what();
+      return Costed::kFailed;
+    }
+    const int64_t peak = plan.prediction.peak_bytes;
+    if (closest.smallest_peak < 0 || peak < closest.smallest_peak)
+      closest.smallest_peak = peak, closest.smallest = cand.config;
+    if (limit > 0 && peak > limit) {
+      ++result.pruned;
+      over_limit.note(i);
+      return Costed::kOver;
+    }
+    finish_plan(q, hw, cand, model_flops, items_per_row, &plan);
+    result.plans.push_back(std::move(plan));
+    index_of_plan.push_back(i);
+    return Costed::kFits;
+  };
+  const int keep = 4 * q.exact_top;
+  int extension_start = -1;  // result.exact when the extension began
+  for (int popped = 0;; ++popped) {
+    const bool extending = screen && popped >= keep;
+    if (extending && extension_start < 0) {
+      if (limit == 0 || static_cast<int>(result.plans.size()) >= q.exact_top) break;
+      extension_start = result.exact;
+    }
+    if (extending && (result.exact - extension_start >= 2 * keep || popped >= 100 * keep)) break;
+    const std::optional<std::pair<double, int>> n = next();
+    if (!n) break;
+    // Stop once `exact_top` plans fit and the next estimate, less screening's
+    // margin of error, cannot beat the `exact_top`-th.
+    if (screen && n->first > kth_exact() * (1 + q.screen_margin)) break;
+    const int i = n->second;
+    if (!extending) {
+      cost(i);
+      continue;
+    }
+    if (costed.count(i)) continue;
+    if (over_limit.dominated(i) ||
+        screener->state_bytes_bound(screen_candidate(space, space.knobs[i])) > limit) {
+      ++result.memory_bounded;
+      continue;
+    }
+    const int lean = lean_sibling(q.base, space, i);
+    if (lean != i && !costed.count(lean) && cost(lean) == Costed::kOver) {
+      ++result.memory_bounded;
+      continue;
+    }
+    cost(i);
+  }
+  if (screen) {
+    result.screened = order->estimated();
+    result.pruned += order->skipped();
+    result.bounded = order->unestimated();
+    result.units = screener->units_compiled();
+    result.simulated = screener->schedules_simulated();
+  }
+  // Fastest first; equal steps as printed: the smaller peak, then the order
+  // of generation (ranks_before).
+  std::vector<int> rank(result.plans.size());
+  for (size_t i = 0; i < rank.size(); ++i) rank[i] = static_cast<int>(i);
+  std::sort(rank.begin(), rank.end(), [&](int x, int y) {
+    return ranks_before(result.plans[x].prediction, index_of_plan[x], result.plans[y].prediction,
+                        index_of_plan[y]);
+  });
+  std::vector<Plan> sorted;
+  for (int i : rank) sorted.push_back(std::move(result.plans[i]));
+  result.plans = std::move(sorted);
+  result.search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (result.plans.empty()) {
+    if (closest.smallest_peak < 0)
+      TS_THROW("plan: none of the ", result.considered, " configurations of ", q.ranks,
+               " ranks suits this model (", result.pruned, " pruned by divisibility or layout)",
+               first_error.empty() ? std::string() : "; first error: " + first_error);
+    closest.considered = result.considered, closest.exact = result.exact, closest.limit = limit;
+    closest.screened = screen;
+    closest.limit_is_device = q.check_device_memory && limit == device_memory;
+    TS_THROW(no_fit_message(q, closest));
+  }
+  return result;
+}
+
+}  // namespace tessel::plan
