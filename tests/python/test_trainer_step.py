@@ -2,13 +2,16 @@
 the learning rate set between steps, AdamW's options and weight-decay
 exclusions, and the learning-rate schedules (docs/python.md)."""
 
+import json
 import math
+import os
+import sys
 
 import numpy as np
 import pytest
 
 import tessel
-from conftest import TINY_GPT
+from conftest import TINY_GPT, mpirun, rel_diff, run
 
 SGD = dict(TINY_GPT, model="gpt", optimizer="sgd", weight_decay=0.0, grad_clip=0.0,
            warmup_steps=0, lr_schedule="constant", lr=0.1)
@@ -146,3 +149,40 @@ def test_bad_batches_are_refused_before_any_compute():
     with pytest.raises(tessel.Error, match=r"token id 256 at flat index .*outside the vocabulary"):
         t.step(dict(good, targets=bad))
     assert t.steps_done == 0
+
+
+MESH_SCRIPT = """
+import json, sys, numpy as np, tessel
+config, out = json.loads(sys.argv[1]), sys.argv[2]
+t = tessel.Trainer(config)
+rng = np.random.default_rng(5)
+losses = []
+for step in range(3):
+    ids = rng.integers(0, 256, (config["batch"], config["context"] + 1))
+    losses.append(t.step({"tokens": ids[:, :-1], "targets": ids[:, 1:]})["loss"])
+t.save_checkpoint(out)
+if t.is_root:
+    print("LOSSES", json.dumps(losses))
+"""
+
+
+def test_own_batches_train_alike_on_a_mesh_and_one_process(tmp_path):
+    """The same NumPy batches on data=2,model=2 (every rank passes the whole
+    batch) train a Llama to one process's losses and weights (rel 1e-5)."""
+    config = dict(TINY_GPT, model="llama", n_kv_head=2, multiple_of=32)
+    script = tmp_path / "own_batches.py"
+    script.write_text(MESH_SCRIPT)
+    env_path = os.environ.get("PYTHONPATH", "")
+    mesh = run(mpirun(4) + ["-x", f"PYTHONPATH={env_path}", sys.executable, str(script),
+                            json.dumps(dict(config, mesh="data=2,model=2")), str(tmp_path / "m")])
+    one = run([sys.executable, str(script), json.dumps(config), str(tmp_path / "o")])
+
+    def losses(out):
+        return json.loads(next(line for line in out.splitlines() if line.startswith("LOSSES"))[7:])
+
+    assert rel_diff(losses(mesh), losses(one)) <= 1e-5, (mesh, one)
+    got = tessel.read_safetensors(str(tmp_path / "m" / "model.safetensors"))
+    want = tessel.read_safetensors(str(tmp_path / "o" / "model.safetensors"))
+    assert sorted(got) == sorted(want)
+    for name in want:
+        assert rel_diff(got[name], want[name]) <= 1e-5, name

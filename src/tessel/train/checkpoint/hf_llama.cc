@@ -1,5 +1,6 @@
 #include "tessel/train/checkpoint/hf_llama.h"
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -144,10 +145,12 @@ class HfWeights {
  public:
   explicit HfWeights(const fs::path& dir) {
     if (fs::exists(dir / "model.safetensors")) {
+      source = (dir / "model.safetensors").string();
       open(dir / "model.safetensors");
       return;
     }
     const fs::path index = dir / "model.safetensors.index.json";
+    source = index.string();
     std::ifstream in(index);
     if (!in)
       TS_THROW("import: '", dir.string(),
@@ -161,6 +164,7 @@ class HfWeights {
     for (const auto& [file, _] : files) open(dir / file);
   }
   std::map<std::string, std::pair<SafetensorsReader*, const SafetensorsReader::Tensor*>> tensors;
+  std::string source;  // model.safetensors, or the index naming the files
 
  private:
   void open(const fs::path& path) {
@@ -226,7 +230,9 @@ void export_hf_llama(const std::string& checkpoint_dir, const std::string& out_d
   copy_tokenizer_files(checkpoint_dir, out_dir);
 }
 
-TrainConfig hf_llama_config(const std::string& path, const TrainConfig& base) {
+namespace {
+
+TrainConfig parse_hf_llama_config(const std::string& path, const TrainConfig& base) {
   std::ifstream in(path);
   if (!in) TS_THROW("import: cannot open '", path, "'");
   const json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
@@ -292,6 +298,16 @@ TrainConfig hf_llama_config(const std::string& path, const TrainConfig& base) {
   return c;
 }
 
+}  // namespace
+
+TrainConfig hf_llama_config(const std::string& path, const TrainConfig& base) {
+  try {
+    return parse_hf_llama_config(path, base);
+  } catch (const nlohmann::json::exception& e) {  // a key of the wrong JSON type
+    TS_THROW("import: '", path, "': ", e.what());
+  }
+}
+
 void import_hf_llama(const std::string& hf_dir, const std::string& checkpoint_dir,
                      const TrainConfig& base) {
   const TrainConfig c = hf_llama_config((fs::path(hf_dir) / "config.json").string(), base);
@@ -303,7 +319,8 @@ void import_hf_llama(const std::string& hf_dir, const std::string& checkpoint_di
   for (const HfTensor& t : wanted) {
     auto it = weights.tensors.find(t.hf);
     if (it == weights.tensors.end())
-      TS_THROW("import: '", hf_dir, "' lacks tensor '", t.hf, "' (Tessel's ", t.tessel, ")");
+      TS_THROW("import: '", weights.source, "' lacks tensor '", t.hf, "' (Tessel's ", t.tessel,
+               ")");
     auto [reader, tensor] = it->second;
     ParamEntry& e = params->at(t.tessel);
     const std::vector<int64_t> shape = hf_shape(e.value.shape(), t);
@@ -311,6 +328,9 @@ void import_hf_llama(const std::string& hf_dir, const std::string& checkpoint_di
       TS_THROW("import: '", reader->path(), "' tensor '", t.hf, "' has shape ",
                json(tensor->shape).dump(), ", config.json implies ", json(shape).dump());
     const std::vector<float> values = read_f32(*reader, *tensor);
+    for (float v : values)
+      if (!std::isfinite(v))
+        TS_THROW("import: '", reader->path(), "' tensor '", t.hf, "' holds ", v);
     convert(values.data(), e.value.f32(), e.value.shape(), t, /*to_hf=*/false);
     used[t.hf] = true;
   }
