@@ -8,8 +8,8 @@
 // token ids below the vocabulary) before anything is copied or run.
 #include <pybind11/stl.h>
 
+#include <cstdint>
 #include <cstring>
-#include <set>
 
 #include "bindings.h"
 #include "tessel/base/error.h"
@@ -46,18 +46,18 @@ std::map<std::string, py::array> checked_batch(const Trainer& t, const py::dict&
     if (!a || (ids ? a.dtype().kind() != 'i' && a.dtype().kind() != 'u' : a.dtype().kind() != 'f'))
       TS_THROW("batch '", name, "' must be an array of ", ids ? "integers" : "floats",
                " (the input is ", dtype_name(it->second.dtype()), ")");
-    if (ids)
-      a = py::array_t<int32_t, py::array::c_style | py::array::forcecast>::ensure(a);
-    else
-      a = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(a);
     check_sizes(a, it->second.shape(), "input '" + name + "'");
-    const TrainConfig& c = t.config();
-    if (ids && model_data_kind(c) == DataKind::kText) {
-      const int32_t* v = static_cast<const int32_t*>(a.data());
-      for (py::ssize_t i = 0; i < a.size(); ++i)
-        if (v[i] < 0 || v[i] >= c.vocab)
-          TS_THROW("batch '", name, "' holds token id ", v[i], " at flat index ", i,
-                   ", outside the vocabulary [0, ", c.vocab, ")");
+    if (ids) {  // checked in 64 bits, before narrowing: token ids below the vocabulary
+      auto wide = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(a);
+      const bool text = model_data_kind(t.config()) == DataKind::kText;
+      const int64_t lo = text ? 0 : INT32_MIN, hi = text ? t.config().vocab : INT32_MAX + 1LL;
+      for (py::ssize_t i = 0; i < wide.size(); ++i)
+        if (wide.data()[i] < lo || wide.data()[i] >= hi)
+          TS_THROW("batch '", name, "' holds ", wide.data()[i], " at flat index ", i, ", outside ",
+                   text ? "the vocabulary" : "int32", " [", lo, ", ", hi, ")");
+      a = py::array_t<int32_t, py::array::c_style | py::array::forcecast>::ensure(wide);
+    } else {
+      a = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(a);
     }
     out[name] = a;
   }

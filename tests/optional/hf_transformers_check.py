@@ -39,7 +39,7 @@ TESSEL_CONFIG = {
     "context": 32, "multiple_of": 32, "rope_theta": 500000,
     "rope_scaling": {"factor": 8, "low_freq_factor": 1, "high_freq_factor": 4,
                      "original_max_position_embeddings": 16},
-    "batch": 4, "steps": 5, "warmup_steps": 1, "eval_every": 0, "eval_batches": 1,
+    "batch": 4, "steps": 20, "lr": 1e-2, "warmup_steps": 2, "eval_every": 0, "eval_batches": 1,
 }
 
 # Runs under the interpreter the tessel module was built for: the checkpoint's
@@ -115,6 +115,10 @@ def check_import(args, work):
                       "high_freq_factor": 4.0, "original_max_position_embeddings": 16},
         rope_theta=500000.0)
     model = transformers.LlamaForCausalLM(config).eval()
+    with torch.no_grad():  # sharper attention than the 0.02 init: positions then matter
+        for layer in model.model.layers:
+            layer.self_attn.q_proj.weight.mul_(10)
+            layer.self_attn.k_proj.weight.mul_(10)
     hf = os.path.join(work, "hf_saved")
     model.save_pretrained(hf, safe_serialization=True)
     ckpt = os.path.join(work, "imported")

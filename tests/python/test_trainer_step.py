@@ -146,7 +146,10 @@ def test_bad_batches_are_refused_before_any_compute():
         t.step(dict(good, tokens=good["tokens"].astype(np.float32)))
     bad = good["targets"].copy()
     bad[1, 2] = 256
-    with pytest.raises(tessel.Error, match=r"token id 256 at flat index .*outside the vocabulary"):
+    with pytest.raises(tessel.Error, match=r"holds 256 at flat index 18, outside the vocabulary"):
+        t.step(dict(good, targets=bad))
+    bad[1, 2] = 2**32 + 5  # would wrap to 5 in int32
+    with pytest.raises(tessel.Error, match=r"holds 4294967301 at flat index 18, outside"):
         t.step(dict(good, targets=bad))
     assert t.steps_done == 0
 

@@ -111,7 +111,7 @@ json hf_config(const TrainConfig& c) {
                     {"factor", s.factor},
                     {"low_freq_factor", s.low_freq_factor},
                     {"high_freq_factor", s.high_freq_factor},
-                    {"original_max_position_embeddings", s.original_context}};
+                    {"original_max_position_embeddings", std::llround(s.original_context)}};
   }
   return {{"architectures", {"LlamaForCausalLM"}},
           {"model_type", "llama"},
