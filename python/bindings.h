@@ -29,6 +29,7 @@ void bind_tuple_ops(py::module_& m);  // after bind_graph: adds to its Builder
 void bind_program(py::module_& m);
 void bind_registry(py::module_& m);
 void bind_train(py::module_& m);
+void bind_trainer_step(py::module_& m);  // after bind_train: adds to its Trainer
 
 // Held while Tessel computes for Python: the GIL released, and SIGINT and
 // SIGTERM blocked in this thread, so also in every thread it starts
@@ -63,6 +64,8 @@ DType to_dtype(const std::string& name);
 // JSON <-> Python through the json module (configs are small).
 nlohmann::json to_json(const py::handle& obj);
 py::object from_json(const nlohmann::json& j);
+// Throws naming `what` unless the array's sizes are the shape's, in order.
+void check_sizes(const py::array& a, const Shape& shape, const std::string& what);
 // A NumPy view of `data` with the shape's sizes; `owner` keeps it alive.
 py::array view(void* data, const Shape& shape, DType dtype, py::handle owner, bool writable);
 

@@ -47,6 +47,24 @@ py::object from_json(const nlohmann::json& j) {
   return py::module_::import("json").attr("loads")(j.dump());
 }
 
+namespace {
+
+std::string sizes_text(const py::array& a) {
+  std::string s = "(";
+  for (py::ssize_t i = 0; i < a.ndim(); ++i) s += (i ? ", " : "") + std::to_string(a.shape(i));
+  return s + (a.ndim() == 1 ? ",)" : ")");
+}
+
+}  // namespace
+
+// The array's sizes must be the shape's, in order.
+void check_sizes(const py::array& a, const Shape& shape, const std::string& what) {
+  bool same = a.ndim() == shape.rank();
+  for (int i = 0; same && i < shape.rank(); ++i) same = a.shape(i) == shape[i].size;
+  if (!same)
+    TS_THROW(what, " has shape ", shape.to_string(), "; the array's sizes are ", sizes_text(a));
+}
+
 py::array view(void* data, const Shape& shape, DType dtype, py::handle owner, bool writable) {
   std::vector<py::ssize_t> sizes;
   for (const Dim& d : shape.dims()) sizes.push_back(d.size);

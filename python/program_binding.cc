@@ -30,20 +30,6 @@ struct PyProgram {
   const Node& node(ValueId v) const { return program->graph().node(v); }
 };
 
-std::string sizes_text(const py::array& a) {
-  std::string s = "(";
-  for (py::ssize_t i = 0; i < a.ndim(); ++i) s += (i ? ", " : "") + std::to_string(a.shape(i));
-  return s + (a.ndim() == 1 ? ",)" : ")");
-}
-
-// The array's sizes must be the shape's, in order.
-void check_sizes(const py::array& a, const Shape& shape, const std::string& what) {
-  bool same = a.ndim() == shape.rank();
-  for (int i = 0; same && i < shape.rank(); ++i) same = a.shape(i) == shape[i].size;
-  if (!same)
-    TS_THROW(what, " has shape ", shape.to_string(), "; the array's sizes are ", sizes_text(a));
-}
-
 void copy_input(PyProgram& p, const std::string& name, const py::handle& value) {
   const ValueId id = p.program->graph().find(name);
   if (id < 0 || p.node(id).kind != OpKind::kInput)

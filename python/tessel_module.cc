@@ -15,6 +15,7 @@ PYBIND11_MODULE(_tessel, m) {
   tessel::python::bind_program(m);
   tessel::python::bind_registry(m);
   tessel::python::bind_train(m);
+  tessel::python::bind_trainer_step(m);
   m.def("_report_fatal_error", &tessel::report_fatal_error, pybind11::arg("message"),
         pybind11::arg("code"),
         "Prints the error; under mpirun with MPI running, aborts every rank (MPI_Abort).");

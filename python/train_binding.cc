@@ -28,15 +28,6 @@ TrainConfig to_config(const py::handle& config) {
   return TrainConfig::from_json(to_json(config));
 }
 
-py::dict step_dict(const StepResult& r) {
-  py::dict d;
-  d["step"] = r.step;
-  d["loss"] = r.loss;
-  d["lr"] = r.lr;
-  d["grad_norm"] = r.grad_norm;
-  return d;
-}
-
 py::dict eval_dict(const EvalResult& r) {
   py::dict d;
   d["val_loss"] = r.loss;
@@ -105,17 +96,6 @@ void bind_train(py::module_& m) {
            py::arg("config"),
            "Validates the config, sets up the mesh (MPI under mpirun), builds and compiles this "
            "rank's programs and loads the data; raises before any compute on a bad config.")
-      .def(
-          "step",
-          [](Trainer& t) {
-            StepResult r;
-            {
-              ComputeScope compute;
-              r = t.step();
-            }
-            return step_dict(r);
-          },
-          "One training step; {step, loss, lr, grad_norm} (collective on a mesh).")
       .def(
           "evaluate",
           [](Trainer& t) {

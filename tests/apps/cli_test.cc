@@ -306,9 +306,8 @@ TEST_F(Cli, AliasesAndNearKeysGetSuggestions) {
                "unknown key 'learning_rate' (did you mean 'lr'?)");
   expect_error(run("train --config " + write_config(tiny_gpt()) + " --set warmup=5"),
                "unknown key 'warmup' (did you mean 'warmup_steps'?)");
-  Result r = run("train --config " + write_config(tiny_gpt()) + " --set lr_schedule=cosine");
-  expect_error(r, "unknown key 'lr_schedule'");
-  expect_error(r, "no learning-rate schedule key");
+  Result r = run("train --config " + write_config(tiny_gpt()) + " --set lr_scheduler=wsd");
+  expect_error(r, "unknown key 'lr_scheduler' (did you mean 'lr_schedule'?)");
   EXPECT_EQ(r.output.find("did you mean 'schedule'"), std::string::npos) << r.output;
 }
 

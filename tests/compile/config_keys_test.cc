@@ -38,13 +38,21 @@ TEST(ConfigKeys, NearNamesAndAliasesGetSuggestions) {
 }
 
 TEST(ConfigKeys, ALearningRateScheduleIsNotPointedAtThePipelineSchedule) {
-  for (const std::string key : {"lr_schedule", "lr_scheduler", "scheduler"}) {
+  for (const std::string key : {"lr_scheduler", "scheduler", "lr_decay"}) {
     const std::string e = key_error(key);
     EXPECT_EQ(e.find("did you mean 'schedule'"), std::string::npos) << e;
-    EXPECT_NE(e.find("no learning-rate schedule key"), std::string::npos) << e;
-    EXPECT_NE(e.find("'warmup_steps'"), std::string::npos) << e;
-    EXPECT_NE(e.find("'min_lr'"), std::string::npos) << e;
+    EXPECT_NE(e.find("did you mean 'lr_schedule'"), std::string::npos) << e;
   }
+  TrainConfig c;
+  c.set("lr_schedule=wsd");
+  EXPECT_EQ(c.lr_schedule, "wsd");
+  c.lr_schedule = "step";
+  EXPECT_NE(error_of([&] { c.validate(false); }).find("'lr_schedule' must be cosine, linear"),
+            std::string::npos);
+  c.lr_schedule = "wsd";
+  c.decay_fraction = 0;
+  EXPECT_NE(error_of([&] { c.validate(false); }).find("'decay_fraction' must be in (0, 1]"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -102,11 +102,20 @@ const std::map<std::string, KeyRule>& rules() {
        field(&TrainConfig::tp_comm_precision,
              "f32 | bf16: tensor-parallel partial sums on the wire (needs precision bf16)")},
       {"lr", field(&TrainConfig::lr, "peak learning rate")},
-      {"min_lr", field(&TrainConfig::min_lr, "learning rate at the end of the cosine decay")},
+      {"min_lr",
+       field(&TrainConfig::min_lr, "learning rate at the end of the decay (cosine, linear, wsd)")},
+      {"lr_schedule", field(&TrainConfig::lr_schedule,
+                            "after the warm-up: cosine (to min_lr at steps) | linear (to min_lr) "
+                            "| constant (lr) | wsd (warmup-stable-decay: lr, then linear to "
+                            "min_lr over the last decay_fraction of the steps)")},
+      {"decay_fraction",
+       field(&TrainConfig::decay_fraction, "wsd: the fraction of 'steps' spent decaying")},
       {"warmup_steps",
        field(&TrainConfig::warmup_steps, "linear warm-up steps (must be below steps)")},
-      {"weight_decay", field(&TrainConfig::weight_decay,
-                             "AdamW's decoupled weight decay (not on biases and norms)")},
+      {"weight_decay", field(&TrainConfig::weight_decay, "decoupled weight decay (AdamW, SGD)")},
+      {"decay_norms_and_biases",
+       field(&TrainConfig::decay_norms_and_biases,
+             "weight-decay rank-1 parameters too (biases, norm gains); false excludes them")},
       {"beta1", field(&TrainConfig::beta1, "AdamW's first-moment decay")},
       {"beta2", field(&TrainConfig::beta2, "AdamW's second-moment decay")},
       {"eps", field(&TrainConfig::eps, "AdamW's epsilon")},
@@ -207,19 +216,16 @@ const std::map<std::string, std::string>& key_aliases() {
       {"rms_norm_eps", "norm_eps"},
       {"epsilon", "eps"},
       {"num_threads", "threads"},
+      {"lr_scheduler", "lr_schedule"},
+      {"scheduler", "lr_schedule"},
+      {"lr_decay", "lr_schedule"},
+      {"decay_lr", "lr_schedule"},
       {"gradient_accumulation_steps", "microbatches"},
   };
   return aliases;
 }
 
 [[noreturn]] void unknown_key(const std::string& key) {
-  // A learning-rate schedule is not a key: 'schedule' is the pipeline's.
-  if (key == "lr_schedule" || key == "lr_scheduler" || key == "scheduler" || key == "lr_decay" ||
-      key == "decay_lr")
-    TS_THROW("config: unknown key '", key,
-             "': Tessel has no learning-rate schedule key; the learning rate warms up linearly "
-             "over 'warmup_steps' to 'lr', then decays on a cosine to 'min_lr' at 'steps' "
-             "('schedule' is the pipeline schedule)");
   if (key == "published")
     TS_THROW(
         "config: key 'published' describes a published training run, an input of `tessel "
@@ -335,6 +341,12 @@ void TrainConfig::validate(bool with_data) const {
     TS_THROW("config: model \"", model, "\" ",
              kind == DataKind::kText ? "trains on text" : "classifies images",
              "; 'data' must be \"", data_name(kind), "\", got \"", data, "\"");
+  if (lr_schedule != "cosine" && lr_schedule != "linear" && lr_schedule != "constant" &&
+      lr_schedule != "wsd")
+    TS_THROW("config: 'lr_schedule' must be cosine, linear, constant or wsd, got \"", lr_schedule,
+             "\"");
+  if (!(decay_fraction > 0 && decay_fraction <= 1))
+    TS_THROW("config: 'decay_fraction' must be in (0, 1], got ", decay_fraction);
   if (optimizer != "adamw" && optimizer != "sgd")
     TS_THROW("config: 'optimizer' must be \"adamw\" or \"sgd\", got \"", optimizer, "\"");
   if (device != "cpu" && device != "cuda")

@@ -77,7 +77,13 @@ struct TrainConfig {
   double lr = 1e-3;
   double min_lr = 1e-4;
   int64_t warmup_steps = 20;
+  // After the warm-up (train/optimizer.h): "cosine" to min_lr at `steps` |
+  // "linear" to min_lr | "constant" lr | "wsd" (warmup-stable-decay: lr, then
+  // linear to min_lr over the last decay_fraction of the steps).
+  std::string lr_schedule = "cosine";
+  double decay_fraction = 0.2;
   double weight_decay = 0.1;
+  bool decay_norms_and_biases = false;  // false: rank-1 parameters get no weight decay
   double beta1 = 0.9;
   double beta2 = 0.95;
   double eps = 1e-8;

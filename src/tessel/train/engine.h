@@ -53,6 +53,8 @@ class Engine {
   // The staged full-batch input `name`, for the task to fill; throws naming
   // it when the model has no such input.
   void* input(const std::string& name);
+  // Every staged input (full batch), by name.
+  std::map<std::string, Tensor>& staged_inputs() { return staging_; }
 
   // One training step on the staged batch (`step` counts from 0); the mean loss.
   virtual double train_step(int64_t step) = 0;

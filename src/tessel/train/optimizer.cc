@@ -8,14 +8,28 @@ namespace tessel {
 
 double learning_rate(const TrainConfig& c, int64_t step) {
   if (step < c.warmup_steps) return c.lr * static_cast<double>(step + 1) / c.warmup_steps;
-  int64_t decay_steps = std::max<int64_t>(1, c.steps - c.warmup_steps);
-  double progress = std::min(1.0, static_cast<double>(step - c.warmup_steps) / decay_steps);
-  return c.min_lr + 0.5 * (c.lr - c.min_lr) * (1.0 + std::cos(M_PI * progress));
+  if (c.lr_schedule == "constant") return c.lr;
+  // The decay's first step: right after the warm-up, or (wsd) after the stable phase.
+  int64_t start = c.warmup_steps;
+  if (c.lr_schedule == "wsd")
+    start = std::max(start, c.steps - static_cast<int64_t>(std::llround(
+                                          c.decay_fraction * static_cast<double>(c.steps))));
+  if (step < start) return c.lr;
+  const int64_t decay_steps = std::max<int64_t>(1, c.steps - start);
+  const double progress = std::min(1.0, static_cast<double>(step - start) / decay_steps);
+  if (c.lr_schedule == "cosine")
+    return c.min_lr + 0.5 * (c.lr - c.min_lr) * (1.0 + std::cos(M_PI * progress));
+  return c.lr + (c.min_lr - c.lr) * progress;  // linear, wsd
+}
+
+float weight_decay_of(const TrainConfig& c, const ParamEntry& e) {
+  return e.decay || c.decay_norms_and_biases ? static_cast<float>(c.weight_decay) : 0.0f;
 }
 
 UpdateStats apply_update(const TrainConfig& c, Backend& backend,
                          const std::vector<UpdateSlot>& slots, int64_t step,
-                         const GlobalSumOfSquares& global_sum, int64_t updates) {
+                         const GlobalSumOfSquares& global_sum, int64_t updates,
+                         double lr_override) {
   UpdateStats stats;
   std::vector<double> local_sq(slots.size());
   for (size_t i = 0; i < slots.size(); ++i)
@@ -27,11 +41,11 @@ UpdateStats apply_update(const TrainConfig& c, Backend& backend,
   float grad_scale = 1.0f;
   if (c.grad_clip > 0 && stats.grad_norm > c.grad_clip)
     grad_scale = static_cast<float>(c.grad_clip / stats.grad_norm);
-  stats.lr = learning_rate(c, step);
+  stats.lr = lr_override > 0 ? lr_override : learning_rate(c, step);
   const float lr = static_cast<float>(stats.lr);
   for (const UpdateSlot& slot : slots) {
     ParamEntry& e = *slot.state;
-    const float wd = e.decay ? static_cast<float>(c.weight_decay) : 0.0f;
+    const float wd = weight_decay_of(c, e);
     if (c.optimizer == "sgd") {
       backend.sgd_update(slot.param, slot.grad, slot.n, lr, wd, grad_scale);
       continue;

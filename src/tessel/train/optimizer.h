@@ -1,5 +1,6 @@
 // Optimizers over a ParamStore: AdamW (decoupled weight decay) and SGD, with
-// global-norm gradient clipping and a warmup + cosine learning-rate schedule.
+// global-norm gradient clipping and a learning-rate schedule (linear warm-up,
+// then cosine, linear, constant or warmup-stable-decay).
 //
 // Gradients are read where the compiled program left them; the update is a
 // fused single pass per parameter, run by the backend (kernels/optimizer.h
@@ -17,8 +18,14 @@
 
 namespace tessel {
 
-// Linear warmup from 0 over warmup_steps, then cosine decay to min_lr at `steps`.
+// Linear warm-up from 0 over warmup_steps, then `lr_schedule`: cosine or
+// linear decay to min_lr at `steps`, constant lr, or wsd (lr until the last
+// decay_fraction of the steps, then linear to min_lr at `steps`).
 double learning_rate(const TrainConfig& config, int64_t step);
+
+// The weight decay of one parameter: weight_decay, or 0 for a rank-1 one
+// (biases, norm gains) unless decay_norms_and_biases.
+float weight_decay_of(const TrainConfig& config, const ParamEntry& param);
 
 struct UpdateStats {
   double grad_norm = 0;  // before clipping
@@ -43,8 +50,9 @@ struct UpdateSlot {
 // Applies one update. `step` counts from 0 and sets the learning rate;
 // AdamW's bias correction uses step + 1, or `updates` (the count including
 // this one) when several updates share a step (asynchronous pipelines).
+// `lr`, when > 0, replaces the schedule's rate (Trainer::set_lr).
 UpdateStats apply_update(const TrainConfig& config, Backend& backend,
                          const std::vector<UpdateSlot>& slots, int64_t step,
-                         const GlobalSumOfSquares& global_sum, int64_t updates = 0);
+                         const GlobalSumOfSquares& global_sum, int64_t updates = 0, double lr = 0);
 
 }  // namespace tessel

@@ -52,7 +52,9 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   // current step's learning rate.
   auto optimizer = [this](const std::vector<UpdateSlot>& slots, const GlobalSumOfSquares& sum,
                           int64_t updates) {
-    UpdateStats u = apply_update(config_, *backend_, slots, step_, sum, updates);
+    if (keep_gradients_)
+      for (const UpdateSlot& s : slots) gradients_[s.state->name].assign(s.grad, s.grad + s.n);
+    UpdateStats u = apply_update(config_, *backend_, slots, step_, sum, updates, lr_override_);
     fault_point(FaultPoint::kOptimizer, step_);
     return u;
   };
@@ -81,6 +83,12 @@ Program& Trainer::train_program() {
 StepResult Trainer::step() {
   auto input = [this](const std::string& name) { return engine_->input(name); };
   task_->fill_batch(input, Split::kTrain, step_, config_.batch);
+  return step(nullptr);
+}
+
+StepResult Trainer::step(const BatchFiller& fill) {
+  if (fill)
+    for (auto& [name, staged] : engine_->staged_inputs()) fill(name, staged);
   StepResult r;
   r.step = step_;
   r.loss = engine_->train_step(step_);
@@ -143,6 +151,11 @@ void Trainer::load_checkpoint(const std::string& dir) {
   step_ = step;
   config_.first_step = step;  // the memory prediction: no snapshot if no save follows
   startup_.load = lap(t);
+}
+
+void Trainer::set_lr(double lr) {
+  if (!(lr >= 0)) TS_THROW("learning rate must be >= 0 (0: the schedule's), got ", lr);
+  lr_override_ = lr;
 }
 
 Trainer::PipelineStats Trainer::pipeline_stats() {

@@ -55,7 +55,25 @@ class Trainer {
   }
 
   StepResult step();
+  // One step on a batch the caller fills instead of the data set: `fill` is
+  // called once per model input (inputs()), with its full-batch staging
+  // tensor (every rank gets the whole batch and takes its own block).
+  using BatchFiller = std::function<void(const std::string& name, Tensor& staged)>;
+  StepResult step(const BatchFiller& fill);
+  // The model's inputs as a step stages them: names, shapes, dtypes.
+  const std::map<std::string, Tensor>& inputs() const { return engine_->staged_inputs(); }
   EvalResult evaluate();
+
+  // The learning rate of the following steps; 0 restores the schedule's.
+  // Not saved in checkpoints; asynchronous pipelines' weight prediction
+  // (XPipe) still uses the schedule's rate.
+  void set_lr(double lr);
+  // With `on`, each optimizer update copies the gradients it receives
+  // (before clipping): this rank's part of each parameter, as the update
+  // sees it (its shard; under ZeRO 1-2 its slice, flat). gradients() holds
+  // the last update's, by parameter name.
+  void keep_gradients(bool on) { keep_gradients_ = on; }
+  const std::map<std::string, std::vector<float>>& gradients() const { return gradients_; }
 
   const TrainConfig& config() const { return config_; }
   const Task& task() const { return *task_; }
@@ -130,6 +148,9 @@ class Trainer {
   double global_flops_ = 0;
   int64_t step_ = 0;
   int threads_ = 1;
+  double lr_override_ = 0;
+  bool keep_gradients_ = false;
+  std::map<std::string, std::vector<float>> gradients_;
   StartupSeconds startup_;
 };
 

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "tessel/base/error.h"
+#include "tessel/train/optimizer.h"
 
 namespace tessel {
 
@@ -62,7 +63,7 @@ void WeightVersions::before_forward(int microbatch, Program& program) {
         std::memcpy(out, w, n * sizeof(float));
         continue;
       }
-      const float wd = e.decay ? static_cast<float>(config_.weight_decay) : 0.0f;
+      const float wd = weight_decay_of(config_, e);
       const float eps = static_cast<float>(config_.eps);
       const float* m = e.m.f32();
       const float* v = e.v.f32();

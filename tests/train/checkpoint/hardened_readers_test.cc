@@ -1,7 +1,8 @@
 // Readers of files Tessel did not just write reject malformed input with a
 // tessel::Error naming the file, and never crash: a mutation fuzz test over a
 // real small checkpoint (model, optimizer, manifest) and a config, plus
-// targeted cases (extra tensors, NaN, a manifest whose n_layer disagrees) and
+// targeted cases (extra tensors, NaN, a manifest whose n_layer disagrees), the
+// Hugging Face import (`tessel import --format hf`) over mutated files, and
 // a save onto a full disk (a tiny tmpfs; root only).
 //
 // Run it under AddressSanitizer and UndefinedBehaviorSanitizer with a build
@@ -23,7 +24,9 @@
 #include "common/tiny_gpt.h"
 #include "tessel/base/error.h"
 #include "tessel/compile/config.h"
+#include "tessel/compile/model_registry.h"
 #include "tessel/train/checkpoint/checkpoint.h"
+#include "tessel/train/checkpoint/hf_llama.h"
 #include "tessel/train/checkpoint/safetensors.h"
 #include "tessel/train/trainer.h"
 
@@ -180,6 +183,47 @@ TEST_F(HardenedReaders, MutationFuzzOverConfigs) {
     }
   }
   EXPECT_GT(rejected, 500);
+}
+
+// `tessel import --format hf` over mutated config.json and model.safetensors
+// of a small Llama's export: an import that fails throws a tessel::Error
+// naming a file of the directory (a mutated config.json may surface as a
+// shape error naming model.safetensors).
+TEST_F(HardenedReaders, MutationFuzzOverHfImport) {
+  TrainConfig c;
+  c.model = "llama";
+  c.n_layer = 1;
+  c.d_model = 16;
+  c.n_head = 2;
+  c.vocab = 32;
+  c.multiple_of = 16;
+  Graph graph;
+  GraphBuilder b(graph);
+  build_model(c, b, 1, false);
+  const fs::path hf = *root_ / "hf";
+  save_checkpoint((*root_ / "llama").string(), c, ParamStore(graph, 1), 0);
+  export_hf_llama((*root_ / "llama").string(), hf.string());
+  std::mt19937_64 rng(31);
+  int rejected = 0, total = 0;
+  for (const char* file : {"config.json", "model.safetensors"}) {
+    const std::string good = read_all(hf / file);
+    const bool json = std::string(file) == "config.json";
+    const size_t header_end = json ? good.size() : safetensors_header_end(good);
+    for (int i = 0; i < 300; ++i, ++total) {
+      write_all(hf / file, mutate(good, rng, header_end));
+      try {
+        import_hf_llama(hf.string(), (*root_ / "imported").string(), TrainConfig{});
+      } catch (const Error& e) {
+        ++rejected;
+        EXPECT_NE(std::string(e.what()).find(hf.string()), std::string::npos)
+            << file << " case " << i << ": " << e.what();
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << file << " case " << i << ": not a tessel::Error: " << e.what();
+      }
+    }
+    write_all(hf / file, good);
+  }
+  EXPECT_GT(rejected, total / 2) << "most mutations must be rejected";
 }
 
 TEST_F(HardenedReaders, ExtraTensorsAndNonFiniteValuesAreRejected) {

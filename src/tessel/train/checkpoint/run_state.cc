@@ -6,7 +6,7 @@ namespace tessel {
 
 nlohmann::json describe_run_state(const TrainConfig& config, const std::string& mesh,
                                   const std::string& layout, int ranks, int64_t step) {
-  nlohmann::json lr = {{"schedule", "linear warmup then cosine decay to min_lr"},
+  nlohmann::json lr = {{"schedule", "linear warmup then " + config.lr_schedule},
                        {"position", step},
                        {"warmup_steps", config.warmup_steps},
                        {"total_steps", config.steps},
