@@ -32,6 +32,7 @@ Command add_launch_command(CLI::App& app);
 Command add_plan_command(CLI::App& app);
 Command add_calibrate_command(CLI::App& app);
 Command add_config_command(CLI::App& app);
+Command add_tokenize_command(CLI::App& app);
 struct ConfigOptions;
 // The planner's request from a command line: the knobs given are fixed.
 plan::PlanRequest plan_request(const ConfigOptions& options, const TrainConfig& base, int ranks);

@@ -81,7 +81,17 @@ const std::map<std::string, KeyRule>& rules() {
                           "softmax, einsum); docs/attention.md")},
       {"model_options",
        field(&TrainConfig::model_options, "a registered model's own keys, e.g. {\"patch\": 7}")},
-      {"data", field(&TrainConfig::data, "fortunes (text) | fashion-mnist (images)")},
+      {"data", field(&TrainConfig::data,
+                     "fortunes (byte-level text) | tokens (a token file, docs/data.md) | "
+                     "fashion-mnist (images)")},
+      {"token_file", field(&TrainConfig::token_file,
+                           "data tokens: a token file written by `tessel tokenize encode`")},
+      {"tokenizer", field(&TrainConfig::tokenizer,
+                          "data tokens: the tokenizer model that cut token_file (empty: "
+                          "byte-level tokens)")},
+      {"val_fraction", field(&TrainConfig::val_fraction,
+                             "data tokens: share of the documents held out for validation "
+                             "(seeded by 'seed')")},
       {"data_dir", field(&TrainConfig::data_dir,
                          "a directory of fortune files (entries separated by lines holding only "
                          "%); empty: the Debian package's")},
@@ -268,6 +278,16 @@ void validate_llama(const TrainConfig& c) {
              c.dropout);
 }
 
+// data "tokens": a token file, a share of documents to hold out.
+void validate_token_data(const TrainConfig& c) {
+  if (c.token_file.empty())
+    TS_THROW(
+        "config: data \"tokens\" needs 'token_file' (write one with `tessel tokenize "
+        "encode`, docs/data.md)");
+  if (!(c.val_fraction > 0 && c.val_fraction < 1))
+    TS_THROW("config: 'val_fraction' must be in (0, 1), got ", c.val_fraction);
+}
+
 }  // namespace
 
 TrainConfig TrainConfig::from_json(const json& j) {
@@ -335,6 +355,7 @@ void TrainConfig::validate(bool with_data) const {
     TS_THROW("config: model \"", model, "\" ",
              kind == DataKind::kText ? "trains on text" : "classifies images",
              "; 'data' must be \"", data_name(kind), "\", got \"", data, "\"");
+  if (with_data && data == "tokens") validate_token_data(*this);
   if (optimizer != "adamw" && optimizer != "sgd")
     TS_THROW("config: 'optimizer' must be \"adamw\" or \"sgd\", got \"", optimizer, "\"");
   if (device != "cpu" && device != "cuda")
@@ -397,8 +418,9 @@ void TrainConfig::validate(bool with_data) const {
     if (d_model % n_head != 0)
       TS_THROW("config: 'n_head' (", n_head, ") must divide 'd_model' (", d_model,
                ") so every head gets d_model/n_head dims");
-    if (with_data && vocab != 256)
-      TS_THROW("config: 'vocab' must be 256 for byte-level text, got ", vocab);
+    if (with_data && data == "fortunes" && vocab != 256)
+      TS_THROW("config: 'vocab' must be 256 for byte-level text (data \"fortunes\"), got ", vocab,
+               "; other vocabularies train on data \"tokens\" (docs/data.md)");
     if (model == "llama") validate_llama(*this);
   } else if (model == "mlp") {
     positive("hidden", hidden);

@@ -49,8 +49,14 @@ struct TrainConfig {
   // keys it did not register are errors naming them.
   nlohmann::json model_options = nlohmann::json::object();
   // Data.
-  std::string data = "fortunes";  // "fortunes" (text) | "fashion-mnist" (images)
+  std::string data = "fortunes";  // "fortunes" | "tokens" (text) | "fashion-mnist" (images)
   std::string data_dir;           // empty: the Debian package's directory
+  // data "tokens" (docs/data.md): a token file of `tessel tokenize encode`,
+  // the tokenizer model that cut it ("" for byte-level tokens), and the
+  // share of its documents held out for validation.
+  std::string token_file;
+  std::string tokenizer;
+  double val_fraction = 0.1;
   // Optimisation.
   int64_t batch = 16;
   int64_t steps = 200;
