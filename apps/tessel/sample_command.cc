@@ -27,7 +27,8 @@ Command add_sample_command(CLI::App& app) {
       "sample", "generate text from a trained text model's checkpoint (gpt, llama)");
   sub->add_option("--checkpoint", opt->checkpoint, "checkpoint directory")->required();
   sub->add_option("--prompt", opt->prompt, "text to continue");
-  sub->add_option("--chars", opt->chars, "bytes to generate")->check(CLI::PositiveNumber);
+  sub->add_option("--chars", opt->chars, "tokens to generate (bytes for a byte-level model)")
+      ->check(CLI::PositiveNumber);
   sub->add_option("--temperature", opt->temperature, "sampling temperature (0: greedy)");
   sub->add_option("--seed", opt->seed, "sampling seed");
   return {sub, [opt] {
@@ -41,7 +42,9 @@ Command add_sample_command(CLI::App& app) {
 Command add_eval_command(CLI::App& app) {
   auto opt = std::make_shared<EvalOptions>();
   CLI::App* sub = app.add_subcommand(
-      "eval", "mean loss of a text model's checkpoint (gpt, llama) on a text file");
+      "eval",
+      "mean loss of a text model's checkpoint (gpt, llama) on a text file, cut by the "
+      "checkpoint's tokenizer: nats per token and bits per byte");
   sub->add_option("--checkpoint", opt->checkpoint, "checkpoint directory")->required();
   sub->add_option("--data", opt->data, "text file to score")->required();
   return {sub, [opt] {
@@ -49,10 +52,13 @@ Command add_eval_command(CLI::App& app) {
             TextCorpus text = TextCorpus::from_file(opt->data);
             TextModel::Score s = model.score(text.val);
             std::printf(
-                "{\"file\": \"%s\", \"bytes_scored\": %lld, \"nats_per_byte\": %.6f, "
+                "{\"file\": \"%s\", \"tokenizer\": \"%s\", \"tokens_scored\": %lld, "
+                "\"bytes_scored\": %lld, \"nats_per_token\": %.6f, \"nats_per_byte\": %.6f, "
                 "\"bits_per_byte\": %.6f}\n",
-                opt->data.c_str(), static_cast<long long>(s.bytes_scored), s.nats_per_byte,
-                s.bits_per_byte);
+                opt->data.c_str(),
+                model.tokenizer().path().empty() ? "byte-level" : model.tokenizer().path().c_str(),
+                static_cast<long long>(s.tokens_scored), static_cast<long long>(s.bytes_scored),
+                s.nats_per_token, s.nats_per_byte, s.bits_per_byte);
             return 0;
           }};
 }

@@ -5,6 +5,7 @@
 
 #include "tessel/base/error.h"
 #include "tessel/train/checkpoint/checkpoint.h"
+#include "tessel/train/checkpoint/checkpoint_tokenizer.h"
 #include "tessel/train/checkpoint/run_state.h"
 #include "tessel/train/fault_inject.h"
 #include "tessel/train/threads.h"
@@ -150,6 +151,7 @@ void Trainer::load_checkpoint(const std::string& dir) {
   auto t = std::chrono::steady_clock::now();
   const CheckpointInfo info = read_checkpoint_info(dir);
   const int64_t step = info.step;
+  check_resume_tokenizer(dir, config_);
   if (task_->consumed_samples(step)) {  // the data position, before any tensor is loaded
     const nlohmann::json& position = info.state.value("data_position", nlohmann::json::object());
     const nlohmann::json consumed = position.value("consumed_samples", nlohmann::json());
