@@ -92,7 +92,7 @@ struct TrainConfig {
   // Evaluation, logging, output.
   int64_t eval_every = 100;  // 0: only at the end
   int64_t eval_batches = 8;
-  int64_t sample_chars = 0;  // gpt: characters sampled after training (0: none)
+  int64_t sample_chars = 0;  // gpt, llama: tokens sampled after training (0: none)
   std::string sample_prompt = "The ";
   int threads = 0;  // 0: the host's cores / the ranks on it (train/threads.h)
   // Where programs run: "cpu" | "cuda" (backend/backend.h; this build has no

@@ -59,6 +59,7 @@ std::string TextModel::sample(const std::string& prompt, int64_t count, float te
   const int64_t context = info_.config.context, vocab = tokenizer_.vocab();
   std::vector<int32_t> text = tokenizer_.encode(prompt.empty() ? std::string("\n") : prompt);
   if (text.empty()) text = tokenizer_.encode("\n");
+  const std::vector<int32_t> prompt_ids = text;
   PhiloxStream stream(seed, "sample");
   Program& p = *one_row_.program;
   std::vector<int32_t> tokens(context, 0);
@@ -91,7 +92,11 @@ std::string TextModel::sample(const std::string& prompt, int64_t count, float te
     text.push_back(next);
     out.push_back(next);
   }
-  return tokenizer_.decode(out);
+  // Decoded after the prompt, so a word's leading space (SentencePiece drops
+  // it at the start of a text) stays.
+  const std::string before = tokenizer_.decode(prompt_ids), all = tokenizer_.decode(text);
+  return all.compare(0, before.size(), before) == 0 ? all.substr(before.size())
+                                                    : tokenizer_.decode(out);
 }
 
 TextModel::Score TextModel::score(const std::vector<uint8_t>& text) {
