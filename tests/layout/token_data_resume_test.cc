@@ -3,7 +3,8 @@
 // reads the same samples in the same order as the uninterrupted run (each
 // step's first global sample and the digest of its windows are equal), with
 // losses and final weights within the layout-invariance tolerance; the
-// manifest records the samples consumed. The token file is Debian's fortunes
+// manifest records the samples consumed, and a resume with another batch
+// size continues at that sample. The token file is Debian's fortunes
 // cut byte-level by `tessel tokenize encode`.
 #include "layout/layout_harness.h"
 
@@ -72,6 +73,12 @@ TEST_F(TokenDataResume, DataTwoResumesOnDataFourAndOneProcessWithTheSameSamples)
       "data=2 step 5 resumed on data=4");
   expect_same_samples(train("tok_one_resumed", config, 0, "", "", "--resume " + ckpt.string()), ref,
                       5, "data=2 step 5 resumed on one process");
+
+  // Another batch size continues at the consumed sample with its own size.
+  const TrainRun smaller = train("tok_batch4_resumed", config, 2, "data=2", "",
+                                 "--set batch=4 --resume " + ckpt.string());
+  ASSERT_EQ(smaller.steps.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(smaller.steps[i]["data"]["first_sample"], 40 + 4 * i);
 }
 
 }  // namespace
