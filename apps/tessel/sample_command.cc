@@ -1,8 +1,11 @@
 // `tessel sample` and `tessel eval`: use a trained text model's checkpoint.
 #include <cstdio>
+#include <cstring>
+#include <fstream>
 
 #include "commands.h"
 #include "tessel/train/data/text_corpus.h"
+#include "tessel/train/data/token_file.h"
 #include "tessel/train/text_model.h"
 
 namespace tessel::cli {
@@ -18,6 +21,14 @@ struct SampleOptions {
 struct EvalOptions {
   std::string checkpoint, data;
 };
+
+// A file that starts with the token file magic.
+bool is_token_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char magic[sizeof kTokenFileMagic] = {};
+  in.read(magic, sizeof magic);
+  return in.gcount() == sizeof magic && std::memcmp(magic, kTokenFileMagic, sizeof magic) == 0;
+}
 
 }  // namespace
 
@@ -46,11 +57,15 @@ Command add_eval_command(CLI::App& app) {
       "mean loss of a text model's checkpoint (gpt, llama) on a text file, cut by the "
       "checkpoint's tokenizer: nats per token and bits per byte");
   sub->add_option("--checkpoint", opt->checkpoint, "checkpoint directory")->required();
-  sub->add_option("--data", opt->data, "text file to score")->required();
+  sub->add_option("--data", opt->data,
+                  "text file to score, or a token file (its validation split, as the run held it "
+                  "out)")
+      ->required();
   return {sub, [opt] {
             TextModel model(opt->checkpoint);
-            TextCorpus text = TextCorpus::from_file(opt->data);
-            TextModel::Score s = model.score(text.val);
+            const TextModel::Score s = is_token_file(opt->data)
+                                           ? model.score_token_file(opt->data)
+                                           : model.score(TextCorpus::from_file(opt->data).val);
             std::printf(
                 "{\"file\": \"%s\", \"tokenizer\": \"%s\", \"tokens_scored\": %lld, "
                 "\"bytes_scored\": %lld, \"nats_per_token\": %.6f, \"nats_per_byte\": %.6f, "

@@ -81,5 +81,40 @@ TEST_F(TokenDataResume, DataTwoResumesOnDataFourAndOneProcessWithTheSameSamples)
   for (size_t i = 0; i < 3; ++i) EXPECT_EQ(smaller.steps[i]["data"]["first_sample"], 40 + 4 * i);
 }
 
+// `tessel eval` on a token file scores its validation split with the
+// checkpoint's tokenizer; a file cut by another tokenizer is refused.
+TEST_F(TokenDataResume, EvalOnATokenFileNeedsTheCheckpointsTokenizer) {
+  nlohmann::json config = token_config();
+  config["steps"] = 3;
+  config["val_fraction"] = 0.01;  // 150 documents: a quick eval
+  train("tok_eval", config, 0);
+  const std::string cli = TESSEL_CLI_PATH,
+                    ckpt = (root() / "tok_eval" / "out" / "checkpoint").string();
+  int status = 0;
+  const std::string out =
+      run(cli + " eval --checkpoint " + ckpt + " --data " + config["token_file"].get<std::string>(),
+          &status);
+  ASSERT_EQ(status, 0) << out;
+  const nlohmann::json score = nlohmann::json::parse(out.substr(out.find('{')));
+  EXPECT_GT(score["tokens_scored"].get<int64_t>(), 0);
+  EXPECT_EQ(score["bytes_scored"], score["tokens_scored"]);  // byte-level
+  EXPECT_NEAR(score["bits_per_byte"].get<double>(),
+              score["nats_per_token"].get<double>() / std::log(2.0), 1e-5);
+
+  const fs::path model = root() / "tok_eval" / "bpe.model", bpe = root() / "tok_eval" / "bpe.tok";
+  const std::string text = " --input /usr/share/games/fortunes/computers --separator % ";
+  run(cli + " tokenize train" + text + "--vocab 400 --out " + model.string(), &status);
+  ASSERT_EQ(status, 0);
+  run(cli + " tokenize encode" + text + "--model " + model.string() + " --out " + bpe.string(),
+      &status);
+  ASSERT_EQ(status, 0);
+  const std::string refused =
+      run(cli + " eval --checkpoint " + ckpt + " --data " + bpe.string(), &status);
+  EXPECT_NE(status, 0);
+  EXPECT_NE(refused.find("token file '" + bpe.string() + "' was cut by another tokenizer"),
+            std::string::npos)
+      << refused;
+}
+
 }  // namespace
 }  // namespace tessel

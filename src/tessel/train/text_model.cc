@@ -9,6 +9,7 @@
 #include "tessel/compile/model_registry.h"
 #include "tessel/train/checkpoint/checkpoint_tokenizer.h"
 #include "tessel/train/data/text_corpus.h"
+#include "tessel/train/data/token_dataset.h"
 #include "tessel/train/task.h"
 
 namespace tessel {
@@ -100,9 +101,28 @@ std::string TextModel::sample(const std::string& prompt, int64_t count, float te
 }
 
 TextModel::Score TextModel::score(const std::vector<uint8_t>& text) {
+  return score_tokens(
+      tokenizer_.encode(std::string_view(reinterpret_cast<const char*>(text.data()), text.size())));
+}
+
+TextModel::Score TextModel::score_token_file(const std::string& path) {
+  TokenFile file = TokenFile::open(path);
+  if (file.tokenizer_hash() != tokenizer_.hash())
+    TS_THROW(
+        "token file '", path, "' was cut by ",
+        file.tokenizer_hash() == 0 ? std::string("no tokenizer (byte-level)") : "another tokenizer",
+        "; the checkpoint's is ",
+        tokenizer_.path().empty() ? std::string("byte-level") : tokenizer_.path(),
+        ": they must match");
+  const TokenDataset data(std::move(file), info_.config.context, info_.config.val_fraction,
+                          info_.config.seed);
+  std::vector<int32_t> ids(data.val().size());
+  data.val().copy(0, data.val().size(), ids.data());
+  return score_tokens(ids);
+}
+
+TextModel::Score TextModel::score_tokens(const std::vector<int32_t>& ids) {
   const int64_t context = info_.config.context;
-  const std::vector<int32_t> ids =
-      tokenizer_.encode(std::string_view(reinterpret_cast<const char*>(text.data()), text.size()));
   // Window w: tokens [w*context, (w+1)*context), targets shifted by one.
   const int64_t windows = count_eval_windows(static_cast<int64_t>(ids.size()), context);
   if (windows == 0)

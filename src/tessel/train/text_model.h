@@ -39,6 +39,10 @@ class TextModel {
   // Mean next-token loss over non-overlapping context windows of `text`'s
   // tokens; per byte: the summed loss over the bytes those tokens decode to.
   Score score(const std::vector<uint8_t>& text);
+  // The validation split of a token file (TokenDataset with the
+  // checkpoint's seed and val_fraction: what its run held out), whose
+  // tokenizer must be the checkpoint's; throws naming the file otherwise.
+  Score score_token_file(const std::string& path);
   const Tokenizer& tokenizer() const { return tokenizer_; }
 
   const TrainConfig& config() const { return info_.config; }
@@ -50,6 +54,7 @@ class TextModel {
     ValueId logits, loss;
   };
   Compiled compile(int64_t batch);
+  Score score_tokens(const std::vector<int32_t>& ids);
 
   CheckpointInfo info_;
   Tokenizer tokenizer_;
