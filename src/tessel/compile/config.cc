@@ -49,8 +49,34 @@ KeyRule field(T TrainConfig::*member, const char* doc) {
           [member](const TrainConfig& c) { return json(c.*member); }, json_type_name<T>(), doc};
 }
 
+// The data keys (docs/data.md).
+std::map<std::string, KeyRule> data_rules() {
+  return {
+      {"data", field(&TrainConfig::data,
+                     "fortunes (byte-level text) | tokens (a token file, docs/data.md) | "
+                     "fashion-mnist (images)")},
+      {"token_file", field(&TrainConfig::token_file,
+                           "data tokens: a token file written by `tessel tokenize encode`")},
+      {"tokenizer", field(&TrainConfig::tokenizer,
+                          "data tokens: the tokenizer model that cut token_file (empty: "
+                          "byte-level tokens)")},
+      {"val_fraction", field(&TrainConfig::val_fraction,
+                             "data tokens: share of the documents held out for validation "
+                             "(seeded by 'seed')")},
+      {"data_dir", field(&TrainConfig::data_dir,
+                         "a directory of fortune files (entries separated by lines holding only "
+                         "%); empty: the Debian package's")},
+  };
+}
+
+// `table` with the data keys added.
+std::map<std::string, KeyRule> with_data_rules(std::map<std::string, KeyRule> table) {
+  table.merge(data_rules());
+  return table;
+}
+
 const std::map<std::string, KeyRule>& rules() {
-  static const std::map<std::string, KeyRule> table = {
+  static const std::map<std::string, KeyRule> table = with_data_rules({
       {"model", field(&TrainConfig::model,
                       "a registered model: gpt (byte-level GPT), llama (Llama-family "
                       "transformer, docs/models.md), mlp (Fashion-MNIST classifier), or one "
@@ -81,20 +107,6 @@ const std::map<std::string, KeyRule>& rules() {
                           "softmax, einsum); docs/attention.md")},
       {"model_options",
        field(&TrainConfig::model_options, "a registered model's own keys, e.g. {\"patch\": 7}")},
-      {"data", field(&TrainConfig::data,
-                     "fortunes (byte-level text) | tokens (a token file, docs/data.md) | "
-                     "fashion-mnist (images)")},
-      {"token_file", field(&TrainConfig::token_file,
-                           "data tokens: a token file written by `tessel tokenize encode`")},
-      {"tokenizer", field(&TrainConfig::tokenizer,
-                          "data tokens: the tokenizer model that cut token_file (empty: "
-                          "byte-level tokens)")},
-      {"val_fraction", field(&TrainConfig::val_fraction,
-                             "data tokens: share of the documents held out for validation "
-                             "(seeded by 'seed')")},
-      {"data_dir", field(&TrainConfig::data_dir,
-                         "a directory of fortune files (entries separated by lines holding only "
-                         "%); empty: the Debian package's")},
       {"batch",
        field(&TrainConfig::batch, "sequences (or images) per step, over all data-parallel ranks")},
       {"steps", field(&TrainConfig::steps, "training steps")},
@@ -167,7 +179,7 @@ const std::map<std::string, KeyRule>& rules() {
                                  "steps between periodic checkpoints (0: only the final one)")},
       {"keep_checkpoints", field(&TrainConfig::keep_checkpoints, "periodic checkpoints kept")},
       {"async_save", field(&TrainConfig::async_save, "write checkpoints on a background thread")},
-  };
+  });
   return table;
 }
 
