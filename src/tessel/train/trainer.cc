@@ -153,12 +153,13 @@ void Trainer::load_checkpoint(const std::string& dir) {
   const int64_t step = info.step;
   check_resume_tokenizer(dir, config_);
   if (task_->consumed_samples(step)) {  // the data position, before any tensor is loaded
-    const nlohmann::json& position = info.state.value("data_position", nlohmann::json::object());
-    const nlohmann::json consumed = position.value("consumed_samples", nlohmann::json());
-    if (!consumed.is_number_integer())
+    const nlohmann::json position = info.state.value("data_position", nlohmann::json::object());
+    const nlohmann::json consumed =
+        position.is_object() ? position.value("consumed_samples", nlohmann::json()) : nullptr;
+    if (!consumed.is_number_integer() || consumed.get<int64_t>() < 0)
       TS_THROW("checkpoint '", dir,
-               "': its manifest records no data_position.consumed_samples, which resuming token "
-               "data needs (a checkpoint of a run on other data?)");
+               "': its manifest records no valid data_position.consumed_samples (an integer >= "
+               "0), which resuming token data needs (a checkpoint of a run on other data?)");
     task_->resume_at(step, consumed.get<int64_t>());
   }
   engine_->load(dir, step);
