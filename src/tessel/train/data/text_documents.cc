@@ -12,10 +12,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool is_blank(std::string_view s) {
-  return s.find_first_not_of(" \t\n\r\f\v") == std::string_view::npos;
-}
-
 bool hidden(const fs::path& p) {
   const std::string name = p.filename().string();
   return !name.empty() && name[0] == '.';
@@ -30,7 +26,9 @@ bool looks_binary(const std::string& path) {
          std::string_view::npos;
 }
 
-std::string read_text(const std::string& path) {
+}  // namespace
+
+std::string read_text_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) TS_THROW("cannot open text file '", path, "' for reading");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -38,7 +36,9 @@ std::string read_text(const std::string& path) {
   return text;
 }
 
-}  // namespace
+bool is_blank_text(std::string_view text) {
+  return text.find_first_not_of(" \t\n\r\f\v") == std::string_view::npos;
+}
 
 std::vector<std::string> list_text_files(const std::vector<std::string>& inputs,
                                          std::vector<std::string>* skipped) {
@@ -87,9 +87,9 @@ int64_t for_each_document(
     const std::function<void(std::string_view text, const std::string& source)>& document) {
   int64_t count = 0;
   for (const std::string& path : files) {
-    const std::string text = read_text(path);
+    const std::string text = read_text_file(path);
     if (!separator) {
-      if (!is_blank(text)) document(text, path), ++count;
+      if (!is_blank_text(text)) document(text, path), ++count;
       continue;
     }
     // Documents between separator lines; each keeps its lines' newlines.
@@ -97,7 +97,8 @@ int64_t for_each_document(
     int64_t k = 0;
     auto emit = [&](size_t end) {
       std::string_view doc(text.data() + begin, end - begin);
-      if (!is_blank(doc)) document(doc, path + " (document " + std::to_string(++k) + ")"), ++count;
+      if (!is_blank_text(doc))
+        document(doc, path + " (document " + std::to_string(++k) + ")"), ++count;
     };
     while (pos < text.size()) {
       size_t end = text.find('\n', pos);

@@ -20,6 +20,11 @@
 
 namespace tessel {
 
+// The whole file; throws naming it if it cannot be read.
+std::string read_text_file(const std::string& path);
+// Empty or only whitespace.
+bool is_blank_text(std::string_view text);
+
 // The files the inputs name, in the order their documents are read; the
 // files of directories skipped go to `skipped` (if given).
 std::vector<std::string> list_text_files(const std::vector<std::string>& inputs,
