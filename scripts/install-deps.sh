@@ -15,6 +15,7 @@ packages=(
   clang-format                        # scripts/check-format.sh (the format check in scripts/test.sh)
   universal-ctags                     # scripts/size-report.sh: function extents for the size limits
   zlib1g-dev                          # reading the gzipped Fashion-MNIST files
+  libsentencepiece-dev pkg-config     # BPE/unigram tokenizers (tessel tokenize), found via pkg-config
   fortunes fortunes-min               # the text the GPT trains on
   dataset-fashion-mnist               # the images the MLP trains on
   pybind11-dev python3-pybind11 python3-dev  # the Python module (python/)

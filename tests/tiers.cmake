@@ -44,6 +44,7 @@ set(TESSEL_FAST_LAYOUT
     "^LayoutInvariance\\.MlpTensorParallel$"                          # 11 s
     "^LayoutInvariance\\.GptWithDropoutDataParallel$"                 # 7 s
     "^LayoutInvariance\\.ResumeAutoWithoutACheckpointNamesTheDirectory$" # 0.4 s
+    "^TokenDataResume\\.DataTwoResumesOnDataFourAndOneProcessWithTheSameSamples$" # 2.3 s
 )
 
 # The sanitizer phase runs the fast tier and these: the hardened readers'

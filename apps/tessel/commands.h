@@ -35,6 +35,7 @@ Command add_config_command(CLI::App& app);
 // `export` / `import --format hf` (hf_command.cc).
 Command add_export_command(CLI::App& app);
 Command add_import_command(CLI::App& app);
+Command add_tokenize_command(CLI::App& app);
 struct ConfigOptions;
 // The planner's request from a command line: the knobs given are fixed.
 plan::PlanRequest plan_request(const ConfigOptions& options, const TrainConfig& base, int ranks);

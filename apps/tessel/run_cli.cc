@@ -19,7 +19,8 @@ int run_cli(int argc, char** argv) {
       cli::add_train_command(app),     cli::add_sample_command(app),  cli::add_eval_command(app),
       cli::add_bench_command(app),     cli::add_inspect_command(app), cli::add_plan_command(app),
       cli::add_calibrate_command(app), cli::add_launch_command(app),  cli::add_report_command(app),
-      cli::add_config_command(app),    cli::add_export_command(app),  cli::add_import_command(app)};
+      cli::add_config_command(app),    cli::add_export_command(app),  cli::add_import_command(app),
+      cli::add_tokenize_command(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -308,9 +308,11 @@ nlohmann::json step_line(Trainer& trainer, int64_t s, const StepResult& r, doubl
                          {"lr", r.lr},
                          {"grad_norm", r.grad_norm},
                          {"step_ms", seconds * 1e3},
+                         {"data_ms", r.data_ms},
                          {"tokens_per_s", trainer.items_per_step() / seconds},
                          {"gflops", trainer.flops_per_step() / seconds / 1e9}};
   if (!after.empty()) line["comm"] = comm_delta(before, after);
+  if (!r.data.is_null()) line["data"] = r.data;
   return line;
 }
 

@@ -49,8 +49,34 @@ KeyRule field(T TrainConfig::*member, const char* doc) {
           [member](const TrainConfig& c) { return json(c.*member); }, json_type_name<T>(), doc};
 }
 
+// The data keys (docs/data.md).
+std::map<std::string, KeyRule> data_rules() {
+  return {
+      {"data", field(&TrainConfig::data,
+                     "fortunes (byte-level text) | tokens (a token file, docs/data.md) | "
+                     "fashion-mnist (images)")},
+      {"token_file", field(&TrainConfig::token_file,
+                           "data tokens: a token file written by `tessel tokenize encode`")},
+      {"tokenizer", field(&TrainConfig::tokenizer,
+                          "data tokens: the tokenizer model that cut token_file (empty: "
+                          "byte-level tokens)")},
+      {"val_fraction", field(&TrainConfig::val_fraction,
+                             "data tokens: share of the documents held out for validation "
+                             "(seeded by 'seed')")},
+      {"data_dir", field(&TrainConfig::data_dir,
+                         "a directory of fortune files (entries separated by lines holding only "
+                         "%); empty: the Debian package's")},
+  };
+}
+
+// `table` with the data keys added.
+std::map<std::string, KeyRule> with_data_rules(std::map<std::string, KeyRule> table) {
+  table.merge(data_rules());
+  return table;
+}
+
 const std::map<std::string, KeyRule>& rules() {
-  static const std::map<std::string, KeyRule> table = {
+  static const std::map<std::string, KeyRule> table = with_data_rules({
       {"model", field(&TrainConfig::model,
                       "a registered model: gpt (byte-level GPT), llama (Llama-family "
                       "transformer, docs/models.md), mlp (Fashion-MNIST classifier), or one "
@@ -81,10 +107,6 @@ const std::map<std::string, KeyRule>& rules() {
                           "softmax, einsum); docs/attention.md")},
       {"model_options",
        field(&TrainConfig::model_options, "a registered model's own keys, e.g. {\"patch\": 7}")},
-      {"data", field(&TrainConfig::data, "fortunes (text) | fashion-mnist (images)")},
-      {"data_dir", field(&TrainConfig::data_dir,
-                         "a directory of fortune files (entries separated by lines holding only "
-                         "%); empty: the Debian package's")},
       {"batch",
        field(&TrainConfig::batch, "sequences (or images) per step, over all data-parallel ranks")},
       {"steps", field(&TrainConfig::steps, "training steps")},
@@ -127,7 +149,8 @@ const std::map<std::string, KeyRule>& rules() {
        field(&TrainConfig::eval_every, "steps between validation passes (0: only at the end)")},
       {"eval_batches", field(&TrainConfig::eval_batches, "batches per validation pass")},
       {"sample_chars",
-       field(&TrainConfig::sample_chars, "gpt, llama: bytes sampled after training (0: none)")},
+       field(&TrainConfig::sample_chars,
+             "gpt, llama: tokens sampled after training (bytes when byte-level; 0: none)")},
       {"sample_prompt", field(&TrainConfig::sample_prompt, "gpt, llama: the sample's prompt")},
       {"threads", field(&TrainConfig::threads,
                         "intra-op threads per rank (0: the host's cores / the ranks on it)")},
@@ -165,7 +188,7 @@ const std::map<std::string, KeyRule>& rules() {
                                  "steps between periodic checkpoints (0: only the final one)")},
       {"keep_checkpoints", field(&TrainConfig::keep_checkpoints, "periodic checkpoints kept")},
       {"async_save", field(&TrainConfig::async_save, "write checkpoints on a background thread")},
-  };
+  });
   return table;
 }
 
@@ -274,6 +297,16 @@ void validate_llama(const TrainConfig& c) {
              c.dropout);
 }
 
+// data "tokens": a token file, a share of documents to hold out.
+void validate_token_data(const TrainConfig& c) {
+  if (c.token_file.empty())
+    TS_THROW(
+        "config: data \"tokens\" needs 'token_file' (write one with `tessel tokenize "
+        "encode`, docs/data.md)");
+  if (!(c.val_fraction > 0 && c.val_fraction < 1))
+    TS_THROW("config: 'val_fraction' must be in (0, 1), got ", c.val_fraction);
+}
+
 }  // namespace
 
 TrainConfig TrainConfig::from_json(const json& j) {
@@ -347,6 +380,7 @@ void TrainConfig::validate(bool with_data) const {
              "\"");
   if (!(decay_fraction > 0 && decay_fraction <= 1))
     TS_THROW("config: 'decay_fraction' must be in (0, 1], got ", decay_fraction);
+  if (with_data && data == "tokens") validate_token_data(*this);
   if (optimizer != "adamw" && optimizer != "sgd")
     TS_THROW("config: 'optimizer' must be \"adamw\" or \"sgd\", got \"", optimizer, "\"");
   if (device != "cpu" && device != "cuda")
@@ -409,8 +443,9 @@ void TrainConfig::validate(bool with_data) const {
     if (d_model % n_head != 0)
       TS_THROW("config: 'n_head' (", n_head, ") must divide 'd_model' (", d_model,
                ") so every head gets d_model/n_head dims");
-    if (with_data && vocab != 256)
-      TS_THROW("config: 'vocab' must be 256 for byte-level text, got ", vocab);
+    if (with_data && data == "fortunes" && vocab != 256)
+      TS_THROW("config: 'vocab' must be 256 for byte-level text (data \"fortunes\"), got ", vocab,
+               "; other vocabularies train on data \"tokens\" (docs/data.md)");
     if (model == "llama") validate_llama(*this);
   } else if (model == "mlp") {
     positive("hidden", hidden);

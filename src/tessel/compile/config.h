@@ -49,8 +49,14 @@ struct TrainConfig {
   // keys it did not register are errors naming them.
   nlohmann::json model_options = nlohmann::json::object();
   // Data.
-  std::string data = "fortunes";  // "fortunes" (text) | "fashion-mnist" (images)
+  std::string data = "fortunes";  // "fortunes" | "tokens" (text) | "fashion-mnist" (images)
   std::string data_dir;           // empty: the Debian package's directory
+  // data "tokens" (docs/data.md): a token file of `tessel tokenize encode`,
+  // the tokenizer model that cut it ("" for byte-level tokens), and the
+  // share of its documents held out for validation.
+  std::string token_file;
+  std::string tokenizer;
+  double val_fraction = 0.1;
   // Optimisation.
   int64_t batch = 16;
   int64_t steps = 200;
@@ -92,7 +98,7 @@ struct TrainConfig {
   // Evaluation, logging, output.
   int64_t eval_every = 100;  // 0: only at the end
   int64_t eval_batches = 8;
-  int64_t sample_chars = 0;  // gpt: characters sampled after training (0: none)
+  int64_t sample_chars = 0;  // gpt, llama: tokens sampled after training (0: none)
   std::string sample_prompt = "The ";
   int threads = 0;  // 0: the host's cores / the ranks on it (train/threads.h)
   // Where programs run: "cpu" | "cuda" (backend/backend.h; this build has no

@@ -10,6 +10,7 @@
 
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
@@ -48,6 +49,14 @@ class Task {
   virtual double accuracy(const float* logits, const InputBuffers& input, int64_t batch) const {
     return -1;
   }
+  // Data read in a global sample order (data "tokens", train/token_task.h):
+  // the training samples consumed before `step`, recorded in checkpoints;
+  // nullopt where a batch is a pure function of the step alone.
+  virtual std::optional<int64_t> consumed_samples(int64_t step) const { return std::nullopt; }
+  // A resumed run: `consumed` samples were consumed before `step`.
+  virtual void resume_at(int64_t step, int64_t consumed) {}
+  // Which samples training batch `step` holds, for the metrics (null: not recorded).
+  virtual nlohmann::json train_batch_info(int64_t step) const { return nullptr; }
 };
 
 // Loads the dataset the config names; throws (naming the package) if missing.

@@ -7,16 +7,32 @@
 #include "tessel/base/error.h"
 #include "tessel/base/philox.h"
 #include "tessel/compile/model_registry.h"
+#include "tessel/train/checkpoint/checkpoint_tokenizer.h"
 #include "tessel/train/data/text_corpus.h"
+#include "tessel/train/data/token_dataset.h"
 #include "tessel/train/task.h"
 
 namespace tessel {
+namespace {
+
+Tokenizer checkpoint_tokenizer_of(const std::string& dir) {
+  const std::string path = checkpoint_tokenizer(dir);
+  return path.empty() ? Tokenizer::byte_level() : Tokenizer::load(path);
+}
+
+}  // namespace
+
 TextModel::TextModel(const std::string& checkpoint_dir)
-    : info_(read_checkpoint_info(checkpoint_dir)) {
-  if (info_.config.data != "fortunes")
-    TS_THROW("checkpoint '", checkpoint_dir, "' holds a \"", info_.config.model,
-             "\" model trained on \"", info_.config.data,
-             "\"; sampling and text evaluation need a text model (data \"fortunes\")");
+    : info_(read_checkpoint_info(checkpoint_dir)),
+      tokenizer_(checkpoint_tokenizer_of(checkpoint_dir)) {
+  if (info_.config.data != "fortunes" && info_.config.data != "tokens")
+    TS_THROW(
+        "checkpoint '", checkpoint_dir, "' holds a \"", info_.config.model,
+        "\" model trained on \"", info_.config.data,
+        "\"; sampling and text evaluation need a text model (data \"fortunes\" or \"tokens\")");
+  if (tokenizer_.vocab() > info_.config.vocab)
+    TS_THROW("checkpoint '", checkpoint_dir, "': its tokenizer has ", tokenizer_.vocab(),
+             " ids, more than the model's vocab ", info_.config.vocab);
   info_.config.validate();
   one_row_ = compile(1);
   params_ = std::make_unique<ParamStore>(one_row_.program->graph(), info_.config.seed);
@@ -39,19 +55,19 @@ TextModel::Compiled TextModel::compile(int64_t batch) {
   return c;
 }
 
-std::string TextModel::sample(const std::string& prompt, int64_t chars, float temperature,
+std::string TextModel::sample(const std::string& prompt, int64_t count, float temperature,
                               uint64_t seed) {
-  const int64_t context = info_.config.context, vocab = info_.config.vocab;
-  std::vector<int32_t> text(prompt.begin(), prompt.end());
-  for (int32_t& t : text) t &= 0xff;
-  if (text.empty()) text.push_back('\n');
+  const int64_t context = info_.config.context, vocab = tokenizer_.vocab();
+  std::vector<int32_t> text = tokenizer_.encode(prompt.empty() ? std::string("\n") : prompt);
+  if (text.empty()) text = tokenizer_.encode("\n");
+  const std::vector<int32_t> prompt_ids = text;
   PhiloxStream stream(seed, "sample");
   Program& p = *one_row_.program;
   std::vector<int32_t> tokens(context, 0);
   p.write_input("targets", tokens.data(), tokens.size() * sizeof(int32_t));  // zeros
   std::vector<float> all_logits;
-  std::string out;
-  for (int64_t i = 0; i < chars; ++i) {
+  std::vector<int32_t> out;
+  for (int64_t i = 0; i < count; ++i) {
     int64_t start = std::max<int64_t>(0, static_cast<int64_t>(text.size()) - context);
     int64_t len = static_cast<int64_t>(text.size()) - start;
     std::fill(tokens.begin(), tokens.end(), 0);
@@ -59,7 +75,7 @@ std::string TextModel::sample(const std::string& prompt, int64_t chars, float te
     p.write_input("tokens", tokens.data(), tokens.size() * sizeof(int32_t));
     p.run();  // causal: positions past len - 1 do not affect it
     all_logits = p.read_f32(one_row_.logits);
-    const float* logits = all_logits.data() + (len - 1) * vocab;
+    const float* logits = all_logits.data() + (len - 1) * info_.config.vocab;
     int32_t next = 0;
     if (temperature <= 0) {
       for (int32_t v = 1; v < vocab; ++v)
@@ -75,16 +91,42 @@ std::string TextModel::sample(const std::string& prompt, int64_t chars, float te
       for (next = 0; next < vocab - 1 && u >= prob[next]; ++next) u -= prob[next];
     }
     text.push_back(next);
-    out.push_back(static_cast<char>(next));
+    out.push_back(next);
   }
-  return out;
+  // Decoded after the prompt, so a word's leading space (SentencePiece drops
+  // it at the start of a text) stays.
+  const std::string before = tokenizer_.decode(prompt_ids), all = tokenizer_.decode(text);
+  return all.compare(0, before.size(), before) == 0 ? all.substr(before.size())
+                                                    : tokenizer_.decode(out);
 }
 
 TextModel::Score TextModel::score(const std::vector<uint8_t>& text) {
+  return score_tokens(
+      tokenizer_.encode(std::string_view(reinterpret_cast<const char*>(text.data()), text.size())));
+}
+
+TextModel::Score TextModel::score_token_file(const std::string& path) {
+  TokenFile file = TokenFile::open(path);
+  if (file.tokenizer_hash() != tokenizer_.hash())
+    TS_THROW(
+        "token file '", path, "' was cut by ",
+        file.tokenizer_hash() == 0 ? std::string("no tokenizer (byte-level)") : "another tokenizer",
+        "; the checkpoint's is ",
+        tokenizer_.path().empty() ? std::string("byte-level") : tokenizer_.path(),
+        ": they must match");
+  const TokenDataset data(std::move(file), info_.config.context, info_.config.val_fraction,
+                          info_.config.seed);
+  std::vector<int32_t> ids(data.val().size());
+  data.val().copy(0, data.val().size(), ids.data());
+  return score_tokens(ids);
+}
+
+TextModel::Score TextModel::score_tokens(const std::vector<int32_t>& ids) {
   const int64_t context = info_.config.context;
-  const int64_t windows = count_eval_windows(static_cast<int64_t>(text.size()), context);
+  // Window w: tokens [w*context, (w+1)*context), targets shifted by one.
+  const int64_t windows = count_eval_windows(static_cast<int64_t>(ids.size()), context);
   if (windows == 0)
-    TS_THROW("eval: the text has ", text.size(), " bytes; it needs more than 'context' (", context,
+    TS_THROW("eval: the text has ", ids.size(), " tokens; it needs more than 'context' (", context,
              ") to score one window");
   const int64_t batch = std::min<int64_t>(info_.config.batch, windows);
   Compiled many = compile(batch);
@@ -92,9 +134,9 @@ TextModel::Score TextModel::score(const std::vector<uint8_t>& text) {
   int64_t w = 0;
   auto run_rows = [&](Compiled& c, int64_t rows) {
     std::vector<int32_t> tokens(rows * context), targets(rows * context);
-    for (int64_t r = 0; r < rows; ++r)
-      eval_text_window(text, w + r, context, tokens.data() + r * context,
-                       targets.data() + r * context);
+    const int32_t* src = ids.data() + w * context;
+    std::copy(src, src + rows * context, tokens.begin());
+    std::copy(src + 1, src + 1 + rows * context, targets.begin());
     c.program->write_input("tokens", tokens.data(), tokens.size() * sizeof(int32_t));
     c.program->write_input("targets", targets.data(), targets.size() * sizeof(int32_t));
     c.program->run();
@@ -104,9 +146,15 @@ TextModel::Score TextModel::score(const std::vector<uint8_t>& text) {
   while (windows - w >= batch) run_rows(many, batch);
   while (w < windows) run_rows(one_row_, 1);
   Score s;
-  s.nats_per_byte = total / windows;
+  s.tokens_scored = windows * context;
+  s.nats_per_token = total / windows;
+  // The text the scored targets (tokens 1 .. windows*context) decode to.
+  s.bytes_scored = static_cast<int64_t>(
+      tokenizer_.decode(std::vector<int32_t>(ids.begin() + 1, ids.begin() + 1 + s.tokens_scored))
+          .size());
+  s.nats_per_byte = s.nats_per_token * static_cast<double>(s.tokens_scored) /
+                    static_cast<double>(std::max<int64_t>(1, s.bytes_scored));
   s.bits_per_byte = s.nats_per_byte / std::log(2.0);
-  s.bytes_scored = windows * context;
   return s;
 }
 

@@ -5,6 +5,7 @@
 
 #include "tessel/base/error.h"
 #include "tessel/train/checkpoint/checkpoint.h"
+#include "tessel/train/checkpoint/checkpoint_tokenizer.h"
 #include "tessel/train/checkpoint/run_state.h"
 #include "tessel/train/fault_inject.h"
 #include "tessel/train/threads.h"
@@ -82,14 +83,22 @@ Program& Trainer::train_program() {
 
 StepResult Trainer::step() {
   auto input = [this](const std::string& name) { return engine_->input(name); };
+  auto t = std::chrono::steady_clock::now();
   task_->fill_batch(input, Split::kTrain, step_, config_.batch);
-  return step(nullptr);
+  const double data_ms = lap(t) * 1e3;
+  nlohmann::json data = task_->train_batch_info(step_);
+  StepResult r = step(nullptr);
+  r.data_ms = data_ms;
+  r.data = std::move(data);
+  return r;
 }
 
 StepResult Trainer::step(const BatchFiller& fill) {
+  StepResult r;
+  auto t = std::chrono::steady_clock::now();
   if (fill)
     for (auto& [name, staged] : engine_->staged_inputs()) fill(name, staged);
-  StepResult r;
+  r.data_ms = lap(t) * 1e3;
   r.step = step_;
   r.loss = engine_->train_step(step_);
   r.grad_norm = engine_->last_update().grad_norm;
@@ -132,8 +141,15 @@ CheckpointSource Trainer::checkpoint_source() {
 }
 
 nlohmann::json Trainer::run_state() const {
-  return describe_run_state(config_, ctx_->mesh().to_string(), ctx_->layout().to_string(),
-                            ctx_->world().size(), step_);
+  nlohmann::json state = describe_run_state(
+      config_, ctx_->mesh().to_string(), ctx_->layout().to_string(), ctx_->world().size(), step_);
+  if (std::optional<int64_t> consumed = task_->consumed_samples(step_)) {
+    state["data_position"]["consumed_samples"] = *consumed;
+    state["data_position"]["note"] =
+        "global sample g is a pure function of (seed, g): the next batch starts at sample "
+        "consumed_samples, on any number of ranks";
+  }
+  return state;
 }
 
 void Trainer::save_checkpoint(const std::string& dir) {
@@ -146,7 +162,19 @@ void Trainer::snapshot_checkpoint(CheckpointSnapshot& snapshot) {
 
 void Trainer::load_checkpoint(const std::string& dir) {
   auto t = std::chrono::steady_clock::now();
-  const int64_t step = read_checkpoint_info(dir).step;
+  const CheckpointInfo info = read_checkpoint_info(dir);
+  const int64_t step = info.step;
+  check_resume_tokenizer(dir, config_);
+  if (task_->consumed_samples(step)) {  // the data position, before any tensor is loaded
+    const nlohmann::json position = info.state.value("data_position", nlohmann::json::object());
+    const nlohmann::json consumed =
+        position.is_object() ? position.value("consumed_samples", nlohmann::json()) : nullptr;
+    if (!consumed.is_number_integer() || consumed.get<int64_t>() < 0)
+      TS_THROW("checkpoint '", dir,
+               "': its manifest records no valid data_position.consumed_samples (an integer >= "
+               "0), which resuming token data needs (a checkpoint of a run on other data?)");
+    task_->resume_at(step, consumed.get<int64_t>());
+  }
   engine_->load(dir, step);
   step_ = step;
   config_.first_step = step;  // the memory prediction: no snapshot if no save follows

@@ -37,6 +37,8 @@ struct StepResult {
   double loss = 0;
   double grad_norm = 0;
   double lr = 0;
+  double data_ms = 0;   // filling the batch (the data loader's or the caller's share of the step)
+  nlohmann::json data;  // Task::train_batch_info: which samples the batch held (or null)
 };
 
 class Trainer {

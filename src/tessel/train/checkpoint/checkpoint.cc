@@ -14,6 +14,7 @@
 
 #include "tessel/base/error.h"
 #include "tessel/comm/io_scope.h"
+#include "tessel/train/checkpoint/checkpoint_tokenizer.h"
 #include "tessel/train/checkpoint/safetensors.h"
 #include "tessel/train/checkpoint/shard_load.h"
 
@@ -77,6 +78,7 @@ void save_checkpoint(const std::string& dir, const TrainConfig& config,
     nlohmann::json manifest = {
         {"format", "tessel-checkpoint"}, {"version", kFormatVersion}, {"step", step},
         {"config", config.to_json()},    {"param_dims", dims},        {"state", source.state}};
+    copy_tokenizer_into(tmp, config, manifest);  // tokenizer.model, if the run has one
     write_file_atomically((tmp / "manifest.json").string(), manifest.dump(2) + "\n");
   } catch (const std::exception& e) {
     std::error_code ec;

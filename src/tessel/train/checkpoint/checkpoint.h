@@ -11,6 +11,8 @@
 //                          parameter's named dims, and "state": the rest of
 //                          the run's state (checkpoint/run_state.h) for exact
 //                          resume
+//   tokenizer.model        runs with a 'tokenizer' only: a copy of it, its hash
+//                          in the manifest (checkpoint/checkpoint_tokenizer.h)
 //
 // Saving writes a sibling temporary directory and renames it into place, so
 // an interrupted save never leaves a half-written checkpoint under the final

@@ -11,29 +11,16 @@
 
 #include "tessel/base/error.h"
 #include "tessel/base/philox.h"
+#include "tessel/train/data/text_documents.h"
 
 namespace tessel {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string read_whole_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) TS_THROW("cannot open text file '", path, "' for reading");
-  std::string contents((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) TS_THROW("error while reading text file '", path, "'");
-  return contents;
-}
-
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() &&
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-bool is_blank(const std::string& s) {
-  return std::all_of(s.begin(), s.end(), [](char c) {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
-  });
 }
 
 // Splits a fortune file into its fortunes: the text between lines that
@@ -48,7 +35,7 @@ std::vector<std::string> split_fortunes(const std::string& text) {
     if (end == std::string::npos) end = text.size();
     std::string_view line(text.data() + pos, end - pos);
     if (line == "%" || line == "%\r") {
-      if (!is_blank(current)) fortunes.push_back(std::move(current));
+      if (!is_blank_text(current)) fortunes.push_back(std::move(current));
       current.clear();
     } else {
       current.append(line);
@@ -56,7 +43,7 @@ std::vector<std::string> split_fortunes(const std::string& text) {
     }
     pos = end + 1;
   }
-  if (!is_blank(current)) fortunes.push_back(std::move(current));
+  if (!is_blank_text(current)) fortunes.push_back(std::move(current));
   return fortunes;
 }
 
@@ -135,7 +122,7 @@ TextCorpus TextCorpus::load_fortunes(const std::string& dir) {
   TextCorpus corpus;
   int64_t k = 0;
   for (const std::string& path : files) {
-    std::vector<std::string> fortunes = split_fortunes(read_whole_file(path));
+    std::vector<std::string> fortunes = split_fortunes(read_text_file(path));
     for (const std::string& fortune : fortunes) {
       std::vector<uint8_t>& out = (k % 10 == 9) ? corpus.val : corpus.train;
       out.insert(out.end(), fortune.begin(), fortune.end());
@@ -159,7 +146,7 @@ TextCorpus TextCorpus::load_fortunes(const std::string& dir) {
 TextCorpus TextCorpus::from_file(const std::string& path) {
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) TS_THROW("text file '", path, "' does not exist");
-  std::string contents = read_whole_file(path);
+  std::string contents = read_text_file(path);
   if (contents.empty()) TS_THROW("text file '", path, "' is empty");
   TextCorpus corpus;
   corpus.val.assign(contents.begin(), contents.end());
