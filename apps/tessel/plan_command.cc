@@ -15,9 +15,9 @@
 #include "tessel/compile/memory_report.h"
 #include "tessel/kernels/einsum_bf16.h"
 #include "tessel/plan/calibrate/calibrate.h"
-#include "tessel/plan/profile/cluster_spec.h"
 #include "tessel/plan/calibrate/contention.h"
 #include "tessel/plan/format_size.h"
+#include "tessel/plan/profile/cluster_spec.h"
 #include "tessel/plan/published_run.h"
 #include "tessel/plan/search/search.h"
 

@@ -14,8 +14,8 @@
 #include "common/error_of.h"
 #include "common/tiny_gpt.h"
 #include "synthetic_profile.h"
-#include "tessel/plan/profile/cluster_spec.h"
 #include "tessel/plan/model/cost_model.h"
+#include "tessel/plan/profile/cluster_spec.h"
 #include "tessel/plan/profile/machine_profile.h"
 
 namespace tessel::plan {

@@ -14,8 +14,8 @@
 #include "common/error_of.h"
 #include "common/tiny_gpt.h"
 #include "synthetic_profile.h"
-#include "tessel/plan/model/cost_model.h"
 #include "tessel/plan/calibrate/instruction_timing.h"
+#include "tessel/plan/model/cost_model.h"
 #include "tessel/plan/profile/kernel_rates.h"
 
 namespace tessel::plan {

@@ -10,8 +10,8 @@
 #include "tessel/base/error.h"
 #include "tessel/compile/compile_rank.h"
 #include "tessel/ir/op_table.h"
-#include "tessel/plan/model/cost_model.h"
 #include "tessel/plan/calibrate/instruction_timing.h"
+#include "tessel/plan/model/cost_model.h"
 #include "tessel/tensor/aligned_buffer.h"
 
 namespace tessel::plan {

@@ -6,9 +6,9 @@
 #include <utility>
 
 #include "tessel/base/error.h"
-#include "tessel/plan/profile/by_threads.h"
-#include "tessel/plan/model/cost_model.h"
 #include "tessel/plan/calibrate/instruction_timing.h"
+#include "tessel/plan/model/cost_model.h"
+#include "tessel/plan/profile/by_threads.h"
 #include "tessel/plan/profile/kernel_rates.h"
 
 namespace tessel::plan {
