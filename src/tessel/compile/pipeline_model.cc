@@ -332,6 +332,10 @@ PipelineStage PipelineModel::compile(const LocalStage& st, int chunk, bool eval)
   // Parameter gradients go into the stage's accumulators as they are
   // computed: a micro-batch in flight holds none.
   if (!eval) options.accumulated_outputs = ps.param_grads;
+  // The activation sent after the forward holds its bytes until the send
+  // completed, the gradient received before the backward from then on: the
+  // two (and the gradient sent) share bytes of the stash.
+  if (!eval) options.sent_outputs = ps.activations_out, options.late_inputs = ps.gradients_in;
   // A synchronous step runs every micro-batch on the same weights: one bf16
   // copy of each, made once a step (the executor calls weights_changed()).
   options.share_weight_copies = !eval && !schedule_.asynchronous;
