@@ -526,15 +526,18 @@ RankStep pipeline_rank_step(int r, const SimulatedTimeline& timeline, const Rank
   s.compute_s = busy;
   s.bubble_s = timeline.makespan * (timeline.bubble_fraction[r]);
   // After the schedule: the accumulators' data-axis reduction (or
-  // reduce-scatter under ZeRO), the tied parameters' pipe-axis sum (both
+  // reduce-scatter under ZeRO, and after the update the all-gather of the
+  // updated chunks), the tied parameters' pipe-axis sum (both
   // exposed communication on their axes), the update (optimizer time).
   const double held = rc.held, state = rc.state, tied = rc.tied;
   double post = 0;
   if (!any.pipeline->data_axis().empty()) {
     const std::string& axis = any.pipeline->data_axis();
-    const double d = any.config.zero > 0
-                         ? sim.collective(CollectiveKind::kReduceScatter, 4 * held, axis)
-                         : sim.collective(CollectiveKind::kAllReduce, 4 * held, axis);
+    double d = any.config.zero > 0 ? sim.collective(CollectiveKind::kReduceScatter, 4 * held, axis)
+                                   : sim.collective(CollectiveKind::kAllReduce, 4 * held, axis);
+    // ZeRO: the updated chunks all-gathered back into the parameters.
+    if (any.config.zero > 0)
+      d += sim.collective(CollectiveKind::kAllGather, 4 * state, axis) + sim.memory(8 * state);
     s.comm_s[axis] += d;
     s.exposed_s[axis] += d;
     post += d;

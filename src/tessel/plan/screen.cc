@@ -302,6 +302,9 @@ double Screener::pipeline(const ScreenCandidate& c, const Unit& u, bool simulate
     }
     double t = collective(c.zero > 0 ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce,
                           4 * held, d, c.data_link);
+    if (c.zero > 0 && d > 1)  // the updated chunks all-gathered, as the exact phase counts it
+      t += collective(CollectiveKind::kAllGather, 4 * held / d, d, c.data_link) +
+           share * hw_.memory_seconds(8 * held / d, options_.threads);
     if (tied && p > 1) t += collective(CollectiveKind::kAllReduce, 4 * u.tied, p, c.pipe_link);
     t += update(c.zero > 0 ? held / d : held, world, share);
     post[r] = t;
@@ -466,9 +469,11 @@ double Screener::single_program(const ScreenCandidate& c, const Unit& u, bool ex
                                          options_.threads);
   const double state = c.zero > 0 ? all.held / d : all.held;
   double optimizer = update(state, d * c.model, share);
+  // ZeRO 1, 2: every parameter's updated chunks all-gathered, one
+  // collective per parameter as the runtime runs them.
   if ((c.zero == 1 || c.zero == 2) && d > 1)
-    optimizer += collective(CollectiveKind::kAllGather, 4 * state, d, c.data_link) +
-                 share * hw_.memory_seconds(8 * state, options_.threads);
+    for (const auto& [piece, times] : backward)
+      optimizer += times * per_tensor(CollectiveKind::kAllGather, *piece, d, 4);
   return compute + wait + feed + optimizer;
 }
 
