@@ -140,7 +140,10 @@ const Screener::Unit& Screener::unit(int64_t rows, const ScreenCandidate& c) {
   u.mesh = c.model > 1 ? str_cat("pipe=4,model=", c.model) : "pipe=4";
   u.layout =
       c.layout_label == "tensor+sequence" ? "heads=model,hidden=model,vocab=model,seq=model" : "";
-  u.schedule = "1f1b";
+  // Compiled with its backward split (as zb-h1 compiles it): zero-bubble
+  // schedules run the input and weight gradients apart, and the others
+  // charge their sum (action_cost).
+  u.schedule = "zb-h1";
   u.chunks = 1;
   u.zero = 0;
   u.recompute = c.recompute;
