@@ -63,8 +63,8 @@ void print_table(const std::vector<RankMemory>& ranks) {
   std::printf(
       "arena = the training step's activations + gradients + collective and einsum scratch "
       "(+ parameters gathered on use under --zero 3) at the planned peak\n"
-      "host = input batch staging + ZeRO-1/2 update slice + one full tensor for sharded "
-      "checkpoints (+ on rank 0 the host copy asynchronous periodic saves write from); "
+      "host = input batch staging + ZeRO's update chunk and padded block + one full tensor "
+      "for sharded checkpoints (+ on rank 0 the host copy asynchronous periodic saves write from); "
       "accumulators = pipeline gradient accumulators (+ asynchronous weight "
       "copies); total = the peak of tensor storage (code, libraries, data not included)\n");
 }

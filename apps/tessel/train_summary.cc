@@ -22,6 +22,7 @@ nlohmann::json memory_json(const RunEnd& end) {
                         {"eval_arena", m.eval_arena},
                         {"input_staging", m.host.input_staging},
                         {"zero_slice", m.host.zero_slice},
+                        {"zero_block", m.host.zero_block},
                         {"full_tensor", m.host.full_tensor},
                         {"checkpoint_snapshot", m.host.checkpoint_snapshot},
                         {"total", m.total()}}},

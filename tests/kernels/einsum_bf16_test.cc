@@ -202,5 +202,30 @@ TEST(EinsumBf16, PlanRouteDefaultsToThisCpuAndCanBeSet) {
   EXPECT_EQ(EinsumBf16(a, b, out).route(), bf16_route());
 }
 
+// A plan for another machine sizes every bf16 einsum by the
+// device-independent rule, whatever oneDNN would choose on this CPU: f32
+// operands as dense bf16 copies, bf16 ones and the output in place where
+// their groups merge into one strided index, else C staged in f32; no
+// library workspace. (On a CPU with oneDNN bf16 these sizes used to be
+// oneDNN's own choice here.)
+TEST(EinsumBf16, PlanForAnotherMachineSizesScratchWithoutThisCpu) {
+  set_plan_bf16_route(Bf16Route::kOneDnn);
+  const Shape a{{"i", 8}, {"k", 16}}, b{{"k", 16}, {"j", 4}};
+  const Shape out{{"i", 8}, {"j", 4}};
+  // Both f32 operands copied (8 x 16 and 16 x 4 bf16, each rounded up to
+  // 64 bytes), the output written in place.
+  const EinsumBf16 dense(a, b, out, false);
+  EXPECT_EQ(dense.scratch_bytes(), 256u + 128u);
+  EXPECT_NE(dense.implementation().find("estimated for another machine"), std::string::npos)
+      << dense.implementation();
+  // Both operands given in bf16 and read in place: nothing.
+  EXPECT_EQ(EinsumBf16(a, b, out, false, {true, true, false}).scratch_bytes(), 0u);
+  // An output whose m dims (i1, i2) do not merge: C staged in f32 (8 x 4).
+  const Shape a2{{"i1", 2}, {"i2", 4}, {"k", 16}};
+  const Shape out2{{"i1", 2}, {"j", 4}, {"i2", 4}};
+  EXPECT_EQ(EinsumBf16(a2, b, out2, false, {true, true, false}).scratch_bytes(), 128u);
+  set_plan_bf16_route(std::nullopt);
+}
+
 }  // namespace
 }  // namespace tessel::kernels

@@ -233,6 +233,22 @@ INSTANTIATE_TEST_SUITE_P(Zero, ZeroLayouts,
                                                     "data=2,model=2", ""}),
                          [](const auto& info) { return std::string(info.param.name); });
 
+// ZeRO's flat chunks where the data size divides no block of the model
+// (data=3: the last chunk of each is padded), in a single program and on a
+// pipeline: the same training as one process.
+TEST_F(LayoutInvariance, ZeroPadsBlocksTheDataSizeDoesNotDivide) {
+  nlohmann::json config = gpt_config();
+  config["batch"] = 12;
+  config["steps"] = 6;
+  config["eval_every"] = 3;
+  const TrainRun single = train("zero_pad_single", config, 0);
+  config["zero"] = 1;
+  expect_same(train("zero1_data3", config, 3, "data=3"), single, "zero 1 on data=3");
+  config["zero"] = 2;
+  expect_same(train("zero2_pipe2_data3", config, 6, "pipe=2,data=3", "", "--microbatches 2"),
+              single, "zero 2 on pipe=2,data=3");
+}
+
 // ZeRO moves what data parallelism moves: the gradients' reduce-scatter plus
 // the updated parameters' all-gather carry exactly the all-reduce's ring
 // traffic. Model-state bytes per rank follow the ZeRO formulas for f32 AdamW
@@ -294,9 +310,10 @@ TEST_F(LayoutInvariance, ZeroMovesDataParallelBytesAndShardsModelState) {
 // 1.5x). Model-state bytes per rank are 16 psi / N: every parameter of this
 // model divides over N = 2 and 4 (none stays replicated). With the model
 // axis too (data=2,model=2), the parameters whose leading dim is split on
-// `model` (wte, wo, w2, bq, bv, b1) stay replicated on data, as under ZeRO-2:
-// the expected bytes are summed parameter by parameter from the checkpoint's
-// dim names.
+// `model` (wte, wo, w2, bq, bv, b1) stay replicated on data with their
+// gradients, but their AdamW moments are flat chunks, halved on data like
+// every other's: the expected bytes are summed parameter by parameter from
+// the checkpoint's dim names.
 TEST_F(LayoutInvariance, ZeroThreeShardsAllModelStateAndMovesOneAndAHalfTimesTheBytes) {
   auto summary = [&](const std::string& name) {
     return nlohmann::json::parse(std::ifstream(root() / name / "out" / "summary.json"));
@@ -359,8 +376,11 @@ TEST_F(LayoutInvariance, ZeroThreeShardsAllModelStateAndMovesOneAndAHalfTimesThe
     int64_t split = 1;
     for (const auto& d : dims)
       if (on_model(d.get<std::string>())) split = 2;
-    if (!on_model(dims[0].get<std::string>())) split *= 2;  // ZeRO-3 shards it on data
-    expected += 16 * static_cast<int64_t>(t->bytes.size() / 4) / split;
+    const int64_t block = static_cast<int64_t>(t->bytes.size() / 4) / split;
+    if (!on_model(dims[0].get<std::string>()))
+      expected += 16 * block / 2;  // ZeRO-3 shards it on data
+    else
+      expected += 4 * block + 4 * block + 8 * block / 2;  // whole, but flat moments
   }
   EXPECT_EQ(model_state("zero3_state_data2_model2"), expected);
 }

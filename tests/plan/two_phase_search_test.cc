@@ -144,7 +144,7 @@ TEST(TwoPhaseSearch, ScreeningEstimatesAreCloseToTheExactPredictionsAndBoundedBe
       "worst %.2f%% (%s)\n",
       errors.size(), 100 * median, 100 * p90, 100 * errors.back(), worst.c_str());
   EXPECT_LT(median, 0.02);
-  EXPECT_LT(p90, 0.10);
+  EXPECT_LT(p90, 0.05);  // 10% before the units split their backward (zb-h1 screened slow)
   EXPECT_GT(all.plans.size(), 100u);
   // One unit per (local rows, model axis, link, layout, recompute), not one per candidate.
   EXPECT_LT(screener.units_compiled(), static_cast<int>(all.plans.size()) / 4);

@@ -40,6 +40,7 @@ void add_storage(const CompiledRank& compiled, const RankStorage& s, bool pipeli
   if (c.optimizer == "adamw") m.optimizer = 2 * s.state_bytes();
   m.host.input_staging = s.input_staging;
   m.host.zero_slice = s.zero_slice;
+  m.host.zero_block = s.zero_block;
   m.host.full_tensor = s.full_tensor;
   const int64_t parts = c.optimizer == "adamw" ? 3 : 1;
   int64_t elements = 0, sharded = 0;  // asynchronous pipelines save the tied copies too
@@ -99,7 +100,7 @@ RankMemory predict_rank_memory(const CompiledRank& compiled, const Schedule* as_
   m.arena = static_cast<int64_t>(compiled.train.program->arena_bytes());
   m.eval_arena = static_cast<int64_t>(compiled.eval_arena_bytes);
   add_storage(compiled, s, /*pipelined=*/false, false, m);
-  m.gradients = s.state_bytes();
+  m.gradients = s.gradient_bytes();
   return m;
 }
 

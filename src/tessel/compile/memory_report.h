@@ -30,12 +30,15 @@ namespace tessel {
 // (sized by rank_storage.h, which the engine allocates from).
 struct HostBufferBytes {
   int64_t input_staging = 0;  // the full input batch (each rank copies its block in)
-  int64_t zero_slice = 0;     // stages 1, 2: the updated slice sent to the parameter all-gather
+  int64_t zero_slice = 0;     // ZeRO: the updated chunk sent to the parameter all-gather
+  int64_t zero_block = 0;     // ZeRO: a padded block (moments gathered for checkpoints, padding)
   int64_t full_tensor = 0;    // one sharded tensor gathered whole (checkpoints, initialisation)
   // Rank 0 with asynchronous periodic saves: a whole copy of the model state
   // (parameters, and AdamW moments), written by the background thread.
   int64_t checkpoint_snapshot = 0;
-  int64_t total() const { return input_staging + zero_slice + full_tensor + checkpoint_snapshot; }
+  int64_t total() const {
+    return input_staging + zero_slice + zero_block + full_tensor + checkpoint_snapshot;
+  }
 };
 
 struct RankMemory {

@@ -196,6 +196,7 @@ PipelineModel::PipelineModel(const TrainConfig& config, const Mesh& mesh, int ra
 }
 
 void PipelineModel::set_stage_mesh(const Mesh& mesh, int rank) {
+  mesh_ = mesh;
   const std::vector<int> coords = mesh.coords(rank);
   if (const int a = mesh.axis_index(kPipeAxis); a >= 0) pipe_axis_ = a;
   std::vector<MeshAxis> stage_axes;
@@ -281,21 +282,11 @@ void PipelineModel::check_zero(int zero) const {
 }
 
 void PipelineModel::assign_zero_state() {
-  // ZeRO 1 and 2 shard alike (zero_sharding): computed once per model, as
-  // the planner re-points one compile at both stages and back.
-  if (config_.zero != 0 && !zero_states_) {
-    zero_states_.emplace();
-    for (const PipelineParam& p : params_) {
-      Node n{};
-      n.name = p.name;
-      n.shape = p.shape;
-      std::optional<Sharding> z =
-          zero_sharding(n, stage_layout_, stage_mesh_, stage_layout_.axis_of(kBatchDim));
-      zero_states_->push_back(z ? std::optional<Sharding>(on_full_mesh(*z)) : std::nullopt);
-    }
-  }
-  for (size_t i = 0; i < params_.size(); ++i)
-    params_[i].zero_state = config_.zero == 0 ? std::nullopt : (*zero_states_)[i];
+  // ZeRO 1 and 2 shard alike: every parameter's local block, flat, over data.
+  const int data = data_axis_.empty() ? -1 : mesh_.axis_index(data_axis_);
+  for (PipelineParam& p : params_)
+    p.zero = config_.zero == 0 ? std::nullopt
+                               : flat_shard(p.sharding.local_numel(p.shape, mesh_), mesh_, data);
 }
 
 void PipelineModel::set_zero(int zero) {
@@ -341,6 +332,10 @@ PipelineStage PipelineModel::compile(const LocalStage& st, int chunk, bool eval)
   // Parameter gradients go into the stage's accumulators as they are
   // computed: a micro-batch in flight holds none.
   if (!eval) options.accumulated_outputs = ps.param_grads;
+  // The activation sent after the forward holds its bytes until the send
+  // completed, the gradient received before the backward from then on: the
+  // two (and the gradient sent) share bytes of the stash.
+  if (!eval) options.sent_outputs = ps.activations_out, options.late_inputs = ps.gradients_in;
   // A synchronous step runs every micro-batch on the same weights: one bf16
   // copy of each, made once a step (the executor calls weights_changed()).
   options.share_weight_copies = !eval && !schedule_.asynchronous;

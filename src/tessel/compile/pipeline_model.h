@@ -21,6 +21,7 @@
 
 #include "tessel/compile/config.h"
 #include "tessel/compile/distributed.h"
+#include "tessel/compile/zero.h"
 #include "tessel/passes/pipeline_stages.h"
 #include "tessel/runtime/pipeline_executor.h"
 #include "tessel/schedule/schedule.h"
@@ -38,11 +39,10 @@ struct PipelineParam {
   ParamInit init;
   std::vector<int> pipe_ranks;  // the pipeline ranks whose stages read it (ascending)
   Sharding sharding;            // on the full mesh (B on the pipe axis)
-  // ZeRO 1/2: the sharding of its optimizer state and reduced gradient (a
-  // slice of the leading dim on the data axis), if ZeRO shards it.
-  std::optional<Sharding> zero_state;
+  // ZeRO 1/2: its optimizer state and reduced gradient are this flat shard
+  // of its local block over the data axis (axis on the full mesh).
+  std::optional<FlatShard> zero;
   bool held = false;  // this rank holds it
-  const Sharding& state_sharding() const { return zero_state ? *zero_state : sharding; }
 };
 
 // What a pipeline's compile builds before it lowers anything: the model
@@ -148,7 +148,7 @@ class PipelineModel {
 
  private:
   void check_zero(int zero) const;
-  void assign_zero_state();  // params_' zero_state for config_.zero
+  void assign_zero_state();  // params_' zero for config_.zero
   double share_loss(double local_sum);
   void feed(const LocalStage& st, bool eval, int microbatch, Program& program);
   PipelineStage compile(const LocalStage& st, int chunk, bool eval);
@@ -164,15 +164,13 @@ class PipelineModel {
   DistributedContext* ctx_;
   std::optional<int> pipe_axis_;
   int pipe_rank_ = 0, pipe_size_ = 1, stage_rank_ = 0;
-  Mesh stage_mesh_;
+  Mesh mesh_, stage_mesh_;  // the full mesh, and one stage's (without the pipe axis)
   Layout stage_layout_;
   std::string data_axis_;
   Schedule schedule_, eval_schedule_;
   int eval_microbatch_ = 0;  // the micro-batch evaluate() feeds
   StagePartition partition_;
   std::vector<PipelineParam> params_;
-  // Per parameter, its ZeRO 1/2 sharding (full mesh), once a stage asked for it.
-  std::optional<std::vector<std::optional<Sharding>>> zero_states_;
   std::vector<int64_t> stage_parameters_;
   std::vector<LocalStage> stages_;
   std::vector<PipelineStage> train_stages_, eval_stages_;  // until bind() hands them over

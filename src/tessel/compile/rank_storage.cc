@@ -7,8 +7,10 @@
 #include <string>
 #include <utility>
 
+#include "tessel/base/error.h"
 #include "tessel/compile/compile_rank.h"
 #include "tessel/ir/builder.h"
+#include "tessel/ir/model_contract.h"
 
 namespace tessel {
 
@@ -24,15 +26,31 @@ double copies_on_mesh(const Sharding& s, const Mesh& mesh, std::optional<int> sk
 }
 
 StoredParam stored(const std::string& name, const Shape& shape, const ParamInit& init,
-                   const Sharding& value, const Sharding& state, std::vector<int> pipe_ranks,
-                   bool held, const Mesh& mesh, std::optional<int> pipe_axis) {
-  StoredParam p{name, shape, init, value, state, std::move(pipe_ranks), held};
+                   const Sharding& value, const Sharding& state, std::optional<FlatShard> zero,
+                   std::vector<int> pipe_ranks, bool held, const Mesh& mesh,
+                   std::optional<int> pipe_axis) {
+  StoredParam p;
+  p.name = name, p.shape = shape, p.init = init, p.value = value, p.state = state;
+  p.zero = zero, p.pipe_ranks = std::move(pipe_ranks), p.held = held;
   if (held) {
     p.value_numel = value.local_numel(shape, mesh);
-    p.state_numel = state.local_numel(shape, mesh);
+    p.state_numel = zero ? zero->chunk() : state.local_numel(shape, mesh);
   }
-  p.replicas = copies_on_mesh(state, mesh, pipe_axis) * static_cast<double>(p.pipe_ranks.size());
+  // Each data rank's chunk is distinct: the data axis holds no copies of it.
+  p.replicas = copies_on_mesh(state, mesh, pipe_axis) / (zero ? zero->ranks : 1) *
+               static_cast<double>(p.pipe_ranks.size());
   return p;
+}
+
+// The host buffers a flat ZeRO shard needs: its chunk goes to the parameter
+// all-gather, and its padded block pads a block the data size does not
+// divide and (`moments`: a single program's AdamW) gathers the moments for
+// checkpoints (a pipeline gathers them into the idle accumulators).
+void add_zero_buffers(const StoredParam& p, bool moments, RankStorage& s) {
+  if (!p.zero || !p.held) return;
+  s.zero_slice = std::max(s.zero_slice, p.zero->chunk() * 4);
+  if (moments || p.zero->padded() != p.zero->block)
+    s.zero_block = std::max(s.zero_block, p.zero->padded() * 4);
 }
 
 void add_inputs(const Graph& g, RankStorage& s) {
@@ -99,18 +117,29 @@ RankStorage program_storage(const CompiledRank& c) {
   RankStorage s;
   const Graph& g = c.train.global;
   const bool moments = c.config.optimizer == "adamw";
+  const int data = c.config.zero > 0 ? c.layout.axis_of(kBatchDim) : -1;
   for (size_t i = 0; i < g.params().size(); ++i) {
     const Node& n = g.node(g.params()[i]);
-    s.params.push_back(stored(n.name, n.shape, n.init, c.train.local.sharding_of[g.params()[i]],
-                              c.train.local.sharding_of[c.grads[i]], {0}, true, c.mesh,
-                              std::nullopt));
-    const StoredParam& p = s.params.back();
+    const Sharding& value = c.train.local.sharding_of[g.params()[i]];
+    const Sharding& grad = c.train.local.sharding_of[c.grads[i]];
+    // ZeRO-3 stores a parameter as its data-axis shard: its state is that
+    // shard. Every other parameter's state is a flat chunk (compile/zero.h).
+    const bool stored_sharded = data >= 0 && value[data].is_split();
+    const std::optional<FlatShard> zero =
+        stored_sharded ? std::nullopt
+                       : flat_shard(value.local_numel(n.shape, c.mesh), c.mesh, data);
+    s.params.push_back(stored(n.name, n.shape, n.init, value, stored_sharded ? grad : value, zero,
+                              {0}, true, c.mesh, std::nullopt));
+    StoredParam& p = s.params.back();
+    p.grad_is_chunk = zero && grad[data].is_split();
+    TS_CHECK(!p.grad_is_chunk || grad.local_numel(n.shape, c.mesh) == zero->chunk(),
+             "ZeRO: the gradient shard of '", n.name, "' is not its flat chunk");
     const int64_t whole = p.shape.numel() * 4;
-    // A ZeRO slice is updated apart and sent to the all-gather; a sharded
+    // A ZeRO chunk is updated apart and sent to the all-gather; a sharded
     // value (or moment) goes whole through one buffer at initialisation and
     // checkpoints.
-    if (p.state_numel != p.value_numel) s.zero_slice = std::max(s.zero_slice, p.state_numel * 4);
-    if (!p.whole() || (moments && p.state_numel != p.shape.numel()))
+    add_zero_buffers(p, moments, s);
+    if (!p.whole() || (moments && (p.zero || p.state_numel != p.shape.numel())))
       s.full_tensor = std::max(s.full_tensor, whole);
   }
   add_inputs(g, s);
@@ -123,7 +152,7 @@ RankStorage pipeline_storage(const CompiledRank& c) {
   s.params.reserve(model.params().size());
   int64_t largest = 1;
   for (const PipelineParam& pp : model.params()) {
-    s.params.push_back(stored(pp.name, pp.shape, pp.init, pp.sharding, pp.state_sharding(),
+    s.params.push_back(stored(pp.name, pp.shape, pp.init, pp.sharding, pp.sharding, pp.zero,
                               pp.pipe_ranks, pp.held, c.mesh, model.pipe_axis()));
     const StoredParam& p = s.params.back();
     largest = std::max(largest, p.shape.numel());
@@ -132,10 +161,8 @@ RankStorage pipeline_storage(const CompiledRank& c) {
           std::max(s.tie_scratch_elements, p.value.local_numel(p.shape, c.mesh));
     if (!p.held) continue;
     s.accumulator_elements += p.value_numel;
-    if (p.state_numel != p.value_numel) {  // a ZeRO slice
-      s.zero_gradient_elements += p.state_numel;
-      s.zero_slice = std::max(s.zero_slice, p.state_numel * 4);
-    }
+    if (p.zero) s.zero_gradient_elements += p.zero->chunk();
+    add_zero_buffers(p, /*moments=*/false, s);
   }
   s.tie_scratch_elements = std::max<int64_t>(s.tie_scratch_elements, 1);
   // Checkpoints gather every parameter through one buffer on every rank.
@@ -155,6 +182,12 @@ int64_t RankStorage::value_bytes() const {
 int64_t RankStorage::state_bytes() const {
   int64_t n = 0;
   for (const StoredParam& p : params) n += p.state_numel * 4;
+  return n;
+}
+
+int64_t RankStorage::gradient_bytes() const {
+  int64_t n = 0;
+  for (const StoredParam& p : params) n += p.gradient_numel() * 4;
   return n;
 }
 

@@ -5,6 +5,11 @@
 
 namespace tessel {
 
+std::optional<FlatShard> flat_shard(int64_t block, const Mesh& mesh, int data_axis) {
+  if (data_axis < 0 || mesh.axis(data_axis).size < 2) return std::nullopt;
+  return FlatShard{data_axis, mesh.axis(data_axis).size, block};
+}
+
 std::optional<Sharding> zero_sharding(const Node& param, const Layout& layout, const Mesh& mesh,
                                       int data_axis) {
   Sharding s = layout.target(param.shape, param.name, mesh);

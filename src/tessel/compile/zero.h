@@ -1,19 +1,31 @@
-// ZeRO as placements: what each stage shards over the data axis.
+// ZeRO: what each stage shards over the data axis.
 //
-// The data axis is the mesh axis `batch` maps to; N is its size. For every
-// parameter whose leading dim d is not split on another axis and whose local
-// leading size divides by N, ZeRO gives:
-//   stage 1, 2: the gradient the target S(d) on the data axis (the lowering
-//               emits a reduce-scatter instead of an all-reduce); AdamW
-//               updates the slice and an all-gather restores the parameter;
-//   stage 3:    the parameter itself the same target. It is stored as that
-//               shard and gathered on use, once in forward and once in
-//               backward (sharding/lower.h); the update writes the shard in
-//               place and nothing is gathered after it.
-// Other parameters stay replicated on the data axis at every stage. Optimizer
-// state always follows the gradient's sharding.
+// The data axis is the mesh axis `batch` maps to; N is its size. Every
+// parameter's optimizer state is a flat shard (FlatShard): the rank's local
+// block of the parameter (under its layout) flattened, split into N equal
+// contiguous chunks (the last padded), data rank k owning chunk k, whatever
+// the parameter's dims and layout (as DeepSpeed and FSDP do). AdamW updates
+// that chunk of the parameter and an all-gather over the flat block restores
+// it (train/program_engine.h, train/pipeline_engine.h).
+//
+// Where the gradient's chunk comes from:
+//  - a pipeline (stages 1, 2): the engine reduce-scatters each accumulated
+//    gradient's flat block over data, every parameter;
+//  - a single program: for a parameter whose leading dim d is not split on
+//    another axis and whose local leading size divides by N, chunk k is the
+//    k-th slice of d, so the lowering target S(d) on the data axis (a
+//    reduce-scatter instead of an all-reduce) yields exactly the chunk; other
+//    parameters' gradients are all-reduced whole and the update reads their
+//    chunk from it (optimizer state still 1/N; their gradients are not).
+//  - stage 3 (single programs only): a parameter with the S(d) target is
+//    stored as that shard and gathered on use, once in forward and once in
+//    backward (sharding/lower.h); its update writes the shard in place and
+//    nothing is gathered after it. Other parameters stay whole, with flat
+//    optimizer state as at stage 1.
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <vector>
@@ -25,8 +37,26 @@
 
 namespace tessel {
 
-// The sharding ZeRO gives `param` (and its gradient) on `data_axis`, or
-// nothing if the parameter stays replicated there.
+// A flat shard of one parameter's local block (`block` elements) over the
+// `ranks` ranks of mesh axis `axis`: chunk() elements each, rank k's at
+// offset(k), count(k) of them real (the last chunks hold the padding).
+struct FlatShard {
+  int axis = -1;
+  int ranks = 1;
+  int64_t block = 0;
+  int64_t chunk() const { return (block + ranks - 1) / ranks; }
+  int64_t padded() const { return chunk() * ranks; }
+  int64_t offset(int k) const { return std::min(block, k * chunk()); }
+  int64_t count(int k) const { return std::min(block, (k + 1) * chunk()) - offset(k); }
+};
+
+// The flat shard of a `block`-element local block over `data_axis` of
+// `mesh`, or nothing when that axis has one rank (or none).
+std::optional<FlatShard> flat_shard(int64_t block, const Mesh& mesh, int data_axis);
+
+// The sharding a single program's lowering gives `param`'s gradient (and at
+// stage 3 the parameter) on `data_axis`: S(leading dim), or nothing if the
+// leading dim is split elsewhere or its local size does not divide.
 std::optional<Sharding> zero_sharding(const Node& param, const Layout& layout, const Mesh& mesh,
                                       int data_axis);
 

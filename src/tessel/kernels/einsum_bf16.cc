@@ -223,11 +223,11 @@ void EinsumBf16::Impl::describe_matmul(const Shape& a, const Shape& b, const Mat
   if (operands.b) b_direct = strided(b, geo.g.k, geo.g.n, geo.K, geo.N);
 }
 
-// Sizes only, on a CPU with no bf16 matmul (a plan for another machine): as
-// an optimised kernel would take them, bf16 operands and C read and written
-// in place wherever their strides allow, the rest converted or staged;
-// oneDNN's own scratchpad unknown and counted as 0. Exact only where the
-// kernels would run.
+// Sizes only, for a plan for another machine (or on a CPU with no bf16
+// matmul): as an optimised kernel would take them, bf16 operands and C read
+// and written in place wherever their strides allow, the rest converted or
+// staged; the GEMM library's own scratchpad unknown and counted as 0. It
+// reads nothing of this CPU, so a cluster's plan is the same on every CPU.
 void EinsumBf16::Impl::estimate_without_bf16_matmul(const Shape& out, const MatmulGeometry& geo) {
   a_in_place = !a_direct.is_zero();
   b_in_place = !b_direct.is_zero();
@@ -235,7 +235,7 @@ void EinsumBf16::Impl::estimate_without_bf16_matmul(const Shape& out, const Matm
   if (b_in_place) b_bytes = 0;
   stage_c = group_stride(out, geo.g.m, 1) < 0 || group_stride(out, geo.g.n, 1) < 0;
   if (stage_c) c_bytes = round_up(static_cast<size_t>(geo.c_elements) * sizeof(float));
-  impl_name = "none on this CPU (" + onednn_cpu_isa() + "): sizes estimated";
+  impl_name = "sizes estimated for another machine (this CPU: " + onednn_cpu_isa() + ")";
 }
 
 // The matmul primitive: C written in place when m and n each merge into one
@@ -345,7 +345,8 @@ EinsumBf16::EinsumBf16(const Shape& a, const Shape& b, const Shape& out, bool cr
   const MatmulGeometry geo = p.describe_operands(a, b, out);
   if (p.empty) return;
   p.describe_matmul(a, b, geo, with_bias);
-  if (!onednn_has_bf16_matmul()) {
+  const bool for_another_machine = !create_primitives && plan_route_override().has_value();
+  if (!onednn_has_bf16_matmul() || for_another_machine) {
     p.estimate_without_bf16_matmul(out, geo);
     return;
   }

@@ -43,9 +43,15 @@ const char* bf16_route_name(Bf16Route route);
 Bf16Route bf16_route();
 // The route plan-only instances size (dry runs, the planner): this CPU's by
 // default, so a dry run predicts this machine's run to the byte. A plan for
-// another machine (`tessel plan --cluster`) sets kOneDnn: on a CPU without
-// oneDNN bf16 its sizes are then estimated as an optimised oneDNN kernel
-// would take them. Process-wide; nullopt restores the default.
+// another machine (`tessel plan --cluster`, and so `--config` of a
+// published run, which names its cluster) sets kOneDnn: its sizes are then
+// the device-independent estimate on every CPU, whatever oneDNN would
+// choose here: bf16 operands read and the output written in place wherever
+// their m, n and k groups each merge into one strided index, every other
+// operand a dense bf16 copy, a C that cannot be written in place staged in
+// f32, and the GEMM library's own workspace counted as 0. So a cluster's
+// plan does not depend on the CPU that plans it. Process-wide; nullopt
+// restores the default.
 void set_plan_bf16_route(std::optional<Bf16Route> route);
 Bf16Route plan_bf16_route();
 
@@ -64,9 +70,11 @@ class EinsumBf16 {
   // REQUIRES: shapes satisfy the einsum shape rule (op_table.h). `route`
   // defaults to bf16_route() (plan_bf16_route() when !create_primitives).
   // With create_primitives = false only the sizes are computed (dry runs,
-  // plans); for kOneDnn where onednn_has_bf16_matmul() is false they are then
-  // estimated (operands and C in place where strides allow, no oneDNN
-  // scratchpad), so a bf16 plan for another machine compiles here. kOneDnn
+  // plans); for kOneDnn they are estimated (operands and C in place where
+  // strides allow, no oneDNN scratchpad) where onednn_has_bf16_matmul() is
+  // false or a plan for another machine set the route
+  // (set_plan_bf16_route), so a bf16 plan for another machine compiles
+  // here and its sizes are the same on every CPU. kOneDnn
   // with create_primitives throws a clear error where
   // onednn_has_bf16_matmul() is false.
   // with_bias (oneDNN's route only): run() also adds an f32 bias over the

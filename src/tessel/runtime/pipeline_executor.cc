@@ -164,6 +164,15 @@ PipelineExecutor::StepOutcome PipelineExecutor::run() {
     p.set_microbatch(a.microbatch);  // dropout masks: the micro-batch's global rows
     const size_t index = &s - stages_.data();
     auto& pending = pending_[index][instance_of_[index][a.microbatch]];
+    // The activation a forward sent shares bytes with what the backward
+    // receives and computes (CompileOptions::sent_outputs): its send
+    // completes first (the next stage consumed it before it sends this
+    // micro-batch's gradient, so this never waits on this rank).
+    if (a.kind == ActionKind::kRecvGradient || a.kind == ActionKind::kBackward ||
+        a.kind == ActionKind::kBackwardInput) {
+      for (auto& request : pending) request->wait();
+      pending.clear();
+    }
     switch (a.kind) {
       case ActionKind::kRecvActivation:
         receive(p, s.activations_in, a, tag_base(a.microbatch, s.stage, kActivation));

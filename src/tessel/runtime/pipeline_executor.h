@@ -11,9 +11,10 @@
 // stage sends its local block to the rank with the same data/model
 // coordinates on the next stage, over the `pipe` axis communicator, tagged
 // by (micro-batch, stage, direction) so messages match whatever their order.
-// Sends never block (they complete before the instance is reused); receives
-// do (under the comm watchdog). Parameter gradients of every micro-batch are
-// added into the stage's accumulators by its programs as they are computed
+// Sends never block (an activation's completes before its micro-batch's
+// backward, whose values may take its bytes; a gradient's before the
+// instance is reused); receives do (under the comm watchdog). Parameter gradients of every
+// micro-batch are added into the stage's accumulators by its programs as they are computed
 // (CompileOptions::accumulated_outputs). Every action is timed for traces and
 // bubble fractions. Nothing is allocated per step once compiled.
 #pragma once

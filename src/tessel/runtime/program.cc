@@ -127,6 +127,7 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
   Uses uses(graph_->size());
   make_instructions(live, outputs, uses);
   split_phases();
+  bound_transfers(uses);
   choose_bf16_storage(outputs);
   plan_bf16_copies();
   make_buckets(uses);
@@ -175,7 +176,14 @@ void Program::make_instructions(const std::vector<bool>& live, const std::vector
                                 Uses& uses) {
   const Graph& g = *graph_;
   const std::vector<ValueId> fused_add = bias_adds_to_fuse(g, live, outputs);
-  for (ValueId id : g.inputs()) uses.touch(id, 0);
+  const bool transfers = options_.separate_phase_local && !options_.phase_starts.empty();
+  std::set<ValueId> late, sent;
+  if (transfers) {
+    late.insert(options_.late_inputs.begin(), options_.late_inputs.end());
+    for (ValueId out : options_.sent_outputs) sent.insert(alias_root_.at(out));
+  }
+  for (ValueId id : g.inputs())
+    if (!late.count(id)) uses.touch(id, 0);
   for (ValueId id = 0; id < g.size(); ++id) {
     const Node& node = g.node(id);
     if (!live[id] || node.kind == OpKind::kInput || node.kind == OpKind::kParam) continue;
@@ -208,10 +216,28 @@ void Program::make_instructions(const std::vector<bool>& live, const std::vector
   std::set<ValueId> accumulated;
   for (ValueId out : options_.accumulated_outputs) accumulated.insert(alias_root_.at(out));
   for (ValueId out : outputs)
-    if (!accumulated.count(alias_root_[out]) || !written.count(alias_root_[out]))
+    if ((!accumulated.count(alias_root_[out]) || !written.count(alias_root_[out])) &&
+        !sent.count(alias_root_[out]))
       uses.touch(alias_root_[out], uses.end);
-  // Inputs keep their values across runs (write once, run many times).
-  for (ValueId id : g.inputs()) uses.touch(id, uses.end);
+  // Inputs keep their values across runs (write once, run many times); a
+  // late input is written anew before each run of its phase.
+  for (ValueId id : g.inputs()) {
+    TS_CHECK(!late.count(id) || uses.read[id], "late input %", id, " has no reader");
+    if (!late.count(id)) uses.touch(id, uses.end);
+  }
+}
+
+void Program::bound_transfers(Uses& uses) {
+  if (!options_.separate_phase_local || options_.phase_starts.empty()) return;
+  for (ValueId id : options_.late_inputs) uses.first[id] = phase_begin_[phase_of(uses.first[id])];
+  for (ValueId out : options_.sent_outputs) {
+    const ValueId root = alias_root_.at(out);
+    TS_CHECK(uses.first[root] >= 0, "sent output %", out, " is never computed");
+    const int end_of_phase = static_cast<int>(phase_begin_[phase_of(uses.first[root]) + 1]) - 1;
+    uses.last[root] = std::max(uses.last[root], end_of_phase);
+    transfer_roots_.insert(root);
+  }
+  transfer_roots_.insert(options_.late_inputs.begin(), options_.late_inputs.end());
 }
 
 // The instruction index where each phase begins (CompileOptions::phase_starts).
@@ -415,14 +441,19 @@ void Program::request_buffers(const Uses& uses) {
     if (uses.first[id] >= 0) used_params_.push_back(id);
   request_bucket_buffers(uses);
 
-  // Phase-local buffers (first and last use in one phase) in their own plan.
+  // Phase-local buffers (first and last use in one phase) in their own plan;
+  // pipeline transfers stay in the arena (the shared region is another
+  // instance's while a send is in flight).
+  std::set<size_t> transfer_requests;
+  for (ValueId root : transfer_roots_)
+    if (value_buffer_[root] >= 0) transfer_requests.insert(value_buffer_[root]);
   local_index_.assign(requests_.size(), -1);
   arena_index_.assign(requests_.size(), -1);
   std::vector<BufferRequest> arena_requests, local_requests;
   for (size_t r = 0; r < requests_.size(); ++r) {
     const BufferRequest& q = requests_[r];
     if (options_.separate_phase_local && phase_count() > 1 && q.last < uses.end &&
-        phase_of(q.first) == phase_of(q.last)) {
+        phase_of(q.first) == phase_of(q.last) && !transfer_requests.count(r)) {
       local_index_[r] = static_cast<int>(local_requests.size());
       local_requests.push_back(q);
     } else {

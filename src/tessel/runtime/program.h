@@ -102,6 +102,13 @@ struct CompileOptions {
   // pipeline stage's parameter gradients, so that no micro-batch in flight
   // holds a copy of them. Each must be an f32 output; device_ptr refuses them.
   std::vector<ValueId> accumulated_outputs{};
+  // Pipeline transfers, with phases and separate_phase_local: outputs sent
+  // right after the phase that produces them live only to that phase's end,
+  // and inputs written just before the phase of their first reader live
+  // from that phase's start to their last reader. Both stay in the arena,
+  // where a later phase's values may take their bytes, so the caller waits
+  // for the sends before it writes a late input or runs a later phase.
+  std::vector<ValueId> sent_outputs{}, late_inputs{};
 };
 
 // What a pipeline stage's program instances share (CompileOptions::
@@ -280,6 +287,8 @@ class Program {
   void make_instructions(const std::vector<bool>& live, const std::vector<ValueId>& outputs,
                          Uses& uses);
   void split_phases();
+  // Bounds the lifetimes of sent outputs and late inputs by their phases.
+  void bound_transfers(Uses& uses);
   int phase_of(int instruction) const;
   void choose_bf16_storage(const std::vector<ValueId>& outputs);
   void plan_bf16_copies();
@@ -328,8 +337,9 @@ class Program {
   std::vector<Bf16Copy> bf16_copies_;
   std::vector<size_t> shared_copy_offset_;  // per slot, from the end of the phase-local plan
   size_t shared_copy_bytes_ = 0;
-  std::vector<int> value_buffer_;  // buffer index per value, -1 if none
-  std::vector<bool> stored_bf16_;  // per root value: stored in bf16 (bf16_activations)
+  std::vector<int> value_buffer_;     // buffer index per value, -1 if none
+  std::set<ValueId> transfer_roots_;  // sent outputs' roots and late inputs (bound_transfers)
+  std::vector<bool> stored_bf16_;     // per root value: stored in bf16 (bf16_activations)
   std::vector<ValueId> alias_root_;
   std::vector<size_t> alias_offset_;  // bytes from the root's start (a tuple's elements)
   std::vector<BufferRequest> requests_;

@@ -61,6 +61,55 @@ void Engine::init_params() {
   }
   for (const StagedInput& in : storage_.inputs)
     staging_.emplace(in.name, Tensor(in.shape, in.dtype));
+  slice_buffer_ = AlignedBuffer(storage_.zero_slice);
+  zero_block_ = AlignedBuffer(storage_.zero_block);
+}
+
+UpdateSlot Engine::zero_slot(size_t i, const float* grad, bool grad_is_chunk) {
+  const StoredParam& p = *held_[i];
+  ParamEntry& e = params_->entries()[i];
+  if (!p.zero) return {e.value.f32(), grad, e.value.numel(), &e};
+  const int k = ctx_.coords()[p.zero->axis];
+  return {e.value.f32() + p.zero->offset(k), grad_is_chunk ? grad : grad + p.zero->offset(k),
+          p.zero->count(k), &e, p.zero->chunk()};
+}
+
+void Engine::gather_flat(const StoredParam& p, const float* mine, float* block) {
+  const FlatShard& z = *p.zero;
+  float* chunk = slice_buffer_.as<float>();
+  const int64_t n = z.count(ctx_.coords()[z.axis]);
+  std::memcpy(chunk, mine, n * sizeof(float));
+  std::memset(chunk + n, 0, (z.chunk() - n) * sizeof(float));
+  Communicator& data = ctx_.groups().axis(ctx_.mesh().axis(z.axis).name);
+  float* padded = z.padded() == z.block ? block : zero_block_.as<float>();
+  data.all_gather(chunk, padded, z.chunk(), "zero parameter gather " + p.name);
+  if (padded != block) std::memcpy(block, padded, z.block * sizeof(float));
+}
+
+void Engine::reduce_scatter_flat(const StoredParam& p, const float* block, float* chunk) {
+  const FlatShard& z = *p.zero;
+  if (z.padded() != z.block) {
+    float* padded = zero_block_.as<float>();
+    std::memcpy(padded, block, z.block * sizeof(float));
+    std::memset(padded + z.block, 0, (z.padded() - z.block) * sizeof(float));
+    block = padded;
+  }
+  Communicator& data = ctx_.groups().axis(ctx_.mesh().axis(z.axis).name);
+  data.reduce_scatter(block, chunk, z.chunk(), "zero gradients " + p.name);
+}
+
+void Engine::take_chunk(const StoredParam& p, const float* block, float* chunk) const {
+  const FlatShard& z = *p.zero;
+  const int k = ctx_.coords()[z.axis];
+  std::memcpy(chunk, block + z.offset(k), z.count(k) * sizeof(float));
+  std::memset(chunk + z.count(k), 0, (z.chunk() - z.count(k)) * sizeof(float));
+}
+
+const float* Engine::moment_block(size_t i, const float* chunk, float* block) {
+  const StoredParam& p = *held_[i];
+  if (!p.zero) return chunk;
+  gather_flat(p, chunk, block);
+  return block;
 }
 
 double Engine::sum_of_squares(const std::vector<double>& local_sq, bool stage_only) {
@@ -81,8 +130,8 @@ double Engine::sum_of_squares(const std::vector<double>& local_sq, bool stage_on
 void Engine::load_shards(const std::string& dir) {
   std::vector<ShardRequest> requests;
   for (const StoredParam& p : storage_.params)
-    requests.push_back(
-        {p.name, p.shape, p.held, block_of(p.shape, p.value), block_of(p.shape, p.state)});
+    requests.push_back({p.name, p.shape, p.held, block_of(p.shape, p.value),
+                        block_of(p.shape, p.zero ? p.value : p.state)});
   ShardedCheckpoint loaded = load_checkpoint_shards(dir, requests);
   size_t k = 0;  // held_ and params_ list the held parameters in storage_'s order
   for (size_t i = 0; i < requests.size(); ++i) {
@@ -93,6 +142,11 @@ void Engine::load_shards(const std::string& dir) {
     if (loaded.m[i].empty()) continue;
     local.m = Tensor(Shape{{"state", p.state_numel}}, DType::kF32);
     local.v = Tensor(Shape{{"state", p.state_numel}}, DType::kF32);
+    if (p.zero) {  // the value's block was read: this rank's chunk of it
+      take_chunk(p, loaded.m[i].data(), local.m.f32());
+      take_chunk(p, loaded.v[i].data(), local.v.f32());
+      continue;
+    }
     std::memcpy(local.m.raw(), loaded.m[i].data(), local.m.nbytes());
     std::memcpy(local.v.raw(), loaded.v[i].data(), local.v.nbytes());
   }

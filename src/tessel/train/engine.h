@@ -90,6 +90,23 @@ class Engine {
   // This rank's block of a tensor of global `shape` laid out by `s`.
   TensorBlock block_of(const Shape& shape, const Sharding& s) const;
 
+  // ZeRO's flat shards (compile/zero.h), over `p.zero`'s data axis; all
+  // collective over it. The update slot of held parameter `i`: its chunk of
+  // the parameter and of `grad` (the whole block's gradient, or already the
+  // chunk where `grad_is_chunk`).
+  UpdateSlot zero_slot(size_t i, const float* grad, bool grad_is_chunk);
+  // Every data rank's chunk (`mine`: this rank's real elements) gathered
+  // into the whole local `block`.
+  void gather_flat(const StoredParam& p, const float* mine, float* block);
+  // A whole local `block` of partial sums reduce-scattered into this rank's chunk.
+  void reduce_scatter_flat(const StoredParam& p, const float* block, float* chunk);
+  // A moment's part of a checkpoint: this rank's chunk of the local block `block`.
+  void take_chunk(const StoredParam& p, const float* block, float* chunk) const;
+  // The local block of parameter `i`'s moment `chunk` (the value's layout):
+  // gathered over data into `block` (its value_numel elements) when ZeRO
+  // shards it flat; else `chunk` itself.
+  const float* moment_block(size_t i, const float* chunk, float* block);
+
   CompiledRank compiled_;
   DistributedContext& ctx_;
   RankStorage storage_;
@@ -98,7 +115,8 @@ class Engine {
   std::vector<const StoredParam*> held_;  // aligned with params_->entries() and slots_
   std::vector<UpdateSlot> slots_;
   std::map<std::string, Tensor> staging_;  // full inputs, by name
-  AlignedBuffer slice_buffer_;             // ZeRO 1, 2: an updated slice, sent to the all-gather
+  AlignedBuffer slice_buffer_;             // ZeRO: an updated chunk, sent to the all-gather
+  AlignedBuffer zero_block_;               // ZeRO: a padded block (storage_.zero_block)
   UpdateStats last_update_;
   int64_t step_ = 0;  // the step running (fault points)
 };

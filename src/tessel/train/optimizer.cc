@@ -1,5 +1,6 @@
 #include "tessel/train/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "tessel/base/error.h"
@@ -50,9 +51,9 @@ UpdateStats apply_update(const TrainConfig& c, Backend& backend,
       backend.sgd_update(slot.param, slot.grad, slot.n, lr, wd, grad_scale);
       continue;
     }
-    if (e.m.numel() != slot.n) {
-      e.m = Tensor(Shape{{"state", slot.n}}, DType::kF32);
-      e.v = Tensor(Shape{{"state", slot.n}}, DType::kF32);
+    if (const int64_t moments = std::max(slot.n, slot.moments); e.m.numel() != moments) {
+      e.m = Tensor(Shape{{"state", moments}}, DType::kF32);
+      e.v = Tensor(Shape{{"state", moments}}, DType::kF32);
     }
     backend.adamw_update(slot.param, slot.grad, e.m.f32(), e.v.f32(), slot.n, lr,
                          static_cast<float>(c.beta1), static_cast<float>(c.beta2),

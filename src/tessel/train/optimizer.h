@@ -38,13 +38,15 @@ using GlobalSumOfSquares = std::function<double(const std::vector<double>& local
 
 // What one parameter's update touches on this rank: `n` elements of the
 // parameter and its gradient (the whole local parameter, or under ZeRO the
-// slice whose gradient shard this rank holds). AdamW moments of `n` elements
-// live in `state` (allocated on first use).
+// chunk whose gradient shard this rank holds). AdamW moments live in
+// `state`, allocated on first use with `moments` elements (ZeRO pads the last
+// chunks: at least `n`; 0: `n`).
 struct UpdateSlot {
   float* param;
   const float* grad;
   int64_t n;
   ParamEntry* state;
+  int64_t moments = 0;
 };
 
 // Applies one update. `step` counts from 0 and sets the learning rate;

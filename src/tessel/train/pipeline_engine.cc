@@ -32,6 +32,7 @@ PipelineEngine::PipelineEngine(CompiledRank compiled, DistributedContext& ctx, O
   for (size_t i = 0; i < held_.size(); ++i) {
     ParamEntry& e = params_->entries()[i];
     accumulator_of_[e.name] = acc;
+    held_index_[e.name] = i;
     slots_.push_back({e.value.f32(), acc, e.value.numel(), &e});
     acc += e.value.numel();
   }
@@ -142,52 +143,42 @@ void PipelineEngine::reduce_accumulated_gradients(float scale) {
   if (zero) reduce_scatter_accumulated_gradients();
 }
 
-// ZeRO 1 and 2 on a pipeline: a parameter ZeRO shards (train/zero.h) is
-// updated as this rank's slice of its leading dim: its accumulated gradient
-// is reduce-scattered over data into a slice buffer, AdamW keeps moments of
-// the slice only, and the updated slices are all-gathered. (Accumulators
+// ZeRO 1 and 2 on a pipeline: every parameter is updated as this rank's
+// flat chunk of its local block (compile/zero.h): its accumulated gradient
+// is reduce-scattered over data into a chunk buffer, AdamW keeps moments of
+// the chunk only, and the updated chunks are all-gathered. (Accumulators
 // stay whole: micro-batches add into them before the reduction.)
 void PipelineEngine::init_zero() {
   if (compiled_.config.zero == 0) return;
-  const int data = ctx_.mesh().axis_index(model().data_axis());
   zero_grads_ =
       AlignedBuffer(std::max<int64_t>(storage_.zero_gradient_elements, 1) * sizeof(float));
-  slice_buffer_ = AlignedBuffer(std::max<int64_t>(storage_.zero_slice, sizeof(float)));
   float* g = zero_grads_.as<float>();
   for (size_t i = 0; i < slots_.size(); ++i) {
-    const int64_t n = held_[i]->state_numel;
-    if (n == held_[i]->value_numel) continue;
-    slots_[i].n = n;
-    slots_[i].param += ctx_.coords()[data] * n;
-    slots_[i].grad = g;
-    g += n;
+    if (!held_[i]->zero) continue;
+    slots_[i] = zero_slot(i, g, /*grad_is_chunk=*/true);
+    g += held_[i]->zero->chunk();
   }
 }
 
-// ZeRO on a pipeline, after the tied sums: reduce-scatter each sliced
-// gradient over data into its slot, all-reduce the others.
+// ZeRO on a pipeline, after the tied sums: reduce-scatter each gradient
+// ZeRO shards over data into its chunk, all-reduce the others.
 void PipelineEngine::reduce_scatter_accumulated_gradients() {
-  Communicator& data = ctx_.groups().axis(model().data_axis());
-  for (UpdateSlot& slot : slots_) {
-    float* acc = accumulator_of_.at(slot.state->name);
-    const int64_t whole = slot.state->value.numel();
-    if (slot.n == whole)
-      data.all_reduce(acc, whole, ReduceKind::kSum, "gradients");
-    else
-      data.reduce_scatter(acc, const_cast<float*>(slot.grad), slot.n, "zero gradients");
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    const StoredParam& p = *held_[i];
+    float* acc = accumulator_of_.at(p.name);
+    if (p.zero)
+      reduce_scatter_flat(p, acc, const_cast<float*>(slots_[i].grad));
+    else if (!model().data_axis().empty())
+      ctx_.groups()
+          .axis(model().data_axis())
+          .all_reduce(acc, p.value_numel, ReduceKind::kSum, "gradients");
   }
 }
 
-// After a ZeRO update each data rank holds one updated slice; gather them.
+// After a ZeRO update each data rank holds one updated chunk; gather them.
 void PipelineEngine::gather_slices() {
-  if (compiled_.config.zero == 0) return;
-  Communicator& data = ctx_.groups().axis(model().data_axis());
-  for (UpdateSlot& slot : slots_) {
-    ParamEntry& e = *slot.state;
-    if (slot.n == e.value.numel()) continue;
-    std::memcpy(slice_buffer_.data(), slot.param, slot.n * sizeof(float));
-    data.all_gather(slice_buffer_.as<float>(), e.value.f32(), slot.n, "zero parameter gather");
-  }
+  for (size_t i = 0; i < slots_.size(); ++i)
+    if (held_[i]->zero) gather_flat(*held_[i], slots_[i].param, slots_[i].state->value.f32());
 }
 
 // Gradients of the whole batch from the accumulated micro-batch partials,
@@ -274,12 +265,18 @@ CheckpointSource PipelineEngine::checkpoint_source(int64_t step) {
     const auto [i, coord] = holder[t];
     const PipelineParam& p = model().params()[i];
     const float* local = nullptr;
+    float* acc = nullptr;  // a flat moment's block is gathered into its accumulator
     if (p.held) {
-      const ParamEntry& e = params_->at(p.name);
-      local = part == Part::kValue ? e.value.f32() : part == Part::kM ? e.m.f32() : e.v.f32();
+      const size_t k = held_index_.at(p.name);
+      const ParamEntry& e = params_->entries()[k];
+      if (part != Part::kValue && p.zero) acc = accumulator_of_.at(p.name);
+      local = part == Part::kValue ? e.value.f32()
+              : part == Part::kM   ? moment_block(k, e.m.f32(), acc)
+                                   : moment_block(k, e.v.f32(), acc);
     }
-    ctx_.gather_full(p.shape, part == Part::kValue ? p.sharding : p.state_sharding(), local,
-                     full->as<float>(), model().pipe_axis(), coord);
+    ctx_.gather_full(p.shape, p.sharding, local, full->as<float>(), model().pipe_axis(), coord);
+    // Between steps the accumulators are zero (asynchronous schedules rely on it).
+    if (acc) std::memset(acc, 0, held_[held_index_.at(p.name)]->value_numel * sizeof(float));
     return full->as<float>();
   };
   return source;
@@ -302,8 +299,16 @@ void PipelineEngine::load(const std::string& dir, int64_t step) {
       };
       if (!load(name, p.sharding, dst.value.f32())) continue;  // saved on another pipeline
       if (dst.m.nbytes() > 0) {
-        load(name + ".m", p.state_sharding(), dst.m.f32());
-        load(name + ".v", p.state_sharding(), dst.v.f32());
+        const StoredParam& stored = *held_[held_index_.at(p.name)];
+        std::vector<float> block(stored.value_numel);
+        for (auto [part, into] : {std::pair{".m", dst.m.f32()}, std::pair{".v", dst.v.f32()}}) {
+          if (!p.zero) {
+            load(name + part, p.sharding, into);
+            continue;
+          }
+          load(name + part, p.sharding, block.data());  // the block; this rank's chunk of it
+          take_chunk(stored, block.data(), into);
+        }
       }
     }
   }

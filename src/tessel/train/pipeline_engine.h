@@ -55,6 +55,7 @@ class PipelineEngine : public Engine {
   // data in one call).
   AlignedBuffer grad_accumulators_;
   std::map<std::string, float*> accumulator_of_;
+  std::map<std::string, size_t> held_index_;  // a held parameter's index in held_
   AlignedBuffer tie_scratch_;
   AlignedBuffer zero_grads_;  // ZeRO: the gradient slices, back to back
   // Asynchronous schedules: the weight copies micro-batches run on, updates

@@ -12,8 +12,6 @@ namespace tessel {
 ProgramEngine::ProgramEngine(CompiledRank compiled, DistributedContext& ctx, Optimizer optimizer)
     : Engine(std::move(compiled), ctx, std::move(optimizer)) {
   CompiledProgram& train = compiled_.train;
-  if (const int data = ctx_.layout().axis_of(kBatchDim); compiled_.config.zero > 0 && data >= 0)
-    zero_axis_ = data;
   init_params();
   for (ParamEntry& e : params_->entries()) {
     train.program->bind_param(e.name, e.value.f32());
@@ -26,17 +24,12 @@ ProgramEngine::ProgramEngine(CompiledRank compiled, DistributedContext& ctx, Opt
       if (at && *at > loss) fault_point(FaultPoint::kBackward, step_);
     });
   }
-  slice_buffer_ = AlignedBuffer(storage_.zero_slice);
-  // Each update covers the local parameter, or under ZeRO this rank's
-  // contiguous slice of its leading dim (where its gradient shard is).
-  for (size_t i = 0; i < held_.size(); ++i) {
-    ParamEntry& e = params_->entries()[i];
-    const int64_t n = held_[i]->state_numel;
-    float* param = e.value.f32();
-    if (n != e.value.numel()) param += ctx_.coords()[*zero_axis_] * n;
-    const float* grad = train.program->device_f32(train.local.local_of[compiled_.grads[i]]);
-    slots_.push_back({param, grad, n, &e});
-  }
+  // Each update covers the local parameter, or under ZeRO this rank's flat
+  // chunk of it (compile/zero.h).
+  for (size_t i = 0; i < held_.size(); ++i)
+    slots_.push_back(zero_slot(i,
+                               train.program->device_f32(train.local.local_of[compiled_.grads[i]]),
+                               held_[i]->grad_is_chunk));
 }
 
 void ProgramEngine::feed(CompiledProgram& c) {
@@ -65,20 +58,13 @@ double ProgramEngine::train_step(int64_t step) {
   return loss;
 }
 
-// After a sharded update (stages 1, 2) every rank of the data axis holds one
-// updated slice; an all-gather restores the whole parameter everywhere. At
-// stage 3 a rank stores only its slice (the update covered all of it), so
-// nothing is gathered here: the next step gathers on use.
+// After a ZeRO update every rank of the data axis holds one updated chunk
+// of each parameter; an all-gather restores the whole block everywhere. A
+// parameter ZeRO-3 stores as its shard was updated whole, so nothing is
+// gathered for it: the next step gathers on use.
 void ProgramEngine::gather_updated_slices() {
-  if (!zero_axis_) return;
-  Communicator& comm = ctx_.groups().axis(ctx_.mesh().axis(*zero_axis_).name);
-  for (const UpdateSlot& slot : slots_) {
-    ParamEntry& e = *slot.state;
-    if (slot.n == e.value.numel()) continue;
-    float* slice = slice_buffer_.as<float>();
-    std::memcpy(slice, slot.param, slot.n * sizeof(float));
-    comm.all_gather(slice, e.value.f32(), slot.n, "zero parameter gather " + e.name);
-  }
+  for (size_t i = 0; i < slots_.size(); ++i)
+    if (held_[i]->zero) gather_flat(*held_[i], slots_[i].param, slots_[i].state->value.f32());
 }
 
 double ProgramEngine::evaluate(std::vector<float>* logits) {
@@ -108,9 +94,11 @@ CheckpointSource ProgramEngine::checkpoint_source(int64_t) {
   auto full = std::make_shared<AlignedBuffer>(storage_.full_tensor);
   source.full = [this, full](size_t i, Part part) -> const float* {
     const StoredParam& p = *held_[i];
-    const Sharding& s = part == Part::kValue ? p.value : p.state;
+    const Sharding& s = part == Part::kValue || p.zero ? p.value : p.state;
     ParamEntry& e = params_->entries()[i];
-    float* local = part == Part::kValue ? e.value.f32() : part == Part::kM ? e.m.f32() : e.v.f32();
+    const float* local = part == Part::kValue ? e.value.f32()
+                         : part == Part::kM   ? moment_block(i, e.m.f32(), zero_block_.as<float>())
+                                              : moment_block(i, e.v.f32(), zero_block_.as<float>());
     if (s.local_shape(p.shape, ctx_.mesh()).numel() == p.shape.numel()) return local;
     ctx_.gather_full(p.shape, s, local, full->as<float>());
     return full->as<float>();
@@ -118,11 +106,11 @@ CheckpointSource ProgramEngine::checkpoint_source(int64_t) {
   // Snapshots: every tensor placed into one buffer, one world sum.
   source.place = [this](size_t i, Part part, float* zeroed_full) {
     const StoredParam& p = *held_[i];
-    const Sharding& s = part == Part::kValue ? p.value : p.state;
+    const Sharding& s = part == Part::kValue || p.zero ? p.value : p.state;
     ParamEntry& e = params_->entries()[i];
     const float* local = part == Part::kValue ? e.value.f32()
-                         : part == Part::kM   ? e.m.f32()
-                                              : e.v.f32();
+                         : part == Part::kM   ? moment_block(i, e.m.f32(), zero_block_.as<float>())
+                                              : moment_block(i, e.v.f32(), zero_block_.as<float>());
     ctx_.place_primary(p.shape, s, local, zeroed_full);
   };
   source.sum = [this](float* data, int64_t n) {
@@ -130,6 +118,7 @@ CheckpointSource ProgramEngine::checkpoint_source(int64_t) {
   };
   source.sharded = [this](size_t i, Part part) {
     const StoredParam& p = *held_[i];
+    if (part != Part::kValue && p.zero) return true;  // chunks gathered over data
     const Sharding& s = part == Part::kValue ? p.value : p.state;
     return s.local_shape(p.shape, ctx_.mesh()).numel() < p.shape.numel();
   };

@@ -4,10 +4,10 @@
 // parameter storage.
 //
 // A step copies this rank's block of each staged input into the program,
-// runs it, and hands the gradients it left (ZeRO 1, 2: this rank's slice of
-// each sharded one) to the optimizer; after a sliced update an all-gather
-// over the data axis restores every parameter whole (stage 3 keeps slices
-// and gathers on use inside the program).
+// runs it, and hands the gradients it left to the optimizer (ZeRO: this
+// rank's flat chunk of each, compile/zero.h); after a ZeRO update an
+// all-gather over the data axis restores every parameter's block (the
+// parameters stage 3 stores as shards are gathered on use inside the program).
 #pragma once
 
 #include <optional>
@@ -24,7 +24,7 @@ class ProgramEngine : public Engine {
   double evaluate(std::vector<float>* logits) override;
   CheckpointSource checkpoint_source(int64_t step) override;
   void load(const std::string& dir, int64_t step) override;
-  int64_t gradient_bytes() const override { return storage_.state_bytes(); }
+  int64_t gradient_bytes() const override { return storage_.gradient_bytes(); }
   size_t arena_bytes() const override { return compiled_.train.program->arena_bytes(); }
   size_t eval_arena_bytes() const override { return compiled_.eval.program->arena_bytes(); }
 
@@ -33,7 +33,6 @@ class ProgramEngine : public Engine {
   void feed(CompiledProgram& c);
   void gather_updated_slices();
 
-  std::optional<int> zero_axis_;   // the mesh axis ZeRO 1-3 shard over
   std::vector<float> feed_block_;  // this rank's block of an input, on its way to the program
 };
 

@@ -8,6 +8,7 @@
 
 #include "tessel/base/error.h"
 #include "tessel/compile/memory_report.h"
+#include "tessel/compile/zero.h"
 #include "tessel/plan/model/bf16_all_reduce_cost.h"
 #include "tessel/plan/model/device_einsum.h"
 #include "tessel/schedule/schedule_check.h"
@@ -252,19 +253,24 @@ RankStep single_program_step(const CompiledRank& c, const Simulator& sim) {
   for (ValueId id : c.train.global.inputs())
     feed += 2 * value_bytes(c.train.local.graph, c.train.local.local_of[id]);
   r.compute_s += sim.memory(feed);
-  // The update over this rank's state slices, and the ZeRO-1/2 gathers of
-  // the updated slices (exposed communication on the data axis, not
-  // optimizer time: each part of the step is counted once).
+  // The update over this rank's state (ZeRO: its flat chunks), and the
+  // ZeRO gathers of the updated chunks (exposed communication on the data
+  // axis, not optimizer time: each part of the step is counted once).
   const Graph& g = c.train.global;
   double state = 0, gathers = 0;
   const int zero_axis = c.config.zero > 0 ? c.layout.axis_of("batch") : -1;
   for (size_t i = 0; i < g.params().size(); ++i) {
     const ValueId p = g.params()[i];
     const Shape& shape = g.node(p).shape;
-    const int64_t n = c.train.local.sharding_of[c.grads[i]].local_shape(shape, c.mesh).numel();
-    const int64_t held = c.train.local.sharding_of[p].local_shape(shape, c.mesh).numel();
+    const Sharding& value = c.train.local.sharding_of[p];
+    const int64_t held = value.local_shape(shape, c.mesh).numel();
+    // A parameter ZeRO-3 stores as its shard is updated whole (compile/zero.h).
+    const std::optional<FlatShard> zero = zero_axis >= 0 && !value[zero_axis].is_split()
+                                              ? flat_shard(held, c.mesh, zero_axis)
+                                              : std::nullopt;
+    const int64_t n = zero ? zero->chunk() : held;
     state += static_cast<double>(n);
-    if (zero_axis >= 0 && n != held) {
+    if (zero) {
       const std::string& axis = c.mesh.axis(zero_axis).name;
       const double gather =
           sim.collective(CollectiveKind::kAllGather, 4.0 * n, axis) + sim.memory(8.0 * n);
@@ -389,7 +395,7 @@ RankCosts compiled_rank_costs(const std::vector<CompiledRank>& reps, const Compi
     if (!q.held) continue;
     const double n = static_cast<double>(q.sharding.local_shape(q.shape, c.mesh).numel());
     rc.held += n;
-    rc.state += static_cast<double>(q.state_sharding().local_shape(q.shape, c.mesh).numel());
+    rc.state += q.zero ? static_cast<double>(q.zero->chunk()) : n;
     if (q.pipe_ranks.size() > 1) rc.tied += n;
   }
   return rc;
@@ -520,15 +526,18 @@ RankStep pipeline_rank_step(int r, const SimulatedTimeline& timeline, const Rank
   s.compute_s = busy;
   s.bubble_s = timeline.makespan * (timeline.bubble_fraction[r]);
   // After the schedule: the accumulators' data-axis reduction (or
-  // reduce-scatter under ZeRO), the tied parameters' pipe-axis sum (both
+  // reduce-scatter under ZeRO, and after the update the all-gather of the
+  // updated chunks), the tied parameters' pipe-axis sum (both
   // exposed communication on their axes), the update (optimizer time).
   const double held = rc.held, state = rc.state, tied = rc.tied;
   double post = 0;
   if (!any.pipeline->data_axis().empty()) {
     const std::string& axis = any.pipeline->data_axis();
-    const double d = any.config.zero > 0
-                         ? sim.collective(CollectiveKind::kReduceScatter, 4 * held, axis)
-                         : sim.collective(CollectiveKind::kAllReduce, 4 * held, axis);
+    double d = any.config.zero > 0 ? sim.collective(CollectiveKind::kReduceScatter, 4 * held, axis)
+                                   : sim.collective(CollectiveKind::kAllReduce, 4 * held, axis);
+    // ZeRO: the updated chunks all-gathered back into the parameters.
+    if (any.config.zero > 0)
+      d += sim.collective(CollectiveKind::kAllGather, 4 * state, axis) + sim.memory(8 * state);
     s.comm_s[axis] += d;
     s.exposed_s[axis] += d;
     post += d;

@@ -140,7 +140,10 @@ const Screener::Unit& Screener::unit(int64_t rows, const ScreenCandidate& c) {
   u.mesh = c.model > 1 ? str_cat("pipe=4,model=", c.model) : "pipe=4";
   u.layout =
       c.layout_label == "tensor+sequence" ? "heads=model,hidden=model,vocab=model,seq=model" : "";
-  u.schedule = "1f1b";
+  // Compiled with its backward split (as zb-h1 compiles it): zero-bubble
+  // schedules run the input and weight gradients apart, and the others
+  // charge their sum (action_cost).
+  u.schedule = "zb-h1";
   u.chunks = 1;
   u.zero = 0;
   u.recompute = c.recompute;
@@ -302,6 +305,9 @@ double Screener::pipeline(const ScreenCandidate& c, const Unit& u, bool simulate
     }
     double t = collective(c.zero > 0 ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce,
                           4 * held, d, c.data_link);
+    if (c.zero > 0 && d > 1)  // the updated chunks all-gathered, as the exact phase counts it
+      t += collective(CollectiveKind::kAllGather, 4 * held / d, d, c.data_link) +
+           share * hw_.memory_seconds(8 * held / d, options_.threads);
     if (tied && p > 1) t += collective(CollectiveKind::kAllReduce, 4 * u.tied, p, c.pipe_link);
     t += update(c.zero > 0 ? held / d : held, world, share);
     post[r] = t;
@@ -466,9 +472,11 @@ double Screener::single_program(const ScreenCandidate& c, const Unit& u, bool ex
                                          options_.threads);
   const double state = c.zero > 0 ? all.held / d : all.held;
   double optimizer = update(state, d * c.model, share);
+  // ZeRO 1, 2: every parameter's updated chunks all-gathered, one
+  // collective per parameter as the runtime runs them.
   if ((c.zero == 1 || c.zero == 2) && d > 1)
-    optimizer += collective(CollectiveKind::kAllGather, 4 * state, d, c.data_link) +
-                 share * hw_.memory_seconds(8 * state, options_.threads);
+    for (const auto& [piece, times] : backward)
+      optimizer += times * per_tensor(CollectiveKind::kAllGather, *piece, d, 4);
   return compute + wait + feed + optimizer;
 }
 
