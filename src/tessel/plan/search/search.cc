@@ -377,29 +377,101 @@ bool ranks_before(const StepPrediction& a, int a_generation, const StepPredictio
   return a_generation < b_generation;
 }
 
-PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
-  const auto start = std::chrono::steady_clock::now();
+namespace {
+
+// Refuses a request no search can answer, before any work.
+void check_request(const PlanRequest& q, const HardwareModel& hw) {
   TS_CHECK(q.ranks >= 1, "plan: --ranks must be at least 1, got ", q.ranks);
   if (q.ranks > hw.total_devices() && !q.oversubscribe)
     TS_THROW("plan: ", q.ranks, " ranks, but ", hw.name(), " has ", hw.total_devices(), " devices");
   TS_CHECK(q.exact_top >= 1, "plan: exact_top must be at least 1, got ", q.exact_top);
   q.base.validate(/*with_data=*/false);
   hw.peak_flops(q.cost.precision, q.cost.threads);  // a precision the hardware model lacks: say so
-  PlanResult result;
-  result.hardware = hw.name();
-  // Model FLOPs of one step (no recomputation), for TFLOP/s per device.
-  double model_flops = 0;
-  {
-    TrainConfig none = q.base;
-    none.recompute = "none";
-    TrainingGraph t = build_training_graph(none, none.batch);
-    std::vector<bool> all(t.graph.size(), true);
-    model_flops = t.graph.flops(all);
-  }
-  const int64_t device_memory = hw.device_memory_bytes();
+}
+
+// Model FLOPs of one step (no recomputation), for TFLOP/s per device.
+double model_step_flops(const TrainConfig& base) {
+  TrainConfig none = base;
+  none.recompute = "none";
+  TrainingGraph t = build_training_graph(none, none.batch);
+  std::vector<bool> all(t.graph.size(), true);
+  return t.graph.flops(all);
+}
+
+// The per-rank memory a plan must fit: --memory-limit, or the device's
+// memory when that is smaller and checked (0: no limit).
+int64_t memory_limit(const PlanRequest& q, int64_t device_memory) {
   int64_t limit = q.memory_limit;
   if (q.check_device_memory && device_memory > 0 && (limit == 0 || device_memory < limit))
     limit = device_memory;
+  return limit;
+}
+
+// Fastest first; equal steps as printed: the smaller peak, then the order
+// of generation (ranks_before). `index_of` is each plan's candidate index.
+void sort_fastest_first(std::vector<Plan>* plans, const std::vector<int>& index_of) {
+  std::vector<int> rank(plans->size());
+  for (size_t i = 0; i < rank.size(); ++i) rank[i] = static_cast<int>(i);
+  std::sort(rank.begin(), rank.end(), [&](int x, int y) {
+    return ranks_before((*plans)[x].prediction, index_of[x], (*plans)[y].prediction, index_of[y]);
+  });
+  std::vector<Plan> sorted;
+  for (int i : rank) sorted.push_back(std::move((*plans)[i]));
+  *plans = std::move(sorted);
+}
+
+// The candidates whose shapes fit the model (shape_fits), counted in
+// `result` as considered or pruned.
+std::vector<int> live_candidates(const TrainConfig& base, const Space& space, PlanResult* result) {
+  std::vector<int> live;
+  for (int i = 0; i < static_cast<int>(space.knobs.size()); ++i) {
+    ++result->considered;
+    if (shape_fits(base, space, space.knobs[i]))
+      live.push_back(i);
+    else
+      ++result->pruned;
+  }
+  return live;
+}
+
+// The k-th fastest step of `plans` (infinite while there are fewer).
+double kth_fastest_step(const std::vector<Plan>& plans, int k) {
+  if (static_cast<int>(plans.size()) < k) return std::numeric_limits<double>::infinity();
+  std::vector<double> steps;
+  for (const Plan& p : plans) steps.push_back(p.prediction.step_s);
+  std::nth_element(steps.begin(), steps.begin() + (k - 1), steps.end());
+  return steps[k - 1];
+}
+
+void count_screening(const ScreenedOrder& order, const Screener& screener, PlanResult* result) {
+  result->screened = order.estimated();
+  result->pruned += order.skipped();
+  result->bounded = order.unestimated();
+  result->units = screener.units_compiled();
+  result->simulated = screener.schedules_simulated();
+}
+
+// No plan: none compiled (naming the first error), or none fit (the
+// smallest peak and the knobs that would lower it, no_fit.h).
+[[noreturn]] void throw_nothing_fits(const PlanRequest& q, const PlanResult& result,
+                                     const NoFit& closest, const std::string& first_error) {
+  if (closest.smallest_peak < 0)
+    TS_THROW("plan: none of the ", result.considered, " configurations of ", q.ranks,
+             " ranks suits this model (", result.pruned, " pruned by divisibility or layout)",
+             first_error.empty() ? std::string() : "; first error: " + first_error);
+  TS_THROW(no_fit_message(q, closest));
+}
+
+}  // namespace
+
+PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
+  const auto start = std::chrono::steady_clock::now();
+  check_request(q, hw);
+  PlanResult result;
+  result.hardware = hw.name();
+  const double model_flops = model_step_flops(q.base);
+  const int64_t device_memory = hw.device_memory_bytes();
+  const int64_t limit = memory_limit(q, device_memory);
   // Oversubscribed ranks share this host: the axis order changes nothing.
   const bool one_node = hw.devices_per_node() >= q.ranks || q.oversubscribe;
   const double items_per_row = model_data_kind(q.base) == DataKind::kText
@@ -410,16 +482,8 @@ PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
   closest.smallest_peak = -1;
   std::string first_error;
 
-  // Candidates that pass the checks needing no compile.
   const Space space = candidates(q, one_node, hw.devices_per_node());
-  std::vector<int> live;
-  for (int i = 0; i < static_cast<int>(space.knobs.size()); ++i) {
-    ++result.considered;
-    if (shape_fits(q.base, space, space.knobs[i]))
-      live.push_back(i);
-    else
-      ++result.pruned;
-  }
+  const std::vector<int> live = live_candidates(q.base, space, &result);
 
   // Phase 1, screening (screen.h): every live candidate's lower bound, then
   // estimates as the exact phase asks for them, in order of estimate
@@ -446,15 +510,7 @@ PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
   };
 
   std::vector<int> index_of_plan;  // candidate index of each plan, for ties
-  // The `exact_top`-th best exact step so far (infinite until there are that many).
-  auto kth_exact = [&] {
-    if (static_cast<int>(result.plans.size()) < q.exact_top)
-      return std::numeric_limits<double>::infinity();
-    std::vector<double> steps;
-    for (const Plan& p : result.plans) steps.push_back(p.prediction.step_s);
-    std::nth_element(steps.begin(), steps.begin() + (q.exact_top - 1), steps.end());
-    return steps[q.exact_top - 1];
-  };
+  auto kth_exact = [&] { return kth_fastest_step(result.plans, q.exact_top); };
   ExactCoster exact(hw, q.cost, q.share_compiles);
   std::set<int> costed;         // candidates costed exactly
   OverLimit over_limit(space);  // plans found over the limit, by memory class
@@ -517,34 +573,14 @@ PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
     }
     cost(i);
   }
-  if (screen) {
-    result.screened = order->estimated();
-    result.pruned += order->skipped();
-    result.bounded = order->unestimated();
-    result.units = screener->units_compiled();
-    result.simulated = screener->schedules_simulated();
-  }
-  // Fastest first; equal steps as printed: the smaller peak, then the order
-  // of generation (ranks_before).
-  std::vector<int> rank(result.plans.size());
-  for (size_t i = 0; i < rank.size(); ++i) rank[i] = static_cast<int>(i);
-  std::sort(rank.begin(), rank.end(), [&](int x, int y) {
-    return ranks_before(result.plans[x].prediction, index_of_plan[x], result.plans[y].prediction,
-                        index_of_plan[y]);
-  });
-  std::vector<Plan> sorted;
-  for (int i : rank) sorted.push_back(std::move(result.plans[i]));
-  result.plans = std::move(sorted);
+  if (screen) count_screening(*order, *screener, &result);
+  sort_fastest_first(&result.plans, index_of_plan);
   result.search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (result.plans.empty()) {
-    if (closest.smallest_peak < 0)
-      TS_THROW("plan: none of the ", result.considered, " configurations of ", q.ranks,
-               " ranks suits this model (", result.pruned, " pruned by divisibility or layout)",
-               first_error.empty() ? std::string() : "; first error: " + first_error);
     closest.considered = result.considered, closest.exact = result.exact, closest.limit = limit;
     closest.screened = screen;
     closest.limit_is_device = q.check_device_memory && limit == device_memory;
-    TS_THROW(no_fit_message(q, closest));
+    throw_nothing_fits(q, result, closest, first_error);
   }
   return result;
 }
