@@ -21,8 +21,8 @@
 namespace tessel::plan {
 namespace {
 
-// Unfused attention: screening mirrors the unfused GPT block; it has no
-// estimate of the fused attention op yet (docs/attention.md).
+// The benchmark GPT with unfused attention (the figures docs/planner.md
+// quotes); bench_as() below gives the fused op and a Llama.
 TrainConfig gpt_bench() {
   TrainConfig c =
       TrainConfig::from_file(std::string(TESSEL_SOURCE_DIR) + "/examples/gpt-bench.json");
@@ -117,10 +117,19 @@ TEST(TwoPhaseSearch, EightRanksOverTwoNodesRanksTheTopPlansAsTheExhaustiveSearch
 
 // Screening's estimate against the exact prediction of every candidate the
 // exhaustive search costs, and its lower bound below its estimate.
-TEST(TwoPhaseSearch, ScreeningEstimatesAreCloseToTheExactPredictionsAndBoundedBelow) {
+// gpt_bench() as another model: the GPT with fused attention, or a Llama
+// of its size with 2 key/value heads (groups of 3 query heads).
+TrainConfig bench_as(const std::string& model) {
+  TrainConfig c = gpt_bench();
+  c.attention = "fused";
+  if (model == "llama") c.model = "llama", c.n_kv_head = 2, c.multiple_of = 64;
+  return c;
+}
+
+void expect_close_screening(const TrainConfig& base) {
   const Cluster hw;
   PlanRequest q;
-  q.base = gpt_bench();
+  q.base = base;
   q.base.batch = 16;
   q.ranks = 8;
   q.exhaustive = true;
@@ -148,6 +157,15 @@ TEST(TwoPhaseSearch, ScreeningEstimatesAreCloseToTheExactPredictionsAndBoundedBe
   EXPECT_GT(all.plans.size(), 100u);
   // One unit per (local rows, model axis, link, layout, recompute), not one per candidate.
   EXPECT_LT(screener.units_compiled(), static_cast<int>(all.plans.size()) / 4);
+}
+
+TEST(TwoPhaseSearch, ScreeningEstimatesAreCloseToTheExactPredictionsAndBoundedBelow) {
+  expect_close_screening(gpt_bench());
+}
+
+TEST(TwoPhaseSearch, ScreeningIsAsCloseForFusedAttentionAndLlama) {
+  expect_close_screening(bench_as("gpt"));
+  expect_close_screening(bench_as("llama"));
 }
 
 // Screening's bound on the model states (what the search's extension skips

@@ -173,6 +173,10 @@ GptConfig gpt_config(const TrainConfig& c) {
 
 bool is_builtin_transformer(const std::string& model) { return model == "gpt" || model == "llama"; }
 
+std::string heads_dim_of(const std::string& model) {
+  return model == "llama" ? "kv_heads" : "heads";
+}
+
 RotaryScaling llama_rope_scaling(const TrainConfig& c) {
   const json& j = c.rope_scaling;
   if (!j.is_object()) TS_THROW("config: 'rope_scaling' must be a JSON object, got ", j.dump());

@@ -100,6 +100,9 @@ T model_option(const TrainConfig& config, const std::string& key) {
 // The built-in transformers ("gpt", "llama"): n_layer blocks labelled
 // blockN, sized by the config's n_layer, n_head, d_model, context and vocab.
 bool is_builtin_transformer(const std::string& model);
+// The dim a built-in transformer's tensor parallelism splits: "kv_heads"
+// for llama (its query groups follow their key/value head), else "heads".
+std::string heads_dim_of(const std::string& model);
 
 struct GptConfig;
 GptConfig gpt_config(const TrainConfig& config);

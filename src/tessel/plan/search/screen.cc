@@ -118,7 +118,7 @@ Screener::~Screener() = default;
 
 bool Screener::applies(const TrainConfig& base, bool layout_fixed,
                        const std::string* fixed_recompute, const HardwareModel& hw) {
-  if (base.model != "gpt" || layout_fixed || base.n_layer < 1) return false;
+  if (!is_builtin_transformer(base.model) || layout_fixed || base.n_layer < 1) return false;
   if (hw.progress().mode != CommProgress::Mode::kBackground) return false;
   if (!fixed_recompute) return true;
   return *fixed_recompute == "none" || *fixed_recompute == "selective" ||
@@ -138,8 +138,9 @@ const Screener::Unit& Screener::unit(int64_t rows, const ScreenCandidate& c) {
   u.batch = rows;
   u.microbatches = 1;
   u.mesh = c.model > 1 ? str_cat("pipe=4,model=", c.model) : "pipe=4";
-  u.layout =
-      c.layout_label == "tensor+sequence" ? "heads=model,hidden=model,vocab=model,seq=model" : "";
+  u.layout = c.layout_label == "tensor+sequence"
+                 ? heads_dim_of(base_.model) + "=model,hidden=model,vocab=model,seq=model"
+                 : "";
   // Compiled with its backward split (as zb-h1 compiles it): zero-bubble
   // schedules run the input and weight gradients apart, and the others
   // charge their sum (action_cost).

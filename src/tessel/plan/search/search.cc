@@ -132,7 +132,7 @@ Space candidates(const PlanRequest& q, bool one_node, int devices_per_node) {
     MeshChoice choice{mesh_text, ScreenCandidate::of(shape, "", devices_per_node), {}};
     choice.layouts = q.layout
                          ? std::vector<std::pair<std::string, std::string>>{{*q.layout, *q.layout}}
-                         : layouts(mesh, q.base.model == "llama" ? "kv_heads" : "heads");
+                         : layouts(mesh, heads_dim_of(q.base.model));
     const int pipe = choice.shape.pipe;
     const bool data = mesh.axis_index("data") >= 0;
     std::vector<std::string> schedules = {"1f1b"};
