@@ -8,7 +8,9 @@
 #    reported as such);
 # 2. rate: tokens per second per rank on 1 rank at context PER_RANK and on
 #    ctx=2 at 2 x PER_RANK by each strategy (mpirun, 1 thread per rank),
-#    the median step of STEPS after the first, alternating ROUNDS times.
+#    and on 1 rank at 2 x PER_RANK (the same model as the ctx=2 runs: its
+#    attention per token is twice that at PER_RANK), the median step of
+#    STEPS after the first, alternating ROUNDS times.
 # Prints the CPU model, then CSV rows.
 #
 # Usage: bench/context_parallel.sh [BUDGET_MIB] [PER_RANK] [STEPS] [ROUNDS]
@@ -79,16 +81,17 @@ for c in "1 -" "2 all_to_all" "2 ring" "4 all_to_all" "4 ring"; do
     echo "$BUDGET_MIB,$1,$2,$ctx,$(peak_mib "$1" "$2" "$ctx")"
   fi
 done
-echo "rate: per_rank_context,ranks,strategy,context,median_step_ms,tokens_per_s_per_rank,rounds_ms"
+echo "rate: tokens_per_rank,ranks,strategy,context,median_step_ms,tokens_per_s_per_rank,rounds_ms"
 declare -A runs
 for _ in $(seq "$ROUNDS"); do
-  for c in "1 -" "2 all_to_all" "2 ring"; do
+  for c in "1 - 1" "2 all_to_all 2" "2 ring 2" "1 - 2"; do
     set -- $c
-    runs[$c]+="$(step_ms "$1" "$2" $((PER_RANK * $1))) "
+    runs[$c]+="$(step_ms "$1" "$2" $((PER_RANK * $3))) "
   done
 done
-for c in "1 -" "2 all_to_all" "2 ring"; do
+for c in "1 - 1" "2 all_to_all 2" "2 ring 2" "1 - 2"; do
   set -- $c
   ms=$(echo "${runs[$c]}" | tr ' ' '\n' | grep . | median)
-  echo "$PER_RANK,$1,$2,$((PER_RANK * $1)),$ms,$(awk -v c="$PER_RANK" -v ms="$ms" 'BEGIN {printf "%.1f", c / (ms / 1000)}'),${runs[$c]% }"
+  tokens=$((PER_RANK * $3 / $1))
+  echo "$tokens,$1,$2,$((PER_RANK * $3)),$ms,$(awk -v c="$tokens" -v ms="$ms" 'BEGIN {printf "%.1f", c / (ms / 1000)}'),${runs[$c]% }"
 done
