@@ -3,8 +3,9 @@
 // attention, alone and beside data, tensor and pipeline axes, trains the GPT
 // and the Llama to one process's losses and weights (the matrix's
 // tolerance, layout_harness.h), and each rank's measured peak of tensor
-// storage is the dry run's prediction to the byte. Bad input fails on every
-// rank before any compute, naming what is wrong.
+// storage is the dry run's prediction to the byte; in bf16 both stay within
+// the bf16 matrix's tolerance. Bad input fails on every rank before any
+// compute, naming what is wrong.
 #include "layout/layout_harness.h"
 
 namespace tessel {
@@ -68,6 +69,27 @@ INSTANTIATE_TEST_SUITE_P(
         ContextCase{"llama_ring_pipe2_ctx2", "llama", 4, "pipe=2,ctx=2", "seq=ctx",
                     kPipeRing.c_str()}),
     [](const auto& info) { return std::string(info.param.name); });
+
+// bf16 (operands of each block product rounded, as one bf16 process
+// rounds them): both strategies stay within the bf16 matrix's 2e-3 of one
+// bf16 process per step (bf16_test.cc).
+TEST_F(LayoutInvariance, ContextParallelBf16MatchesOneBf16Process) {
+  nlohmann::json c = gpt_config();
+  c["steps"] = 6;
+  c["eval_every"] = 0;
+  c["precision"] = "bf16";
+  const TrainRun one = train("cp_bf16_single", c, 0);
+  for (const char* strategy : {"all_to_all", "ring"}) {
+    const TrainRun two = train(std::string("cp_bf16_") + strategy, c, 2, "ctx=2", "seq=ctx",
+                               std::string("--set context_parallel=") + strategy);
+    ASSERT_EQ(two.steps.size(), one.steps.size()) << strategy;
+    for (size_t s = 0; s < one.steps.size(); ++s) {
+      const double a = two.steps[s]["loss"], b = one.steps[s]["loss"];
+      EXPECT_LE(std::abs(a - b), 2e-3 * std::abs(b))
+          << strategy << " step " << s << ": " << a << " vs " << b;
+    }
+  }
+}
 
 TEST_F(LayoutInvariance, AllToAllNeedsHeadsTheContextAxisDivides) {
   nlohmann::json c = gpt_config();
