@@ -9,10 +9,10 @@
 namespace tessel {
 namespace {
 
-const std::string& query_dim(const Node& node) { return attention_dims(node.attrs)[0]; }
-const std::string& key_dim(const Node& node) { return attention_dims(node.attrs)[1]; }
+const std::string& query_dim_of(const Node& node) { return attention_dims(node.attrs)[0]; }
+const std::string& key_dim_of(const Node& node) { return attention_dims(node.attrs)[1]; }
 
-bool pinned(const Node& node, const std::string& dim) {
+bool pinned_for_heads(const Node& node, const std::string& dim) {
   const std::vector<std::string>& dims = attention_dims(node.attrs);
   return dim == kBatchDim || std::find(dims.begin(), dims.end(), dim) != dims.end();
 }
@@ -20,7 +20,7 @@ bool pinned(const Node& node, const std::string& dim) {
 // Operand i's placement when the op is split on its query/key dims.
 Placement ring_placement(const Graph& graph, const Node& node, size_t i) {
   const Shape& s = graph.node(node.inputs[i]).shape;
-  return Placement::split(s.has(query_dim(node)) ? query_dim(node) : key_dim(node));
+  return Placement::split(s.has(query_dim_of(node)) ? query_dim_of(node) : key_dim_of(node));
 }
 
 // A dim another axis splits for this node, or where the layout places q:
@@ -39,7 +39,7 @@ AxisSignature all_to_all_signature(const Graph& graph, const Node& node, const L
   const MeshAxis& a = mesh.axis(axis);
   std::string tried;
   for (const Dim& d : q.shape.dims()) {
-    if (pinned(node, d.name)) continue;
+    if (pinned_for_heads(node, d.name)) continue;
     const std::string elsewhere = split_elsewhere(q, layout, mesh, axis, d.name, taken);
     if (elsewhere.empty() && d.size % a.size == 0)
       return {d.name, std::vector<Placement>(node.inputs.size(), Placement::split(d.name)),
@@ -50,7 +50,7 @@ AxisSignature all_to_all_signature(const Graph& graph, const Node& node, const L
                                                  "' (one dim splits over one axis only)"));
   }
   TS_THROW("context_parallel \"all_to_all\": attention '", node.name, "' must split a heads dim ",
-           "over mesh axis '", a.name, "' of size ", a.size, " (its `", query_dim(node),
+           "over mesh axis '", a.name, "' of size ", a.size, " (its `", query_dim_of(node),
            "` is split there), but ",
            tried.empty() ? str_cat("q ", q.shape, " has no heads dim") : tried,
            "; use heads (or kv_heads) divisible by ", a.size,
@@ -68,7 +68,7 @@ bool is_context_axis(const Graph& graph, const Node& node, const Layout& layout,
   if (!is_attention_op(node.kind) || mesh.axis(axis).size == 1) return false;
   const Node& q = graph.node(node.inputs[0]);
   const Placement p = layout.target(q.shape, q.name, mesh)[axis];
-  return p.is_split() && p.dim == query_dim(node);
+  return p.is_split() && p.dim == query_dim_of(node);
 }
 
 AxisSignature context_parallel_signature(const Graph& graph, const Node& node, const Layout& layout,
@@ -78,11 +78,11 @@ AxisSignature context_parallel_signature(const Graph& graph, const Node& node, c
     return all_to_all_signature(graph, node, layout, mesh, axis, taken);
   const Shape& k = graph.node(node.inputs[1]).shape;
   const MeshAxis& a = mesh.axis(axis);
-  if (k.size(key_dim(node)) % a.size != 0)
+  if (k.size(key_dim_of(node)) % a.size != 0)
     TS_THROW("context_parallel \"ring\": attention '", node.name, "' needs its keys ",
-             k.dim(key_dim(node)), " in equal chunks over mesh axis '", a.name, "' of size ",
+             k.dim(key_dim_of(node)), " in equal chunks over mesh axis '", a.name, "' of size ",
              a.size, ", which does not divide them");
-  AxisSignature sig{query_dim(node), {}, Placement::split(query_dim(node))};
+  AxisSignature sig{query_dim_of(node), {}, Placement::split(query_dim_of(node))};
   for (size_t i = 0; i < node.inputs.size(); ++i)
     sig.inputs.push_back(ring_placement(graph, node, i));
   return sig;
@@ -100,8 +100,8 @@ Sharding tuple_element_sharding(const Node& tuple, const Sharding& s, int index)
   const Shape& element = tuple.elements.at(index).shape;
   Sharding out = s;
   for (int a = 0; a < s.axis_count(); ++a)
-    if (s[a].is_split() && !element.has(s[a].dim) && s[a].dim == query_dim(tuple))
-      out = out.with(a, Placement::split(key_dim(tuple)));
+    if (s[a].is_split() && !element.has(s[a].dim) && s[a].dim == query_dim_of(tuple))
+      out = out.with(a, Placement::split(key_dim_of(tuple)));
   return out;
 }
 

@@ -39,7 +39,7 @@ kernels::AttentionLayout pair_layout(const OpCall& call, const Ring& ring, int o
   return l;
 }
 
-bool skipped(const kernels::AttentionLayout& l) { return l.causal && l.causal_shift < 0; }
+bool pair_skipped(const kernels::AttentionLayout& l) { return l.causal && l.causal_shift < 0; }
 
 // Input i (k or v) as f32 in `dst`: a bf16-stored input is widened (the
 // kernel rounds its operands to bf16 anyway, so the numbers are the same).
@@ -65,11 +65,10 @@ void pass_on(const Ring& ring, const float* send, float* recv, int64_t n, int ta
 }
 
 // Merges a pair's (out, lse) into the running (out, lse): the softmax over
-// both key sets, from each part's log-sum-exp. `head_inner`: elements of out
-// per lse element along the head dim's stride (out = lse x head, head at
-// stride `inner`).
-void merge(float* out, float* lse, const float* pair_out, const float* pair_lse, int64_t rows,
-           int64_t d, int64_t inner) {
+// both key sets, from each part's log-sum-exp. out is laid out as lse (of
+// `rows` elements) with the head dim (size d) inserted at stride `inner`.
+void merge_pair(float* out, float* lse, const float* pair_out, const float* pair_lse, int64_t rows,
+                int64_t d, int64_t inner) {
 #pragma omp parallel for schedule(static)
   for (int64_t j = 0; j < rows; ++j) {
     const float a = lse[j], b = pair_lse[j], m = std::max(a, b);
@@ -108,11 +107,11 @@ void execute_ring_attention(const OpCall& call, Communicator& comm) {
   for (int t = 0; t < ring.size; ++t) {
     auto work = [&] {
       const kernels::AttentionLayout l = pair_layout(call, ring, ring.owner(t));
-      if (skipped(l)) return;
+      if (pair_skipped(l)) return;
       const kernels::AttentionInput k{kv[t % 2], false}, v{kv[t % 2] + nk, false};
       if (t == 0) return kernels::attention_forward(l, qin, k, v, out, lse);
       kernels::attention_forward(l, qin, k, v, pair_out, pair_lse);
-      merge(out, lse, pair_out, pair_lse, nl, q.size(head), q.stride(head));
+      merge_pair(out, lse, pair_out, pair_lse, nl, q.size(head), q.stride(head));
     };
     if (t + 1 == ring.size)
       work();
@@ -138,7 +137,7 @@ void execute_ring_attention_grad(const OpCall& call, Communicator& comm) {
   for (int t = 0; t < ring.size; ++t) {
     auto work = [&] {
       kernels::AttentionLayout l = pair_layout(call, ring, ring.owner(t));
-      if (skipped(l)) return;
+      if (pair_skipped(l)) return;
       l.accumulate = true;
       kernels::attention_backward_delta(l, q, {buf[t % 2], false}, {buf[t % 2] + nk, false}, lse,
                                         dout, delta);
@@ -162,7 +161,7 @@ void execute_ring_attention_grad(const OpCall& call, Communicator& comm) {
       kv_sent = ring.comm.start_send(b, 2 * nk, ring.next(), tags + 2 * t, call.node.name);
     kernels::AttentionLayout l = pair_layout(call, ring, ring.owner(t));
     l.accumulate = true;
-    if (!skipped(l))
+    if (!pair_skipped(l))
       kernels::attention_backward_grads(l, q, {b, false}, {b + nk, false}, lse, dout, delta, dq,
                                         b + 2 * nk, b + 3 * nk);
     // The last step sends the finished sums home (to the next rank, the owner).
