@@ -8,7 +8,8 @@
 // communicators and fed this rank's block of the same parameter and input
 // values. The op's output, the loss and every gradient are gathered back to
 // full tensors and compared with the one-process program (fast kernels), with
-// one tolerance for every case. Both case lists run: the harness's odd sizes
+// one tolerance for every case; attention cases with `seq` split run twice,
+// by all-to-all and as ring attention. Both case lists run: the harness's odd sizes
 // (only the dims N divides) and their twins with every size a multiple of 4.
 // The dims split on each op of the local graphs are recorded; every op kind
 // of the cases' graphs (forward and gradient ops; leaves and collectives
@@ -44,6 +45,7 @@ struct Coverage {
   std::set<OpKind> kinds;                              // in the cases' global graphs
   std::map<OpKind, std::set<std::string>> split_dims;  // dims seen split on local nodes
   int runs = 0;
+  int ring_runs = 0;  // attention cases run as ring attention
 };
 
 bool is_leaf(OpKind k) { return k == OpKind::kInput || k == OpKind::kParam || k == OpKind::kFill; }
@@ -102,15 +104,19 @@ Reference run_one_process(Harness& h) {
 // Runs one case with `dim` laid out on axis x and compares with `ref`. Every
 // rank calls it with the same arguments: lowering is pure and alike on every
 // rank, so a throw there (caught below) skips no collective.
+// `ring`: fused attention with a split query dim runs as ring attention
+// (context parallelism) instead of by all-to-all.
 void run_sharded(DistributedContext& ctx, const std::string& case_name, Harness& h,
-                 const Reference& ref, const std::string& dim, Coverage& cov) {
-  const std::string where = case_name + " with " + dim + "=x on " + ctx.mesh().to_string();
+                 const Reference& ref, const std::string& dim, Coverage& cov, bool ring = false) {
+  const std::string where = case_name + " with " + dim + "=x on " + ctx.mesh().to_string() +
+                            (ring ? " (ring attention)" : "");
   const Mesh& mesh = ctx.mesh();
   LocalGraph lg;
   std::unique_ptr<Program> program;
   std::map<std::string, std::vector<float>> local_params;
   try {
     Layout layout = Layout::parse(dim + "=x", mesh);
+    if (ring) layout.set_context_parallel(ContextParallel::kRing);
     layout.validate(h.graph, mesh);
     lg = lower_to_rank(h.graph, ref.outputs, mesh, layout, ctx.rank());
     std::vector<ValueId> local_outputs;
@@ -123,6 +129,13 @@ void run_sharded(DistributedContext& ctx, const std::string& case_name, Harness&
   }
   record_splits(h.graph, lg.graph, cov);
   ++cov.runs;
+  if (ring) {  // the lowering made ring attention ops (marked with their axis)
+    bool marked = false;
+    for (const Node& node : lg.graph.nodes())
+      marked |= node.kind == OpKind::kAttentionGrad && node.attrs.axis == "x";
+    EXPECT_TRUE(marked) << where << ": no ring attention in the local graph";
+    cov.ring_runs += marked;
+  }
 
   // This rank's block of every parameter and input.
   for (ValueId p : h.graph.params()) {
@@ -188,10 +201,19 @@ void run_all_cases(DistributedContext& ctx) {
       Harness h = make_harness(c);
       for (const Node& node : h.graph.nodes()) cov.kinds.insert(node.kind);
       Reference ref = run_one_process(h);
-      for (const std::string& dim : divisible_dims(h.graph, n))
+      bool attention = false;
+      for (const Node& node : h.graph.nodes()) attention |= node.kind == OpKind::kAttention;
+      for (const std::string& dim : divisible_dims(h.graph, n)) {
         run_sharded(ctx, c.name, h, ref, dim, cov);
+        const std::vector<std::string> dims = divisible_dims(h.graph, n);
+        const bool keys_divide = std::find(dims.begin(), dims.end(), "kseq") != dims.end();
+        if (attention && dim == "seq" && keys_divide) {
+          run_sharded(ctx, c.name, h, ref, dim, cov, /*ring=*/true);
+        }
+      }
     }
   EXPECT_GT(cov.runs, 100);
+  EXPECT_GE(cov.ring_runs, 1) << "ring attention never ran";
   // Every op kind of the cases' graphs ran split at least once.
   std::string summary;
   for (OpKind kind : cov.kinds) {

@@ -42,6 +42,8 @@ Layout layout_for(const TrainConfig& config, const Mesh& mesh) {
   Layout layout =
       config.layout.empty() ? Layout::defaults(mesh) : Layout::parse(config.layout, mesh);
   for (const auto& [label, spec] : config.shard) layout.set_override(label, spec, mesh);
+  if (!config.context_parallel.empty())
+    layout.set_context_parallel(parse_context_parallel(config.context_parallel));
   return layout;
 }
 
@@ -155,6 +157,7 @@ CompiledRank compile_rank(const TrainConfig& config, const Mesh& mesh, const Lay
                        "|", cfg.precision, "|", cfg.bf16_activations, "|",
                        cfg.grad_reduce_precision, "|", cfg.tp_comm_precision, "|", cfg.bucket_mib);
     for (const auto& [label, spec] : cfg.shard) eval_key += str_cat("|", label, "=", spec);
+    eval_key += "|" + cfg.context_parallel;
     if (auto it = cache->eval_arena_bytes.find(eval_key); it != cache->eval_arena_bytes.end()) {
       c.eval_arena_bytes = it->second;
       return c;

@@ -162,6 +162,10 @@ const std::map<std::string, KeyRule>& rules() {
       {"layout",
        field(&TrainConfig::layout,
              "dims to mesh axes, e.g. batch=data,heads=model (empty: defaults by axis name)")},
+      {"context_parallel",
+       field(&TrainConfig::context_parallel,
+             "all_to_all | ring: fused attention with `seq` split over a mesh axis, e.g. "
+             "--mesh ctx=2 --layout seq=ctx (empty: all_to_all; docs/attention.md)")},
       {"bucket_mib", field(&TrainConfig::bucket_mib, "gradient all-reduce bucket size in MiB")},
       {"zero", field(&TrainConfig::zero, "ZeRO stage over the data axis: 0 | 1 | 2 | 3")},
       {"recompute",
@@ -450,6 +454,9 @@ void TrainConfig::validate(bool with_data) const {
   } else if (model == "mlp") {
     positive("hidden", hidden);
   }
+  if (!context_parallel.empty() && context_parallel != "all_to_all" && context_parallel != "ring")
+    TS_THROW("config: 'context_parallel' must be \"all_to_all\" or \"ring\", got \"",
+             context_parallel, "\"");
   check_config_sizes(*this, with_data);
   if (is_builtin_transformer(model) && attention == "fused" && d_model / n_head > 128)
     TS_THROW("config: 'attention' \"fused\" takes head dims (d_model / n_head) up to 128, got ",

@@ -108,6 +108,12 @@ struct TrainConfig {
   std::string mesh;        // "data=2,model=2"; "" = one rank
   std::string layout;      // "batch=data,heads=model"; "" = defaults for the mesh's axis names
   double bucket_mib = 25;  // gradient all-reduce bucket size
+  // How fused attention runs when `seq` is split over a mesh axis (context
+  // parallelism, docs/attention.md): "all_to_all" (Ulysses: sequence-split
+  // to heads-split and back) | "ring" (key/value blocks travel a ring) |
+  // "" (not asked: all-to-all wherever `seq` is split). Asked in a model
+  // without the fused attention op: an error.
+  std::string context_parallel;
   // Activations recomputed in backward instead of stored: none | selective | blocks |
   // blocks:K | blocks:K:J [+selective] (passes/recompute_policy.h) | auto (the fewest
   // recomputed FLOPs that fit 'memory_limit', train/recompute_choice.h).

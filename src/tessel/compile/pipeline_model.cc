@@ -108,6 +108,7 @@ std::string eval_arena_key(const TrainConfig& config, int stage, int stage_count
                             config.tp_comm_precision, "|", config.bucket_mib, "|");
   for (int b : partition.first_block) key += str_cat(b, ",");
   for (const auto& [label, spec] : config.shard) key += str_cat("|", label, "=", spec);
+  key += "|" + config.context_parallel;
   return key;
 }
 

@@ -149,7 +149,7 @@ void scatter_rows(const float* block, int64_t dp, int64_t rows, int64_t d, float
 // Keys of block [k0, k0 + cols) that query q sees: all, or up to q (causal).
 inline int64_t visible(const AttentionLayout& a, int64_t query, int64_t k0, int64_t cols) {
   if (!a.causal) return cols;
-  return std::clamp<int64_t>(query - k0 + 1, 0, cols);
+  return std::clamp<int64_t>(query + a.causal_shift - k0 + 1, 0, cols);
 }
 
 // One query block of one row, over every key block it sees.
@@ -163,7 +163,7 @@ void forward_block(const AttentionLayout& a, const RowBase& base, int64_t q0, At
   std::fill(ob, ob + kB * dp, 0.0f);
   std::fill(m, m + kB, -std::numeric_limits<float>::infinity());
   std::fill(l, l + kB, 0.0f);
-  const int64_t key_end = a.causal ? std::min(a.sk, q0 + rows) : a.sk;
+  const int64_t key_end = a.causal ? std::min(a.sk, q0 + rows + a.causal_shift) : a.sk;
   for (int64_t k0 = 0; k0 < key_end; k0 += kB) {
     const int64_t cols = std::min(kB, a.sk - k0);
     gather_cols(k, base.k, a.k_seq, a.k_head, k0, cols, d, dp, a.bf16, kt);
@@ -206,6 +206,8 @@ void check(const AttentionLayout& a) {
            kMaxAttentionHead, "]");
   TS_CHECK(!a.causal || a.sq == a.sk, "attention: causal with ", a.sq, " queries and ", a.sk,
            " keys");
+  TS_CHECK(!a.causal || a.causal_shift >= 0, "attention: causal with the key chunk ",
+           -a.causal_shift, " positions after the query chunk (every key masked)");
 }
 
 // What the backward keeps while one key block meets the query blocks.
@@ -252,7 +254,7 @@ void recompute_block(const AttentionLayout& a, const RowBase& base, int64_t q0, 
 
 // The first query block that sees key block k0 (earlier ones see none of it).
 inline int64_t first_query(const AttentionLayout& a, int64_t k0) {
-  return a.causal ? k0 / kB * kB : 0;
+  return a.causal ? std::max<int64_t>(0, k0 - a.causal_shift) / kB * kB : 0;
 }
 
 // Pass 1 of a row: delta = rowsum(p * dp) over every key each query sees,
@@ -262,7 +264,7 @@ inline int64_t first_query(const AttentionLayout& a, int64_t k0) {
 void backward_delta(const AttentionLayout& a, const RowBase& base, AttentionInput q,
                     AttentionInput k, AttentionInput v, const float* lse, AttentionInput dout,
                     float* delta, BackwardBlocks& w) {
-  std::fill(delta, delta + a.sq, 0.0f);
+  if (!a.accumulate) std::fill(delta, delta + a.sq, 0.0f);
   for (int64_t k0 = 0; k0 < a.sk; k0 += kB) {
     const int64_t cols = std::min(kB, a.sk - k0);
     load_keys(a, base, k0, cols, k, v, false, w);
@@ -286,7 +288,7 @@ void backward_grads(const AttentionLayout& a, const RowBase& base, AttentionInpu
                     AttentionInput k, AttentionInput v, const float* lse, AttentionInput dout,
                     const float* delta, float* dq, float* dk, float* dv, BackwardBlocks& w) {
   const int64_t d = a.d, dp = round_up(d, kNr);
-  for (int64_t i = 0; i < a.sq; ++i) {
+  for (int64_t i = 0; i < a.sq && !a.accumulate; ++i) {
     float* dst = dq + base.q + i * a.q_seq;
     for (int64_t c = 0; c < d; ++c) dst[c * a.q_head] = 0.0f;
   }
@@ -314,8 +316,8 @@ void backward_grads(const AttentionLayout& a, const RowBase& base, AttentionInpu
       block_gemm<false>(mp, dp, kB, w.dp, kB, w.kb, dp, w.dqb, dp);      // ds k
       scatter_rows(w.dqb, dp, rows, d, dq + base.q, a.q_seq, a.q_head, q0, true);
     }
-    scatter_rows(w.dk, dp, cols, d, dk + base.k, a.k_seq, a.k_head, k0, false);
-    scatter_rows(w.dv, dp, cols, d, dv + base.k, a.k_seq, a.k_head, k0, false);
+    scatter_rows(w.dk, dp, cols, d, dk + base.k, a.k_seq, a.k_head, k0, a.accumulate);
+    scatter_rows(w.dv, dp, cols, d, dv + base.k, a.k_seq, a.k_head, k0, a.accumulate);
   }
 }
 
@@ -348,6 +350,30 @@ void attention_backward(const AttentionLayout& a, AttentionInput q, AttentionInp
     float* delta = scratch + r * a.sq;
     backward_delta(a, base, q, k, v, lse, dout, delta, w);
     backward_grads(a, base, q, k, v, lse, dout, delta, dq, dk, dv, w);
+  }
+}
+
+void attention_backward_delta(const AttentionLayout& a, AttentionInput q, AttentionInput k,
+                              AttentionInput v, const float* lse, AttentionInput dout,
+                              float* delta) {
+  check(a);
+  const int64_t rows = a.rows();
+#pragma omp parallel for schedule(dynamic, 1) if (rows > 1)
+  for (int64_t r = 0; r < rows; ++r) {
+    BackwardBlocks w;
+    backward_delta(a, row_base(a, r), q, k, v, lse, dout, delta + r * a.sq, w);
+  }
+}
+
+void attention_backward_grads(const AttentionLayout& a, AttentionInput q, AttentionInput k,
+                              AttentionInput v, const float* lse, AttentionInput dout,
+                              const float* delta, float* dq, float* dk, float* dv) {
+  check(a);
+  const int64_t rows = a.rows();
+#pragma omp parallel for schedule(dynamic, 1) if (rows > 1)
+  for (int64_t r = 0; r < rows; ++r) {
+    BackwardBlocks w;
+    backward_grads(a, row_base(a, r), q, k, v, lse, dout, delta + r * a.sq, dq, dk, dv, w);
   }
 }
 

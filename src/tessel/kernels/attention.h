@@ -35,9 +35,16 @@ struct AttentionLayout {
   int64_t q_row[kMaxAttentionRowDims] = {}, k_row[kMaxAttentionRowDims] = {},
           lse_row[kMaxAttentionRowDims] = {};
   int64_t q_seq = 0, q_head = 0, k_seq = 0, k_head = 0, lse_seq = 0;
-  bool causal = false;  // key j masked for query i when j > i (sq == sk)
+  bool causal = false;  // key j masked for query i when j > i + causal_shift (sq == sk)
   float scale = 1.0f;
   bool bf16 = false;
+  // Ring attention (context parallelism): the query chunk's first global
+  // position minus the key chunk's, >= 0 when causal (a query chunk never
+  // meets a later key chunk: that pair is skipped, not computed).
+  int64_t causal_shift = 0;
+  // Backward: delta, dq, dk and dv are added to rather than written (ring
+  // attention sums them over key chunks, dk and dv over query chunks).
+  bool accumulate = false;
 
   int64_t rows() const;
 };
@@ -58,6 +65,16 @@ void attention_forward(const AttentionLayout& a, AttentionInput q, AttentionInpu
 void attention_backward(const AttentionLayout& a, AttentionInput q, AttentionInput k,
                         AttentionInput v, const float* lse, AttentionInput dout, float* dq,
                         float* dk, float* dv, float* scratch);
+// The backward's two passes, for ring attention (which runs each over all
+// key chunks before the next): each query's delta = rowsum(p * dp) over this
+// key chunk; then dq, dk and dv given the complete delta (rows() * sq
+// floats, laid out as attention_backward's scratch).
+void attention_backward_delta(const AttentionLayout& a, AttentionInput q, AttentionInput k,
+                              AttentionInput v, const float* lse, AttentionInput dout,
+                              float* delta);
+void attention_backward_grads(const AttentionLayout& a, AttentionInput q, AttentionInput k,
+                              AttentionInput v, const float* lse, AttentionInput dout,
+                              const float* delta, float* dq, float* dk, float* dv);
 inline int64_t attention_backward_scratch_floats(const AttentionLayout& a) {
   return a.rows() * a.sq;
 }

@@ -371,7 +371,14 @@ void Program::make_buckets(Uses& uses) {
   std::map<std::pair<std::string, bool>, int> open;  // by axis and bf16
   std::set<ValueId> bf16_roots;
   for (ValueId v : options_.bf16_reduce) bf16_roots.insert(alias_root_.at(v));
+  int phase = 0;
   for (size_t i = 0; i < instructions_.size(); ++i) {
+    // A bucket never spans phases: a phase's reader (a pipeline reads the
+    // loss after the forward phase) finds its values reduced at its end.
+    if (phase_of(static_cast<int>(i)) != phase) {
+      phase = phase_of(static_cast<int>(i));
+      open.clear();
+    }
     const ValueId id = instructions_[i].node;
     const Node& node = g.node(id);
     if (node.kind != OpKind::kAllReduce || !node.attrs.overlap ||

@@ -90,10 +90,22 @@ std::string unmapped_axis_error(const Graph& graph, const MeshAxis& axis,
 
 }  // namespace
 
+ContextParallel parse_context_parallel(const std::string& text) {
+  if (text == "all_to_all") return ContextParallel::kAllToAll;
+  if (text == "ring") return ContextParallel::kRing;
+  TS_THROW("context_parallel must be \"all_to_all\" or \"ring\", got \"", text, "\"");
+}
+
 Layout Layout::parse(const std::string& text, const Mesh& mesh) {
   Layout l;
-  for (const ParsedEntry& e : parse_entries(text, mesh, "layout"))
+  const std::vector<ParsedEntry> parsed = parse_entries(text, mesh, "layout");
+  bool keys_mapped = false;
+  for (const ParsedEntry& e : parsed) keys_mapped |= e.dim == kKeySeqDim;
+  for (const ParsedEntry& e : parsed) {
     l.entries_.push_back({e.dim, e.axis, mesh.axis(e.axis).name});
+    if (e.dim == kSeqDim && !keys_mapped)
+      l.entries_.push_back({kKeySeqDim, e.axis, mesh.axis(e.axis).name, true, true});
+  }
   return l;
 }
 
@@ -148,6 +160,15 @@ Sharding Layout::target(const Shape& shape, const std::string& label, const Mesh
 }
 
 void Layout::validate(const Graph& graph, const Mesh& mesh) const {
+  if (context_parallel_asked_) {
+    bool attention = false;
+    for (const Node& n : graph.nodes()) attention |= n.kind == OpKind::kAttention;
+    if (!attention)
+      TS_THROW("context_parallel \"",
+               context_parallel_ == ContextParallel::kRing ? "ring" : "all_to_all",
+               "\" is set, but the model has no fused attention op to run it (the built-in GPT "
+               "and Llama have one with attention \"fused\")");
+  }
   std::set<std::string> dims;
   for (const Node& n : graph.nodes())
     for (const Dim& d : n.shape.dims()) dims.insert(d.name);
@@ -162,7 +183,7 @@ void Layout::validate(const Graph& graph, const Mesh& mesh) const {
   // fallback to replication: name the first value where it happens.
   for (const Node& n : graph.nodes())
     for (const Entry& e : entries_)
-      if (n.shape.has(e.dim) && n.shape.size(e.dim) % mesh.axis(e.axis).size != 0)
+      if (!e.implicit && n.shape.has(e.dim) && n.shape.size(e.dim) % mesh.axis(e.axis).size != 0)
         TS_THROW("layout maps ", n.shape.dim(e.dim), " to mesh axis '", mesh.axis(e.axis).name,
                  "' of size ", mesh.axis(e.axis).size, ", which does not divide it (value '",
                  n.name, "' ", n.shape, ")");
@@ -185,7 +206,7 @@ void Layout::validate(const Graph& graph, const Mesh& mesh) const {
   std::set<std::string> mapped_dims;
   std::string mapped;
   for (const Entry& e : entries_)
-    if (dims.count(e.dim)) {
+    if (dims.count(e.dim) && !e.implicit) {
       mapped_axes.insert(e.axis);
       mapped_dims.insert(e.dim);
       mapped += (mapped.empty() ? "" : ",") + e.dim + "=" + e.axis_name;
@@ -201,7 +222,8 @@ void Layout::validate(const Graph& graph, const Mesh& mesh) const {
 
 std::string Layout::to_string() const {
   std::string s;
-  for (const Entry& e : entries_) s += (s.empty() ? "" : ",") + e.dim + "=" + e.axis_name;
+  for (const Entry& e : entries_)
+    if (!e.implicit) s += (s.empty() ? "" : ",") + e.dim + "=" + e.axis_name;
   return s;
 }
 

@@ -21,10 +21,20 @@
 
 namespace tessel {
 
+// How fused attention runs on an axis that splits its query dim (`seq`):
+// context parallelism (docs/attention.md). All-to-all (DeepSpeed-Ulysses):
+// q, k and v go from sequence-split to heads-split before the op and back
+// after it. Ring: each rank keeps its query chunk and key/value chunks
+// travel around the axis's ring inside the op.
+enum class ContextParallel { kAllToAll, kRing };
+ContextParallel parse_context_parallel(const std::string& text);
+
 class Layout {
  public:
   Layout() = default;
   // "batch=data,heads=model"; errors name unknown axes and doubly mapped dims.
+  // Attention's key positions (`kseq`) follow `seq` to its axis unless
+  // mapped themselves: keys are split where queries are (context parallelism).
   static Layout parse(const std::string& text, const Mesh& mesh);
   // Defaults by axis name: data -> batch; model -> heads, kv_heads (Llama), hidden, vocab;
   // any other axis maps nothing. They are resolved against a model by
@@ -47,10 +57,19 @@ class Layout {
   // evenly, and every mesh axis of size > 1 but `pipe` (the pipeline's) has a
   // dim mapped to it, by the layout or an override: otherwise every rank along
   // it would do the same work. Throws naming dim, axis and sizes (for an
-  // unmapped axis: the model's dims it could split).
+  // unmapped axis: the model's dims it could split). A context-parallel
+  // strategy set for a model with no fused attention op is an error.
   void validate(const Graph& graph, const Mesh& mesh) const;
 
   std::string to_string() const;
+
+  // The context-parallel strategy (all-to-all unless set). Once set, the
+  // model must have a fused attention op (validate).
+  ContextParallel context_parallel() const { return context_parallel_; }
+  void set_context_parallel(ContextParallel c) {
+    context_parallel_ = c;
+    context_parallel_asked_ = true;
+  }
 
  private:
   struct Entry {
@@ -58,9 +77,12 @@ class Layout {
     int axis;
     std::string axis_name;
     bool by_default = false;  // from defaults(), not from the user's text
+    bool implicit = false;    // kseq following seq's axis (not printed)
   };
   std::vector<Entry> entries_;  // in priority order
   std::map<std::string, std::vector<Entry>> overrides_;
+  ContextParallel context_parallel_ = ContextParallel::kAllToAll;
+  bool context_parallel_asked_ = false;
 };
 
 }  // namespace tessel

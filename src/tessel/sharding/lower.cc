@@ -7,6 +7,7 @@
 #include "tessel/base/error.h"
 #include "tessel/ir/attrs.h"
 #include "tessel/sharding/boxing.h"
+#include "tessel/sharding/context_parallel.h"
 #include "tessel/sharding/signature.h"
 
 namespace tessel {
@@ -86,14 +87,22 @@ class Lowering {
     // a tuple is never boxed (ir/tuple.h), its elements are.
     std::vector<Sharding> need(node.inputs.size(), Sharding::replicated(axes()));
     Sharding produced = Sharding::replicated(axes());
-    if (node.kind == OpKind::kTupleGet) need[0] = produced = out_.sharding_of[node.inputs[0]];
+    if (node.kind == OpKind::kTupleGet) {
+      need[0] = out_.sharding_of[node.inputs[0]];
+      produced = tuple_element_sharding(global_.node(node.inputs[0]), need[0],
+                                        static_cast<int>(tuple_index(node.attrs)));
+    }
     std::set<std::string> taken;
     for (int a = 0; a < axes() && node.kind != OpKind::kTupleGet; ++a) {
       const int n = mesh_.axis(a).size;
       if (n == 1) continue;
       const AxisSignature* best = nullptr;
       double best_cost = std::numeric_limits<double>::infinity();
-      std::vector<AxisSignature> options = candidates(global_, node, n, taken);
+      std::vector<AxisSignature> options =
+          is_context_axis(global_, node, layout_, mesh_, a)
+              ? std::vector<AxisSignature>{context_parallel_signature(global_, node, layout_, mesh_,
+                                                                      a, taken)}
+              : candidates(global_, node, n, taken);
       // An input moves on this axis as the other axes hold it (a
       // data-parallel activation is a rank's rows, not the whole batch); the
       // output is costed whole, as before.
@@ -131,6 +140,7 @@ class Lowering {
     Attrs attrs = localize(node, need, produced);
     ValueId local = out_.graph.add(node.kind, inputs, attrs, node.name);
     out_.local_of[id] = local;
+    if (is_attention_op(node.kind) && !attrs.axis.empty()) note_ring(local);
     if (is_tuple(node)) {
       out_.sharding_of[id] = produced;
       return;
@@ -238,6 +248,15 @@ class Lowering {
     return result;
   }
 
+  // Ring attention's sends, listed with the collectives (inspect).
+  void note_ring(ValueId local) {
+    const Node& n = out_.graph.node(local);
+    const double sent = ring_attention_bytes_sent(n, out_.graph.node(n.inputs[1]).shape);
+    out_.collectives.push_back({local, n.kind, n.attrs.axis, n.name,
+                                "ring: key/value chunks to the next rank", "ring", "ring", sent});
+    out_.bytes_per_axis[n.attrs.axis] += sent;
+  }
+
   // Rank-specific attributes of the local node.
   Attrs localize(const Node& node, const std::vector<Sharding>& need, const Sharding& produced) {
     Attrs a = node.attrs;
@@ -255,6 +274,14 @@ class Lowering {
         break;
       case OpKind::kEmbedding:
         vocab_shard(need[0], global_.node(node.inputs[0]).shape, node.attrs.dim, a);
+        break;
+      case OpKind::kAttention:
+      case OpKind::kAttentionGrad:  // ring attention: q split on its query dim
+        if (int axis = need[0].axis_of(attention_dims(node.attrs)[0]); axis >= 0) {
+          a.axis = mesh_.axis(axis).name;
+          a.count = mesh_.axis(axis).size;
+          a.offset = coords_[axis];
+        }
         break;
       case OpKind::kEmbeddingGrad:
         a.shape = produced.local_shape(node.shape, mesh_);

@@ -37,8 +37,7 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   ctx_ = std::make_unique<DistributedContext>(config_.mesh, config_.layout);
   startup_.mesh = lap(t);
   arm_fault_injection(ctx_->rank());
-  for (const auto& [label, spec] : config_.shard)
-    ctx_->layout().set_override(label, spec, ctx_->mesh());
+  ctx_->layout() = layout_for(config_, ctx_->mesh());  // overrides, context parallelism
   recompute_choice_ = resolve_recompute(config_);
   check_memory_limit(config_);  // before the data is loaded or an arena allocated
   task_ = make_task(config_);

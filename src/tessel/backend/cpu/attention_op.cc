@@ -7,9 +7,8 @@
 #include "tessel/kernels/attention.h"
 
 namespace tessel {
-namespace {
 
-kernels::AttentionLayout layout_of(const OpCall& call) {
+kernels::AttentionLayout attention_layout_of(const OpCall& call) {
   const Attrs& a = call.node.attrs;
   const std::vector<std::string>& dims = attention_dims(a);
   const std::string &query = dims[0], &key = dims[1], &head = dims[2];
@@ -41,37 +40,36 @@ kernels::AttentionLayout layout_of(const OpCall& call) {
   return l;
 }
 
-// Input i as stored: bf16 where the program passes its bf16 storage.
-kernels::AttentionInput input(const OpCall& call, int i) {
+kernels::AttentionInput attention_input(const OpCall& call, int i) {
   if (i < 3 && call.bf16_in[i]) return {call.bf16_in[i], true};
   if (i == 4 && call.bf16_in[3]) return {call.bf16_in[3], true};
   return {in_f32(call, i), false};
 }
 
-float* element(const OpCall& call, int i) {
+float* tuple_element(const OpCall& call, int i) {
   return reinterpret_cast<float*>(static_cast<uint8_t*>(call.out) + call.node.elements[i].offset);
 }
 
-}  // namespace
-
 void execute_attention(const OpCall& call) {
-  const kernels::AttentionLayout l = layout_of(call);
+  const kernels::AttentionLayout l = attention_layout_of(call);
   if (call.reference)
     return kernels::attention_forward_ref(l, in_f32(call, 0), in_f32(call, 1), in_f32(call, 2),
-                                          element(call, 0), element(call, 1));
-  kernels::attention_forward(l, input(call, 0), input(call, 1), input(call, 2), element(call, 0),
-                             element(call, 1));
+                                          tuple_element(call, 0), tuple_element(call, 1));
+  kernels::attention_forward(l, attention_input(call, 0), attention_input(call, 1),
+                             attention_input(call, 2), tuple_element(call, 0),
+                             tuple_element(call, 1));
 }
 
 void execute_attention_grad(const OpCall& call) {
-  const kernels::AttentionLayout l = layout_of(call);
+  const kernels::AttentionLayout l = attention_layout_of(call);
   if (call.reference)
     return kernels::attention_backward_ref(l, in_f32(call, 0), in_f32(call, 1), in_f32(call, 2),
-                                           in_f32(call, 3), in_f32(call, 4), element(call, 0),
-                                           element(call, 1), element(call, 2));
-  kernels::attention_backward(l, input(call, 0), input(call, 1), input(call, 2), in_f32(call, 3),
-                              input(call, 4), element(call, 0), element(call, 1), element(call, 2),
-                              static_cast<float*>(call.scratch));
+                                           in_f32(call, 3), in_f32(call, 4), tuple_element(call, 0),
+                                           tuple_element(call, 1), tuple_element(call, 2));
+  kernels::attention_backward(l, attention_input(call, 0), attention_input(call, 1),
+                              attention_input(call, 2), in_f32(call, 3), attention_input(call, 4),
+                              tuple_element(call, 0), tuple_element(call, 1),
+                              tuple_element(call, 2), static_cast<float*>(call.scratch));
 }
 
 size_t attention_grad_scratch_bytes(const Graph& graph, const Node& node) {

@@ -6,8 +6,16 @@
 #include <cstddef>
 
 #include "tessel/backend/op_call.h"
+#include "tessel/kernels/attention.h"
 
 namespace tessel {
+
+// The kernel's view of the node's local shapes (strides, rows, flags).
+kernels::AttentionLayout attention_layout_of(const OpCall& call);
+// Input i as stored: bf16 where the program passes its bf16 storage.
+kernels::AttentionInput attention_input(const OpCall& call, int i);
+// Element i of the node's output tuple.
+float* tuple_element(const OpCall& call, int i);
 
 void execute_attention(const OpCall& call);  // (q, k, v) -> (out, lse)
 void execute_attention_grad(const OpCall& call);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "tessel/backend/cpu/dropout_op.h"
+#include "tessel/backend/cpu/ring_attention.h"
 #include "tessel/base/around.h"
 #include "tessel/base/bf16.h"
 #include "tessel/base/error.h"
@@ -291,6 +292,9 @@ bool is_sharded_op(const Node& node) {
       return !node.attrs.axis.empty() || node.attrs.total > 0;
     case OpKind::kDropout:
       return !node.attrs.offsets.empty();
+    case OpKind::kAttention:
+    case OpKind::kAttentionGrad:
+      return is_ring_attention(node);
     default:
       return false;
   }
@@ -309,6 +313,9 @@ size_t sharded_scratch_bytes(const Graph& graph, const Node& node) {
     case OpKind::kCrossEntropyGrad:
       if (node.attrs.axis.empty()) return 0;
       return 3 * graph.node(node.inputs[1]).shape.numel() * sizeof(float);
+    case OpKind::kAttention:
+    case OpKind::kAttentionGrad:
+      return ring_attention_scratch_bytes(graph, node);
     default:
       return 0;
   }
@@ -380,6 +387,10 @@ void execute_sharded_op(const OpCall& call, const CommGroups* comms) {
       return cross_entropy_grad(call, comms);
     case OpKind::kDropout:
       return execute_dropout(call);  // by global indices (backend/cpu/dropout_op.h)
+    case OpKind::kAttention:
+      return execute_ring_attention(call, comm());
+    case OpKind::kAttentionGrad:
+      return execute_ring_attention_grad(call, comm());
     default:
       TS_CHECK(false, op_name(node.kind), " is not a sharded op");
   }

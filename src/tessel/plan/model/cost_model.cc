@@ -81,6 +81,41 @@ class Simulator {
                                        options_.precision, options_.threads);
   }
 
+  static bool is_ring_attention_node(const Node& n) {
+    return (n.kind == OpKind::kAttention || n.kind == OpKind::kAttentionGrad) &&
+           !n.attrs.axis.empty();
+  }
+
+  // Ring attention (context parallelism, backend/cpu/ring_attention.h): n
+  // steps, each one chunk pair's kernel beside the send of the next chunk;
+  // a step takes the longer of the two (the last sends nothing). Without
+  // load balancing some rank computes at every step (causal chunks above
+  // the diagonal are skipped on some ranks, never on all), so every step
+  // costs a pair. The backward runs the ring twice: the deltas (2 of its 7
+  // block products) passing k, v; then the gradients passing k, v, dk, dv;
+  // then dk, dv home. Returns {compute, exposed communication}.
+  std::pair<double, double> ring_attention(const Graph& g,
+                                           const Program::InstructionInfo& ins) const {
+    const Node& n = g.node(ins.node);
+    const int ranks = static_cast<int>(n.attrs.count);
+    const double pair = kernel(g, ins), chunk = value_bytes(g, n.inputs[1]);
+    const Link link = link_of_axis(mesh_, mesh_.axis_index(n.attrs.axis), hw_.devices_per_node());
+    double compute = 0, exposed = 0;
+    auto ring = [&](double per_pair, double bytes) {
+      const double send = hw_.p2p_seconds(bytes, link);
+      compute += ranks * per_pair;
+      exposed += (ranks - 1) * std::max(0.0, send - per_pair);
+    };
+    if (n.kind == OpKind::kAttention) {
+      ring(pair, 2 * chunk);
+    } else {
+      ring(pair * 2 / 7, 2 * chunk);
+      ring(pair * 5 / 7, 4 * chunk);
+      exposed += hw_.p2p_seconds(2 * chunk, link);
+    }
+    return {compute, exposed};
+  }
+
   // A blocking collective node of a local graph (its kind and payload as
   // the Communicator counts them: 2 bytes per element where it carries bf16).
   double collective_node(const Graph& g, const Program::InstructionInfo& ins) const {
@@ -176,6 +211,11 @@ class Simulator {
       if (communicates(n.kind)) {
         dt = collective_node(g, ins);
         t.blocking_s[ins.phase][n.attrs.axis] += dt;
+      } else if (is_ring_attention_node(n)) {
+        const auto [compute, exposed] = ring_attention(g, ins);
+        t.compute_s[ins.phase] += compute;
+        t.blocking_s[ins.phase][n.attrs.axis] += exposed;
+        dt = compute + exposed;
       } else {
         dt = kernel(g, ins);
         t.compute_s[ins.phase] += dt;

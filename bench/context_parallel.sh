@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Context parallelism (docs/attention.md, "Context parallelism"), on
+# examples/gpt-bench.json at batch 1, f32:
+# 1. memory: the longest context (a multiple of 512) whose predicted
+#    per-rank peak (`train --dry-run`, the largest rank's total: the plan
+#    the run allocates) fits BUDGET_MIB, on 1 rank and on ctx=2 and ctx=4 by
+#    all-to-all and by ring (an all-to-all the 6 heads do not allow is
+#    reported as such);
+# 2. rate: tokens per second per rank on 1 rank at context PER_RANK and on
+#    ctx=2 at 2 x PER_RANK by each strategy (mpirun, 1 thread per rank),
+#    and on 1 rank at 2 x PER_RANK (the same model as the ctx=2 runs: its
+#    attention per token is twice that at PER_RANK), the median step of
+#    STEPS after the first, alternating ROUNDS times.
+# Prints the CPU model, then CSV rows.
+#
+# Usage: bench/context_parallel.sh [BUDGET_MIB] [PER_RANK] [STEPS] [ROUNDS]
+# Hold the machine-wide lock: flock /tmp/tessel-bench.lock bench/context_parallel.sh ...
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUDGET_MIB=${1:-1024}
+PER_RANK=${2:-1024}
+STEPS=${3:-4}
+ROUNDS=${4:-2}
+BIN=$(pwd)/build/tessel
+CONFIG=$(pwd)/examples/gpt-bench.json
+MPIRUN="mpirun --allow-run-as-root --oversubscribe"
+median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+
+parallel_args() {  # ranks strategy -> train options
+  [ "$1" = 1 ] && return 0
+  echo "--mesh ctx=$1 --layout seq=ctx --set context_parallel=$2"
+}
+
+peak_mib() {  # ranks strategy context -> the largest rank's predicted total (MiB), or "error"
+  # shellcheck disable=SC2046
+  "$BIN" train --config "$CONFIG" --set batch=1 --set context="$3" $(parallel_args "$1" "$2") \
+    --dry-run 2>/dev/null | awk '
+      $1 ~ /^[0-9]+$/ && NF >= 16 {
+        v = $(NF - 1) * ($NF == "GiB" ? 1024 : $NF == "KiB" ? 1 / 1024 : $NF == "B" ? 1 / 1048576 : 1)
+        if (v > m) m = v
+      }
+      END {print (m ? m : "error")}'
+}
+
+longest() {  # ranks strategy -> the longest context within the budget
+  local lo=0 hi=$((512 * 256)) mid p
+  while [ $((hi - lo)) -gt 512 ]; do
+    mid=$(((lo + hi) / 1024 * 512))
+    p=$(peak_mib "$1" "$2" "$mid")
+    if [ "$p" = error ]; then echo "error"; return; fi
+    if awk -v p="$p" -v b="$BUDGET_MIB" 'BEGIN {exit !(p <= b)}'; then lo=$mid; else hi=$mid; fi
+  done
+  echo "$lo"
+}
+
+step_ms() {  # ranks strategy context -> median ms of steps after the first
+  local dir
+  dir=$(mktemp -d)
+  # shellcheck disable=SC2046
+  $([ "$1" = 1 ] || echo "$MPIRUN -n $1") "$BIN" train --config "$CONFIG" --set batch=1 \
+    --set context="$3" --set steps=$((STEPS + 1)) --set eval_every=0 --threads 1 \
+    $(parallel_args "$1" "$2") --out "$dir/out" >/dev/null 2>&1
+  /usr/bin/python3 -c '
+import json, statistics, sys
+steps = [json.loads(l) for l in open(sys.argv[1])][1:]
+print(statistics.median(s["step_ms"] for s in steps))' "$dir/out/metrics.jsonl"
+  rm -rf "$dir"
+}
+
+echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" \
+  "(family $(grep -m1 'cpu family' /proc/cpuinfo | cut -d: -f2 | xargs)," \
+  "model $(grep -m1 '^model\s' /proc/cpuinfo | cut -d: -f2 | xargs)), $(nproc) cores," \
+  "load $(cut -d' ' -f1-3 /proc/loadavg), commit $(git rev-parse --short HEAD)"
+echo "memory: budget_mib,ranks,strategy,longest_context,peak_mib_there"
+for c in "1 -" "2 all_to_all" "2 ring" "4 all_to_all" "4 ring"; do
+  set -- $c
+  ctx=$(longest "$1" "$2")
+  if [ "$ctx" = error ]; then
+    echo "$BUDGET_MIB,$1,$2,refused,"
+  else
+    echo "$BUDGET_MIB,$1,$2,$ctx,$(peak_mib "$1" "$2" "$ctx")"
+  fi
+done
+echo "rate: tokens_per_rank,ranks,strategy,context,median_step_ms,tokens_per_s_per_rank,rounds_ms"
+declare -A runs
+for _ in $(seq "$ROUNDS"); do
+  for c in "1 - 1" "2 all_to_all 2" "2 ring 2" "1 - 2"; do
+    set -- $c
+    runs[$c]+="$(step_ms "$1" "$2" $((PER_RANK * $3))) "
+  done
+done
+for c in "1 - 1" "2 all_to_all 2" "2 ring 2" "1 - 2"; do
+  set -- $c
+  ms=$(echo "${runs[$c]}" | tr ' ' '\n' | grep . | median)
+  tokens=$((PER_RANK * $3 / $1))
+  echo "$tokens,$1,$2,$((PER_RANK * $3)),$ms,$(awk -v c="$tokens" -v ms="$ms" 'BEGIN {printf "%.1f", c / (ms / 1000)}'),${runs[$c]% }"
+done

@@ -1,0 +1,108 @@
+#include "tessel/sharding/context_parallel.h"
+
+#include <algorithm>
+
+#include "tessel/base/error.h"
+#include "tessel/ir/attrs.h"
+#include "tessel/ir/model_contract.h"
+
+namespace tessel {
+namespace {
+
+const std::string& query_dim_of(const Node& node) { return attention_dims(node.attrs)[0]; }
+const std::string& key_dim_of(const Node& node) { return attention_dims(node.attrs)[1]; }
+
+bool pinned_for_heads(const Node& node, const std::string& dim) {
+  const std::vector<std::string>& dims = attention_dims(node.attrs);
+  return dim == kBatchDim || std::find(dims.begin(), dims.end(), dim) != dims.end();
+}
+
+// Operand i's placement when the op is split on its query/key dims.
+Placement ring_placement(const Graph& graph, const Node& node, size_t i) {
+  const Shape& s = graph.node(node.inputs[i]).shape;
+  return Placement::split(s.has(query_dim_of(node)) ? query_dim_of(node) : key_dim_of(node));
+}
+
+// A dim another axis splits for this node, or where the layout places q:
+// the axis's name, else "".
+std::string split_elsewhere(const Node& q, const Layout& layout, const Mesh& mesh, int axis,
+                            const std::string& dim, const std::set<std::string>& taken) {
+  const Sharding target = layout.target(q.shape, q.name, mesh);
+  const int other = target.axis_of(dim);
+  if (other >= 0 && other != axis) return mesh.axis(other).name;
+  return taken.count(dim) ? "another" : "";
+}
+
+AxisSignature all_to_all_signature(const Graph& graph, const Node& node, const Layout& layout,
+                                   const Mesh& mesh, int axis, const std::set<std::string>& taken) {
+  const Node& q = graph.node(node.inputs[0]);
+  const MeshAxis& a = mesh.axis(axis);
+  std::string tried;
+  for (const Dim& d : q.shape.dims()) {
+    if (pinned_for_heads(node, d.name)) continue;
+    const std::string elsewhere = split_elsewhere(q, layout, mesh, axis, d.name, taken);
+    if (elsewhere.empty() && d.size % a.size == 0)
+      return {d.name, std::vector<Placement>(node.inputs.size(), Placement::split(d.name)),
+              Placement::split(d.name)};
+    tried += str_cat(tried.empty() ? "" : "; ", "'", d.name, "' (", d.size, ")",
+                     elsewhere.empty() ? str_cat(" is not divisible by ", a.size)
+                                       : str_cat(" is already split over mesh axis '", elsewhere,
+                                                 "' (one dim splits over one axis only)"));
+  }
+  TS_THROW("context_parallel \"all_to_all\": attention '", node.name, "' must split a heads dim ",
+           "over mesh axis '", a.name, "' of size ", a.size, " (its `", query_dim_of(node),
+           "` is split there), but ",
+           tried.empty() ? str_cat("q ", q.shape, " has no heads dim") : tried,
+           "; use heads (or kv_heads) divisible by ", a.size,
+           " and not split on another axis, or context_parallel \"ring\"");
+}
+
+}  // namespace
+
+bool is_attention_op(OpKind kind) {
+  return kind == OpKind::kAttention || kind == OpKind::kAttentionGrad;
+}
+
+bool is_context_axis(const Graph& graph, const Node& node, const Layout& layout, const Mesh& mesh,
+                     int axis) {
+  if (!is_attention_op(node.kind) || mesh.axis(axis).size == 1) return false;
+  const Node& q = graph.node(node.inputs[0]);
+  const Placement p = layout.target(q.shape, q.name, mesh)[axis];
+  return p.is_split() && p.dim == query_dim_of(node);
+}
+
+AxisSignature context_parallel_signature(const Graph& graph, const Node& node, const Layout& layout,
+                                         const Mesh& mesh, int axis,
+                                         const std::set<std::string>& taken) {
+  if (layout.context_parallel() == ContextParallel::kAllToAll)
+    return all_to_all_signature(graph, node, layout, mesh, axis, taken);
+  const Shape& k = graph.node(node.inputs[1]).shape;
+  const MeshAxis& a = mesh.axis(axis);
+  if (k.size(key_dim_of(node)) % a.size != 0)
+    TS_THROW("context_parallel \"ring\": attention '", node.name, "' needs its keys ",
+             k.dim(key_dim_of(node)), " in equal chunks over mesh axis '", a.name, "' of size ",
+             a.size, ", which does not divide them");
+  AxisSignature sig{query_dim_of(node), {}, Placement::split(query_dim_of(node))};
+  for (size_t i = 0; i < node.inputs.size(); ++i)
+    sig.inputs.push_back(ring_placement(graph, node, i));
+  return sig;
+}
+
+double ring_attention_bytes_sent(const Node& local, const Shape& local_k) {
+  const double chunk = static_cast<double>(local_k.numel()) * 4.0;  // one of k, v, dk, dv
+  const double steps = static_cast<double>(local.attrs.count - 1);
+  if (local.kind == OpKind::kAttention) return steps * 2 * chunk;
+  return steps * 2 * chunk + steps * 4 * chunk + 2 * chunk;
+}
+
+Sharding tuple_element_sharding(const Node& tuple, const Sharding& s, int index) {
+  if (!is_attention_op(tuple.kind)) return s;
+  const Shape& element = tuple.elements.at(index).shape;
+  Sharding out = s;
+  for (int a = 0; a < s.axis_count(); ++a)
+    if (s[a].is_split() && !element.has(s[a].dim) && s[a].dim == query_dim_of(tuple))
+      out = out.with(a, Placement::split(key_dim_of(tuple)));
+  return out;
+}
+
+}  // namespace tessel

@@ -1,0 +1,53 @@
+// Context parallelism: fused attention on a mesh axis that splits its query
+// dim (`seq`), docs/attention.md.
+//
+// An axis is a context axis of an attention node when the layout places the
+// node's q split on its query dim there (so `--layout seq=ctx`, not Megatron
+// sequence parallelism, where q is split on `heads` first). On that axis the
+// op accepts one signature, by the layout's strategy:
+// - all-to-all (Ulysses): every operand split on a heads dim (the first of
+//   q's dims other than batch, query, key and head that no other axis
+//   splits and the axis divides), so the lowering's boxing exchanges
+//   S(seq) -> S(heads) before the op and back after it; none: an error
+//   naming the dims, the axis and the sizes;
+// - ring: q (and lse, dout) split on the query dim, k and v on the key dim;
+//   the local op exchanges key/value chunks around the axis itself
+//   (backend/cpu/ring_attention.h), told so by `ring_axis` attributes.
+// Elements of the tuple that lack the query dim (dk, dv) are split on the
+// key dim instead (tuple_element_sharding).
+#pragma once
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tessel/ir/graph.h"
+#include "tessel/sharding/layout.h"
+#include "tessel/sharding/mesh.h"
+#include "tessel/sharding/signature.h"
+
+namespace tessel {
+
+bool is_attention_op(OpKind kind);
+
+// Whether `axis` is a context axis of attention node `node` (above).
+bool is_context_axis(const Graph& graph, const Node& node, const Layout& layout, const Mesh& mesh,
+                     int axis);
+
+// The one signature `node` takes on context axis `axis`; `taken`: dims other
+// axes split for this node. Throws (all-to-all) when no heads dim can be split.
+AxisSignature context_parallel_signature(const Graph& graph, const Node& node, const Layout& layout,
+                                         const Mesh& mesh, int axis,
+                                         const std::set<std::string>& taken);
+
+// Bytes one rank sends per run in ring attention node `local` (a local
+// graph's, `local_k` its k): k and v to the next rank n - 1 times forward;
+// backward, k and v n - 1 times (delta), then k, v, dk, dv n - 1 times and
+// dk, dv once more (home).
+double ring_attention_bytes_sent(const Node& local, const Shape& local_k);
+
+// The sharding of element `index` of attention tuple `tuple` placed as `s`:
+// a split query dim that the element lacks is its key dim (dk, dv).
+Sharding tuple_element_sharding(const Node& tuple, const Sharding& s, int index);
+
+}  // namespace tessel

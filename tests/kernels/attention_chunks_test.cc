@@ -1,0 +1,116 @@
+// The kernel entry points ring attention (backend/cpu/ring_attention.h)
+// builds on, checked in one process: a causal attention cut into query and
+// key chunks, each query chunk computed against the key chunks at or before
+// it (causal_shift), the pairs' outputs merged by their log-sum-exps, and
+// the backward's two passes (delta summed over the chunks, then dq, dk, dv
+// accumulated) equal the whole attention within 1e-5 of the largest value.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "common/random_values.h"
+#include "tessel/kernels/attention.h"
+
+namespace tessel::kernels {
+namespace {
+
+constexpr int64_t kHeads = 2, kHead = 16, kChunk = 70, kChunks = 3, kSeq = kChunk * kChunks;
+
+// (heads, seq, head) contiguous, `len` queries and keys, strides of the whole.
+AttentionLayout layout(int64_t len) {
+  AttentionLayout a;
+  a.sq = a.sk = len;
+  a.d = kHead;
+  a.row_rank = 1;
+  a.row_size[0] = kHeads;
+  a.q_row[0] = a.k_row[0] = kSeq * kHead;
+  a.lse_row[0] = kSeq;
+  a.q_seq = a.k_seq = kHead;
+  a.q_head = a.k_head = 1;
+  a.lse_seq = 1;
+  a.causal = true;
+  a.scale = 0.25f;
+  return a;
+}
+
+double max_abs(const std::vector<float>& x) {
+  double m = 0;
+  for (float v : x) m = std::max(m, static_cast<double>(std::abs(v)));
+  return m;
+}
+
+double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
+  double e = 0;
+  for (size_t i = 0; i < a.size(); ++i) e = std::max(e, std::abs(double(a[i]) - b[i]));
+  return e / max_abs(b);
+}
+
+AttentionInput in(const std::vector<float>& x, int64_t offset) {
+  return {x.data() + offset, false};
+}
+
+TEST(AttentionChunks, CausalChunkPairsMergeToTheWholeAttention) {
+  const int64_t n = kHeads * kSeq * kHead;
+  const std::vector<float> q = random_values(n, 1), k = random_values(n, 2),
+                           v = random_values(n, 3), dout = random_values(n, 4);
+  std::vector<float> out(n), lse(kHeads * kSeq), dq(n), dk(n), dv(n), scratch(kHeads * kSeq);
+  attention_forward(layout(kSeq), in(q, 0), in(k, 0), in(v, 0), out.data(), lse.data());
+  attention_backward(layout(kSeq), in(q, 0), in(k, 0), in(v, 0), lse.data(), in(dout, 0), dq.data(),
+                     dk.data(), dv.data(), scratch.data());
+
+  std::vector<float> c_out(n), c_lse(kHeads * kSeq), p_out(n), p_lse(kHeads * kSeq);
+  std::vector<float> c_dq(n, 0.0f), c_dk(n, 0.0f), c_dv(n, 0.0f);
+  // Each query chunk's deltas, row by row (the kernel's scratch layout).
+  std::vector<std::vector<float>> delta(kChunks, std::vector<float>(kHeads * kChunk, 0.0f));
+  for (int64_t r = 0; r < kChunks; ++r) {
+    const int64_t qo = r * kChunk * kHead, lo = r * kChunk;
+    for (int64_t s = 0; s <= r; ++s) {
+      AttentionLayout a = layout(kChunk);
+      a.causal_shift = (r - s) * kChunk;
+      const int64_t ko = s * kChunk * kHead;
+      float* o = (s == 0 ? c_out : p_out).data() + qo;
+      float* l = (s == 0 ? c_lse : p_lse).data() + lo;
+      attention_forward(a, in(q, qo), in(k, ko), in(v, ko), o, l);
+      if (s == 0) continue;
+      for (int64_t h = 0; h < kHeads; ++h)
+        for (int64_t i = 0; i < kChunk; ++i) {
+          const int64_t j = h * kSeq + lo + i;
+          const float m = std::max(c_lse[j], p_lse[j]);
+          const float total = m + std::log(std::exp(c_lse[j] - m) + std::exp(p_lse[j] - m));
+          const float wa = std::exp(c_lse[j] - total), wb = std::exp(p_lse[j] - total);
+          c_lse[j] = total;
+          for (int64_t c = 0; c < kHead; ++c) {
+            const int64_t e = (h * kSeq + lo + i) * kHead + c;
+            c_out[e] = c_out[e] * wa + p_out[e] * wb;
+          }
+        }
+    }
+  }
+  EXPECT_LE(relative_error(c_out, out), 1e-5);
+  EXPECT_LE(relative_error(c_lse, lse), 1e-5);
+
+  for (int pass = 0; pass < 2; ++pass)
+    for (int64_t r = 0; r < kChunks; ++r)
+      for (int64_t s = 0; s <= r; ++s) {
+        AttentionLayout a = layout(kChunk);
+        a.causal_shift = (r - s) * kChunk;
+        a.accumulate = true;
+        const int64_t qo = r * kChunk * kHead, ko = s * kChunk * kHead, lo = r * kChunk;
+        if (pass == 0)
+          attention_backward_delta(a, in(q, qo), in(k, ko), in(v, ko), lse.data() + lo,
+                                   in(dout, qo), delta[r].data());
+        else
+          attention_backward_grads(a, in(q, qo), in(k, ko), in(v, ko), lse.data() + lo,
+                                   in(dout, qo), delta[r].data(), c_dq.data() + qo,
+                                   c_dk.data() + ko, c_dv.data() + ko);
+      }
+  EXPECT_LE(relative_error(c_dq, dq), 1e-5);
+  EXPECT_LE(relative_error(c_dk, dk), 1e-5);
+  EXPECT_LE(relative_error(c_dv, dv), 1e-5);
+  EXPECT_GT(max_abs(dk), 0.0);
+}
+
+}  // namespace
+}  // namespace tessel::kernels
