@@ -73,7 +73,7 @@ void reduce(py::class_<B, std::shared_ptr<B>>& c, const char* op, const char* la
       py::arg("x"), py::arg("dims"), py::arg("name") = label);
 }
 
-// The elementwise maps, and the Llama family's row ops (issue 31).
+// The elementwise maps, and the Llama family's row ops.
 void bind_maps_and_llama_ops(py::class_<B, std::shared_ptr<B>>& c) {
   unary<&GraphBuilder::gelu>(c, "gelu");
   unary<&GraphBuilder::relu>(c, "relu");

@@ -2,9 +2,8 @@
 // nothing is measured): the message for more ranks than devices, the
 // column legend, --explain's comparison of the best plan with the
 // runner-up, the announcement before a first calibration, and the quick
-// probe that compares a cached profile with the machine now (issue 34:
-// 5 and 9). Contention is simulated through TESSEL_CONTENTION
-// (plan/calibrate/contention.h), never by loading the machine.
+// probe that compares a cached profile with the machine now. Contention is simulated through
+// TESSEL_CONTENTION (plan/calibrate/contention.h), never by loading the machine.
 #include <gtest/gtest.h>
 
 #include <filesystem>

@@ -1,4 +1,4 @@
-// The op harness on the CUDA backend against the CPU backend (issue 29).
+// The op harness on the CUDA backend against the CPU backend.
 //
 // Every case of tests/common/op_cases.h is compiled twice, for the CPU
 // backend and for backend_for("cuda"), fed the same inputs and parameters
@@ -105,7 +105,7 @@ INSTANTIATE_TEST_SUITE_P(AllOps, CudaOpHarness, ::testing::ValuesIn(op_cases()),
                          [](const auto& info) { return info.param.name; });
 
 // Every instruction op kind has a CUDA kernel, except those refused by
-// name until issue 33 (collectives and local reshards) and the explicit
+// name until the collectives and local reshards are on CUDA and the explicit
 // list cuda_kernels_not_written_yet(); the failure lists each kind without
 // a kernel that is not listed, and each listed kind that has one (so the
 // list shrinks as kernels land).

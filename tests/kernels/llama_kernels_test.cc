@@ -1,4 +1,4 @@
-// The Llama family's CPU kernels (issue 31): sigmoid, SiLU, square roots,
+// The Llama family's CPU kernels: sigmoid, SiLU, square roots,
 // RMSNorm and rotary positions, each fast kernel against its `_ref` twin
 // (double) on random inputs of awkward sizes, bitwise independence from
 // the thread count, RMSNorm's bf16 writer against rounding its f32 output,

@@ -1,4 +1,4 @@
-// Contention checks of calibrate and plan (plan/calibrate/contention.h, issue 34: 9):
+// Contention checks of calibrate and plan (plan/calibrate/contention.h):
 // the load rule, the spread of repeated probes, the probe/profile mismatch
 // and TESSEL_CONTENTION. Nothing here loads or measures the machine.
 #include "tessel/plan/calibrate/contention.h"

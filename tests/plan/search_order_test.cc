@@ -1,5 +1,5 @@
-// The order of the planner's plans (plan/search/search.h's ranks_before, issue 34:
-// 5): steps equal as `tessel plan` prints them (0.01 ms) tie, and the smaller
+// The order of the planner's plans (plan/search/search.h's ranks_before):
+// steps equal as `tessel plan` prints them (0.01 ms) tie, and the smaller
 // peak memory ranks first, then the order of generation.
 #include <gtest/gtest.h>
 

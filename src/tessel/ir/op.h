@@ -63,7 +63,7 @@ enum class OpKind {
   kLayerNormGradGamma,  // (x, dy) -> shape of gamma
   kEmbeddingGrad,       // (ids, dy) -> table shape (attrs.shape)
   kCrossEntropyGrad,    // (logits, labels, dloss)
-  // The Llama family's ops (issue 31), with their gradient ops.
+  // The Llama family's ops, with their gradient ops.
   kSilu,         // x * sigmoid(x)
   kSigmoid,      // 1 / (1 + exp(-x))
   kSqrt,         // sqrt(x)

@@ -136,7 +136,7 @@ size_t CudaBackend::scratch_bytes(const Graph& graph, const Node& node,
   return cuda_scratch_bytes(graph, node, einsum);
 }
 
-// Collectives are not on CUDA yet (issue 33): they need no scratch here.
+// Collectives are not on CUDA yet: they need no scratch here.
 size_t CudaBackend::bf16_all_gather_scratch_bytes(const Graph&, const Node&, bool) const {
   return 0;
 }

@@ -1,11 +1,11 @@
-// The CUDA backend (issue 29): device memory from cudaMalloc, kernels from
+// The CUDA backend: device memory from cudaMalloc, kernels from
 // cuda_kernels.cu and cuBLASLt (cuda_einsum.h) through the table in
 // cuda_ops.h, all issued in order on the backend's one stream; copies
 // across the host boundary synchronise the stream before they return.
 //
 // Construction probes device 0 and throws "device cuda: no usable GPU
 // (...)" naming CUDA's error when there is none. Collectives and sharded ops
-// are not on CUDA yet (issue 33), nor bf16 einsums: execute() refuses them
+// are not on CUDA yet, nor bf16 einsums: execute() refuses them
 // by name. Built only with TESSEL_CUDA; compiled, never run on a GPU yet.
 #pragma once
 

@@ -224,7 +224,7 @@ void cross_entropy_grad(const OpCall& c, const CudaContext& x) {
 void dropout(const OpCall& c, const CudaContext& x) {
   const Attrs& at = c.node.attrs;
   const Shape& local = c.node.shape;
-  const bool sharded = !at.offsets.empty();  // refused before here (issue 33); kept general
+  const bool sharded = !at.offsets.empty();  // refused before here; kept general
   const Shape& global = sharded ? at.shape : local;
   const int rank = local.rank();
   const float p = dropout_p(at);
@@ -323,7 +323,7 @@ void execute_cuda_kernel(const OpCall& call, const CudaContext& context) {
   const Node& node = call.node;
   if (is_sharded_op(node))
     TS_THROW(op_name(node.kind), " '", node.name,
-             "': collectives and sharded ops are not on CUDA yet (issue 33)");
+             "': collectives and sharded ops are not on CUDA yet");
   check_rank(call, node.shape);
   for (ValueId in : node.inputs) check_rank(call, call.graph.node(in).shape);
   const CudaKernel kernel = cuda_kernel_table()[static_cast<size_t>(node.kind)];

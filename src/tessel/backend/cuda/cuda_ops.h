@@ -3,7 +3,7 @@
 // the flat sizes and strides of a launcher in cuda_kernels.h (or an einsum
 // on cuBLASLt). Entries are empty for the collectives and local reshards
 // and execute_cuda_kernel refuses every sharded op (backend/cpu/
-// sharded_ops.h's is_sharded_op): "not on CUDA yet (issue 33)"; bf16
+// sharded_ops.h's is_sharded_op): "not on CUDA yet"; bf16
 // einsums are refused too. OpCall::reference is ignored (CUDA has one form
 // of each kernel). Compiled only: not run on a GPU yet.
 #pragma once
@@ -32,11 +32,11 @@ using CudaKernelTable = std::array<CudaKernel, static_cast<size_t>(OpKind::kCoun
 
 const CudaKernelTable& cuda_kernel_table();
 // The instruction op kinds (cpu_kernels.h's is_instruction_kind) with no
-// CUDA kernel: the collectives and local reshards (issue 33) and
+// CUDA kernel: the collectives and local reshards and
 // cuda_kernels_not_written_yet().
 std::vector<OpKind> op_kinds_without_cuda_kernel();
 // Op kinds that have CPU kernels but no CUDA kernel yet: the Llama family's
-// ops (issue 31) and fused attention (issue 32). A program holding one is refused when it runs on
+// ops and fused attention. A program holding one is refused when it runs on
 // CUDA
 // ("rmsnorm 'block0.attn_norm' has no CUDA kernel yet"). The coverage test
 // (tests/cuda/cuda_op_harness_test.cc) holds the table to exactly this list.

@@ -1,6 +1,6 @@
 // Is this machine busy? `tessel calibrate` refuses to cache a profile
 // measured under contention, and `tessel plan` checks a cached profile
-// against a quick probe (issue 34: 9; docs/usage.md).
+// against a quick probe (docs/usage.md).
 //
 // Two signs of contention while calibrating: the load average (the first
 // field of /proc/loadavg, read before and after measuring) and the spread
