@@ -11,25 +11,6 @@
 namespace tessel::plan {
 namespace {
 
-constexpr int kCoRunPasses = 4;
-
-// The share of [start, end) covered by the union of `others` (intervals).
-double covered_share(double start, double end,
-                     const std::vector<std::pair<double, double>>& others) {
-  if (end <= start) return 0;
-  std::vector<std::pair<double, double>> in;
-  for (const auto& [a, b] : others)
-    if (b > start && a < end) in.emplace_back(std::max(a, start), std::min(b, end));
-  std::sort(in.begin(), in.end());
-  double covered = 0, reach = start;
-  for (const auto& [a, b] : in) {
-    if (b <= reach) continue;
-    covered += b - std::max(a, reach);
-    reach = b;
-  }
-  return covered / (end - start);
-}
-
 // A stage's phase costs, the accumulation folded into `bw` (it ends each
 // backward-weight action).
 struct StageCost : StagePhaseCost {
@@ -128,19 +109,13 @@ double send_charge(const RankCosts& rc, const Action& a) {
 SimulatedTimeline simulate_pipeline(const Schedule& schedule, const std::vector<RankCosts>& cost,
                                     const Simulator& sim, std::optional<int> pipe_axis,
                                     const PipelineCoRun& co) {
-  const int p = schedule.ranks;
-  // Co-run factors per action, by (rank, kind, micro-batch, chunk).
-  using ActionKey = std::tuple<int, int, int, int>;
-  auto key_of = [](int r, const Action& a) {
-    return ActionKey{r, static_cast<int>(a.kind), a.microbatch, a.chunk};
-  };
-  std::map<ActionKey, double> slower;
+  std::map<CoRunKey, double> slower;  // co-run factors per action, under co.overlap
   ActionCosts costs;
   costs.compute = [&](int r, const Action& a) {
     const StageCost& sc = cost[r].chunks[a.chunk];
     const double t = action_cost(a.kind, UnitCosts{sc.f, sc.bi, sc.bw}) + send_charge(cost[r], a);
     if (co.overlap) {
-      const auto it = slower.find(key_of(r, a));
+      const auto it = slower.find(co_run_key(r, a));
       return it == slower.end() ? t : it->second * t;
     }
     return co.uniform == 1 ? t : co.uniform * t;
@@ -159,18 +134,7 @@ SimulatedTimeline simulate_pipeline(const Schedule& schedule, const std::vector<
   };
   SimulatedTimeline timeline = simulate_schedule(schedule, costs);
   for (int pass = 0; co.overlap && pass < kCoRunPasses; ++pass) {
-    std::vector<std::vector<std::pair<double, double>>> busy_of(p);
-    for (const SimulatedTimeline::Event& e : timeline.events)
-      busy_of[e.rank].emplace_back(e.start, e.end);
-    std::map<ActionKey, double> next;
-    for (const SimulatedTimeline::Event& e : timeline.events) {
-      std::vector<std::pair<double, double>> others;
-      for (int q = 0; q < p; ++q)
-        if (q != e.rank) others.insert(others.end(), busy_of[q].begin(), busy_of[q].end());
-      const double o = covered_share(e.start, e.end, others);
-      next[key_of(e.rank, e.action)] = co.polling + (co.computing - co.polling) * o;
-    }
-    slower = std::move(next);
+    slower = co_run_factors(timeline, schedule.ranks, co);
     SimulatedTimeline again = simulate_checked_schedule(schedule, costs);
     const bool settled = std::abs(again.makespan - timeline.makespan) <= 1e-6 * timeline.makespan;
     timeline = std::move(again);
