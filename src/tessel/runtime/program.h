@@ -159,7 +159,7 @@ class Program {
   // Whether a copy of `param` gathered for phases [first_phase, last_phase]
   // and read there as this program reads the parameter (views included)
   // would be stored, and so all-gathered, in bf16: the rule that decides a
-  // ZeRO-3 gather's precision (stores_in_bf16 in program.cc), applied to this
+  // ZeRO-3 gather's precision (stores_in_bf16 in program_bf16.cc), applied to this
   // program's readers of the parameter; none if nothing reads it there (a
   // ZeRO-3 lowering gathers it there not at all). Screening asks it of ZeRO-0
   // programs.
