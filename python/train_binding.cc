@@ -175,12 +175,16 @@ void bind_train(py::module_& m) {
               r = tm.score(text);
             }
             py::dict d;
+            d["nats_per_token"] = r.nats_per_token;
             d["nats_per_byte"] = r.nats_per_byte;
             d["bits_per_byte"] = r.bits_per_byte;
+            d["tokens_scored"] = r.tokens_scored;
             d["bytes_scored"] = r.bytes_scored;
             return d;
           },
-          py::arg("text"), "Mean next-byte loss over the text's context windows.")
+          py::arg("text"),
+          "Mean next-token loss over the text's context windows, per token and per byte of the "
+          "scored tokens' text (comparable across tokenizers).")
       .def_property_readonly("step", &TextModel::step)
       .def_property_readonly("config",
                              [](const TextModel& tm) { return from_json(tm.config().to_json()); });

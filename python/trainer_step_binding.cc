@@ -113,7 +113,7 @@ void bind_trainer_step(py::module_& m) {
             t.set_lr(lr.is_none() ? 0.0 : lr.cast<double>());
           },
           py::arg("lr"),
-          "The learning rate of the following steps; None returns to the schedule. Not saved in "
+          "The learning rate of the following steps; None returns to the schedule. Saved in "
           "checkpoints.")
       .def("keep_gradients", &Trainer::keep_gradients, py::arg("on") = true,
            "Copy each update's gradients (before clipping) for gradients().")

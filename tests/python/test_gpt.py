@@ -98,6 +98,9 @@ def test_evaluate_and_sample_from_python(runs):
     assert text == cli_model.sample("The ", 40, temperature=0.8, seed=7)
     score = py_model.score(b"The quick brown fox jumps over the lazy dog. " * 4)
     assert score["bytes_scored"] > 0 and 0 < score["nats_per_byte"] < 8
+    # a byte-level model: one token per byte, so both rates agree
+    assert score["tokens_scored"] == score["bytes_scored"]
+    assert score["nats_per_token"] == pytest.approx(score["nats_per_byte"], rel=1e-12)
     assert score == cli_model.score(b"The quick brown fox jumps over the lazy dog. " * 4)
 
 

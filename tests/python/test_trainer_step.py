@@ -88,6 +88,32 @@ def test_learning_rate_set_between_steps():
         t.set_lr(-1.0)
 
 
+def test_learning_rate_set_from_python_survives_a_checkpoint(tmp_path):
+    config = dict(SGD, lr_schedule="cosine", warmup_steps=0, lr=0.2, min_lr=0.02)
+    t = tessel.Trainer(config)
+    batch = batch_for(t)
+    t.set_lr(0.5)
+    t.step(batch)
+    t.save_checkpoint(str(tmp_path / "ckpt"))
+    manifest = json.loads((tmp_path / "ckpt" / "manifest.json").read_text())
+    assert manifest["state"]["lr_schedule"]["override"] == 0.5
+    resumed = tessel.Trainer(config)
+    resumed.load_checkpoint(str(tmp_path / "ckpt"))
+    assert resumed.step(batch)["lr"] == 0.5
+    # without an override the manifest has none and a resumed run follows the schedule
+    t.set_lr(None)
+    t.save_checkpoint(str(tmp_path / "plain"))
+    manifest = json.loads((tmp_path / "plain" / "manifest.json").read_text())
+    assert "override" not in manifest["state"]["lr_schedule"]
+    again = tessel.Trainer(config)
+    again.load_checkpoint(str(tmp_path / "plain"))
+    assert again.step(batch)["lr"] == pytest.approx(0.02 + 0.09 * (1 + math.cos(math.pi / 6)))
+    manifest["state"]["lr_schedule"]["override"] = -1
+    (tmp_path / "plain" / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(tessel.Error, match="lr_schedule.override must be a number > 0"):
+        tessel.Trainer(config).load_checkpoint(str(tmp_path / "plain"))
+
+
 def expected_lr(c, step):
     if step < c["warmup_steps"]:
         return c["lr"] * (step + 1) / c["warmup_steps"]

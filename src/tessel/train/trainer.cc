@@ -148,6 +148,7 @@ nlohmann::json Trainer::run_state() const {
         "global sample g is a pure function of (seed, g): the next batch starts at sample "
         "consumed_samples, on any number of ranks";
   }
+  if (lr_override_ > 0) state["lr_schedule"]["override"] = lr_override_;
   return state;
 }
 
@@ -174,10 +175,21 @@ void Trainer::load_checkpoint(const std::string& dir) {
                "0), which resuming token data needs (a checkpoint of a run on other data?)");
     task_->resume_at(step, consumed.get<int64_t>());
   }
+  const double lr_override = saved_lr_override(dir, info.state);
   engine_->load(dir, step);
   step_ = step;
+  lr_override_ = lr_override;
   config_.first_step = step;  // the memory prediction: no snapshot if no save follows
   startup_.load = lap(t);
+}
+
+double Trainer::saved_lr_override(const std::string& dir, const nlohmann::json& state) {
+  const nlohmann::json schedule = state.value("lr_schedule", nlohmann::json::object());
+  if (!schedule.is_object() || !schedule.contains("override")) return 0;
+  const nlohmann::json& lr = schedule["override"];
+  if (!lr.is_number() || !(lr.get<double>() > 0))
+    TS_THROW("checkpoint '", dir, "': lr_schedule.override must be a number > 0, got ", lr.dump());
+  return lr.get<double>();
 }
 
 void Trainer::set_lr(double lr) {

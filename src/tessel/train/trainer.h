@@ -67,8 +67,9 @@ class Trainer {
   EvalResult evaluate();
 
   // The learning rate of the following steps; 0 restores the schedule's.
-  // Not saved in checkpoints; asynchronous pipelines' weight prediction
-  // (XPipe) still uses the schedule's rate.
+  // Saved in checkpoints (the manifest's lr_schedule.override) and restored
+  // by load_checkpoint; asynchronous pipelines' weight prediction (XPipe)
+  // still uses the schedule's rate.
   void set_lr(double lr);
   // With `on`, each optimizer update copies the gradients it receives
   // (before clipping): this rank's part of each parameter, as the update
@@ -102,6 +103,8 @@ class Trainer {
   void snapshot_checkpoint(CheckpointSnapshot& snapshot);
   // The manifest's "state" for the current step.
   nlohmann::json run_state() const;
+  // A learning rate set by set_lr, as run_state records it (0: none).
+  static double saved_lr_override(const std::string& dir, const nlohmann::json& state);
 
   // Of the whole model (all shards).
   int64_t parameter_count() const;
