@@ -58,6 +58,51 @@ py::dict read_tensors(const std::string& path) {
   return out;
 }
 
+// TextModel: a checkpoint to sample from and score.
+void bind_text_model(py::module_& m) {
+  py::class_<TextModel>(m, "TextModel",
+                        "A text model loaded from a checkpoint, to sample and score (`tessel "
+                        "sample`, `tessel eval`).")
+      .def(py::init<const std::string&>(), py::arg("checkpoint"), py::call_guard<ComputeScope>())
+      .def(
+          "sample",
+          [](TextModel& tm, const std::string& prompt, int64_t chars, float temperature,
+             uint64_t seed) {
+            std::string text;
+            {
+              ComputeScope compute;
+              text = tm.sample(prompt, chars, temperature, seed);
+            }
+            return py::bytes(text);
+          },
+          py::arg("prompt"), py::arg("chars") = 200, py::arg("temperature") = 0.8f,
+          py::arg("seed") = 1234, "Continues the prompt by `chars` bytes (temperature 0: greedy).")
+      .def(
+          "score",
+          [](TextModel& tm, py::bytes data) {
+            const std::string s = data;
+            std::vector<uint8_t> text(s.begin(), s.end());
+            TextModel::Score r;
+            {
+              ComputeScope compute;
+              r = tm.score(text);
+            }
+            py::dict d;
+            d["nats_per_token"] = r.nats_per_token;
+            d["nats_per_byte"] = r.nats_per_byte;
+            d["bits_per_byte"] = r.bits_per_byte;
+            d["tokens_scored"] = r.tokens_scored;
+            d["bytes_scored"] = r.bytes_scored;
+            return d;
+          },
+          py::arg("text"),
+          "Mean next-token loss over the text's context windows, per token and per byte of the "
+          "scored tokens' text (comparable across tokenizers).")
+      .def_property_readonly("step", &TextModel::step)
+      .def_property_readonly("config",
+                             [](const TextModel& tm) { return from_json(tm.config().to_json()); });
+}
+
 }  // namespace
 
 void bind_train(py::module_& m) {
@@ -147,47 +192,7 @@ void bind_train(py::module_& m) {
       .def_property_readonly("baseline_loss",
                              [](const Trainer& t) { return t.task().baseline_loss(); });
 
-  py::class_<TextModel>(m, "TextModel",
-                        "A text model loaded from a checkpoint, to sample and score (`tessel "
-                        "sample`, `tessel eval`).")
-      .def(py::init<const std::string&>(), py::arg("checkpoint"), py::call_guard<ComputeScope>())
-      .def(
-          "sample",
-          [](TextModel& tm, const std::string& prompt, int64_t chars, float temperature,
-             uint64_t seed) {
-            std::string text;
-            {
-              ComputeScope compute;
-              text = tm.sample(prompt, chars, temperature, seed);
-            }
-            return py::bytes(text);
-          },
-          py::arg("prompt"), py::arg("chars") = 200, py::arg("temperature") = 0.8f,
-          py::arg("seed") = 1234, "Continues the prompt by `chars` bytes (temperature 0: greedy).")
-      .def(
-          "score",
-          [](TextModel& tm, py::bytes data) {
-            const std::string s = data;
-            std::vector<uint8_t> text(s.begin(), s.end());
-            TextModel::Score r;
-            {
-              ComputeScope compute;
-              r = tm.score(text);
-            }
-            py::dict d;
-            d["nats_per_token"] = r.nats_per_token;
-            d["nats_per_byte"] = r.nats_per_byte;
-            d["bits_per_byte"] = r.bits_per_byte;
-            d["tokens_scored"] = r.tokens_scored;
-            d["bytes_scored"] = r.bytes_scored;
-            return d;
-          },
-          py::arg("text"),
-          "Mean next-token loss over the text's context windows, per token and per byte of the "
-          "scored tokens' text (comparable across tokenizers).")
-      .def_property_readonly("step", &TextModel::step)
-      .def_property_readonly("config",
-                             [](const TextModel& tm) { return from_json(tm.config().to_json()); });
+  bind_text_model(m);
 }
 
 }  // namespace tessel::python
