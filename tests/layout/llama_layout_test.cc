@@ -1,7 +1,8 @@
 // The Llama-family model under real mpirun: data, tensor (kv_heads, hidden
 // and vocab on the model axis), sequence parallelism, a 1F1B pipeline, ZeRO
 // 1-3 and recomputation train to the same losses and weights as one process
-// (the matrix's tolerance, layout_harness.h), and each run's measured peak of
+// (the matrix's tolerance, layout_harness.h) with GPipe, 1F1B, zero-bubble
+// and interleaved pipelines, and each run's measured peak of
 // tensor storage is the dry run's prediction to the byte. A model axis that
 // does not divide the key/value heads fails on every rank naming the sizes;
 // bf16 with sequence parallelism stays within the bf16 matrix's tolerance.
@@ -46,6 +47,10 @@ INSTANTIATE_TEST_SUITE_P(
                   "kv_heads=model,hidden=model,vocab=model,seq=model", ""},
         LlamaCase{"llama_data2_model2", 4, "data=2,model=2", "", ""},
         LlamaCase{"llama_1f1b_pipe2", 2, "pipe=2", "", "--schedule 1f1b --microbatches 4"},
+        LlamaCase{"llama_gpipe_pipe2", 2, "pipe=2", "", "--schedule gpipe --microbatches 4"},
+        LlamaCase{"llama_zbh1_pipe2", 2, "pipe=2", "", "--schedule zb-h1 --microbatches 4"},
+        LlamaCase{"llama_1f1b_pipe2_data2", 4, "pipe=2,data=2", "",
+                  "--schedule 1f1b --microbatches 2"},
         LlamaCase{"llama_zero1_data2", 2, "data=2", "", "--zero 1"},
         LlamaCase{"llama_zero2_data2", 2, "data=2", "", "--zero 2"},
         LlamaCase{"llama_zero3_data2_model2", 4, "data=2,model=2", "", "--zero 3"},
