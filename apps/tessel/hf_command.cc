@@ -22,7 +22,8 @@ Command add_convert(CLI::App& app, bool to_hf) {
                                            : "read a Hugging Face Llama into a Tessel checkpoint");
   sub->add_option("--format", opt->format, "the other tool's layout: hf (Hugging Face)")
       ->check(CLI::IsMember({"hf"}));
-  sub->add_option("from", opt->from,
+  // export also takes --checkpoint, as sample and eval do
+  sub->add_option(to_hf ? "from,--checkpoint" : "from", opt->from,
                   to_hf ? "the Tessel checkpoint"
                         : "the Hugging Face directory (config.json, "
                           "model.safetensors)")

@@ -214,6 +214,12 @@ TEST(HfLlama, ImportedCheckpointResumesTraining) {
   CliResult i = run_cli("import --format hf " + (dir / "hf").string() + " --out " +
                         (dir / "imported").string());
   ASSERT_EQ(i.exit_code, 0) << i.output;
+  // export names its checkpoint as sample and eval do, too: the same files
+  CliResult named = run_cli("export --format hf --checkpoint " + ckpt.string() + " --out " +
+                            (dir / "hf_named").string());
+  ASSERT_EQ(named.exit_code, 0) << named.output;
+  EXPECT_EQ(read_safetensors((dir / "hf_named" / "model.safetensors").string()).tensors.size(),
+            read_safetensors((dir / "hf" / "model.safetensors").string()).tensors.size());
   CliResult t =
       run_cli("train --config " + (dir / "imported" / "tessel_config.json").string() +
               " --resume " + (dir / "imported").string() + " --out " + (dir / "run").string() +
