@@ -54,6 +54,7 @@ std::map<std::string, KeyRule> data_rules() {
   return {
       {"data", field(&TrainConfig::data,
                      "fortunes (byte-level text) | tokens (a token file, docs/data.md) | "
+                     "synthetic (uniform random tokens of any vocab, for timing) | "
                      "fashion-mnist (images)")},
       {"token_file", field(&TrainConfig::token_file,
                            "data tokens: a token file written by `tessel tokenize encode`")},
@@ -449,7 +450,8 @@ void TrainConfig::validate(bool with_data) const {
                ") so every head gets d_model/n_head dims");
     if (with_data && data == "fortunes" && vocab != 256)
       TS_THROW("config: 'vocab' must be 256 for byte-level text (data \"fortunes\"), got ", vocab,
-               "; other vocabularies train on data \"tokens\" (docs/data.md)");
+               "; other vocabularies train on data \"tokens\" (docs/data.md), or are timed on data "
+               "\"synthetic\"");
     if (model == "llama") validate_llama(*this);
   } else if (model == "mlp") {
     positive("hidden", hidden);

@@ -98,10 +98,11 @@ const char* data_name(DataKind kind) {
 }
 
 DataKind data_kind_of(const std::string& data) {
-  if (data == "fortunes" || data == "tokens") return DataKind::kText;
+  if (data == "fortunes" || data == "tokens" || data == "synthetic") return DataKind::kText;
   if (data == "fashion-mnist") return DataKind::kImages;
-  TS_THROW("config: 'data' must be \"fortunes\", \"tokens\" or \"fashion-mnist\", got \"", data,
-           "\"");
+  TS_THROW(
+      "config: 'data' must be \"fortunes\", \"tokens\", \"synthetic\" or \"fashion-mnist\", got \"",
+      data, "\"");
 }
 
 void register_model(const std::string& name, ModelSpec spec) {

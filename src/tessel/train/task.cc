@@ -5,6 +5,7 @@
 #include "tessel/base/error.h"
 #include "tessel/train/data/fashion_mnist.h"
 #include "tessel/train/data/text_corpus.h"
+#include "tessel/train/synthetic_task.h"
 #include "tessel/train/token_task.h"
 
 namespace tessel {
@@ -100,8 +101,11 @@ class ImageTask : public Task {
 std::unique_ptr<Task> make_task(const TrainConfig& config) {
   // The model's data kind (model_registry.h); the graph's inputs were
   // checked against it when the model was built.
-  if (model_data_kind(config) == DataKind::kText)
-    return config.data == "tokens" ? make_token_task(config) : std::make_unique<TextTask>(config);
+  if (model_data_kind(config) == DataKind::kText) {
+    if (config.data == "tokens") return make_token_task(config);
+    if (config.data == "synthetic") return make_synthetic_task(config);
+    return std::make_unique<TextTask>(config);
+  }
   return std::make_unique<ImageTask>(config);
 }
 
