@@ -1,18 +1,24 @@
 #!/usr/bin/python3
-"""PyTorch twin of examples/gpt-bench.json, for bench/gpt_vs_torch.sh.
+"""PyTorch twin of Tessel's GPT, for bench/gpt_vs_torch.sh.
 
-The same GPT as Tessel's benchmark config: byte vocabulary (256), context 128,
-6 pre-LayerNorm blocks of width 384 with 6 heads, a 4x GELU MLP, the output
-projection tied to the token embedding, batch 8, AdamW (lr 3e-4, betas
-0.9/0.999, weight decay 0.1). It times whole training steps (zero_grad,
-forward, loss, backward, update) after warm-up and prints one line with the
-median, e.g. `median=123.4 ms`.
+The same GPT as a Tessel config (--config, default examples/gpt-bench.json:
+byte vocabulary 256, context 128, 6 pre-LayerNorm blocks of width 384 with 6
+heads, batch 8): learned positions, a 4x GELU MLP, the output projection
+tied to the token embedding, AdamW (lr 3e-4, betas 0.9/0.999, weight decay
+0.1). The config's n_layer, n_head, d_model, context, vocab and batch set the
+sizes (examples/gpt2-124m.json: GPT-2 124M). Attention is causal softmax over
+stored scores (--attention manual, the default, as Tessel's unfused path) or
+torch's fused scaled_dot_product_attention (--attention sdpa, as Tessel's
+default fused op). It times whole training steps (zero_grad, forward, loss,
+backward, update) on random tokens after warm-up and prints one line with
+the median, e.g. `median=123.4 ms`.
 
 --bf16 runs forward and loss under torch.autocast("cpu", torch.bfloat16):
 PyTorch's CPU mixed precision (f32 weights, gradients and optimizer; bf16
 matmuls). Set OMP_NUM_THREADS / OPENBLAS_NUM_THREADS to --threads outside.
 """
 import argparse
+import json
 import math
 import statistics
 import time
@@ -22,6 +28,17 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 VOCAB, CONTEXT, LAYERS, WIDTH, HEADS, BATCH = 256, 128, 6, 384, 6, 8
+SDPA = False
+
+
+def use_config(path, attention):
+    """Sets the sizes from a Tessel config (its keys, with Tessel's defaults)."""
+    global VOCAB, CONTEXT, LAYERS, WIDTH, HEADS, BATCH, SDPA
+    c = json.load(open(path))
+    VOCAB, CONTEXT = c.get("vocab", 256), c.get("context", CONTEXT)
+    LAYERS, WIDTH, HEADS = c.get("n_layer", LAYERS), c.get("d_model", WIDTH), c.get("n_head", HEADS)
+    BATCH = c.get("batch", BATCH)
+    SDPA = attention == "sdpa"
 
 
 class Block(nn.Module):
@@ -40,6 +57,9 @@ class Block(nn.Module):
         size = WIDTH // HEADS
         q, k, v = (z.reshape(b, t, HEADS, size).permute(0, 2, 1, 3)
                    for z in self.qkv(h).chunk(3, dim=-1))
+        if SDPA:
+            mixed = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return self.out(mixed.permute(0, 2, 1, 3).reshape(b, t, WIDTH))
         scores = q @ k.transpose(-1, -2) / math.sqrt(size)
         scores = scores.masked_fill(~self.causal[:t, :t], float("-inf"))
         mixed = scores.softmax(dim=-1) @ v
@@ -73,7 +93,10 @@ def main():
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--bf16", action="store_true")
+    ap.add_argument("--config", default="examples/gpt-bench.json")
+    ap.add_argument("--attention", choices=["manual", "sdpa"], default="manual")
     args = ap.parse_args()
+    use_config(args.config, args.attention)
     torch.manual_seed(0)
     torch.set_num_threads(args.threads)
     model = Gpt()
@@ -92,7 +115,7 @@ def main():
             times.append(time.perf_counter() - start)
     print(f"threads={args.threads} precision={'bf16' if args.bf16 else 'f32'} "
           f"median={statistics.median(times) * 1e3:.1f} ms loss={loss.item():.3f} "
-          f"torch={torch.__version__}", flush=True)
+          f"torch={torch.__version__} attention={args.attention}", flush=True)
 
 
 if __name__ == "__main__":
