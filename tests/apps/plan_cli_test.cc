@@ -71,12 +71,12 @@ TEST_F(PlanCli, TableIsFollowedByALegendOfEveryColumn) {
 }
 
 TEST_F(PlanCli, ExplainSaysWhenTheBestAndTheRunnerUpTie) {
-  // gpt-tiny on data=2 without recomputation or accumulation: ZeRO 0 (5.19
-  // MiB) does not fit 5 MiB, and ZeRO 1 and 2 predict the same step and
-  // peak (4.38 MiB).
+  // gpt-tiny on data=2 without recomputation or accumulation: ZeRO 0 (4.88
+  // MiB) does not fit 4.5 MiB, and ZeRO 1 and 2 predict the same step and
+  // peak (4.17 MiB).
   const std::string args = "plan --config " + tiny() +
                            " --ranks 2 --mesh data=2 --microbatches 1 --recompute none "
-                           "--memory-limit 5MiB "
+                           "--memory-limit 4.5MiB "
                            "--explain --profile " +
                            profile();
   const CliResult r = run_cli(args);

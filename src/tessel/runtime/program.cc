@@ -12,6 +12,7 @@
 #include "tessel/ir/attrs.h"
 #include "tessel/ir/op_table.h"
 #include "tessel/kernels/einsum_memo.h"
+#include "tessel/runtime/program_uses.h"
 #include "tessel/tensor/aligned_buffer.h"
 
 namespace tessel {
@@ -74,23 +75,6 @@ std::vector<ValueId> Program::bias_adds_to_fuse(const Graph& g, const std::vecto
   return fused;
 }
 
-// What the constructor's steps learn about each root value: the
-// instructions that first and last use its buffer, whether an instruction
-// reads it, and for a gradient in a bucket, the bucket and its offset there.
-struct Program::Uses {
-  explicit Uses(int n)
-      : first(n, -1), last(n, -1), read(n, false), bucket_of(n, -1), bucket_offset(n, 0) {}
-  void touch(ValueId root, int step) {
-    if (first[root] < 0) first[root] = step;
-    last[root] = std::max(last[root], step);
-  }
-  std::vector<int> first, last;
-  std::vector<bool> read;
-  std::vector<int> bucket_of;
-  std::vector<size_t> bucket_offset;
-  int end = 1;  // one past the last instruction: outputs and inputs live to here
-};
-
 Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, CompileOptions options)
     : graph_(std::make_shared<const Graph>(graph)),
       options_(options),
@@ -100,6 +84,7 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
   index_values();
   Uses uses(graph_->size());
   make_instructions(live, outputs, uses);
+  write_over_dying_inputs(outputs, uses);
   split_phases();
   bound_transfers(uses);
   choose_bf16_storage(outputs);

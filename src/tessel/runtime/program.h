@@ -286,6 +286,9 @@ class Program {
   void index_values();
   void make_instructions(const std::vector<bool>& live, const std::vector<ValueId>& outputs,
                          Uses& uses);
+  // An instruction whose kernel may write over its first input, where that
+  // input dies there, writes into the input's buffer (program_in_place.cc).
+  void write_over_dying_inputs(const std::vector<ValueId>& outputs, Uses& uses);
   void split_phases();
   // Bounds the lifetimes of sent outputs and late inputs by their phases.
   void bound_transfers(Uses& uses);

@@ -1,0 +1,64 @@
+// Kernels that write over their input: an instruction of a kind listed in
+// writes_over_first_input, whose first input's buffer dies at that
+// instruction, takes that buffer for its output instead of a new one (its
+// output becomes an alias of the input's root, as a view's does). The
+// cross-entropy gradient is the one that pays: its output and the logits
+// it reads are the largest tensors of a language model's step (rows x
+// vocab each), and the logits die there, so a step's peak drops by one of
+// them where it falls at the loss (llm.c writes its gradient over the
+// logits the same way).
+//
+// Invariant: every backend's kernel of a listed kind reads each element of
+// its first input before it writes that element of its output, and reads
+// no element another thread may already have written (the CPU kernels
+// work row by row, reading a row's statistics first; the CUDA kernel runs
+// a row per thread).
+#include <set>
+
+#include "tessel/ir/graph.h"
+#include "tessel/ir/op_table.h"
+#include "tessel/runtime/program.h"
+#include "tessel/runtime/program_uses.h"
+
+namespace tessel {
+namespace {
+
+bool writes_over_first_input(OpKind kind) { return kind == OpKind::kCrossEntropyGrad; }
+
+}  // namespace
+
+void Program::write_over_dying_inputs(const std::vector<ValueId>& outputs, Uses& uses) {
+  const Graph& g = *graph_;
+  // Roots whose storage others see or keep: never written over.
+  std::set<ValueId> kept;
+  for (ValueId out : outputs) kept.insert(alias_root_[out]);
+  for (ValueId v : options_.sent_outputs) kept.insert(alias_root_.at(v));
+  for (ValueId v : options_.late_inputs) kept.insert(alias_root_.at(v));
+  for (ValueId v : options_.accumulated_outputs) kept.insert(alias_root_.at(v));
+  for (ValueId v : options_.bf16_reduce) kept.insert(alias_root_.at(v));
+  for (size_t i = 0; i < instructions_.size(); ++i) {
+    const Instruction& ins = instructions_[i];
+    const Node& node = g.node(ins.node);
+    if (ins.value != ins.node || !writes_over_first_input(node.kind)) continue;
+    const ValueId in = node.inputs[0];
+    const ValueId root = alias_root_[in];
+    const Node& source = g.node(root);
+    const bool dies_here = uses.last[root] == static_cast<int>(i);
+    const bool whole_root = alias_offset_[in] == 0 && source.shape.numel() == node.shape.numel() &&
+                            source.dtype == node.dtype;
+    const bool computed =
+        source.kind != OpKind::kInput && source.kind != OpKind::kParam && !is_tuple(source);
+    if (!dies_here || !whole_root || !computed || kept.count(root) || kept.count(ins.value))
+      continue;
+    // The output and every view of it now live in the input's buffer.
+    const ValueId out = ins.value;
+    for (ValueId id = out; id < g.size(); ++id)
+      if (alias_root_[id] == out) alias_root_[id] = root;
+    uses.last[root] = uses.last[out];
+    uses.read[root] = uses.read[root] || uses.read[out];
+    uses.first[out] = uses.last[out] = -1;
+    uses.read[out] = false;
+  }
+}
+
+}  // namespace tessel
