@@ -106,6 +106,61 @@ void bind_maps_and_llama_ops(py::class_<B, std::shared_ptr<B>>& c) {
       "rescales the frequencies as Llama 3.1.");
 }
 
+// Shape changes (expand, split, merge, rename) and the neural-network ops
+// with dims of their own (softmax, layernorm, embedding, cross-entropy).
+void bind_shape_and_nn_ops(py::class_<B, std::shared_ptr<B>>& c) {
+  c.def(
+       "expand",
+       [](const B& b, ValueId x, const py::object& target, const std::string& name) {
+         return b.get().expand(x, to_shape(target), name);
+       },
+       py::arg("x"), py::arg("target"), py::arg("name") = "expand")
+      .def(
+          "softmax",
+          [](const B& b, ValueId x, const std::string& dim, float scale,
+             const std::string& causal_query_dim, const std::string& name) {
+            return b.get().softmax(x, dim, scale, causal_query_dim, name);
+          },
+          py::arg("x"), py::arg("dim"), py::arg("scale") = 1.0f, py::arg("causal_query_dim") = "",
+          py::arg("name") = "softmax",
+          "Softmax of scale*x over dim; with causal_query_dim, later keys are masked.")
+      .def(
+          "layernorm",
+          [](const B& b, ValueId x, ValueId gamma, ValueId beta, const std::string& dim, float eps,
+             const std::string& name) { return b.get().layernorm(x, gamma, beta, dim, eps, name); },
+          py::arg("x"), py::arg("gamma"), py::arg("beta"), py::arg("dim"), py::arg("eps") = 1e-5f,
+          py::arg("name") = "layernorm")
+      .def(
+          "embedding",
+          [](const B& b, ValueId table, ValueId ids, const std::string& vocab_dim,
+             const std::string& name) { return b.get().embedding(table, ids, vocab_dim, name); },
+          py::arg("table"), py::arg("ids"), py::arg("vocab_dim"), py::arg("name") = "embedding")
+      .def(
+          "cross_entropy",
+          [](const B& b, ValueId logits, ValueId labels, const std::string& vocab_dim,
+             const std::string& name) {
+            return b.get().cross_entropy(logits, labels, vocab_dim, name);
+          },
+          py::arg("logits"), py::arg("labels"), py::arg("vocab_dim"),
+          py::arg("name") = "cross_entropy", "Mean cross-entropy over every other dim (a scalar).")
+      .def(
+          "split_dim",
+          [](const B& b, ValueId x, const std::string& dim, const py::object& parts,
+             const std::string& name) { return b.get().split_dim(x, dim, to_shape(parts), name); },
+          py::arg("x"), py::arg("dim"), py::arg("parts"), py::arg("name") = "split")
+      .def(
+          "merge_dims",
+          [](const B& b, ValueId x, Dims dims, const std::string& merged, const std::string& name) {
+            return b.get().merge_dims(x, std::move(dims), merged, name);
+          },
+          py::arg("x"), py::arg("dims"), py::arg("merged"), py::arg("name") = "merge")
+      .def(
+          "rename",
+          [](const B& b, ValueId x, const std::string& from, const std::string& to,
+             const std::string& name) { return b.get().rename(x, from, to, name); },
+          py::arg("x"), py::arg("from_dim"), py::arg("to_dim"), py::arg("name") = "rename");
+}
+
 }  // namespace
 
 void bind_graph(py::module_& m) {
@@ -195,57 +250,8 @@ void bind_graph(py::module_& m) {
           [](const B& b, ValueId x, float p, uint64_t seed, const std::string& key) {
             return b.get().dropout(x, p, seed, key);
           },
-          py::arg("x"), py::arg("p"), py::arg("seed"), py::arg("key"))
-      .def(
-          "expand",
-          [](const B& b, ValueId x, const py::object& target, const std::string& name) {
-            return b.get().expand(x, to_shape(target), name);
-          },
-          py::arg("x"), py::arg("target"), py::arg("name") = "expand")
-      .def(
-          "softmax",
-          [](const B& b, ValueId x, const std::string& dim, float scale,
-             const std::string& causal_query_dim, const std::string& name) {
-            return b.get().softmax(x, dim, scale, causal_query_dim, name);
-          },
-          py::arg("x"), py::arg("dim"), py::arg("scale") = 1.0f, py::arg("causal_query_dim") = "",
-          py::arg("name") = "softmax",
-          "Softmax of scale*x over dim; with causal_query_dim, later keys are masked.")
-      .def(
-          "layernorm",
-          [](const B& b, ValueId x, ValueId gamma, ValueId beta, const std::string& dim, float eps,
-             const std::string& name) { return b.get().layernorm(x, gamma, beta, dim, eps, name); },
-          py::arg("x"), py::arg("gamma"), py::arg("beta"), py::arg("dim"), py::arg("eps") = 1e-5f,
-          py::arg("name") = "layernorm")
-      .def(
-          "embedding",
-          [](const B& b, ValueId table, ValueId ids, const std::string& vocab_dim,
-             const std::string& name) { return b.get().embedding(table, ids, vocab_dim, name); },
-          py::arg("table"), py::arg("ids"), py::arg("vocab_dim"), py::arg("name") = "embedding")
-      .def(
-          "cross_entropy",
-          [](const B& b, ValueId logits, ValueId labels, const std::string& vocab_dim,
-             const std::string& name) {
-            return b.get().cross_entropy(logits, labels, vocab_dim, name);
-          },
-          py::arg("logits"), py::arg("labels"), py::arg("vocab_dim"),
-          py::arg("name") = "cross_entropy", "Mean cross-entropy over every other dim (a scalar).")
-      .def(
-          "split_dim",
-          [](const B& b, ValueId x, const std::string& dim, const py::object& parts,
-             const std::string& name) { return b.get().split_dim(x, dim, to_shape(parts), name); },
-          py::arg("x"), py::arg("dim"), py::arg("parts"), py::arg("name") = "split")
-      .def(
-          "merge_dims",
-          [](const B& b, ValueId x, Dims dims, const std::string& merged, const std::string& name) {
-            return b.get().merge_dims(x, std::move(dims), merged, name);
-          },
-          py::arg("x"), py::arg("dims"), py::arg("merged"), py::arg("name") = "merge")
-      .def(
-          "rename",
-          [](const B& b, ValueId x, const std::string& from, const std::string& to,
-             const std::string& name) { return b.get().rename(x, from, to, name); },
-          py::arg("x"), py::arg("from_dim"), py::arg("to_dim"), py::arg("name") = "rename");
+          py::arg("x"), py::arg("p"), py::arg("seed"), py::arg("key"));
+  bind_shape_and_nn_ops(c);
   binary<&GraphBuilder::add>(c, "add", "add");
   binary<&GraphBuilder::sub>(c, "sub", "sub");
   binary<&GraphBuilder::mul>(c, "mul", "mul");
