@@ -257,6 +257,7 @@ int run_plan(PlanOptions opt) {
                 searched_knobs(knobs).empty() ? "nothing" : searched_knobs(knobs).c_str());
   std::fflush(stdout);
   plan::PlanRequest q = plan_request(knobs, base, opt.ranks);
+  if (published) q.cost.overlap_data_parallel = published->data_parallel_overlap;
   q.check_device_memory = !opt.ignore_device_memory;
   q.oversubscribe = opt.oversubscribe;
   q.exact_top = std::max(q.exact_top, opt.top);  // every plan shown is costed exactly

@@ -48,6 +48,7 @@ namespace {
 nlohmann::json free_search(const CompareRequest& c, const plan::HardwareModel& hw,
                            double published_predicted_s) {
   plan::PlanRequest q = plan_request(c.options, c.model, c.ranks);
+  q.cost.overlap_data_parallel = c.run.data_parallel_overlap;
   q.check_device_memory = !c.ignore_device_memory;
   try {
     const plan::PlanResult r = plan::search_plans(q, hw);
@@ -112,6 +113,7 @@ int compare_published(const CompareRequest& c, const plan::HardwareModel& hw) {
   // peak is reported against the device's below).
   const ConfigOptions knobs = with_published_knobs(c.options, c.run, c.ranks, c.model.batch);
   plan::PlanRequest q = plan_request(knobs, c.model, c.ranks);
+  q.cost.overlap_data_parallel = c.run.data_parallel_overlap;
   q.check_device_memory = false;
   q.memory_limit = 0;
   q.exhaustive = !knobs.mesh.empty();  // few candidates: cost each, to pick by memory below

@@ -56,11 +56,17 @@ TEST(PublishedRun, EveryExampleReadsWithItsStatedKnobs) {
   EXPECT_EQ(gpt3.run.recompute, "blocks");
   EXPECT_FALSE(gpt3.run.layout.has_value());  // not stated: searched
   EXPECT_TRUE(gpt3.run.flops_with_recompute);
-  // Llama 3 states no micro-batch count, ZeRO stage nor recomputation.
+  EXPECT_FALSE(gpt3.run.data_parallel_overlap);
+  // Llama 3 states no micro-batch count nor chunks; it states FSDP sharding
+  // gradients and optimizer state (ZeRO 2), no activation checkpointing at
+  // 8K, and FSDP's asynchronous prefetch and reduce (section 3.3.2).
   const Read llama = read(published("llama3-405b-16k-h100.json"));
   EXPECT_FALSE(llama.run.microbatches.has_value());
-  EXPECT_FALSE(llama.run.zero.has_value());
-  EXPECT_FALSE(llama.run.recompute.has_value());
+  EXPECT_FALSE(llama.run.chunks.has_value());
+  EXPECT_EQ(llama.run.zero, 2);
+  EXPECT_EQ(llama.run.recompute, "none");
+  EXPECT_TRUE(llama.run.data_parallel_overlap);
+  EXPECT_EQ(llama.model.tp_comm_precision, "bf16");
   EXPECT_FALSE(llama.run.flops_with_recompute);
 }
 
@@ -115,6 +121,9 @@ TEST(PublishedRun, ABlockThatContradictsItselfIsRefusedNamingTheKey) {
   EXPECT_NE(error_with("flops_counted", "all").find("'published.flops_counted'"),
             std::string::npos);
   EXPECT_NE(error_with("cluster", "examples/clusters/none.json").find("give --cluster"),
+            std::string::npos);
+  EXPECT_NE(error_with("data_parallel_overlap", "yes")
+                .find("'published.data_parallel_overlap' must be true or false"),
             std::string::npos);
   nlohmann::json no_throughput = block;
   no_throughput.erase("tflops_per_gpu");

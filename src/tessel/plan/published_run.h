@@ -35,6 +35,10 @@ struct PublishedRun {
   std::optional<int64_t> microbatches;  // from micro_batch_size where only that is given
   std::optional<std::string> schedule, recompute, layout;
   std::optional<int> chunks, zero;
+  // The run overlaps its data-parallel gradient reduction and parameter
+  // gathers with the pipeline's compute (FSDP's asynchronous prefetch and
+  // reduce): CostOptions::overlap_data_parallel.
+  bool data_parallel_overlap = false;
   double tflops_per_gpu = 0;  // 0 when not stated; from tokens_per_s_per_gpu when that is
   // Whether the publication counted the recomputed forward pass in its
   // FLOPs ("with_recompute", Megatron's eq. 3) or only the model's ("model").

@@ -84,6 +84,15 @@ struct StepPrediction {
 struct CostOptions {
   int threads = 1;  // threads per rank (CPU hardware models)
   Precision precision = Precision::kF32;
+  // Pipelines under background progress: each chunk's data-axis gradient
+  // reduction starts after the chunk's last backward on the rank and runs
+  // on the data axis's channel behind the rank's later actions, and the
+  // ZeRO parameter gathers of the next step are prefetched chunk by chunk,
+  // each needed only by its chunk's first forward (FSDP's asynchronous
+  // prefetch and reduce). Tessel's pipeline engine does not do this (it
+  // reduces after the schedule): a published run that states it turns it
+  // on (`published.data_parallel_overlap`). Screening does not model it.
+  bool overlap_data_parallel = false;
 };
 
 // One einsum instruction's time on `hw`: the GEMM of its plan plus the
@@ -144,6 +153,7 @@ struct StagePhaseCost {
   int chunk = 0;
   double f = 0, bi = 0, bw = 0, accumulate = 0;
   double act_bytes = 0, grad_bytes = 0;
+  double param_grad_bytes = 0;  // the stage's parameter gradients (what it accumulates)
   std::map<std::string, double> comm_f, comm_b;
   double poll_interval = 0;  // mean time between the program's polls (all phases)
 };

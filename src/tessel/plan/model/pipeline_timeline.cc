@@ -6,6 +6,7 @@
 
 #include "tessel/base/error.h"
 #include "tessel/compile/zero.h"
+#include "tessel/plan/model/data_parallel_overlap.h"
 #include "tessel/schedule/schedule_check.h"
 
 namespace tessel::plan {
@@ -86,6 +87,7 @@ void stand_in_rank_costs(std::vector<RankCosts>& cost,
                            blocks(schedule.stage_of(t, static_cast<int>(c)));
       StageCost& sc = cost[r].chunks[c];
       sc.f *= ratio, sc.bi *= ratio, sc.bw *= ratio, sc.poll_interval *= ratio;
+      sc.param_grad_bytes *= ratio;
       for (auto* comm : {&sc.comm_f, &sc.comm_b})
         for (auto& [axis, v] : *comm) v *= ratio;
       ratio_sum += ratio;
@@ -143,6 +145,36 @@ SimulatedTimeline simulate_pipeline(const Schedule& schedule, const std::vector<
   return timeline;
 }
 
+// Rank r's chunks as data_parallel_overlap.h takes them: when each chunk's
+// gradients are complete and its first forward starts in `timeline`, and
+// its reduction and gather, the rank's `held` and `state` elements split in
+// proportion to the chunks' parameter-gradient bytes.
+template <typename Reduce, typename Gather>
+std::vector<ChunkDataWork> chunk_data_work(int r, const SimulatedTimeline& timeline,
+                                           const RankCosts& rc, Reduce reduce, Gather gather) {
+  const size_t n = rc.chunks.size();
+  std::vector<ChunkDataWork> work(n);
+  std::vector<bool> seen(n, false);
+  for (const SimulatedTimeline::Event& e : timeline.events) {
+    if (e.rank != r) continue;
+    ChunkDataWork& w = work[e.action.chunk];
+    if (e.action.kind == ActionKind::kForward && !seen[e.action.chunk]) {
+      w.first_forward_s = e.start;
+      seen[e.action.chunk] = true;
+    }
+    if (e.action.kind == ActionKind::kBackward || e.action.kind == ActionKind::kBackwardWeight)
+      w.grads_ready_s = std::max(w.grads_ready_s, e.end);
+  }
+  double bytes = 0;
+  for (const StageCost& sc : rc.chunks) bytes += sc.param_grad_bytes;
+  for (size_t c = 0; c < n; ++c) {
+    const double share = bytes > 0 ? rc.chunks[c].param_grad_bytes / bytes : 1.0 / n;
+    work[c].reduce_s = reduce(share * rc.held);
+    work[c].gather_s = gather(share * rc.state);
+  }
+  return work;
+}
+
 // Pipeline rank r's step: its actions' compute and blocking communication
 // from the timeline, its bubble, then the per-step work after the schedule.
 RankStep pipeline_rank_step(int r, const SimulatedTimeline& timeline, const RankCosts& rc,
@@ -177,14 +209,30 @@ RankStep pipeline_rank_step(int r, const SimulatedTimeline& timeline, const Rank
   double post = 0;
   if (!any.pipeline->data_axis().empty()) {
     const std::string& axis = any.pipeline->data_axis();
-    double d = any.config.zero > 0 ? sim.collective(CollectiveKind::kReduceScatter, 4 * held, axis)
-                                   : sim.collective(CollectiveKind::kAllReduce, 4 * held, axis);
-    // ZeRO: the updated chunks all-gathered back into the parameters.
-    if (any.config.zero > 0)
-      d += sim.collective(CollectiveKind::kAllGather, 4 * state, axis) + sim.memory(8 * state);
-    s.comm_s[axis] += d;
-    s.exposed_s[axis] += d;
-    post += d;
+    const bool zero = any.config.zero > 0;
+    // ZeRO: reduce-scattered, and after the update the updated chunks
+    // all-gathered back into the parameters.
+    auto reduce = [&](double elements) {
+      return sim.collective(zero ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce,
+                            4 * elements, axis);
+    };
+    auto gather = [&](double elements) {
+      return zero ? sim.collective(CollectiveKind::kAllGather, 4 * elements, axis) +
+                        sim.memory(8 * elements)
+                  : 0.0;
+    };
+    if (sim.options().overlap_data_parallel && !sim.polled()) {
+      const OverlappedDataWork w =
+          overlapped_data_work(chunk_data_work(r, timeline, rc, reduce, gather), timeline.makespan);
+      s.comm_s[axis] += w.comm_s;
+      s.exposed_s[axis] += w.reduce_exposed_s + w.gather_exposed_s;
+      post += w.reduce_exposed_s + w.gather_exposed_s;
+    } else {
+      const double d = reduce(held) + gather(state);
+      s.comm_s[axis] += d;
+      s.exposed_s[axis] += d;
+      post += d;
+    }
   }
   if (tied > 0 && pipe_axis) {
     const double d = sim.collective(CollectiveKind::kAllReduce, 4 * tied, "pipe");

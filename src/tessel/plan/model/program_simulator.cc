@@ -63,6 +63,7 @@ std::vector<StagePhaseCost> phase_costs(const CompiledRank& c, const Simulator& 
     double grads = 0;
     for (ValueId v : st.param_grads) grads += value_bytes(prog.graph(), v);
     sc.accumulate = sim.memory(3 * grads);  // into the stage's accumulators
+    sc.param_grad_bytes = grads;
     for (ValueId v : st.activations_out) sc.act_bytes += value_bytes(prog.graph(), v);
     for (ValueId v : st.gradients_out) sc.grad_bytes += value_bytes(prog.graph(), v);
     for (int ph = 0; ph < static_cast<int>(t.blocking_s.size()); ++ph)

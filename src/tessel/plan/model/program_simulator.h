@@ -62,6 +62,7 @@ class Simulator {
   Simulator with_share(double share) const { return Simulator(mesh_, hw_, options_, share); }
 
   const CommProgress& progress() const { return progress_; }
+  const CostOptions& options() const { return options_; }
   bool polled() const { return progress_.mode == CommProgress::Mode::kPolled; }
 
   double memory(double bytes) const {

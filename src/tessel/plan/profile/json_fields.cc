@@ -73,6 +73,12 @@ std::string JsonFields::string(const char* key) const {
   return v.get<std::string>();
 }
 
+bool JsonFields::boolean(const char* key) const {
+  const nlohmann::json& v = required(key);
+  if (!v.is_boolean()) fail(key, "must be true or false, got " + v.dump());
+  return v.get<bool>();
+}
+
 const nlohmann::json& JsonFields::array(const char* key) const {
   const nlohmann::json& v = required(key);
   if (!v.is_array()) fail(key, "must be an array, got " + v.dump());

@@ -33,6 +33,7 @@ class JsonFields {
   // An integer >= `min`.
   int64_t integer(const char* key, int64_t min) const;
   std::string string(const char* key) const;
+  bool boolean(const char* key) const;
   // A JSON array (throws otherwise).
   const nlohmann::json& array(const char* key) const;
 
