@@ -59,15 +59,15 @@ struct HalfPair {
 HalfPair half_pair(const OpCall& call, const Ring& ring, int owner, int a, int b) {
   HalfPair p;
   p.l = attention_layout_of(call);
-  const int64_t half = p.l.sq / 2;
+  p.l.sq /= 2;
+  p.l.sk /= 2;
   const int64_t qh = balanced_half(ring.rank, ring.size, a),
                 kh = balanced_half(owner, ring.size, b);
-  p.l.sq = p.l.sk = half;
-  p.l.causal_shift = (qh - kh) * half;
+  p.l.causal_shift = (qh - kh) * p.l.sq;  // causal: sq == sk
   p.skipped = p.l.causal && kh > qh;
-  p.q = a * half * p.l.q_seq;
-  p.k = b * half * p.l.k_seq;
-  p.lse = a * half * p.l.lse_seq;
+  p.q = a * p.l.sq * p.l.q_seq;
+  p.k = b * p.l.sk * p.l.k_seq;
+  p.lse = a * p.l.sq * p.l.lse_seq;
   return p;
 }
 
