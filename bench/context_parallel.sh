@@ -6,14 +6,17 @@
 #    the run allocates) fits BUDGET_MIB, on 1 rank and on ctx=2 and ctx=4 by
 #    all-to-all and by ring (an all-to-all the 6 heads do not allow is
 #    reported as such);
-# 2. rate: tokens per second per rank on 1 rank at context PER_RANK and on
-#    ctx=2 at 2 x PER_RANK by each strategy (mpirun, 1 thread per rank),
-#    and on 1 rank at 2 x PER_RANK (the same model as the ctx=2 runs: its
-#    attention per token is twice that at PER_RANK), the median step of
-#    STEPS after the first, alternating ROUNDS times.
+# 2. rate: tokens per second per rank on 1 rank at context PER_RANK, on
+#    ctx=2 at 2 x PER_RANK by each strategy and on ctx=4 at 4 x PER_RANK by
+#    ring (mpirun, 1 thread per rank), and on 1 rank at 2 x PER_RANK (the
+#    same model as the ctx=2 runs: its attention per token is twice that at
+#    PER_RANK), the median step of STEPS after the first, alternating ROUNDS
+#    times. With BEFORE_BIN set (a `tessel` built from an earlier commit,
+#    e.g. one without the ring's load balancing), its ring runs on ctx=2
+#    and ctx=4 alternate with these (strategy "ring@before").
 # Prints the CPU model, then CSV rows.
 #
-# Usage: bench/context_parallel.sh [BUDGET_MIB] [PER_RANK] [STEPS] [ROUNDS]
+# Usage: [BEFORE_BIN=path] bench/context_parallel.sh [BUDGET_MIB] [PER_RANK] [STEPS] [ROUNDS]
 # Hold the machine-wide lock: flock /tmp/tessel-bench.lock bench/context_parallel.sh ...
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -54,12 +57,13 @@ longest() {  # ranks strategy -> the longest context within the budget
 }
 
 step_ms() {  # ranks strategy context -> median ms of steps after the first
-  local dir
+  local dir bin=$BIN strategy=${2%@before}
+  [ "$strategy" = "$2" ] || bin=$BEFORE_BIN
   dir=$(mktemp -d)
   # shellcheck disable=SC2046
-  $([ "$1" = 1 ] || echo "$MPIRUN -n $1") "$BIN" train --config "$CONFIG" --set batch=1 \
+  $([ "$1" = 1 ] || echo "$MPIRUN -n $1") "$bin" train --config "$CONFIG" --set batch=1 \
     --set context="$3" --set steps=$((STEPS + 1)) --set eval_every=0 --threads 1 \
-    $(parallel_args "$1" "$2") --out "$dir/out" >/dev/null 2>&1
+    $(parallel_args "$1" "$strategy") --out "$dir/out" >/dev/null 2>&1
   /usr/bin/python3 -c '
 import json, statistics, sys
 steps = [json.loads(l) for l in open(sys.argv[1])][1:]
@@ -83,13 +87,15 @@ for c in "1 -" "2 all_to_all" "2 ring" "4 all_to_all" "4 ring"; do
 done
 echo "rate: tokens_per_rank,ranks,strategy,context,median_step_ms,tokens_per_s_per_rank,rounds_ms"
 declare -A runs
+rates=("1 - 1" "2 all_to_all 2" "2 ring 2" "4 ring 4" "1 - 2")
+[ -z "${BEFORE_BIN:-}" ] || rates+=("2 ring@before 2" "4 ring@before 4")
 for _ in $(seq "$ROUNDS"); do
-  for c in "1 - 1" "2 all_to_all 2" "2 ring 2" "1 - 2"; do
+  for c in "${rates[@]}"; do
     set -- $c
     runs[$c]+="$(step_ms "$1" "$2" $((PER_RANK * $3))) "
   done
 done
-for c in "1 - 1" "2 all_to_all 2" "2 ring 2" "1 - 2"; do
+for c in "${rates[@]}"; do
   set -- $c
   ms=$(echo "${runs[$c]}" | tr ' ' '\n' | grep . | median)
   tokens=$((PER_RANK * $3 / $1))
