@@ -17,6 +17,7 @@
 # Prints the CPU model, then CSV rows.
 #
 # Usage: [BEFORE_BIN=path] bench/context_parallel.sh [BUDGET_MIB] [PER_RANK] [STEPS] [ROUNDS]
+# (ROUNDS 0: the memory rows only)
 # Hold the machine-wide lock: flock /tmp/tessel-bench.lock bench/context_parallel.sh ...
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -85,6 +86,7 @@ for c in "1 -" "2 all_to_all" "2 ring" "4 all_to_all" "4 ring"; do
     echo "$BUDGET_MIB,$1,$2,$ctx,$(peak_mib "$1" "$2" "$ctx")"
   fi
 done
+[ "$ROUNDS" -gt 0 ] || exit 0
 echo "rate: tokens_per_rank,ranks,strategy,context,median_step_ms,tokens_per_s_per_rank,rounds_ms"
 declare -A runs
 rates=("1 - 1" "2 all_to_all 2" "2 ring 2" "4 ring 4" "1 - 2")

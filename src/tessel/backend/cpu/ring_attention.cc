@@ -22,9 +22,11 @@ struct RingShapes {
   int64_t nq() const { return q.numel(); }
   int64_t nk() const { return k.numel(); }
   int64_t nl() const { return lse.numel(); }
+  // The exchanges' stage, which the forward's ring also uses for a pair's
+  // out and lse.
   int64_t stage() const {
-    return std::max(
-        {exchange_stage_floats(q), exchange_stage_floats(k), exchange_stage_floats(lse)});
+    return std::max({exchange_stage_floats(q), exchange_stage_floats(k), exchange_stage_floats(lse),
+                     nq() + nl()});
   }
 };
 
@@ -143,9 +145,10 @@ void execute_ring_attention(const OpCall& call, Communicator& comm) {
   const RingShapes s = ring_shapes(call.node.attrs, in_shape(call, 0), in_shape(call, 1));
   const int64_t nk = s.nk(), nq = s.nq();
   float* kv[2] = {static_cast<float*>(call.scratch), static_cast<float*>(call.scratch) + 2 * nk};
-  float* q = kv[1] + 2 * nk;
-  float *out = q + nq, *lse = out + nq, *pair_out = lse + s.nl(), *pair_lse = pair_out + nq;
-  float* stage = pair_lse + s.nl();
+  float *q = kv[1] + 2 * nk, *stage = q + nq;
+  float *pair_out = stage, *pair_lse = stage + nq;  // during the ring only
+  // out and lse are computed in the balanced order, then put back in place.
+  float *out = tuple_element(call, 0), *lse = tuple_element(call, 1);
   const std::string& op = call.node.name;
   const int tags = ring.size, tag_span = 2 * ring.size;  // the ring's, then each exchange's
   exchange_halves(comm, attention_input(call, 0), q, s.q, HalfOrder::kBalanced, stage, tags, op);
@@ -165,9 +168,9 @@ void execute_ring_attention(const OpCall& call, Communicator& comm) {
       if (!first) merge_pair(out, lse, pair_out, pair_lse, s.lse, a, d, inner);
     });
   });
-  exchange_halves(comm, {out, false}, tuple_element(call, 0), s.q, HalfOrder::kContiguous, stage,
-                  tags + 3 * tag_span, op);
-  exchange_halves(comm, {lse, false}, tuple_element(call, 1), s.lse, HalfOrder::kContiguous, stage,
+  exchange_halves(comm, {out, false}, out, s.q, HalfOrder::kContiguous, stage, tags + 3 * tag_span,
+                  op);
+  exchange_halves(comm, {lse, false}, lse, s.lse, HalfOrder::kContiguous, stage,
                   tags + 4 * tag_span, op);
 }
 
@@ -177,8 +180,9 @@ void execute_ring_attention_grad(const OpCall& call, Communicator& comm) {
   const int64_t nk = s.nk(), nq = s.nq(), nl = s.nl();
   float* delta = static_cast<float*>(call.scratch);   // slot a's at delta + a * nl / 2
   float* buf[2] = {delta + nl, delta + nl + 4 * nk};  // k, v, dk, dv
-  float *kv = buf[1] + 4 * nk, *q = kv + 2 * nk, *dout = q + nq, *dq = dout + nq;
-  float *lse = dq + nq, *stage = lse + nl;
+  float *kv = buf[1] + 4 * nk, *q = kv + 2 * nk, *dout = q + nq, *lse = dout + nq;
+  float* stage = lse + nl;
+  float* dq = tuple_element(call, 0);  // in the balanced order, then put back in place
   const std::string& op = call.node.name;
   const int tags = 3 * ring.size, tag_span = 2 * ring.size;  // the ring's, then each exchange's
   const kernels::AttentionInput lse_in{in_f32(call, 3), false};
@@ -226,8 +230,8 @@ void execute_ring_attention_grad(const OpCall& call, Communicator& comm) {
     grads_sent->wait();
   }
   const float* home = buf[ring.size % 2] + 2 * nk;
-  exchange_halves(comm, {dq, false}, tuple_element(call, 0), s.q, HalfOrder::kContiguous, stage,
-                  tags + 5 * tag_span, op);
+  exchange_halves(comm, {dq, false}, dq, s.q, HalfOrder::kContiguous, stage, tags + 5 * tag_span,
+                  op);
   exchange_halves(comm, {home, false}, tuple_element(call, 1), s.k, HalfOrder::kContiguous, stage,
                   tags + 6 * tag_span, op);
   exchange_halves(comm, {home + nk, false}, tuple_element(call, 2), s.k, HalfOrder::kContiguous,
@@ -238,8 +242,8 @@ size_t ring_attention_scratch_bytes(const Graph& graph, const Node& node) {
   const RingShapes s =
       ring_shapes(node.attrs, graph.node(node.inputs[0]).shape, graph.node(node.inputs[1]).shape);
   const int64_t floats = node.kind == OpKind::kAttention
-                             ? 4 * s.nk() + 3 * s.nq() + 2 * s.nl() + s.stage()
-                             : 2 * s.nl() + 10 * s.nk() + 3 * s.nq() + s.stage();
+                             ? 4 * s.nk() + s.nq() + s.stage()
+                             : 2 * s.nl() + 10 * s.nk() + 2 * s.nq() + s.stage();
   return static_cast<size_t>(floats) * sizeof(float);
 }
 

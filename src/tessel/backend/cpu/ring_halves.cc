@@ -29,6 +29,7 @@ void copy_half(kernels::AttentionInput src, int from, float* dst, int to, const 
   for (int64_t o = 0; o < g.outer; ++o) {
     float* d = dst + at(to, o);
     if (!src.bf16) {
+      if (d == static_cast<const float*>(src.data) + at(from, o)) continue;  // in place
       std::memcpy(d, static_cast<const float*>(src.data) + at(from, o),
                   static_cast<size_t>(run) * sizeof(float));
       continue;
@@ -53,17 +54,22 @@ void exchange_halves(Communicator& comm, kernels::AttentionInput src, float* dst
   const HalfOrder from = to == HalfOrder::kBalanced ? HalfOrder::kContiguous : HalfOrder::kBalanced;
   const int rank = comm.rank(), ranks = comm.size();
   const int64_t run = g.half() * g.inner, piece = g.outer * run;
+  // Every half that leaves is packed before any half of dst is written, and
+  // at most one half stays (on n >= 2 ranks), so dst may be src (in place).
   std::vector<std::unique_ptr<CommRequest>> sent;
+  int stays = -1;
   for (int slot = 0; slot < 2; ++slot) {
     const int half = half_in(from, rank, ranks, slot);
     const HalfPlace dest = place_in(to, half, ranks);
     if (dest.rank == rank) {
-      copy_half(src, slot, dst, dest.slot, g);
+      stays = slot;
       continue;
     }
     copy_half(src, slot, stage + slot * piece, -1, g);
     sent.push_back(comm.start_send(stage + slot * piece, piece, dest.rank, tag + half, op));
   }
+  if (stays >= 0)
+    copy_half(src, stays, dst, place_in(to, half_in(from, rank, ranks, stays), ranks).slot, g);
   float* received = stage + 2 * piece;
   for (int slot = 0; slot < 2; ++slot) {
     const int half = half_in(to, rank, ranks, slot);

@@ -33,8 +33,9 @@ inline int64_t exchange_stage_floats(const Halves& g) { return g.numel() + g.num
 enum class HalfOrder { kBalanced, kContiguous };
 
 // Moves this rank's halves of `src` (in the other order) into `dst` in order
-// `to`, over the ring's axis (`comm`, one rank per coordinate). `stage`
-// holds 2 * g.numel() floats; tags tag .. tag + 2n - 1 are used.
+// `to`, over the ring's axis (`comm`, one rank per coordinate, n >= 2); dst
+// may be src's f32 data (in place). `stage` holds exchange_stage_floats(g)
+// floats; tags tag .. tag + 2n - 1 are used.
 void exchange_halves(Communicator& comm, kernels::AttentionInput src, float* dst, const Halves& g,
                      HalfOrder to, float* stage, int tag, const std::string& op);
 
