@@ -13,7 +13,12 @@
 #    PER_RANK), the median step of STEPS after the first, alternating ROUNDS
 #    times. With BEFORE_BIN set (a `tessel` built from an earlier commit,
 #    e.g. one without the ring's load balancing), its ring runs on ctx=2
-#    and ctx=4 alternate with these (strategy "ring@before").
+#    and ctx=4 alternate with these (strategy "ring@before");
+# 3. with BEFORE_BIN set, the ring's own time: `bench step --breakdown`
+#    (rank 0's program instruction by instruction, so a ring op's time
+#    includes waiting for the slowest rank) on ctx=2 and ctx=4 by both
+#    binaries, alternating ROUNDS times: the attention and attention_grad
+#    ops' ms per step, medians.
 # Prints the CPU model, then CSV rows.
 #
 # Usage: [BEFORE_BIN=path] bench/context_parallel.sh [BUDGET_MIB] [PER_RANK] [STEPS] [ROUNDS]
@@ -57,9 +62,23 @@ longest() {  # ranks strategy -> the longest context within the budget
   echo "$lo"
 }
 
+binary() {  # strategy -> the binary that runs it
+  if [ "${1%@before}" = "$1" ]; then echo "$BIN"; else echo "$BEFORE_BIN"; fi
+}
+
+ring_ops_ms() {  # ranks strategy context -> "attention attention_grad" ms per step
+  # shellcheck disable=SC2046
+  $MPIRUN -n "$1" "$(binary "$2")" bench step --breakdown --config "$CONFIG" --set batch=1 \
+    --set context="$3" --threads 1 $(parallel_args "$1" "${2%@before}") --steps "$STEPS" \
+    --warmup 1 2>/dev/null | tail -1 | /usr/bin/python3 -c '
+import json, sys
+kinds = {k["kind"]: k["ms"] for k in json.load(sys.stdin)["breakdown"]["kinds"]}
+print("%.1f %.1f" % (kinds["attention"], kinds["attention_grad"]))'
+}
+
 step_ms() {  # ranks strategy context -> median ms of steps after the first
-  local dir bin=$BIN strategy=${2%@before}
-  [ "$strategy" = "$2" ] || bin=$BEFORE_BIN
+  local dir bin strategy=${2%@before}
+  bin=$(binary "$2")
   dir=$(mktemp -d)
   # shellcheck disable=SC2046
   $([ "$1" = 1 ] || echo "$MPIRUN -n $1") "$bin" train --config "$CONFIG" --set batch=1 \
@@ -102,4 +121,22 @@ for c in "${rates[@]}"; do
   ms=$(echo "${runs[$c]}" | tr ' ' '\n' | grep . | median)
   tokens=$((PER_RANK * $3 / $1))
   echo "$tokens,$1,$2,$((PER_RANK * $3)),$ms,$(awk -v c="$tokens" -v ms="$ms" 'BEGIN {printf "%.1f", c / (ms / 1000)}'),${runs[$c]% }"
+done
+[ -n "${BEFORE_BIN:-}" ] || exit 0
+echo "ring_ops: tokens_per_rank,ranks,strategy,context,attention_ms,attention_grad_ms,rounds_attention_ms,rounds_attention_grad_ms"
+declare -A fwd bwd
+ops=("2 ring 2" "2 ring@before 2" "4 ring 4" "4 ring@before 4")
+for _ in $(seq "$ROUNDS"); do
+  for c in "${ops[@]}"; do
+    set -- $c
+    read -r f b <<<"$(ring_ops_ms "$1" "$2" $((PER_RANK * $3)))"
+    fwd[$c]+="$f "
+    bwd[$c]+="$b "
+  done
+done
+for c in "${ops[@]}"; do
+  set -- $c
+  f=$(echo "${fwd[$c]}" | tr ' ' '\n' | grep . | median)
+  b=$(echo "${bwd[$c]}" | tr ' ' '\n' | grep . | median)
+  echo "$PER_RANK,$1,$2,$((PER_RANK * $3)),$f,$b,${fwd[$c]% },${bwd[$c]% }"
 done
