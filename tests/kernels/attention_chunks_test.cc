@@ -144,8 +144,8 @@ TEST(AttentionChunks, BalancedHalfPairsMergeToTheWholeAttentionWithEqualWorkPerS
         double work = 0;
         for (int a = 0; a < 2; ++a)
           for (int b = 0; b < 2; ++b) {
-            const int qh = tessel::balanced_half(r, ranks, a),
-                      kh = tessel::balanced_half(owner, ranks, b);
+            const int qh = tessel::half_at(tessel::HalfOrder::kBalanced, r, ranks, a),
+                      kh = tessel::half_at(tessel::HalfOrder::kBalanced, owner, ranks, b);
             if (kh > qh) continue;
             work += qh == kh ? 0.5 : 1.0;
             f(qh, kh);

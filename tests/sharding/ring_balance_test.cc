@@ -31,13 +31,14 @@ TEST(RingBalance, EveryHalfHasOnePlaceInEachOrder) {
     std::set<int> balanced, contiguous;
     for (int r = 0; r < n; ++r)
       for (int s = 0; s < 2; ++s) {
-        const int b = balanced_half(r, n, s), c = contiguous_half(r, s);
+        const int b = half_at(HalfOrder::kBalanced, r, n, s),
+                  c = half_at(HalfOrder::kContiguous, r, n, s);
         balanced.insert(b);
         contiguous.insert(c);
-        EXPECT_EQ(balanced_place(b, n).rank, r) << n;
-        EXPECT_EQ(balanced_place(b, n).slot, s) << n;
-        EXPECT_EQ(contiguous_place(c).rank, r) << n;
-        EXPECT_EQ(contiguous_place(c).slot, s) << n;
+        EXPECT_EQ(place_of(HalfOrder::kBalanced, b, n).rank, r) << n;
+        EXPECT_EQ(place_of(HalfOrder::kBalanced, b, n).slot, s) << n;
+        EXPECT_EQ(place_of(HalfOrder::kContiguous, c, n).rank, r) << n;
+        EXPECT_EQ(place_of(HalfOrder::kContiguous, c, n).slot, s) << n;
       }
     EXPECT_EQ(balanced.size(), 2u * n);
     EXPECT_EQ(*balanced.rbegin(), 2 * n - 1);
@@ -51,12 +52,14 @@ TEST(RingBalance, EveryRankDoesTheSameCausalWorkAtEveryStep) {
       double slowest_contiguous = 0;
       for (int r = 0; r < n; ++r) {
         const int owner = (r - t + n) % n;
-        EXPECT_EQ(step_work(r, owner, [n](int rank, int s) { return balanced_half(rank, n, s); }),
-                  2.0)
+        EXPECT_EQ(
+            step_work(r, owner,
+                      [n](int rank, int s) { return half_at(HalfOrder::kBalanced, rank, n, s); }),
+            2.0)
             << n << " ranks, rank " << r << ", step " << t;
-        slowest_contiguous =
-            std::max(slowest_contiguous,
-                     step_work(r, owner, [](int rank, int s) { return contiguous_half(rank, s); }));
+        slowest_contiguous = std::max(slowest_contiguous, step_work(r, owner, [n](int rank, int s) {
+                                        return half_at(HalfOrder::kContiguous, rank, n, s);
+                                      }));
       }
       EXPECT_EQ(slowest_contiguous, t == 0 ? 2.0 : 4.0) << n << " ranks, step " << t;
     }

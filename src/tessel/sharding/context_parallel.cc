@@ -92,39 +92,34 @@ AxisSignature context_parallel_signature(const Graph& graph, const Node& node, c
   return sig;
 }
 
-int balanced_half(int rank, int ranks, int slot) { return slot == 0 ? rank : 2 * ranks - 1 - rank; }
-int contiguous_half(int rank, int slot) { return 2 * rank + slot; }
-HalfPlace balanced_place(int half, int ranks) {
+int half_at(HalfOrder order, int rank, int ranks, int slot) {
+  if (order == HalfOrder::kContiguous) return 2 * rank + slot;
+  return slot == 0 ? rank : 2 * ranks - 1 - rank;
+}
+
+HalfPlace place_of(HalfOrder order, int half, int ranks) {
+  if (order == HalfOrder::kContiguous) return {half / 2, half % 2};
   return half < ranks ? HalfPlace{half, 0} : HalfPlace{2 * ranks - 1 - half, 1};
 }
-HalfPlace contiguous_place(int half) { return {half / 2, half % 2}; }
 
 int ring_halves_moved(int rank, int ranks) {
-  int moved = 0;
-  for (int slot = 0; slot < 2; ++slot)
-    moved += balanced_place(contiguous_half(rank, slot), ranks).rank != rank;
-  return moved;
+  return (place_of(HalfOrder::kBalanced, 2 * rank, ranks).rank != rank) +
+         (place_of(HalfOrder::kBalanced, 2 * rank + 1, ranks).rank != rank);
 }
 
 double ring_balance_bytes_sent(const Graph& graph, const Node& local) {
   auto bytes = [&](int input) { return 4.0 * graph.node(local.inputs[input]).shape.numel(); };
-  const double q = bytes(0), k = bytes(1);
-  const double halves =
-      ring_halves_moved(static_cast<int>(local.attrs.offset), static_cast<int>(local.attrs.count));
-  if (local.kind == OpKind::kAttention) {
-    const double lse = q / graph.node(local.inputs[0]).shape.size(attention_dims(local.attrs)[2]);
-    return halves / 2 * (q + 2 * k + q + lse);  // q, k, v there; out, lse back
-  }
-  return halves / 2 * (2 * q + bytes(3) + 2 * k + q + 2 * k);  // q, dout, lse, k, v; dq, dk, dv
+  const double part = ring_halves_moved(local.attrs.offset, local.attrs.count) / 2.0;
+  if (local.kind == OpKind::kAttention)  // q, k, v there; out, lse back
+    return part * (2 * bytes(0) + 2 * bytes(1) + 4.0 * local.elements[1].shape.numel());
+  return part * (3 * bytes(0) + bytes(3) + 4 * bytes(1));  // q, dout, lse, k, v; dq, dk, dv
 }
 
 double ring_attention_bytes_sent(const Graph& graph, const Node& local) {
   const double chunk = 4.0 * graph.node(local.inputs[1]).shape.numel();  // one of k, v, dk, dv
   const double steps = static_cast<double>(local.attrs.count - 1);
-  const double ring = local.kind == OpKind::kAttention
-                          ? steps * 2 * chunk
-                          : steps * 2 * chunk + steps * 4 * chunk + 2 * chunk;
-  return ring_balance_bytes_sent(graph, local) + ring;
+  const double backward = local.kind == OpKind::kAttention ? 0 : steps * 4 * chunk + 2 * chunk;
+  return ring_balance_bytes_sent(graph, local) + steps * 2 * chunk + backward;
 }
 
 Sharding tuple_element_sharding(const Node& tuple, const Sharding& s, int index) {

@@ -12,15 +12,9 @@
 //   naming the dims, the axis and the sizes;
 // - ring: q (and lse, dout) split on the query dim, k and v on the key dim;
 //   the local op exchanges key/value chunks around the axis itself
-//   (backend/cpu/ring_attention.h), told so by `ring_axis` attributes. The
-//   op balances the causal work (below), so the query and key dims must cut
-//   into 2n equal halves on an axis of n ranks: else an error naming the
-//   dim, the axis and the sizes.
-//
-// Ring load balancing (Megatron's order, done inside the op): the sequence
-// is cut into 2n half-chunks; the layout gives rank r the contiguous halves
-// 2r and 2r+1, the op moves them so that rank r computes halves r (its slot
-// 0) and 2n-1-r (its slot 1), and moves the results back.
+//   (backend/cpu/ring_attention.h), told so by `ring_axis` attributes,
+//   balanced: rank r of n computes halves r and 2n-1-r of the sequence's 2n
+//   (the layout gives it 2r, 2r+1), so the dims must cut into 2n halves.
 // Elements of the tuple that lack the query dim (dk, dv) are split on the
 // key dim instead (tuple_element_sharding).
 #pragma once
@@ -48,30 +42,21 @@ AxisSignature context_parallel_signature(const Graph& graph, const Node& node, c
                                          const Mesh& mesh, int axis,
                                          const std::set<std::string>& taken);
 
-// A half-chunk's place: a rank and a slot (0: first half of its local
-// chunk, 1: second half).
+// The half in `slot` (0: first half of the local chunk) of `rank` in each
+// order, and the place (rank, slot) of half `half`.
+enum class HalfOrder { kContiguous, kBalanced };
 struct HalfPlace {
   int rank, slot;
 };
-// The global half-chunk in `slot` of `rank` in the balanced order (r, 2n-1-r)
-// and in the contiguous one (2r, 2r+1); where half-chunk `half` lives in each.
-int balanced_half(int rank, int ranks, int slot);
-int contiguous_half(int rank, int slot);
-HalfPlace balanced_place(int half, int ranks);
-HalfPlace contiguous_place(int half);
-// How many of rank's two contiguous halves another rank computes (0 to 2):
-// the halves of q, k, v (and dout, lse) it sends before the ring and of the
-// results it receives back after it (and as many the other way).
-int ring_halves_moved(int rank, int ranks);
+int half_at(HalfOrder order, int rank, int ranks, int slot);
+HalfPlace place_of(HalfOrder order, int half, int ranks);
+int ring_halves_moved(int rank, int ranks);  // of its 2 halves, those another rank computes
 
-// Bytes one rank sends per run in ring attention node `local` of local
-// graph `graph` to balance it: ring_halves_moved halves of q, k, v there
-// and of out, lse back; backward of q, dout, lse, k, v there and of dq, dk,
-// dv back.
+// Bytes one rank sends per run in ring attention node `local`: balancing
+// (the moved halves of q, k, v, then out, lse; backward q, dout, lse, k, v,
+// then dq, dk, dv), then all: the ring's too (k, v n - 1 times; backward
+// k, v n - 1 times, k, v, dk, dv n - 1 times, dk, dv once more).
 double ring_balance_bytes_sent(const Graph& graph, const Node& local);
-// All its bytes: the balancing's, then the ring's: k and v to the next rank
-// n - 1 times forward; backward, k and v n - 1 times (delta), then k, v,
-// dk, dv n - 1 times and dk, dv once more (home).
 double ring_attention_bytes_sent(const Graph& graph, const Node& local);
 
 // The sharding of element `index` of attention tuple `tuple` placed as `s`:

@@ -4,13 +4,11 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
-#include <utility>
 
 #include "tessel/backend/cpu/attention_op.h"
 #include "tessel/backend/cpu/ring_halves.h"
 #include "tessel/base/error.h"
 #include "tessel/ir/attrs.h"
-#include "tessel/sharding/context_parallel.h"
 
 namespace tessel {
 namespace {
@@ -19,14 +17,10 @@ namespace {
 // (and v, dk, dv), the log-sum-exp (and delta).
 struct RingShapes {
   Halves q, k, lse;
-  int64_t nq() const { return q.numel(); }
-  int64_t nk() const { return k.numel(); }
-  int64_t nl() const { return lse.numel(); }
   // The exchanges' stage, which the forward's ring also uses for a pair's
   // out and lse.
   int64_t stage() const {
-    return std::max({exchange_stage_floats(q), exchange_stage_floats(k), exchange_stage_floats(lse),
-                     nq() + nl()});
+    return std::max({q.stage(), k.stage(), lse.stage(), q.numel() + lse.numel()});
   }
 };
 
@@ -50,60 +44,47 @@ Ring ring_of(const OpCall& call, Communicator& comm) {
   return {comm, static_cast<int>(a.offset), static_cast<int>(a.count)};
 }
 
-// Query slot `a` of this rank against key slot `b` of `owner`'s chunk (both
-// in the balanced order): the kernel's layout and the slots' offsets.
+// A query slot against a key slot (balanced order): layout, slot offsets.
 struct HalfPair {
   kernels::AttentionLayout l;
-  int64_t q = 0, k = 0, lse = 0;  // element offsets of the slots
-  bool skipped = false;           // causal, every key after every query
+  int64_t q = 0, k = 0, lse = 0;
 };
 
-HalfPair half_pair(const OpCall& call, const Ring& ring, int owner, int a, int b) {
-  HalfPair p;
-  p.l = attention_layout_of(call);
-  p.l.sq /= 2;
-  p.l.sk /= 2;
-  const int64_t qh = balanced_half(ring.rank, ring.size, a),
-                kh = balanced_half(owner, ring.size, b);
-  p.l.causal_shift = (qh - kh) * p.l.sq;  // causal: sq == sk
-  p.skipped = p.l.causal && kh > qh;
-  p.q = a * p.l.sq * p.l.q_seq;
-  p.k = b * p.l.sk * p.l.k_seq;
-  p.lse = a * p.l.sq * p.l.lse_seq;
-  return p;
-}
-
-// Calls f(pair, a) for each half pair of this rank's queries and `owner`'s
-// keys that is not skipped, query slot by query slot.
+// Calls f(pair, a) for each half pair of this rank's query slot a and
+// `owner`'s key slot b that is not skipped.
 template <class F>
 void for_each_half_pair(const OpCall& call, const Ring& ring, int owner, F f) {
   for (int a = 0; a < 2; ++a)
-    for (int b = 0; b < 2; ++b)
-      if (const HalfPair p = half_pair(call, ring, owner, a, b); !p.skipped) f(p, a);
+    for (int b = 0; b < 2; ++b) {
+      HalfPair p;
+      p.l = attention_layout_of(call);
+      p.l.sq /= 2;
+      p.l.sk /= 2;
+      const int64_t qh = half_at(HalfOrder::kBalanced, ring.rank, ring.size, a),
+                    kh = half_at(HalfOrder::kBalanced, owner, ring.size, b);
+      if (p.l.causal && kh > qh) continue;
+      p.l.causal_shift = (qh - kh) * p.l.sq;  // causal: sq == sk
+      p.l.accumulate = true;                  // the backward sums over pairs (the forward merges)
+      p.q = a * p.l.sq * p.l.q_seq;
+      p.k = b * p.l.sk * p.l.k_seq;
+      p.lse = a * p.l.sq * p.l.lse_seq;
+      f(p, a);
+    }
 }
 
-// Sends `send` (n floats) to the next rank while `work` runs, then
-// receives n floats from the previous rank into `recv`.
-template <class Work>
-void pass_on(const Ring& ring, const float* send, float* recv, int64_t n, int tag,
-             const std::string& op, Work work) {
-  std::unique_ptr<CommRequest> sent = ring.comm.start_send(send, n, ring.next(), tag, op);
-  work();
-  ring.comm.recv(recv, n, ring.prev(), tag, op);
-  sent->wait();
-}
-
-// Runs `step(t, buffer)` for t = 0 .. n-1 while the 2n floats at the
-// buffer travel one rank on (buf[0] holds this rank's at the start).
+// Runs `step(t, buffer)` for t = 0 .. n-1 while the n floats at the
+// buffer travel one rank on (buf[0] holds this rank's at the start): each
+// step's send to the next rank starts before it, the receive follows it.
 template <class Step>
 void ring_steps(const Ring& ring, float* const buf[2], int64_t n, int tag, const std::string& op,
                 Step step) {
   for (int t = 0; t < ring.size; ++t) {
-    auto work = [&] { step(t, buf[t % 2]); };
-    if (t + 1 == ring.size)
-      work();
-    else
-      pass_on(ring, buf[t % 2], buf[(t + 1) % 2], n, tag + t, op, work);
+    std::unique_ptr<CommRequest> sent;
+    if (t + 1 < ring.size) sent = ring.comm.start_send(buf[t % 2], n, ring.next(), tag + t, op);
+    step(t, buf[t % 2]);
+    if (!sent) continue;
+    ring.comm.recv(buf[(t + 1) % 2], n, ring.prev(), tag + t, op);
+    sent->wait();
   }
 }
 
@@ -143,19 +124,17 @@ bool is_ring_attention(const Node& node) {
 void execute_ring_attention(const OpCall& call, Communicator& comm) {
   const Ring ring = ring_of(call, comm);
   const RingShapes s = ring_shapes(call.node.attrs, in_shape(call, 0), in_shape(call, 1));
-  const int64_t nk = s.nk(), nq = s.nq();
+  const int64_t nk = s.k.numel(), nq = s.q.numel();
   float* kv[2] = {static_cast<float*>(call.scratch), static_cast<float*>(call.scratch) + 2 * nk};
   float *q = kv[1] + 2 * nk, *stage = q + nq;
   float *pair_out = stage, *pair_lse = stage + nq;  // during the ring only
   // out and lse are computed in the balanced order, then put back in place.
   float *out = tuple_element(call, 0), *lse = tuple_element(call, 1);
   const std::string& op = call.node.name;
-  const int tags = ring.size, tag_span = 2 * ring.size;  // the ring's, then each exchange's
-  exchange_halves(comm, attention_input(call, 0), q, s.q, HalfOrder::kBalanced, stage, tags, op);
-  exchange_halves(comm, attention_input(call, 1), kv[0], s.k, HalfOrder::kBalanced, stage,
-                  tags + tag_span, op);
-  exchange_halves(comm, attention_input(call, 2), kv[0] + nk, s.k, HalfOrder::kBalanced, stage,
-                  tags + 2 * tag_span, op);
+  HalfExchange move{comm, stage, ring.size, op};  // tags after the ring's
+  move(attention_input(call, 0), q, s.q, HalfOrder::kBalanced);
+  move(attention_input(call, 1), kv[0], s.k, HalfOrder::kBalanced);
+  move(attention_input(call, 2), kv[0] + nk, s.k, HalfOrder::kBalanced);
   const std::string& head = attention_dims(call.node.attrs)[2];
   const int64_t d = in_shape(call, 0).size(head), inner = in_shape(call, 0).stride(head);
   bool written[2] = {false, false};
@@ -168,39 +147,32 @@ void execute_ring_attention(const OpCall& call, Communicator& comm) {
       if (!first) merge_pair(out, lse, pair_out, pair_lse, s.lse, a, d, inner);
     });
   });
-  exchange_halves(comm, {out, false}, out, s.q, HalfOrder::kContiguous, stage, tags + 3 * tag_span,
-                  op);
-  exchange_halves(comm, {lse, false}, lse, s.lse, HalfOrder::kContiguous, stage,
-                  tags + 4 * tag_span, op);
+  move({out, false}, out, s.q, HalfOrder::kContiguous);
+  move({lse, false}, lse, s.lse, HalfOrder::kContiguous);
 }
 
 void execute_ring_attention_grad(const OpCall& call, Communicator& comm) {
   const Ring ring = ring_of(call, comm);
   const RingShapes s = ring_shapes(call.node.attrs, in_shape(call, 0), in_shape(call, 1));
-  const int64_t nk = s.nk(), nq = s.nq(), nl = s.nl();
+  const int64_t nk = s.k.numel(), nq = s.q.numel(), nl = s.lse.numel();
   float* delta = static_cast<float*>(call.scratch);   // slot a's at delta + a * nl / 2
   float* buf[2] = {delta + nl, delta + nl + 4 * nk};  // k, v, dk, dv
   float *kv = buf[1] + 4 * nk, *q = kv + 2 * nk, *dout = q + nq, *lse = dout + nq;
   float* stage = lse + nl;
   float* dq = tuple_element(call, 0);  // in the balanced order, then put back in place
   const std::string& op = call.node.name;
-  const int tags = 3 * ring.size, tag_span = 2 * ring.size;  // the ring's, then each exchange's
-  const kernels::AttentionInput lse_in{in_f32(call, 3), false};
-  exchange_halves(comm, attention_input(call, 0), q, s.q, HalfOrder::kBalanced, stage, tags, op);
-  exchange_halves(comm, attention_input(call, 4), dout, s.q, HalfOrder::kBalanced, stage,
-                  tags + tag_span, op);
-  exchange_halves(comm, lse_in, lse, s.lse, HalfOrder::kBalanced, stage, tags + 2 * tag_span, op);
-  exchange_halves(comm, attention_input(call, 1), kv, s.k, HalfOrder::kBalanced, stage,
-                  tags + 3 * tag_span, op);
-  exchange_halves(comm, attention_input(call, 2), kv + nk, s.k, HalfOrder::kBalanced, stage,
-                  tags + 4 * tag_span, op);
+  HalfExchange move{comm, stage, 3 * ring.size, op};  // tags after the rings'
+  move(attention_input(call, 0), q, s.q, HalfOrder::kBalanced);
+  move(attention_input(call, 4), dout, s.q, HalfOrder::kBalanced);
+  move({in_f32(call, 3), false}, lse, s.lse, HalfOrder::kBalanced);
+  move(attention_input(call, 1), kv, s.k, HalfOrder::kBalanced);
+  move(attention_input(call, 2), kv + nk, s.k, HalfOrder::kBalanced);
   std::fill(delta, delta + nl, 0.0f);
   std::fill(dq, dq + nq, 0.0f);
   // Pass 1: delta over every key chunk (k, v travel).
   std::memcpy(buf[0], kv, static_cast<size_t>(2 * nk) * sizeof(float));
   ring_steps(ring, buf, 2 * nk, 0, op, [&](int t, const float* k) {
-    for_each_half_pair(call, ring, ring.owner(t), [&](HalfPair p, int a) {
-      p.l.accumulate = true;
+    for_each_half_pair(call, ring, ring.owner(t), [&](const HalfPair& p, int a) {
       kernels::attention_backward_delta(p.l, at(q, p.q), at(k, p.k), at(k + nk, p.k), lse + p.lse,
                                         at(dout, p.q), delta + a * nl / 2);
     });
@@ -215,8 +187,7 @@ void execute_ring_attention_grad(const OpCall& call, Communicator& comm) {
     std::unique_ptr<CommRequest> kv_sent;
     if (t + 1 < ring.size)
       kv_sent = ring.comm.start_send(b, 2 * nk, ring.next(), ring.size + 2 * t, op);
-    for_each_half_pair(call, ring, ring.owner(t), [&](HalfPair p, int a) {
-      p.l.accumulate = true;
+    for_each_half_pair(call, ring, ring.owner(t), [&](const HalfPair& p, int a) {
       kernels::attention_backward_grads(p.l, at(q, p.q), at(b, p.k), at(b + nk, p.k), lse + p.lse,
                                         at(dout, p.q), delta + a * nl / 2, dq + p.q,
                                         b + 2 * nk + p.k, b + 3 * nk + p.k);
@@ -230,20 +201,17 @@ void execute_ring_attention_grad(const OpCall& call, Communicator& comm) {
     grads_sent->wait();
   }
   const float* home = buf[ring.size % 2] + 2 * nk;
-  exchange_halves(comm, {dq, false}, dq, s.q, HalfOrder::kContiguous, stage, tags + 5 * tag_span,
-                  op);
-  exchange_halves(comm, {home, false}, tuple_element(call, 1), s.k, HalfOrder::kContiguous, stage,
-                  tags + 6 * tag_span, op);
-  exchange_halves(comm, {home + nk, false}, tuple_element(call, 2), s.k, HalfOrder::kContiguous,
-                  stage, tags + 7 * tag_span, op);
+  move({dq, false}, dq, s.q, HalfOrder::kContiguous);
+  move({home, false}, tuple_element(call, 1), s.k, HalfOrder::kContiguous);
+  move({home + nk, false}, tuple_element(call, 2), s.k, HalfOrder::kContiguous);
 }
 
 size_t ring_attention_scratch_bytes(const Graph& graph, const Node& node) {
   const RingShapes s =
       ring_shapes(node.attrs, graph.node(node.inputs[0]).shape, graph.node(node.inputs[1]).shape);
-  const int64_t floats = node.kind == OpKind::kAttention
-                             ? 4 * s.nk() + s.nq() + s.stage()
-                             : 2 * s.nl() + 10 * s.nk() + 2 * s.nq() + s.stage();
+  const int64_t nk = s.k.numel(), nq = s.q.numel(), nl = s.lse.numel();
+  const int64_t floats = node.kind == OpKind::kAttention ? 4 * nk + nq + s.stage()
+                                                         : 2 * nl + 10 * nk + 2 * nq + s.stage();
   return static_cast<size_t>(floats) * sizeof(float);
 }
 

@@ -5,19 +5,9 @@
 #include <vector>
 
 #include "tessel/base/bf16.h"
-#include "tessel/sharding/context_parallel.h"
 
 namespace tessel {
 namespace {
-
-// Where a half lives in `order`, and which half a slot holds there.
-HalfPlace place_in(HalfOrder order, int half, int ranks) {
-  return order == HalfOrder::kBalanced ? balanced_place(half, ranks) : contiguous_place(half);
-}
-int half_in(HalfOrder order, int rank, int ranks, int slot) {
-  return order == HalfOrder::kBalanced ? balanced_half(rank, ranks, slot)
-                                       : contiguous_half(rank, slot);
-}
 
 // Copies half `from` of `src` (or all of a packed half when from < 0) into
 // half `to` of `dst` (or a packed half when to < 0), widening bf16.
@@ -28,39 +18,32 @@ void copy_half(kernels::AttentionInput src, int from, float* dst, int to, const 
   };
   for (int64_t o = 0; o < g.outer; ++o) {
     float* d = dst + at(to, o);
-    if (!src.bf16) {
-      if (d == static_cast<const float*>(src.data) + at(from, o)) continue;  // in place
-      std::memcpy(d, static_cast<const float*>(src.data) + at(from, o),
-                  static_cast<size_t>(run) * sizeof(float));
-      continue;
+    if (src.bf16) {
+      const uint16_t* s = static_cast<const uint16_t*>(src.data) + at(from, o);
+      for (int64_t j = 0; j < run; ++j) d[j] = bf16_bits_to_f32(s[j]);
+    } else if (const float* s = static_cast<const float*>(src.data) + at(from, o); s != d) {
+      std::memcpy(d, s, static_cast<size_t>(run) * sizeof(float));  // (s == d: in place)
     }
-    const uint16_t* s = static_cast<const uint16_t*>(src.data) + at(from, o);
-    for (int64_t j = 0; j < run; ++j) d[j] = bf16_bits_to_f32(s[j]);
   }
 }
 
 }  // namespace
 
 Halves halves_of(const Shape& shape, const std::string& seq_dim) {
-  Halves g;
-  g.len = shape.size(seq_dim);
-  g.inner = shape.stride(seq_dim);
-  g.outer = shape.numel() / (g.len * g.inner);
-  return g;
+  const int64_t len = shape.size(seq_dim), inner = shape.stride(seq_dim);
+  return {shape.numel() / (len * inner), len, inner};
 }
 
-void exchange_halves(Communicator& comm, kernels::AttentionInput src, float* dst, const Halves& g,
-                     HalfOrder to, float* stage, int tag, const std::string& op) {
+void HalfExchange::operator()(kernels::AttentionInput src, float* dst, const Halves& g,
+                              HalfOrder to) {
   const HalfOrder from = to == HalfOrder::kBalanced ? HalfOrder::kContiguous : HalfOrder::kBalanced;
   const int rank = comm.rank(), ranks = comm.size();
-  const int64_t run = g.half() * g.inner, piece = g.outer * run;
-  // Every half that leaves is packed before any half of dst is written, and
-  // at most one half stays (on n >= 2 ranks), so dst may be src (in place).
+  const int64_t piece = g.outer * g.half() * g.inner;
   std::vector<std::unique_ptr<CommRequest>> sent;
   int stays = -1;
   for (int slot = 0; slot < 2; ++slot) {
-    const int half = half_in(from, rank, ranks, slot);
-    const HalfPlace dest = place_in(to, half, ranks);
+    const int half = half_at(from, rank, ranks, slot);
+    const HalfPlace dest = place_of(to, half, ranks);
     if (dest.rank == rank) {
       stays = slot;
       continue;
@@ -69,16 +52,16 @@ void exchange_halves(Communicator& comm, kernels::AttentionInput src, float* dst
     sent.push_back(comm.start_send(stage + slot * piece, piece, dest.rank, tag + half, op));
   }
   if (stays >= 0)
-    copy_half(src, stays, dst, place_in(to, half_in(from, rank, ranks, stays), ranks).slot, g);
-  float* received = stage + 2 * piece;
+    copy_half(src, stays, dst, place_of(to, half_at(from, rank, ranks, stays), ranks).slot, g);
   for (int slot = 0; slot < 2; ++slot) {
-    const int half = half_in(to, rank, ranks, slot);
-    const HalfPlace source = place_in(from, half, ranks);
+    const int half = half_at(to, rank, ranks, slot);
+    const HalfPlace source = place_of(from, half, ranks);
     if (source.rank == rank) continue;
-    comm.recv(received, piece, source.rank, tag + half, op);
-    copy_half({received, false}, -1, dst, slot, g);
+    comm.recv(stage + 2 * piece, piece, source.rank, tag + half, op);
+    copy_half({stage + 2 * piece, false}, -1, dst, slot, g);
   }
   for (std::unique_ptr<CommRequest>& s : sent) s->wait();
+  tag += 2 * ranks;
 }
 
 }  // namespace tessel

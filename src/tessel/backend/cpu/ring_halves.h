@@ -1,20 +1,15 @@
-// The load-balanced order of ring attention (sharding/context_parallel.h):
-// an operand's local chunk along its sequence dim seen as two halves, and
-// the exchange that moves a rank's halves from the layout's contiguous order
-// (halves 2r, 2r+1 of the sequence) to the balanced one (halves r and
-// 2n-1-r) before the ring, and back after it.
-// Invariants: the balanced tensor has the local tensor's shape and strides
-// (slot s is positions [s L/2, (s+1) L/2) of the local dim), so the kernel
-// reads a slot as a view at offset(s) with L/2 positions; a half that stays
-// on its rank is copied, never sent.
+// Ring attention's load balancing (sharding/context_parallel.h): a local
+// chunk as two halves of its sequence dim, moved between the contiguous and
+// the balanced order. Both have the local shape and strides (slot s:
+// positions [s L/2, (s+1) L/2)): the kernel reads a slot as a view.
 #pragma once
 
-#include <cstdint>
 #include <string>
 
 #include "tessel/base/shape.h"
 #include "tessel/comm/communicator.h"
 #include "tessel/kernels/attention.h"
+#include "tessel/sharding/context_parallel.h"
 
 namespace tessel {
 
@@ -24,19 +19,20 @@ struct Halves {
   int64_t half() const { return len / 2; }
   int64_t numel() const { return outer * len * inner; }
   int64_t offset(int slot) const { return slot * half() * inner; }  // of slot's first element
+  int64_t stage() const { return numel() + numel() / 2; }  // exchange(): 2 halves out, 1 in
 };
 Halves halves_of(const Shape& shape, const std::string& seq_dim);
 
-// Two halves packed to send, one received.
-inline int64_t exchange_stage_floats(const Halves& g) { return g.numel() + g.numel() / 2; }
-
-enum class HalfOrder { kBalanced, kContiguous };
-
-// Moves this rank's halves of `src` (in the other order) into `dst` in order
-// `to`, over the ring's axis (`comm`, one rank per coordinate, n >= 2); dst
-// may be src's f32 data (in place). `stage` holds exchange_stage_floats(g)
-// floats; tags tag .. tag + 2n - 1 are used.
-void exchange_halves(Communicator& comm, kernels::AttentionInput src, float* dst, const Halves& g,
-                     HalfOrder to, float* stage, int tag, const std::string& op);
+// Exchanges over the ring's axis (n >= 2 ranks); `stage` holds the largest
+// Halves::stage(); each uses the next 2n tags.
+struct HalfExchange {
+  Communicator& comm;
+  float* stage;
+  int tag;
+  const std::string& op;
+  // This rank's halves of `src` into `dst` in order `to`; dst may be src's
+  // f32 data (every half that leaves is packed first; at most one stays).
+  void operator()(kernels::AttentionInput src, float* dst, const Halves& g, HalfOrder to);
+};
 
 }  // namespace tessel
