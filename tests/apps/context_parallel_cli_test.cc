@@ -69,12 +69,18 @@ TEST_F(ContextParallelCli, InspectShowsTheRingsSends) {
                                               " --mesh ctx=2 --layout seq=ctx"
                                               " --set context_parallel=ring");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  // k and v of a rank: batch 4 x 8 keys x 2 heads x 16 = 1024 floats each.
-  // Forward: both sent once (n - 1 = 1); backward: k, v for the deltas,
-  // then k, v, dk, dv, then dk, dv home: 8 chunks.
-  EXPECT_TRUE(has_line(r.output, {"attention ", " on ctx ", "ring", " 8192 B", "block0.attn.core"}))
+  // q, k and v of a rank: batch 4 x 8 positions x 2 heads x 16 = 1024
+  // floats (4096 B) each, lse 64 floats (256 B). The ring: forward, k and v
+  // sent once (n - 1 = 1): 8192 B; backward, k, v for the deltas, then k,
+  // v, dk, dv, then dk, dv home: 8 chunks, 32768 B. The balancing: rank 0
+  // keeps half 0 and sends half 1 (of 4) of each operand, half its bytes:
+  // forward q, k, v there and out, lse back (4 x 4096 + 256) / 2 = 8320 B;
+  // backward q, dout, lse, k, v there and dq, dk, dv back
+  // (7 x 4096 + 256) / 2 = 14464 B.
+  EXPECT_TRUE(
+      has_line(r.output, {"attention ", " on ctx ", "ring", " 16512 B", "block0.attn.core"}))
       << r.output;
-  EXPECT_TRUE(has_line(r.output, {"attention_grad", " on ctx ", "ring", " 32768 B"})) << r.output;
+  EXPECT_TRUE(has_line(r.output, {"attention_grad", " on ctx ", "ring", " 47232 B"})) << r.output;
   EXPECT_FALSE(has_line(r.output, {"all_to_all", " on ctx ", "attention"})) << r.output;
 }
 
@@ -93,6 +99,10 @@ TEST_F(ContextParallelCli, BadSettingsAreRefusedBeforeCompute) {
       {{{"n_head", 4}},
        "--mesh model=2,ctx=2 --layout heads=model,seq=ctx",
        "'heads' (4) is already split over mesh axis 'model'"},
+      {{},
+       "--mesh ctx=2 --layout seq=ctx --set context_parallel=ring --set context=18",
+       "context_parallel \"ring\": attention 'block0.attn.core' cuts its `seq` (18) into 2 x 2 "
+       "= 4 equal half-chunks over mesh axis 'ctx' of size 2"},
       {{{"attention", "unfused"}},
        "--mesh ctx=2 --layout seq=ctx --set context_parallel=ring",
        "context_parallel \"ring\" is set, but the model has no fused attention op"},

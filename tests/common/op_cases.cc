@@ -169,7 +169,8 @@ std::vector<OpCase> op_cases(const OpCaseSizes& s) {
                      return b.mul(x, p(b, "w", Shape{{"jj", s.j}}));
                    }});
   // Fused attention (a tuple and its tuple_get views): causal, and not with
-  // more keys than queries and the head dim inside (strided gathers).
+  // more keys than queries and the head dim inside (strided gathers; with
+  // the shardable sizes, 12 keys: ring attention's 2n halves on 2 ranks).
   cases.push_back({"attention_causal", [=](GraphBuilder& b) {
                      Dim n{"n", s.n}, seq{"seq", s.seq}, kseq{"kseq", s.seq},
                          heads{"heads", s.heads}, head{"head", s.head};
@@ -179,7 +180,7 @@ std::vector<OpCase> op_cases(const OpCaseSizes& s) {
                      return b.attention(q, kk, v, "seq", "kseq", "head", true, 0.7f).out;
                    }});
   cases.push_back({"attention_head_inner", [=](GraphBuilder& b) {
-                     Dim n{"n", s.n}, seq{"seq", s.seq}, kseq{"kseq", s.seq + 2},
+                     Dim n{"n", s.n}, seq{"seq", s.seq}, kseq{"kseq", s.seq + 4},
                          heads{"heads", s.heads}, head{"head", s.head};
                      ValueId q = p(b, "q", Shape{heads, head, n, seq});
                      ValueId kk = p(b, "k", Shape{heads, head, n, kseq});

@@ -4,6 +4,10 @@
 // it (causal_shift), the pairs' outputs merged by their log-sum-exps, and
 // the backward's two passes (delta summed over the chunks, then dq, dk, dv
 // accumulated) equal the whole attention within 1e-5 of the largest value.
+// So do the half pairs of ring attention's balanced order (rank r of n
+// holds sequence halves r and 2n-1-r of 2n; sharding/context_parallel.h),
+// in each rank's ring order, where every rank computes the same causal work
+// at every step.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +16,7 @@
 
 #include "common/random_values.h"
 #include "tessel/kernels/attention.h"
+#include "tessel/sharding/context_parallel.h"
 
 namespace tessel::kernels {
 namespace {
@@ -51,6 +56,24 @@ AttentionInput in(const std::vector<float>& x, int64_t offset) {
   return {x.data() + offset, false};
 }
 
+// Merges (p_out, p_lse) into (c_out, c_lse) for queries [first, first + len).
+void merge_rows(std::vector<float>& c_out, std::vector<float>& c_lse,
+                const std::vector<float>& p_out, const std::vector<float>& p_lse, int64_t first,
+                int64_t len) {
+  for (int64_t h = 0; h < kHeads; ++h)
+    for (int64_t i = first; i < first + len; ++i) {
+      const int64_t j = h * kSeq + i;
+      const float m = std::max(c_lse[j], p_lse[j]);
+      const float total = m + std::log(std::exp(c_lse[j] - m) + std::exp(p_lse[j] - m));
+      const float wa = std::exp(c_lse[j] - total), wb = std::exp(p_lse[j] - total);
+      c_lse[j] = total;
+      for (int64_t c = 0; c < kHead; ++c) {
+        const int64_t e = j * kHead + c;
+        c_out[e] = c_out[e] * wa + p_out[e] * wb;
+      }
+    }
+}
+
 TEST(AttentionChunks, CausalChunkPairsMergeToTheWholeAttention) {
   const int64_t n = kHeads * kSeq * kHead;
   const std::vector<float> q = random_values(n, 1), k = random_values(n, 2),
@@ -73,19 +96,7 @@ TEST(AttentionChunks, CausalChunkPairsMergeToTheWholeAttention) {
       float* o = (s == 0 ? c_out : p_out).data() + qo;
       float* l = (s == 0 ? c_lse : p_lse).data() + lo;
       attention_forward(a, in(q, qo), in(k, ko), in(v, ko), o, l);
-      if (s == 0) continue;
-      for (int64_t h = 0; h < kHeads; ++h)
-        for (int64_t i = 0; i < kChunk; ++i) {
-          const int64_t j = h * kSeq + lo + i;
-          const float m = std::max(c_lse[j], p_lse[j]);
-          const float total = m + std::log(std::exp(c_lse[j] - m) + std::exp(p_lse[j] - m));
-          const float wa = std::exp(c_lse[j] - total), wb = std::exp(p_lse[j] - total);
-          c_lse[j] = total;
-          for (int64_t c = 0; c < kHead; ++c) {
-            const int64_t e = (h * kSeq + lo + i) * kHead + c;
-            c_out[e] = c_out[e] * wa + p_out[e] * wb;
-          }
-        }
+      if (s != 0) merge_rows(c_out, c_lse, p_out, p_lse, lo, kChunk);
     }
   }
   EXPECT_LE(relative_error(c_out, out), 1e-5);
@@ -106,6 +117,75 @@ TEST(AttentionChunks, CausalChunkPairsMergeToTheWholeAttention) {
                                    in(dout, qo), delta[r].data(), c_dq.data() + qo,
                                    c_dk.data() + ko, c_dv.data() + ko);
       }
+  EXPECT_LE(relative_error(c_dq, dq), 1e-5);
+  EXPECT_LE(relative_error(c_dk, dk), 1e-5);
+  EXPECT_LE(relative_error(c_dv, dv), 1e-5);
+  EXPECT_GT(max_abs(dk), 0.0);
+}
+
+// Ring attention's balanced order on kChunks ranks: 2 kChunks halves of
+// kChunk / 2 positions; at step t rank r meets the keys of rank r - t.
+TEST(AttentionChunks, BalancedHalfPairsMergeToTheWholeAttentionWithEqualWorkPerStep) {
+  const int ranks = kChunks;
+  const int64_t half = kChunk / 2, n = kHeads * kSeq * kHead;
+  const std::vector<float> q = random_values(n, 5), k = random_values(n, 6),
+                           v = random_values(n, 7), dout = random_values(n, 8);
+  std::vector<float> out(n), lse(kHeads * kSeq), dq(n), dk(n), dv(n), scratch(kHeads * kSeq);
+  attention_forward(layout(kSeq), in(q, 0), in(k, 0), in(v, 0), out.data(), lse.data());
+  attention_backward(layout(kSeq), in(q, 0), in(k, 0), in(v, 0), lse.data(), in(dout, 0), dq.data(),
+                     dk.data(), dv.data(), scratch.data());
+  // Each rank's ring: calls f(query half, key half) for the half pairs it
+  // computes, step by step, and checks each step's work (a diagonal half
+  // pair is half a full one) is the same on every rank: two full half pairs.
+  auto each_pair = [&](auto f) {
+    for (int r = 0; r < ranks; ++r)
+      for (int t = 0; t < ranks; ++t) {
+        const int owner = (r - t + ranks) % ranks;
+        double work = 0;
+        for (int a = 0; a < 2; ++a)
+          for (int b = 0; b < 2; ++b) {
+            const int qh = tessel::half_at(tessel::HalfOrder::kBalanced, r, ranks, a),
+                      kh = tessel::half_at(tessel::HalfOrder::kBalanced, owner, ranks, b);
+            if (kh > qh) continue;
+            work += qh == kh ? 0.5 : 1.0;
+            f(qh, kh);
+          }
+        EXPECT_EQ(work, 2.0) << "rank " << r << " step " << t;
+      }
+  };
+  auto half_layout = [&](int qh, int kh) {
+    AttentionLayout a = layout(half);
+    a.causal_shift = (qh - kh) * half;
+    return a;
+  };
+  std::vector<float> c_out(n), c_lse(kHeads * kSeq), p_out(n), p_lse(kHeads * kSeq);
+  std::vector<bool> written(2 * ranks, false);
+  each_pair([&](int qh, int kh) {
+    const int64_t qo = qh * half * kHead, ko = kh * half * kHead, lo = qh * half;
+    const bool first = !written[qh];
+    written[qh] = true;
+    attention_forward(half_layout(qh, kh), in(q, qo), in(k, ko), in(v, ko),
+                      (first ? c_out : p_out).data() + qo, (first ? c_lse : p_lse).data() + lo);
+    if (!first) merge_rows(c_out, c_lse, p_out, p_lse, lo, half);
+  });
+  EXPECT_LE(relative_error(c_out, out), 1e-5);
+  EXPECT_LE(relative_error(c_lse, lse), 1e-5);
+
+  std::vector<float> c_dq(n, 0.0f), c_dk(n, 0.0f), c_dv(n, 0.0f);
+  std::vector<std::vector<float>> delta(2 * ranks, std::vector<float>(kHeads * half, 0.0f));
+  for (int pass = 0; pass < 2; ++pass)
+    each_pair([&](int qh, int kh) {
+      AttentionLayout a = half_layout(qh, kh);
+      a.accumulate = true;
+      const int64_t qo = qh * half * kHead, ko = kh * half * kHead, lo = qh * half;
+      if (pass == 0)
+        attention_backward_delta(a, in(q, qo), in(k, ko), in(v, ko), lse.data() + lo, in(dout, qo),
+                                 delta[qh].data());
+      else
+        attention_backward_grads(a, in(q, qo), in(k, ko), in(v, ko), lse.data() + lo, in(dout, qo),
+                                 delta[qh].data(), c_dq.data() + qo, c_dk.data() + ko,
+                                 c_dv.data() + ko);
+    });
   EXPECT_LE(relative_error(c_dq, dq), 1e-5);
   EXPECT_LE(relative_error(c_dk, dk), 1e-5);
   EXPECT_LE(relative_error(c_dv, dv), 1e-5);

@@ -58,6 +58,7 @@ INSTANTIATE_TEST_SUITE_P(
         ContextCase{"gpt_ring_ctx2", "gpt", 2, "ctx=2", "seq=ctx", kRing},
         ContextCase{"gpt_a2a_data2_ctx2", "gpt", 4, "data=2,ctx=2", "batch=data,seq=ctx", kA2a},
         ContextCase{"gpt_ring_data2_ctx2", "gpt", 4, "data=2,ctx=2", "batch=data,seq=ctx", kRing},
+        ContextCase{"gpt_ring_ctx4", "gpt", 4, "ctx=4", "seq=ctx", kRing},
         ContextCase{"gpt_ring_model2_ctx2", "gpt", 4, "model=2,ctx=2", kGptTensor, kRing},
         ContextCase{"gpt_a2a_pipe2_ctx2", "gpt", 4, "pipe=2,ctx=2", "seq=ctx", kPipeA2a.c_str()},
         ContextCase{"gpt_ring_pipe2_ctx2", "gpt", 4, "pipe=2,ctx=2", "seq=ctx", kPipeRing.c_str()},
@@ -66,6 +67,9 @@ INSTANTIATE_TEST_SUITE_P(
         ContextCase{"llama_a2a_model2_ctx2", "llama", 4, "model=2,ctx=2", kLlamaTensor, kA2a},
         ContextCase{"llama_ring_model2_ctx2", "llama", 4, "model=2,ctx=2", kLlamaTensor, kRing},
         ContextCase{"llama_a2a_data2_ctx2", "llama", 4, "data=2,ctx=2", "batch=data,seq=ctx", kA2a},
+        ContextCase{"llama_ring_data2_ctx2", "llama", 4, "data=2,ctx=2", "batch=data,seq=ctx",
+                    kRing},
+        ContextCase{"llama_ring_ctx4", "llama", 4, "ctx=4", "seq=ctx", kRing},
         ContextCase{"llama_ring_pipe2_ctx2", "llama", 4, "pipe=2,ctx=2", "seq=ctx",
                     kPipeRing.c_str()}),
     [](const auto& info) { return std::string(info.param.name); });

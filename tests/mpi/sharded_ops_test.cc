@@ -9,8 +9,9 @@
 // values. The op's output, the loss and every gradient are gathered back to
 // full tensors and compared with the one-process program (fast kernels), with
 // one tolerance for every case; attention cases with `seq` split run twice,
-// by all-to-all and as ring attention. Both case lists run: the harness's odd sizes
-// (only the dims N divides) and their twins with every size a multiple of 4.
+// by all-to-all and, where 2N divides seq and kseq, as ring attention. Both
+// case lists run: the harness's odd sizes (only the dims N divides) and
+// their twins with every size a multiple of 4.
 // The dims split on each op of the local graphs are recorded; every op kind
 // of the cases' graphs (forward and gradient ops; leaves and collectives
 // aside) must have run split at least once.
@@ -205,9 +206,11 @@ void run_all_cases(DistributedContext& ctx) {
       for (const Node& node : h.graph.nodes()) attention |= node.kind == OpKind::kAttention;
       for (const std::string& dim : divisible_dims(h.graph, n)) {
         run_sharded(ctx, c.name, h, ref, dim, cov);
-        const std::vector<std::string> dims = divisible_dims(h.graph, n);
-        const bool keys_divide = std::find(dims.begin(), dims.end(), "kseq") != dims.end();
-        if (attention && dim == "seq" && keys_divide) {
+        // The ring cuts queries and keys into 2n halves (load balancing).
+        const std::vector<std::string> dims = divisible_dims(h.graph, 2 * n);
+        const bool halves = std::find(dims.begin(), dims.end(), "seq") != dims.end() &&
+                            std::find(dims.begin(), dims.end(), "kseq") != dims.end();
+        if (attention && dim == "seq" && halves) {
           run_sharded(ctx, c.name, h, ref, dim, cov, /*ring=*/true);
         }
       }

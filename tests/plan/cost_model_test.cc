@@ -226,6 +226,37 @@ TEST(CostModel, ChargesEachCollectiveAtTheBytesItCarries) {
   EXPECT_GT(bf16_sp, f32_sp / 2);
 }
 
+// Only the attention kernels take time (their FLOPs at 10 GFLOP/s): the
+// predicted compute is the attention's on the slowest rank.
+class AttentionOnlyHardware : public FakeHardware {
+ public:
+  double gemm_seconds(int64_t, int64_t, int64_t, int64_t, Precision, int) const override {
+    return 0;
+  }
+  double memory_seconds(double, int) const override { return 0; }
+  double kernel_seconds(const std::string& op, double, double flops, Precision,
+                        int) const override {
+    return op == "attention" || op == "attention_grad" ? flops / 1e10 : 0;
+  }
+  double collective_seconds(CollectiveKind, double, int, Link) const override { return 0; }
+  double p2p_seconds(double, Link) const override { return 0; }
+};
+
+// Ring attention on ctx=2 splits each causal attention into 2 x 2 chunk
+// pairs of a quarter of its (unmasked) FLOPs each; balanced, every rank
+// computes half a pair per step over 2 steps: a quarter of the one-process
+// attention (a contiguous ring's slowest rank would compute a half).
+TEST(CostModel, BalancedRingAttentionCostsEachRankAQuarterOfTheAttentionOnCtx2) {
+  const AttentionOnlyHardware hw;
+  TrainConfig one = tiny("");
+  TrainConfig ring = tiny("ctx=2");
+  ring.layout = "seq=ctx";
+  ring.context_parallel = "ring";
+  const double whole = predict_step(one, {0}, hw, {}).compute_s;
+  ASSERT_GT(whole, 0);
+  EXPECT_NEAR(predict_step(ring, {0, 1}, hw, {}).compute_s, whole / 4, 1e-12 * whole);
+}
+
 // The runtime reduces a bf16 gradient bucket blocking, at its last member
 // (Communicator::all_reduce_bf16), not in the background behind the rest of
 // the backward as it does an f32 bucket: its whole time is exposed and on the

@@ -78,21 +78,48 @@ AxisSignature context_parallel_signature(const Graph& graph, const Node& node, c
     return all_to_all_signature(graph, node, layout, mesh, axis, taken);
   const Shape& k = graph.node(node.inputs[1]).shape;
   const MeshAxis& a = mesh.axis(axis);
-  if (k.size(key_dim_of(node)) % a.size != 0)
-    TS_THROW("context_parallel \"ring\": attention '", node.name, "' needs its keys ",
-             k.dim(key_dim_of(node)), " in equal chunks over mesh axis '", a.name, "' of size ",
-             a.size, ", which does not divide them");
+  const Shape& q = graph.node(node.inputs[0]).shape;
+  for (const Dim& d : {q.dim(query_dim_of(node)), k.dim(key_dim_of(node))})
+    if (d.size % (2 * a.size) != 0)
+      TS_THROW("context_parallel \"ring\": attention '", node.name, "' cuts its `", d.name, "` (",
+               d.size, ") into 2 x ", a.size, " = ", 2 * a.size,
+               " equal half-chunks over mesh axis '", a.name, "' of size ", a.size,
+               " (causal load balancing: rank r computes halves r and ", 2 * a.size, " - 1 - r)",
+               ", which does not divide it; use a context divisible by ", 2 * a.size);
   AxisSignature sig{query_dim_of(node), {}, Placement::split(query_dim_of(node))};
   for (size_t i = 0; i < node.inputs.size(); ++i)
     sig.inputs.push_back(ring_placement(graph, node, i));
   return sig;
 }
 
-double ring_attention_bytes_sent(const Node& local, const Shape& local_k) {
-  const double chunk = static_cast<double>(local_k.numel()) * 4.0;  // one of k, v, dk, dv
+int half_at(HalfOrder order, int rank, int ranks, int slot) {
+  if (order == HalfOrder::kContiguous) return 2 * rank + slot;
+  return slot == 0 ? rank : 2 * ranks - 1 - rank;
+}
+
+HalfPlace place_of(HalfOrder order, int half, int ranks) {
+  if (order == HalfOrder::kContiguous) return {half / 2, half % 2};
+  return half < ranks ? HalfPlace{half, 0} : HalfPlace{2 * ranks - 1 - half, 1};
+}
+
+int ring_halves_moved(int rank, int ranks) {
+  return (place_of(HalfOrder::kBalanced, 2 * rank, ranks).rank != rank) +
+         (place_of(HalfOrder::kBalanced, 2 * rank + 1, ranks).rank != rank);
+}
+
+double ring_balance_bytes_sent(const Graph& graph, const Node& local) {
+  auto bytes = [&](int input) { return 4.0 * graph.node(local.inputs[input]).shape.numel(); };
+  const double part = ring_halves_moved(local.attrs.offset, local.attrs.count) / 2.0;
+  if (local.kind == OpKind::kAttention)  // q, k, v there; out, lse back
+    return part * (2 * bytes(0) + 2 * bytes(1) + 4.0 * local.elements[1].shape.numel());
+  return part * (3 * bytes(0) + bytes(3) + 4 * bytes(1));  // q, dout, lse, k, v; dq, dk, dv
+}
+
+double ring_attention_bytes_sent(const Graph& graph, const Node& local) {
+  const double chunk = 4.0 * graph.node(local.inputs[1]).shape.numel();  // one of k, v, dk, dv
   const double steps = static_cast<double>(local.attrs.count - 1);
-  if (local.kind == OpKind::kAttention) return steps * 2 * chunk;
-  return steps * 2 * chunk + steps * 4 * chunk + 2 * chunk;
+  const double backward = local.kind == OpKind::kAttention ? 0 : steps * 4 * chunk + 2 * chunk;
+  return ring_balance_bytes_sent(graph, local) + steps * 2 * chunk + backward;
 }
 
 Sharding tuple_element_sharding(const Node& tuple, const Sharding& s, int index) {

@@ -12,7 +12,9 @@
 //   naming the dims, the axis and the sizes;
 // - ring: q (and lse, dout) split on the query dim, k and v on the key dim;
 //   the local op exchanges key/value chunks around the axis itself
-//   (backend/cpu/ring_attention.h), told so by `ring_axis` attributes.
+//   (backend/cpu/ring_attention.h), told so by `ring_axis` attributes,
+//   balanced: rank r of n computes halves r and 2n-1-r of the sequence's 2n
+//   (the layout gives it 2r, 2r+1), so the dims must cut into 2n halves.
 // Elements of the tuple that lack the query dim (dk, dv) are split on the
 // key dim instead (tuple_element_sharding).
 #pragma once
@@ -40,11 +42,22 @@ AxisSignature context_parallel_signature(const Graph& graph, const Node& node, c
                                          const Mesh& mesh, int axis,
                                          const std::set<std::string>& taken);
 
-// Bytes one rank sends per run in ring attention node `local` (a local
-// graph's, `local_k` its k): k and v to the next rank n - 1 times forward;
-// backward, k and v n - 1 times (delta), then k, v, dk, dv n - 1 times and
-// dk, dv once more (home).
-double ring_attention_bytes_sent(const Node& local, const Shape& local_k);
+// The half in `slot` (0: first half of the local chunk) of `rank` in each
+// order, and the place (rank, slot) of half `half`.
+enum class HalfOrder { kContiguous, kBalanced };
+struct HalfPlace {
+  int rank, slot;
+};
+int half_at(HalfOrder order, int rank, int ranks, int slot);
+HalfPlace place_of(HalfOrder order, int half, int ranks);
+int ring_halves_moved(int rank, int ranks);  // of its 2 halves, those another rank computes
+
+// Bytes one rank sends per run in ring attention node `local`: balancing
+// (the moved halves of q, k, v, then out, lse; backward q, dout, lse, k, v,
+// then dq, dk, dv), then all: the ring's too (k, v n - 1 times; backward
+// k, v n - 1 times, k, v, dk, dv n - 1 times, dk, dv once more).
+double ring_balance_bytes_sent(const Graph& graph, const Node& local);
+double ring_attention_bytes_sent(const Graph& graph, const Node& local);
 
 // The sharding of element `index` of attention tuple `tuple` placed as `s`:
 // a split query dim that the element lacks is its key dim (dk, dv).

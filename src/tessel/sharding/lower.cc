@@ -251,7 +251,7 @@ class Lowering {
   // Ring attention's sends, listed with the collectives (inspect).
   void note_ring(ValueId local) {
     const Node& n = out_.graph.node(local);
-    const double sent = ring_attention_bytes_sent(n, out_.graph.node(n.inputs[1]).shape);
+    const double sent = ring_attention_bytes_sent(out_.graph, n);
     out_.collectives.push_back({local, n.kind, n.attrs.axis, n.name,
                                 "ring: key/value chunks to the next rank", "ring", "ring", sent});
     out_.bytes_per_axis[n.attrs.axis] += sent;

@@ -3,22 +3,35 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <limits>
 #include <memory>
-#include <utility>
 
 #include "tessel/backend/cpu/attention_op.h"
-#include "tessel/base/bf16.h"
+#include "tessel/backend/cpu/ring_halves.h"
 #include "tessel/base/error.h"
 #include "tessel/ir/attrs.h"
 
 namespace tessel {
 namespace {
 
+// The local operands around their sequence dims: q (and out, dout, dq), k
+// (and v, dk, dv), the log-sum-exp (and delta).
+struct RingShapes {
+  Halves q, k, lse;
+  // The exchanges' stage, which the forward's ring also uses for a pair's
+  // out and lse.
+  int64_t stage() const {
+    return std::max({q.stage(), k.stage(), lse.stage(), q.numel() + lse.numel()});
+  }
+};
+
+RingShapes ring_shapes(const Attrs& a, const Shape& q, const Shape& k) {
+  const std::vector<std::string>& dims = attention_dims(a);
+  return {halves_of(q, dims[0]), halves_of(k, dims[1]), halves_of(q.without({dims[2]}), dims[0])};
+}
+
 struct Ring {
   Communicator& comm;
   int rank, size;
-  int64_t chunk;  // positions per rank
   int next() const { return (rank + 1) % size; }
   int prev() const { return (rank + size - 1) % size; }
   int owner(int step) const { return (rank - step % size + size) % size; }
@@ -28,60 +41,78 @@ Ring ring_of(const OpCall& call, Communicator& comm) {
   const Attrs& a = call.node.attrs;
   TS_CHECK(comm.size() == a.count && comm.rank() == a.offset, "ring attention '", call.node.name,
            "': axis '", a.axis, "' has ", comm.size(), " ranks, the program expects ", a.count);
-  return {comm, static_cast<int>(a.offset), static_cast<int>(a.count),
-          in_shape(call, 0).size(attention_dims(a)[0])};
+  return {comm, static_cast<int>(a.offset), static_cast<int>(a.count)};
 }
 
-// The kernel's layout for this rank's queries against the chunk of `owner`.
-kernels::AttentionLayout pair_layout(const OpCall& call, const Ring& ring, int owner) {
-  kernels::AttentionLayout l = attention_layout_of(call);
-  l.causal_shift = (ring.rank - owner) * ring.chunk;
-  return l;
+// A query slot against a key slot (balanced order): layout, slot offsets.
+struct HalfPair {
+  kernels::AttentionLayout l;
+  int64_t q = 0, k = 0, lse = 0;
+};
+
+// Calls f(pair, a) for each half pair of this rank's query slot a and
+// `owner`'s key slot b that is not skipped.
+template <class F>
+void for_each_half_pair(const OpCall& call, const Ring& ring, int owner, F f) {
+  for (int a = 0; a < 2; ++a)
+    for (int b = 0; b < 2; ++b) {
+      HalfPair p;
+      p.l = attention_layout_of(call);
+      p.l.sq /= 2;
+      p.l.sk /= 2;
+      const int64_t qh = half_at(HalfOrder::kBalanced, ring.rank, ring.size, a),
+                    kh = half_at(HalfOrder::kBalanced, owner, ring.size, b);
+      if (p.l.causal && kh > qh) continue;
+      p.l.causal_shift = (qh - kh) * p.l.sq;  // causal: sq == sk
+      p.l.accumulate = true;                  // the backward sums over pairs (the forward merges)
+      p.q = a * p.l.sq * p.l.q_seq;
+      p.k = b * p.l.sk * p.l.k_seq;
+      p.lse = a * p.l.sq * p.l.lse_seq;
+      f(p, a);
+    }
 }
 
-bool pair_skipped(const kernels::AttentionLayout& l) { return l.causal && l.causal_shift < 0; }
-
-// Input i (k or v) as f32 in `dst`: a bf16-stored input is widened (the
-// kernel rounds its operands to bf16 anyway, so the numbers are the same).
-void load_f32(const OpCall& call, int i, float* dst, int64_t n) {
-  const kernels::AttentionInput in = attention_input(call, i);
-  if (!in.bf16) {
-    std::memcpy(dst, in.data, static_cast<size_t>(n) * sizeof(float));
-    return;
+// Runs `step(t, buffer)` for t = 0 .. n-1 while the n floats at the
+// buffer travel one rank on (buf[0] holds this rank's at the start): each
+// step's send to the next rank starts before it, the receive follows it.
+template <class Step>
+void ring_steps(const Ring& ring, float* const buf[2], int64_t n, int tag, const std::string& op,
+                Step step) {
+  for (int t = 0; t < ring.size; ++t) {
+    std::unique_ptr<CommRequest> sent;
+    if (t + 1 < ring.size) sent = ring.comm.start_send(buf[t % 2], n, ring.next(), tag + t, op);
+    step(t, buf[t % 2]);
+    if (!sent) continue;
+    ring.comm.recv(buf[(t + 1) % 2], n, ring.prev(), tag + t, op);
+    sent->wait();
   }
-  const uint16_t* src = static_cast<const uint16_t*>(in.data);
-  for (int64_t j = 0; j < n; ++j) dst[j] = bf16_bits_to_f32(src[j]);
 }
 
-// Sends `send` (n floats) to the next rank while `work` runs, then
-// receives n floats from the previous rank into `recv`.
-template <class Work>
-void pass_on(const Ring& ring, const float* send, float* recv, int64_t n, int tag,
-             const std::string& op, Work work) {
-  std::unique_ptr<CommRequest> sent = ring.comm.start_send(send, n, ring.next(), tag, op);
-  work();
-  ring.comm.recv(recv, n, ring.prev(), tag, op);
-  sent->wait();
-}
-
-// Merges a pair's (out, lse) into the running (out, lse): the softmax over
-// both key sets, from each part's log-sum-exp. out is laid out as lse (of
-// `rows` elements) with the head dim (size d) inserted at stride `inner`.
-void merge_pair(float* out, float* lse, const float* pair_out, const float* pair_lse, int64_t rows,
-                int64_t d, int64_t inner) {
+// Merges a pair's (out, lse) into the running (out, lse) for the queries
+// of slot `slot`: the softmax over both key sets, from each part's
+// log-sum-exp. out is laid out as lse with the head dim (size d) inserted
+// at stride `inner`.
+void merge_pair(float* out, float* lse, const float* pair_out, const float* pair_lse,
+                const Halves& g, int slot, int64_t d, int64_t inner) {
+  const int64_t half = g.half();
 #pragma omp parallel for schedule(static)
-  for (int64_t j = 0; j < rows; ++j) {
-    const float a = lse[j], b = pair_lse[j], m = std::max(a, b);
-    const float total = m + std::log(std::exp(a - m) + std::exp(b - m));
-    const float wa = std::exp(a - total), wb = std::exp(b - total);
-    lse[j] = total;
-    const int64_t outer = j / inner, in = j % inner;
-    for (int64_t c = 0; c < d; ++c) {
-      const int64_t e = (outer * d + c) * inner + in;
-      out[e] = out[e] * wa + pair_out[e] * wb;
+  for (int64_t os = 0; os < g.outer * half; ++os) {
+    const int64_t first = (os / half) * g.len * g.inner + g.offset(slot) + (os % half) * g.inner;
+    for (int64_t j = first; j < first + g.inner; ++j) {
+      const float a = lse[j], b = pair_lse[j], m = std::max(a, b);
+      const float total = m + std::log(std::exp(a - m) + std::exp(b - m));
+      const float wa = std::exp(a - total), wb = std::exp(b - total);
+      lse[j] = total;
+      const int64_t outer = j / inner, in = j % inner;
+      for (int64_t c = 0; c < d; ++c) {
+        const int64_t e = (outer * d + c) * inner + in;
+        out[e] = out[e] * wa + pair_out[e] * wb;
+      }
     }
   }
 }
+
+kernels::AttentionInput at(const float* base, int64_t offset) { return {base + offset, false}; }
 
 }  // namespace
 
@@ -92,100 +123,96 @@ bool is_ring_attention(const Node& node) {
 
 void execute_ring_attention(const OpCall& call, Communicator& comm) {
   const Ring ring = ring_of(call, comm);
-  const Shape& q = in_shape(call, 0);
-  const int64_t nk = in_shape(call, 1).numel(), nq = q.numel();
-  const std::string& head = attention_dims(call.node.attrs)[2];
-  const int64_t nl = nq / q.size(head);
+  const RingShapes s = ring_shapes(call.node.attrs, in_shape(call, 0), in_shape(call, 1));
+  const int64_t nk = s.k.numel(), nq = s.q.numel();
   float* kv[2] = {static_cast<float*>(call.scratch), static_cast<float*>(call.scratch) + 2 * nk};
-  float* pair_out = kv[1] + 2 * nk;
-  float* pair_lse = pair_out + nq;
-  float* out = tuple_element(call, 0);
-  float* lse = tuple_element(call, 1);
-  load_f32(call, 1, kv[0], nk);
-  load_f32(call, 2, kv[0] + nk, nk);
-  const kernels::AttentionInput qin = attention_input(call, 0);
-  for (int t = 0; t < ring.size; ++t) {
-    auto work = [&] {
-      const kernels::AttentionLayout l = pair_layout(call, ring, ring.owner(t));
-      if (pair_skipped(l)) return;
-      const kernels::AttentionInput k{kv[t % 2], false}, v{kv[t % 2] + nk, false};
-      if (t == 0) return kernels::attention_forward(l, qin, k, v, out, lse);
-      kernels::attention_forward(l, qin, k, v, pair_out, pair_lse);
-      merge_pair(out, lse, pair_out, pair_lse, nl, q.size(head), q.stride(head));
-    };
-    if (t + 1 == ring.size)
-      work();
-    else
-      pass_on(ring, kv[t % 2], kv[(t + 1) % 2], 2 * nk, t, call.node.name, work);
-  }
+  float *q = kv[1] + 2 * nk, *stage = q + nq;
+  float *pair_out = stage, *pair_lse = stage + nq;  // during the ring only
+  // out and lse are computed in the balanced order, then put back in place.
+  float *out = tuple_element(call, 0), *lse = tuple_element(call, 1);
+  const std::string& op = call.node.name;
+  HalfExchange move{comm, stage, ring.size, op};  // tags after the ring's
+  move(attention_input(call, 0), q, s.q, HalfOrder::kBalanced);
+  move(attention_input(call, 1), kv[0], s.k, HalfOrder::kBalanced);
+  move(attention_input(call, 2), kv[0] + nk, s.k, HalfOrder::kBalanced);
+  const std::string& head = attention_dims(call.node.attrs)[2];
+  const int64_t d = in_shape(call, 0).size(head), inner = in_shape(call, 0).stride(head);
+  bool written[2] = {false, false};
+  ring_steps(ring, kv, 2 * nk, 0, op, [&](int t, const float* k) {
+    for_each_half_pair(call, ring, ring.owner(t), [&](const HalfPair& p, int a) {
+      const bool first = !written[a];
+      written[a] = true;
+      kernels::attention_forward(p.l, at(q, p.q), at(k, p.k), at(k + nk, p.k),
+                                 (first ? out : pair_out) + p.q, (first ? lse : pair_lse) + p.lse);
+      if (!first) merge_pair(out, lse, pair_out, pair_lse, s.lse, a, d, inner);
+    });
+  });
+  move({out, false}, out, s.q, HalfOrder::kContiguous);
+  move({lse, false}, lse, s.lse, HalfOrder::kContiguous);
 }
 
 void execute_ring_attention_grad(const OpCall& call, Communicator& comm) {
   const Ring ring = ring_of(call, comm);
-  const int64_t nk = in_shape(call, 1).numel();
-  const int64_t nq = in_shape(call, 0).numel(), nl = in_shape(call, 3).numel();
-  float* delta = static_cast<float*>(call.scratch);
+  const RingShapes s = ring_shapes(call.node.attrs, in_shape(call, 0), in_shape(call, 1));
+  const int64_t nk = s.k.numel(), nq = s.q.numel(), nl = s.lse.numel();
+  float* delta = static_cast<float*>(call.scratch);   // slot a's at delta + a * nl / 2
   float* buf[2] = {delta + nl, delta + nl + 4 * nk};  // k, v, dk, dv
-  const kernels::AttentionInput q = attention_input(call, 0), dout = attention_input(call, 4);
-  const float* lse = in_f32(call, 3);
-  float* dq = tuple_element(call, 0);
+  float *kv = buf[1] + 4 * nk, *q = kv + 2 * nk, *dout = q + nq, *lse = dout + nq;
+  float* stage = lse + nl;
+  float* dq = tuple_element(call, 0);  // in the balanced order, then put back in place
+  const std::string& op = call.node.name;
+  HalfExchange move{comm, stage, 3 * ring.size, op};  // tags after the rings'
+  move(attention_input(call, 0), q, s.q, HalfOrder::kBalanced);
+  move(attention_input(call, 4), dout, s.q, HalfOrder::kBalanced);
+  move({in_f32(call, 3), false}, lse, s.lse, HalfOrder::kBalanced);
+  move(attention_input(call, 1), kv, s.k, HalfOrder::kBalanced);
+  move(attention_input(call, 2), kv + nk, s.k, HalfOrder::kBalanced);
   std::fill(delta, delta + nl, 0.0f);
   std::fill(dq, dq + nq, 0.0f);
   // Pass 1: delta over every key chunk (k, v travel).
-  load_f32(call, 1, buf[0], nk);
-  load_f32(call, 2, buf[0] + nk, nk);
-  for (int t = 0; t < ring.size; ++t) {
-    auto work = [&] {
-      kernels::AttentionLayout l = pair_layout(call, ring, ring.owner(t));
-      if (pair_skipped(l)) return;
-      l.accumulate = true;
-      kernels::attention_backward_delta(l, q, {buf[t % 2], false}, {buf[t % 2] + nk, false}, lse,
-                                        dout, delta);
-    };
-    if (t + 1 == ring.size)
-      work();
-    else
-      pass_on(ring, buf[t % 2], buf[(t + 1) % 2], 2 * nk, t, call.node.name, work);
-  }
+  std::memcpy(buf[0], kv, static_cast<size_t>(2 * nk) * sizeof(float));
+  ring_steps(ring, buf, 2 * nk, 0, op, [&](int t, const float* k) {
+    for_each_half_pair(call, ring, ring.owner(t), [&](const HalfPair& p, int a) {
+      kernels::attention_backward_delta(p.l, at(q, p.q), at(k, p.k), at(k + nk, p.k), lse + p.lse,
+                                        at(dout, p.q), delta + a * nl / 2);
+    });
+  });
   // Pass 2: dq here; dk, dv summed into the chunk's travelling accumulators,
   // sent on only once this rank's share is in (k and v go during the work).
-  load_f32(call, 1, buf[0], nk);
-  load_f32(call, 2, buf[0] + nk, nk);
+  std::memcpy(buf[0], kv, static_cast<size_t>(2 * nk) * sizeof(float));
   std::fill(buf[0] + 2 * nk, buf[0] + 4 * nk, 0.0f);
-  const int tags = ring.size;
   for (int t = 0; t < ring.size; ++t) {
     float* b = buf[t % 2];
     float* next = buf[(t + 1) % 2];
     std::unique_ptr<CommRequest> kv_sent;
     if (t + 1 < ring.size)
-      kv_sent = ring.comm.start_send(b, 2 * nk, ring.next(), tags + 2 * t, call.node.name);
-    kernels::AttentionLayout l = pair_layout(call, ring, ring.owner(t));
-    l.accumulate = true;
-    if (!pair_skipped(l))
-      kernels::attention_backward_grads(l, q, {b, false}, {b + nk, false}, lse, dout, delta, dq,
-                                        b + 2 * nk, b + 3 * nk);
+      kv_sent = ring.comm.start_send(b, 2 * nk, ring.next(), ring.size + 2 * t, op);
+    for_each_half_pair(call, ring, ring.owner(t), [&](const HalfPair& p, int a) {
+      kernels::attention_backward_grads(p.l, at(q, p.q), at(b, p.k), at(b + nk, p.k), lse + p.lse,
+                                        at(dout, p.q), delta + a * nl / 2, dq + p.q,
+                                        b + 2 * nk + p.k, b + 3 * nk + p.k);
+    });
     // The last step sends the finished sums home (to the next rank, the owner).
     std::unique_ptr<CommRequest> grads_sent =
-        ring.comm.start_send(b + 2 * nk, 2 * nk, ring.next(), tags + 2 * t + 1, call.node.name);
-    if (kv_sent) ring.comm.recv(next, 2 * nk, ring.prev(), tags + 2 * t, call.node.name);
-    ring.comm.recv(next + 2 * nk, 2 * nk, ring.prev(), tags + 2 * t + 1, call.node.name);
+        ring.comm.start_send(b + 2 * nk, 2 * nk, ring.next(), ring.size + 2 * t + 1, op);
+    if (kv_sent) ring.comm.recv(next, 2 * nk, ring.prev(), ring.size + 2 * t, op);
+    ring.comm.recv(next + 2 * nk, 2 * nk, ring.prev(), ring.size + 2 * t + 1, op);
     if (kv_sent) kv_sent->wait();
     grads_sent->wait();
   }
   const float* home = buf[ring.size % 2] + 2 * nk;
-  std::memcpy(tuple_element(call, 1), home, static_cast<size_t>(nk) * sizeof(float));
-  std::memcpy(tuple_element(call, 2), home + nk, static_cast<size_t>(nk) * sizeof(float));
+  move({dq, false}, dq, s.q, HalfOrder::kContiguous);
+  move({home, false}, tuple_element(call, 1), s.k, HalfOrder::kContiguous);
+  move({home + nk, false}, tuple_element(call, 2), s.k, HalfOrder::kContiguous);
 }
 
 size_t ring_attention_scratch_bytes(const Graph& graph, const Node& node) {
-  const int64_t nq = graph.node(node.inputs[0]).shape.numel();
-  const int64_t nk = graph.node(node.inputs[1]).shape.numel();
-  if (node.kind == OpKind::kAttention) {
-    const std::string& head = attention_dims(node.attrs)[2];
-    const int64_t nl = nq / graph.node(node.inputs[0]).shape.size(head);
-    return static_cast<size_t>(4 * nk + nq + nl) * sizeof(float);
-  }
-  const int64_t nl = graph.node(node.inputs[3]).shape.numel();
-  return static_cast<size_t>(nl + 8 * nk) * sizeof(float);
+  const RingShapes s =
+      ring_shapes(node.attrs, graph.node(node.inputs[0]).shape, graph.node(node.inputs[1]).shape);
+  const int64_t nk = s.k.numel(), nq = s.q.numel(), nl = s.lse.numel();
+  const int64_t floats = node.kind == OpKind::kAttention ? 4 * nk + nq + s.stage()
+                                                         : 2 * nl + 10 * nk + 2 * nq + s.stage();
+  return static_cast<size_t>(floats) * sizeof(float);
 }
+
 }  // namespace tessel

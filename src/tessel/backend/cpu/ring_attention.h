@@ -4,16 +4,16 @@
 // offset = this rank's coordinate; set by the lowering,
 // sharding/context_parallel.h).
 //
-// Forward: n steps; at step t the rank holds the key/value chunk of rank
-// (r - t) mod n, starts sending it to rank r + 1, computes its query chunk
-// against it (causal: chunks after its own are skipped, the diagonal chunk
-// masked, earlier ones whole) and merges the pair's output and log-sum-exp
-// into its own, then receives the next chunk from rank r - 1. Backward:
-// the same ring twice, first summing each query's delta over every chunk
-// (the kernel's first pass, kept exact: docs/attention.md), then computing
-// dq here and dk, dv into accumulators that travel with their chunk and
-// arrive home after a last send. Chunks are contiguous (rank r holds
-// positions [r L, (r + 1) L)): the causal work is not balanced.
+// Load balanced: the op moves its halves of q, k, v (backward q, dout,
+// lse, k, v) so that rank r holds halves r and 2n-1-r of the sequence's 2n
+// (ring_halves.h), runs the ring on those and moves the results back. At
+// step t of n it holds the key/value chunk of rank (r - t) mod n, sends it
+// on to r + 1 while computing its half pairs against it (causal: those with
+// every key after every query skipped; two half pairs' worth per step on
+// every rank), merges their outputs by log-sum-exp, and receives the next.
+// Backward: the same ring twice, first summing each query's delta (the
+// kernel's first pass, kept exact: docs/attention.md), then dq here and dk,
+// dv into accumulators that travel with their chunk and arrive home.
 // Invariants: every rank sums in a fixed order (its chunks in ring order),
 // so results are bitwise the same run to run.
 #pragma once

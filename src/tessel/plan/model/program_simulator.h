@@ -17,8 +17,10 @@
 
 #include "tessel/base/error.h"
 #include "tessel/compile/zero.h"
+#include "tessel/ir/attrs.h"
 #include "tessel/plan/model/bf16_all_reduce_cost.h"
 #include "tessel/plan/model/cost_model.h"
+#include "tessel/sharding/context_parallel.h"
 
 namespace tessel::plan {
 
@@ -93,21 +95,20 @@ class Simulator {
            !n.attrs.axis.empty();
   }
 
-  // Ring attention (context parallelism, backend/cpu/ring_attention.h): n
-  // steps, each one chunk pair's kernel beside the send of the next chunk;
-  // a step takes the longer of the two (the last sends nothing). Without
-  // load balancing some rank computes at every step (causal chunks above
-  // the diagonal are skipped on some ranks, never on all), so every step
-  // costs a pair. The backward runs the ring twice: the deltas (2 of its 7
-  // block products) passing k, v; then the gradients passing k, v, dk, dv;
-  // then dk, dv home. Returns {compute, exposed communication}.
+  // Ring attention (backend/cpu/ring_attention.h): n steps, each the longer
+  // of the kernel's work (causal, balanced: half a chunk pair; else a pair)
+  // and the next chunk's send (the last sends nothing). The backward runs
+  // the ring twice: the deltas (2 of its 7 block products) passing k, v;
+  // then the gradients passing k, v, dk, dv; then dk, dv home. The
+  // balancing's moves are exposed. Returns {compute, exposed communication}.
   std::pair<double, double> ring_attention(const Graph& g,
                                            const Program::InstructionInfo& ins) const {
     const Node& n = g.node(ins.node);
     const int ranks = static_cast<int>(n.attrs.count);
-    const double pair = kernel(g, ins), chunk = value_bytes(g, n.inputs[1]);
+    const double pair = (causal_query_dim(n.attrs).empty() ? 1.0 : 0.5) * kernel(g, ins);
+    const double chunk = value_bytes(g, n.inputs[1]);
     const Link link = link_of_axis(mesh_, mesh_.axis_index(n.attrs.axis), hw_.devices_per_node());
-    double compute = 0, exposed = 0;
+    double compute = 0, exposed = hw_.p2p_seconds(ring_balance_bytes_sent(g, n), link);
     auto ring = [&](double per_pair, double bytes) {
       const double send = hw_.p2p_seconds(bytes, link);
       compute += ranks * per_pair;
