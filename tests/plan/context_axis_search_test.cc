@@ -2,7 +2,9 @@
 // proposes `ctx` meshes with `seq` on ctx and both strategies, picks one
 // where nothing else fits the memory limit (a long context), and never
 // proposes a ctx size the context does not divide, nor all-to-all where no
-// heads dim the ctx axis could split is left (docs/attention.md).
+// heads dim the ctx axis could split is left (docs/attention.md), nor one
+// leaving a rank fewer than min_context_chunk positions; screening prices
+// ctx candidates close to the exact phase.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -43,8 +45,7 @@ TEST(ContextAxisSearch, ProposesCtxWhereItIsTheOnlyLayoutThatFitsTheMemory) {
   q.base = small("gpt", 3, 0);
   q.base.n_layer = 2, q.base.d_model = 96, q.base.vocab = 4096, q.base.context = 4096;
   q.ranks = 2;
-  q.exhaustive = true;
-  q.min_context_chunk = 1;
+  q.exhaustive = true;  // 2,048 positions a rank: past the default min_context_chunk
   const PlanResult all = search_plans(q, hw);
   int64_t ctx_peak = -1, other_peak = -1;
   for (const Plan& p : all.plans) {
@@ -123,6 +124,22 @@ TEST(ContextAxisSearch, NeverProposesACtxTheHeadsOrTheContextCannotDivide) {
   expect_only_divisible_ctx(llama, 4,
                             {"ctx=2,model=1 all_to_all", "ctx=4,model=1 all_to_all",
                              "ctx=2,model=2 all_to_all", "ctx=4,model=1 ring"});
+}
+
+// By default a ctx size leaving a rank fewer than 1,024 positions is not searched.
+TEST(ContextAxisSearch, LeavesEachRankAtLeastMinContextChunkPositions) {
+  PlanRequest q;
+  q.base = small("gpt", 8, 0);
+  q.base.n_layer = 1, q.base.context = 2048;
+  q.ranks = 4;
+  q.exhaustive = true;
+  std::set<int> sizes;
+  for (const Plan& p : search_plans(q, h100s()).plans) sizes.insert(ctx_of(p.config));
+  EXPECT_EQ(sizes, (std::set<int>{1, 2})) << "ctx=4 would leave 512 positions a rank";
+  q.min_context_chunk = 512;
+  sizes.clear();
+  for (const Plan& p : search_plans(q, h100s()).plans) sizes.insert(ctx_of(p.config));
+  EXPECT_EQ(sizes, (std::set<int>{1, 2, 4}));
 }
 
 // Screening's estimate of ctx candidates (units compiled with the ctx axis)
