@@ -53,7 +53,7 @@ std::vector<int> divisors(int n) {
 }
 
 // Every order of the axes larger than 1 (only the canonical pipe, data,
-// model order when every rank shares one node: the order changes nothing).
+// model, ctx order when every rank shares one node: the order changes nothing).
 std::vector<std::string> mesh_texts(const std::array<int, 4>& sizes, bool one_node) {
   std::vector<MeshAxis> axes;
   const char* names[] = {"pipe", "data", "model", "ctx"};
