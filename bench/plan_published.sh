@@ -9,7 +9,11 @@
 # run's GPU count and cluster, under the device's memory (FREE_IGNORE_MEMORY=1:
 # without it, as before issue 30), whose best plan must fit and must not be
 # rated slower than the published configuration where that fits the device;
-# its CPU seconds are recorded. Prints a table; writes runs/plan-published/results.json.
+# its CPU seconds are recorded. Prints a table; writes
+# runs/plan-published/results.json. The context-parallel runs
+# (llama3.1-8b-32k/256k-*: torchtitan's CP table) are among the files; the
+# 256K one's published configuration (ctx=8) does not fit Tessel's memory
+# (ZeRO over data only).
 #
 # Usage: [FREE_SEARCH=1] [FREE_IGNORE_MEMORY=1] [FREE_TIMEOUT=600] bench/plan_published.sh [FILES...]
 #        (default: examples/published/*.json)

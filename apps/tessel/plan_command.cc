@@ -57,6 +57,7 @@ nlohmann::json plan_json(const plan::Plan& p) {
   return {{"mesh", c.mesh},
           {"layout", c.layout},
           {"layout_kind", p.layout_label},
+          {"context_parallel", c.mesh.find("ctx=") != std::string::npos ? c.context_parallel : ""},
           {"schedule", c.schedule},
           {"chunks", c.chunks},
           {"microbatches", c.microbatches},
@@ -145,9 +146,10 @@ void print_legend() {
       "\ncolumns:\n"
       "  #            rank, fastest predicted step first (equal steps: smaller memory first)\n"
       "  mesh         how the ranks are arranged: pipe (pipeline stages) x data (data "
-      "parallel) x model (tensor parallel)\n"
+      "parallel) x model (tensor parallel) x ctx (context parallel)\n"
       "  layout       data: weights replicated; tensor: Megatron tensor parallel; "
-      "tensor+sequence: with sequence parallelism\n"
+      "tensor+sequence: with sequence parallelism; +context ring|all_to_all: seq split over "
+      "ctx, attention by that strategy\n"
       "  schedule     pipeline schedule (gpipe, 1f1b, interleaved, zb-h1); - without a pipe "
       "axis\n"
       "  v            virtual pipeline stages (chunks) per rank: 2 or 4 for interleaved "

@@ -42,7 +42,7 @@ TEST(PublishedRun, EveryExampleReadsWithItsStatedKnobs) {
        fs::directory_iterator(std::string(TESSEL_SOURCE_DIR) + "/examples/published")) {
     const Read r = read(entry.path().string());
     ++files;
-    EXPECT_EQ(r.run.pipe * r.run.data * r.run.model, r.run.gpus) << entry.path();
+    EXPECT_EQ(r.run.pipe * r.run.data * r.run.model * r.run.ctx, r.run.gpus) << entry.path();
     EXPECT_TRUE(fs::exists(r.run.cluster)) << r.run.cluster;
     EXPECT_GT(r.run.tflops_per_gpu, 0) << entry.path();
     EXPECT_EQ(r.model.precision, "bf16") << entry.path();
@@ -68,6 +68,11 @@ TEST(PublishedRun, EveryExampleReadsWithItsStatedKnobs) {
   EXPECT_TRUE(llama.run.data_parallel_overlap);
   EXPECT_EQ(llama.model.tp_comm_precision, "bf16");
   EXPECT_FALSE(llama.run.flops_with_recompute);
+  // torchtitan's context-parallel run: a ctx axis, seq on it, by ring.
+  const Read cp = read(published("llama3.1-8b-256k-cp8-8-h100.json"));
+  EXPECT_EQ(cp.run.mesh, "ctx=8");
+  EXPECT_EQ(cp.run.layout, "seq=ctx");
+  EXPECT_EQ(cp.model.context_parallel, "ring");
 }
 
 // Llama's block in the count: Llama 3.1 8B's matmul weights (blocks and the

@@ -67,16 +67,17 @@ PublishedRun parse_published(const nlohmann::json& block, const TrainConfig& mod
   if (stated(f, "cluster")) r.cluster = resolve(f.string("cluster"), file, f);
   r.gpus = static_cast<int>(f.integer("gpus", 1));
   const JsonFields mesh(f.required("mesh"), file, "published.mesh");
-  mesh.allow_only({"pipe", "data", "model"});
-  int* sizes[] = {&r.pipe, &r.data, &r.model};
-  const char* names[] = {"pipe", "data", "model"};
-  for (int i = 0; i < 3; ++i) {
+  mesh.allow_only({"pipe", "data", "model", "ctx"});
+  int* sizes[] = {&r.pipe, &r.data, &r.model, &r.ctx};
+  const char* names[] = {"pipe", "data", "model", "ctx"};
+  for (int i = 0; i < 4; ++i) {
     *sizes[i] = mesh.has(names[i]) ? static_cast<int>(mesh.integer(names[i], 1)) : 1;
     if (*sizes[i] > 1) r.mesh += str_cat(r.mesh.empty() ? "" : ",", names[i], "=", *sizes[i]);
   }
-  if (r.pipe * r.data * r.model != r.gpus)
-    f.fail("mesh", str_cat("has ", r.pipe * r.data * r.model, " ranks (pipe ", r.pipe, " x data ",
-                           r.data, " x model ", r.model, "), but 'gpus' is ", r.gpus));
+  if (r.pipe * r.data * r.model * r.ctx != r.gpus)
+    f.fail("mesh",
+           str_cat("has ", r.pipe * r.data * r.model * r.ctx, " ranks (pipe ", r.pipe, " x data ",
+                   r.data, " x model ", r.model, " x ctx ", r.ctx, "), but 'gpus' is ", r.gpus));
   if (model.batch % r.data != 0)
     f.fail("mesh",
            str_cat("has data ", r.data, ", which does not divide 'batch' (", model.batch, ")"));

@@ -29,8 +29,8 @@ struct PublishedRun {
   std::string run, source, notes;
   std::string cluster;  // resolved path of the cluster file; "" when not stated
   int gpus = 0;
-  int pipe = 1, data = 1, model = 1;
-  std::string mesh;  // "pipe=P,data=D,model=M", axes of size 1 left out
+  int pipe = 1, data = 1, model = 1, ctx = 1;
+  std::string mesh;  // "pipe=P,data=D,model=M,ctx=C", axes of size 1 left out
   // Stated knobs; unset when the block gives null or leaves them out.
   std::optional<int64_t> microbatches;  // from micro_batch_size where only that is given
   std::optional<std::string> schedule, recompute, layout;

@@ -61,7 +61,33 @@ Link axis_link(const Mesh& mesh, const char* name, int devices_per_node) {
   return a >= 0 ? link_of_axis(mesh, a, devices_per_node) : Link::kIntraNode;
 }
 
+// The link a unit's collectives are pinned to: the model axis's, the ctx
+// axis's, or with both the slower.
+Link unit_link(const ScreenCandidate& c) {
+  if (c.ctx < 2) return c.model_link;
+  if (c.model < 2) return c.ctx_link;
+  return std::max(c.model_link, c.ctx_link);
+}
+
+// What tells units apart besides rows, model size and recompute policy.
+std::string unit_kind(const ScreenCandidate& c) {
+  return c.ctx < 2 ? c.layout_label : str_cat(c.layout_label, " ctx=", c.ctx, c.context_parallel);
+}
+
 }  // namespace
+
+std::string context_layout(bool data, bool model, const std::string& heads) {
+  return std::string(data ? "batch=data," : "") +
+         (model ? heads + "=model,hidden=model,vocab=model," : "") + "seq=ctx";
+}
+
+bool context_axis_fits(const TrainConfig& b, int model, int ctx, const std::string& strategy) {
+  if (b.context % ctx != 0) return false;
+  if (strategy != "all_to_all") return true;
+  if (b.model != "llama") return model == 1 && b.n_head % ctx == 0;
+  const int64_t kv = b.n_kv_head > 0 ? b.n_kv_head : b.n_head;
+  return (model == 1 && kv % ctx == 0) || (b.n_head / kv) % ctx == 0;
+}
 
 // Phase costs of one piece (embedding, block or head) per micro-batch, the
 // parameter elements it holds on its rank, and the bytes a ZeRO-3 gather of
@@ -100,7 +126,9 @@ ScreenCandidate ScreenCandidate::of(const TrainConfig& c, const std::string& lab
   const Mesh mesh = Mesh::parse(c.mesh);
   ScreenCandidate s;
   s.pipe = mesh.size_of("pipe"), s.data = mesh.size_of("data");
-  s.model = mesh.size_of("model");
+  s.model = mesh.size_of("model"), s.ctx = mesh.size_of("ctx");
+  s.ctx_link = axis_link(mesh, "ctx", devices_per_node);
+  if (s.ctx > 1) s.context_parallel = c.context_parallel;
   s.pipe_link = axis_link(mesh, "pipe", devices_per_node);
   s.data_link = axis_link(mesh, "data", devices_per_node);
   s.model_link = axis_link(mesh, "model", devices_per_node);
@@ -126,21 +154,26 @@ bool Screener::applies(const TrainConfig& base, bool layout_fixed,
 }
 
 const Screener::Unit& Screener::unit(int64_t rows, const ScreenCandidate& c) {
-  const auto key = std::make_tuple(rows, c.model, c.layout_label, c.recompute);
+  const auto key = std::make_tuple(rows, c.model, unit_kind(c), c.recompute);
   auto it = units_.find(key);
   if (it != units_.end()) {
     if (!it->second->error.empty()) TS_THROW(it->second->error);
-    return it->second->on[static_cast<int>(c.model_link)];
+    return it->second->on[static_cast<int>(unit_link(c))];
   }
   // 5 blocks in 4 stages: embedding + block, block, 2 blocks, block + head.
   TrainConfig u = base_;
   u.n_layer = 5;
   u.batch = rows;
   u.microbatches = 1;
-  u.mesh = c.model > 1 ? str_cat("pipe=4,model=", c.model) : "pipe=4";
+  u.mesh = str_cat("pipe=4", c.model > 1 ? str_cat(",model=", c.model) : "",
+                   c.ctx > 1 ? str_cat(",ctx=", c.ctx) : "");
   u.layout = c.layout_label == "tensor+sequence"
                  ? heads_dim_of(base_.model) + "=model,hidden=model,vocab=model,seq=model"
                  : "";
+  if (c.ctx > 1) {  // its collectives on ctx are on the pinned link too (unit_link)
+    u.layout = context_layout(false, c.model > 1, heads_dim_of(base_.model));
+    u.context_parallel = c.context_parallel;
+  }
   // Compiled with its backward split (as zb-h1 compiles it): zero-bubble
   // schedules run the input and weight gradients apart, and the others
   // charge their sum (action_cost).
@@ -220,21 +253,21 @@ const Screener::Unit& Screener::unit(int64_t rows, const ScreenCandidate& c) {
     units_.emplace(key, std::move(units));
     throw;
   }
-  return units_.emplace(key, std::move(units)).first->second->on[static_cast<int>(c.model_link)];
+  return units_.emplace(key, std::move(units)).first->second->on[static_cast<int>(unit_link(c))];
 }
 
 void Screener::note(const ScreenCandidate& c) {
-  int64_t& rows = reference_rows_[std::make_tuple(c.model, c.layout_label, c.recompute)];
+  int64_t& rows = reference_rows_[std::make_tuple(c.model, unit_kind(c), c.recompute)];
   rows = std::max(rows, base_.batch / c.microbatches / c.data);
 }
 
 const Screener::Unit& Screener::reference(const ScreenCandidate& c, int64_t* rows) {
-  auto r = reference_rows_.find(std::make_tuple(c.model, c.layout_label, c.recompute));
+  auto r = reference_rows_.find(std::make_tuple(c.model, unit_kind(c), c.recompute));
   TS_CHECK(r != reference_rows_.end() && r->second >= *rows,
            "screening: a candidate with more rows than noted");
   *rows = r->second;
   const auto key =
-      std::make_tuple(c.model, c.layout_label, c.recompute, static_cast<int>(c.model_link));
+      std::make_tuple(c.model, unit_kind(c), c.recompute, static_cast<int>(unit_link(c)));
   auto it = references_.find(key);
   if (it != references_.end()) return *it->second;
   return *references_.emplace(key, std::make_unique<Unit>(unit(*rows, c))).first->second;
@@ -287,7 +320,7 @@ double Screener::pipeline(const ScreenCandidate& c, const Unit& u, bool simulate
   if (stages == 1) stage[0].held -= u.tied;  // one stage holds the tied embedding once
   // Per pipeline rank: its work (no waiting) and what follows the schedule
   // (stage s of a rank's chunk k is k * p + r, as Schedule::stage_of).
-  const int world = p * d * c.model;
+  const int world = p * d * c.model * c.ctx;
   const double share = std::max(1.0, hw_.compute_share(world, options_.threads));
   double bound = 0, warmup = 0,
          work = 0;  // warmup: rank r's first forward waits for stages 0..r-1's
@@ -373,7 +406,7 @@ double Screener::single_program(const ScreenCandidate& c, const Unit& u, bool ex
   const int64_t rows = base_.batch / d;
   // Ranks sharing a core: kernel and memory times multiplied by their
   // number per core, collectives not (as the cost model's Simulator).
-  const double share = std::max(1.0, hw_.compute_share(d * c.model, options_.threads));
+  const double share = std::max(1.0, hw_.compute_share(d * c.model * c.ctx, options_.threads));
   const double blocks = static_cast<double>(base_.n_layer);
   // The pieces in backward order, the tied embedding's gradient complete
   // only with the embedding's backward (the unit counts it on both ends).
@@ -469,10 +502,10 @@ double Screener::single_program(const ScreenCandidate& c, const Unit& u, bool ex
   // Feeding the rank's rows (tokens and targets, 4 bytes each, copied in).
   const double feed = 2 * share *
                       hw_.memory_seconds(2.0 * 2 * 4 * static_cast<double>(rows) *
-                                             static_cast<double>(base_.context),
+                                             static_cast<double>(base_.context / c.ctx),
                                          options_.threads);
   const double state = c.zero > 0 ? all.held / d : all.held;
-  double optimizer = update(state, d * c.model, share);
+  double optimizer = update(state, d * c.model * c.ctx, share);
   // ZeRO 1, 2: every parameter's updated chunks all-gathered, one
   // collective per parameter as the runtime runs them.
   if ((c.zero == 1 || c.zero == 2) && d > 1)

@@ -46,15 +46,28 @@ namespace tessel::plan {
 // One candidate as screening sees it (the search builds these without a
 // TrainConfig per candidate; of() does it from one).
 struct ScreenCandidate {
-  int pipe = 1, data = 1, model = 1;
-  Link pipe_link = Link::kIntraNode, data_link = Link::kIntraNode, model_link = Link::kIntraNode;
-  std::string layout_label;  // "data", "tensor" or "tensor+sequence"
+  int pipe = 1, data = 1, model = 1, ctx = 1;
+  Link pipe_link = Link::kIntraNode, data_link = Link::kIntraNode, model_link = Link::kIntraNode,
+       ctx_link = Link::kIntraNode;
+  // "data", "tensor", "tensor+sequence", or with a ctx axis "data+context" or
+  // "tensor+context" (context_layout), run by `context_parallel`.
+  std::string layout_label, context_parallel;
   std::string schedule = "1f1b", recompute = "none";
   int chunks = 1, zero = 0;
   int64_t microbatches = 1;
   static ScreenCandidate of(const TrainConfig& c, const std::string& layout_label,
                             int devices_per_node);
 };
+
+// The layout of a mesh with a ctx axis: `seq` on it, beside data and tensor
+// parallelism (`heads`: the model's heads dim, heads_dim_of).
+std::string context_layout(bool data, bool model, const std::string& heads);
+
+// Whether `strategy` can run on a ctx axis of `ctx` beside a model axis of
+// `model`: ctx divides the context and, for all_to_all, a heads dim that no
+// other axis splits (the GPT's heads with no model axis; the Llama's
+// kv_heads, or beside a model axis its group: heads per kv head).
+bool context_axis_fits(const TrainConfig& base, int model, int ctx, const std::string& strategy);
 
 class Screener {
  public:

@@ -29,13 +29,14 @@ struct Candidate {
   std::string layout_label;
 };
 
-// (pipe, data, model) with pipe * data * model = n.
-std::vector<std::array<int, 3>> factorizations(int n) {
-  std::vector<std::array<int, 3>> out;
-  for (int p = 1; p <= n; ++p)
-    if (n % p == 0)
-      for (int d = 1; d <= n / p; ++d)
-        if ((n / p) % d == 0) out.push_back({p, d, n / p / d});
+// (pipe, data, model, ctx) with pipe * data * model * ctx = n, ctx one of `ctxs`.
+std::vector<std::array<int, 4>> factorizations(int n, const std::vector<int>& ctxs) {
+  std::vector<std::array<int, 4>> out;
+  for (int c : ctxs)
+    for (int p = 1; n % c == 0 && p <= n / c; ++p)
+      if (n / c % p == 0)
+        for (int d = 1; d <= n / c / p; ++d)
+          if ((n / c / p) % d == 0) out.push_back({p, d, n / c / p / d, c});
   return out;
 }
 
@@ -52,11 +53,11 @@ std::vector<int> divisors(int n) {
 }
 
 // Every order of the axes larger than 1 (only the canonical pipe, data,
-// model order when every rank shares one node: the order changes nothing).
-std::vector<std::string> mesh_texts(const std::array<int, 3>& sizes, bool one_node) {
+// model, ctx order when every rank shares one node: the order changes nothing).
+std::vector<std::string> mesh_texts(const std::array<int, 4>& sizes, bool one_node) {
   std::vector<MeshAxis> axes;
-  const char* names[] = {"pipe", "data", "model"};
-  for (int i = 0; i < 3; ++i)
+  const char* names[] = {"pipe", "data", "model", "ctx"};
+  for (int i = 0; i < 4; ++i)
     if (sizes[i] > 1) axes.push_back({names[i], sizes[i]});
   std::vector<int> order(axes.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
@@ -69,10 +70,13 @@ std::vector<std::string> mesh_texts(const std::array<int, 3>& sizes, bool one_no
   return out;
 }
 
-// `heads`: the model's attention-head dim ("kv_heads" for Llama).
+// `heads`: the model's attention-head dim ("kv_heads" for Llama). With a
+// ctx axis, `seq` on it (and no sequence parallelism: a dim has one axis).
 std::vector<std::pair<std::string, std::string>> layouts(const Mesh& mesh,
                                                          const std::string& heads) {
   const bool data = mesh.axis_index("data") >= 0, model = mesh.axis_index("model") >= 0;
+  if (mesh.axis_index("ctx") >= 0)
+    return {{model ? "tensor+context" : "data+context", context_layout(data, model, heads)}};
   if (!model) return {{"data", ""}};
   const std::string seq =
       std::string(data ? "batch=data," : "") + heads + "=model,hidden=model,vocab=model,seq=model";
@@ -89,12 +93,12 @@ struct MeshChoice {
 // A candidate as indices into the search space (a TrainConfig is built
 // only for those costed exactly: at scale there are a million candidates).
 struct Knobs {
-  int mesh, layout, schedule, recompute, chunks, microbatches, zero;
+  int mesh, layout, strategy, schedule, recompute, chunks, microbatches, zero;
 };
 
 struct Space {
   std::vector<MeshChoice> meshes;
-  std::vector<std::string> schedules, recomputes;
+  std::vector<std::string> schedules, recomputes, strategies;
   std::vector<Knobs> knobs;  // in generation order
 };
 
@@ -114,12 +118,32 @@ std::vector<int> chunk_counts(const PlanRequest& q, const std::string& schedule)
   return {2, 4};
 }
 
+// The ctx axis sizes searched: 1, and for a model with fused attention and
+// a searched layout every divisor of the context and the ranks past 1 that
+// leaves each rank min_context_chunk positions.
+std::vector<int> context_degrees(const PlanRequest& q) {
+  std::vector<int> out = {1};
+  if (is_builtin_transformer(q.base.model) && q.base.attention == "fused" && !q.layout)
+    for (int c : divisors(q.ranks))
+      if (c > 1 && q.base.context % c == 0 && q.base.context / c >= q.min_context_chunk)
+        out.push_back(c);
+  return out;
+}
+
+// How attention runs on a ctx axis: the config's context_parallel, or both
+// strategies ("" without a ctx axis: the config's own value stays).
+std::vector<std::string> strategies(const TrainConfig& base, const Mesh& mesh) {
+  if (mesh.axis_index("ctx") < 0) return {""};
+  if (!base.context_parallel.empty()) return {base.context_parallel};
+  return {"all_to_all", "ring"};
+}
+
 Space candidates(const PlanRequest& q, bool one_node, int devices_per_node) {
   std::vector<std::string> meshes;
   if (q.mesh) {
     meshes.push_back(*q.mesh);
   } else {
-    for (const auto& f : factorizations(q.ranks))
+    for (const auto& f : factorizations(q.ranks, context_degrees(q)))
       for (const std::string& m : mesh_texts(f, one_node)) meshes.push_back(m);
   }
   Space out;
@@ -157,13 +181,15 @@ Space candidates(const PlanRequest& q, bool one_node, int devices_per_node) {
                     : std::vector<std::string>{"none", "selective", "blocks"};
     const int mesh_index = static_cast<int>(out.meshes.size());
     for (int layout = 0; layout < static_cast<int>(choice.layouts.size()); ++layout)
-      for (const std::string& schedule : schedules)
-        for (int m : micro)
-          for (int zero : zeros)
-            for (const std::string& recompute : recomputes)
-              for (int chunks : chunk_counts(q, schedule))
-                out.knobs.push_back({mesh_index, layout, index_of(out.schedules, schedule),
-                                     index_of(out.recomputes, recompute), chunks, m, zero});
+      for (const std::string& strategy : strategies(q.base, mesh))
+        for (const std::string& schedule : schedules)
+          for (int m : micro)
+            for (int zero : zeros)
+              for (const std::string& recompute : recomputes)
+                for (int chunks : chunk_counts(q, schedule))
+                  out.knobs.push_back({mesh_index, layout, index_of(out.strategies, strategy),
+                                       index_of(out.schedules, schedule),
+                                       index_of(out.recomputes, recompute), chunks, m, zero});
     out.meshes.push_back(std::move(choice));
   }
   return out;
@@ -179,6 +205,10 @@ Candidate materialize(const PlanRequest& q, const Space& space, const Knobs& k) 
   c.config.microbatches = k.microbatches;
   c.config.zero = k.zero;
   c.config.recompute = space.recomputes[k.recompute];
+  if (mesh.shape.ctx > 1) {
+    c.config.context_parallel = space.strategies[k.strategy];
+    c.layout_label += " " + c.config.context_parallel;  // e.g. "data+context ring"
+  }
   return c;
 }
 
@@ -186,6 +216,7 @@ ScreenCandidate screen_candidate(const Space& space, const Knobs& k) {
   const MeshChoice& mesh = space.meshes[k.mesh];
   ScreenCandidate s = mesh.shape;
   s.layout_label = mesh.layouts[k.layout].first;
+  if (s.ctx > 1) s.context_parallel = space.strategies[k.strategy];
   s.schedule = space.schedules[k.schedule];
   s.recompute = space.recomputes[k.recompute];
   s.chunks = k.chunks, s.zero = k.zero, s.microbatches = k.microbatches;
@@ -205,6 +236,9 @@ bool shape_fits(const TrainConfig& base, const Space& space, const Knobs& k) {
         base.context % model != 0)
       return false;
     if (pipe * k.chunks > base.n_layer) return false;
+    if (mesh.shape.ctx > 1 &&
+        !context_axis_fits(base, model, mesh.shape.ctx, space.strategies[k.strategy]))
+      return false;
   }
   const std::string& schedule = space.schedules[k.schedule];
   if (schedule == "interleaved" && (pipe < 2 || k.microbatches % pipe != 0)) return false;
@@ -216,16 +250,16 @@ bool shape_fits(const TrainConfig& base, const Space& space, const Knobs& k) {
 // recompute policy (none, selective, blocks): the same mesh, layout,
 // schedule, chunks and micro-batches. ZeRO 3 (weights gathered on use) is
 // a group of its own.
-std::array<int, 6> memory_group(const Knobs& k) {
-  return {k.mesh, k.layout, k.schedule, k.chunks, k.microbatches, k.zero == 3 ? 1 : 0};
+std::array<int, 7> memory_group(const Knobs& k) {
+  return {k.mesh, k.layout, k.strategy, k.schedule, k.chunks, k.microbatches, k.zero == 3 ? 1 : 0};
 }
 
 // The memory group across axis orders: a mesh's order moves collectives
 // between links, not bytes, so the same axis sizes hold the same memory.
-std::array<int, 8> memory_class(const Space& space, const Knobs& k) {
+std::array<int, 10> memory_class(const Space& space, const Knobs& k) {
   const ScreenCandidate& m = space.meshes[k.mesh].shape;
-  return {m.pipe,     m.data,   m.model,        k.layout,
-          k.schedule, k.chunks, k.microbatches, k.zero == 3 ? 1 : 0};
+  return {m.pipe,     m.data,     m.model,  m.ctx,          k.layout,
+          k.strategy, k.schedule, k.chunks, k.microbatches, k.zero == 3 ? 1 : 0};
 }
 
 int recompute_rank(const std::string& policy) {
@@ -239,7 +273,7 @@ int recompute_rank(const std::string& policy) {
 // fit, skips the group and those of the other axis orders (memory_class). A group's members are
 // adjacent in generation order (candidates()' loops: zero, then recompute, innermost).
 int lean_sibling(const TrainConfig& base, const Space& space, int i) {
-  const std::array<int, 6> group = memory_group(space.knobs[i]);
+  const std::array<int, 7> group = memory_group(space.knobs[i]);
   auto leaner = [&](int a, int b) {  // whether a is leaner than b
     const Knobs &x = space.knobs[a], &y = space.knobs[b];
     const int rx = recompute_rank(space.recomputes[x.recompute]),
@@ -306,7 +340,7 @@ class OverLimit {
     return {k.zero, recompute_rank(space_.recomputes[k.recompute])};
   }
   const Space& space_;
-  std::map<std::array<int, 8>, std::vector<std::pair<int, int>>> seen_;
+  std::map<std::array<int, 10>, std::vector<std::pair<int, int>>> seen_;
 };
 
 // The plan's throughput and the command that runs it.
@@ -321,8 +355,9 @@ namespace {
 // quoted unless it is plain; empty for a key plan_flags writes itself.
 std::string carried_override(const std::string& kv) {
   // `stages` is not among them: the search keeps the user's stage split.
-  static const std::set<std::string> chosen = {"mesh",   "layout", "microbatches", "schedule",
-                                               "chunks", "zero",   "recompute",    "threads"};
+  static const std::set<std::string> chosen = {"mesh",      "layout",  "microbatches",
+                                               "schedule",  "chunks",  "zero",
+                                               "recompute", "threads", "context_parallel"};
   if (chosen.count(kv.substr(0, kv.find('=')))) return "";
   const bool plain = std::all_of(kv.begin(), kv.end(), [](char ch) {
     return std::isalnum(static_cast<unsigned char>(ch)) || std::strchr("_.=,:/+-", ch);
@@ -354,6 +389,8 @@ std::string plan_flags(const TrainConfig& c) {
   std::string flags;
   if (!c.mesh.empty()) flags += " --mesh " + c.mesh;
   if (!c.layout.empty()) flags += " --layout " + c.layout;
+  if (c.mesh.find("ctx=") != std::string::npos && !c.context_parallel.empty())
+    flags += " --set context_parallel=" + c.context_parallel;
   const bool pipelined = c.mesh.find("pipe=") != std::string::npos || c.microbatches > 1;
   if (pipelined) {
     flags += str_cat(" --microbatches ", c.microbatches);
@@ -453,8 +490,12 @@ void count_screening(const ScreenedOrder& order, const Screener& screener, PlanR
 
 // No plan: none compiled (naming the first error), or none fit (the
 // smallest peak and the knobs that would lower it, no_fit.h).
-[[noreturn]] void throw_nothing_fits(const PlanRequest& q, const PlanResult& result,
-                                     const NoFit& closest, const std::string& first_error) {
+[[noreturn]] void throw_nothing_fits(const PlanRequest& q, const PlanResult& result, NoFit closest,
+                                     const std::string& first_error, bool screened, int64_t limit,
+                                     int64_t device_memory) {
+  closest.considered = result.considered, closest.exact = result.exact, closest.limit = limit;
+  closest.screened = screened;
+  closest.limit_is_device = q.check_device_memory && limit == device_memory;
   if (closest.smallest_peak < 0)
     TS_THROW("plan: none of the ", result.considered, " configurations of ", q.ranks,
              " ranks suits this model (", result.pruned, " pruned by divisibility or layout)",
@@ -474,9 +515,8 @@ PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
   const int64_t limit = memory_limit(q, device_memory);
   // Oversubscribed ranks share this host: the axis order changes nothing.
   const bool one_node = hw.devices_per_node() >= q.ranks || q.oversubscribe;
-  const double items_per_row = model_data_kind(q.base) == DataKind::kText
-                                   ? static_cast<double>(q.base.context)
-                                   : 1;  // tokens per row, or one image
+  const double items_per_row =  // tokens per row, or one image
+      model_data_kind(q.base) == DataKind::kText ? static_cast<double>(q.base.context) : 1;
 
   NoFit closest;  // the smallest peak costed exactly, for the message when nothing fits
   closest.smallest_peak = -1;
@@ -490,9 +530,9 @@ PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
   // (ScreenedOrder). Phase 2 costs exactly, in that order, until
   // `exact_top` plans fit and the next estimate cannot beat the
   // `exact_top`-th (within screening's margin), at most 4 x `exact_top`.
-  // When fewer fit the memory limit, the search goes on (the extension):
-  // memory-lean plans first (see lean_sibling), skipping candidates whose
-  // model states alone exceed the limit, up to 8 x `exact_top` more exact costs.
+  // When fewer fit the memory limit, the search goes on (the extension): lean members
+  // (lean_sibling) of the groups over it first, then memory-lean plans first, skipping
+  // candidates whose model states alone exceed the limit, up to 8 x `exact_top` more exact costs.
   const bool screen =
       !q.exhaustive && static_cast<int>(live.size()) > q.exact_top &&
       Screener::applies(q.base, q.layout.has_value(), q.recompute ? &*q.recompute : nullptr, hw);
@@ -542,12 +582,17 @@ PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
     return Costed::kFits;
   };
   const int keep = 4 * q.exact_top;
-  int extension_start = -1;  // result.exact when the extension began
+  int extension_start = -1;                // result.exact when the extension began
+  std::vector<int> over_before_extension;  // their groups' lean members open the extension
   for (int popped = 0;; ++popped) {
     const bool extending = screen && popped >= keep;
     if (extending && extension_start < 0) {
       if (limit == 0 || static_cast<int>(result.plans.size()) >= q.exact_top) break;
       extension_start = result.exact;
+      for (int j : over_before_extension) {
+        const int lean = lean_sibling(q.base, space, j);
+        if (!costed.count(lean) && !over_limit.dominated(lean)) cost(lean);
+      }
     }
     if (extending && (result.exact - extension_start >= 2 * keep || popped >= 100 * keep)) break;
     const std::optional<std::pair<double, int>> n = next();
@@ -557,7 +602,7 @@ PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
     if (screen && n->first > kth_exact() * (1 + q.screen_margin)) break;
     const int i = n->second;
     if (!extending) {
-      cost(i);
+      if (cost(i) == Costed::kOver) over_before_extension.push_back(i);
       continue;
     }
     if (costed.count(i)) continue;
@@ -576,12 +621,8 @@ PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
   if (screen) count_screening(*order, *screener, &result);
   sort_fastest_first(&result.plans, index_of_plan);
   result.search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (result.plans.empty()) {
-    closest.considered = result.considered, closest.exact = result.exact, closest.limit = limit;
-    closest.screened = screen;
-    closest.limit_is_device = q.check_device_memory && limit == device_memory;
-    throw_nothing_fits(q, result, closest, first_error);
-  }
+  if (result.plans.empty())
+    throw_nothing_fits(q, result, closest, first_error, screen, limit, device_memory);
   return result;
 }
 

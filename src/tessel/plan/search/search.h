@@ -1,9 +1,10 @@
 // The planner's search: every configuration of N ranks a user could write,
 // pruned, costed, ranked.
 //
-// Knobs: the mesh (every factorization of N into pipe x data x model, and
-// the order of its axes), the layout (data parallel; Megatron tensor
-// parallel; tensor + sequence parallel), the pipeline schedule (gpipe,
+// Knobs: the mesh (every factorization of N into pipe x data x model x ctx,
+// ctx for models with fused attention, and the order of its axes), the
+// layout (data parallel; Megatron tensor parallel; tensor + sequence
+// parallel; with ctx, seq on it by ring or all-to-all), the pipeline schedule (gpipe,
 // 1f1b, interleaved with 2 chunks, zb-h1) and micro-batches, the ZeRO stage
 // and the recompute policy. A knob given in the request is fixed; the rest
 // are searched. Candidates that cannot work are pruned before any compile
@@ -45,6 +46,10 @@ struct PlanRequest {
   // Fixed knobs; unset ones are searched.
   std::optional<std::string> mesh, layout, schedule, recompute;
   std::optional<int> chunks, microbatches, zero;
+  // The fewest context positions a ctx axis leaves each rank: smaller chunks
+  // are not searched (their ring steps and all-to-alls are latency, and
+  // each ctx size multiplies the meshes searched).
+  int64_t min_context_chunk = 1024;
   CostOptions cost;
   // Two phases: every candidate is screened (screen.h: a cheap estimate
   // from one-block units), then the best by that estimate are compiled
