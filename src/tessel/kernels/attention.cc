@@ -84,11 +84,14 @@ void gather_rows(const T* x, int64_t seq_stride, int64_t head_stride, int64_t ro
 template <typename T>
 void gather_cols(const T* x, int64_t seq_stride, int64_t head_stride, int64_t row0, int64_t rows,
                  int64_t d, int64_t dp, bool bf16, float* dst) {
-  std::fill(dst, dst + dp * kB, 0.0f);
-  for (int64_t i = 0; i < rows; ++i) {
-    const T* src = x + (row0 + i) * seq_stride;
-    for (int64_t c = 0; c < d; ++c) dst[c * kB + i] = widen(src[c * head_stride]);
+  for (int64_t c = 0; c < d; ++c) {  // one output row at a time: whole vector stores
+    const T* src = x + row0 * seq_stride + c * head_stride;
+    float* out = dst + c * kB;
+#pragma omp simd
+    for (int64_t i = 0; i < rows; ++i) out[i] = widen(src[i * seq_stride]);
+    std::fill(out + rows, out + kB, 0.0f);
   }
+  std::fill(dst + d * kB, dst + dp * kB, 0.0f);
   if (bf16 && sizeof(T) == sizeof(float)) round_block(dst, dp * kB);
 }
 
