@@ -1,7 +1,8 @@
 // Fused attention (kernels/attention.h through the attention op) against the
 // unfused einsum-softmax-einsum sequence the built-in GPT used: forward and
 // gradients within 1e-6 of the largest value in f32; bitwise the same run to
-// run and for any thread count; the bf16 path close to the unfused bf16 program.
+// run and for any thread count; the bf16 path close to the unfused bf16 program,
+// on bf16 dot products as on f32 ones.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -9,10 +10,12 @@
 #include <cmath>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/random_values.h"
 #include "tessel/autodiff/backward.h"
+#include "tessel/kernels/attention_gemm.h"
 #include "tessel/runtime/program.h"
 
 namespace tessel {
@@ -101,20 +104,26 @@ TEST_P(FusedAttention, MatchesUnfusedInF32) {
   }
 }
 
+// In f32 and in bf16 (on this CPU's bf16 products, and on the f32 block GEMM).
 TEST_P(FusedAttention, BitwiseRunToRunAndAcrossThreadCounts) {
   const Sizes s = GetParam();
   Built fused = build(s, true);
   const int saved = omp_get_max_threads();
-  omp_set_num_threads(1);
-  const auto one = run(fused, s);
-  omp_set_num_threads(3);
-  const auto three = run(fused, s);
-  const auto again = run(fused, s);
-  omp_set_num_threads(saved);
-  for (size_t i = 0; i < one.size(); ++i) {
-    EXPECT_EQ(one[i], three[i]) << kNames[i] << " differs between 1 and 3 threads";
-    EXPECT_EQ(three[i], again[i]) << kNames[i] << " differs between two runs";
+  for (const auto& [bf16, dot] : {std::pair{false, true}, {true, true}, {true, false}}) {
+    SCOPED_TRACE(std::string(bf16 ? "bf16" : "f32") + (dot ? "" : ", f32 products"));
+    kernels::attention_gemm::set_attention_bf16_dot(dot);
+    omp_set_num_threads(1);
+    const auto one = run(fused, s, bf16);
+    omp_set_num_threads(3);
+    const auto three = run(fused, s, bf16);
+    const auto again = run(fused, s, bf16);
+    for (size_t i = 0; i < one.size(); ++i) {
+      EXPECT_EQ(one[i], three[i]) << kNames[i] << " differs between 1 and 3 threads";
+      EXPECT_EQ(three[i], again[i]) << kNames[i] << " differs between two runs";
+    }
   }
+  kernels::attention_gemm::set_attention_bf16_dot(true);
+  omp_set_num_threads(saved);
 }
 
 // bf16 operands, f32 statistics: close to the unfused bf16 program (which
@@ -128,6 +137,21 @@ TEST_P(FusedAttention, Bf16PathIsCloseToUnfusedBf16) {
     EXPECT_LE(relative_error(a[i], exact[i]), 2e-2) << kNames[i] << " vs f32";
     EXPECT_GT(relative_error(a[i], exact[i]), 0) << kNames[i] << ": bf16 rounded nothing";
   }
+}
+
+// A bf16 program's products on bf16 dot instructions (AVX512-BF16) against
+// the f32 block GEMM on the same rounded operands: only the order of each
+// sum (pairs of products) and denormals differ.
+TEST_P(FusedAttention, Bf16DotProductsMatchF32ProductsOfTheSameOperands) {
+  if (!kernels::attention_gemm::bf16_dot()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  const Sizes s = GetParam();
+  Built fused = build(s, true);
+  const auto dot = run(fused, s, true);
+  kernels::attention_gemm::set_attention_bf16_dot(false);
+  const auto f32_products = run(fused, s, true);
+  kernels::attention_gemm::set_attention_bf16_dot(true);
+  for (size_t i = 0; i < dot.size(); ++i)
+    EXPECT_LE(relative_error(dot[i], f32_products[i]), 1e-5) << kNames[i];
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, FusedAttention,

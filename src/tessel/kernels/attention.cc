@@ -6,6 +6,7 @@
 
 #include "tessel/base/bf16.h"
 #include "tessel/base/error.h"
+#include "tessel/kernels/attention_gemm.h"
 #include "tessel/kernels/fast_math.h"
 #include "tessel/kernels/row_ops.h"
 
@@ -13,7 +14,8 @@ namespace tessel::kernels {
 namespace {
 
 constexpr int64_t kB = kAttentionBlock;
-constexpr int64_t kMr = 4, kNr = 32;               // the register tile of block_gemm
+using attention_gemm::kMr;
+using attention_gemm::kNr;
 constexpr int64_t kMaxPadded = kMaxAttentionHead;  // head dims padded to kNr stay within it
 static_assert(kMaxAttentionHead % kNr == 0 && kB % kNr == 0 && kB % kMr == 0);
 
@@ -36,32 +38,15 @@ RowBase row_base(const AttentionLayout& a, int64_t r) {
 
 inline int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 
-// c (m x n, ldc) = [c +] a (m x k, lda) . b (k x n, ldb), in kMr x kNr
-// register tiles; m % kMr == 0, n % kNr == 0; with kTransA, a is stored
-// transposed (k x m, lda). Each element sums over k in order, so the result
-// does not depend on where a tile starts.
+// A block product (attention_gemm.h): on bf16 dot products for a bf16
+// program where the CPU has them (its operands are rounded to bf16 first).
 template <bool kAccumulate, bool kTransA = false>
-void block_gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
-                int64_t ldb, float* c, int64_t ldc) {
-  for (int64_t i0 = 0; i0 < m; i0 += kMr)
-    for (int64_t j0 = 0; j0 < n; j0 += kNr) {
-      float acc[kMr][kNr];
-      for (int64_t r = 0; r < kMr; ++r)
-#pragma omp simd
-        for (int64_t j = 0; j < kNr; ++j)
-          acc[r][j] = kAccumulate ? c[(i0 + r) * ldc + j0 + j] : 0.0f;
-      for (int64_t p = 0; p < k; ++p) {
-        const float* bp = b + p * ldb + j0;
-        for (int64_t r = 0; r < kMr; ++r) {
-          const float ar = kTransA ? a[p * lda + i0 + r] : a[(i0 + r) * lda + p];
-#pragma omp simd
-          for (int64_t j = 0; j < kNr; ++j) acc[r][j] = fmadd(ar, bp[j], acc[r][j]);
-        }
-      }
-      for (int64_t r = 0; r < kMr; ++r)
-#pragma omp simd
-        for (int64_t j = 0; j < kNr; ++j) c[(i0 + r) * ldc + j0 + j] = acc[r][j];
-    }
+void product(bool bf16, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+             const float* b, int64_t ldb, float* c, int64_t ldc) {
+  if (bf16)
+    attention_gemm::block_gemm_bf16<kAccumulate, kTransA>(m, n, k, a, lda, b, ldb, c, ldc);
+  else
+    attention_gemm::block_gemm<kAccumulate, kTransA>(m, n, k, a, lda, b, ldb, c, ldc);
 }
 
 // x[0, n) rounded to bf16 in place (the operands of a bf16 program's products).
@@ -99,11 +84,14 @@ void gather_rows(const T* x, int64_t seq_stride, int64_t head_stride, int64_t ro
 template <typename T>
 void gather_cols(const T* x, int64_t seq_stride, int64_t head_stride, int64_t row0, int64_t rows,
                  int64_t d, int64_t dp, bool bf16, float* dst) {
-  std::fill(dst, dst + dp * kB, 0.0f);
-  for (int64_t i = 0; i < rows; ++i) {
-    const T* src = x + (row0 + i) * seq_stride;
-    for (int64_t c = 0; c < d; ++c) dst[c * kB + i] = widen(src[c * head_stride]);
+  for (int64_t c = 0; c < d; ++c) {  // one output row at a time: whole vector stores
+    const T* src = x + row0 * seq_stride + c * head_stride;
+    float* out = dst + c * kB;
+#pragma omp simd
+    for (int64_t i = 0; i < rows; ++i) out[i] = widen(src[i * seq_stride]);
+    std::fill(out + rows, out + kB, 0.0f);
   }
+  std::fill(dst + d * kB, dst + dp * kB, 0.0f);
   if (bf16 && sizeof(T) == sizeof(float)) round_block(dst, dp * kB);
 }
 
@@ -168,7 +156,7 @@ void forward_block(const AttentionLayout& a, const RowBase& base, int64_t q0, At
     const int64_t cols = std::min(kB, a.sk - k0);
     gather_cols(k, base.k, a.k_seq, a.k_head, k0, cols, d, dp, a.bf16, kt);
     gather_rows(v, base.k, a.k_seq, a.k_head, k0, cols, d, dp, a.bf16, vb);
-    block_gemm<false>(mp, kB, dp, qb, dp, kt, kB, s, kB);
+    product<false>(a.bf16, mp, kB, dp, qb, dp, kt, kB, s, kB);
     for (int64_t i = 0; i < rows; ++i) {
       const int64_t n = visible(a, q0 + i, k0, cols);
       float* si = s + i * kB;
@@ -190,7 +178,7 @@ void forward_block(const AttentionLayout& a, const RowBase& base, int64_t q0, At
 #pragma omp simd
       for (int64_t c = 0; c < dp; ++c) oi[c] *= alpha;
     }
-    block_gemm<true>(mp, dp, kB, s, kB, vb, dp, ob, dp);
+    product<true>(a.bf16, mp, dp, kB, s, kB, vb, dp, ob, dp);
   }
   for (int64_t i = 0; i < rows; ++i) {
     const float inv = 1.0f / l[i];
@@ -240,8 +228,8 @@ void recompute_block(const AttentionLayout& a, const RowBase& base, int64_t q0, 
   gather_rows(q, base.q, a.q_seq, a.q_head, q0, rows, a.d, dp, a.bf16, w.qb);
   gather_rows(dout, base.q, a.q_seq, a.q_head, q0, rows, a.d, dp, a.bf16, w.dob);
   for (int64_t i = 0; i < rows; ++i) w.lse[i] = lse[base.lse + (q0 + i) * a.lse_seq];
-  block_gemm<false>(mp, kB, dp, w.qb, dp, w.kt, kB, w.p, kB);
-  block_gemm<false>(mp, kB, dp, w.dob, dp, w.vt, kB, w.dp, kB);
+  product<false>(a.bf16, mp, kB, dp, w.qb, dp, w.kt, kB, w.p, kB);
+  product<false>(a.bf16, mp, kB, dp, w.dob, dp, w.vt, kB, w.dp, kB);
   for (int64_t i = 0; i < mp; ++i) {
     const int64_t n = i < rows ? visible(a, q0 + i, k0, cols) : 0;
     float* pi = w.p + i * kB;
@@ -311,9 +299,9 @@ void backward_grads(const AttentionLayout& a, const RowBase& base, AttentionInpu
         round_block(w.p, mp * kB);
         round_block(w.dp, mp * kB);
       }
-      block_gemm<true, true>(kB, dp, mp, w.p, kB, w.dob, dp, w.dv, dp);  // p^T dout
-      block_gemm<true, true>(kB, dp, mp, w.dp, kB, w.qb, dp, w.dk, dp);  // ds^T q
-      block_gemm<false>(mp, dp, kB, w.dp, kB, w.kb, dp, w.dqb, dp);      // ds k
+      product<true, true>(a.bf16, kB, dp, mp, w.p, kB, w.dob, dp, w.dv, dp);  // p^T dout
+      product<true, true>(a.bf16, kB, dp, mp, w.dp, kB, w.qb, dp, w.dk, dp);  // ds^T q
+      product<false>(a.bf16, mp, dp, kB, w.dp, kB, w.kb, dp, w.dqb, dp);      // ds k
       scatter_rows(w.dqb, dp, rows, d, dq + base.q, a.q_seq, a.q_head, q0, true);
     }
     scatter_rows(w.dk, dp, cols, d, dk + base.k, a.k_seq, a.k_head, k0, a.accumulate);
