@@ -103,24 +103,26 @@ void expect_only_divisible_ctx(const TrainConfig& base, int ranks,
           << p.command;
     } else {
       EXPECT_EQ(strategy, "ring") << p.command;
+      EXPECT_EQ(base.context % (2 * ctx), 0) << p.command;  // 2 x ctx balanced halves
     }
   }
   for (const std::string& s : must_have) EXPECT_TRUE(seen.count(s)) << s;
 }
 
 TEST(ContextAxisSearch, NeverProposesACtxTheHeadsOrTheContextCannotDivide) {
-  // GPT, 6 heads, context 36, 8 ranks: ctx=8 never (36 % 8); all-to-all at
-  // ctx=2 without a model axis only (6 % 4, and model splits the heads).
+  // GPT, 6 heads, context 36: ring at ctx=2 only (36 % 8 leaves no 8
+  // balanced halves for ctx=4, 36 % 8 no ctx=8); all-to-all at ctx=2
+  // without a model axis only (6 % 4, and model splits the heads).
   TrainConfig gpt = small("gpt", 6, 0);
   gpt.n_layer = 2, gpt.context = 36;
-  expect_only_divisible_ctx(gpt, 4,
-                            {"ctx=2,model=1 all_to_all", "ctx=2,model=1 ring", "ctx=4,model=1 ring",
-                             "ctx=2,model=2 ring"});
-  expect_only_divisible_ctx(gpt, 8, {"ctx=4,model=2 ring"});
+  expect_only_divisible_ctx(
+      gpt, 4, {"ctx=2,model=1 all_to_all", "ctx=2,model=1 ring", "ctx=2,model=2 ring"});
+  gpt.context = 48;  // 8 halves: ring at ctx=4 too
+  expect_only_divisible_ctx(gpt, 8, {"ctx=4,model=2 ring", "ctx=4,model=1 ring"});
   // Llama, 8 heads in 2 kv groups of 4: all-to-all splits kv_heads (ctx=2)
   // or the group (ctx=4, or beside model's kv_heads).
   TrainConfig llama = small("llama", 8, 2);
-  llama.n_layer = 2, llama.context = 36;
+  llama.n_layer = 2, llama.context = 48;
   expect_only_divisible_ctx(llama, 4,
                             {"ctx=2,model=1 all_to_all", "ctx=4,model=1 all_to_all",
                              "ctx=2,model=2 all_to_all", "ctx=4,model=1 ring"});

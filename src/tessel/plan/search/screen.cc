@@ -83,7 +83,8 @@ std::string context_layout(bool data, bool model, const std::string& heads) {
 
 bool context_axis_fits(const TrainConfig& b, int model, int ctx, const std::string& strategy) {
   if (b.context % ctx != 0) return false;
-  if (strategy != "all_to_all") return true;
+  // the balanced ring cuts the sequence into 2 x ctx equal halves
+  if (strategy != "all_to_all") return b.context % (2 * ctx) == 0;
   if (b.model != "llama") return model == 1 && b.n_head % ctx == 0;
   const int64_t kv = b.n_kv_head > 0 ? b.n_kv_head : b.n_head;
   return (model == 1 && kv % ctx == 0) || (b.n_head / kv) % ctx == 0;
