@@ -12,8 +12,7 @@
 # its CPU seconds are recorded. Prints a table; writes
 # runs/plan-published/results.json. The context-parallel runs
 # (llama3.1-8b-32k/256k-*: torchtitan's CP table) are among the files; the
-# 256K one's published configuration (ctx=8) does not fit Tessel's memory
-# (ZeRO over data only).
+# 256K one (ctx=8) fits with ZeRO 3 over the context axis.
 #
 # Usage: [FREE_SEARCH=1] [FREE_IGNORE_MEMORY=1] [FREE_TIMEOUT=600] bench/plan_published.sh [FILES...]
 #        (default: examples/published/*.json)

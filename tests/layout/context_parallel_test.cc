@@ -48,6 +48,10 @@ constexpr const char* kRing = "--set context_parallel=ring";
 constexpr const char* kPipe = "--schedule 1f1b --microbatches 4 --set context_parallel=";
 const std::string kPipeA2a = std::string(kPipe) + "all_to_all";
 const std::string kPipeRing = std::string(kPipe) + "ring";
+const std::string kRingZero1 = std::string(kRing) + " --zero 1";
+const std::string kRingZero2 = std::string(kRing) + " --zero 2";
+const std::string kRingZero3 = std::string(kRing) + " --zero 3";
+const std::string kA2aZero3 = std::string(kA2a) + " --zero 3";
 constexpr const char* kGptTensor = "heads=model,hidden=model,vocab=model,seq=ctx";
 constexpr const char* kLlamaTensor = "kv_heads=model,hidden=model,vocab=model,seq=ctx";
 
@@ -71,7 +75,14 @@ INSTANTIATE_TEST_SUITE_P(
                     kRing},
         ContextCase{"llama_ring_ctx4", "llama", 4, "ctx=4", "seq=ctx", kRing},
         ContextCase{"llama_ring_pipe2_ctx2", "llama", 4, "pipe=2,ctx=2", "seq=ctx",
-                    kPipeRing.c_str()}),
+                    kPipeRing.c_str()},
+        // ZeRO over the context axis where no data axis is (FSDP over the
+        // context-parallel ranks); the GPT's position table is split over
+        // ctx by the layout, so its state is already its shard.
+        ContextCase{"gpt_ring_ctx2_zero1", "gpt", 2, "ctx=2", "seq=ctx", kRingZero1.c_str()},
+        ContextCase{"gpt_a2a_ctx2_zero3", "gpt", 2, "ctx=2", "seq=ctx", kA2aZero3.c_str()},
+        ContextCase{"llama_ring_ctx4_zero2", "llama", 4, "ctx=4", "seq=ctx", kRingZero2.c_str()},
+        ContextCase{"llama_ring_ctx2_zero3", "llama", 2, "ctx=2", "seq=ctx", kRingZero3.c_str()}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // bf16 (operands of each block product rounded, as one bf16 process

@@ -168,7 +168,8 @@ const std::map<std::string, KeyRule>& rules() {
              "all_to_all | ring: fused attention with `seq` split over a mesh axis, e.g. "
              "--mesh ctx=2 --layout seq=ctx (empty: all_to_all; docs/attention.md)")},
       {"bucket_mib", field(&TrainConfig::bucket_mib, "gradient all-reduce bucket size in MiB")},
-      {"zero", field(&TrainConfig::zero, "ZeRO stage over the data axis: 0 | 1 | 2 | 3")},
+      {"zero", field(&TrainConfig::zero,
+                     "ZeRO stage over the data axis (else a context axis): 0 | 1 | 2 | 3")},
       {"recompute",
        field(&TrainConfig::recompute,
              "none | selective | blocks[:K[:J]][+selective] | auto (docs/architecture.md)")},

@@ -175,7 +175,7 @@ void check_memory_limit(const TrainConfig& c) {
   std::string fits;
   Mesh mesh = Mesh::parse(c.mesh);
   Layout layout = layout_for(c, mesh);
-  const bool has_data_axis = layout.axis_of(kBatchDim) >= 0;
+  const bool has_data_axis = layout.zero_axis() >= 0;
   if (uses_pipeline(c, mesh)) {
     // Fewer micro-batches in flight (1F1B) and recomputation shrink the arenas.
     for (const std::string& schedule : {c.schedule, std::string("1f1b")})

@@ -117,7 +117,7 @@ RankStorage program_storage(const CompiledRank& c) {
   RankStorage s;
   const Graph& g = c.train.global;
   const bool moments = c.config.optimizer == "adamw";
-  const int data = c.config.zero > 0 ? c.layout.axis_of(kBatchDim) : -1;
+  const int data = c.config.zero > 0 ? c.layout.zero_axis() : -1;
   for (size_t i = 0; i < g.params().size(); ++i) {
     const Node& n = g.node(g.params()[i]);
     const Sharding& value = c.train.local.sharding_of[g.params()[i]];

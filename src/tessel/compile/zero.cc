@@ -24,10 +24,11 @@ std::map<ValueId, Sharding> zero_targets(const Graph& graph, const std::vector<V
                                          const Layout& layout, const Mesh& mesh, int zero) {
   std::map<ValueId, Sharding> targets;
   if (zero == 0) return targets;
-  const int axis = layout.axis_of(kBatchDim);
+  const int axis = layout.zero_axis();
   if (axis < 0)
     TS_THROW("config: 'zero' ", zero,
-             " shards over the data-parallel axis, but the layout maps 'batch' to no mesh axis");
+             " shards over the data-parallel axis (or, without one, a context-parallel axis), but "
+             "the layout maps 'batch' to no mesh axis and 'seq' to none of its own");
   const std::vector<ValueId>& params = graph.params();
   TS_CHECK(grads.empty() || grads.size() == params.size(), "one gradient per parameter");
   for (size_t i = 0; i < params.size(); ++i) {

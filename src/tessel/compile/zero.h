@@ -1,6 +1,11 @@
 // ZeRO: what each stage shards over the data axis.
 //
-// The data axis is the mesh axis `batch` maps to; N is its size. Every
+// The data axis is the mesh axis `batch` maps to; N is its size. A single
+// program without one shards over a context-parallel axis instead
+// (Layout::zero_axis: one only `seq` maps to, whose ranks hold replicas of
+// the weights); a parameter the layout already splits there (the GPT's
+// position table) keeps its shard as its state. Pipelines shard over the
+// data axis only. Every
 // parameter's optimizer state is a flat shard (FlatShard): the rank's local
 // block of the parameter (under its layout) flattened, split into N equal
 // contiguous chunks (the last padded), data rank k owning chunk k, whatever

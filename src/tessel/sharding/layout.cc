@@ -147,6 +147,15 @@ int Layout::axis_of(const std::string& dim) const {
   return -1;
 }
 
+int Layout::zero_axis() const {
+  if (const int data = axis_of(kBatchDim); data >= 0) return data;
+  const int ctx = axis_of(kSeqDim);
+  if (ctx < 0) return -1;
+  for (const Entry& e : entries_)
+    if (e.axis == ctx && e.dim != kSeqDim && e.dim != kKeySeqDim) return -1;
+  return ctx;
+}
+
 Sharding Layout::target(const Shape& shape, const std::string& label, const Mesh& mesh) const {
   Sharding s = Sharding::replicated(static_cast<int>(mesh.axes().size()));
   auto it = overrides_.find(label);

@@ -51,6 +51,11 @@ class Layout {
   Sharding target(const Shape& shape, const std::string& label, const Mesh& mesh) const;
   // The axis a dim maps to, or -1.
   int axis_of(const std::string& dim) const;
+  // The axis whose ranks hold replicas of the weights and sum their
+  // gradients, which ZeRO shards over (compile/zero.h): the one `batch` maps
+  // to; with none, a context-parallel axis (one only `seq` and its keys map
+  // to), as FSDP shards over the context-parallel ranks. -1: none.
+  int zero_axis() const;
 
   // Before any compute: every mapped dim exists somewhere in the graph (a
   // default the model lacks is skipped), every value's target divides

@@ -23,7 +23,7 @@ RankStep single_program_step(const CompiledRank& c, const Simulator& sim) {
   // axis, not optimizer time: each part of the step is counted once).
   const Graph& g = c.train.global;
   double state = 0, gathers = 0;
-  const int zero_axis = c.config.zero > 0 ? c.layout.axis_of("batch") : -1;
+  const int zero_axis = c.config.zero > 0 ? c.layout.zero_axis() : -1;
   for (size_t i = 0; i < g.params().size(); ++i) {
     const ValueId p = g.params()[i];
     const Shape& shape = g.node(p).shape;
