@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdio>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "commands.h"
@@ -77,6 +78,16 @@ void print_summary(const plan::MachineProfile& profile, int threads) {
       std::printf("%-28s", label);
       for (int t : counts)
         std::printf(" %8.1f", 2.0 * b * m * n * k / profile.gemm_seconds(b, m, n, k, p, t) / 1e9);
+      std::printf("\n");
+    }
+    for (const char* op : {"attention", "attention_grad"}) {
+      std::vector<double> gflops;
+      for (int t : counts)
+        for (const plan::AttentionRate& r : profile.data().attention_rates)
+          if (r.op == op && r.precision == p && r.threads == t) gflops.push_back(r.gflops);
+      if (gflops.size() != counts.size()) continue;
+      std::printf("%-28s", (std::string(op) + suffix).c_str());
+      for (double g : gflops) std::printf(" %8.1f", g);
       std::printf("\n");
     }
   }

@@ -206,6 +206,13 @@ std::unique_ptr<plan::HardwareModel> load_hardware(const PlanOptions& opt) {
                    "measured): ranks are costed as if they never slowed each other down "
                    "(factor 1); run `tessel calibrate` again to measure them\n",
                    profile->source().c_str());
+    if (profile && profile->data().attention_rates.empty())
+      std::fprintf(stderr,
+                   "plan: %s has no 'attention_rates' (a profile from before they were "
+                   "measured): fused attention is priced by its bytes at the rate measured at "
+                   "context 128, far too fast at long contexts; run `tessel calibrate` again to "
+                   "measure it\n",
+                   profile->source().c_str());
   }
   if (opt.ranks > hw->total_devices() && !opt.oversubscribe) {
     if (!opt.cluster.empty())

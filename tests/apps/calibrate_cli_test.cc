@@ -57,6 +57,21 @@ TEST(CalibrateCli, QuickWritesAValidProfile) {
     for (const InSituPoint& q : p.data().einsum_in_situ) points += q.threads == threads;
     EXPECT_GT(points, 0) << "threads " << threads;
   }
+  // The fused attention's FLOP rates: both kinds at both thread counts, in
+  // f32 and, exactly where the grid has bf16, in bf16.
+  const bool bf16 = !p.data().gemm_bf16.empty();
+  for (Precision precision : {Precision::kF32, Precision::kBF16}) {
+    EXPECT_EQ(p.has_attention_rates(precision), precision == Precision::kF32 || bf16);
+    for (const char* op : {"attention", "attention_grad"})
+      for (int threads : {1, 2}) {
+        int found = 0;
+        for (const AttentionRate& r : p.data().attention_rates)
+          found += r.op == op && r.precision == precision && r.threads == threads && r.gflops > 0;
+        EXPECT_EQ(found, precision == Precision::kF32 || bf16 ? 1 : 0)
+            << op << " " << precision_name(precision) << " threads " << threads;
+      }
+  }
+  EXPECT_NE(out.find("fused attention at context 512"), std::string::npos) << out;
   // bf16 figures exactly where the CPU multiplies bf16 natively: the peak,
   // the grid and the in-situ points, at both thread counts, and the summary
   // prints the bf16 rows.

@@ -114,6 +114,31 @@ TEST(ClusterSpec, GemmIsARooflineWithASaturatingEfficiency) {
 
 // A shipped cluster file cut in half, and one with a corrupted value, fail
 // naming the file.
+// Fused attention on a cluster: FlashAttention's FLOP count (the backward
+// 5/7 of ours) at the peak times attention_efficiency (default 0.34,
+// FlashAttention-2 on H100), never below its bytes at memory bandwidth.
+TEST(ClusterSpec, AttentionRunsAtTheAttentionEfficiency) {
+  json j = cluster_json();
+  const ClusterSpec c = ClusterSpec::from_json(j, "c.json");
+  EXPECT_DOUBLE_EQ(c.data().attention_efficiency, kDefaultAttentionEfficiency);
+  const double flops = 1e14;
+  EXPECT_DOUBLE_EQ(c.kernel_seconds("attention", 1e6, flops, Precision::kBF16, 1),
+                   flops / (300e12 * 0.34));
+  EXPECT_DOUBLE_EQ(c.kernel_seconds("attention_grad", 1e6, 3.5 * flops, Precision::kBF16, 1),
+                   2.5 * flops / (300e12 * 0.34));
+  EXPECT_DOUBLE_EQ(c.kernel_seconds("attention", 1e12, 1e6, Precision::kBF16, 1),
+                   c.memory_seconds(1e12, 1));
+  EXPECT_DOUBLE_EQ(c.kernel_seconds("softmax", 1e6, flops, Precision::kBF16, 1),
+                   flops / 300e12);  // other kinds: the roofline at the peak
+  j["device"]["attention_efficiency"] = 0.68;
+  const ClusterSpec twice = ClusterSpec::from_json(j, "c.json");
+  EXPECT_DOUBLE_EQ(twice.kernel_seconds("attention", 1e6, flops, Precision::kBF16, 1),
+                   c.kernel_seconds("attention", 1e6, flops, Precision::kBF16, 1) / 2);
+  j["device"]["attention_efficiency"] = 1.5;
+  const std::string e = error_of([&] { ClusterSpec::from_json(j, "c.json"); });
+  EXPECT_NE(e.find("device.attention_efficiency"), std::string::npos) << e;
+}
+
 TEST(ClusterSpec, TruncatedOrCorruptedFilesFailNamingTheFile) {
   const fs::path source =
       fs::path(TESSEL_SOURCE_DIR) / "examples" / "clusters" / "dgx-h100-32.json";

@@ -13,7 +13,9 @@
 #include "common/error_of.h"
 #include "common/plan_order.h"
 #include "common/tiny_gpt.h"
+#include "tessel/compile/compile_rank.h"
 #include "tessel/compile/memory_report.h"
+#include "tessel/plan/model/kernel_work.h"
 #include "tessel/plan/search/search.h"
 #include "tessel/schedule/schedule.h"
 
@@ -244,9 +246,11 @@ class AttentionOnlyHardware : public FakeHardware {
 
 // Ring attention on ctx=2 splits each causal attention into 2 x 2 chunk
 // pairs of a quarter of its (unmasked) FLOPs each; balanced, every rank
-// computes half a pair per step over 2 steps: a quarter of the one-process
-// attention (a contiguous ring's slowest rank would compute a half).
-TEST(CostModel, BalancedRingAttentionCostsEachRankAQuarterOfTheAttentionOnCtx2) {
+// computes half a pair per step over 2 steps: a quarter of the unmasked
+// FLOPs, half the causal work the one-process attention is charged
+// (kernel_work.h: causal halved). Both count the work the kernels do, so
+// the two ranks split it evenly.
+TEST(CostModel, BalancedRingAttentionCostsEachRankHalfTheCausalAttentionOnCtx2) {
   const AttentionOnlyHardware hw;
   TrainConfig one = tiny("");
   TrainConfig ring = tiny("ctx=2");
@@ -254,7 +258,24 @@ TEST(CostModel, BalancedRingAttentionCostsEachRankAQuarterOfTheAttentionOnCtx2) 
   ring.context_parallel = "ring";
   const double whole = predict_step(one, {0}, hw, {}).compute_s;
   ASSERT_GT(whole, 0);
-  EXPECT_NEAR(predict_step(ring, {0, 1}, hw, {}).compute_s, whole / 4, 1e-12 * whole);
+  EXPECT_NEAR(predict_step(ring, {0, 1}, hw, {}).compute_s, whole / 2, 1e-12 * whole);
+}
+
+// The cost model charges a whole causal attention (and its gradient) half
+// its unmasked node FLOPs, the work its kernel does; any other node its
+// node FLOPs.
+TEST(CostModel, CausalAttentionIsChargedHalfItsNodeFlops) {
+  const TrainConfig c = tiny("");
+  const TrainingGraph t = build_training_graph(c, c.batch);
+  int attention = 0;
+  for (ValueId v = 0; v < t.graph.size(); ++v) {
+    const Node& n = t.graph.node(v);
+    const bool fused = n.kind == OpKind::kAttention || n.kind == OpKind::kAttentionGrad;
+    attention += fused;
+    EXPECT_DOUBLE_EQ(kernel_work_flops(t.graph, v), (fused ? 0.5 : 1.0) * t.graph.node_flops(v))
+        << n.name;
+  }
+  EXPECT_GT(attention, 0);
 }
 
 // The runtime reduces a bf16 gradient bucket blocking, at its last member

@@ -122,6 +122,53 @@ TEST(MachineProfile, KernelRatesChargeTheMeasuredKindsOnly) {
   EXPECT_NE(e.find("kernels[0].gbs"), std::string::npos) << e;
 }
 
+// The fused attention's measured FLOP rate: the longer of the byte rule
+// and its FLOPs at the rate (interpolated over threads, per precision);
+// doubling the rate halves a compute-bound attention's time; a profile
+// without rates (an older one) keeps the byte rule; the rates round-trip and
+// a bad entry names its key.
+TEST(MachineProfile, AttentionRatesChargeTheAttentionFlops) {
+  MachineProfileData d = synthetic_profile_data();
+  d.kernels = {{"attention", 1, 10.0}};  // 1e8 bytes: 10 ms
+  const MachineProfile old_profile(d, "old.json");
+  EXPECT_FALSE(old_profile.has_attention_rates(Precision::kF32));
+  EXPECT_DOUBLE_EQ(old_profile.kernel_seconds("attention", 1e8, 1e10, Precision::kF32, 1), 0.01);
+  d.attention_rates = {{"attention", Precision::kF32, 1, 20.0},
+                       {"attention", Precision::kF32, 2, 40.0},
+                       {"attention_grad", Precision::kF32, 1, 10.0}};
+  const MachineProfile p(d, "a.json");
+  EXPECT_TRUE(p.has_attention_rates(Precision::kF32));
+  EXPECT_FALSE(p.has_attention_rates(Precision::kBF16));
+  EXPECT_DOUBLE_EQ(p.kernel_seconds("attention", 1e8, 1e10, Precision::kF32, 1), 0.5);
+  EXPECT_DOUBLE_EQ(p.kernel_seconds("attention", 1e8, 1e10, Precision::kF32, 2), 0.25);
+  EXPECT_DOUBLE_EQ(p.kernel_seconds("attention_grad", 0, 1e10, Precision::kF32, 1), 1.0);
+  EXPECT_DOUBLE_EQ(p.kernel_seconds("attention", 1e8, 1e8, Precision::kF32, 1), 0.01);  // bytes
+  MachineProfileData doubled = d;
+  for (AttentionRate& r : doubled.attention_rates) r.gflops *= 2;
+  const MachineProfile q(doubled, "b.json");
+  EXPECT_DOUBLE_EQ(q.kernel_seconds("attention", 1e8, 1e10, Precision::kF32, 1),
+                   p.kernel_seconds("attention", 1e8, 1e10, Precision::kF32, 1) / 2);
+  // Other kinds and the other precision do not read the rates.
+  EXPECT_DOUBLE_EQ(p.kernel_seconds("softmax", 1e9, 1e10, Precision::kF32, 1),
+                   old_profile.kernel_seconds("softmax", 1e9, 1e10, Precision::kF32, 1));
+  json j = p.to_json();
+  EXPECT_EQ(MachineProfile::from_json(j, "a.json").to_json(), j);
+  EXPECT_EQ(j["attention_rates"][0]["precision"], "f32");
+  EXPECT_FALSE(old_profile.to_json().contains("attention_rates"));
+  json bad = j;
+  bad["attention_rates"][1]["gflops"] = -1;
+  std::string e = error_of([&] { MachineProfile::from_json(bad, "a.json"); });
+  EXPECT_NE(e.find("attention_rates[1].gflops"), std::string::npos) << e;
+  bad = j;
+  bad["attention_rates"][0]["op"] = "softmax";
+  e = error_of([&] { MachineProfile::from_json(bad, "a.json"); });
+  EXPECT_NE(e.find("attention_rates[0].op"), std::string::npos) << e;
+  bad = j;
+  bad["attention_rates"][0]["precision"] = "f16";
+  e = error_of([&] { MachineProfile::from_json(bad, "a.json"); });
+  EXPECT_NE(e.find("attention_rates[0].precision"), std::string::npos) << e;
+}
+
 TEST(MachineProfile, GemmIsExactAtGridPoints) {
   const MachineProfile p = synthetic();
   for (const GemmPoint& g : p.data().gemm_f32)

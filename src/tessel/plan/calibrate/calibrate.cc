@@ -82,6 +82,24 @@ bool refuse_to_save(const CalibrateOptions& options, const std::string& why) {
   return true;
 }
 
+// The fused attention's FLOP rates, f32 and (where the grid has bf16) bf16.
+void measure_attention(MachineProfileData& d, const std::vector<int>& counts,
+                       const CalibrateOptions& options) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<Precision> precisions = {Precision::kF32};
+  if (!d.gemm_bf16.empty()) precisions.push_back(Precision::kBF16);
+  d.attention_rates = measure_attention_rates(counts, precisions, options.quick);
+  if (!options.progress) return;
+  std::fprintf(
+      stderr, "calibrate: fused attention at context %lld (GFLOP/s, causal halved):",
+      static_cast<long long>(attention_rate_config(options.quick, Precision::kF32).context));
+  for (const AttentionRate& r : d.attention_rates)
+    std::fprintf(stderr, " %s %s %dt %.1f", r.op.c_str(), precision_name(r.precision), r.threads,
+                 r.gflops);
+  std::fprintf(stderr, ", %.1f s\n",
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+}
+
 }  // namespace
 
 MachineProfile calibrate_machine(const CalibrateOptions& options) {
@@ -119,6 +137,7 @@ MachineProfile calibrate_machine(const CalibrateOptions& options) {
   d.gemm_bf16 = compute.gemm_bf16;
   d.memory = compute.memory;
   d.kernels = measure_kernel_rates(counts, options.quick);
+  measure_attention(d, counts, options);
   for (int ranks : options.quick ? std::vector<int>{2} : std::vector<int>{2, 4}) {
     const auto t0 = std::chrono::steady_clock::now();
     LinkCalibration links = measure_links(binary, ranks, options.quick);

@@ -12,6 +12,7 @@
 #include "tessel/ir/op_table.h"
 #include "tessel/plan/calibrate/instruction_timing.h"
 #include "tessel/plan/model/cost_model.h"
+#include "tessel/plan/model/kernel_work.h"
 #include "tessel/tensor/aligned_buffer.h"
 
 namespace tessel::plan {
@@ -47,7 +48,7 @@ ProgramCheck check_program(const TrainConfig& config, const HardwareModel& hw, i
       flops = 2.0 * e.batch * e.m * e.n * e.k;
     } else {
       predicted = hw.kernel_seconds(op_name(n.kind), instruction_bytes(g, ins.node),
-                                    g.node_flops(ins.node), options.precision, threads);
+                                    kernel_work_flops(g, ins.node), options.precision, threads);
     }
     const double measured = timed_ins->second;
     CheckedKind& k = by_kind[kind];

@@ -20,6 +20,7 @@
 #include "tessel/ir/attrs.h"
 #include "tessel/plan/model/bf16_all_reduce_cost.h"
 #include "tessel/plan/model/cost_model.h"
+#include "tessel/plan/model/kernel_work.h"
 #include "tessel/sharding/context_parallel.h"
 
 namespace tessel::plan {
@@ -86,7 +87,7 @@ class Simulator {
     if (ins.einsum) return share_ * einsum_seconds(hw_, g, ins, options_);
     double bytes = value_bytes(g, ins.node);
     for (ValueId in : n.inputs) bytes += value_bytes(g, in);
-    return share_ * hw_.kernel_seconds(op_name(n.kind), bytes, g.node_flops(ins.node),
+    return share_ * hw_.kernel_seconds(op_name(n.kind), bytes, kernel_work_flops(g, ins.node),
                                        options_.precision, options_.threads);
   }
 

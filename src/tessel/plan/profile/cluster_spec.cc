@@ -47,7 +47,8 @@ ClusterSpec ClusterSpec::from_json(const nlohmann::json& j, const std::string& s
   d.devices_per_node = static_cast<int>(top.integer("devices_per_node", 1));
 
   JsonFields device(top.required("device"), source, "device");
-  device.allow_only({"name", "peak_tflops", "memory_bandwidth_gbs", "memory_gib"});
+  device.allow_only(
+      {"name", "peak_tflops", "memory_bandwidth_gbs", "memory_gib", "attention_efficiency"});
   d.device_name = device.string("name");
   JsonFields peak(device.required("peak_tflops"), source, "device.peak_tflops");
   peak.allow_only({"bf16", "f32"});
@@ -55,6 +56,8 @@ ClusterSpec ClusterSpec::from_json(const nlohmann::json& j, const std::string& s
   d.peak_tflops_f32 = peak.number("f32", true);
   d.memory_bandwidth_gbs = device.number("memory_bandwidth_gbs", true);
   d.memory_gib = device.number("memory_gib", true);
+  if (device.has("attention_efficiency"))
+    d.attention_efficiency = fraction(device, "attention_efficiency");
 
   JsonFields links(top.required("links"), source, "links");
   links.allow_only({"intra_node", "inter_node"});
@@ -92,6 +95,18 @@ double ClusterSpec::gemm_seconds(int64_t batch, int64_t m, int64_t n, int64_t k,
 
 double ClusterSpec::memory_seconds(double bytes, int threads) const {
   return bytes / (data_.memory_bandwidth_gbs * 1e9 * data_.memory_efficiency);
+}
+
+double ClusterSpec::kernel_seconds(const std::string& op, double bytes, double flops, Precision p,
+                                   int threads) const {
+  if (op != "attention" && op != "attention_grad")
+    return HardwareModel::kernel_seconds(op, bytes, flops, p, threads);
+  // Our backward recomputes two more of the forward-sized products (7 in
+  // all, kernel_work.h) than FlashAttention's (5), whose count the
+  // efficiency is stated against.
+  const double counted = op == "attention_grad" ? flops * 5 / 7 : flops;
+  const double compute = counted / (peak_flops(p, threads) * data_.attention_efficiency);
+  return std::max(bytes > 0 ? memory_seconds(bytes, threads) : 0.0, compute);
 }
 
 double ClusterSpec::collective_seconds(CollectiveKind kind, double bytes, int ranks, Link l) const {

@@ -11,7 +11,14 @@
 //   "memory_efficiency": 0.8 — the fraction of memory bandwidth memory-bound
 //     kernels achieve;
 //   "efficiency" in each link: 0.8 — the fraction of link bandwidth a
-//     collective achieves (bus bandwidth over link bandwidth).
+//     collective achieves (bus bandwidth over link bandwidth);
+//   "attention_efficiency" in the device: 0.34 — the fraction of the peak
+//     a fused attention's forward and backward reach, its FLOPs counted as
+//     FlashAttention's benchmarks count them (causal halved, the backward
+//     2.5 times the forward). The default is FlashAttention-2's published
+//     best on H100 SXM5 (Dao 2023, arXiv:2307.08691, Sec. 4.1 and Fig. 7:
+//     up to 335 TFLOP/s forward + backward, 0.34 of 989), the kernel
+//     PyTorch's SDPA runs there; docs/planner.md "Cluster files".
 // A GEMM takes the larger of its compute time at that efficiency and its
 // operand and result traffic (2 bytes an element in bf16, 4 in f32) over
 // the memory bandwidth. Collectives are ring algorithms on one link
@@ -27,6 +34,10 @@
 #include "tessel/plan/profile/hardware_model.h"
 
 namespace tessel::plan {
+
+// FlashAttention-2's forward + backward on H100 SXM5 over the bf16 dense
+// peak: 335 / 989 TFLOP/s (above).
+inline constexpr double kDefaultAttentionEfficiency = 0.34;
 
 struct LinkSpec {
   double bandwidth_gbs = 0;  // GB/s per device, one direction
@@ -45,6 +56,7 @@ struct ClusterData {
   LinkSpec intra_node, inter_node;
   double gemm_efficiency_max = 0.8, gemm_half_gflop = 1.0;
   double memory_efficiency = 0.8;
+  double attention_efficiency = kDefaultAttentionEfficiency;
 };
 
 class ClusterSpec : public HardwareModel {
@@ -61,6 +73,11 @@ class ClusterSpec : public HardwareModel {
   double gemm_seconds(int64_t batch, int64_t m, int64_t n, int64_t k, Precision p,
                       int threads) const override;
   double memory_seconds(double bytes, int threads) const override;
+  // The fused attention kinds: the longer of their bytes at the memory
+  // bandwidth and their FLOPs (FlashAttention's count) at the peak times
+  // attention_efficiency; other kinds: HardwareModel's default.
+  double kernel_seconds(const std::string& op, double bytes, double flops, Precision p,
+                        int threads) const override;
   double collective_seconds(CollectiveKind kind, double bytes, int ranks, Link link) const override;
   double p2p_seconds(double bytes, Link link) const override;
   int devices_per_node() const override { return data_.devices_per_node; }

@@ -96,9 +96,12 @@ class HardwareModel {
   // and writes `bytes` in total.
   virtual double memory_seconds(double bytes, int threads) const = 0;
   // A non-GEMM kernel of op kind `op` (op_name(): "softmax", ...) that reads
-  // and writes `bytes` and does `flops`. By default the larger of its memory
+  // and writes `bytes` and does `flops` (kernel_work.h: a causal fused
+  // attention's half of its node FLOPs). By default the larger of its memory
   // time and its FLOPs at peak; a profile that measured the kind charges its
-  // measured rate (kernel_rates.h).
+  // measured byte rate, and the fused attention the longer of that and its
+  // FLOPs at its measured FLOP rate (kernel_rates.h); a cluster file charges
+  // the fused attention its FLOPs at the device's attention efficiency.
   virtual double kernel_seconds(const std::string& op, double bytes, double flops, Precision p,
                                 int threads) const;
   // One collective over `ranks` ranks (ranks >= 2) on `link`.

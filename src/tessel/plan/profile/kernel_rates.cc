@@ -11,6 +11,7 @@
 #include "tessel/compile/compile_rank.h"
 #include "tessel/ir/op_table.h"
 #include "tessel/plan/calibrate/instruction_timing.h"
+#include "tessel/plan/model/kernel_work.h"
 #include "tessel/tensor/aligned_buffer.h"
 
 namespace tessel::plan {
@@ -42,6 +43,45 @@ std::vector<KernelRate> measure_kernel_rates(const std::vector<int>& thread_coun
     }
     for (const auto& [op, sums] : by_op)
       if (sums.second > 0) rates.push_back({op, threads, sums.first / sums.second / 1e9});
+  }
+  return rates;
+}
+
+TrainConfig attention_rate_config(bool quick, Precision precision) {
+  TrainConfig c;
+  c.n_layer = 1;
+  c.n_head = 4;
+  c.d_model = 256;  // head dim 64, as the benchmark GPT's
+  c.hidden = 256;   // a narrow MLP: the step's time is mostly attention
+  c.context = quick ? 512 : 1024;
+  c.batch = 1;
+  c.attention = "fused";
+  c.precision = precision_name(precision);
+  return c;
+}
+
+std::vector<AttentionRate> measure_attention_rates(const std::vector<int>& thread_counts,
+                                                   const std::vector<Precision>& precisions,
+                                                   bool quick) {
+  std::vector<AttentionRate> rates;
+  for (Precision precision : precisions) {
+    const std::unique_ptr<TimedProgram> timed =
+        timed_training_program(attention_rate_config(quick, precision));
+    Program& program = *timed->program;
+    const Graph& g = program.graph();
+    for (int threads : thread_counts) {
+      std::map<std::string, std::pair<double, double>> by_op;  // FLOPs, seconds
+      for (const auto& [node, seconds] :
+           median_instruction_seconds(program, threads, quick ? 3 : 5)) {
+        const OpKind kind = g.node(node).kind;
+        if (kind != OpKind::kAttention && kind != OpKind::kAttentionGrad) continue;
+        by_op[op_name(kind)].first += kernel_work_flops(g, node);
+        by_op[op_name(kind)].second += seconds;
+      }
+      for (const auto& [op, sums] : by_op)
+        if (sums.second > 0)
+          rates.push_back({op, precision, threads, sums.first / sums.second / 1e9});
+    }
   }
   return rates;
 }

@@ -10,12 +10,20 @@
 // read and write per second: the rate the cost model charges that kind's
 // instructions (HardwareModel::kernel_seconds). GEMMs (einsum) are measured
 // by the GEMM grid instead and are not reported here.
+//
+// The fused attention kernels do work that grows with the square of the
+// context while their bytes grow linearly, so a byte rate measured at
+// context 128 prices long contexts far too fast. measure_attention_rates()
+// times them at a representative context (a one-block GPT, 4 heads of 64,
+// context 1024; quick: 512) and reports their FLOPs per second, the FLOPs
+// counted as the cost model charges them (kernel_work.h: causal halved).
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "tessel/compile/config.h"
+#include "tessel/plan/profile/hardware_model.h"
 
 namespace tessel::plan {
 
@@ -32,5 +40,24 @@ TrainConfig kernel_rate_config(bool quick);
 // Each instruction's median of its timed steps (quick: 3, else 5) after one
 // warm-up, at each thread count.
 std::vector<KernelRate> measure_kernel_rates(const std::vector<int>& thread_counts, bool quick);
+
+// The FLOP rate of a fused attention kernel ("attention" or
+// "attention_grad") in one number format at one thread count.
+struct AttentionRate {
+  std::string op;
+  Precision precision = Precision::kF32;
+  int threads = 1;
+  double gflops = 0;  // kernel_work_flops() per second, 1e9
+};
+
+// The one-block causal GPT whose fused attention measure_attention_rates()
+// times (batch 1, context 1024, quick 512; head dim 64) in `precision`.
+TrainConfig attention_rate_config(bool quick, Precision precision);
+
+// Each attention instruction's median of its timed steps (quick: 3, else 5)
+// after one warm-up, at each thread count, in each of `precisions`.
+std::vector<AttentionRate> measure_attention_rates(const std::vector<int>& thread_counts,
+                                                   const std::vector<Precision>& precisions,
+                                                   bool quick);
 
 }  // namespace tessel::plan

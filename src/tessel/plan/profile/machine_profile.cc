@@ -47,6 +47,37 @@ nlohmann::json gemm_json(const std::vector<GemmPoint>& points) {
   return list;
 }
 
+std::vector<AttentionRate> read_attention_rates(const JsonFields& top) {
+  std::vector<AttentionRate> rates;
+  const nlohmann::json& list = top.array("attention_rates");
+  for (size_t i = 0; i < list.size(); ++i) {
+    JsonFields f(list[i], top.file(), item_path("attention_rates", i));
+    f.allow_only({"op", "precision", "threads", "gflops"});
+    AttentionRate r;
+    r.op = f.string("op");
+    if (r.op != "attention" && r.op != "attention_grad")
+      f.fail("op", "is '" + r.op + "'; expected attention or attention_grad");
+    const std::string precision = f.string("precision");
+    if (precision != "f32" && precision != "bf16")
+      f.fail("precision", "is '" + precision + "'; expected f32 or bf16");
+    r.precision = precision == "bf16" ? Precision::kBF16 : Precision::kF32;
+    r.threads = static_cast<int>(f.integer("threads", 1));
+    r.gflops = f.number("gflops", true);
+    rates.push_back(r);
+  }
+  return rates;
+}
+
+nlohmann::json attention_rates_json(const std::vector<AttentionRate>& rates) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const AttentionRate& r : rates)
+    list.push_back({{"op", r.op},
+                    {"precision", precision_name(r.precision)},
+                    {"threads", r.threads},
+                    {"gflops", r.gflops}});
+  return list;
+}
+
 }  // namespace
 
 CommProgress unmeasured_progress() {
@@ -179,7 +210,7 @@ MachineProfile MachineProfile::from_json(const nlohmann::json& j, const std::str
   JsonFields top(j, source, "");
   top.allow_only({"version", "cpu_model", "nproc", "fma_peak_gflops", "bf16_peak_gflops", "gemm",
                   "memory", "links", "kernels", "progress", "co_run", "einsum_in_situ",
-                  "einsum_in_situ_bf16"});
+                  "einsum_in_situ_bf16", "attention_rates"});
   const int64_t version = top.integer("version", 0);
   if (version != kProfileVersion)
     top.fail("version", "is " + std::to_string(version) + "; this build reads version " +
@@ -250,6 +281,7 @@ MachineProfile MachineProfile::from_json(const nlohmann::json& j, const std::str
   };
   read_in_situ("einsum_in_situ", d.einsum_in_situ);
   read_in_situ("einsum_in_situ_bf16", d.einsum_in_situ_bf16);
+  if (top.has("attention_rates")) d.attention_rates = read_attention_rates(top);
   return MachineProfile(std::move(d), source);
 }
 
@@ -290,6 +322,8 @@ nlohmann::json MachineProfile::to_json() const {
   };
   in_situ_json("einsum_in_situ", data_.einsum_in_situ);
   in_situ_json("einsum_in_situ_bf16", data_.einsum_in_situ_bf16);
+  if (!data_.attention_rates.empty())
+    j["attention_rates"] = attention_rates_json(data_.attention_rates);
   return j;
 }
 
@@ -320,9 +354,22 @@ double MachineProfile::kernel_seconds(const std::string& op, double bytes, doubl
   std::vector<KernelRate> measured;
   for (const KernelRate& k : data_.kernels)
     if (k.op == op) measured.push_back(k);
-  if (measured.empty() || bytes <= 0)
-    return HardwareModel::kernel_seconds(op, bytes, flops, p, threads);
-  return bytes / (by_threads(measured, threads, [](const KernelRate& k) { return k.gbs; }) * 1e9);
+  const double by_bytes =
+      measured.empty() || bytes <= 0
+          ? HardwareModel::kernel_seconds(op, bytes, flops, p, threads)
+          : bytes /
+                (by_threads(measured, threads, [](const KernelRate& k) { return k.gbs; }) * 1e9);
+  std::vector<AttentionRate> rates;
+  for (const AttentionRate& r : data_.attention_rates)
+    if (r.op == op && r.precision == p) rates.push_back(r);
+  if (rates.empty() || flops <= 0) return by_bytes;
+  const double gflops = by_threads(rates, threads, [](const AttentionRate& r) { return r.gflops; });
+  return std::max(by_bytes, flops / (gflops * 1e9));
+}
+
+bool MachineProfile::has_attention_rates(Precision p) const {
+  return std::any_of(data_.attention_rates.begin(), data_.attention_rates.end(),
+                     [&](const AttentionRate& r) { return r.precision == p; });
 }
 
 std::string MachineProfile::name() const {

@@ -17,7 +17,10 @@
 // ("co_run", calibrate_corun.h; a profile without it: factor 1, and
 // has_co_run() says so). An einsum inside a program takes the measured
 // in-situ factor for its size ("einsum_in_situ", einsum_in_situ.h; a
-// profile without it: factor 1).
+// profile without it: factor 1). The fused attention kernels are charged
+// the longer of their byte rule and their FLOPs at the measured attention
+// rate ("attention_rates", kernel_rates.h; a profile without them: the byte
+// rule alone, has_attention_rates() says so).
 //
 // The JSON form is versioned (kProfileVersion) and read strictly: an unknown
 // or missing key, a wrong type or a negative number is an error naming the
@@ -96,6 +99,9 @@ struct MachineProfileData {
   // points (einsum_in_situ.h). Without it: factor 1. The bf16 points come
   // from the same programs run in bf16.
   std::vector<InSituPoint> einsum_in_situ, einsum_in_situ_bf16;
+  // Optional (older profiles lack it): the fused attention kernels' FLOP
+  // rates (kernel_rates.h), f32 and, where gemm_bf16 has entries, bf16.
+  std::vector<AttentionRate> attention_rates;
 };
 
 // What a profile without a "progress" entry assumes: polled, every
@@ -138,8 +144,9 @@ class MachineProfile : public HardwareModel {
   // (alpha_beta.h's piecewise_seconds: exact at every measured size). At
   // another: the alpha-beta fit at the nearest measured rank count p0,
   // alpha scaled by the ring's steps and beta by its bandwidth factor.
-  // The measured rate of `op` (interpolated over thread counts), else the
-  // default roofline.
+  // The measured byte rate of `op` (interpolated over thread counts), else
+  // the default roofline; for a kind with a measured FLOP rate in precision
+  // `p` (the fused attention), the longer of that and flops at the rate.
   double kernel_seconds(const std::string& op, double bytes, double flops, Precision p,
                         int threads) const override;
   double collective_seconds(CollectiveKind kind, double bytes, int ranks, Link link) const override;
@@ -154,6 +161,8 @@ class MachineProfile : public HardwareModel {
   }
   CoRun co_run() const override { return data_.has_co_run ? data_.co_run : CoRun{}; }
   bool has_co_run() const { return data_.has_co_run; }
+  // Whether the profile measured the fused attention's FLOP rate in `p`.
+  bool has_attention_rates(Precision p) const;
   // max(1, ranks x threads / nproc).
   double compute_share(int ranks, int threads) const override;
   EinsumCosting einsum_costing() const override { return EinsumCosting::kCompiled; }

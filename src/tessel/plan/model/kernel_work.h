@@ -1,0 +1,22 @@
+// The FLOPs the cost model charges a non-GEMM instruction
+// (HardwareModel::kernel_seconds's `flops`).
+//
+// Graph::node_flops counts a fused attention's full, unmasked q.k and p.v
+// products (3.5 times that for its gradient). The fused kernels skip the
+// blocks a causal mask hides (docs/attention.md), so a causal attention
+// that runs whole on one rank is charged half its node FLOPs: the
+// convention of FlashAttention's own benchmarks (causal FLOPs halved), which
+// the measured attention rates (kernel_rates.h) and the cluster files'
+// attention efficiency (cluster_spec.h) are stated against. A ring-split
+// attention is charged its whole chunk pair: the simulator's ring
+// (program_simulator.h) takes the causal half itself. Every other
+// instruction: node_flops.
+#pragma once
+
+#include "tessel/ir/graph.h"
+
+namespace tessel::plan {
+
+double kernel_work_flops(const Graph& g, ValueId node);
+
+}  // namespace tessel::plan
