@@ -43,11 +43,17 @@ inline int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 // program where the CPU has them (its operands are rounded to bf16 first).
 template <bool kAccumulate, bool kTransA = false>
 void product(bool bf16, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-             const float* b, int64_t ldb, float* c, int64_t ldc) {
+             const float* b, int64_t ldb, float* c, int64_t ldc, attention_gemm::Band band = {}) {
   if (bf16)
-    attention_gemm::block_gemm_bf16<kAccumulate, kTransA>(m, n, k, a, lda, b, ldb, c, ldc);
+    attention_gemm::block_gemm_bf16<kAccumulate, kTransA>(m, n, k, a, lda, b, ldb, c, ldc, band);
   else
-    attention_gemm::block_gemm<kAccumulate, kTransA>(m, n, k, a, lda, b, ldb, c, ldc);
+    attention_gemm::block_gemm<kAccumulate, kTransA>(m, n, k, a, lda, b, ldb, c, ldc, band);
+}
+
+// The causal band of the block pair (query block q0, key block k0): query
+// q0 + i sees key k0 + j only for j <= i + diagonal (attention_gemm.h).
+inline attention_gemm::Band causal_band(const AttentionLayout& a, int64_t q0, int64_t k0) {
+  return a.causal ? attention_gemm::Band{q0 + a.causal_shift - k0} : attention_gemm::Band{};
 }
 
 // x[0, n) rounded to bf16 in place (the operands of a bf16 program's products).
@@ -179,7 +185,7 @@ void forward_block(const AttentionLayout& a, const RowBase& base, int64_t q0, At
 #pragma omp simd
       for (int64_t c = 0; c < dp; ++c) oi[c] *= alpha;
     }
-    product<true>(a.bf16, mp, dp, kB, s, kB, vb, dp, ob, dp);
+    product<true>(a.bf16, mp, dp, kB, s, kB, vb, dp, ob, dp, causal_band(a, q0, k0));
   }
   for (int64_t i = 0; i < rows; ++i) {
     const float inv = 1.0f / l[i];
@@ -270,10 +276,11 @@ void add_delta(const float* p, const float* dp, int64_t rows, float* delta) {
 // One (query block, key block) pair's gradients given the rows' complete
 // delta: dp becomes ds = scale * p * (dp - delta) (p and ds rounded to bf16
 // for a bf16 program), then dv += p^T dout, dk += ds^T q (the key block's
-// sums) and dqb = ds k (the pair's share of dq).
-void pair_grads(const AttentionLayout& a, int64_t rows, const float* delta, float* p, float* dp,
-                const float* qb, const float* dob, const float* kb, float* dk, float* dv,
-                float* dqb) {
+// sums) and dqb = ds k (the pair's share of dq), their inner sums within
+// the pair's causal band.
+void pair_grads(const AttentionLayout& a, attention_gemm::Band band, int64_t rows,
+                const float* delta, float* p, float* dp, const float* qb, const float* dob,
+                const float* kb, float* dk, float* dv, float* dqb) {
   const int64_t d = round_up(a.d, kNr), mp = round_up(rows, kMr);
   for (int64_t i = 0; i < mp; ++i) {
     const float di = i < rows ? delta[i] : 0.0f;
@@ -286,9 +293,9 @@ void pair_grads(const AttentionLayout& a, int64_t rows, const float* delta, floa
     round_block(p, mp * kB);
     round_block(dp, mp * kB);
   }
-  product<true, true>(a.bf16, kB, d, mp, p, kB, dob, d, dv, d);  // p^T dout
-  product<true, true>(a.bf16, kB, d, mp, dp, kB, qb, d, dk, d);  // ds^T q
-  product<false>(a.bf16, mp, d, kB, dp, kB, kb, d, dqb, d);      // ds k
+  product<true, true>(a.bf16, kB, d, mp, p, kB, dob, d, dv, d, band);  // p^T dout
+  product<true, true>(a.bf16, kB, d, mp, dp, kB, qb, d, dk, d, band);  // ds^T q
+  product<false>(a.bf16, mp, d, kB, dp, kB, kb, d, dqb, d, band);      // ds k
 }
 
 // The first query block that sees key block k0 (earlier ones see none of it).
@@ -339,7 +346,8 @@ void backward_grads(const AttentionLayout& a, const RowBase& base, AttentionInpu
     for (int64_t q0 = first_query(a, k0); q0 < a.sq; q0 += kB) {
       const int64_t rows = std::min(kB, a.sq - q0);
       recompute_block(a, base, q0, k0, cols, q, lse, dout, w);
-      pair_grads(a, rows, delta + q0, w.p, w.dp, w.qb, w.dob, w.kb, w.dk, w.dv, w.dqb);
+      pair_grads(a, causal_band(a, q0, k0), rows, delta + q0, w.p, w.dp, w.qb, w.dob, w.kb, w.dk,
+                 w.dv, w.dqb);
       scatter_rows(w.dqb, dp, rows, d, dq + base.q, a.q_seq, a.q_head, q0, true);
     }
     scatter_rows(w.dk, dp, cols, d, dk + base.k, a.k_seq, a.k_head, k0, a.accumulate);
@@ -401,9 +409,9 @@ void backward_row(const AttentionLayout& a, const RowBase& base, AttentionInput 
     }
     for (int64_t k0 = 0; k0 < key_end; k0 += kB) {
       const int64_t b = k0 / kB;
-      pair_grads(a, rows, delta + q0, r.p.data() + b * kB * kB, r.dp.data() + b * kB * kB, w.qb,
-                 w.dob, r.kb.data() + b * tile, r.dk.data() + b * tile, r.dv.data() + b * tile,
-                 w.dqb);
+      pair_grads(a, causal_band(a, q0, k0), rows, delta + q0, r.p.data() + b * kB * kB,
+                 r.dp.data() + b * kB * kB, w.qb, w.dob, r.kb.data() + b * tile,
+                 r.dk.data() + b * tile, r.dv.data() + b * tile, w.dqb);
       scatter_rows(w.dqb, dp, rows, d, dq + base.q, a.q_seq, a.q_head, q0, true);
     }
   }
