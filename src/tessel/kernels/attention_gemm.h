@@ -9,8 +9,9 @@
 //   vdpbf16ps (pairs of bf16 products added to f32 sums); elsewhere, or when
 //   a test asks for it (set_attention_bf16_dot), on block_gemm.
 // Invariants: every element of c sums over k in one fixed order that does
-// not depend on where its tile starts, so results are bitwise the same run to
-// run and for any thread count. vdpbf16ps adds each pair of products
+// not depend on where its tile starts (a causal Band leaves out only terms
+// whose `a` entry is zero, the same ones every run), so results are bitwise
+// the same run to run and for any thread count. vdpbf16ps adds each pair of products
 // (odd index, then even) to the f32 sum with round-to-nearest-even and
 // flushes denormals, so its sums differ from block_gemm's in the last bits.
 #pragma once
