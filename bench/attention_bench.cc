@@ -2,9 +2,10 @@
 // alone, causal, at the GPT benchmark's attention shapes: 6 heads of 64, batch
 // 8 at context 128 (examples/gpt-bench.json) and batch 1 at context 2048; q,
 // k, v as the GPT stores them ([batch, seq, heads, head]), f32 or bf16 (a bf16
-// program stores q, k, v and dout in bf16). Forward alone, and forward then
+// program stores q, k, v and dout in bf16). Forward alone, forward then
 // backward (what bench/attention_vs_sdpa.sh sets beside PyTorch's
-// scaled_dot_product_attention). Threads from OMP_NUM_THREADS. Counters:
+// scaled_dot_product_attention), and the backward alone by attention_backward
+// and by the two passes ring attention runs. Threads from OMP_NUM_THREADS. Counters:
 // `GFLOPs` counts the causal half of the q.k and p.v products (4 s^2 d / 2
 // per row forward, 2.5 times that backward), as FlashAttention's papers do.
 #include <benchmark/benchmark.h>
@@ -73,6 +74,12 @@ struct AttentionCase {
     attention_backward(layout, in(q, q16), in(k, k16), in(v, v16), lse.data(), in(dout, dout16),
                        dq.data(), dk.data(), dv.data(), scratch.data());
   }
+  void backward_two_passes() {  // the ring's entry points: deltas, then gradients
+    attention_backward_delta(layout, in(q, q16), in(k, k16), in(v, v16), lse.data(),
+                             in(dout, dout16), scratch.data());
+    attention_backward_grads(layout, in(q, q16), in(k, k16), in(v, v16), lse.data(),
+                             in(dout, dout16), scratch.data(), dq.data(), dk.data(), dv.data());
+  }
   double causal_flops() const {  // the forward's two products over the causal half
     return 4.0 * layout.rows() * layout.sq * layout.sk * layout.d / 2;
   }
@@ -111,6 +118,29 @@ BENCHMARK(BM_AttentionForwardBackward)
     ->Args({8, 128, 1})
     ->Args({1, 2048, 0})
     ->Args({1, 2048, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// The backward alone: attention_backward's one pass (five block products per
+// pair), and the same gradients by the two passes ring attention runs (seven).
+void BM_AttentionBackward(benchmark::State& state) {
+  AttentionCase c(state.range(0), state.range(1), state.range(2) != 0);
+  c.forward();
+  const bool two_passes = state.range(3) != 0;
+  for (auto _ : state) {
+    if (two_passes)
+      c.backward_two_passes();
+    else
+      c.backward();
+    benchmark::DoNotOptimize(c.dq.data());
+  }
+  state.counters["GFLOPs"] = benchmark::Counter(c.causal_flops() * 2.5 * 1e-9,
+                                                benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_AttentionBackward)
+    ->ArgNames({"batch", "context", "bf16", "two_passes"})
+    ->ArgsProduct({{8}, {128}, {0, 1}, {0, 1}})
+    ->ArgsProduct({{1}, {2048}, {0, 1}, {0, 1}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

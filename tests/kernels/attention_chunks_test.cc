@@ -7,7 +7,8 @@
 // So do the half pairs of ring attention's balanced order (rank r of n
 // holds sequence halves r and 2n-1-r of 2n; sharding/context_parallel.h),
 // in each rank's ring order, where every rank computes the same causal work
-// at every step.
+// at every step. attention_backward (one pass, five block products per
+// pair) is bitwise the two passes.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -190,6 +191,40 @@ TEST(AttentionChunks, BalancedHalfPairsMergeToTheWholeAttentionWithEqualWorkPerS
   EXPECT_LE(relative_error(c_dk, dk), 1e-5);
   EXPECT_LE(relative_error(c_dv, dv), 1e-5);
   EXPECT_GT(max_abs(dk), 0.0);
+}
+
+// attention_backward's one pass over each row's query blocks sums the same
+// numbers in the same order as the ring's two passes (delta over all keys,
+// then dq, dk, dv), so the results are bitwise equal: causal and not, whole
+// and partial blocks, f32 and bf16 operands.
+TEST(AttentionChunks, OnePassBackwardIsBitwiseTheTwoPasses) {
+  const int64_t n = kHeads * kSeq * kHead;
+  const std::vector<float> q = random_values(n, 5), k = random_values(n, 6),
+                           v = random_values(n, 7), dout = random_values(n, 8);
+  for (const int64_t len : {kSeq, int64_t{128}, int64_t{64}, int64_t{5}})
+    for (const bool causal : {true, false})
+      for (const bool bf16 : {false, true}) {
+        SCOPED_TRACE(testing::Message()
+                     << "len " << len << " causal " << causal << " bf16 " << bf16);
+        AttentionLayout a = layout(len);
+        a.causal = causal;
+        a.bf16 = bf16;
+        std::vector<float> out(n), lse(kHeads * kSeq), delta(kHeads * len);
+        attention_forward(a, in(q, 0), in(k, 0), in(v, 0), out.data(), lse.data());
+        std::vector<float> dq(n, 0.0f), dk(n, 0.0f), dv(n, 0.0f);
+        attention_backward(a, in(q, 0), in(k, 0), in(v, 0), lse.data(), in(dout, 0), dq.data(),
+                           dk.data(), dv.data(), delta.data());
+        std::vector<float> dq2(n, 0.0f), dk2(n, 0.0f), dv2(n, 0.0f), delta2(kHeads * len);
+        attention_backward_delta(a, in(q, 0), in(k, 0), in(v, 0), lse.data(), in(dout, 0),
+                                 delta2.data());
+        attention_backward_grads(a, in(q, 0), in(k, 0), in(v, 0), lse.data(), in(dout, 0),
+                                 delta2.data(), dq2.data(), dk2.data(), dv2.data());
+        EXPECT_EQ(delta, delta2);
+        EXPECT_EQ(dq, dq2);
+        EXPECT_EQ(dk, dk2);
+        EXPECT_EQ(dv, dv2);
+        EXPECT_GT(max_abs(dk), 0.0);
+      }
 }
 
 }  // namespace

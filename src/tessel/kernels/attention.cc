@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "tessel/base/bf16.h"
 #include "tessel/base/error.h"
@@ -42,11 +43,17 @@ inline int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 // program where the CPU has them (its operands are rounded to bf16 first).
 template <bool kAccumulate, bool kTransA = false>
 void product(bool bf16, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-             const float* b, int64_t ldb, float* c, int64_t ldc) {
+             const float* b, int64_t ldb, float* c, int64_t ldc, attention_gemm::Band band = {}) {
   if (bf16)
-    attention_gemm::block_gemm_bf16<kAccumulate, kTransA>(m, n, k, a, lda, b, ldb, c, ldc);
+    attention_gemm::block_gemm_bf16<kAccumulate, kTransA>(m, n, k, a, lda, b, ldb, c, ldc, band);
   else
-    attention_gemm::block_gemm<kAccumulate, kTransA>(m, n, k, a, lda, b, ldb, c, ldc);
+    attention_gemm::block_gemm<kAccumulate, kTransA>(m, n, k, a, lda, b, ldb, c, ldc, band);
+}
+
+// The causal band of the block pair (query block q0, key block k0): query
+// q0 + i sees key k0 + j only for j <= i + diagonal (attention_gemm.h).
+inline attention_gemm::Band causal_band(const AttentionLayout& a, int64_t q0, int64_t k0) {
+  return a.causal ? attention_gemm::Band{q0 + a.causal_shift - k0} : attention_gemm::Band{};
 }
 
 // x[0, n) rounded to bf16 in place (the operands of a bf16 program's products).
@@ -178,7 +185,7 @@ void forward_block(const AttentionLayout& a, const RowBase& base, int64_t q0, At
 #pragma omp simd
       for (int64_t c = 0; c < dp; ++c) oi[c] *= alpha;
     }
-    product<true>(a.bf16, mp, dp, kB, s, kB, vb, dp, ob, dp);
+    product<true>(a.bf16, mp, dp, kB, s, kB, vb, dp, ob, dp, causal_band(a, q0, k0));
   }
   for (int64_t i = 0; i < rows; ++i) {
     const float inv = 1.0f / l[i];
@@ -218,26 +225,77 @@ void load_keys(const AttentionLayout& a, const RowBase& base, int64_t k0, int64_
   if (rows_too) gather_rows(k, base.k, a.k_seq, a.k_head, k0, cols, a.d, dp, a.bf16, w.kb);
 }
 
-// For query block q0 against the loaded key block k0: q, dout and the
-// log-sum-exp loaded, the probabilities p recomputed (masked and padding
-// entries 0) and dp = dout . v^T.
-void recompute_block(const AttentionLayout& a, const RowBase& base, int64_t q0, int64_t k0,
-                     int64_t cols, AttentionInput q, const float* lse, AttentionInput dout,
-                     BackwardBlocks& w) {
-  const int64_t dp = round_up(a.d, kNr), rows = std::min(kB, a.sq - q0), mp = round_up(rows, kMr);
-  gather_rows(q, base.q, a.q_seq, a.q_head, q0, rows, a.d, dp, a.bf16, w.qb);
-  gather_rows(dout, base.q, a.q_seq, a.q_head, q0, rows, a.d, dp, a.bf16, w.dob);
-  for (int64_t i = 0; i < rows; ++i) w.lse[i] = lse[base.lse + (q0 + i) * a.lse_seq];
-  product<false>(a.bf16, mp, kB, dp, w.qb, dp, w.kt, kB, w.p, kB);
-  product<false>(a.bf16, mp, kB, dp, w.dob, dp, w.vt, kB, w.dp, kB);
+// p (recomputed probabilities, masked and padding entries 0) and dp =
+// dout . v^T for the loaded query block q0 (qb, dob, lse; `rows` rows) against
+// key block k0 (kt, vt: its k and v transposed; `cols` keys).
+void probabilities(const AttentionLayout& a, int64_t q0, int64_t rows, int64_t k0, int64_t cols,
+                   const float* qb, const float* dob, const float* lse, const float* kt,
+                   const float* vt, float* p, float* dp) {
+  const int64_t d = round_up(a.d, kNr), mp = round_up(rows, kMr);
+  product<false>(a.bf16, mp, kB, d, qb, d, kt, kB, p, kB);
+  product<false>(a.bf16, mp, kB, d, dob, d, vt, kB, dp, kB);
   for (int64_t i = 0; i < mp; ++i) {
     const int64_t n = i < rows ? visible(a, q0 + i, k0, cols) : 0;
-    float* pi = w.p + i * kB;
-    const float shift = i < rows ? w.lse[i] : 0.0f;
+    float* pi = p + i * kB;
+    const float shift = i < rows ? lse[i] : 0.0f;
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j) pi[j] = fast_exp(a.scale * pi[j] - shift);
     std::fill(pi + n, pi + kB, 0.0f);
   }
+}
+
+// Query block q0's q, dout (rows) and log-sum-exp into w.
+void load_queries(const AttentionLayout& a, const RowBase& base, int64_t q0, int64_t rows,
+                  AttentionInput q, const float* lse, AttentionInput dout, BackwardBlocks& w) {
+  const int64_t dp = round_up(a.d, kNr);
+  gather_rows(q, base.q, a.q_seq, a.q_head, q0, rows, a.d, dp, a.bf16, w.qb);
+  gather_rows(dout, base.q, a.q_seq, a.q_head, q0, rows, a.d, dp, a.bf16, w.dob);
+  for (int64_t i = 0; i < rows; ++i) w.lse[i] = lse[base.lse + (q0 + i) * a.lse_seq];
+}
+
+// For query block q0 against the loaded key block k0: q, dout and the
+// log-sum-exp loaded, p and dp recomputed into w.p and w.dp.
+void recompute_block(const AttentionLayout& a, const RowBase& base, int64_t q0, int64_t k0,
+                     int64_t cols, AttentionInput q, const float* lse, AttentionInput dout,
+                     BackwardBlocks& w) {
+  const int64_t rows = std::min(kB, a.sq - q0);
+  load_queries(a, base, q0, rows, q, lse, dout, w);
+  probabilities(a, q0, rows, k0, cols, w.qb, w.dob, w.lse, w.kt, w.vt, w.p, w.dp);
+}
+
+// delta[i] += rowsum(p * dp) for the block's rows, summed in one fixed order.
+void add_delta(const float* p, const float* dp, int64_t rows, float* delta) {
+  for (int64_t i = 0; i < rows; ++i) {
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t j = 0; j < kB; ++j) sum += p[i * kB + j] * dp[i * kB + j];
+    delta[i] += sum;
+  }
+}
+
+// One (query block, key block) pair's gradients given the rows' complete
+// delta: dp becomes ds = scale * p * (dp - delta) (p and ds rounded to bf16
+// for a bf16 program), then dv += p^T dout, dk += ds^T q (the key block's
+// sums) and dqb = ds k (the pair's share of dq), their inner sums within
+// the pair's causal band.
+void pair_grads(const AttentionLayout& a, attention_gemm::Band band, int64_t rows,
+                const float* delta, float* p, float* dp, const float* qb, const float* dob,
+                const float* kb, float* dk, float* dv, float* dqb) {
+  const int64_t d = round_up(a.d, kNr), mp = round_up(rows, kMr);
+  for (int64_t i = 0; i < mp; ++i) {
+    const float di = i < rows ? delta[i] : 0.0f;
+    float* pi = p + i * kB;
+    float* dsi = dp + i * kB;
+#pragma omp simd
+    for (int64_t j = 0; j < kB; ++j) dsi[j] = a.scale * pi[j] * (dsi[j] - di);
+  }
+  if (a.bf16) {
+    round_block(p, mp * kB);
+    round_block(dp, mp * kB);
+  }
+  product<true, true>(a.bf16, kB, d, mp, p, kB, dob, d, dv, d, band);  // p^T dout
+  product<true, true>(a.bf16, kB, d, mp, dp, kB, qb, d, dk, d, band);  // ds^T q
+  product<false>(a.bf16, mp, d, kB, dp, kB, kb, d, dqb, d, band);      // ds k
 }
 
 // The first query block that sees key block k0 (earlier ones see none of it).
@@ -258,13 +316,16 @@ void backward_delta(const AttentionLayout& a, const RowBase& base, AttentionInpu
     load_keys(a, base, k0, cols, k, v, false, w);
     for (int64_t q0 = first_query(a, k0); q0 < a.sq; q0 += kB) {
       recompute_block(a, base, q0, k0, cols, q, lse, dout, w);
-      for (int64_t i = 0; i < std::min(kB, a.sq - q0); ++i) {
-        float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-        for (int64_t j = 0; j < kB; ++j) sum += w.p[i * kB + j] * w.dp[i * kB + j];
-        delta[q0 + i] += sum;
-      }
+      add_delta(w.p, w.dp, std::min(kB, a.sq - q0), delta + q0);
     }
+  }
+}
+
+// The row's dq set to 0 (before the key blocks add to it).
+void clear_dq(const AttentionLayout& a, const RowBase& base, float* dq) {
+  for (int64_t i = 0; i < a.sq; ++i) {
+    float* dst = dq + base.q + i * a.q_seq;
+    for (int64_t c = 0; c < a.d; ++c) dst[c * a.q_head] = 0.0f;
   }
 }
 
@@ -276,36 +337,88 @@ void backward_grads(const AttentionLayout& a, const RowBase& base, AttentionInpu
                     AttentionInput k, AttentionInput v, const float* lse, AttentionInput dout,
                     const float* delta, float* dq, float* dk, float* dv, BackwardBlocks& w) {
   const int64_t d = a.d, dp = round_up(d, kNr);
-  for (int64_t i = 0; i < a.sq && !a.accumulate; ++i) {
-    float* dst = dq + base.q + i * a.q_seq;
-    for (int64_t c = 0; c < d; ++c) dst[c * a.q_head] = 0.0f;
-  }
+  if (!a.accumulate) clear_dq(a, base, dq);
   for (int64_t k0 = 0; k0 < a.sk; k0 += kB) {
     const int64_t cols = std::min(kB, a.sk - k0);
     load_keys(a, base, k0, cols, k, v, true, w);
     std::fill(w.dk, w.dk + kB * dp, 0.0f);
     std::fill(w.dv, w.dv + kB * dp, 0.0f);
     for (int64_t q0 = first_query(a, k0); q0 < a.sq; q0 += kB) {
-      const int64_t rows = std::min(kB, a.sq - q0), mp = round_up(rows, kMr);
+      const int64_t rows = std::min(kB, a.sq - q0);
       recompute_block(a, base, q0, k0, cols, q, lse, dout, w);
-      for (int64_t i = 0; i < mp; ++i) {
-        const float di = i < rows ? delta[q0 + i] : 0.0f;
-        float* pi = w.p + i * kB;
-        float* dsi = w.dp + i * kB;
-#pragma omp simd
-        for (int64_t j = 0; j < kB; ++j) dsi[j] = a.scale * pi[j] * (dsi[j] - di);
-      }
-      if (a.bf16) {
-        round_block(w.p, mp * kB);
-        round_block(w.dp, mp * kB);
-      }
-      product<true, true>(a.bf16, kB, dp, mp, w.p, kB, w.dob, dp, w.dv, dp);  // p^T dout
-      product<true, true>(a.bf16, kB, dp, mp, w.dp, kB, w.qb, dp, w.dk, dp);  // ds^T q
-      product<false>(a.bf16, mp, dp, kB, w.dp, kB, w.kb, dp, w.dqb, dp);      // ds k
+      pair_grads(a, causal_band(a, q0, k0), rows, delta + q0, w.p, w.dp, w.qb, w.dob, w.kb, w.dk,
+                 w.dv, w.dqb);
       scatter_rows(w.dqb, dp, rows, d, dq + base.q, a.q_seq, a.q_head, q0, true);
     }
     scatter_rows(w.dk, dp, cols, d, dk + base.k, a.k_seq, a.k_head, k0, a.accumulate);
     scatter_rows(w.dv, dp, cols, d, dv + base.k, a.k_seq, a.k_head, k0, a.accumulate);
+  }
+}
+
+// The one-pass backward's working memory for a row (one thread's, reused
+// for each row it runs): the row's keys gathered once, one query block's p
+// and dp against every key block, and the row's dk and dv sums. Heap, not
+// the memory plan: per thread (2 * kB + 5 * dp) * sk floats, about 2.5 MiB
+// at 2048 keys of head dim 64.
+struct RowBackward {
+  std::vector<float> kt, vt, kb;  // per key block: its k, v transposed, its k rows
+  std::vector<float> p, dp;       // per key block: kB x kB
+  std::vector<float> dk, dv;      // per key block: kB x dp
+
+  void size_for(const AttentionLayout& a) {
+    const size_t keys = static_cast<size_t>(round_up(a.sk, kB));
+    const size_t padded = keys * static_cast<size_t>(round_up(a.d, kNr));
+    for (auto* x : {&kt, &vt, &kb, &dk, &dv}) x->resize(padded);
+    p.resize(keys * kB);
+    dp.resize(keys * kB);
+  }
+};
+
+// A row's backward in one pass over its query blocks: per query block, p and
+// dp against every key block it sees (two products each), delta summed from
+// them, then per key block the three gradient products. The same sums in the
+// same order as backward_delta then backward_grads (each element of delta and
+// dq over key blocks in order, of dk and dv over query blocks in order), so
+// the results are bitwise theirs with five block products per pair instead
+// of seven. `delta` is the row's scratch (sq floats); not accumulating.
+void backward_row(const AttentionLayout& a, const RowBase& base, AttentionInput q, AttentionInput k,
+                  AttentionInput v, const float* lse, AttentionInput dout, float* delta, float* dq,
+                  float* dk, float* dv, BackwardBlocks& w, RowBackward& r) {
+  const int64_t d = a.d, dp = round_up(d, kNr), tile = dp * kB;
+  for (int64_t k0 = 0; k0 < a.sk; k0 += kB) {
+    const int64_t cols = std::min(kB, a.sk - k0), at = k0 / kB * tile;
+    gather_cols(k, base.k, a.k_seq, a.k_head, k0, cols, d, dp, a.bf16, r.kt.data() + at);
+    gather_cols(v, base.k, a.k_seq, a.k_head, k0, cols, d, dp, a.bf16, r.vt.data() + at);
+    gather_rows(k, base.k, a.k_seq, a.k_head, k0, cols, d, dp, a.bf16, r.kb.data() + at);
+  }
+  std::fill(r.dk.begin(), r.dk.end(), 0.0f);
+  std::fill(r.dv.begin(), r.dv.end(), 0.0f);
+  std::fill(delta, delta + a.sq, 0.0f);
+  clear_dq(a, base, dq);
+  for (int64_t q0 = 0; q0 < a.sq; q0 += kB) {
+    const int64_t rows = std::min(kB, a.sq - q0);
+    // The key blocks this query block sees (first_query's pairs).
+    const int64_t key_end = a.causal ? std::min(a.sk, q0 + kB + a.causal_shift) : a.sk;
+    load_queries(a, base, q0, rows, q, lse, dout, w);
+    for (int64_t k0 = 0; k0 < key_end; k0 += kB) {
+      const int64_t b = k0 / kB;
+      float *p = r.p.data() + b * kB * kB, *dp_b = r.dp.data() + b * kB * kB;
+      probabilities(a, q0, rows, k0, std::min(kB, a.sk - k0), w.qb, w.dob, w.lse,
+                    r.kt.data() + b * tile, r.vt.data() + b * tile, p, dp_b);
+      add_delta(p, dp_b, rows, delta + q0);
+    }
+    for (int64_t k0 = 0; k0 < key_end; k0 += kB) {
+      const int64_t b = k0 / kB;
+      pair_grads(a, causal_band(a, q0, k0), rows, delta + q0, r.p.data() + b * kB * kB,
+                 r.dp.data() + b * kB * kB, w.qb, w.dob, r.kb.data() + b * tile,
+                 r.dk.data() + b * tile, r.dv.data() + b * tile, w.dqb);
+      scatter_rows(w.dqb, dp, rows, d, dq + base.q, a.q_seq, a.q_head, q0, true);
+    }
+  }
+  for (int64_t k0 = 0; k0 < a.sk; k0 += kB) {
+    const int64_t cols = std::min(kB, a.sk - k0), at = k0 / kB * tile;
+    scatter_rows(r.dk.data() + at, dp, cols, d, dk + base.k, a.k_seq, a.k_head, k0, false);
+    scatter_rows(r.dv.data() + at, dp, cols, d, dv + base.k, a.k_seq, a.k_head, k0, false);
   }
 }
 
@@ -330,14 +443,19 @@ void attention_backward(const AttentionLayout& a, AttentionInput q, AttentionInp
                         AttentionInput v, const float* lse, AttentionInput dout, float* dq,
                         float* dk, float* dv, float* scratch) {
   check(a);
+  TS_CHECK(!a.accumulate,
+           "attention_backward writes its gradients (accumulate is for the ring's "
+           "two passes)");
   const int64_t rows = a.rows();
-#pragma omp parallel for schedule(dynamic, 1) if (rows > 1)
-  for (int64_t r = 0; r < rows; ++r) {
-    BackwardBlocks w;  // about 290 KB at the largest head dim
-    const RowBase base = row_base(a, r);
-    float* delta = scratch + r * a.sq;
-    backward_delta(a, base, q, k, v, lse, dout, delta, w);
-    backward_grads(a, base, q, k, v, lse, dout, delta, dq, dk, dv, w);
+#pragma omp parallel if (rows > 1)
+  {
+    RowBackward row;
+    row.size_for(a);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t r = 0; r < rows; ++r) {
+      BackwardBlocks w;  // about 290 KB at the largest head dim
+      backward_row(a, row_base(a, r), q, k, v, lse, dout, scratch + r * a.sq, dq, dk, dv, w, row);
+    }
   }
 }
 

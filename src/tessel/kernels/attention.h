@@ -6,11 +6,12 @@
 // never stored. Backward: the probabilities are recomputed block by block
 // from q, k and the log-sum-exp (FlashAttention-2's backward), giving dq, dk
 // and dv; each row's delta = sum(p * dp) is summed from the recomputed
-// blocks (a first pass over the keys) rather than taken as dout . out, so
-// the logits' gradient is as consistent as softmax_grad's (docs/attention.md).
+// blocks rather than taken as dout . out, so the logits' gradient is as
+// consistent as softmax_grad's (docs/attention.md). attention_backward keeps
+// one query block's p and dp for all its keys, so each is computed once;
+// ring attention runs the same sums as two passes over the keys.
 // Invariants: blocks have fixed sizes (kAttentionBlock) and each task (a
-// row and query block forward, a row backward: deltas, then key block by
-// key block) runs sequentially on one
+// row and query block forward, a row backward) runs sequentially on one
 // thread, so results are bitwise the same run to run and for any thread
 // count. Statistics and sums are f32; with `bf16`, the operands of each
 // product (q, k, v, the probabilities, dout and the logits' gradient) are
@@ -60,8 +61,12 @@ struct AttentionInput {
 void attention_forward(const AttentionLayout& a, AttentionInput q, AttentionInput k,
                        AttentionInput v, float* out, float* lse);
 
-// dq, dk and dv are written (not accumulated); scratch holds rows() * sq
-// floats (each query's delta = rowsum(p * dp)).
+// dq, dk and dv are written (not accumulated; a.accumulate is refused);
+// scratch holds rows() * sq floats (each query's delta = rowsum(p * dp)).
+// Besides it, each thread allocates (2 * kAttentionBlock + 5 * d') * sk
+// floats of working memory (d' the head dim rounded up to 32): the row's
+// keys, one query block's p and dp, the row's dk and dv sums. Bitwise the
+// same results as attention_backward_delta then attention_backward_grads.
 void attention_backward(const AttentionLayout& a, AttentionInput q, AttentionInput k,
                         AttentionInput v, const float* lse, AttentionInput dout, float* dq,
                         float* dk, float* dv, float* scratch);
