@@ -70,9 +70,36 @@ std::map<std::string, KeyRule> data_rules() {
   };
 }
 
-// `table` with the data keys added.
+// The optimizer and learning-rate keys (docs/config.md).
+std::map<std::string, KeyRule> optimizer_rules() {
+  return {
+      {"optimizer", field(&TrainConfig::optimizer, "adamw | sgd")},
+      {"lr", field(&TrainConfig::lr, "peak learning rate")},
+      {"min_lr",
+       field(&TrainConfig::min_lr, "learning rate at the end of the decay (cosine, linear, wsd)")},
+      {"lr_schedule", field(&TrainConfig::lr_schedule,
+                            "after the warm-up: cosine (to min_lr at steps) | linear (to min_lr) "
+                            "| constant (lr) | wsd (warmup-stable-decay: lr, then linear to "
+                            "min_lr over the last decay_fraction of the steps)")},
+      {"decay_fraction",
+       field(&TrainConfig::decay_fraction, "wsd: the fraction of 'steps' spent decaying")},
+      {"warmup_steps",
+       field(&TrainConfig::warmup_steps, "linear warm-up steps (must be below steps)")},
+      {"weight_decay", field(&TrainConfig::weight_decay, "decoupled weight decay (AdamW, SGD)")},
+      {"decay_norms_and_biases",
+       field(&TrainConfig::decay_norms_and_biases,
+             "weight-decay rank-1 parameters too (biases, norm gains); false excludes them")},
+      {"beta1", field(&TrainConfig::beta1, "AdamW's first-moment decay")},
+      {"beta2", field(&TrainConfig::beta2, "AdamW's second-moment decay")},
+      {"eps", field(&TrainConfig::eps, "AdamW's epsilon")},
+      {"grad_clip", field(&TrainConfig::grad_clip, "global gradient-norm clip (0: off)")},
+  };
+}
+
+// `table` with the data, optimizer and learning-rate keys added.
 std::map<std::string, KeyRule> with_data_rules(std::map<std::string, KeyRule> table) {
   table.merge(data_rules());
+  table.merge(optimizer_rules());
   return table;
 }
 
@@ -111,7 +138,6 @@ const std::map<std::string, KeyRule>& rules() {
       {"batch",
        field(&TrainConfig::batch, "sequences (or images) per step, over all data-parallel ranks")},
       {"steps", field(&TrainConfig::steps, "training steps")},
-      {"optimizer", field(&TrainConfig::optimizer, "adamw | sgd")},
       {"precision",
        field(&TrainConfig::precision,
              "f32 | bf16 (GEMM operands in bf16, f32 accumulation; docs/precision.md)")},
@@ -124,25 +150,6 @@ const std::map<std::string, KeyRule>& rules() {
       {"tp_comm_precision",
        field(&TrainConfig::tp_comm_precision,
              "f32 | bf16: tensor-parallel partial sums on the wire (needs precision bf16)")},
-      {"lr", field(&TrainConfig::lr, "peak learning rate")},
-      {"min_lr",
-       field(&TrainConfig::min_lr, "learning rate at the end of the decay (cosine, linear, wsd)")},
-      {"lr_schedule", field(&TrainConfig::lr_schedule,
-                            "after the warm-up: cosine (to min_lr at steps) | linear (to min_lr) "
-                            "| constant (lr) | wsd (warmup-stable-decay: lr, then linear to "
-                            "min_lr over the last decay_fraction of the steps)")},
-      {"decay_fraction",
-       field(&TrainConfig::decay_fraction, "wsd: the fraction of 'steps' spent decaying")},
-      {"warmup_steps",
-       field(&TrainConfig::warmup_steps, "linear warm-up steps (must be below steps)")},
-      {"weight_decay", field(&TrainConfig::weight_decay, "decoupled weight decay (AdamW, SGD)")},
-      {"decay_norms_and_biases",
-       field(&TrainConfig::decay_norms_and_biases,
-             "weight-decay rank-1 parameters too (biases, norm gains); false excludes them")},
-      {"beta1", field(&TrainConfig::beta1, "AdamW's first-moment decay")},
-      {"beta2", field(&TrainConfig::beta2, "AdamW's second-moment decay")},
-      {"eps", field(&TrainConfig::eps, "AdamW's epsilon")},
-      {"grad_clip", field(&TrainConfig::grad_clip, "global gradient-norm clip (0: off)")},
       {"seed",
        field(&TrainConfig::seed,
              "seeds initial weights, dropout and data order (counter-based, layout-independent)")},
