@@ -17,37 +17,25 @@
 #include "tessel/plan/model/cost_model.h"
 #include "tessel/plan/profile/cluster_spec.h"
 #include "tessel/plan/profile/machine_profile.h"
+#include "toy_hardware.h"
 
 namespace tessel::plan {
 namespace {
 
 // 10 GFLOP/s, 10 GB/s, links 10 us + 1 GB/s, one node of `cores` cores,
 // background progress, the given co-run factors.
-class CoRunCpu : public HardwareModel {
+class CoRunCpu : public ToyHardware {
  public:
-  explicit CoRunCpu(CoRun co_run, int cores = 64) : co_run_(co_run), cores_(cores) {}
+  explicit CoRunCpu(CoRun co_run, int cores = 64) : ToyHardware(cores), co_run_(co_run) {}
   std::string name() const override { return "co-run cpu"; }
-  double gemm_seconds(int64_t b, int64_t m, int64_t n, int64_t k, Precision, int) const override {
-    return 2.0 * b * m * n * k / 1e10;
-  }
-  double memory_seconds(double bytes, int) const override { return bytes / 1e10; }
-  double collective_seconds(CollectiveKind, double bytes, int ranks, Link) const override {
-    return (1e-5 + bytes / 1e9) * (ranks - 1) / ranks;
-  }
-  double p2p_seconds(double bytes, Link) const override { return 1e-5 + bytes / 1e9; }
-  int devices_per_node() const override { return cores_; }
-  int total_devices() const override { return cores_; }
-  int64_t device_memory_bytes() const override { return 0; }
-  double peak_flops(Precision, int) const override { return 1e10; }
   double compute_share(int ranks, int threads) const override {
-    return std::max(1.0, double(ranks) * threads / cores_);
+    return std::max(1.0, double(ranks) * threads / devices_);
   }
   CoRun co_run() const override { return co_run_; }
   EinsumCosting einsum_costing() const override { return EinsumCosting::kCompiled; }
 
  private:
   CoRun co_run_;
-  int cores_;
 };
 
 CoRun co_run_of(double computing, double polling) {

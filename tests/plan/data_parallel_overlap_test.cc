@@ -10,6 +10,7 @@
 
 #include "common/tiny_gpt.h"
 #include "tessel/plan/model/cost_model.h"
+#include "toy_hardware.h"
 
 namespace tessel::plan {
 namespace {
@@ -39,22 +40,10 @@ TEST(DataParallelOverlap, ReductionsShareOneChannel) {
   EXPECT_DOUBLE_EQ(w.gather_exposed_s, 0);
 }
 
-// 10 GFLOP/s, 10 GB/s, links 10 us + 1 GB/s, one node, background progress.
-class SlowLinks : public HardwareModel {
+// The toy hardware's slow links, one node of 8.
+class SlowLinks : public ToyHardware {
  public:
-  std::string name() const override { return "slow links"; }
-  double gemm_seconds(int64_t b, int64_t m, int64_t n, int64_t k, Precision, int) const override {
-    return 2.0 * b * m * n * k / 1e10;
-  }
-  double memory_seconds(double bytes, int) const override { return bytes / 1e10; }
-  double collective_seconds(CollectiveKind, double bytes, int ranks, Link) const override {
-    return (1e-5 + bytes / 1e9) * (ranks - 1) / ranks;
-  }
-  double p2p_seconds(double bytes, Link) const override { return 1e-5 + bytes / 1e9; }
-  int devices_per_node() const override { return 8; }
-  int total_devices() const override { return 8; }
-  int64_t device_memory_bytes() const override { return 0; }
-  double peak_flops(Precision, int) const override { return 1e10; }
+  SlowLinks() : ToyHardware(8) {}
 };
 
 TEST(DataParallelOverlap, ThePipelineExposesLessOfItsDataAxisAndStillSumsToItsStep) {
