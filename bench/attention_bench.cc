@@ -86,6 +86,14 @@ struct AttentionCase {
 };
 
 // Args: batch, context, bf16 (0/1).
+// (batch, context, bf16): gpt-bench's shape and context 2048, f32 and bf16.
+void gpt_bench_and_long_context(benchmark::internal::Benchmark* b) {
+  b->ArgsProduct({{8}, {128}, {0, 1}})
+      ->ArgsProduct({{1}, {2048}, {0, 1}})
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime();
+}
+
 void BM_AttentionForward(benchmark::State& state) {
   AttentionCase c(state.range(0), state.range(1), state.range(2) != 0);
   for (auto _ : state) {
@@ -95,13 +103,7 @@ void BM_AttentionForward(benchmark::State& state) {
   state.counters["GFLOPs"] =
       benchmark::Counter(c.causal_flops() * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_AttentionForward)
-    ->Args({8, 128, 0})
-    ->Args({8, 128, 1})
-    ->Args({1, 2048, 0})
-    ->Args({1, 2048, 1})
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime();
+BENCHMARK(BM_AttentionForward)->Apply(gpt_bench_and_long_context);
 
 void BM_AttentionForwardBackward(benchmark::State& state) {
   AttentionCase c(state.range(0), state.range(1), state.range(2) != 0);
@@ -113,13 +115,7 @@ void BM_AttentionForwardBackward(benchmark::State& state) {
   state.counters["GFLOPs"] = benchmark::Counter(c.causal_flops() * 3.5 * 1e-9,
                                                 benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_AttentionForwardBackward)
-    ->Args({8, 128, 0})
-    ->Args({8, 128, 1})
-    ->Args({1, 2048, 0})
-    ->Args({1, 2048, 1})
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime();
+BENCHMARK(BM_AttentionForwardBackward)->Apply(gpt_bench_and_long_context);
 
 // The backward alone: attention_backward's one pass (five block products per
 // pair), and the same gradients by the two passes ring attention runs (seven).
