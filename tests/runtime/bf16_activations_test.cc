@@ -95,7 +95,7 @@ TEST(Bf16Activations, OnlyValuesEinsumsAloneReadAreBf16) {
   for (ValueId id = 0; id < g.size(); ++id) {
     const Node& node = g.node(id);
     if (node.kind == OpKind::kEinsum) continue;
-    if (op_info(node.kind).is_view) continue;
+    if (op_info(node.kind).is_view()) continue;
     for (ValueId in : node.inputs) {
       EXPECT_FALSE(p.stored_bf16(in)) << node.name << " reads bf16 " << g.node(in).name;
     }

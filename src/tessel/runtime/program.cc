@@ -118,7 +118,7 @@ void Program::index_values() {
   alias_offset_.assign(g.size(), 0);
   for (ValueId id = 0; id < g.size(); ++id) {
     const Node& node = g.node(id);
-    const bool view = op_info(node.kind).is_view;
+    const bool view = op_info(node.kind).is_view();
     alias_root_[id] = view ? alias_root_[node.inputs[0]] : id;
     alias_offset_[id] = view ? alias_offset_[node.inputs[0]] : 0;
     if (node.kind == OpKind::kTupleGet) {  // at its element's offset in the tuple (ir/tuple.h)
@@ -146,7 +146,7 @@ void Program::make_instructions(const std::vector<bool>& live, const std::vector
   for (ValueId id = 0; id < g.size(); ++id) {
     const Node& node = g.node(id);
     if (!live[id] || node.kind == OpKind::kInput || node.kind == OpKind::kParam) continue;
-    if (op_info(node.kind).is_view) continue;
+    if (op_info(node.kind).is_view()) continue;
     if (fused_add[id] == kAbsorbed) continue;  // runs inside its einsum's instruction
     const int step = static_cast<int>(instructions_.size());
     Instruction ins;

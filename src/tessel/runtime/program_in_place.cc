@@ -1,18 +1,12 @@
-// Kernels that write over their input: an instruction of a kind listed in
-// writes_over_first_input, whose first input's buffer dies at that
+// Kernels that write over their input: an instruction whose op table entry
+// says OutputBuffer::kOwnOrFirstInput (ir/op_table.h, which states the
+// kernels' contract), and whose first input's buffer dies at that
 // instruction, takes that buffer for its output instead of a new one (its
 // output becomes an alias of the input's root, as a view's does). The
 // cross-entropy gradient is the one that pays: its output and the logits
 // it reads are the largest tensors of a language model's step (rows x
 // vocab each), and the logits die there, so a step's peak drops by one of
-// them where it falls at the loss (llm.c writes its gradient over the
-// logits the same way).
-//
-// Invariant: every backend's kernel of a listed kind reads each element of
-// its first input before it writes that element of its output, and reads
-// no element another thread may already have written (the CPU kernels
-// work row by row, reading a row's statistics first; the CUDA kernel runs
-// a row per thread).
+// them where it falls at the loss.
 #include <set>
 
 #include "tessel/ir/graph.h"
@@ -21,11 +15,6 @@
 #include "tessel/runtime/program_uses.h"
 
 namespace tessel {
-namespace {
-
-bool writes_over_first_input(OpKind kind) { return kind == OpKind::kCrossEntropyGrad; }
-
-}  // namespace
 
 void Program::write_over_dying_inputs(const std::vector<ValueId>& outputs, Uses& uses) {
   const Graph& g = *graph_;
@@ -39,7 +28,8 @@ void Program::write_over_dying_inputs(const std::vector<ValueId>& outputs, Uses&
   for (size_t i = 0; i < instructions_.size(); ++i) {
     const Instruction& ins = instructions_[i];
     const Node& node = g.node(ins.node);
-    if (ins.value != ins.node || !writes_over_first_input(node.kind)) continue;
+    if (ins.value != ins.node || op_info(node.kind).output != OutputBuffer::kOwnOrFirstInput)
+      continue;
     const ValueId in = node.inputs[0];
     const ValueId root = alias_root_[in];
     const Node& source = g.node(root);

@@ -374,7 +374,7 @@ CpuKernelTable make_table() {
 
 bool is_instruction_kind(OpKind kind) {
   return kind != OpKind::kInput && kind != OpKind::kParam && kind != OpKind::kCount &&
-         !op_info(kind).is_view;
+         !op_info(kind).is_view();
 }
 
 const CpuKernelTable& cpu_kernel_table() {
