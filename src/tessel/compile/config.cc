@@ -97,14 +97,14 @@ std::map<std::string, KeyRule> optimizer_rules() {
 }
 
 // `table` with the data, optimizer and learning-rate keys added.
-std::map<std::string, KeyRule> with_data_rules(std::map<std::string, KeyRule> table) {
+std::map<std::string, KeyRule> with_data_and_optimizer_rules(std::map<std::string, KeyRule> table) {
   table.merge(data_rules());
   table.merge(optimizer_rules());
   return table;
 }
 
 const std::map<std::string, KeyRule>& rules() {
-  static const std::map<std::string, KeyRule> table = with_data_rules({
+  static const std::map<std::string, KeyRule> table = with_data_and_optimizer_rules({
       {"model", field(&TrainConfig::model,
                       "a registered model: gpt (byte-level GPT), llama (Llama-family "
                       "transformer, docs/models.md), mlp (Fashion-MNIST classifier), or one "
