@@ -128,6 +128,40 @@ TEST(ContextAxisSearch, NeverProposesACtxTheHeadsOrTheContextCannotDivide) {
                              "ctx=2,model=2 all_to_all", "ctx=4,model=1 ring"});
 }
 
+// Without a data axis ZeRO shards over the ctx axis (Layout::zero_axis):
+// the search proposes it where the model state is what does not fit, and
+// screening prices it (the test below covers its error).
+TEST(ContextAxisSearch, ProposesZeroOverTheCtxAxisWhereOnlyShardedStateFits) {
+  const ClusterSpec hw = h100s();
+  PlanRequest q;
+  q.base = small("gpt", 3, 0);
+  q.base.n_layer = 2, q.base.d_model = 384, q.base.vocab = 65536, q.base.context = 4096;
+  q.ranks = 2;
+  q.mesh = "ctx=2";
+  q.exhaustive = true;
+  q.min_context_chunk = 1;
+  const PlanResult all = search_plans(q, hw);
+  int64_t unsharded = -1, sharded = -1;
+  for (const Plan& p : all.plans) {
+    int64_t& peak = p.config.zero > 0 ? sharded : unsharded;
+    if (peak < 0 || p.prediction.peak_bytes < peak) peak = p.prediction.peak_bytes;
+  }
+  std::printf("smallest peak with ZeRO over ctx %lld B, without %lld B\n",
+              static_cast<long long>(sharded), static_cast<long long>(unsharded));
+  ASSERT_GT(sharded, 0) << "the search tried no ZeRO stage on a ctx-only mesh";
+  ASSERT_GT(unsharded, sharded);
+
+  q.exhaustive = false;
+  q.memory_limit = (sharded + unsharded) / 2;
+  const PlanResult fit = search_plans(q, hw);
+  ASSERT_FALSE(fit.plans.empty());
+  for (const Plan& p : fit.plans) {
+    EXPECT_GT(p.config.zero, 0) << p.command;
+    EXPECT_NE(p.command.find("--zero "), std::string::npos) << p.command;
+    EXPECT_LE(p.prediction.peak_bytes, q.memory_limit);
+  }
+}
+
 // By default a ctx size leaving a rank fewer than 1,024 positions is not searched.
 TEST(ContextAxisSearch, LeavesEachRankAtLeastMinContextChunkPositions) {
   PlanRequest q;

@@ -32,14 +32,22 @@ std::string no_fit_message(const PlanRequest& q, const NoFit& n) {
   out += str_cat("\n  - more pipeline stages or tensor parallelism (pipe ", pipe, ", model ", model,
                  " now; each holds a share of the weights and activations)",
                  fixed(q.mesh.has_value(), "--mesh"), ", or more ranks");
-  const int top_zero = pipe > 1 || c.microbatches > 1 ? 2 : 3;  // ZeRO 3: no pipelines yet
-  if (data > 1 && c.zero < top_zero)
+  const bool pipelined = pipe > 1 || c.microbatches > 1;
+  const int top_zero = pipelined ? 2 : 3;  // ZeRO 3: no pipelines yet
+  // ZeRO's axis: data, or in a single program without one, ctx (Layout::zero_axis).
+  const char* zero_axis = data > 1                                ? "data"
+                          : !pipelined && mesh.size_of("ctx") > 1 ? "ctx"
+                                                                  : nullptr;
+  if (zero_axis && c.zero < top_zero)
     out += str_cat("\n  - a higher ZeRO stage (", c.zero,
-                   " now: 1 shards the optimizer state over the data axis, 2 the gradients too",
+                   " now: 1 shards the optimizer state over the ", zero_axis,
+                   " axis, 2 the gradients too",
                    top_zero == 3 ? ", 3 the weights" : "; 3 is not available with pipelines", ")",
                    fixed(q.zero.has_value(), "--zero"));
-  else if (data == 1)
-    out += "\n  - ZeRO, which needs a data axis to shard over (this plan has none)";
+  else if (!zero_axis)
+    out +=
+        "\n  - ZeRO, which needs a data axis (or, in a single program, a ctx axis) to shard "
+        "over (this plan has none)";
   if (c.recompute != "blocks")
     out += str_cat("\n  - recomputation (--recompute blocks keeps only each block's input; ",
                    c.recompute, " now)", fixed(q.recompute.has_value(), "--recompute"));

@@ -393,17 +393,32 @@ double gather_payload(const Unit& u, const Piece& piece, bool forward) {
 
 }  // namespace
 
+namespace {
+
+bool pipelined(const ScreenCandidate& c) { return c.pipe > 1 || c.microbatches > 1; }
+
+// ZeRO's axis (Layout::zero_axis): the data axis, or, in a single program
+// without one, the ctx axis. Its rank count (1: no ZeRO sharding) and link.
+int zero_ranks(const ScreenCandidate& c) {
+  if (c.data > 1) return c.data;
+  return c.ctx > 1 && !pipelined(c) ? c.ctx : 1;
+}
+Link zero_link(const ScreenCandidate& c) { return c.data > 1 ? c.data_link : c.ctx_link; }
+
+}  // namespace
+
 double Screener::zero3_gather_bytes(const ScreenCandidate& c) {
   const Unit& u = unit(base_.batch / c.microbatches / c.data, c);
   double bytes = 0;
   for (const auto& [piece, times] : std::vector<std::pair<const Piece*, double>>{
            {&u.head, 1}, {&u.last, 1}, {&u.inner, base_.n_layer - 1.0}, {&u.embed, 1}})
     bytes += times * (gather_payload(u, *piece, true) + gather_payload(u, *piece, false));
-  return c.data > 1 ? bytes / c.data : 0;
+  const int z = zero_ranks(c);
+  return z > 1 ? bytes / z : 0;
 }
 
 double Screener::single_program(const ScreenCandidate& c, const Unit& u, bool exposed) {
-  const int d = c.data;
+  const int d = c.data, z = zero_ranks(c);
   const int64_t rows = base_.batch / d;
   // Ranks sharing a core: kernel and memory times multiplied by their
   // number per core, collectives not (as the cost model's Simulator).
@@ -424,10 +439,15 @@ double Screener::single_program(const ScreenCandidate& c, const Unit& u, bool ex
   const double reduce_bytes = base_.grad_reduce_precision == "bf16" ? 2 : 4;
   // Per parameter tensor of a piece: a collective of its mean size, `wire`
   // bytes an element, and the packing pass over them.
+  auto each_tensor = [&](CollectiveKind kind, const Piece& piece, double divide, double wire,
+                         int ranks, Link link) {
+    if (piece.tensors <= 0 || ranks < 2) return 0.0;
+    return piece.tensors *
+           collective(kind, wire * piece.held / piece.tensors / divide, ranks, link);
+  };
   auto per_tensor = [&](CollectiveKind kind, const Piece& piece, double divide, double wire) {
     if (piece.tensors <= 0 || d < 2) return 0.0;
-    const double bytes = wire * piece.held / piece.tensors / divide;
-    return piece.tensors * collective(kind, bytes, d, c.data_link) +
+    return each_tensor(kind, piece, divide, wire, d, c.data_link) +
            share * hw_.memory_seconds(2 * wire * piece.held / divide, options_.threads);
   };
   // ZeRO 1-3: gradients reduce-scattered as they are produced (blocking);
@@ -435,16 +455,29 @@ double Screener::single_program(const ScreenCandidate& c, const Unit& u, bool ex
   // A gather carries the bytes the exact phase's would (Piece::gather_f,
   // gather_b: 2 an element where the gathered copy is stored in bf16), per
   // tensor of the piece's mean size; unpacking as before (4 an element).
+  // Over a ctx axis (no data axis) the unit's programs all-reduce each
+  // gradient on it behind the backward; ZeRO reduce-scatters it blocking
+  // and (ZeRO 1, 2) all-gathers the updated chunks, as on a data axis.
   auto gather = [&](const Piece& piece, double payload) {
-    if (piece.tensors <= 0 || d < 2) return 0.0;
-    return piece.tensors *
-               collective(CollectiveKind::kAllGather, payload / piece.tensors / d, d, c.data_link) +
-           share * hw_.memory_seconds(2 * 4 * piece.held / d, options_.threads);
+    if (piece.tensors <= 0 || z < 2) return 0.0;
+    return piece.tensors * collective(CollectiveKind::kAllGather, payload / piece.tensors / z, z,
+                                      zero_link(c)) +
+           share * hw_.memory_seconds(2 * 4 * piece.held / z, options_.threads);
   };
+  auto over_ctx = [&](const Piece& piece) {
+    if (d > 1) return 0.0;
+    double t = each_tensor(CollectiveKind::kReduceScatter, piece, 1, 4, z, c.ctx_link);
+    if (c.zero < 3)
+      t += each_tensor(CollectiveKind::kAllGather, piece, z, 4, z, c.ctx_link) +
+           share * hw_.memory_seconds(2 * 4 * piece.held / z, options_.threads);
+    return t;
+  };
+
   double blocking = 0, gathers = 0;
-  if (c.zero > 0 && d > 1)
+  if (c.zero > 0 && z > 1)
     for (const auto& [piece, times] : backward) {
-      blocking += times * per_tensor(CollectiveKind::kReduceScatter, *piece, 1, reduce_bytes);
+      blocking += times * (per_tensor(CollectiveKind::kReduceScatter, *piece, 1, reduce_bytes) +
+                           over_ctx(*piece));
       if (c.zero == 3)
         gathers += times * (gather(*piece, gather_payload(u, *piece, true)) +
                             gather(*piece, gather_payload(u, *piece, false)));
@@ -505,7 +538,7 @@ double Screener::single_program(const ScreenCandidate& c, const Unit& u, bool ex
                       hw_.memory_seconds(2.0 * 2 * 4 * static_cast<double>(rows) *
                                              static_cast<double>(base_.context / c.ctx),
                                          options_.threads);
-  const double state = c.zero > 0 ? all.held / d : all.held;
+  const double state = c.zero > 0 ? all.held / z : all.held;
   double optimizer = update(state, d * c.model * c.ctx, share);
   // ZeRO 1, 2: every parameter's updated chunks all-gathered, one
   // collective per parameter as the runtime runs them.
@@ -515,16 +548,10 @@ double Screener::single_program(const ScreenCandidate& c, const Unit& u, bool ex
   return compute + wait + feed + optimizer;
 }
 
-namespace {
-
-bool pipelined(const ScreenCandidate& c) { return c.pipe > 1 || c.microbatches > 1; }
-
-}  // namespace
-
 double Screener::state_bytes_bound(const ScreenCandidate& c) {
   int64_t rows = base_.batch / c.microbatches / c.data;
   const Unit& u = reference(c, &rows);  // held elements do not depend on the rows
-  const double d = c.data;
+  const double d = zero_ranks(c);
   const double per_element =
       4 / (c.zero == 3 ? d : 1) + (base_.optimizer == "adamw" ? 8 / (c.zero >= 1 ? d : 1) : 0);
   if (!pipelined(c))

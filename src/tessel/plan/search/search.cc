@@ -171,10 +171,12 @@ Space candidates(const PlanRequest& q, bool one_node, int devices_per_node) {
                        : divisors(q.base.batch % choice.shape.data == 0
                                       ? static_cast<int>(q.base.batch / choice.shape.data)
                                       : 1);
+    // ZeRO shards over the data axis, or, in a single program without one,
+    // over the ctx axis (Layout::zero_axis; shape_fits drops micro-batches).
     std::vector<int> zeros = {0};
     if (q.zero)
       zeros = {*q.zero};
-    else if (data)
+    else if (data || (pipe == 1 && choice.shape.ctx > 1))
       zeros = {0, 1, 2, 3};
     const std::vector<std::string> recomputes =
         q.recompute ? std::vector<std::string>{*q.recompute}
@@ -243,6 +245,7 @@ bool shape_fits(const TrainConfig& base, const Space& space, const Knobs& k) {
   const std::string& schedule = space.schedules[k.schedule];
   if (schedule == "interleaved" && (pipe < 2 || k.microbatches % pipe != 0)) return false;
   if (k.zero == 3 && (pipe > 1 || k.microbatches > 1)) return false;
+  if (k.zero > 0 && data == 1 && (pipe > 1 || k.microbatches > 1)) return false;  // ZeRO over ctx
   return true;
 }
 
