@@ -25,11 +25,13 @@
 // data-axis gradient buckets filled in backward order and all-reduced on one
 // channel (ZeRO 1-3: blocking reduce-scatters; ZeRO 3: gathers), the feed
 // and the update. Without a data axis ZeRO shards over the ctx axis
-// (Layout::zero_axis), priced as on a data axis on the ctx axis's link. Invariant: lower_bound(c)
-// <= estimate(c) (per pipeline rank its warm-up and all its work without waiting); the search skips
-// a candidate whose bound exceeds the current best estimates. Approximated (the exact phase
-// re-costs): bucket boundaries, the loss's scalar data-axis reduction, ZeRO slicing of dims the
-// data axis does not divide, and the stage programs' boundary copies of a single program.
+// (Layout::zero_axis), priced as on a data axis on the ctx axis's link.
+// Invariant: lower_bound(c) <= estimate(c) (per pipeline rank its warm-up
+// and all its work without waiting); the search skips a candidate whose
+// bound exceeds the current best estimates.
+// Approximated (the exact phase re-costs): bucket boundaries, the loss's
+// scalar data-axis reduction, ZeRO slicing of dims the data axis does not
+// divide, and the stage programs' boundary copies of a single program.
 #pragma once
 
 #include <map>
