@@ -47,22 +47,27 @@ bool rounds_input(const Node& node, size_t i, bool stored_bf16) {
 // An all-gather whose output is stored in bf16 carries bf16, so it reads
 // its input as an einsum would: rounded. Readers come after what they
 // read, so one pass in reverse decides every value after its readers.
-void Program::choose_bf16_storage(const std::vector<ValueId>& outputs) {
+std::vector<bool> Program::values_stored_in_bf16(const std::vector<ValueId>& outputs) const {
   const Graph& g = *graph_;
-  stored_bf16_.assign(g.size(), false);
-  if (!options_.bf16 || !options_.bf16_activations || options_.reference_kernels) return;
+  std::vector<bool> stored(g.size(), false);
+  if (!options_.bf16 || !options_.bf16_activations || options_.reference_kernels) return stored;
   std::vector<bool> bf16_read(g.size(), false), other_read(g.size(), false);
   for (ValueId out : outputs) other_read[alias_root_[out]] = true;
   for (auto it = instructions_.rbegin(); it != instructions_.rend(); ++it) {
     const ValueId id = it->value;
     const Node& node = g.node(it->node);
-    stored_bf16_[id] = !is_tuple(g.node(id)) &&
-                       stores_in_bf16(options_, bf16_read[id], other_read[id], g.node(id).dtype);
+    stored[id] = !is_tuple(g.node(id)) &&
+                 stores_in_bf16(options_, bf16_read[id], other_read[id], g.node(id).dtype);
     for (size_t i = 0; i < node.inputs.size(); ++i)
-      (rounds_input(node, i, stored_bf16_[id]) ? bf16_read
-                                               : other_read)[alias_root_[node.inputs[i]]] = true;
+      (rounds_input(node, i, stored[id]) ? bf16_read : other_read)[alias_root_[node.inputs[i]]] =
+          true;
     if (it->bias >= 0) other_read[alias_root_[it->bias]] = true;  // added in f32
   }
+  return stored;
+}
+
+void Program::choose_bf16_storage(const std::vector<ValueId>& outputs) {
+  stored_bf16_ = values_stored_in_bf16(outputs);
 }
 
 // bf16 copies, one per value and phase, made just before the phase's first

@@ -25,6 +25,9 @@ void Program::write_over_dying_inputs(const std::vector<ValueId>& outputs, Uses&
   for (ValueId v : options_.late_inputs) kept.insert(alias_root_.at(v));
   for (ValueId v : options_.accumulated_outputs) kept.insert(alias_root_.at(v));
   for (ValueId v : options_.bf16_reduce) kept.insert(alias_root_.at(v));
+  // An output bf16_activations would store in bf16 keeps its own (half-size)
+  // buffer: written over an f32 input it would be stored in f32.
+  const std::vector<bool> bf16 = values_stored_in_bf16(outputs);
   for (size_t i = 0; i < instructions_.size(); ++i) {
     const Instruction& ins = instructions_[i];
     const Node& node = g.node(ins.node);
@@ -34,11 +37,15 @@ void Program::write_over_dying_inputs(const std::vector<ValueId>& outputs, Uses&
     const ValueId root = alias_root_[in];
     const Node& source = g.node(root);
     const bool dies_here = uses.last[root] == static_cast<int>(i);
-    const bool whole_root = alias_offset_[in] == 0 && source.shape.numel() == node.shape.numel() &&
-                            source.dtype == node.dtype;
+    // Element i of the output is element i of the input (same dims in the
+    // same order), which covers its whole root.
+    const bool whole_root = alias_offset_[in] == 0 && g.node(in).shape == node.shape &&
+                            source.shape.numel() == node.shape.numel() &&
+                            source.dtype == node.dtype && g.node(in).dtype == node.dtype;
     const bool computed =
         source.kind != OpKind::kInput && source.kind != OpKind::kParam && !is_tuple(source);
-    if (!dies_here || !whole_root || !computed || kept.count(root) || kept.count(ins.value))
+    if (!dies_here || !whole_root || !computed || kept.count(root) || kept.count(ins.value) ||
+        bf16[ins.value])
       continue;
     // The output and every view of it now live in the input's buffer.
     const ValueId out = ins.value;
