@@ -64,7 +64,7 @@ TEST(InPlace, CrossEntropyGradientWritesOverTheLogits) {
 }
 
 // Every kind the op table lets write over its first input, in the unfused
-// GPT (softmax, LayerNorm and GELU gradients besides the loss's): each one
+// GPT (the softmax and GELU gradients besides the loss's fire there): each one
 // that does leaves the loss and every gradient bitwise as a program where
 // all those inputs are kept (outputs, so never written over).
 TEST(InPlace, EveryMarkedKindWritingOverItsInputChangesNoBit) {
