@@ -8,6 +8,7 @@
 #include "tessel/base/bf16.h"
 #include "tessel/base/error.h"
 #include "tessel/kernels/attention_gemm.h"
+#include "tessel/kernels/dropout.h"
 #include "tessel/kernels/fast_math.h"
 #include "tessel/kernels/row_ops.h"
 
@@ -20,19 +21,22 @@ using attention_gemm::kNr;
 constexpr int64_t kMaxPadded = kMaxAttentionHead;  // head dims padded to kNr stay within it
 static_assert(kMaxAttentionHead % kNr == 0 && kB % kNr == 0 && kB % kMr == 0);
 
-// Element offsets of row r's first element in q, k and lse.
+// Element offsets of row r's first element in q, k and lse; the row's
+// dropout counter (AttentionDropout: base and the row dims' share).
 struct RowBase {
-  int64_t q = 0, k = 0, lse = 0;
+  int64_t q = 0, k = 0, lse = 0, drop = 0;
 };
 
 RowBase row_base(const AttentionLayout& a, int64_t r) {
   RowBase base;
+  base.drop = a.dropout.base;
   for (int i = a.row_rank - 1; i >= 0; --i) {
     const int64_t idx = r % a.row_size[i];
     r /= a.row_size[i];
     base.q += idx * a.q_row[i];
     base.k += idx * a.k_row[i];
     base.lse += idx * a.lse_row[i];
+    base.drop += idx * a.dropout.row[i];
   }
   return base;
 }
@@ -147,6 +151,22 @@ inline int64_t visible(const AttentionLayout& a, int64_t query, int64_t k0, int6
   return std::clamp<int64_t>(query + a.causal_shift - k0 + 1, 0, cols);
 }
 
+// x[0, n), the probabilities (or their gradients) of local query `query`
+// against keys k0, k0 + 1, ..., times the dropout mask (AttentionDropout):
+// kept entries by 1 / (1 - p), dropped ones 0; nothing without dropout.
+void drop_row(const AttentionLayout& a, int64_t row_counter, int64_t query, int64_t k0, int64_t n,
+              float* x) {
+  const AttentionDropout& d = a.dropout;
+  if (d.p == 0.0f) return;
+  const DropoutMask mask(d.p, d.seed, d.key_hash, d.step);
+  const float keep_scale = mask.keep_scale();
+  const int64_t first = row_counter + (d.query0 + query) * d.query + (d.key0 + k0) * d.key;
+  bool keep[kB];
+  for (int64_t j = 0; j < n; ++j) keep[j] = mask.keep(first + j * d.key);
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) x[j] = blend(keep[j], x[j] * keep_scale, 0.0f);
+}
+
 // One query block of one row, over every key block it sees.
 void forward_block(const AttentionLayout& a, const RowBase& base, int64_t q0, AttentionInput q,
                    AttentionInput k, AttentionInput v, float* out, float* lse) {
@@ -177,6 +197,7 @@ void forward_block(const AttentionLayout& a, const RowBase& base, int64_t q0, At
         si[j] = fast_exp(a.scale * si[j] - m_new);
         sum += si[j];
       }
+      drop_row(a, base.drop, q0 + i, k0, n, si);  // l sums the probabilities before dropout
       if (a.bf16) round_block(si, n);
       std::fill(si + n, si + kB, 0.0f);
       l[i] = l[i] * alpha + sum;
@@ -227,10 +248,12 @@ void load_keys(const AttentionLayout& a, const RowBase& base, int64_t k0, int64_
 
 // p (recomputed probabilities, masked and padding entries 0) and dp =
 // dout . v^T for the loaded query block q0 (qb, dob, lse; `rows` rows) against
-// key block k0 (kt, vt: its k and v transposed; `cols` keys).
+// key block k0 (kt, vt: its k and v transposed; `cols` keys). With dropout,
+// dp is the probabilities' gradient, dout . v^T times the mask (the row's
+// counter `drop`), and p stays undropped; rowsum(p * dp) is still delta.
 void probabilities(const AttentionLayout& a, int64_t q0, int64_t rows, int64_t k0, int64_t cols,
                    const float* qb, const float* dob, const float* lse, const float* kt,
-                   const float* vt, float* p, float* dp) {
+                   const float* vt, float* p, float* dp, int64_t drop) {
   const int64_t d = round_up(a.d, kNr), mp = round_up(rows, kMr);
   product<false>(a.bf16, mp, kB, d, qb, d, kt, kB, p, kB);
   product<false>(a.bf16, mp, kB, d, dob, d, vt, kB, dp, kB);
@@ -241,6 +264,7 @@ void probabilities(const AttentionLayout& a, int64_t q0, int64_t rows, int64_t k
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j) pi[j] = fast_exp(a.scale * pi[j] - shift);
     std::fill(pi + n, pi + kB, 0.0f);
+    drop_row(a, drop, q0 + i, k0, n, dp + i * kB);
   }
 }
 
@@ -260,7 +284,7 @@ void recompute_block(const AttentionLayout& a, const RowBase& base, int64_t q0, 
                      BackwardBlocks& w) {
   const int64_t rows = std::min(kB, a.sq - q0);
   load_queries(a, base, q0, rows, q, lse, dout, w);
-  probabilities(a, q0, rows, k0, cols, w.qb, w.dob, w.lse, w.kt, w.vt, w.p, w.dp);
+  probabilities(a, q0, rows, k0, cols, w.qb, w.dob, w.lse, w.kt, w.vt, w.p, w.dp, base.drop);
 }
 
 // delta[i] += rowsum(p * dp) for the block's rows, summed in one fixed order.
@@ -273,14 +297,20 @@ void add_delta(const float* p, const float* dp, int64_t rows, float* delta) {
   }
 }
 
+// Where a (query block, key block) pair's dropout mask is drawn: the row's
+// counter, the blocks' first query and key, the key block's size.
+struct PairAt {
+  int64_t drop = 0, q0 = 0, k0 = 0, cols = 0;
+};
+
 // One (query block, key block) pair's gradients given the rows' complete
-// delta: dp becomes ds = scale * p * (dp - delta) (p and ds rounded to bf16
-// for a bf16 program), then dv += p^T dout, dk += ds^T q (the key block's
-// sums) and dqb = ds k (the pair's share of dq), their inner sums within
-// the pair's causal band.
+// delta: dp becomes ds = scale * p * (dp - delta), p the dropped-out
+// probabilities (p and ds rounded to bf16 for a bf16 program), then dv +=
+// p^T dout, dk += ds^T q (the key block's sums) and dqb = ds k (the pair's
+// share of dq), their inner sums within the pair's causal band.
 void pair_grads(const AttentionLayout& a, attention_gemm::Band band, int64_t rows,
                 const float* delta, float* p, float* dp, const float* qb, const float* dob,
-                const float* kb, float* dk, float* dv, float* dqb) {
+                const float* kb, float* dk, float* dv, float* dqb, const PairAt& at) {
   const int64_t d = round_up(a.d, kNr), mp = round_up(rows, kMr);
   for (int64_t i = 0; i < mp; ++i) {
     const float di = i < rows ? delta[i] : 0.0f;
@@ -288,6 +318,7 @@ void pair_grads(const AttentionLayout& a, attention_gemm::Band band, int64_t row
     float* dsi = dp + i * kB;
 #pragma omp simd
     for (int64_t j = 0; j < kB; ++j) dsi[j] = a.scale * pi[j] * (dsi[j] - di);
+    if (i < rows) drop_row(a, at.drop, at.q0 + i, at.k0, visible(a, at.q0 + i, at.k0, at.cols), pi);
   }
   if (a.bf16) {
     round_block(p, mp * kB);
@@ -347,7 +378,7 @@ void backward_grads(const AttentionLayout& a, const RowBase& base, AttentionInpu
       const int64_t rows = std::min(kB, a.sq - q0);
       recompute_block(a, base, q0, k0, cols, q, lse, dout, w);
       pair_grads(a, causal_band(a, q0, k0), rows, delta + q0, w.p, w.dp, w.qb, w.dob, w.kb, w.dk,
-                 w.dv, w.dqb);
+                 w.dv, w.dqb, {base.drop, q0, k0, cols});
       scatter_rows(w.dqb, dp, rows, d, dq + base.q, a.q_seq, a.q_head, q0, true);
     }
     scatter_rows(w.dk, dp, cols, d, dk + base.k, a.k_seq, a.k_head, k0, a.accumulate);
@@ -404,14 +435,15 @@ void backward_row(const AttentionLayout& a, const RowBase& base, AttentionInput 
       const int64_t b = k0 / kB;
       float *p = r.p.data() + b * kB * kB, *dp_b = r.dp.data() + b * kB * kB;
       probabilities(a, q0, rows, k0, std::min(kB, a.sk - k0), w.qb, w.dob, w.lse,
-                    r.kt.data() + b * tile, r.vt.data() + b * tile, p, dp_b);
+                    r.kt.data() + b * tile, r.vt.data() + b * tile, p, dp_b, base.drop);
       add_delta(p, dp_b, rows, delta + q0);
     }
     for (int64_t k0 = 0; k0 < key_end; k0 += kB) {
       const int64_t b = k0 / kB;
       pair_grads(a, causal_band(a, q0, k0), rows, delta + q0, r.p.data() + b * kB * kB,
                  r.dp.data() + b * kB * kB, w.qb, w.dob, r.kb.data() + b * tile,
-                 r.dk.data() + b * tile, r.dv.data() + b * tile, w.dqb);
+                 r.dk.data() + b * tile, r.dv.data() + b * tile, w.dqb,
+                 {base.drop, q0, k0, std::min(kB, a.sk - k0)});
       scatter_rows(w.dqb, dp, rows, d, dq + base.q, a.q_seq, a.q_head, q0, true);
     }
   }

@@ -13,7 +13,25 @@
 
 #include <cstdint>
 
+#include "tessel/base/philox.h"
+
 namespace tessel::kernels {
+
+// The mask dropout() draws, one element at a time (fused attention draws
+// the mask of its probabilities with it: kernels/attention.h).
+class DropoutMask {
+ public:
+  DropoutMask(float p, uint64_t seed, uint64_t key_hash, uint64_t step);
+  bool keep(int64_t index) const {
+    return stream_.uniform(static_cast<uint64_t>(index), lane_) >= p_;
+  }
+  float keep_scale() const { return p_ < 1.0f ? 1.0f / (1.0f - p_) : 0.0f; }  // 1 / (1 - p)
+
+ private:
+  PhiloxStream stream_;
+  uint32_t lane_;
+  float p_;
+};
 
 // x (n) -> y (n). p in [0, 1], else tessel::Error. y may alias x.
 void dropout(const float* x, float* y, int64_t n, float p, uint64_t seed, uint64_t key_hash,
