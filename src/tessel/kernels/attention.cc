@@ -162,7 +162,7 @@ void drop_row(const AttentionLayout& a, int64_t row_counter, int64_t query, int6
   const float keep_scale = mask.keep_scale();
   const int64_t first = row_counter + (d.query0 + query) * d.query + (d.key0 + k0) * d.key;
   bool keep[kB];
-  for (int64_t j = 0; j < n; ++j) keep[j] = mask.keep(first + j * d.key);
+  mask.keeps(first, d.key, n, keep);
 #pragma omp simd
   for (int64_t j = 0; j < n; ++j) x[j] = blend(keep[j], x[j] * keep_scale, 0.0f);
 }

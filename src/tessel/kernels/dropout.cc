@@ -23,6 +23,12 @@ DropoutMask::DropoutMask(float p, uint64_t seed, uint64_t key_hash, uint64_t ste
       lane_(static_cast<uint32_t>(step)),
       p_(p) {}
 
+void DropoutMask::keeps(int64_t first, int64_t stride, int64_t n, bool* keep) const {
+  float u[kMaxKeeps];
+  stream_.uniforms(static_cast<uint64_t>(first), stride, n, lane_, u);
+  for (int64_t i = 0; i < n; ++i) keep[i] = u[i] >= p_;
+}
+
 void dropout(const float* x, float* y, int64_t n, float p, uint64_t seed, uint64_t key_hash,
              uint64_t step, int64_t index_offset, int64_t index_stride) {
   check_p(p);
@@ -33,14 +39,14 @@ void dropout(const float* x, float* y, int64_t n, float p, uint64_t seed, uint64
   const DropoutMask mask(p, seed, key_hash, step);
   const float keep_scale = mask.keep_scale();
   // Philox dominates the cost (~10 rounds per element), so parallelise early.
-  constexpr int64_t kBlock = 256;
+  constexpr int64_t kBlock = DropoutMask::kMaxKeeps;
   const int64_t blocks = (n + kBlock - 1) / kBlock;
 #pragma omp parallel for schedule(static) if (n > kParallelGrain / 16)
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t begin = b * kBlock, w = std::min(kBlock, n - begin);
     bool keep[kBlock];
-    for (int64_t i = 0; i < w; ++i) keep[i] = mask.keep(index_offset + (begin + i) * index_stride);
-      // Dropped elements are exact zeros even where x is inf or NaN.
+    mask.keeps(index_offset + begin * index_stride, index_stride, w, keep);
+    // Dropped elements are exact zeros even where x is inf or NaN.
 #pragma omp simd
     for (int64_t i = 0; i < w; ++i) y[begin + i] = blend(keep[i], x[begin + i] * keep_scale, 0.0f);
   }

@@ -17,14 +17,18 @@
 
 namespace tessel::kernels {
 
-// The mask dropout() draws, one element at a time (fused attention draws
-// the mask of its probabilities with it: kernels/attention.h).
+// The mask dropout() draws (fused attention draws the mask of its
+// probabilities with it: kernels/attention.h).
 class DropoutMask {
  public:
   DropoutMask(float p, uint64_t seed, uint64_t key_hash, uint64_t step);
   bool keep(int64_t index) const {
     return stream_.uniform(static_cast<uint64_t>(index), lane_) >= p_;
   }
+  // keep[i] = keep(first + i * stride) for i in [0, n), n <= kMaxKeeps, on
+  // PhiloxStream::uniforms (many counters at a time).
+  static constexpr int64_t kMaxKeeps = 256;
+  void keeps(int64_t first, int64_t stride, int64_t n, bool* keep) const;
   float keep_scale() const { return p_ < 1.0f ? 1.0f / (1.0f - p_) : 0.0f; }  // 1 / (1 - p)
 
  private:
