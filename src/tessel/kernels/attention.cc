@@ -154,8 +154,10 @@ inline int64_t visible(const AttentionLayout& a, int64_t query, int64_t k0, int6
 // x[0, n), the probabilities (or their gradients) of local query `query`
 // against keys k0, k0 + 1, ..., times the dropout mask (AttentionDropout):
 // kept entries by 1 / (1 - p), dropped ones 0; nothing without dropout.
+// `mark` (the backward's probabilities, >= 0): its dropped entries negated,
+// so the sign bit carries the mask to pair_grads, which then draws nothing.
 void drop_row(const AttentionLayout& a, int64_t row_counter, int64_t query, int64_t k0, int64_t n,
-              float* x) {
+              float* x, float* mark = nullptr) {
   const AttentionDropout& d = a.dropout;
   if (d.p == 0.0f) return;
   const DropoutMask mask(d.p, d.seed, d.key_hash, d.step);
@@ -165,6 +167,9 @@ void drop_row(const AttentionLayout& a, int64_t row_counter, int64_t query, int6
   mask.keeps(first, d.key, n, keep);
 #pragma omp simd
   for (int64_t j = 0; j < n; ++j) x[j] = blend(keep[j], x[j] * keep_scale, 0.0f);
+  if (!mark) return;
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) mark[j] = blend(keep[j], mark[j], -mark[j]);
 }
 
 // One query block of one row, over every key block it sees.
@@ -250,7 +255,8 @@ void load_keys(const AttentionLayout& a, const RowBase& base, int64_t k0, int64_
 // dout . v^T for the loaded query block q0 (qb, dob, lse; `rows` rows) against
 // key block k0 (kt, vt: its k and v transposed; `cols` keys). With dropout,
 // dp is the probabilities' gradient, dout . v^T times the mask (the row's
-// counter `drop`), and p stays undropped; rowsum(p * dp) is still delta.
+// counter `drop`), and p stays undropped but for its sign, negative where
+// dropped (drop_row's mark); rowsum(p * dp) is still delta.
 void probabilities(const AttentionLayout& a, int64_t q0, int64_t rows, int64_t k0, int64_t cols,
                    const float* qb, const float* dob, const float* lse, const float* kt,
                    const float* vt, float* p, float* dp, int64_t drop) {
@@ -264,7 +270,7 @@ void probabilities(const AttentionLayout& a, int64_t q0, int64_t rows, int64_t k
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j) pi[j] = fast_exp(a.scale * pi[j] - shift);
     std::fill(pi + n, pi + kB, 0.0f);
-    drop_row(a, drop, q0 + i, k0, n, dp + i * kB);
+    drop_row(a, drop, q0 + i, k0, n, dp + i * kB, pi);
   }
 }
 
@@ -297,28 +303,27 @@ void add_delta(const float* p, const float* dp, int64_t rows, float* delta) {
   }
 }
 
-// Where a (query block, key block) pair's dropout mask is drawn: the row's
-// counter, the blocks' first query and key, the key block's size.
-struct PairAt {
-  int64_t drop = 0, q0 = 0, k0 = 0, cols = 0;
-};
-
 // One (query block, key block) pair's gradients given the rows' complete
-// delta: dp becomes ds = scale * p * (dp - delta), p the dropped-out
-// probabilities (p and ds rounded to bf16 for a bf16 program), then dv +=
-// p^T dout, dk += ds^T q (the key block's sums) and dqb = ds k (the pair's
-// share of dq), their inner sums within the pair's causal band.
+// delta: dp becomes ds = scale * |p| * (dp - delta), then p is dropped
+// out by its sign (probabilities(); p and ds rounded to bf16 for a bf16
+// program), then dv += p^T dout, dk += ds^T q (the key block's sums) and
+// dqb = ds k (the pair's share of dq), their inner sums within the pair's
+// causal band.
 void pair_grads(const AttentionLayout& a, attention_gemm::Band band, int64_t rows,
                 const float* delta, float* p, float* dp, const float* qb, const float* dob,
-                const float* kb, float* dk, float* dv, float* dqb, const PairAt& at) {
+                const float* kb, float* dk, float* dv, float* dqb) {
   const int64_t d = round_up(a.d, kNr), mp = round_up(rows, kMr);
+  const bool drop = a.dropout.p > 0.0f;
+  const float keep_scale = DropoutMask::keep_scale_of(a.dropout.p);
   for (int64_t i = 0; i < mp; ++i) {
     const float di = i < rows ? delta[i] : 0.0f;
     float* pi = p + i * kB;
     float* dsi = dp + i * kB;
 #pragma omp simd
-    for (int64_t j = 0; j < kB; ++j) dsi[j] = a.scale * pi[j] * (dsi[j] - di);
-    if (i < rows) drop_row(a, at.drop, at.q0 + i, at.k0, visible(a, at.q0 + i, at.k0, at.cols), pi);
+    for (int64_t j = 0; j < kB; ++j) dsi[j] = a.scale * std::fabs(pi[j]) * (dsi[j] - di);
+    if (!drop) continue;
+#pragma omp simd
+    for (int64_t j = 0; j < kB; ++j) pi[j] = blend(!std::signbit(pi[j]), pi[j] * keep_scale, 0.0f);
   }
   if (a.bf16) {
     round_block(p, mp * kB);
@@ -378,7 +383,7 @@ void backward_grads(const AttentionLayout& a, const RowBase& base, AttentionInpu
       const int64_t rows = std::min(kB, a.sq - q0);
       recompute_block(a, base, q0, k0, cols, q, lse, dout, w);
       pair_grads(a, causal_band(a, q0, k0), rows, delta + q0, w.p, w.dp, w.qb, w.dob, w.kb, w.dk,
-                 w.dv, w.dqb, {base.drop, q0, k0, cols});
+                 w.dv, w.dqb);
       scatter_rows(w.dqb, dp, rows, d, dq + base.q, a.q_seq, a.q_head, q0, true);
     }
     scatter_rows(w.dk, dp, cols, d, dk + base.k, a.k_seq, a.k_head, k0, a.accumulate);
@@ -442,8 +447,7 @@ void backward_row(const AttentionLayout& a, const RowBase& base, AttentionInput 
       const int64_t b = k0 / kB;
       pair_grads(a, causal_band(a, q0, k0), rows, delta + q0, r.p.data() + b * kB * kB,
                  r.dp.data() + b * kB * kB, w.qb, w.dob, r.kb.data() + b * tile,
-                 r.dk.data() + b * tile, r.dv.data() + b * tile, w.dqb,
-                 {base.drop, q0, k0, std::min(kB, a.sk - k0)});
+                 r.dk.data() + b * tile, r.dv.data() + b * tile, w.dqb);
       scatter_rows(w.dqb, dp, rows, d, dq + base.q, a.q_seq, a.q_head, q0, true);
     }
   }

@@ -29,7 +29,8 @@ class DropoutMask {
   // PhiloxStream::uniforms (many counters at a time).
   static constexpr int64_t kMaxKeeps = 256;
   void keeps(int64_t first, int64_t stride, int64_t n, bool* keep) const;
-  float keep_scale() const { return p_ < 1.0f ? 1.0f / (1.0f - p_) : 0.0f; }  // 1 / (1 - p)
+  float keep_scale() const { return keep_scale_of(p_); }
+  static float keep_scale_of(float p) { return p < 1.0f ? 1.0f / (1.0f - p) : 0.0f; }  // 1/(1-p)
 
  private:
   PhiloxStream stream_;
