@@ -187,6 +187,19 @@ std::vector<OpCase> op_cases(const OpCaseSizes& s) {
                      ValueId v = p(b, "v", Shape{heads, head, n, kseq});
                      return b.attention(q, kk, v, "seq", "kseq", "head", false, 0.4f).out;
                    }});
+  // Dropout on the probabilities (the mask keyed by global batch row, head,
+  // query and key: the sharded twin splits each of them).
+  cases.push_back({"attention_dropout", [=](GraphBuilder& b) {
+                     Dim batch{"batch", s.n}, seq{"seq", s.seq}, kseq{"kseq", s.seq},
+                         heads{"heads", s.heads}, head{"head", s.head};
+                     ValueId q = p(b, "q", Shape{batch, seq, heads, head});
+                     ValueId kk = p(b, "k", Shape{batch, kseq, heads, head});
+                     ValueId v = p(b, "v", Shape{batch, kseq, heads, head});
+                     return b
+                         .attention(q, kk, v, "seq", "kseq", "head", true, 0.7f, "attention",
+                                    {0.3f, 5, "probs_dropout"})
+                         .out;
+                   }});
   return cases;
 }
 

@@ -9,6 +9,7 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/kernel_checks.h"
@@ -584,6 +585,23 @@ TEST(KernelsDropout, MatchesReferenceAndIsItsOwnBackward) {
   for (int64_t i = 0; i < n / 3; ++i) every_third[i] = x[3 * i];
   dropout(every_third.data(), strided.data(), n / 3, 0.3f, 7, 8, 0, 0, 3);
   for (int64_t i = 0; i < n / 3; ++i) EXPECT_EQ(strided[i], whole[3 * i]) << i;
+}
+
+// The batched draw (vectorised Philox) is the one-at-a-time draw, bitwise:
+// odd counts, strides, counters past 2^32 and lanes.
+TEST(KernelsDropout, BatchedUniformsAreTheScalarOnes) {
+  const PhiloxStream stream(77, "batched");
+  for (const auto& [first, stride, n, lane] :
+       {std::tuple<uint64_t, int64_t, int64_t, uint32_t>{0, 1, 1, 0},
+        {5, 1, 17, 3},
+        {(uint64_t{1} << 32) - 40, 3, 100, 1},
+        {123456789012, 4097, 256, 0xFFFFFFFFu}}) {
+    std::vector<float> got(n);
+    stream.uniforms(first, stride, n, lane, got.data());
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(got[i], stream.uniform(first + static_cast<uint64_t>(i * stride), lane))
+          << "first " << first << ", stride " << stride << ", element " << i;
+  }
 }
 
 // The step is part of the key: consecutive steps drop different elements

@@ -85,6 +85,36 @@ INSTANTIATE_TEST_SUITE_P(
         ContextCase{"llama_ring_ctx2_zero3", "llama", 2, "ctx=2", "seq=ctx", kRingZero3.c_str()}),
     [](const auto& info) { return std::string(info.param.name); });
 
+// Dropout on the attention probabilities (fused op, docs/attention.md) is
+// keyed by global batch row, head, query and key position: a data and model
+// (heads) split, all-to-all on ctx and the ring's reordered halves drop
+// what one process drops, and predict their memory to the byte.
+TEST_F(LayoutInvariance, AttentionDropoutMatchesSingleProcess) {
+  nlohmann::json c = gpt_config();
+  c["attention_dropout"] = 0.1;
+  const TrainRun want = train("attn_dropout_single", c, 0);
+  // The masks matter: the losses differ from the run without dropout.
+  EXPECT_NE(want.steps.back()["loss"].get<double>(),
+            reference("gpt").steps.back()["loss"].get<double>());
+  struct Split {
+    const char *name, *mesh, *layout, *extra;
+    int ranks;
+  };
+  for (const Split& s :
+       {Split{"attn_dropout_data2_model2", "data=2,model=2", "", "", 4},
+        Split{"attn_dropout_a2a_ctx2", "ctx=2", "seq=ctx", kA2a, 2},
+        Split{"attn_dropout_ring_ctx2", "ctx=2", "seq=ctx", kRing, 2},
+        Split{"attn_dropout_ring_data2_ctx2", "data=2,ctx=2", "batch=data,seq=ctx", kRing, 4}}) {
+    expect_same(train(s.name, c, s.ranks, s.mesh, s.layout, s.extra), want, s.name);
+    const nlohmann::json summary =
+        nlohmann::json::parse(std::ifstream(root() / s.name / "out" / "summary.json"));
+    for (const nlohmann::json& r : summary["memory_per_rank"])
+      EXPECT_EQ(r["measured_peak_tracked_bytes"].get<int64_t>(),
+                r["predicted_bytes"]["total"].get<int64_t>())
+          << s.name << " rank " << r["rank"];
+  }
+}
+
 // bf16 (operands of each block product rounded, as one bf16 process
 // rounds them): both strategies stay within the bf16 matrix's 2e-3 of one
 // bf16 process per step (bf16_test.cc).

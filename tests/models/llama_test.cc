@@ -110,6 +110,15 @@ TEST(Llama, ConfigErrorsNameTheKeys) {
   c.dropout = 0.1;
   EXPECT_NE(error_of([&] { c.validate(); }).find("has no dropout"), std::string::npos);
   c = small_llama();
+  c.attention_dropout = 0.1;
+  EXPECT_NE(error_of([&] { c.validate(); }).find("'attention_dropout' must be 0"),
+            std::string::npos);
+  c = small_llama();
+  c.model = "gpt";
+  c.attention_dropout = 1;
+  EXPECT_NE(error_of([&] { c.validate(); }).find("'attention_dropout' must be in [0, 1), got 1"),
+            std::string::npos);
+  c = small_llama();
   c.rope_theta = 1;
   EXPECT_NE(error_of([&] { c.validate(); }).find("'rope_theta'"), std::string::npos);
   c = small_llama();

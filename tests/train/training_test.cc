@@ -85,6 +85,50 @@ TEST(Training, BlockRecomputationIsBitwiseIdenticalAndSmaller) {
       << "stored " << stored.arena_bytes() << " B, recomputed " << recomputed.arena_bytes() << " B";
 }
 
+// Dropout on the attention probabilities: recomputation redraws the same
+// masks (bitwise the losses and weights of storing everything, fused and
+// unfused, with selective recomputing the unfused path's dropped-out
+// probabilities), and the fused op draws the unfused path's masks (losses
+// within 1e-5 over three steps; 1e-6 per op: tests/kernels/attention_test.cc).
+TEST(Training, AttentionDropoutRecomputesItsMasksAndFusedMatchesUnfused) {
+  TrainConfig c = small_gpt();
+  c.attention_dropout = 0.1;
+  c.steps = 3;
+  std::map<std::string, std::vector<double>> losses;
+  for (const char* attention : {"fused", "unfused"}) {
+    c.attention = attention;
+    c.recompute = "none";
+    Trainer stored(c);
+    for (int s = 0; s < c.steps; ++s) losses[attention].push_back(stored.step().loss);
+    for (const char* spec : {"blocks", "selective"}) {
+      if (std::string(attention) == "fused" && std::string(spec) == "selective") continue;
+      c.recompute = spec;
+      Trainer recomputed(c);
+      for (int s = 0; s < c.steps; ++s) {
+        const double b = recomputed.step().loss;
+        EXPECT_EQ(std::memcmp(&losses[attention][s], &b, sizeof b), 0)
+            << attention << ", " << spec << " step " << s << ": " << losses[attention][s] << " vs "
+            << b;
+      }
+      for (size_t i = 0; i < stored.params().entries().size(); ++i) {
+        const ParamEntry& x = stored.params().entries()[i];
+        const ParamEntry& y = recomputed.params().entries()[i];
+        EXPECT_EQ(std::memcmp(x.value.raw(), y.value.raw(), x.value.nbytes()), 0)
+            << attention << ", " << spec << ": " << x.name;
+      }
+    }
+  }
+  c.attention_dropout = 0;
+  c.attention = "fused";
+  c.recompute = "none";
+  Trainer without(c);
+  for (int s = 0; s < c.steps; ++s) {
+    const double fused = losses["fused"][s], unfused = losses["unfused"][s];
+    EXPECT_LE(std::abs(fused - unfused), 1e-5 * std::abs(unfused)) << "step " << s;
+    EXPECT_NE(without.step().loss, fused) << "step " << s << ": the dropout changed nothing";
+  }
+}
+
 // Selective recomputation (each block's attention core) and Chen et al.'s
 // grouped segments (blocks:K, only every K-th block's input stored) change
 // where values are computed, not what: bitwise the losses and weights of

@@ -1,5 +1,6 @@
 #include "tessel/base/philox.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace tessel {
@@ -45,6 +46,44 @@ std::array<uint32_t, 4> PhiloxStream::bits(uint64_t index, uint32_t lane) const 
 float PhiloxStream::uniform(uint64_t index, uint32_t lane) const {
   // 24 random bits give every float in [0,1) on a 2^-24 grid.
   return static_cast<float>(bits(index, lane)[0] >> 8) * (1.0f / 16777216.0f);
+}
+
+void PhiloxStream::uniforms(uint64_t first, int64_t stride, int64_t n, uint32_t lane,
+                            float* out) const {
+  // philox4x32 on kLanes counters at once, written as loops over the lanes
+  // so the compiler vectorises them (32 x 32 -> 64-bit products).
+  constexpr int kLanes = 16;
+  constexpr uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;
+  constexpr uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;
+  for (int64_t at = 0; at < n; at += kLanes) {
+    uint32_t c0[kLanes], c1[kLanes], c2[kLanes], c3[kLanes];
+    for (int j = 0; j < kLanes; ++j) {
+      const uint64_t index = first + static_cast<uint64_t>((at + j) * stride);
+      c0[j] = static_cast<uint32_t>(index);
+      c1[j] = static_cast<uint32_t>(index >> 32);
+      c2[j] = lane;
+      c3[j] = salt_;
+    }
+    uint32_t k0 = key_[0], k1 = key_[1];
+    for (int round = 0; round < 10; ++round) {
+#pragma omp simd
+      for (int j = 0; j < kLanes; ++j) {
+        const uint64_t p0 = static_cast<uint64_t>(kMul0) * c0[j];
+        const uint64_t p1 = static_cast<uint64_t>(kMul1) * c2[j];
+        const uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1[j] ^ k0;
+        const uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3[j] ^ k1;
+        c1[j] = static_cast<uint32_t>(p1);
+        c3[j] = static_cast<uint32_t>(p0);
+        c0[j] = n0;
+        c2[j] = n2;
+      }
+      k0 += kWeyl0;
+      k1 += kWeyl1;
+    }
+    const int64_t m = std::min<int64_t>(kLanes, n - at);
+    for (int64_t j = 0; j < m; ++j)
+      out[at + j] = static_cast<float>(c0[j] >> 8) * (1.0f / 16777216.0f);
+  }
 }
 
 float PhiloxStream::normal(uint64_t index, uint32_t lane) const {

@@ -26,6 +26,9 @@ class PhiloxStream {
   std::array<uint32_t, 4> bits(uint64_t index, uint32_t lane = 0) const;
   // Uniform in [0, 1).
   float uniform(uint64_t index, uint32_t lane = 0) const;
+  // out[i] = uniform(first + i * stride, lane) for i in [0, n): the same
+  // numbers, many counters at a time in vector registers.
+  void uniforms(uint64_t first, int64_t stride, int64_t n, uint32_t lane, float* out) const;
   // Standard normal (Box-Muller on two words of the same counter).
   float normal(uint64_t index, uint32_t lane = 0) const;
   // Uniform integer in [0, bound).

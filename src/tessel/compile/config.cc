@@ -116,6 +116,10 @@ const std::map<std::string, KeyRule>& rules() {
       {"vocab", field(&TrainConfig::vocab, "vocabulary size (the GPT trains on bytes: 256)")},
       {"hidden", field(&TrainConfig::hidden, "the MLP's hidden width")},
       {"dropout", field(&TrainConfig::dropout, "dropout probability (0: none; gpt only)")},
+      {"attention_dropout",
+       field(&TrainConfig::attention_dropout,
+             "dropout probability on the attention probabilities, fused or unfused, the same "
+             "mask (0: none; gpt only; docs/attention.md)")},
       {"n_kv_head", field(&TrainConfig::n_kv_head,
                           "llama: key/value heads of grouped-query attention (must divide n_head; "
                           "0: n_head)")},
@@ -308,6 +312,11 @@ void validate_llama(const TrainConfig& c) {
   if (c.dropout != 0)
     TS_THROW("config: model \"llama\" has no dropout (as Llama); 'dropout' must be 0, got ",
              c.dropout);
+  if (c.attention_dropout != 0)
+    TS_THROW(
+        "config: model \"llama\" has no dropout (as Llama); 'attention_dropout' must be 0, "
+        "got ",
+        c.attention_dropout);
 }
 
 // data "tokens": a token file, a share of documents to hold out.
@@ -445,6 +454,8 @@ void TrainConfig::validate(bool with_data) const {
   positive("eps", eps);
   if (!(dropout >= 0 && dropout < 1))
     TS_THROW("config: 'dropout' must be in [0, 1), got ", dropout);
+  if (!(attention_dropout >= 0 && attention_dropout < 1))
+    TS_THROW("config: 'attention_dropout' must be in [0, 1), got ", attention_dropout);
   if (is_builtin_transformer(model)) {
     positive("n_layer", n_layer);
     positive("n_head", n_head);

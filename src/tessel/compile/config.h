@@ -31,6 +31,7 @@ struct TrainConfig {
   int64_t vocab = 256;
   int64_t hidden = 1024;  // mlp hidden width
   double dropout = 0.0;
+  double attention_dropout = 0.0;  // on the attention probabilities (gpt only)
   // Llama (models/llama.h): key/value heads (0: n_head), the rotary base,
   // the SwiGLU hidden-size rule's multiplier (0: none) and rounding, RMSNorm's eps.
   int64_t n_kv_head = 0;

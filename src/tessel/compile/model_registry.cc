@@ -166,10 +166,15 @@ const json& model_option_json(const TrainConfig& c, const std::string& key) {
 }
 
 GptConfig gpt_config(const TrainConfig& c) {
-  return GptConfig{c.n_layer, c.n_head,
-                   c.d_model, c.context,
-                   c.vocab,   static_cast<float>(c.dropout),
-                   c.seed,    c.attention == "fused"};
+  return GptConfig{c.n_layer,
+                   c.n_head,
+                   c.d_model,
+                   c.context,
+                   c.vocab,
+                   static_cast<float>(c.dropout),
+                   c.seed,
+                   c.attention == "fused",
+                   static_cast<float>(c.attention_dropout)};
 }
 
 bool is_builtin_transformer(const std::string& model) { return model == "gpt" || model == "llama"; }

@@ -57,7 +57,26 @@ TS_ATTR_ACCESSOR(tuple_index, int64_t, offset)
 // when causal, "" otherwise.
 TS_ATTR_ACCESSOR(attention_dims, std::vector<std::string>, dims)
 TS_ATTR_ACCESSOR(attention_scale, float, scalar)
+// kAttention (and kAttentionGrad) with dropout on the probabilities: its
+// rate (0: none), the random stream's name (with attrs.seed). On a rank's
+// local graph attrs.shape is the global shape of the probabilities the
+// mask is drawn over (attention_probabilities_shape) and attrs.offsets
+// this shard's offset along each of its dims (backend/cpu/attention_op.h).
+TS_ATTR_ACCESSOR(attention_dropout_p, float, scalar2)
+TS_ATTR_ACCESSOR(attention_dropout_stream, std::string, key)
 
 #undef TS_ATTR_ACCESSOR
+
+// The probabilities of an attention with these attrs over q and k, as the
+// unfused path stores them and its dropout mask is drawn over: q's dims
+// other than the query and head dims, in q's order, then the query and key
+// dims (the GPT's (batch, heads, seq, kseq)).
+inline Shape attention_probabilities_shape(const Attrs& a, const Shape& q, const Shape& k) {
+  const std::vector<std::string>& dims = a.dims;  // attention_dims: query, key, head
+  std::vector<Dim> p = q.without({dims[0], dims[2]}).dims();
+  p.push_back(q.dim(dims[0]));
+  p.push_back(k.dim(dims[1]));
+  return Shape(std::move(p));
+}
 
 }  // namespace tessel

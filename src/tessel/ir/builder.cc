@@ -178,11 +178,17 @@ ValueId GraphBuilder::tuple_get(ValueId tuple, int index, const std::string& n) 
 GraphBuilder::Attention GraphBuilder::attention(ValueId q, ValueId k, ValueId v,
                                                 const std::string& query, const std::string& key,
                                                 const std::string& head, bool causal, float scale,
-                                                const std::string& n) {
+                                                const std::string& n,
+                                                const ProbabilityDropout& dropout) {
   Attrs a;
   attention_dims(a) = {query, key, head};
   attention_scale(a) = scale;
   if (causal) causal_query_dim(a) = query;
+  if (dropout.p != 0.0f) {
+    attention_dropout_p(a) = dropout.p;
+    a.seed = dropout.seed;
+    attention_dropout_stream(a) = label(dropout.key);
+  }
   Attention r;
   r.tuple = op(OpKind::kAttention, {q, k, v}, std::move(a), n);
   r.out = tuple_get(r.tuple, 0, n + ".out");

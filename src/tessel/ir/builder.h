@@ -14,6 +14,14 @@
 
 namespace tessel {
 
+// Dropout on attention's probabilities (GraphBuilder::attention): the rate
+// (0: none), the seed and the random stream's name.
+struct ProbabilityDropout {
+  float p = 0.0f;
+  uint64_t seed = 0;
+  std::string key;
+};
+
 class GraphBuilder {
  public:
   explicit GraphBuilder(Graph& graph) : graph_(graph) {}
@@ -96,12 +104,18 @@ class GraphBuilder {
   // `query` renamed `key`. Returns its output (q's shape) and the per-row
   // log-sum-exp of the scaled logits (q without `head`), all the backward
   // keeps: it recomputes the probabilities block by block.
+  // With `dropout` (rate p > 0), the probabilities are dropped out before
+  // they weigh v: the mask dropout(probs, p, seed, key) draws on the
+  // probabilities laid out as attention_probabilities_shape (ir/attrs.h),
+  // row dim `batch`, so the unfused sequence with that dropout is the same
+  // function.
   struct Attention {
     ValueId tuple, out, lse;
   };
   Attention attention(ValueId q, ValueId k, ValueId v, const std::string& query,
                       const std::string& key, const std::string& head, bool causal, float scale,
-                      const std::string& name = "attention");
+                      const std::string& name = "attention",
+                      const ProbabilityDropout& dropout = {});
 
   ValueId split_dim(ValueId x, const std::string& dim, Shape parts,
                     const std::string& name = "split");

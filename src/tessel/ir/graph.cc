@@ -88,6 +88,7 @@ std::string Graph::to_string() const {
     if (!a.dim.empty()) out << " dim=" << a.dim;
     if (!a.dim2.empty()) out << " dim2=" << a.dim2;
     if (a.scalar != 0.0f) out << " scalar=" << a.scalar;
+    if (a.scalar2 != 0.0f) out << " scalar2=" << a.scalar2;
     if (n.kind == OpKind::kTupleGet) out << " index=" << a.offset;
     if (is_tuple(n)) {
       out << " -> (";

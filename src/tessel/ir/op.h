@@ -100,18 +100,19 @@ inline bool communicates(OpKind kind) {
 
 struct Attrs {
   std::vector<std::string> dims;  // einsum output order; reduce dims; merge dims
-  std::string dim;      // softmax / layernorm / vocab / split / rename-from / dropout row dim
-  std::string dim2;     // causal query dim; merged or renamed-to name
-  Shape shape;          // fill / expand target; split parts; embedding-grad table
-  float scalar = 0.0f;  // scale factor; eps; dropout p; fill value
-  std::string key;      // dropout stream name; all-reduce kind
-  uint64_t seed = 0;    // dropout seed
+  std::string dim;       // softmax / layernorm / vocab / split / rename-from / dropout row dim
+  std::string dim2;      // causal query dim; merged or renamed-to name
+  Shape shape;           // fill / expand target; split parts; embedding-grad table
+  float scalar = 0.0f;   // scale factor; eps; dropout p; fill value
+  float scalar2 = 0.0f;  // attention: dropout p on the probabilities
+  std::string key;       // dropout stream name (dropout, attention); all-reduce kind
+  uint64_t seed = 0;     // dropout seed (dropout, attention)
   // Set on a rank's local graph by the sharding lowering.
   std::string axis;              // mesh axis of a collective; vocab axis of sharded cross-entropy
   int64_t count = 1;             // size of that axis
   int64_t offset = 0;            // coordinate on it; first vocab row of a vocab shard
   int64_t total = 0;             // cross-entropy: rows of the global batch (0: local = global)
-  std::vector<int64_t> offsets;  // dropout, rotary: this shard's offset along each dim
+  std::vector<int64_t> offsets;  // dropout, rotary, attention: this shard's offset along each dim
   bool overlap = false;          // all-reduce of a program output: may be bucketed and overlapped
 };
 

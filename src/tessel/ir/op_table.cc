@@ -414,6 +414,11 @@ void check_attention_operands(const ShapeRuleInput& in) {
   if (!causal.empty() && causal != query)
     TS_THROW(where(in), ": the causal mask's query dim '", causal, "' is not the query dim '",
              query, "'");
+  const float p = attention_dropout_p(in.attrs);
+  if (!(p >= 0.0f && p < 1.0f))
+    TS_THROW(where(in), ": dropout rate ", p, " on the probabilities is outside [0, 1)");
+  if (p > 0.0f && attention_dropout_stream(in.attrs).empty())
+    TS_THROW(where(in), ": dropout on the probabilities needs a stream name");
   if (!causal.empty() && q.size(query) != k.size(key))
     TS_THROW(where(in), ": a causal mask needs query dim ", q.dim(query), " and key dim ",
              k.dim(key), " of equal size");

@@ -8,6 +8,7 @@
 #include "tessel/base/bf16.h"
 #include "tessel/base/error.h"
 #include "tessel/kernels/attention_gemm.h"
+#include "tessel/kernels/dropout.h"
 #include "tessel/kernels/fast_math.h"
 #include "tessel/kernels/row_ops.h"
 
@@ -20,19 +21,22 @@ using attention_gemm::kNr;
 constexpr int64_t kMaxPadded = kMaxAttentionHead;  // head dims padded to kNr stay within it
 static_assert(kMaxAttentionHead % kNr == 0 && kB % kNr == 0 && kB % kMr == 0);
 
-// Element offsets of row r's first element in q, k and lse.
+// Element offsets of row r's first element in q, k and lse; the row's
+// dropout counter (AttentionDropout: base and the row dims' share).
 struct RowBase {
-  int64_t q = 0, k = 0, lse = 0;
+  int64_t q = 0, k = 0, lse = 0, drop = 0;
 };
 
 RowBase row_base(const AttentionLayout& a, int64_t r) {
   RowBase base;
+  base.drop = a.dropout.base;
   for (int i = a.row_rank - 1; i >= 0; --i) {
     const int64_t idx = r % a.row_size[i];
     r /= a.row_size[i];
     base.q += idx * a.q_row[i];
     base.k += idx * a.k_row[i];
     base.lse += idx * a.lse_row[i];
+    base.drop += idx * a.dropout.row[i];
   }
   return base;
 }
@@ -147,6 +151,27 @@ inline int64_t visible(const AttentionLayout& a, int64_t query, int64_t k0, int6
   return std::clamp<int64_t>(query + a.causal_shift - k0 + 1, 0, cols);
 }
 
+// x[0, n), the probabilities (or their gradients) of local query `query`
+// against keys k0, k0 + 1, ..., times the dropout mask (AttentionDropout):
+// kept entries by 1 / (1 - p), dropped ones 0; nothing without dropout.
+// `mark` (the backward's probabilities, >= 0): its dropped entries negated,
+// so the sign bit carries the mask to pair_grads, which then draws nothing.
+void drop_row(const AttentionLayout& a, int64_t row_counter, int64_t query, int64_t k0, int64_t n,
+              float* x, float* mark = nullptr) {
+  const AttentionDropout& d = a.dropout;
+  if (d.p == 0.0f) return;
+  const DropoutMask mask(d.p, d.seed, d.key_hash, d.step);
+  const float keep_scale = mask.keep_scale();
+  const int64_t first = row_counter + (d.query0 + query) * d.query + (d.key0 + k0) * d.key;
+  bool keep[kB];
+  mask.keeps(first, d.key, n, keep);
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) x[j] = blend(keep[j], x[j] * keep_scale, 0.0f);
+  if (!mark) return;
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) mark[j] = blend(keep[j], mark[j], -mark[j]);
+}
+
 // One query block of one row, over every key block it sees.
 void forward_block(const AttentionLayout& a, const RowBase& base, int64_t q0, AttentionInput q,
                    AttentionInput k, AttentionInput v, float* out, float* lse) {
@@ -177,6 +202,7 @@ void forward_block(const AttentionLayout& a, const RowBase& base, int64_t q0, At
         si[j] = fast_exp(a.scale * si[j] - m_new);
         sum += si[j];
       }
+      drop_row(a, base.drop, q0 + i, k0, n, si);  // l sums the probabilities before dropout
       if (a.bf16) round_block(si, n);
       std::fill(si + n, si + kB, 0.0f);
       l[i] = l[i] * alpha + sum;
@@ -227,10 +253,13 @@ void load_keys(const AttentionLayout& a, const RowBase& base, int64_t k0, int64_
 
 // p (recomputed probabilities, masked and padding entries 0) and dp =
 // dout . v^T for the loaded query block q0 (qb, dob, lse; `rows` rows) against
-// key block k0 (kt, vt: its k and v transposed; `cols` keys).
+// key block k0 (kt, vt: its k and v transposed; `cols` keys). With dropout,
+// dp is the probabilities' gradient, dout . v^T times the mask (the row's
+// counter `drop`), and p stays undropped but for its sign, negative where
+// dropped (drop_row's mark); rowsum(p * dp) is still delta.
 void probabilities(const AttentionLayout& a, int64_t q0, int64_t rows, int64_t k0, int64_t cols,
                    const float* qb, const float* dob, const float* lse, const float* kt,
-                   const float* vt, float* p, float* dp) {
+                   const float* vt, float* p, float* dp, int64_t drop) {
   const int64_t d = round_up(a.d, kNr), mp = round_up(rows, kMr);
   product<false>(a.bf16, mp, kB, d, qb, d, kt, kB, p, kB);
   product<false>(a.bf16, mp, kB, d, dob, d, vt, kB, dp, kB);
@@ -241,6 +270,7 @@ void probabilities(const AttentionLayout& a, int64_t q0, int64_t rows, int64_t k
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j) pi[j] = fast_exp(a.scale * pi[j] - shift);
     std::fill(pi + n, pi + kB, 0.0f);
+    drop_row(a, drop, q0 + i, k0, n, dp + i * kB, pi);
   }
 }
 
@@ -260,7 +290,7 @@ void recompute_block(const AttentionLayout& a, const RowBase& base, int64_t q0, 
                      BackwardBlocks& w) {
   const int64_t rows = std::min(kB, a.sq - q0);
   load_queries(a, base, q0, rows, q, lse, dout, w);
-  probabilities(a, q0, rows, k0, cols, w.qb, w.dob, w.lse, w.kt, w.vt, w.p, w.dp);
+  probabilities(a, q0, rows, k0, cols, w.qb, w.dob, w.lse, w.kt, w.vt, w.p, w.dp, base.drop);
 }
 
 // delta[i] += rowsum(p * dp) for the block's rows, summed in one fixed order.
@@ -274,20 +304,26 @@ void add_delta(const float* p, const float* dp, int64_t rows, float* delta) {
 }
 
 // One (query block, key block) pair's gradients given the rows' complete
-// delta: dp becomes ds = scale * p * (dp - delta) (p and ds rounded to bf16
-// for a bf16 program), then dv += p^T dout, dk += ds^T q (the key block's
-// sums) and dqb = ds k (the pair's share of dq), their inner sums within
-// the pair's causal band.
+// delta: dp becomes ds = scale * |p| * (dp - delta), then p is dropped
+// out by its sign (probabilities(); p and ds rounded to bf16 for a bf16
+// program), then dv += p^T dout, dk += ds^T q (the key block's sums) and
+// dqb = ds k (the pair's share of dq), their inner sums within the pair's
+// causal band.
 void pair_grads(const AttentionLayout& a, attention_gemm::Band band, int64_t rows,
                 const float* delta, float* p, float* dp, const float* qb, const float* dob,
                 const float* kb, float* dk, float* dv, float* dqb) {
   const int64_t d = round_up(a.d, kNr), mp = round_up(rows, kMr);
+  const bool drop = a.dropout.p > 0.0f;
+  const float keep_scale = DropoutMask::keep_scale_of(a.dropout.p);
   for (int64_t i = 0; i < mp; ++i) {
     const float di = i < rows ? delta[i] : 0.0f;
     float* pi = p + i * kB;
     float* dsi = dp + i * kB;
 #pragma omp simd
-    for (int64_t j = 0; j < kB; ++j) dsi[j] = a.scale * pi[j] * (dsi[j] - di);
+    for (int64_t j = 0; j < kB; ++j) dsi[j] = a.scale * std::fabs(pi[j]) * (dsi[j] - di);
+    if (!drop) continue;
+#pragma omp simd
+    for (int64_t j = 0; j < kB; ++j) pi[j] = blend(!std::signbit(pi[j]), pi[j] * keep_scale, 0.0f);
   }
   if (a.bf16) {
     round_block(p, mp * kB);
@@ -404,7 +440,7 @@ void backward_row(const AttentionLayout& a, const RowBase& base, AttentionInput 
       const int64_t b = k0 / kB;
       float *p = r.p.data() + b * kB * kB, *dp_b = r.dp.data() + b * kB * kB;
       probabilities(a, q0, rows, k0, std::min(kB, a.sk - k0), w.qb, w.dob, w.lse,
-                    r.kt.data() + b * tile, r.vt.data() + b * tile, p, dp_b);
+                    r.kt.data() + b * tile, r.vt.data() + b * tile, p, dp_b, base.drop);
       add_delta(p, dp_b, rows, delta + q0);
     }
     for (int64_t k0 = 0; k0 < key_end; k0 += kB) {

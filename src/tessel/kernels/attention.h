@@ -26,6 +26,21 @@ inline constexpr int64_t kAttentionBlock = 64;     // query and key rows per blo
 inline constexpr int64_t kMaxAttentionHead = 128;  // head dim; blocks live on the stack
 inline constexpr int kMaxAttentionRowDims = 6;
 
+// Dropout on the probabilities (p > 0): entry (row r, query i, key j) is
+// kept, times 1 / (1 - p), iff DropoutMask(p, seed, key_hash, step) keeps
+// counter base + sum_d idx_d(r) * row[d] + (query0 + i) * query +
+// (key0 + j) * key (kernels/dropout.h): a pure function of global indices,
+// so every sharding and the backward's recomputation draw the same mask.
+// out = D(P) v, D the scaled mask; the backward forms the same blocks.
+struct AttentionDropout {
+  float p = 0.0f;
+  uint64_t seed = 0, key_hash = 0, step = 0;
+  int64_t base = 0;                        // shard offsets of the row dims folded in
+  int64_t row[kMaxAttentionRowDims] = {};  // counter stride of each row dim
+  int64_t query = 0, key = 0;              // counter strides of the positions
+  int64_t query0 = 0, key0 = 0;            // global position of the first query, key
+};
+
 // Where each value lives: `rows` independent attentions (batch, heads...),
 // the product of up to kMaxAttentionRowDims dims; strides in elements. q,
 // out, dout and dq share q's strides; k, v, dk and dv share k's.
@@ -46,6 +61,7 @@ struct AttentionLayout {
   // Backward: delta, dq, dk and dv are added to rather than written (ring
   // attention sums them over key chunks, dk and dv over query chunks).
   bool accumulate = false;
+  AttentionDropout dropout;
 
   int64_t rows() const;
 };

@@ -4,28 +4,40 @@
 #include <vector>
 
 #include "tessel/kernels/attention.h"
+#include "tessel/kernels/dropout.h"
 
 namespace tessel::kernels {
 namespace {
 
 struct Row {
-  int64_t q = 0, k = 0, lse = 0;
+  int64_t q = 0, k = 0, lse = 0, drop = 0;
 };
 
 Row row_at(const AttentionLayout& a, int64_t r) {
   Row base;
+  base.drop = a.dropout.base;
   for (int i = a.row_rank - 1; i >= 0; --i) {
     const int64_t idx = r % a.row_size[i];
     r /= a.row_size[i];
     base.q += idx * a.q_row[i];
     base.k += idx * a.k_row[i];
     base.lse += idx * a.lse_row[i];
+    base.drop += idx * a.dropout.row[i];
   }
   return base;
 }
 
 double at(const float* x, int64_t base, int64_t seq, int64_t i, int64_t head, int64_t c) {
   return x[base + i * seq + c * head];
+}
+
+// The dropout factor of (query i, key j): 1 / (1 - p) kept, 0 dropped, 1
+// without dropout.
+double drop(const AttentionLayout& a, const Row& r, int64_t i, int64_t j) {
+  const AttentionDropout& d = a.dropout;
+  if (d.p == 0.0f) return 1.0;
+  const int64_t counter = r.drop + (d.query0 + i) * d.query + (d.key0 + j) * d.key;
+  return DropoutMask(d.p, d.seed, d.key_hash, d.step).keep(counter) ? 1.0 / (1.0 - d.p) : 0.0;
 }
 
 // Row i's probabilities over the keys it sees; returns how many.
@@ -59,7 +71,8 @@ void attention_forward_ref(const AttentionLayout& a, const float* q, const float
       const int64_t n = probabilities(a, r, q, k, i, p, &log_sum);
       for (int64_t c = 0; c < a.d; ++c) {
         double o = 0;
-        for (int64_t j = 0; j < n; ++j) o += p[j] * at(v, r.k, a.k_seq, j, a.k_head, c);
+        for (int64_t j = 0; j < n; ++j)
+          o += drop(a, r, i, j) * p[j] * at(v, r.k, a.k_seq, j, a.k_head, c);
         out[r.q + i * a.q_seq + c * a.q_head] = static_cast<float>(o);
       }
       lse[r.lse + i * a.lse_seq] = static_cast<float>(log_sum);
@@ -84,13 +97,13 @@ void attention_backward_ref(const AttentionLayout& a, const float* q, const floa
         double dp = 0;
         for (int64_t c = 0; c < a.d; ++c)
           dp += at(dout, r.q, a.q_seq, i, a.q_head, c) * at(v, r.k, a.k_seq, j, a.k_head, c);
-        ds[j] = dp;
-        delta += p[j] * dp;
+        ds[j] = drop(a, r, i, j) * dp;  // the gradient of the probabilities
+        delta += p[j] * ds[j];
       }
       for (int64_t j = 0; j < n; ++j) {
-        const double g = a.scale * p[j] * (ds[j] - delta);
+        const double g = a.scale * p[j] * (ds[j] - delta), kept = drop(a, r, i, j) * p[j];
         for (int64_t c = 0; c < a.d; ++c) {
-          gv[j * a.d + c] += p[j] * at(dout, r.q, a.q_seq, i, a.q_head, c);
+          gv[j * a.d + c] += kept * at(dout, r.q, a.q_seq, i, a.q_head, c);
           gk[j * a.d + c] += g * at(q, r.q, a.q_seq, i, a.q_head, c);
           gq[i * a.d + c] += g * at(k, r.k, a.k_seq, j, a.k_head, c);
         }

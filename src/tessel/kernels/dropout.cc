@@ -14,14 +14,20 @@ void check_p(float p) {
   if (!(p >= 0.0f && p <= 1.0f)) TS_THROW("dropout: probability ", p, " is outside [0, 1]");
 }
 
+}  // namespace
+
 // The step's low 32 bits are the Philox lane (a counter word); the high bits,
 // zero in any real run, are folded into the key.
-PhiloxStream stream_of(uint64_t seed, uint64_t key_hash, uint64_t step) {
-  return PhiloxStream(seed, key_hash ^ ((step >> 32) * 0x9E3779B97F4A7C15ull));
-}
-uint32_t lane_of(uint64_t step) { return static_cast<uint32_t>(step); }
+DropoutMask::DropoutMask(float p, uint64_t seed, uint64_t key_hash, uint64_t step)
+    : stream_(seed, key_hash ^ ((step >> 32) * 0x9E3779B97F4A7C15ull)),
+      lane_(static_cast<uint32_t>(step)),
+      p_(p) {}
 
-}  // namespace
+void DropoutMask::keeps(int64_t first, int64_t stride, int64_t n, bool* keep) const {
+  float u[kMaxKeeps];
+  stream_.uniforms(static_cast<uint64_t>(first), stride, n, lane_, u);
+  for (int64_t i = 0; i < n; ++i) keep[i] = u[i] >= p_;
+}
 
 void dropout(const float* x, float* y, int64_t n, float p, uint64_t seed, uint64_t key_hash,
              uint64_t step, int64_t index_offset, int64_t index_stride) {
@@ -30,20 +36,16 @@ void dropout(const float* x, float* y, int64_t n, float p, uint64_t seed, uint64
     if (x != y) std::copy(x, x + n, y);
     return;
   }
-  const PhiloxStream stream = stream_of(seed, key_hash, step);
-  const uint32_t lane = lane_of(step);
-  const float keep_scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+  const DropoutMask mask(p, seed, key_hash, step);
+  const float keep_scale = mask.keep_scale();
   // Philox dominates the cost (~10 rounds per element), so parallelise early.
-  constexpr int64_t kBlock = 256;
+  constexpr int64_t kBlock = DropoutMask::kMaxKeeps;
   const int64_t blocks = (n + kBlock - 1) / kBlock;
 #pragma omp parallel for schedule(static) if (n > kParallelGrain / 16)
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t begin = b * kBlock, w = std::min(kBlock, n - begin);
     bool keep[kBlock];
-    for (int64_t i = 0; i < w; ++i) {
-      const int64_t index = index_offset + (begin + i) * index_stride;
-      keep[i] = stream.uniform(static_cast<uint64_t>(index), lane) >= p;
-    }
+    mask.keeps(index_offset + begin * index_stride, index_stride, w, keep);
     // Dropped elements are exact zeros even where x is inf or NaN.
 #pragma omp simd
     for (int64_t i = 0; i < w; ++i) y[begin + i] = blend(keep[i], x[begin + i] * keep_scale, 0.0f);
@@ -53,10 +55,9 @@ void dropout(const float* x, float* y, int64_t n, float p, uint64_t seed, uint64
 void dropout_ref(const float* x, float* y, int64_t n, float p, uint64_t seed, uint64_t key_hash,
                  uint64_t step, int64_t index_offset, int64_t index_stride) {
   check_p(p);
-  const PhiloxStream stream = stream_of(seed, key_hash, step);
+  const DropoutMask mask(p, seed, key_hash, step);
   for (int64_t i = 0; i < n; ++i) {
-    const int64_t index = index_offset + i * index_stride;
-    const bool keep = stream.uniform(static_cast<uint64_t>(index), lane_of(step)) >= p;
+    const bool keep = mask.keep(index_offset + i * index_stride);
     y[i] = keep ? static_cast<float>(static_cast<double>(x[i]) / (1.0 - p)) : 0.0f;
   }
 }

@@ -13,7 +13,30 @@
 
 #include <cstdint>
 
+#include "tessel/base/philox.h"
+
 namespace tessel::kernels {
+
+// The mask dropout() draws (fused attention draws the mask of its
+// probabilities with it: kernels/attention.h).
+class DropoutMask {
+ public:
+  DropoutMask(float p, uint64_t seed, uint64_t key_hash, uint64_t step);
+  bool keep(int64_t index) const {
+    return stream_.uniform(static_cast<uint64_t>(index), lane_) >= p_;
+  }
+  // keep[i] = keep(first + i * stride) for i in [0, n), n <= kMaxKeeps, on
+  // PhiloxStream::uniforms (many counters at a time).
+  static constexpr int64_t kMaxKeeps = 256;
+  void keeps(int64_t first, int64_t stride, int64_t n, bool* keep) const;
+  float keep_scale() const { return keep_scale_of(p_); }
+  static float keep_scale_of(float p) { return p < 1.0f ? 1.0f / (1.0f - p) : 0.0f; }  // 1/(1-p)
+
+ private:
+  PhiloxStream stream_;
+  uint32_t lane_;
+  float p_;
+};
 
 // x (n) -> y (n). p in [0, 1], else tessel::Error. y may alias x.
 void dropout(const float* x, float* y, int64_t n, float p, uint64_t seed, uint64_t key_hash,

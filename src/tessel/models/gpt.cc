@@ -12,7 +12,9 @@ struct Dims {
   Dim batch, seq, embed, heads, head, hidden, vocab;
 };
 
-ValueId attention(GraphBuilder& b, const Dims& d, ValueId x, bool fused) {
+// `drop`: dropout on the probabilities (rate 0: none), one stream per block.
+ValueId attention(GraphBuilder& b, const Dims& d, ValueId x, bool fused,
+                  const ProbabilityDropout& drop) {
   GraphBuilder::Scope scope(b, "attn");
   const ParamInit zeros{ParamInit::kZeros};
   // The key projection has no bias: adding b to every key shifts each
@@ -32,10 +34,11 @@ ValueId attention(GraphBuilder& b, const Dims& d, ValueId x, bool fused) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(d.head.size));
   ValueId mixed;
   if (fused) {
-    mixed = b.attention(q, k, v, kSeqDim, kKeySeqDim, "head", true, scale, "core").out;
+    mixed = b.attention(q, k, v, kSeqDim, kKeySeqDim, "head", true, scale, "core", drop).out;
   } else {
     ValueId scores = b.einsum(q, k, {kBatchDim, "heads", kSeqDim, kKeySeqDim}, "scores");
     ValueId probs = b.softmax(scores, kKeySeqDim, scale, kSeqDim, "probs");
+    if (drop.p > 0.0f) probs = b.dropout(probs, drop.p, drop.seed, drop.key);
     mixed = b.einsum(probs, v, {kBatchDim, kSeqDim, "heads", "head"}, "mix");
   }
   ValueId wo = b.param("wo", Shape{d.heads, d.head, d.embed});
@@ -81,11 +84,14 @@ GptGraph build_gpt(GraphBuilder& b, const GptConfig& c, int64_t batch, bool trai
   ValueId x = b.add(b.embedding(wte, g.tokens, "vocab", "tok_emb"),
                     b.rename(wpe, "pos", kSeqDim, "pos_emb"), "emb");
   x = residual_dropout(b, x, c, training, "emb_dropout");
+  const ProbabilityDropout probs_dropout{training ? c.attention_dropout : 0.0f, c.seed,
+                                         "probs_dropout"};
   for (int64_t layer = 0; layer < c.n_layer; ++layer) {
     GraphBuilder::Scope scope(b, block_scope(static_cast<int>(layer)));
     x = b.add(x,
-              residual_dropout(b, attention(b, d, layernorm(b, d, x, "ln1"), c.fused_attention), c,
-                               training, "attn_dropout"),
+              residual_dropout(
+                  b, attention(b, d, layernorm(b, d, x, "ln1"), c.fused_attention, probs_dropout),
+                  c, training, "attn_dropout"),
               "attn_residual");
     x = b.add(x,
               residual_dropout(b, mlp(b, d, layernorm(b, d, x, "ln2")), c, training, "mlp_dropout"),

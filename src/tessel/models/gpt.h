@@ -21,6 +21,9 @@ struct GptConfig {
   // einsum, causal softmax, einsum: the same numbers (within 1e-6 in f32)
   // without the stored (batch, heads, seq, kseq) probabilities.
   bool fused_attention = true;
+  // Dropout on the attention probabilities (0: none), drawn alike fused and
+  // unfused (ir/builder.h, attention).
+  float attention_dropout = 0.0f;
 };
 
 struct GptGraph {

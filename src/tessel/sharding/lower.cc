@@ -282,6 +282,7 @@ class Lowering {
           a.count = mesh_.axis(axis).size;
           a.offset = coords_[axis];
         }
+        if (attention_dropout_p(a) > 0.0f) attention_dropout_shard(node, need, a);
         break;
       case OpKind::kEmbeddingGrad:
         a.shape = produced.local_shape(node.shape, mesh_);
@@ -298,6 +299,21 @@ class Lowering {
         break;
     }
     return a;
+  }
+
+  // Dropout on attention's probabilities draws by global index: their
+  // global shape and this rank's offset along each dim, from q's and k's
+  // shardings (the ring puts its query and key halves in place itself).
+  void attention_dropout_shard(const Node& node, const std::vector<Sharding>& need, Attrs& a) {
+    const Shape &q = global_.node(node.inputs[0]).shape, &k = global_.node(node.inputs[1]).shape;
+    a.shape = attention_probabilities_shape(a, q, k);
+    const std::vector<int64_t> q_at = need[0].local_offsets(q, mesh_, coords_),
+                               k_at = need[1].local_offsets(k, mesh_, coords_);
+    a.offsets.clear();
+    for (const Dim& d : a.shape.dims()) {
+      const bool key = d.name == attention_dims(a)[1];
+      a.offsets.push_back(key ? k_at[*k.index_of(d.name)] : q_at[*q.index_of(d.name)]);
+    }
   }
 
   // Marks a vocab-sharded op: the axis, its size and the first vocab row here.

@@ -2,11 +2,52 @@
 
 #include <cstdint>
 
+#include "tessel/backend/cpu/dropout_op.h"
 #include "tessel/base/error.h"
+#include "tessel/base/philox.h"
 #include "tessel/ir/attrs.h"
+#include "tessel/ir/model_contract.h"
 #include "tessel/kernels/attention.h"
 
 namespace tessel {
+namespace {
+
+// The counters of the dropout on the probabilities: dropout's
+// (dropout_counters) over their global shape, row dim `batch`, the shard's
+// offsets along the row dims folded into the base and along the query and
+// key dims into their first positions.
+kernels::AttentionDropout attention_dropout_of(const OpCall& call, const Shape& q, const Shape& k) {
+  const Attrs& a = call.node.attrs;
+  kernels::AttentionDropout d;
+  d.p = attention_dropout_p(a);
+  if (d.p == 0.0f) return d;
+  d.seed = a.seed;
+  d.key_hash = hash_name(attention_dropout_stream(a));
+  d.step = static_cast<uint64_t>(call.position.step);
+  // An unlowered graph (a single process without lowering): local is global.
+  const bool sharded = !a.offsets.empty();
+  const Shape probs = attention_probabilities_shape(a, q, k);
+  const Shape& global = sharded ? a.shape : probs;
+  TS_CHECK(global.names() == probs.names() &&
+               (!sharded || static_cast<int>(a.offsets.size()) == probs.rank()),
+           "attention '", call.node.name, "': dropout over ", global, " with ", a.offsets.size(),
+           " shard offsets, its probabilities are ", probs);
+  const DropoutCounters c = dropout_counters(global, global.index_of(kBatchDim).value_or(-1));
+  const int rows = probs.rank() - 2;
+  auto offset = [&](int i) { return sharded ? a.offsets[i] : int64_t{0}; };
+  d.base = call.position.microbatch * c.microbatch;
+  for (int i = 0; i < rows; ++i) {
+    d.row[i] = c.stride[i];
+    d.base += offset(i) * c.stride[i];
+  }
+  d.query = c.stride[rows];
+  d.key = c.stride[rows + 1];
+  d.query0 = offset(rows);
+  d.key0 = offset(rows + 1);
+  return d;
+}
+
+}  // namespace
 
 kernels::AttentionLayout attention_layout_of(const OpCall& call) {
   const Attrs& a = call.node.attrs;
@@ -37,6 +78,7 @@ kernels::AttentionLayout attention_layout_of(const OpCall& call) {
   l.causal = !causal_query_dim(a).empty();
   l.scale = attention_scale(a);
   l.bf16 = call.bf16_operands;
+  l.dropout = attention_dropout_of(call, q, k);
   return l;
 }
 

@@ -10,6 +10,25 @@
 
 namespace tessel {
 
+// Counter stride of each dim: the row dim strides by a whole row, the
+// others row-major over the remaining dims at their global sizes; a
+// micro-batch is the global rows (one row without a row dim).
+DropoutCounters dropout_counters(const Shape& global, int row) {
+  const int rank = global.rank();
+  TS_CHECK(rank <= DropoutCounters::kMaxRank, "dropout: rank ", rank, " exceeds ",
+           DropoutCounters::kMaxRank);
+  DropoutCounters c;
+  int64_t row_numel = 1;
+  for (int i = rank - 1; i >= 0; --i) {
+    if (i == row) continue;
+    c.stride[i] = row_numel;
+    row_numel *= global[i].size;
+  }
+  if (row >= 0) c.stride[row] = row_numel;
+  c.microbatch = (row >= 0 ? global[row].size : 1) * row_numel;
+  return c;
+}
+
 void execute_dropout(const OpCall& call) {
   const Attrs& at = call.node.attrs;
   const Shape& local = call.node.shape;
@@ -25,23 +44,12 @@ void execute_dropout(const OpCall& call) {
   if (!dropout_row_dim(at).empty() && row < 0)
     TS_THROW("dropout '", call.node.name, "': row dim '", dropout_row_dim(at), "' is not in ",
              local.to_string());
-  // Counter stride of each dim: the row dim strides by a whole row, the
-  // others row-major over the remaining dims at their global sizes.
-  constexpr int kMaxRank = 8;  // fixed storage: a run allocates nothing
-  if (rank > kMaxRank)
-    TS_THROW("dropout '", call.node.name, "': rank ", rank, " exceeds ", kMaxRank);
-  std::array<int64_t, kMaxRank> stride{};
-  int64_t row_numel = 1;
-  for (int i = rank - 1; i >= 0; --i) {
-    if (i == row) continue;
-    stride[i] = row_numel;
-    row_numel *= global[i].size;
-  }
-  const int64_t rows = row >= 0 ? global[row].size : 1;
-  if (row >= 0) stride[row] = row_numel;
+  if (rank > DropoutCounters::kMaxRank)
+    TS_THROW("dropout '", call.node.name, "': rank ", rank, " exceeds ", DropoutCounters::kMaxRank);
+  const DropoutCounters counters = dropout_counters(global, row);
+  const std::array<int64_t, DropoutCounters::kMaxRank>& stride = counters.stride;
   auto offset = [&](int i) { return sharded ? at.offsets[i] : int64_t{0}; };
-  // The micro-batch's first global row (a node without a row dim: one row per micro-batch).
-  const int64_t base = call.position.microbatch * rows * row_numel;
+  const int64_t base = call.position.microbatch * counters.microbatch;
 
   const uint64_t step = static_cast<uint64_t>(call.position.step);
   const uint64_t key = hash_name(dropout_stream(at));

@@ -16,9 +16,24 @@
 // so does a recomputed clone.
 #pragma once
 
+#include <array>
+#include <cstdint>
+
 #include "tessel/backend/op_call.h"
 
 namespace tessel {
+
+// The counters a dropout over the global shape `global` draws, its row dim
+// at index `row` (-1: none): element (c_0, ..., c_n-1) of micro-batch m (all
+// global coordinates) draws m * microbatch + sum c_i * stride[i]. The fused
+// attention op draws its probabilities' mask the same way
+// (backend/cpu/attention_op.h).
+struct DropoutCounters {
+  static constexpr int kMaxRank = 8;  // fixed storage: a run allocates nothing
+  std::array<int64_t, kMaxRank> stride{};
+  int64_t microbatch = 0;
+};
+DropoutCounters dropout_counters(const Shape& global, int row);
 
 // Runs a dropout node (whole, or a rank's shard: attrs.offsets and the global attrs.shape).
 void execute_dropout(const OpCall& call);

@@ -64,7 +64,9 @@ void for_each_half_pair(const OpCall& call, const Ring& ring, int owner, F f) {
                     kh = half_at(HalfOrder::kBalanced, owner, ring.size, b);
       if (p.l.causal && kh > qh) continue;
       p.l.causal_shift = (qh - kh) * p.l.sq;  // causal: sq == sk
-      p.l.accumulate = true;                  // the backward sums over pairs (the forward merges)
+      p.l.dropout.query0 = qh * p.l.sq;       // the halves' global positions
+      p.l.dropout.key0 = kh * p.l.sk;
+      p.l.accumulate = true;  // the backward sums over pairs (the forward merges)
       p.q = a * p.l.sq * p.l.q_seq;
       p.k = b * p.l.sk * p.l.k_seq;
       p.lse = a * p.l.sq * p.l.lse_seq;
