@@ -9,6 +9,7 @@
 // `GFLOPs` counts the causal half of the q.k and p.v products (4 s^2 d / 2
 // per row forward, 2.5 times that backward), as FlashAttention's papers do.
 #include <benchmark/benchmark.h>
+#include <omp.h>
 
 #include <cmath>
 #include <cstdint>
@@ -35,6 +36,7 @@ std::vector<float> uniform(int64_t n, uint64_t seed) {
 struct AttentionCase {
   AttentionLayout layout;
   std::vector<float> q, k, v, dout, out, lse, dq, dk, dv, scratch;
+  int threads = omp_get_max_threads();  // the backward's scratch has a block for each
   std::vector<uint16_t> q16, k16, v16, dout16;
 
   AttentionCase(int64_t batch, int64_t seq, bool bf16) {
@@ -58,7 +60,7 @@ struct AttentionCase {
     q = uniform(n, 1), k = uniform(n, 2), v = uniform(n, 3), dout = uniform(n, 4);
     out.resize(n), dq.resize(n), dk.resize(n), dv.resize(n);
     lse.resize(batch * kAttnHeads * seq);
-    scratch.resize(attention_backward_scratch_floats(a));
+    scratch.resize(attention_backward_scratch_floats(a, threads));
     for (auto [from, to] : {std::pair{&q, &q16}, {&k, &k16}, {&v, &v16}, {&dout, &dout16}}) {
       to->resize(n);
       round_to_bf16(from->data(), to->data(), n);
@@ -72,7 +74,7 @@ struct AttentionCase {
   }
   void backward() {
     attention_backward(layout, in(q, q16), in(k, k16), in(v, v16), lse.data(), in(dout, dout16),
-                       dq.data(), dk.data(), dv.data(), scratch.data());
+                       dq.data(), dk.data(), dv.data(), scratch.data(), threads);
   }
   void backward_two_passes() {  // the ring's entry points: deltas, then gradients
     attention_backward_delta(layout, in(q, q16), in(k, k16), in(v, v16), lse.data(),

@@ -79,10 +79,11 @@ TEST(AttentionChunks, CausalChunkPairsMergeToTheWholeAttention) {
   const int64_t n = kHeads * kSeq * kHead;
   const std::vector<float> q = random_values(n, 1), k = random_values(n, 2),
                            v = random_values(n, 3), dout = random_values(n, 4);
-  std::vector<float> out(n), lse(kHeads * kSeq), dq(n), dk(n), dv(n), scratch(kHeads * kSeq);
+  std::vector<float> out(n), lse(kHeads * kSeq), dq(n), dk(n), dv(n),
+      scratch(attention_backward_scratch_floats(layout(kSeq), 2));
   attention_forward(layout(kSeq), in(q, 0), in(k, 0), in(v, 0), out.data(), lse.data());
   attention_backward(layout(kSeq), in(q, 0), in(k, 0), in(v, 0), lse.data(), in(dout, 0), dq.data(),
-                     dk.data(), dv.data(), scratch.data());
+                     dk.data(), dv.data(), scratch.data(), 2);
 
   std::vector<float> c_out(n), c_lse(kHeads * kSeq), p_out(n), p_lse(kHeads * kSeq);
   std::vector<float> c_dq(n, 0.0f), c_dk(n, 0.0f), c_dv(n, 0.0f);
@@ -131,10 +132,11 @@ TEST(AttentionChunks, BalancedHalfPairsMergeToTheWholeAttentionWithEqualWorkPerS
   const int64_t half = kChunk / 2, n = kHeads * kSeq * kHead;
   const std::vector<float> q = random_values(n, 5), k = random_values(n, 6),
                            v = random_values(n, 7), dout = random_values(n, 8);
-  std::vector<float> out(n), lse(kHeads * kSeq), dq(n), dk(n), dv(n), scratch(kHeads * kSeq);
+  std::vector<float> out(n), lse(kHeads * kSeq), dq(n), dk(n), dv(n),
+      scratch(attention_backward_scratch_floats(layout(kSeq), 2));
   attention_forward(layout(kSeq), in(q, 0), in(k, 0), in(v, 0), out.data(), lse.data());
   attention_backward(layout(kSeq), in(q, 0), in(k, 0), in(v, 0), lse.data(), in(dout, 0), dq.data(),
-                     dk.data(), dv.data(), scratch.data());
+                     dk.data(), dv.data(), scratch.data(), 2);
   // Each rank's ring: calls f(query half, key half) for the half pairs it
   // computes, step by step, and checks each step's work (a diagonal half
   // pair is half a full one) is the same on every rank: two full half pairs.
@@ -209,11 +211,13 @@ TEST(AttentionChunks, OnePassBackwardIsBitwiseTheTwoPasses) {
         AttentionLayout a = layout(len);
         a.causal = causal;
         a.bf16 = bf16;
-        std::vector<float> out(n), lse(kHeads * kSeq), delta(kHeads * len);
+        std::vector<float> out(n), lse(kHeads * kSeq),
+            scratch(attention_backward_scratch_floats(a, 2));
         attention_forward(a, in(q, 0), in(k, 0), in(v, 0), out.data(), lse.data());
         std::vector<float> dq(n, 0.0f), dk(n, 0.0f), dv(n, 0.0f);
         attention_backward(a, in(q, 0), in(k, 0), in(v, 0), lse.data(), in(dout, 0), dq.data(),
-                           dk.data(), dv.data(), delta.data());
+                           dk.data(), dv.data(), scratch.data(), 2);
+        const std::vector<float> delta(scratch.begin(), scratch.begin() + kHeads * len);
         std::vector<float> dq2(n, 0.0f), dk2(n, 0.0f), dv2(n, 0.0f), delta2(kHeads * len);
         attention_backward_delta(a, in(q, 0), in(k, 0), in(v, 0), lse.data(), in(dout, 0),
                                  delta2.data());

@@ -1,9 +1,10 @@
 #include "tessel/kernels/attention.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <vector>
 
 #include "tessel/base/bf16.h"
 #include "tessel/base/error.h"
@@ -355,24 +356,34 @@ void backward_grads(const AttentionLayout& a, const RowBase& base, AttentionInpu
   }
 }
 
-// The one-pass backward's working memory for a row (one thread's, reused
-// for each row it runs): the row's keys gathered once, one query block's p
-// and dp against every key block, and the row's dk and dv sums. Heap, not
-// the memory plan: per thread (2 * kB + 5 * dp) * sk floats, about 2.5 MiB
-// at 2048 keys of head dim 64.
+// The one-pass backward's working memory for a row (one thread's block of
+// the scratch, reused for each row it runs): the row's keys gathered once,
+// one query block's p and dp against every key block, and the row's dk and
+// dv sums. (2 * kB + 5 * dp) * sk' floats (sk' the keys rounded up to kB),
+// about 2.5 MiB at 2048 keys of head dim 64.
 struct RowBackward {
-  std::vector<float> kt, vt, kb;  // per key block: its k, v transposed, its k rows
-  std::vector<float> p, dp;       // per key block: kB x kB
-  std::vector<float> dk, dv;      // per key block: kB x dp
+  float *kt, *vt, *kb;  // per key block: its k, v transposed, its k rows
+  float *p, *dp;        // per key block: kB x kB
+  float *dk, *dv;       // per key block: kB x dp
+  int64_t padded;       // floats in each of kt, vt, kb, dk, dv
 
-  void size_for(const AttentionLayout& a) {
-    const size_t keys = static_cast<size_t>(round_up(a.sk, kB));
-    const size_t padded = keys * static_cast<size_t>(round_up(a.d, kNr));
-    for (auto* x : {&kt, &vt, &kb, &dk, &dv}) x->resize(padded);
-    p.resize(keys * kB);
-    dp.resize(keys * kB);
+  static int64_t floats(const AttentionLayout& a) {
+    const int64_t keys = round_up(a.sk, kB);
+    return 5 * keys * round_up(a.d, kNr) + 2 * keys * kB;
+  }
+  RowBackward(const AttentionLayout& a, float* block) {
+    const int64_t keys = round_up(a.sk, kB);
+    padded = keys * round_up(a.d, kNr);
+    float** views[] = {&kt, &vt, &kb, &dk, &dv};
+    for (float** x : views) *x = block, block += padded;
+    p = block;
+    dp = p + keys * kB;
   }
 };
+
+// The delta part of the backward's scratch, rounded up to whole cache lines
+// so each thread's block starts on one.
+int64_t delta_floats(const AttentionLayout& a) { return round_up(a.rows() * a.sq, 16); }
 
 // A row's backward in one pass over its query blocks: per query block, p and
 // dp against every key block it sees (two products each), delta summed from
@@ -387,12 +398,12 @@ void backward_row(const AttentionLayout& a, const RowBase& base, AttentionInput 
   const int64_t d = a.d, dp = round_up(d, kNr), tile = dp * kB;
   for (int64_t k0 = 0; k0 < a.sk; k0 += kB) {
     const int64_t cols = std::min(kB, a.sk - k0), at = k0 / kB * tile;
-    gather_cols(k, base.k, a.k_seq, a.k_head, k0, cols, d, dp, a.bf16, r.kt.data() + at);
-    gather_cols(v, base.k, a.k_seq, a.k_head, k0, cols, d, dp, a.bf16, r.vt.data() + at);
-    gather_rows(k, base.k, a.k_seq, a.k_head, k0, cols, d, dp, a.bf16, r.kb.data() + at);
+    gather_cols(k, base.k, a.k_seq, a.k_head, k0, cols, d, dp, a.bf16, r.kt + at);
+    gather_cols(v, base.k, a.k_seq, a.k_head, k0, cols, d, dp, a.bf16, r.vt + at);
+    gather_rows(k, base.k, a.k_seq, a.k_head, k0, cols, d, dp, a.bf16, r.kb + at);
   }
-  std::fill(r.dk.begin(), r.dk.end(), 0.0f);
-  std::fill(r.dv.begin(), r.dv.end(), 0.0f);
+  std::fill(r.dk, r.dk + r.padded, 0.0f);
+  std::fill(r.dv, r.dv + r.padded, 0.0f);
   std::fill(delta, delta + a.sq, 0.0f);
   clear_dq(a, base, dq);
   for (int64_t q0 = 0; q0 < a.sq; q0 += kB) {
@@ -402,23 +413,22 @@ void backward_row(const AttentionLayout& a, const RowBase& base, AttentionInput 
     load_queries(a, base, q0, rows, q, lse, dout, w);
     for (int64_t k0 = 0; k0 < key_end; k0 += kB) {
       const int64_t b = k0 / kB;
-      float *p = r.p.data() + b * kB * kB, *dp_b = r.dp.data() + b * kB * kB;
-      probabilities(a, q0, rows, k0, std::min(kB, a.sk - k0), w.qb, w.dob, w.lse,
-                    r.kt.data() + b * tile, r.vt.data() + b * tile, p, dp_b);
+      float *p = r.p + b * kB * kB, *dp_b = r.dp + b * kB * kB;
+      probabilities(a, q0, rows, k0, std::min(kB, a.sk - k0), w.qb, w.dob, w.lse, r.kt + b * tile,
+                    r.vt + b * tile, p, dp_b);
       add_delta(p, dp_b, rows, delta + q0);
     }
     for (int64_t k0 = 0; k0 < key_end; k0 += kB) {
       const int64_t b = k0 / kB;
-      pair_grads(a, causal_band(a, q0, k0), rows, delta + q0, r.p.data() + b * kB * kB,
-                 r.dp.data() + b * kB * kB, w.qb, w.dob, r.kb.data() + b * tile,
-                 r.dk.data() + b * tile, r.dv.data() + b * tile, w.dqb);
+      pair_grads(a, causal_band(a, q0, k0), rows, delta + q0, r.p + b * kB * kB, r.dp + b * kB * kB,
+                 w.qb, w.dob, r.kb + b * tile, r.dk + b * tile, r.dv + b * tile, w.dqb);
       scatter_rows(w.dqb, dp, rows, d, dq + base.q, a.q_seq, a.q_head, q0, true);
     }
   }
   for (int64_t k0 = 0; k0 < a.sk; k0 += kB) {
     const int64_t cols = std::min(kB, a.sk - k0), at = k0 / kB * tile;
-    scatter_rows(r.dk.data() + at, dp, cols, d, dk + base.k, a.k_seq, a.k_head, k0, false);
-    scatter_rows(r.dv.data() + at, dp, cols, d, dv + base.k, a.k_seq, a.k_head, k0, false);
+    scatter_rows(r.dk + at, dp, cols, d, dk + base.k, a.k_seq, a.k_head, k0, false);
+    scatter_rows(r.dv + at, dp, cols, d, dv + base.k, a.k_seq, a.k_head, k0, false);
   }
 }
 
@@ -439,18 +449,25 @@ void attention_forward(const AttentionLayout& a, AttentionInput q, AttentionInpu
     forward_block(a, row_base(a, t / blocks), t % blocks * kB, q, k, v, out, lse);
 }
 
+int64_t attention_backward_scratch_floats(const AttentionLayout& a, int threads) {
+  return delta_floats(a) + std::max(threads, 1) * RowBackward::floats(a);
+}
+
 void attention_backward(const AttentionLayout& a, AttentionInput q, AttentionInput k,
                         AttentionInput v, const float* lse, AttentionInput dout, float* dq,
-                        float* dk, float* dv, float* scratch) {
+                        float* dk, float* dv, float* scratch, int threads) {
   check(a);
   TS_CHECK(!a.accumulate,
            "attention_backward writes its gradients (accumulate is for the ring's "
            "two passes)");
+  TS_CHECK(threads >= 1, "attention_backward: scratch for ", threads, " threads");
   const int64_t rows = a.rows();
-#pragma omp parallel if (rows > 1)
+  // At most the threads the scratch has blocks for (the count may have been
+  // raised since it was planned); results do not depend on the count.
+  const int team = std::min(threads, omp_get_max_threads());
+#pragma omp parallel num_threads(team) if (rows > 1)
   {
-    RowBackward row;
-    row.size_for(a);
+    RowBackward row(a, scratch + delta_floats(a) + omp_get_thread_num() * RowBackward::floats(a));
 #pragma omp for schedule(dynamic, 1)
     for (int64_t r = 0; r < rows; ++r) {
       BackwardBlocks w;  // about 290 KB at the largest head dim

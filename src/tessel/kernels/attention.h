@@ -61,15 +61,20 @@ struct AttentionInput {
 void attention_forward(const AttentionLayout& a, AttentionInput q, AttentionInput k,
                        AttentionInput v, float* out, float* lse);
 
-// dq, dk and dv are written (not accumulated; a.accumulate is refused);
-// scratch holds rows() * sq floats (each query's delta = rowsum(p * dp)).
-// Besides it, each thread allocates (2 * kAttentionBlock + 5 * d') * sk
-// floats of working memory (d' the head dim rounded up to 32): the row's
-// keys, one query block's p and dp, the row's dk and dv sums. Bitwise the
-// same results as attention_backward_delta then attention_backward_grads.
+// dq, dk and dv are written (not accumulated; a.accumulate is refused).
+// scratch holds attention_backward_scratch_floats(a, threads) floats: each
+// query's delta = rowsum(p * dp) (rows() * sq floats), then one block per
+// thread of (2 * kAttentionBlock + 5 * d') * sk' floats (d' the head dim
+// rounded up to 32, sk' the keys to kAttentionBlock): the row's keys, one
+// query block's p and dp, the row's dk and dv sums. It runs on at most
+// `threads` threads, whatever OpenMP's count (the blocks are the scratch's),
+// and allocates nothing. Bitwise the same results as
+// attention_backward_delta then attention_backward_grads, for any thread
+// count.
 void attention_backward(const AttentionLayout& a, AttentionInput q, AttentionInput k,
                         AttentionInput v, const float* lse, AttentionInput dout, float* dq,
-                        float* dk, float* dv, float* scratch);
+                        float* dk, float* dv, float* scratch, int threads);
+int64_t attention_backward_scratch_floats(const AttentionLayout& a, int threads);
 // The backward's two passes, for ring attention (which runs each over all
 // key chunks before the next): each query's delta = rowsum(p * dp) over this
 // key chunk; then dq, dk and dv given the complete delta (rows() * sq
@@ -80,9 +85,6 @@ void attention_backward_delta(const AttentionLayout& a, AttentionInput q, Attent
 void attention_backward_grads(const AttentionLayout& a, AttentionInput q, AttentionInput k,
                               AttentionInput v, const float* lse, AttentionInput dout,
                               const float* delta, float* dq, float* dk, float* dv);
-inline int64_t attention_backward_scratch_floats(const AttentionLayout& a) {
-  return a.rows() * a.sq;
-}
 
 // Naive twins (the op harness's reference): whole rows of probabilities,
 // sums in double, no blocks, one thread.
