@@ -445,9 +445,12 @@ double attention_flops(const std::vector<const Shape*>& in, const Shape&) {
     if (!q.has(d.name)) key *= d.size;
   return 4.0 * static_cast<double>(q.numel()) * static_cast<double>(key);
 }
-// Recomputes q.k and dout.v twice (the first pass sums delta), then dv, dk, dq.
+// Recomputes q.k and dout.v once, then dv, dk, dq: five forward-sized
+// products to the forward's two (the one-pass backward; FlashAttention's
+// count). Ring attention's backward makes two more per pair, charged by the
+// planner's ring (plan/model/program_simulator.h).
 double attention_grad_flops(const std::vector<const Shape*>& in, const Shape& out) {
-  return 3.5 * attention_flops(in, out);
+  return 2.5 * attention_flops(in, out);
 }
 
 double einsum_flops(const std::vector<const Shape*>& in, const Shape& out) {
