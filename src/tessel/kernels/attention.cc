@@ -385,6 +385,11 @@ struct RowBackward {
 // so each thread's block starts on one.
 int64_t delta_floats(const AttentionLayout& a) { return round_up(a.rows() * a.sq, 16); }
 
+// The working blocks for `threads`: one per thread that can have a row.
+int64_t working_blocks(const AttentionLayout& a, int threads) {
+  return std::clamp<int64_t>(a.rows(), 1, std::max(threads, 1));
+}
+
 // A row's backward in one pass over its query blocks: per query block, p and
 // dp against every key block it sees (two products each), delta summed from
 // them, then per key block the three gradient products. The same sums in the
@@ -450,7 +455,7 @@ void attention_forward(const AttentionLayout& a, AttentionInput q, AttentionInpu
 }
 
 int64_t attention_backward_scratch_floats(const AttentionLayout& a, int threads) {
-  return delta_floats(a) + std::max(threads, 1) * RowBackward::floats(a);
+  return delta_floats(a) + working_blocks(a, threads) * RowBackward::floats(a);
 }
 
 void attention_backward(const AttentionLayout& a, AttentionInput q, AttentionInput k,
@@ -464,7 +469,8 @@ void attention_backward(const AttentionLayout& a, AttentionInput q, AttentionInp
   const int64_t rows = a.rows();
   // At most the threads the scratch has blocks for (the count may have been
   // raised since it was planned); results do not depend on the count.
-  const int team = std::min(threads, omp_get_max_threads());
+  const int team =
+      static_cast<int>(std::min<int64_t>(working_blocks(a, threads), omp_get_max_threads()));
 #pragma omp parallel num_threads(team) if (rows > 1)
   {
     RowBackward row(a, scratch + delta_floats(a) + omp_get_thread_num() * RowBackward::floats(a));

@@ -64,13 +64,13 @@ void attention_forward(const AttentionLayout& a, AttentionInput q, AttentionInpu
 // dq, dk and dv are written (not accumulated; a.accumulate is refused).
 // scratch holds attention_backward_scratch_floats(a, threads) floats: each
 // query's delta = rowsum(p * dp) (rows() * sq floats), then one block per
-// thread of (2 * kAttentionBlock + 5 * d') * sk' floats (d' the head dim
-// rounded up to 32, sk' the keys to kAttentionBlock): the row's keys, one
-// query block's p and dp, the row's dk and dv sums. It runs on at most
-// `threads` threads, whatever OpenMP's count (the blocks are the scratch's),
-// and allocates nothing. Bitwise the same results as
-// attention_backward_delta then attention_backward_grads, for any thread
-// count.
+// thread (at most one per row) of (2 * kAttentionBlock + 5 * d') * sk'
+// floats (d' the head dim rounded up to 32, sk' the keys to
+// kAttentionBlock): the row's keys, one query block's p and dp, the row's
+// dk and dv sums. It runs on at most `threads` threads, whatever OpenMP's
+// count (the blocks are the scratch's), and allocates nothing. Bitwise the
+// same results as attention_backward_delta then attention_backward_grads,
+// for any thread count.
 void attention_backward(const AttentionLayout& a, AttentionInput q, AttentionInput k,
                         AttentionInput v, const float* lse, AttentionInput dout, float* dq,
                         float* dk, float* dv, float* scratch, int threads);
