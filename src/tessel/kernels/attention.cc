@@ -217,13 +217,13 @@ struct BackwardBlocks {
   float lse[kB];
 };
 
-// The key block's k and v, transposed (and k's rows for dq).
+// The key block's k and v, transposed, and k's rows (for dq).
 void load_keys(const AttentionLayout& a, const RowBase& base, int64_t k0, int64_t cols,
-               AttentionInput k, AttentionInput v, bool rows_too, BackwardBlocks& w) {
+               AttentionInput k, AttentionInput v, BackwardBlocks& w) {
   const int64_t dp = round_up(a.d, kNr);
   gather_cols(k, base.k, a.k_seq, a.k_head, k0, cols, a.d, dp, a.bf16, w.kt);
   gather_cols(v, base.k, a.k_seq, a.k_head, k0, cols, a.d, dp, a.bf16, w.vt);
-  if (rows_too) gather_rows(k, base.k, a.k_seq, a.k_head, k0, cols, a.d, dp, a.bf16, w.kb);
+  gather_rows(k, base.k, a.k_seq, a.k_head, k0, cols, a.d, dp, a.bf16, w.kb);
 }
 
 // p (recomputed probabilities, masked and padding entries 0) and dp =
@@ -304,24 +304,6 @@ inline int64_t first_query(const AttentionLayout& a, int64_t k0) {
   return a.causal ? std::max<int64_t>(0, k0 - a.causal_shift) / kB * kB : 0;
 }
 
-// Pass 1 of a row: delta = rowsum(p * dp) over every key each query sees,
-// from the same recomputed p and dp as pass 2 (as softmax_grad does, so
-// each row's logit gradients sum to zero as closely as the unfused path's;
-// dout . out would not), summed key block by key block in order.
-void backward_delta(const AttentionLayout& a, const RowBase& base, AttentionInput q,
-                    AttentionInput k, AttentionInput v, const float* lse, AttentionInput dout,
-                    float* delta, BackwardBlocks& w) {
-  if (!a.accumulate) std::fill(delta, delta + a.sq, 0.0f);
-  for (int64_t k0 = 0; k0 < a.sk; k0 += kB) {
-    const int64_t cols = std::min(kB, a.sk - k0);
-    load_keys(a, base, k0, cols, k, v, false, w);
-    for (int64_t q0 = first_query(a, k0); q0 < a.sq; q0 += kB) {
-      recompute_block(a, base, q0, k0, cols, q, lse, dout, w);
-      add_delta(w.p, w.dp, std::min(kB, a.sq - q0), delta + q0);
-    }
-  }
-}
-
 // The row's dq set to 0 (before the key blocks add to it).
 void clear_dq(const AttentionLayout& a, const RowBase& base, float* dq) {
   for (int64_t i = 0; i < a.sq; ++i) {
@@ -330,10 +312,11 @@ void clear_dq(const AttentionLayout& a, const RowBase& base, float* dq) {
   }
 }
 
-// Pass 2 of a row, key block by key block: per query block that sees it,
-// ds = scale * p * (dp - delta), dv += p^T dout and dk += ds^T q (in the
-// key block, over query blocks in order), dq += ds k (into the row's dq,
-// over key blocks in order).
+// A row's gradients given its complete delta, key block by key block: per
+// query block that sees it, p and dp recomputed, ds = scale * p * (dp -
+// delta), dv += p^T dout and dk += ds^T q (in the key block, over query
+// blocks in order), dq += ds k (into the row's dq, over key blocks in
+// order).
 void backward_grads(const AttentionLayout& a, const RowBase& base, AttentionInput q,
                     AttentionInput k, AttentionInput v, const float* lse, AttentionInput dout,
                     const float* delta, float* dq, float* dk, float* dv, BackwardBlocks& w) {
@@ -341,7 +324,7 @@ void backward_grads(const AttentionLayout& a, const RowBase& base, AttentionInpu
   if (!a.accumulate) clear_dq(a, base, dq);
   for (int64_t k0 = 0; k0 < a.sk; k0 += kB) {
     const int64_t cols = std::min(kB, a.sk - k0);
-    load_keys(a, base, k0, cols, k, v, true, w);
+    load_keys(a, base, k0, cols, k, v, w);
     std::fill(w.dk, w.dk + kB * dp, 0.0f);
     std::fill(w.dv, w.dv + kB * dp, 0.0f);
     for (int64_t q0 = first_query(a, k0); q0 < a.sq; q0 += kB) {
@@ -393,10 +376,10 @@ int64_t working_blocks(const AttentionLayout& a, int threads) {
 // A row's backward in one pass over its query blocks: per query block, p and
 // dp against every key block it sees (two products each), delta summed from
 // them, then per key block the three gradient products. The same sums in the
-// same order as backward_delta then backward_grads (each element of delta and
+// same order as backward_grads given that delta (each element of delta and
 // dq over key blocks in order, of dk and dv over query blocks in order), so
-// the results are bitwise theirs with five block products per pair instead
-// of seven. `delta` is the row's scratch (sq floats); not accumulating.
+// dq, dk and dv are bitwise its, with p and dp computed once per pair rather
+// than twice. `delta` is the row's scratch (sq floats); not accumulating.
 void backward_row(const AttentionLayout& a, const RowBase& base, AttentionInput q, AttentionInput k,
                   AttentionInput v, const float* lse, AttentionInput dout, float* delta, float* dq,
                   float* dk, float* dv, BackwardBlocks& w, RowBackward& r) {
@@ -463,8 +446,8 @@ void attention_backward(const AttentionLayout& a, AttentionInput q, AttentionInp
                         float* dk, float* dv, float* scratch, int threads) {
   check(a);
   TS_CHECK(!a.accumulate,
-           "attention_backward writes its gradients (accumulate is for the ring's "
-           "two passes)");
+           "attention_backward writes its gradients (accumulate is for ring "
+           "attention's key chunks)");
   TS_CHECK(threads >= 1, "attention_backward: scratch for ", threads, " threads");
   const int64_t rows = a.rows();
   // At most the threads the scratch has blocks for (the count may have been
@@ -482,15 +465,25 @@ void attention_backward(const AttentionLayout& a, AttentionInput q, AttentionInp
   }
 }
 
-void attention_backward_delta(const AttentionLayout& a, AttentionInput q, AttentionInput k,
-                              AttentionInput v, const float* lse, AttentionInput dout,
-                              float* delta) {
+void attention_output_delta(const AttentionLayout& a, AttentionInput dout, const float* out,
+                            float* delta) {
   check(a);
-  const int64_t rows = a.rows();
-#pragma omp parallel for schedule(dynamic, 1) if (rows > 1)
+  const int64_t rows = a.rows(), dp = round_up(a.d, kNr);
+#pragma omp parallel for schedule(static) if (rows * a.sq * a.d > kAttentionBlock * kAttentionBlock)
   for (int64_t r = 0; r < rows; ++r) {
-    BackwardBlocks w;
-    backward_delta(a, row_base(a, r), q, k, v, lse, dout, delta + r * a.sq, w);
+    const RowBase base = row_base(a, r);
+    float db[kB * kMaxPadded], ob[kB * kMaxPadded];
+    for (int64_t q0 = 0; q0 < a.sq; q0 += kB) {
+      const int64_t n = std::min(kB, a.sq - q0);
+      gather_rows(dout, base.q, a.q_seq, a.q_head, q0, n, a.d, dp, a.bf16, db);
+      gather_rows({out, false}, base.q, a.q_seq, a.q_head, q0, n, a.d, dp, false, ob);
+      for (int64_t i = 0; i < n; ++i) {
+        float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+        for (int64_t c = 0; c < dp; ++c) sum += db[i * dp + c] * ob[i * dp + c];
+        delta[r * a.sq + q0 + i] = sum;
+      }
+    }
   }
 }
 

@@ -5,11 +5,13 @@
 // block with a running max and sum, so the (query, key) probabilities are
 // never stored. Backward: the probabilities are recomputed block by block
 // from q, k and the log-sum-exp (FlashAttention-2's backward), giving dq, dk
-// and dv; each row's delta = sum(p * dp) is summed from the recomputed
-// blocks rather than taken as dout . out, so the logits' gradient is as
-// consistent as softmax_grad's (docs/attention.md). attention_backward keeps
-// one query block's p and dp for all its keys, so each is computed once;
-// ring attention runs the same sums as two passes over the keys.
+// and dv; in one process each row's delta = sum(p * dp) is summed from the
+// recomputed blocks rather than taken as dout . out, so the logits'
+// gradient is as consistent as softmax_grad's (docs/attention.md).
+// attention_backward keeps one query block's p and dp for all its keys, so
+// each is computed once; ring attention, whose keys are spread over the
+// ranks, takes delta as dout . out and makes the same five products per
+// pair, one key chunk at a time.
 // Invariants: blocks have fixed sizes (kAttentionBlock) and each task (a
 // row and query block forward, a row backward) runs sequentially on one
 // thread, so results are bitwise the same run to run and for any thread
@@ -43,8 +45,8 @@ struct AttentionLayout {
   // position minus the key chunk's, >= 0 when causal (a query chunk never
   // meets a later key chunk: that pair is skipped, not computed).
   int64_t causal_shift = 0;
-  // Backward: delta, dq, dk and dv are added to rather than written (ring
-  // attention sums them over key chunks, dk and dv over query chunks).
+  // Backward: dq, dk and dv are added to rather than written (ring
+  // attention sums dq over key chunks, dk and dv over query chunks).
   bool accumulate = false;
 
   int64_t rows() const;
@@ -69,19 +71,21 @@ void attention_forward(const AttentionLayout& a, AttentionInput q, AttentionInpu
 // kAttentionBlock): the row's keys, one query block's p and dp, the row's
 // dk and dv sums. It runs on at most `threads` threads, whatever OpenMP's
 // count (the blocks are the scratch's), and allocates nothing. Bitwise the
-// same results as attention_backward_delta then attention_backward_grads,
+// same dq, dk and dv as attention_backward_grads given the delta it sums,
 // for any thread count.
 void attention_backward(const AttentionLayout& a, AttentionInput q, AttentionInput k,
                         AttentionInput v, const float* lse, AttentionInput dout, float* dq,
                         float* dk, float* dv, float* scratch, int threads);
 int64_t attention_backward_scratch_floats(const AttentionLayout& a, int threads);
-// The backward's two passes, for ring attention (which runs each over all
-// key chunks before the next): each query's delta = rowsum(p * dp) over this
-// key chunk; then dq, dk and dv given the complete delta (rows() * sq
-// floats, laid out as attention_backward's scratch).
-void attention_backward_delta(const AttentionLayout& a, AttentionInput q, AttentionInput k,
-                              AttentionInput v, const float* lse, AttentionInput dout,
-                              float* delta);
+// Ring attention's backward (which cannot sum delta from p and dp: a
+// query's keys are spread over the ring): each query's delta =
+// rowsum(dout * out) (FlashAttention-2's; rows() * sq floats, laid out as
+// attention_backward's scratch; dout rounded to bf16 first for a bf16
+// layout, as the products round it; no block products); then, per key
+// chunk, dq, dk and dv given the complete delta (five block products per
+// pair; with a.accumulate, added to dq, dk and dv).
+void attention_output_delta(const AttentionLayout& a, AttentionInput dout, const float* out,
+                            float* delta);
 void attention_backward_grads(const AttentionLayout& a, AttentionInput q, AttentionInput k,
                               AttentionInput v, const float* lse, AttentionInput dout,
                               const float* delta, float* dq, float* dk, float* dv);
