@@ -20,13 +20,14 @@ kernels::AttentionInput attention_input(const OpCall& call, int i);
 float* tuple_element(const OpCall& call, int i);
 
 void execute_attention(const OpCall& call);  // (q, k, v) -> (out, lse)
+// (q, k, v, lse, dout, out) -> (dq, dk, dv); one process does not read out
+// (its delta is summed from p and dp).
 void execute_attention_grad(const OpCall& call);
 // The backward's scratch (kernels::attention_backward_scratch_floats): each
 // query's delta and one working block per thread, for the `threads` the
 // program is planned for (CompileOptions::threads); the kernel runs on at
 // most that many (OpCall::threads), so a count raised after compiling
 // cannot overrun it.
-size_t attention_grad_scratch_bytes(const Graph& graph, const Node& node,
-                                    int threads);  // (q, k, v, lse, dout) -> (dq, dk, dv)
+size_t attention_grad_scratch_bytes(const Graph& graph, const Node& node, int threads);
 
 }  // namespace tessel
