@@ -5,10 +5,12 @@
 // program stores q, k, v and dout in bf16). Forward alone, forward then
 // backward (what bench/attention_vs_sdpa.sh sets beside PyTorch's
 // scaled_dot_product_attention), and the backward alone by attention_backward
-// and by the two passes ring attention runs. Threads from OMP_NUM_THREADS. Counters:
+// and by ring attention's entry points (delta from the output, then the
+// gradients). Threads from OMP_NUM_THREADS. Counters:
 // `GFLOPs` counts the causal half of the q.k and p.v products (4 s^2 d / 2
 // per row forward, 2.5 times that backward), as FlashAttention's papers do.
 #include <benchmark/benchmark.h>
+#include <omp.h>
 
 #include <cmath>
 #include <cstdint>
@@ -35,6 +37,7 @@ std::vector<float> uniform(int64_t n, uint64_t seed) {
 struct AttentionCase {
   AttentionLayout layout;
   std::vector<float> q, k, v, dout, out, lse, dq, dk, dv, scratch;
+  int threads = omp_get_max_threads();  // the backward's scratch has a block for each
   std::vector<uint16_t> q16, k16, v16, dout16;
 
   AttentionCase(int64_t batch, int64_t seq, bool bf16) {
@@ -58,7 +61,7 @@ struct AttentionCase {
     q = uniform(n, 1), k = uniform(n, 2), v = uniform(n, 3), dout = uniform(n, 4);
     out.resize(n), dq.resize(n), dk.resize(n), dv.resize(n);
     lse.resize(batch * kAttnHeads * seq);
-    scratch.resize(attention_backward_scratch_floats(a));
+    scratch.resize(attention_backward_scratch_floats(a, threads));
     for (auto [from, to] : {std::pair{&q, &q16}, {&k, &k16}, {&v, &v16}, {&dout, &dout16}}) {
       to->resize(n);
       round_to_bf16(from->data(), to->data(), n);
@@ -72,11 +75,10 @@ struct AttentionCase {
   }
   void backward() {
     attention_backward(layout, in(q, q16), in(k, k16), in(v, v16), lse.data(), in(dout, dout16),
-                       dq.data(), dk.data(), dv.data(), scratch.data());
+                       dq.data(), dk.data(), dv.data(), scratch.data(), threads);
   }
-  void backward_two_passes() {  // the ring's entry points: deltas, then gradients
-    attention_backward_delta(layout, in(q, q16), in(k, k16), in(v, v16), lse.data(),
-                             in(dout, dout16), scratch.data());
+  void backward_ring() {  // the ring's entry points: deltas, then gradients
+    attention_output_delta(layout, in(dout, dout16), out.data(), scratch.data());
     attention_backward_grads(layout, in(q, q16), in(k, k16), in(v, v16), lse.data(),
                              in(dout, dout16), scratch.data(), dq.data(), dk.data(), dv.data());
   }
@@ -117,15 +119,16 @@ void BM_AttentionForwardBackward(benchmark::State& state) {
 }
 BENCHMARK(BM_AttentionForwardBackward)->Apply(gpt_bench_and_long_context);
 
-// The backward alone: attention_backward's one pass (five block products per
-// pair), and the same gradients by the two passes ring attention runs (seven).
+// The backward alone: attention_backward's one pass, and the same gradients
+// by ring attention's entry points (five block products per pair each; the
+// ring's p and dp are recomputed per key chunk, its keys gathered per call).
 void BM_AttentionBackward(benchmark::State& state) {
   AttentionCase c(state.range(0), state.range(1), state.range(2) != 0);
   c.forward();
-  const bool two_passes = state.range(3) != 0;
+  const bool ring = state.range(3) != 0;
   for (auto _ : state) {
-    if (two_passes)
-      c.backward_two_passes();
+    if (ring)
+      c.backward_ring();
     else
       c.backward();
     benchmark::DoNotOptimize(c.dq.data());
@@ -134,7 +137,7 @@ void BM_AttentionBackward(benchmark::State& state) {
                                                 benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_AttentionBackward)
-    ->ArgNames({"batch", "context", "bf16", "two_passes"})
+    ->ArgNames({"batch", "context", "bf16", "ring"})
     ->ArgsProduct({{8}, {128}, {0, 1}, {0, 1}})
     ->ArgsProduct({{1}, {2048}, {0, 1}, {0, 1}})
     ->Unit(benchmark::kMillisecond)

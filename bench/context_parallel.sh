@@ -21,8 +21,8 @@
 #    ops' ms per step, medians.
 # Prints the CPU model, then CSV rows.
 #
-# Usage: [BEFORE_BIN=path] bench/context_parallel.sh [BUDGET_MIB] [PER_RANK] [STEPS] [ROUNDS]
-# (ROUNDS 0: the memory rows only)
+# Usage: [BEFORE_BIN=path] [RING_OPS_ONLY=1] bench/context_parallel.sh [BUDGET_MIB] [PER_RANK] [STEPS] [ROUNDS]
+# (ROUNDS 0: the memory rows only; RING_OPS_ONLY=1, with BEFORE_BIN: part 3 only)
 # Hold the machine-wide lock: flock /tmp/tessel-bench.lock bench/context_parallel.sh ...
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -91,10 +91,35 @@ print(statistics.median(s["step_ms"] for s in steps))' "$dir/out/metrics.jsonl"
   rm -rf "$dir"
 }
 
+ring_ops() {  # part 3
+  echo "ring_ops: tokens_per_rank,ranks,strategy,context,attention_ms,attention_grad_ms,rounds_attention_ms,rounds_attention_grad_ms"
+  declare -A fwd bwd
+  ops=("2 ring 2" "2 ring@before 2" "4 ring 4" "4 ring@before 4")
+  for _ in $(seq "$ROUNDS"); do
+    for c in "${ops[@]}"; do
+      set -- $c
+      read -r f b <<<"$(ring_ops_ms "$1" "$2" $((PER_RANK * $3)))"
+      fwd[$c]+="$f "
+      bwd[$c]+="$b "
+    done
+  done
+  for c in "${ops[@]}"; do
+    set -- $c
+    f=$(echo "${fwd[$c]}" | tr ' ' '\n' | grep . | median)
+    b=$(echo "${bwd[$c]}" | tr ' ' '\n' | grep . | median)
+    echo "$PER_RANK,$1,$2,$((PER_RANK * $3)),$f,$b,${fwd[$c]% },${bwd[$c]% }"
+  done
+}
+
 echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" \
   "(family $(grep -m1 'cpu family' /proc/cpuinfo | cut -d: -f2 | xargs)," \
   "model $(grep -m1 '^model\s' /proc/cpuinfo | cut -d: -f2 | xargs)), $(nproc) cores," \
   "load $(cut -d' ' -f1-3 /proc/loadavg), commit $(git rev-parse --short HEAD)"
+if [ "${RING_OPS_ONLY:-0}" = 1 ]; then
+  [ -n "${BEFORE_BIN:-}" ] || { echo "RING_OPS_ONLY=1 needs BEFORE_BIN" >&2; exit 1; }
+  ring_ops
+  exit 0
+fi
 echo "memory: budget_mib,ranks,strategy,longest_context,peak_mib_there"
 for c in "1 -" "2 all_to_all" "2 ring" "4 all_to_all" "4 ring"; do
   set -- $c
@@ -123,20 +148,4 @@ for c in "${rates[@]}"; do
   echo "$tokens,$1,$2,$((PER_RANK * $3)),$ms,$(awk -v c="$tokens" -v ms="$ms" 'BEGIN {printf "%.1f", c / (ms / 1000)}'),${runs[$c]% }"
 done
 [ -n "${BEFORE_BIN:-}" ] || exit 0
-echo "ring_ops: tokens_per_rank,ranks,strategy,context,attention_ms,attention_grad_ms,rounds_attention_ms,rounds_attention_grad_ms"
-declare -A fwd bwd
-ops=("2 ring 2" "2 ring@before 2" "4 ring 4" "4 ring@before 4")
-for _ in $(seq "$ROUNDS"); do
-  for c in "${ops[@]}"; do
-    set -- $c
-    read -r f b <<<"$(ring_ops_ms "$1" "$2" $((PER_RANK * $3)))"
-    fwd[$c]+="$f "
-    bwd[$c]+="$b "
-  done
-done
-for c in "${ops[@]}"; do
-  set -- $c
-  f=$(echo "${fwd[$c]}" | tr ' ' '\n' | grep . | median)
-  b=$(echo "${bwd[$c]}" | tr ' ' '\n' | grep . | median)
-  echo "$PER_RANK,$1,$2,$((PER_RANK * $3)),$f,$b,${fwd[$c]% },${bwd[$c]% }"
-done
+ring_ops

@@ -71,16 +71,15 @@ TEST_F(ContextParallelCli, InspectShowsTheRingsSends) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   // q, k and v of a rank: batch 4 x 8 positions x 2 heads x 16 = 1024
   // floats (4096 B) each, lse 64 floats (256 B). The ring: forward, k and v
-  // sent once (n - 1 = 1): 8192 B; backward, k, v for the deltas, then k,
-  // v, dk, dv, then dk, dv home: 8 chunks, 32768 B. The balancing: rank 0
-  // keeps half 0 and sends half 1 (of 4) of each operand, half its bytes:
-  // forward q, k, v there and out, lse back (4 x 4096 + 256) / 2 = 8320 B;
-  // backward q, dout, lse, k, v there and dq, dk, dv back
-  // (7 x 4096 + 256) / 2 = 14464 B.
+  // sent once (n - 1 = 1): 8192 B; backward, k, v, dk, dv, then dk, dv
+  // home: 6 chunks, 24576 B. The balancing: rank 0 keeps half 0 and sends
+  // half 1 (of 4) of each operand, half its bytes: forward q, k, v there
+  // and out, lse back (4 x 4096 + 256) / 2 = 8320 B; backward q, dout, out,
+  // lse, k, v there and dq, dk, dv back (8 x 4096 + 256) / 2 = 16512 B.
   EXPECT_TRUE(
       has_line(r.output, {"attention ", " on ctx ", "ring", " 16512 B", "block0.attn.core"}))
       << r.output;
-  EXPECT_TRUE(has_line(r.output, {"attention_grad", " on ctx ", "ring", " 47232 B"})) << r.output;
+  EXPECT_TRUE(has_line(r.output, {"attention_grad", " on ctx ", "ring", " 41088 B"})) << r.output;
   EXPECT_FALSE(has_line(r.output, {"all_to_all", " on ctx ", "attention"})) << r.output;
 }
 

@@ -2,13 +2,14 @@
 // builds on, checked in one process: a causal attention cut into query and
 // key chunks, each query chunk computed against the key chunks at or before
 // it (causal_shift), the pairs' outputs merged by their log-sum-exps, and
-// the backward's two passes (delta summed over the chunks, then dq, dk, dv
-// accumulated) equal the whole attention within 1e-5 of the largest value.
+// the backward ring attention runs (each query's delta = rowsum(dout *
+// out), then dq, dk, dv accumulated pair by pair) equal the whole attention
+// within 1e-5 of the largest value.
 // So do the half pairs of ring attention's balanced order (rank r of n
 // holds sequence halves r and 2n-1-r of 2n; sharding/context_parallel.h),
 // in each rank's ring order, where every rank computes the same causal work
 // at every step. attention_backward (one pass, five block products per
-// pair) is bitwise the two passes.
+// pair) is bitwise attention_backward_grads given the delta it sums.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -79,10 +80,11 @@ TEST(AttentionChunks, CausalChunkPairsMergeToTheWholeAttention) {
   const int64_t n = kHeads * kSeq * kHead;
   const std::vector<float> q = random_values(n, 1), k = random_values(n, 2),
                            v = random_values(n, 3), dout = random_values(n, 4);
-  std::vector<float> out(n), lse(kHeads * kSeq), dq(n), dk(n), dv(n), scratch(kHeads * kSeq);
+  std::vector<float> out(n), lse(kHeads * kSeq), dq(n), dk(n), dv(n),
+      scratch(attention_backward_scratch_floats(layout(kSeq), 2));
   attention_forward(layout(kSeq), in(q, 0), in(k, 0), in(v, 0), out.data(), lse.data());
   attention_backward(layout(kSeq), in(q, 0), in(k, 0), in(v, 0), lse.data(), in(dout, 0), dq.data(),
-                     dk.data(), dv.data(), scratch.data());
+                     dk.data(), dv.data(), scratch.data(), 2);
 
   std::vector<float> c_out(n), c_lse(kHeads * kSeq), p_out(n), p_lse(kHeads * kSeq);
   std::vector<float> c_dq(n, 0.0f), c_dk(n, 0.0f), c_dv(n, 0.0f);
@@ -103,21 +105,19 @@ TEST(AttentionChunks, CausalChunkPairsMergeToTheWholeAttention) {
   EXPECT_LE(relative_error(c_out, out), 1e-5);
   EXPECT_LE(relative_error(c_lse, lse), 1e-5);
 
-  for (int pass = 0; pass < 2; ++pass)
-    for (int64_t r = 0; r < kChunks; ++r)
-      for (int64_t s = 0; s <= r; ++s) {
-        AttentionLayout a = layout(kChunk);
-        a.causal_shift = (r - s) * kChunk;
-        a.accumulate = true;
-        const int64_t qo = r * kChunk * kHead, ko = s * kChunk * kHead, lo = r * kChunk;
-        if (pass == 0)
-          attention_backward_delta(a, in(q, qo), in(k, ko), in(v, ko), lse.data() + lo,
-                                   in(dout, qo), delta[r].data());
-        else
-          attention_backward_grads(a, in(q, qo), in(k, ko), in(v, ko), lse.data() + lo,
-                                   in(dout, qo), delta[r].data(), c_dq.data() + qo,
-                                   c_dk.data() + ko, c_dv.data() + ko);
-      }
+  for (int64_t r = 0; r < kChunks; ++r)
+    attention_output_delta(layout(kChunk), in(dout, r * kChunk * kHead),
+                           c_out.data() + r * kChunk * kHead, delta[r].data());
+  for (int64_t r = 0; r < kChunks; ++r)
+    for (int64_t s = 0; s <= r; ++s) {
+      AttentionLayout a = layout(kChunk);
+      a.causal_shift = (r - s) * kChunk;
+      a.accumulate = true;
+      const int64_t qo = r * kChunk * kHead, ko = s * kChunk * kHead, lo = r * kChunk;
+      attention_backward_grads(a, in(q, qo), in(k, ko), in(v, ko), lse.data() + lo, in(dout, qo),
+                               delta[r].data(), c_dq.data() + qo, c_dk.data() + ko,
+                               c_dv.data() + ko);
+    }
   EXPECT_LE(relative_error(c_dq, dq), 1e-5);
   EXPECT_LE(relative_error(c_dk, dk), 1e-5);
   EXPECT_LE(relative_error(c_dv, dv), 1e-5);
@@ -131,10 +131,11 @@ TEST(AttentionChunks, BalancedHalfPairsMergeToTheWholeAttentionWithEqualWorkPerS
   const int64_t half = kChunk / 2, n = kHeads * kSeq * kHead;
   const std::vector<float> q = random_values(n, 5), k = random_values(n, 6),
                            v = random_values(n, 7), dout = random_values(n, 8);
-  std::vector<float> out(n), lse(kHeads * kSeq), dq(n), dk(n), dv(n), scratch(kHeads * kSeq);
+  std::vector<float> out(n), lse(kHeads * kSeq), dq(n), dk(n), dv(n),
+      scratch(attention_backward_scratch_floats(layout(kSeq), 2));
   attention_forward(layout(kSeq), in(q, 0), in(k, 0), in(v, 0), out.data(), lse.data());
   attention_backward(layout(kSeq), in(q, 0), in(k, 0), in(v, 0), lse.data(), in(dout, 0), dq.data(),
-                     dk.data(), dv.data(), scratch.data());
+                     dk.data(), dv.data(), scratch.data(), 2);
   // Each rank's ring: calls f(query half, key half) for the half pairs it
   // computes, step by step, and checks each step's work (a diagonal half
   // pair is half a full one) is the same on every rank: two full half pairs.
@@ -174,30 +175,29 @@ TEST(AttentionChunks, BalancedHalfPairsMergeToTheWholeAttentionWithEqualWorkPerS
 
   std::vector<float> c_dq(n, 0.0f), c_dk(n, 0.0f), c_dv(n, 0.0f);
   std::vector<std::vector<float>> delta(2 * ranks, std::vector<float>(kHeads * half, 0.0f));
-  for (int pass = 0; pass < 2; ++pass)
-    each_pair([&](int qh, int kh) {
-      AttentionLayout a = half_layout(qh, kh);
-      a.accumulate = true;
-      const int64_t qo = qh * half * kHead, ko = kh * half * kHead, lo = qh * half;
-      if (pass == 0)
-        attention_backward_delta(a, in(q, qo), in(k, ko), in(v, ko), lse.data() + lo, in(dout, qo),
-                                 delta[qh].data());
-      else
-        attention_backward_grads(a, in(q, qo), in(k, ko), in(v, ko), lse.data() + lo, in(dout, qo),
-                                 delta[qh].data(), c_dq.data() + qo, c_dk.data() + ko,
-                                 c_dv.data() + ko);
-    });
+  for (int qh = 0; qh < 2 * ranks; ++qh)
+    attention_output_delta(half_layout(qh, qh), in(dout, qh * half * kHead),
+                           c_out.data() + qh * half * kHead, delta[qh].data());
+  each_pair([&](int qh, int kh) {
+    AttentionLayout a = half_layout(qh, kh);
+    a.accumulate = true;
+    const int64_t qo = qh * half * kHead, ko = kh * half * kHead, lo = qh * half;
+    attention_backward_grads(a, in(q, qo), in(k, ko), in(v, ko), lse.data() + lo, in(dout, qo),
+                             delta[qh].data(), c_dq.data() + qo, c_dk.data() + ko,
+                             c_dv.data() + ko);
+  });
   EXPECT_LE(relative_error(c_dq, dq), 1e-5);
   EXPECT_LE(relative_error(c_dk, dk), 1e-5);
   EXPECT_LE(relative_error(c_dv, dv), 1e-5);
   EXPECT_GT(max_abs(dk), 0.0);
 }
 
-// attention_backward's one pass over each row's query blocks sums the same
-// numbers in the same order as the ring's two passes (delta over all keys,
-// then dq, dk, dv), so the results are bitwise equal: causal and not, whole
-// and partial blocks, f32 and bf16 operands.
-TEST(AttentionChunks, OnePassBackwardIsBitwiseTheTwoPasses) {
+// attention_backward's one pass over each row's query blocks sums dq, dk
+// and dv in the same order as attention_backward_grads given the delta the
+// pass summed (rowsum(p * dp)), so they are bitwise equal: causal and not,
+// whole and partial blocks, f32 and bf16 operands. In f32 that delta and
+// ring attention's rowsum(dout * out) agree within 1e-5 of the largest.
+TEST(AttentionChunks, OnePassBackwardIsBitwiseTheGradsGivenItsDelta) {
   const int64_t n = kHeads * kSeq * kHead;
   const std::vector<float> q = random_values(n, 5), k = random_values(n, 6),
                            v = random_values(n, 7), dout = random_values(n, 8);
@@ -209,17 +209,21 @@ TEST(AttentionChunks, OnePassBackwardIsBitwiseTheTwoPasses) {
         AttentionLayout a = layout(len);
         a.causal = causal;
         a.bf16 = bf16;
-        std::vector<float> out(n), lse(kHeads * kSeq), delta(kHeads * len);
+        std::vector<float> out(n), lse(kHeads * kSeq),
+            scratch(attention_backward_scratch_floats(a, 2));
         attention_forward(a, in(q, 0), in(k, 0), in(v, 0), out.data(), lse.data());
         std::vector<float> dq(n, 0.0f), dk(n, 0.0f), dv(n, 0.0f);
         attention_backward(a, in(q, 0), in(k, 0), in(v, 0), lse.data(), in(dout, 0), dq.data(),
-                           dk.data(), dv.data(), delta.data());
+                           dk.data(), dv.data(), scratch.data(), 2);
+        const std::vector<float> delta(scratch.begin(), scratch.begin() + kHeads * len);
         std::vector<float> dq2(n, 0.0f), dk2(n, 0.0f), dv2(n, 0.0f), delta2(kHeads * len);
-        attention_backward_delta(a, in(q, 0), in(k, 0), in(v, 0), lse.data(), in(dout, 0),
-                                 delta2.data());
         attention_backward_grads(a, in(q, 0), in(k, 0), in(v, 0), lse.data(), in(dout, 0),
-                                 delta2.data(), dq2.data(), dk2.data(), dv2.data());
-        EXPECT_EQ(delta, delta2);
+                                 delta.data(), dq2.data(), dk2.data(), dv2.data());
+        attention_output_delta(a, in(dout, 0), out.data(), delta2.data());
+        if (!bf16) {
+          EXPECT_LE(relative_error(delta2, delta), 1e-5);
+        }
+        EXPECT_GT(max_abs(delta), 0.0);
         EXPECT_EQ(dq, dq2);
         EXPECT_EQ(dk, dk2);
         EXPECT_EQ(dv, dv2);

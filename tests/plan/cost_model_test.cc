@@ -248,8 +248,9 @@ class AttentionOnlyHardware : public FakeHardware {
 // pairs of a quarter of its (unmasked) FLOPs each; balanced, every rank
 // computes half a pair per step over 2 steps: a quarter of the unmasked
 // FLOPs, half the causal work the one-process attention is charged
-// (kernel_work.h: causal halved). Both count the work the kernels do, so
-// the two ranks split it evenly.
+// (kernel_work.h: causal halved). Both count the work the kernels do (the
+// backward's five block products per pair in both), so the two ranks split
+// it evenly.
 TEST(CostModel, BalancedRingAttentionCostsEachRankHalfTheCausalAttentionOnCtx2) {
   const AttentionOnlyHardware hw;
   TrainConfig one = tiny("");

@@ -122,7 +122,8 @@ void softmax_rule(VjpContext& c) {
 }
 
 // FlashAttention's backward: one attention_grad node recomputes the
-// probabilities from q, k and the log-sum-exp and yields (dq, dk, dv).
+// probabilities from q, k and the log-sum-exp and yields (dq, dk, dv); it
+// reads the output too (ring attention's delta = rowsum(dout * out)).
 void attention_rule(VjpContext& c) {
   const std::vector<std::optional<ValueId>>& g = *c.element_grads;
   if (g[1])
@@ -131,7 +132,8 @@ void attention_rule(VjpContext& c) {
   if (!g[0]) return;
   GraphBuilder& b = c.builder;
   const ValueId lse = b.tuple_get(c.output, 1, label(c, ".lse"));
-  const ValueId grads = b.op(OpKind::kAttentionGrad, {c.in(0), c.in(1), c.in(2), lse, *g[0]},
+  const ValueId out = b.tuple_get(c.output, 0, label(c, ".out"));
+  const ValueId grads = b.op(OpKind::kAttentionGrad, {c.in(0), c.in(1), c.in(2), lse, *g[0], out},
                              attrs_of(c), label(c, ".grad"));
   const char* names[] = {".grad_q", ".grad_k", ".grad_v"};
   for (int i = 0; i < 3; ++i) c.input_grads[i] = b.tuple_get(grads, i, label(c, names[i]));

@@ -73,9 +73,10 @@ class Backend {
   // Kernels: runs one instruction on the kernel of its op kind.
   virtual void execute(const OpCall& call) = 0;
   // Bytes of per-instruction scratch a node's kernel needs (also in
-  // plan-only programs, which run nothing).
+  // plan-only programs, which run nothing) when the program runs on
+  // `threads` intra-op threads (CompileOptions::threads).
   virtual size_t scratch_bytes(const Graph& graph, const Node& node,
-                               const kernels::EinsumPlan* einsum) const = 0;
+                               const kernels::EinsumPlan* einsum, int threads) const = 0;
   // The same for an all-gather that carries bf16 (OpCall::bf16_out), with
   // its input in bf16 storage (in_bf16) or f32 (rounded into scratch first),
   // and for a partial sum that carries bf16 (OpCall::bf16_sum).

@@ -59,6 +59,9 @@ struct OpCall {
   // its statistics and sums in f32.
   bool bf16_operands = false;
   DropoutPosition position{};
+  // The threads the program was planned for (CompileOptions::threads): a
+  // kernel whose scratch holds a block per thread runs on at most these.
+  int threads = 1;
 };
 
 // Input i's shape and storage.

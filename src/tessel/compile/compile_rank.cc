@@ -6,6 +6,7 @@
 #include "tessel/compile/memory_report.h"
 #include "tessel/compile/zero.h"
 #include "tessel/passes/recompute.h"
+#include "tessel/train/threads.h"
 
 namespace tessel {
 
@@ -89,6 +90,7 @@ CompileOptions precision_compile_options(const TrainConfig& config) {
   options.bf16 = config.precision == "bf16";
   options.bf16_activations = config.bf16_activations;
   options.bf16_partial_sums = config.tp_comm_precision == "bf16";
+  options.threads = resolve_threads(config.threads);  // what the trainer runs on
   return options;
 }
 

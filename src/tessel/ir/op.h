@@ -51,7 +51,7 @@ enum class OpKind {
   // Tuples (ir/tuple.h) and the ops that make them.
   kTupleGet,       // view of element attrs.offset of a tuple
   kAttention,      // (q, k, v) -> (out, lse): fused softmax(scale q.k) v; attrs in ir/attrs.h
-  kAttentionGrad,  // (q, k, v, lse, dout) -> (dq, dk, dv), attrs as the forward
+  kAttentionGrad,  // (q, k, v, lse, dout, out) -> (dq, dk, dv), attrs as the forward
   // Gradient ops, produced by autodiff.
   kGeluGrad,            // (x, dy)
   kReluGrad,            // (x, dy)

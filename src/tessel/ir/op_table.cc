@@ -434,10 +434,11 @@ ShapeRuleOutput attention_rule(const ShapeRuleInput& in) {
 ShapeRuleOutput attention_grad_rule(const ShapeRuleInput& in) {
   check_attention_operands(in);
   const Shape &q = *in.shapes[0], &k = *in.shapes[1];
-  for (size_t i = 3; i < 5; ++i) expect_f32(in, i, "operand");
+  for (size_t i = 3; i < 6; ++i) expect_f32(in, i, "operand");
   expect_same(in, q.without({attention_dims(in.attrs)[2]}), *in.shapes[3],
               "q without head and log-sum-exp");
   expect_same(in, q, *in.shapes[4], "q and output gradient");
+  expect_same(in, q, *in.shapes[5], "q and output");
   return ShapeRuleOutput({{q, DType::kF32, 0}, {k, DType::kF32, 0}, {k, DType::kF32, 0}});
 }
 
@@ -450,9 +451,11 @@ double attention_flops(const std::vector<const Shape*>& in, const Shape&) {
     if (!q.has(d.name)) key *= d.size;
   return 4.0 * static_cast<double>(q.numel()) * static_cast<double>(key);
 }
-// Recomputes q.k and dout.v twice (the first pass sums delta), then dv, dk, dq.
+// Recomputes q.k and dout.v once, then dv, dk, dq: five forward-sized
+// products to the forward's two (FlashAttention's count), in one process
+// and in ring attention.
 double attention_grad_flops(const std::vector<const Shape*>& in, const Shape& out) {
-  return 3.5 * attention_flops(in, out);
+  return 2.5 * attention_flops(in, out);
 }
 
 double einsum_flops(const std::vector<const Shape*>& in, const Shape& out) {
@@ -498,7 +501,7 @@ constexpr std::array<OpInfo, static_cast<size_t>(OpKind::kCount)> kOpTable = {{
     {OpKind::kRename, "rename", 1, kView, rename_rule, free_op},
     {OpKind::kTupleGet, "tuple_get", 1, kView, tuple_get_rule, free_op},
     {OpKind::kAttention, "attention", 3, kOwn, attention_rule, attention_flops},
-    {OpKind::kAttentionGrad, "attention_grad", 5, kOwn, attention_grad_rule, attention_grad_flops},
+    {OpKind::kAttentionGrad, "attention_grad", 6, kOwn, attention_grad_rule, attention_grad_flops},
     {OpKind::kGeluGrad, "gelu_grad", 2, kOwnOrFirstInput, grad_like_first, elementwise_cost<12>},
     {OpKind::kReluGrad, "relu_grad", 2, kOwnOrFirstInput, grad_like_first, per_element},
     {OpKind::kTanhGrad, "tanh_grad", 2, kOwnOrFirstInput, grad_like_first, elementwise_cost<3>},

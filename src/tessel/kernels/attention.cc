@@ -1,9 +1,10 @@
 #include "tessel/kernels/attention.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <vector>
 
 #include "tessel/base/bf16.h"
 #include "tessel/base/error.h"
@@ -242,13 +243,13 @@ struct BackwardBlocks {
   float lse[kB];
 };
 
-// The key block's k and v, transposed (and k's rows for dq).
+// The key block's k and v, transposed, and k's rows (for dq).
 void load_keys(const AttentionLayout& a, const RowBase& base, int64_t k0, int64_t cols,
-               AttentionInput k, AttentionInput v, bool rows_too, BackwardBlocks& w) {
+               AttentionInput k, AttentionInput v, BackwardBlocks& w) {
   const int64_t dp = round_up(a.d, kNr);
   gather_cols(k, base.k, a.k_seq, a.k_head, k0, cols, a.d, dp, a.bf16, w.kt);
   gather_cols(v, base.k, a.k_seq, a.k_head, k0, cols, a.d, dp, a.bf16, w.vt);
-  if (rows_too) gather_rows(k, base.k, a.k_seq, a.k_head, k0, cols, a.d, dp, a.bf16, w.kb);
+  gather_rows(k, base.k, a.k_seq, a.k_head, k0, cols, a.d, dp, a.bf16, w.kb);
 }
 
 // p (recomputed probabilities, masked and padding entries 0) and dp =
@@ -339,24 +340,6 @@ inline int64_t first_query(const AttentionLayout& a, int64_t k0) {
   return a.causal ? std::max<int64_t>(0, k0 - a.causal_shift) / kB * kB : 0;
 }
 
-// Pass 1 of a row: delta = rowsum(p * dp) over every key each query sees,
-// from the same recomputed p and dp as pass 2 (as softmax_grad does, so
-// each row's logit gradients sum to zero as closely as the unfused path's;
-// dout . out would not), summed key block by key block in order.
-void backward_delta(const AttentionLayout& a, const RowBase& base, AttentionInput q,
-                    AttentionInput k, AttentionInput v, const float* lse, AttentionInput dout,
-                    float* delta, BackwardBlocks& w) {
-  if (!a.accumulate) std::fill(delta, delta + a.sq, 0.0f);
-  for (int64_t k0 = 0; k0 < a.sk; k0 += kB) {
-    const int64_t cols = std::min(kB, a.sk - k0);
-    load_keys(a, base, k0, cols, k, v, false, w);
-    for (int64_t q0 = first_query(a, k0); q0 < a.sq; q0 += kB) {
-      recompute_block(a, base, q0, k0, cols, q, lse, dout, w);
-      add_delta(w.p, w.dp, std::min(kB, a.sq - q0), delta + q0);
-    }
-  }
-}
-
 // The row's dq set to 0 (before the key blocks add to it).
 void clear_dq(const AttentionLayout& a, const RowBase& base, float* dq) {
   for (int64_t i = 0; i < a.sq; ++i) {
@@ -365,10 +348,11 @@ void clear_dq(const AttentionLayout& a, const RowBase& base, float* dq) {
   }
 }
 
-// Pass 2 of a row, key block by key block: per query block that sees it,
-// ds = scale * p * (dp - delta), dv += p^T dout and dk += ds^T q (in the
-// key block, over query blocks in order), dq += ds k (into the row's dq,
-// over key blocks in order).
+// A row's gradients given its complete delta, key block by key block: per
+// query block that sees it, p and dp recomputed, ds = scale * p * (dp -
+// delta), dv += p^T dout and dk += ds^T q (in the key block, over query
+// blocks in order), dq += ds k (into the row's dq, over key blocks in
+// order).
 void backward_grads(const AttentionLayout& a, const RowBase& base, AttentionInput q,
                     AttentionInput k, AttentionInput v, const float* lse, AttentionInput dout,
                     const float* delta, float* dq, float* dk, float* dv, BackwardBlocks& w) {
@@ -376,7 +360,7 @@ void backward_grads(const AttentionLayout& a, const RowBase& base, AttentionInpu
   if (!a.accumulate) clear_dq(a, base, dq);
   for (int64_t k0 = 0; k0 < a.sk; k0 += kB) {
     const int64_t cols = std::min(kB, a.sk - k0);
-    load_keys(a, base, k0, cols, k, v, true, w);
+    load_keys(a, base, k0, cols, k, v, w);
     std::fill(w.dk, w.dk + kB * dp, 0.0f);
     std::fill(w.dv, w.dv + kB * dp, 0.0f);
     for (int64_t q0 = first_query(a, k0); q0 < a.sq; q0 += kB) {
@@ -391,44 +375,59 @@ void backward_grads(const AttentionLayout& a, const RowBase& base, AttentionInpu
   }
 }
 
-// The one-pass backward's working memory for a row (one thread's, reused
-// for each row it runs): the row's keys gathered once, one query block's p
-// and dp against every key block, and the row's dk and dv sums. Heap, not
-// the memory plan: per thread (2 * kB + 5 * dp) * sk floats, about 2.5 MiB
-// at 2048 keys of head dim 64.
+// The one-pass backward's working memory for a row (one thread's block of
+// the scratch, reused for each row it runs): the row's keys gathered once,
+// one query block's p and dp against every key block, and the row's dk and
+// dv sums. (2 * kB + 5 * dp) * sk' floats (sk' the keys rounded up to kB),
+// about 2.5 MiB at 2048 keys of head dim 64.
 struct RowBackward {
-  std::vector<float> kt, vt, kb;  // per key block: its k, v transposed, its k rows
-  std::vector<float> p, dp;       // per key block: kB x kB
-  std::vector<float> dk, dv;      // per key block: kB x dp
+  float *kt, *vt, *kb;  // per key block: its k, v transposed, its k rows
+  float *p, *dp;        // per key block: kB x kB
+  float *dk, *dv;       // per key block: kB x dp
+  int64_t padded;       // floats in each of kt, vt, kb, dk, dv
 
-  void size_for(const AttentionLayout& a) {
-    const size_t keys = static_cast<size_t>(round_up(a.sk, kB));
-    const size_t padded = keys * static_cast<size_t>(round_up(a.d, kNr));
-    for (auto* x : {&kt, &vt, &kb, &dk, &dv}) x->resize(padded);
-    p.resize(keys * kB);
-    dp.resize(keys * kB);
+  static int64_t floats(const AttentionLayout& a) {
+    const int64_t keys = round_up(a.sk, kB);
+    return 5 * keys * round_up(a.d, kNr) + 2 * keys * kB;
+  }
+  RowBackward(const AttentionLayout& a, float* block) {
+    const int64_t keys = round_up(a.sk, kB);
+    padded = keys * round_up(a.d, kNr);
+    float** views[] = {&kt, &vt, &kb, &dk, &dv};
+    for (float** x : views) *x = block, block += padded;
+    p = block;
+    dp = p + keys * kB;
   }
 };
+
+// The delta part of the backward's scratch, rounded up to whole cache lines
+// so each thread's block starts on one.
+int64_t delta_floats(const AttentionLayout& a) { return round_up(a.rows() * a.sq, 16); }
+
+// The working blocks for `threads`: one per thread that can have a row.
+int64_t working_blocks(const AttentionLayout& a, int threads) {
+  return std::clamp<int64_t>(a.rows(), 1, std::max(threads, 1));
+}
 
 // A row's backward in one pass over its query blocks: per query block, p and
 // dp against every key block it sees (two products each), delta summed from
 // them, then per key block the three gradient products. The same sums in the
-// same order as backward_delta then backward_grads (each element of delta and
+// same order as backward_grads given that delta (each element of delta and
 // dq over key blocks in order, of dk and dv over query blocks in order), so
-// the results are bitwise theirs with five block products per pair instead
-// of seven. `delta` is the row's scratch (sq floats); not accumulating.
+// dq, dk and dv are bitwise its, with p and dp computed once per pair rather
+// than twice. `delta` is the row's scratch (sq floats); not accumulating.
 void backward_row(const AttentionLayout& a, const RowBase& base, AttentionInput q, AttentionInput k,
                   AttentionInput v, const float* lse, AttentionInput dout, float* delta, float* dq,
                   float* dk, float* dv, BackwardBlocks& w, RowBackward& r) {
   const int64_t d = a.d, dp = round_up(d, kNr), tile = dp * kB;
   for (int64_t k0 = 0; k0 < a.sk; k0 += kB) {
     const int64_t cols = std::min(kB, a.sk - k0), at = k0 / kB * tile;
-    gather_cols(k, base.k, a.k_seq, a.k_head, k0, cols, d, dp, a.bf16, r.kt.data() + at);
-    gather_cols(v, base.k, a.k_seq, a.k_head, k0, cols, d, dp, a.bf16, r.vt.data() + at);
-    gather_rows(k, base.k, a.k_seq, a.k_head, k0, cols, d, dp, a.bf16, r.kb.data() + at);
+    gather_cols(k, base.k, a.k_seq, a.k_head, k0, cols, d, dp, a.bf16, r.kt + at);
+    gather_cols(v, base.k, a.k_seq, a.k_head, k0, cols, d, dp, a.bf16, r.vt + at);
+    gather_rows(k, base.k, a.k_seq, a.k_head, k0, cols, d, dp, a.bf16, r.kb + at);
   }
-  std::fill(r.dk.begin(), r.dk.end(), 0.0f);
-  std::fill(r.dv.begin(), r.dv.end(), 0.0f);
+  std::fill(r.dk, r.dk + r.padded, 0.0f);
+  std::fill(r.dv, r.dv + r.padded, 0.0f);
   std::fill(delta, delta + a.sq, 0.0f);
   clear_dq(a, base, dq);
   for (int64_t q0 = 0; q0 < a.sq; q0 += kB) {
@@ -438,23 +437,22 @@ void backward_row(const AttentionLayout& a, const RowBase& base, AttentionInput 
     load_queries(a, base, q0, rows, q, lse, dout, w);
     for (int64_t k0 = 0; k0 < key_end; k0 += kB) {
       const int64_t b = k0 / kB;
-      float *p = r.p.data() + b * kB * kB, *dp_b = r.dp.data() + b * kB * kB;
-      probabilities(a, q0, rows, k0, std::min(kB, a.sk - k0), w.qb, w.dob, w.lse,
-                    r.kt.data() + b * tile, r.vt.data() + b * tile, p, dp_b, base.drop);
+      float *p = r.p + b * kB * kB, *dp_b = r.dp + b * kB * kB;
+      probabilities(a, q0, rows, k0, std::min(kB, a.sk - k0), w.qb, w.dob, w.lse, r.kt + b * tile,
+                    r.vt + b * tile, p, dp_b, base.drop);
       add_delta(p, dp_b, rows, delta + q0);
     }
     for (int64_t k0 = 0; k0 < key_end; k0 += kB) {
       const int64_t b = k0 / kB;
-      pair_grads(a, causal_band(a, q0, k0), rows, delta + q0, r.p.data() + b * kB * kB,
-                 r.dp.data() + b * kB * kB, w.qb, w.dob, r.kb.data() + b * tile,
-                 r.dk.data() + b * tile, r.dv.data() + b * tile, w.dqb);
+      pair_grads(a, causal_band(a, q0, k0), rows, delta + q0, r.p + b * kB * kB, r.dp + b * kB * kB,
+                 w.qb, w.dob, r.kb + b * tile, r.dk + b * tile, r.dv + b * tile, w.dqb);
       scatter_rows(w.dqb, dp, rows, d, dq + base.q, a.q_seq, a.q_head, q0, true);
     }
   }
   for (int64_t k0 = 0; k0 < a.sk; k0 += kB) {
     const int64_t cols = std::min(kB, a.sk - k0), at = k0 / kB * tile;
-    scatter_rows(r.dk.data() + at, dp, cols, d, dk + base.k, a.k_seq, a.k_head, k0, false);
-    scatter_rows(r.dv.data() + at, dp, cols, d, dv + base.k, a.k_seq, a.k_head, k0, false);
+    scatter_rows(r.dk + at, dp, cols, d, dk + base.k, a.k_seq, a.k_head, k0, false);
+    scatter_rows(r.dv + at, dp, cols, d, dv + base.k, a.k_seq, a.k_head, k0, false);
   }
 }
 
@@ -475,18 +473,26 @@ void attention_forward(const AttentionLayout& a, AttentionInput q, AttentionInpu
     forward_block(a, row_base(a, t / blocks), t % blocks * kB, q, k, v, out, lse);
 }
 
+int64_t attention_backward_scratch_floats(const AttentionLayout& a, int threads) {
+  return delta_floats(a) + working_blocks(a, threads) * RowBackward::floats(a);
+}
+
 void attention_backward(const AttentionLayout& a, AttentionInput q, AttentionInput k,
                         AttentionInput v, const float* lse, AttentionInput dout, float* dq,
-                        float* dk, float* dv, float* scratch) {
+                        float* dk, float* dv, float* scratch, int threads) {
   check(a);
   TS_CHECK(!a.accumulate,
-           "attention_backward writes its gradients (accumulate is for the ring's "
-           "two passes)");
+           "attention_backward writes its gradients (accumulate is for ring "
+           "attention's key chunks)");
+  TS_CHECK(threads >= 1, "attention_backward: scratch for ", threads, " threads");
   const int64_t rows = a.rows();
-#pragma omp parallel if (rows > 1)
+  // At most the threads the scratch has blocks for (the count may have been
+  // raised since it was planned); results do not depend on the count.
+  const int team =
+      static_cast<int>(std::min<int64_t>(working_blocks(a, threads), omp_get_max_threads()));
+#pragma omp parallel num_threads(team) if (rows > 1)
   {
-    RowBackward row;
-    row.size_for(a);
+    RowBackward row(a, scratch + delta_floats(a) + omp_get_thread_num() * RowBackward::floats(a));
 #pragma omp for schedule(dynamic, 1)
     for (int64_t r = 0; r < rows; ++r) {
       BackwardBlocks w;  // about 290 KB at the largest head dim
@@ -495,15 +501,25 @@ void attention_backward(const AttentionLayout& a, AttentionInput q, AttentionInp
   }
 }
 
-void attention_backward_delta(const AttentionLayout& a, AttentionInput q, AttentionInput k,
-                              AttentionInput v, const float* lse, AttentionInput dout,
-                              float* delta) {
+void attention_output_delta(const AttentionLayout& a, AttentionInput dout, const float* out,
+                            float* delta) {
   check(a);
-  const int64_t rows = a.rows();
-#pragma omp parallel for schedule(dynamic, 1) if (rows > 1)
+  const int64_t rows = a.rows(), dp = round_up(a.d, kNr);
+#pragma omp parallel for schedule(static) if (rows * a.sq * a.d > kAttentionBlock * kAttentionBlock)
   for (int64_t r = 0; r < rows; ++r) {
-    BackwardBlocks w;
-    backward_delta(a, row_base(a, r), q, k, v, lse, dout, delta + r * a.sq, w);
+    const RowBase base = row_base(a, r);
+    float db[kB * kMaxPadded], ob[kB * kMaxPadded];
+    for (int64_t q0 = 0; q0 < a.sq; q0 += kB) {
+      const int64_t n = std::min(kB, a.sq - q0);
+      gather_rows(dout, base.q, a.q_seq, a.q_head, q0, n, a.d, dp, a.bf16, db);
+      gather_rows({out, false}, base.q, a.q_seq, a.q_head, q0, n, a.d, dp, false, ob);
+      for (int64_t i = 0; i < n; ++i) {
+        float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+        for (int64_t c = 0; c < dp; ++c) sum += db[i * dp + c] * ob[i * dp + c];
+        delta[r * a.sq + q0 + i] = sum;
+      }
+    }
   }
 }
 

@@ -5,11 +5,13 @@
 // block with a running max and sum, so the (query, key) probabilities are
 // never stored. Backward: the probabilities are recomputed block by block
 // from q, k and the log-sum-exp (FlashAttention-2's backward), giving dq, dk
-// and dv; each row's delta = sum(p * dp) is summed from the recomputed
-// blocks rather than taken as dout . out, so the logits' gradient is as
-// consistent as softmax_grad's (docs/attention.md). attention_backward keeps
-// one query block's p and dp for all its keys, so each is computed once;
-// ring attention runs the same sums as two passes over the keys.
+// and dv; in one process each row's delta = sum(p * dp) is summed from the
+// recomputed blocks rather than taken as dout . out, so the logits'
+// gradient is as consistent as softmax_grad's (docs/attention.md).
+// attention_backward keeps one query block's p and dp for all its keys, so
+// each is computed once; ring attention, whose keys are spread over the
+// ranks, takes delta as dout . out and makes the same five products per
+// pair, one key chunk at a time.
 // Invariants: blocks have fixed sizes (kAttentionBlock) and each task (a
 // row and query block forward, a row backward) runs sequentially on one
 // thread, so results are bitwise the same run to run and for any thread
@@ -58,8 +60,8 @@ struct AttentionLayout {
   // position minus the key chunk's, >= 0 when causal (a query chunk never
   // meets a later key chunk: that pair is skipped, not computed).
   int64_t causal_shift = 0;
-  // Backward: delta, dq, dk and dv are added to rather than written (ring
-  // attention sums them over key chunks, dk and dv over query chunks).
+  // Backward: dq, dk and dv are added to rather than written (ring
+  // attention sums dq over key chunks, dk and dv over query chunks).
   bool accumulate = false;
   AttentionDropout dropout;
 
@@ -77,28 +79,32 @@ struct AttentionInput {
 void attention_forward(const AttentionLayout& a, AttentionInput q, AttentionInput k,
                        AttentionInput v, float* out, float* lse);
 
-// dq, dk and dv are written (not accumulated; a.accumulate is refused);
-// scratch holds rows() * sq floats (each query's delta = rowsum(p * dp)).
-// Besides it, each thread allocates (2 * kAttentionBlock + 5 * d') * sk
-// floats of working memory (d' the head dim rounded up to 32): the row's
-// keys, one query block's p and dp, the row's dk and dv sums. Bitwise the
-// same results as attention_backward_delta then attention_backward_grads.
+// dq, dk and dv are written (not accumulated; a.accumulate is refused).
+// scratch holds attention_backward_scratch_floats(a, threads) floats: each
+// query's delta = rowsum(p * dp) (rows() * sq floats), then one block per
+// thread (at most one per row) of (2 * kAttentionBlock + 5 * d') * sk'
+// floats (d' the head dim rounded up to 32, sk' the keys to
+// kAttentionBlock): the row's keys, one query block's p and dp, the row's
+// dk and dv sums. It runs on at most `threads` threads, whatever OpenMP's
+// count (the blocks are the scratch's), and allocates nothing. Bitwise the
+// same dq, dk and dv as attention_backward_grads given the delta it sums,
+// for any thread count.
 void attention_backward(const AttentionLayout& a, AttentionInput q, AttentionInput k,
                         AttentionInput v, const float* lse, AttentionInput dout, float* dq,
-                        float* dk, float* dv, float* scratch);
-// The backward's two passes, for ring attention (which runs each over all
-// key chunks before the next): each query's delta = rowsum(p * dp) over this
-// key chunk; then dq, dk and dv given the complete delta (rows() * sq
-// floats, laid out as attention_backward's scratch).
-void attention_backward_delta(const AttentionLayout& a, AttentionInput q, AttentionInput k,
-                              AttentionInput v, const float* lse, AttentionInput dout,
-                              float* delta);
+                        float* dk, float* dv, float* scratch, int threads);
+int64_t attention_backward_scratch_floats(const AttentionLayout& a, int threads);
+// Ring attention's backward (which cannot sum delta from p and dp: a
+// query's keys are spread over the ring): each query's delta =
+// rowsum(dout * out) (FlashAttention-2's; rows() * sq floats, laid out as
+// attention_backward's scratch; dout rounded to bf16 first for a bf16
+// layout, as the products round it; no block products); then, per key
+// chunk, dq, dk and dv given the complete delta (five block products per
+// pair; with a.accumulate, added to dq, dk and dv).
+void attention_output_delta(const AttentionLayout& a, AttentionInput dout, const float* out,
+                            float* delta);
 void attention_backward_grads(const AttentionLayout& a, AttentionInput q, AttentionInput k,
                               AttentionInput v, const float* lse, AttentionInput dout,
                               const float* delta, float* dq, float* dk, float* dv);
-inline int64_t attention_backward_scratch_floats(const AttentionLayout& a) {
-  return a.rows() * a.sq;
-}
 
 // Naive twins (the op harness's reference): whole rows of probabilities,
 // sums in double, no blocks, one thread.

@@ -1,5 +1,7 @@
 #include "tessel/runtime/program.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -79,6 +81,7 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
     : graph_(std::make_shared<const Graph>(graph)),
       options_(options),
       backend_(options.backend ? options.backend : &cpu_backend()) {
+  if (options_.threads <= 0) options_.threads = omp_get_max_threads();
   const std::vector<bool> live = live_nodes(outputs);
   flops_ = graph_->flops(live);
   index_values();
@@ -327,8 +330,9 @@ void Program::request_instruction_buffers() {
     const size_t scratch = ins.einsum_bf16 >= 0 ? einsum_bf16_[ins.einsum_bf16].scratch_bytes()
                            : bf16_gather        ? backend_->bf16_all_gather_scratch_bytes(
                                                       g, node, stored_bf16_[alias_root_[node.inputs[0]]])
-                           : ins.bf16_sum ? backend_->bf16_sum_scratch_bytes(g, node)
-                                          : backend_->scratch_bytes(g, node, einsum);
+                           : ins.bf16_sum
+                               ? backend_->bf16_sum_scratch_bytes(g, node)
+                               : backend_->scratch_bytes(g, node, einsum, options_.threads);
     if (scratch == 0) continue;
     ins.scratch = static_cast<int>(requests_.size());
     requests_.push_back({scratch, static_cast<int>(i), static_cast<int>(i)});
@@ -538,6 +542,7 @@ OpCall Program::op_call(const Instruction& ins) const {
               options_.comms,
               ins.einsum_bf16 >= 0 ? &einsum_bf16_[ins.einsum_bf16] : nullptr};
   call.position = position_;
+  call.threads = options_.threads;
   call.bf16_sum = ins.bf16_sum;
   call.bf16_out = stored_bf16_[ins.value] && !ins.stage_ptr;
   call.bf16_operands = options_.bf16 && !options_.reference_kernels;

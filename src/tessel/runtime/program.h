@@ -72,6 +72,10 @@ struct CompileOptions {
   // included) but allocate nothing (dry runs); run() refuses.
   bool plan_only = false;
   const CommGroups* comms = nullptr;  // per-axis communicators of a rank's local graph
+  // The intra-op (OpenMP) threads the program runs on, which a kernel with a
+  // working block per thread sizes its planned scratch for (OpCall::threads);
+  // 0: OpenMP's count when the program is compiled.
+  int threads = 0;
   // Output all-reduces (gradients) are packed into buckets of about this
   // size and reduced in the background while later instructions run.
   size_t bucket_bytes = 25u << 20;

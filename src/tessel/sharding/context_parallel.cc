@@ -112,14 +112,17 @@ double ring_balance_bytes_sent(const Graph& graph, const Node& local) {
   const double part = ring_halves_moved(local.attrs.offset, local.attrs.count) / 2.0;
   if (local.kind == OpKind::kAttention)  // q, k, v there; out, lse back
     return part * (2 * bytes(0) + 2 * bytes(1) + 4.0 * local.elements[1].shape.numel());
-  return part * (3 * bytes(0) + bytes(3) + 4 * bytes(1));  // q, dout, lse, k, v; dq, dk, dv
+  // q, dout, out, lse, k, v; dq, dk, dv
+  return part * (4 * bytes(0) + bytes(3) + 4 * bytes(1));
 }
 
 double ring_attention_bytes_sent(const Graph& graph, const Node& local) {
   const double chunk = 4.0 * graph.node(local.inputs[1]).shape.numel();  // one of k, v, dk, dv
   const double steps = static_cast<double>(local.attrs.count - 1);
-  const double backward = local.kind == OpKind::kAttention ? 0 : steps * 4 * chunk + 2 * chunk;
-  return ring_balance_bytes_sent(graph, local) + steps * 2 * chunk + backward;
+  // Forward: k, v each step; backward: k, v, dk, dv each step, dk, dv home.
+  const double ring =
+      local.kind == OpKind::kAttention ? steps * 2 * chunk : steps * 4 * chunk + 2 * chunk;
+  return ring_balance_bytes_sent(graph, local) + ring;
 }
 
 Sharding tuple_element_sharding(const Node& tuple, const Sharding& s, int index) {

@@ -54,8 +54,8 @@ int ring_halves_moved(int rank, int ranks);  // of its 2 halves, those another r
 
 // Bytes one rank sends per run in ring attention node `local`: balancing
 // (the moved halves of q, k, v, then out, lse; backward q, dout, lse, k, v,
-// then dq, dk, dv), then all: the ring's too (k, v n - 1 times; backward
-// k, v n - 1 times, k, v, dk, dv n - 1 times, dk, dv once more).
+// out, then dq, dk, dv), then all: the ring's too (k, v n - 1 times;
+// backward k, v, dk, dv n - 1 times, dk, dv once more).
 double ring_balance_bytes_sent(const Graph& graph, const Node& local);
 double ring_attention_bytes_sent(const Graph& graph, const Node& local);
 

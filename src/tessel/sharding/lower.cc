@@ -152,6 +152,12 @@ class Lowering {
       out_.sharding_of[id] = produced;
       return;
     }
+    // A tuple element's view is also kept as its tuple placed it, for a
+    // reader that takes it so (attention_grad reads the forward's output
+    // and log-sum-exp as the all-to-all strategy's forward made them,
+    // split on heads, instead of boxing them back from the target).
+    if (node.kind == OpKind::kTupleGet && !(produced == target))
+      cache_[id].emplace_back(produced, local);
     // Otherwise bring the output to its target. Only a program output that
     // no later node reads (a gradient) may be all-reduced in the background:
     // the program does not wait for a bucket before a reader runs.

@@ -20,14 +20,17 @@ int local_rank_count() {
   return end != local && *end == '\0' && n >= 1 && n <= 1 << 20 ? static_cast<int>(n) : 1;
 }
 
+int resolve_threads(int configured) {
+  if (configured > 0) return configured;
+  if (const char* env = std::getenv("OMP_NUM_THREADS"); env != nullptr && *env != '\0')
+    return omp_get_max_threads();
+  const int host = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  // omp_get_num_procs: the cores this process may run on (mpirun may bind it).
+  return std::min(omp_get_num_procs(), default_threads(host, local_rank_count()));
+}
+
 int apply_threads(int configured) {
-  if (configured > 0) {
-    omp_set_num_threads(configured);
-  } else if (const char* env = std::getenv("OMP_NUM_THREADS"); env == nullptr || *env == '\0') {
-    const int host = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
-    // omp_get_num_procs: the cores this process may run on (mpirun may bind it).
-    omp_set_num_threads(std::min(omp_get_num_procs(), default_threads(host, local_rank_count())));
-  }
+  omp_set_num_threads(resolve_threads(configured));
   return omp_get_max_threads();
 }
 

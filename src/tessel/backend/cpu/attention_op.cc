@@ -50,11 +50,18 @@ kernels::AttentionDropout attention_dropout_of(const OpCall& call, const Shape& 
 }  // namespace
 
 kernels::AttentionLayout attention_layout_of(const OpCall& call) {
-  const Attrs& a = call.node.attrs;
+  kernels::AttentionLayout l = attention_layout_of(call.graph, call.node);
+  l.bf16 = call.bf16_operands;
+  l.dropout = attention_dropout_of(call, in_shape(call, 0), in_shape(call, 1));
+  return l;
+}
+
+kernels::AttentionLayout attention_layout_of(const Graph& graph, const Node& node) {
+  const Attrs& a = node.attrs;
   const std::vector<std::string>& dims = attention_dims(a);
   const std::string &query = dims[0], &key = dims[1], &head = dims[2];
-  const Shape& q = in_shape(call, 0);
-  const Shape& k = in_shape(call, 1);
+  const Shape& q = graph.node(node.inputs[0]).shape;
+  const Shape& k = graph.node(node.inputs[1]).shape;
   const Shape lse = q.without({head});
   kernels::AttentionLayout l;
   l.sq = q.size(query);
@@ -67,8 +74,8 @@ kernels::AttentionLayout attention_layout_of(const OpCall& call) {
   l.lse_seq = lse.stride(query);
   for (const Dim& d : q.dims()) {
     if (d.name == query || d.name == head) continue;
-    TS_CHECK(l.row_rank < kernels::kMaxAttentionRowDims, "attention '", call.node.name,
-             "': more than ", kernels::kMaxAttentionRowDims, " row dims in ", q);
+    TS_CHECK(l.row_rank < kernels::kMaxAttentionRowDims, "attention '", node.name, "': more than ",
+             kernels::kMaxAttentionRowDims, " row dims in ", q);
     l.row_size[l.row_rank] = d.size;
     l.q_row[l.row_rank] = q.stride(d.name);
     l.k_row[l.row_rank] = k.stride(d.name);
@@ -77,8 +84,6 @@ kernels::AttentionLayout attention_layout_of(const OpCall& call) {
   }
   l.causal = !causal_query_dim(a).empty();
   l.scale = attention_scale(a);
-  l.bf16 = call.bf16_operands;
-  l.dropout = attention_dropout_of(call, q, k);
   return l;
 }
 
@@ -108,15 +113,16 @@ void execute_attention_grad(const OpCall& call) {
     return kernels::attention_backward_ref(l, in_f32(call, 0), in_f32(call, 1), in_f32(call, 2),
                                            in_f32(call, 3), in_f32(call, 4), tuple_element(call, 0),
                                            tuple_element(call, 1), tuple_element(call, 2));
-  kernels::attention_backward(l, attention_input(call, 0), attention_input(call, 1),
-                              attention_input(call, 2), in_f32(call, 3), attention_input(call, 4),
-                              tuple_element(call, 0), tuple_element(call, 1),
-                              tuple_element(call, 2), static_cast<float*>(call.scratch));
+  kernels::attention_backward(
+      l, attention_input(call, 0), attention_input(call, 1), attention_input(call, 2),
+      in_f32(call, 3), attention_input(call, 4), tuple_element(call, 0), tuple_element(call, 1),
+      tuple_element(call, 2), static_cast<float*>(call.scratch), call.threads);
 }
 
-size_t attention_grad_scratch_bytes(const Graph& graph, const Node& node) {
-  // One float per query and row: the log-sum-exp's shape (input 3).
-  return static_cast<size_t>(graph.node(node.inputs[3]).shape.numel()) * sizeof(float);
+size_t attention_grad_scratch_bytes(const Graph& graph, const Node& node, int threads) {
+  const kernels::AttentionLayout l = attention_layout_of(graph, node);
+  return static_cast<size_t>(kernels::attention_backward_scratch_floats(l, threads)) *
+         sizeof(float);
 }
 
 }  // namespace tessel

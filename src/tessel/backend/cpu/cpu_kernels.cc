@@ -392,7 +392,8 @@ void execute_cpu_kernel(const OpCall& call) {
   kernel(call);
 }
 
-size_t cpu_scratch_bytes(const Graph& graph, const Node& node, const kernels::EinsumPlan* einsum) {
+size_t cpu_scratch_bytes(const Graph& graph, const Node& node, const kernels::EinsumPlan* einsum,
+                         int threads) {
   if (is_sharded_op(node)) return sharded_scratch_bytes(graph, node);
   switch (node.kind) {
     case OpKind::kEinsum:
@@ -403,7 +404,7 @@ size_t cpu_scratch_bytes(const Graph& graph, const Node& node, const kernels::Ei
     case OpKind::kRotaryGrad:
       return static_cast<size_t>(kernels::rotary_table_floats(rotary_view(node))) * sizeof(float);
     case OpKind::kAttentionGrad:
-      return attention_grad_scratch_bytes(graph, node);
+      return attention_grad_scratch_bytes(graph, node, threads);
     default:
       return 0;
   }

@@ -25,7 +25,8 @@ const CpuKernelTable& cpu_kernel_table();
 // embedding and cross-entropy, sharded dropout; backend/cpu/sharded_ops.h)
 // or the table's entry for its kind.
 void execute_cpu_kernel(const OpCall& call);
-size_t cpu_scratch_bytes(const Graph& graph, const Node& node, const kernels::EinsumPlan* einsum);
+size_t cpu_scratch_bytes(const Graph& graph, const Node& node, const kernels::EinsumPlan* einsum,
+                         int threads);
 bool cpu_writes_bf16_itself(const Node& node);
 
 }  // namespace tessel

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <memory>
 
 #include "tessel/backend/cpu/attention_op.h"
@@ -159,36 +158,35 @@ void execute_ring_attention_grad(const OpCall& call, Communicator& comm) {
   const int64_t nk = s.k.numel(), nq = s.q.numel(), nl = s.lse.numel();
   float* delta = static_cast<float*>(call.scratch);   // slot a's at delta + a * nl / 2
   float* buf[2] = {delta + nl, delta + nl + 4 * nk};  // k, v, dk, dv
-  float *kv = buf[1] + 4 * nk, *q = kv + 2 * nk, *dout = q + nq, *lse = dout + nq;
+  float *q = buf[1] + 4 * nk, *dout = q + nq, *lse = dout + nq;
   float* stage = lse + nl;
   float* dq = tuple_element(call, 0);  // in the balanced order, then put back in place
   const std::string& op = call.node.name;
-  HalfExchange move{comm, stage, 3 * ring.size, op};  // tags after the rings'
+  HalfExchange move{comm, stage, 2 * ring.size, op};  // tags after the ring's
   move(attention_input(call, 0), q, s.q, HalfOrder::kBalanced);
   move(attention_input(call, 4), dout, s.q, HalfOrder::kBalanced);
   move({in_f32(call, 3), false}, lse, s.lse, HalfOrder::kBalanced);
-  move(attention_input(call, 1), kv, s.k, HalfOrder::kBalanced);
-  move(attention_input(call, 2), kv + nk, s.k, HalfOrder::kBalanced);
-  std::fill(delta, delta + nl, 0.0f);
+  move(attention_input(call, 1), buf[0], s.k, HalfOrder::kBalanced);
+  move(attention_input(call, 2), buf[0] + nk, s.k, HalfOrder::kBalanced);
+  // Each query's delta = rowsum(dout * out) (the output in dq's place until then).
+  move({in_f32(call, 5), false}, dq, s.q, HalfOrder::kBalanced);
+  for (int a = 0; a < 2; ++a) {
+    kernels::AttentionLayout l = attention_layout_of(call);
+    l.sq /= 2;
+    l.sk /= 2;
+    const int64_t at_q = a * l.sq * l.q_seq;
+    kernels::attention_output_delta(l, at(dout, at_q), dq + at_q, delta + a * nl / 2);
+  }
   std::fill(dq, dq + nq, 0.0f);
-  // Pass 1: delta over every key chunk (k, v travel).
-  std::memcpy(buf[0], kv, static_cast<size_t>(2 * nk) * sizeof(float));
-  ring_steps(ring, buf, 2 * nk, 0, op, [&](int t, const float* k) {
-    for_each_half_pair(call, ring, ring.owner(t), [&](const HalfPair& p, int a) {
-      kernels::attention_backward_delta(p.l, at(q, p.q), at(k, p.k), at(k + nk, p.k), lse + p.lse,
-                                        at(dout, p.q), delta + a * nl / 2);
-    });
-  });
-  // Pass 2: dq here; dk, dv summed into the chunk's travelling accumulators,
-  // sent on only once this rank's share is in (k and v go during the work).
-  std::memcpy(buf[0], kv, static_cast<size_t>(2 * nk) * sizeof(float));
   std::fill(buf[0] + 2 * nk, buf[0] + 4 * nk, 0.0f);
+  // One pass: dq here; dk, dv summed into the chunk's travelling
+  // accumulators, sent on only once this rank's share is in (k and v go
+  // during the work).
   for (int t = 0; t < ring.size; ++t) {
     float* b = buf[t % 2];
     float* next = buf[(t + 1) % 2];
     std::unique_ptr<CommRequest> kv_sent;
-    if (t + 1 < ring.size)
-      kv_sent = ring.comm.start_send(b, 2 * nk, ring.next(), ring.size + 2 * t, op);
+    if (t + 1 < ring.size) kv_sent = ring.comm.start_send(b, 2 * nk, ring.next(), 2 * t, op);
     for_each_half_pair(call, ring, ring.owner(t), [&](const HalfPair& p, int a) {
       kernels::attention_backward_grads(p.l, at(q, p.q), at(b, p.k), at(b + nk, p.k), lse + p.lse,
                                         at(dout, p.q), delta + a * nl / 2, dq + p.q,
@@ -196,9 +194,9 @@ void execute_ring_attention_grad(const OpCall& call, Communicator& comm) {
     });
     // The last step sends the finished sums home (to the next rank, the owner).
     std::unique_ptr<CommRequest> grads_sent =
-        ring.comm.start_send(b + 2 * nk, 2 * nk, ring.next(), ring.size + 2 * t + 1, op);
-    if (kv_sent) ring.comm.recv(next, 2 * nk, ring.prev(), ring.size + 2 * t, op);
-    ring.comm.recv(next + 2 * nk, 2 * nk, ring.prev(), ring.size + 2 * t + 1, op);
+        ring.comm.start_send(b + 2 * nk, 2 * nk, ring.next(), 2 * t + 1, op);
+    if (kv_sent) ring.comm.recv(next, 2 * nk, ring.prev(), 2 * t, op);
+    ring.comm.recv(next + 2 * nk, 2 * nk, ring.prev(), 2 * t + 1, op);
     if (kv_sent) kv_sent->wait();
     grads_sent->wait();
   }
@@ -213,7 +211,7 @@ size_t ring_attention_scratch_bytes(const Graph& graph, const Node& node) {
       ring_shapes(node.attrs, graph.node(node.inputs[0]).shape, graph.node(node.inputs[1]).shape);
   const int64_t nk = s.k.numel(), nq = s.q.numel(), nl = s.lse.numel();
   const int64_t floats = node.kind == OpKind::kAttention ? 4 * nk + nq + s.stage()
-                                                         : 2 * nl + 10 * nk + 2 * nq + s.stage();
+                                                         : 2 * nl + 8 * nk + 2 * nq + s.stage();
   return static_cast<size_t>(floats) * sizeof(float);
 }
 

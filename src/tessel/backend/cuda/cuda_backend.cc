@@ -132,7 +132,7 @@ void CudaBackend::execute(const OpCall& call) {
 }
 
 size_t CudaBackend::scratch_bytes(const Graph& graph, const Node& node,
-                                  const kernels::EinsumPlan* einsum) const {
+                                  const kernels::EinsumPlan* einsum, int /*threads*/) const {
   return cuda_scratch_bytes(graph, node, einsum);
 }
 

@@ -2,7 +2,8 @@
 // (HardwareModel::kernel_seconds's `flops`).
 //
 // Graph::node_flops counts a fused attention's full, unmasked q.k and p.v
-// products (3.5 times that for its gradient). The fused kernels skip the
+// products (2.5 times that for its gradient: the backward's five products,
+// in one process and in ring attention). The fused kernels skip the
 // blocks a causal mask hides (docs/attention.md), so a causal attention
 // that runs whole on one rank is charged half its node FLOPs: the
 // convention of FlashAttention's own benchmarks (causal FLOPs halved), which

@@ -98,10 +98,10 @@ class Simulator {
 
   // Ring attention (backend/cpu/ring_attention.h): n steps, each the longer
   // of the kernel's work (causal, balanced: half a chunk pair; else a pair)
-  // and the next chunk's send (the last sends nothing). The backward runs
-  // the ring twice: the deltas (2 of its 7 block products) passing k, v;
-  // then the gradients passing k, v, dk, dv; then dk, dv home. The
-  // balancing's moves are exposed. Returns {compute, exposed communication}.
+  // and the next chunk's send (the last sends nothing). The backward's
+  // ring passes k, v, dk, dv (its deltas need no products), then dk, dv
+  // go home. The balancing's moves are exposed. Returns {compute, exposed
+  // communication}.
   std::pair<double, double> ring_attention(const Graph& g,
                                            const Program::InstructionInfo& ins) const {
     const Node& n = g.node(ins.node);
@@ -118,8 +118,7 @@ class Simulator {
     if (n.kind == OpKind::kAttention) {
       ring(pair, 2 * chunk);
     } else {
-      ring(pair * 2 / 7, 2 * chunk);
-      ring(pair * 5 / 7, 4 * chunk);
+      ring(pair, 4 * chunk);
       exposed += hw_.p2p_seconds(2 * chunk, link);
     }
     return {compute, exposed};

@@ -101,11 +101,9 @@ double ClusterSpec::kernel_seconds(const std::string& op, double bytes, double f
                                    int threads) const {
   if (op != "attention" && op != "attention_grad")
     return HardwareModel::kernel_seconds(op, bytes, flops, p, threads);
-  // Our backward recomputes two more of the forward-sized products (7 in
-  // all, kernel_work.h) than FlashAttention's (5), whose count the
-  // efficiency is stated against.
-  const double counted = op == "attention_grad" ? flops * 5 / 7 : flops;
-  const double compute = counted / (peak_flops(p, threads) * data_.attention_efficiency);
+  // The node FLOPs count the backward as FlashAttention's benchmarks do
+  // (five forward-sized products), the count the efficiency is stated against.
+  const double compute = flops / (peak_flops(p, threads) * data_.attention_efficiency);
   return std::max(bytes > 0 ? memory_seconds(bytes, threads) : 0.0, compute);
 }
 

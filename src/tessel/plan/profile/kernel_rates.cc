@@ -64,9 +64,12 @@ std::vector<AttentionRate> measure_attention_rates(const std::vector<int>& threa
                                                    const std::vector<Precision>& precisions,
                                                    bool quick) {
   std::vector<AttentionRate> rates;
+  if (thread_counts.empty()) return rates;
   for (Precision precision : precisions) {
-    const std::unique_ptr<TimedProgram> timed =
-        timed_training_program(attention_rate_config(quick, precision));
+    TrainConfig config = attention_rate_config(quick, precision);
+    // Planned for the most threads timed (the backward's scratch has a block per thread).
+    config.threads = *std::max_element(thread_counts.begin(), thread_counts.end());
+    const std::unique_ptr<TimedProgram> timed = timed_training_program(config);
     Program& program = *timed->program;
     const Graph& g = program.graph();
     for (int threads : thread_counts) {
