@@ -26,6 +26,7 @@
 #include "tessel/compile/distributed.h"
 #include "tessel/compile/rank_storage.h"
 #include "tessel/tensor/aligned_buffer.h"
+#include "tessel/tensor/tensor.h"
 #include "tessel/train/checkpoint/checkpoint.h"
 #include "tessel/train/checkpoint/shard_load.h"
 #include "tessel/train/optimizer.h"
@@ -95,22 +96,25 @@ class Engine {
   // the parameter and of `grad` (the whole block's gradient, or already the
   // chunk where `grad_is_chunk`).
   UpdateSlot zero_slot(size_t i, const float* grad, bool grad_is_chunk);
-  // Every data rank's chunk (`mine`: this rank's real elements) gathered
-  // into the whole local `block`.
+  // Every data rank's chunk (`mine`: this rank's real elements, in device
+  // memory) gathered into the whole local `block` (a parameter's device
+  // memory, or a host buffer reachable by the CPU backend's copy).
   void gather_flat(const StoredParam& p, const float* mine, float* block);
   // A whole local `block` of partial sums reduce-scattered into this rank's chunk.
   void reduce_scatter_flat(const StoredParam& p, const float* block, float* chunk);
-  // A moment's part of a checkpoint: this rank's chunk of the local block `block`.
+  // A moment's part of a checkpoint (host memory): this rank's chunk of the
+  // local block `block`.
   void take_chunk(const StoredParam& p, const float* block, float* chunk) const;
-  // The local block of parameter `i`'s moment `chunk` (the value's layout):
-  // gathered over data into `block` (its value_numel elements) when ZeRO
-  // shards it flat; else `chunk` itself.
-  const float* moment_block(size_t i, const float* chunk, float* block);
+  // The local block of parameter `i`'s `moment` (the value's layout) in the
+  // host buffer `block` (at least value_numel or state_numel elements):
+  // gathered over data when ZeRO shards it flat, else copied out; returns `block`.
+  const float* moment_block(size_t i, const DeviceTensor& moment, float* block);
 
   CompiledRank compiled_;
   DistributedContext& ctx_;
   RankStorage storage_;
   Optimizer optimizer_;
+  Backend& backend_;  // the programs' backend: it holds the parameters and moments
   std::unique_ptr<ParamStore> params_;
   std::vector<const StoredParam*> held_;  // aligned with params_->entries() and slots_
   std::vector<UpdateSlot> slots_;

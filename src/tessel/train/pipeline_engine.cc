@@ -33,12 +33,12 @@ PipelineEngine::PipelineEngine(CompiledRank compiled, DistributedContext& ctx, O
     ParamEntry& e = params_->entries()[i];
     accumulator_of_[e.name] = acc;
     held_index_[e.name] = i;
-    slots_.push_back({e.value.f32(), acc, e.value.numel(), &e});
+    slots_.push_back({e.value.device_f32(), acc, e.value.numel(), &e});
     acc += e.value.numel();
   }
   init_zero();
   tie_scratch_ = AlignedBuffer(storage_.tie_scratch_elements * sizeof(float));
-  model().bind([this](const std::string& name) { return params_->at(name).value.f32(); },
+  model().bind([this](const std::string& name) { return params_->at(name).value.device_f32(); },
                [this](const std::string& name) { return accumulator_of_.at(name); },
                [this](const std::string& name) { return static_cast<float*>(input(name)); },
                [this](int microbatch) { update(microbatch); });
@@ -178,7 +178,8 @@ void PipelineEngine::reduce_scatter_accumulated_gradients() {
 // After a ZeRO update each data rank holds one updated chunk; gather them.
 void PipelineEngine::gather_slices() {
   for (size_t i = 0; i < slots_.size(); ++i)
-    if (held_[i]->zero) gather_flat(*held_[i], slots_[i].param, slots_[i].state->value.f32());
+    if (held_[i]->zero)
+      gather_flat(*held_[i], slots_[i].param, slots_[i].state->value.device_f32());
 }
 
 // Gradients of the whole batch from the accumulated micro-batch partials,
@@ -265,14 +266,13 @@ CheckpointSource PipelineEngine::checkpoint_source(int64_t step) {
     const auto [i, coord] = holder[t];
     const PipelineParam& p = model().params()[i];
     const float* local = nullptr;
-    float* acc = nullptr;  // a flat moment's block is gathered into its accumulator
+    float* acc = nullptr;  // the part is copied (a flat moment gathered) into its accumulator
     if (p.held) {
       const size_t k = held_index_.at(p.name);
       const ParamEntry& e = params_->entries()[k];
-      if (part != Part::kValue && p.zero) acc = accumulator_of_.at(p.name);
-      local = part == Part::kValue ? e.value.f32()
-              : part == Part::kM   ? moment_block(k, e.m.f32(), acc)
-                                   : moment_block(k, e.v.f32(), acc);
+      acc = accumulator_of_.at(p.name);
+      if (part == Part::kValue) e.value.read(acc);
+      local = part == Part::kValue ? acc : moment_block(k, part == Part::kM ? e.m : e.v, acc);
     }
     ctx_.gather_full(p.shape, p.sharding, local, full->as<float>(), model().pipe_axis(), coord);
     // Between steps the accumulators are zero (asynchronous schedules rely on it).
@@ -291,23 +291,23 @@ void PipelineEngine::load(const std::string& dir, int64_t step) {
       if (!p.held || p.pipe_ranks.front() == model().pipe_rank()) continue;
       const std::string name = tied_copy_name(p.name, model().pipe_rank());
       ParamEntry& dst = params_->at(p.name);
-      auto load = [&](const std::string& tensor, const Sharding& s, float* into) {
-        std::vector<float> block;
-        if (!read_tensor_block(tied, tensor, p.shape, block_of(p.shape, s), block)) return false;
-        std::copy(block.begin(), block.end(), into);
-        return true;
+      auto load = [&](const std::string& tensor, const Sharding& s, std::vector<float>& block) {
+        return read_tensor_block(tied, tensor, p.shape, block_of(p.shape, s), block);
       };
-      if (!load(name, p.sharding, dst.value.f32())) continue;  // saved on another pipeline
+      std::vector<float> block;
+      if (!load(name, p.sharding, block)) continue;  // saved on another pipeline
+      dst.value.write(block.data());
       if (dst.m.nbytes() > 0) {
         const StoredParam& stored = *held_[held_index_.at(p.name)];
-        std::vector<float> block(stored.value_numel);
-        for (auto [part, into] : {std::pair{".m", dst.m.f32()}, std::pair{".v", dst.v.f32()}}) {
-          if (!p.zero) {
-            load(name + part, p.sharding, into);
-            continue;
+        std::vector<float> chunk(stored.state_numel);
+        for (auto [part, into] : {std::pair{".m", &dst.m}, std::pair{".v", &dst.v}}) {
+          load(name + part, p.sharding, block);
+          if (p.zero) {  // the block; this rank's chunk of it
+            take_chunk(stored, block.data(), chunk.data());
+            into->write(chunk.data());
+          } else {
+            into->write(block.data());
           }
-          load(name + part, p.sharding, block.data());  // the block; this rank's chunk of it
-          take_chunk(stored, block.data(), into);
         }
       }
     }
