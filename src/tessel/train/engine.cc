@@ -66,8 +66,9 @@ void Engine::init_params() {
   }
   for (const StagedInput& in : storage_.inputs)
     staging_.emplace(in.name, Tensor(in.shape, in.dtype));
-  slice_buffer_ = AlignedBuffer(storage_.zero_slice);
-  zero_block_ = AlignedBuffer(storage_.zero_block);
+  slice_buffer_ = backend_.allocate(MemorySpace::kDevice, storage_.zero_slice);
+  zero_block_ = backend_.allocate(MemorySpace::kDevice, storage_.zero_block);
+  zero_pad_.assign(ctx_.mesh().rank_count(), 0.0f);
 }
 
 UpdateSlot Engine::zero_slot(size_t i, const float* grad, bool grad_is_chunk) {
@@ -81,14 +82,14 @@ UpdateSlot Engine::zero_slot(size_t i, const float* grad, bool grad_is_chunk) {
 
 void Engine::gather_flat(const StoredParam& p, const float* mine, float* block) {
   const FlatShard& z = *p.zero;
-  float* chunk = slice_buffer_.as<float>();
+  float* chunk = reinterpret_cast<float*>(slice_buffer_.data());
   const int64_t n = z.count(ctx_.coords()[z.axis]);
   backend_.copy(chunk, mine, n * sizeof(float));
-  std::memset(chunk + n, 0, (z.chunk() - n) * sizeof(float));
+  zero_pad(chunk + n, z.chunk() - n);
   Communicator& data = ctx_.groups().axis(ctx_.mesh().axis(z.axis).name);
-  float* padded = z.padded() == z.block ? block : zero_block_.as<float>();
+  float* padded = z.padded() == z.block ? block : reinterpret_cast<float*>(zero_block_.data());
   {
-    DeviceAccess access(backend_);  // the communicator may write the parameter itself
+    DeviceAccess access(backend_);  // the communicator reads and writes device memory
     data.all_gather(chunk, padded, z.chunk(), "zero parameter gather " + p.name);
   }
   if (padded != block) backend_.copy(block, padded, z.block * sizeof(float));
@@ -97,9 +98,9 @@ void Engine::gather_flat(const StoredParam& p, const float* mine, float* block) 
 void Engine::reduce_scatter_flat(const StoredParam& p, const float* block, float* chunk) {
   const FlatShard& z = *p.zero;
   if (z.padded() != z.block) {
-    float* padded = zero_block_.as<float>();
-    std::memcpy(padded, block, z.block * sizeof(float));
-    std::memset(padded + z.block, 0, (z.padded() - z.block) * sizeof(float));
+    float* padded = reinterpret_cast<float*>(zero_block_.data());
+    backend_.copy(padded, block, z.block * sizeof(float));
+    zero_pad(padded + z.block, z.padded() - z.block);
     block = padded;
   }
   Communicator& data = ctx_.groups().axis(ctx_.mesh().axis(z.axis).name);
@@ -113,14 +114,21 @@ void Engine::take_chunk(const StoredParam& p, const float* block, float* chunk) 
   std::memset(chunk + z.count(k), 0, (z.chunk() - z.count(k)) * sizeof(float));
 }
 
-const float* Engine::moment_block(size_t i, const DeviceTensor& moment, float* block) {
+const float* Engine::moment_block(size_t i, const DeviceTensor& moment, float* block, float* host) {
   const StoredParam& p = *held_[i];
-  if (p.zero) {
-    gather_flat(p, moment.device_f32(), block);
-  } else {
-    moment.read(block);
+  if (!p.zero) {
+    moment.read(host);
+    return host;
   }
-  return block;
+  gather_flat(p, moment.device_f32(), block);
+  backend_.copy_to_host(host, block, p.value_numel * sizeof(float));
+  return host;
+}
+
+void Engine::zero_pad(float* dst, int64_t n) {
+  TS_CHECK(n <= static_cast<int64_t>(zero_pad_.size()), "a ZeRO pad of ", n,
+           " elements is longer than the data ranks");
+  if (n > 0) backend_.copy_from_host(dst, zero_pad_.data(), n * sizeof(float));
 }
 
 double Engine::sum_of_squares(const std::vector<double>& local_sq, bool stage_only) {

@@ -96,19 +96,21 @@ class Engine {
   // the parameter and of `grad` (the whole block's gradient, or already the
   // chunk where `grad_is_chunk`).
   UpdateSlot zero_slot(size_t i, const float* grad, bool grad_is_chunk);
-  // Every data rank's chunk (`mine`: this rank's real elements, in device
-  // memory) gathered into the whole local `block` (a parameter's device
-  // memory, or a host buffer reachable by the CPU backend's copy).
+  // Every data rank's chunk (`mine`: this rank's real elements) gathered
+  // into the whole local `block` (all device memory).
   void gather_flat(const StoredParam& p, const float* mine, float* block);
   // A whole local `block` of partial sums reduce-scattered into this rank's chunk.
   void reduce_scatter_flat(const StoredParam& p, const float* block, float* chunk);
   // A moment's part of a checkpoint (host memory): this rank's chunk of the
   // local block `block`.
   void take_chunk(const StoredParam& p, const float* block, float* chunk) const;
-  // The local block of parameter `i`'s `moment` (the value's layout) in the
-  // host buffer `block` (at least value_numel or state_numel elements):
-  // gathered over data when ZeRO shards it flat, else copied out; returns `block`.
-  const float* moment_block(size_t i, const DeviceTensor& moment, float* block);
+  // The local block of parameter `i`'s `moment` (the value's layout) copied
+  // into the host buffer `host` (at least value_numel or state_numel
+  // elements); when ZeRO shards it flat, first gathered over data into the
+  // device buffer `block` (value_numel elements). Returns `host`.
+  const float* moment_block(size_t i, const DeviceTensor& moment, float* block, float* host);
+  // Zeroes `n` floats of device memory at `dst` from zero_pad_ (n under its size).
+  void zero_pad(float* dst, int64_t n);
 
   CompiledRank compiled_;
   DistributedContext& ctx_;
@@ -119,8 +121,12 @@ class Engine {
   std::vector<const StoredParam*> held_;  // aligned with params_->entries() and slots_
   std::vector<UpdateSlot> slots_;
   std::map<std::string, Tensor> staging_;  // full inputs, by name
-  AlignedBuffer slice_buffer_;             // ZeRO: an updated chunk, sent to the all-gather
-  AlignedBuffer zero_block_;               // ZeRO: a padded block (storage_.zero_block)
+  // ZeRO's buffers, in device memory: an updated chunk, sent to the
+  // all-gather; a padded block (storage_.zero_block); and host zeros for the
+  // pads (a pad is under one element per data rank).
+  DeviceMemory slice_buffer_;
+  DeviceMemory zero_block_;
+  std::vector<float> zero_pad_;
   UpdateStats last_update_;
   int64_t step_ = 0;  // the step running (fault points)
 };

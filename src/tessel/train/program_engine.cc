@@ -86,7 +86,8 @@ double ProgramEngine::evaluate(std::vector<float>* logits) {
 }
 
 // Every part is first copied out of device memory into one host buffer of
-// this rank's local elements (a ZeRO moment gathered over data); a tensor
+// this rank's local elements (a ZeRO moment gathered over data into the
+// padded-block buffer first); a tensor
 // this rank holds whole is that copy, a sharded one is gathered into one
 // full-tensor buffer (every rank, in the writer's order).
 CheckpointSource ProgramEngine::checkpoint_source(int64_t) {
@@ -106,7 +107,8 @@ CheckpointSource ProgramEngine::checkpoint_source(int64_t) {
       e.value.read(host->data());
       return host->data();
     }
-    return moment_block(i, part == Part::kM ? e.m : e.v, host->data());
+    return moment_block(i, part == Part::kM ? e.m : e.v,
+                        reinterpret_cast<float*>(zero_block_.data()), host->data());
   };
   source.full = [this, full, local_on_host](size_t i, Part part) -> const float* {
     const StoredParam& p = *held_[i];

@@ -1,5 +1,6 @@
 #include "tessel/backend/cpu/cpu_backend.h"
 
+#include <algorithm>
 #include <cstring>
 #include <new>
 
@@ -101,6 +102,16 @@ void CpuBackend::copy(void* dst, const void* src, size_t bytes) {
 void CpuBackend::accumulate(float* dst, const float* src, int64_t n) {
   DeviceAccess access(*this);
   for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
+}
+
+void CpuBackend::fill_zero(float* dst, int64_t n) {
+  DeviceAccess access(*this);
+  std::fill(dst, dst + n, 0.0f);
+}
+
+void CpuBackend::scale(float* x, int64_t n, float factor) {
+  DeviceAccess access(*this);
+  for (int64_t i = 0; i < n; ++i) x[i] *= factor;
 }
 
 double CpuBackend::sum_of_squares(const float* x, int64_t n) {
