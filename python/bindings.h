@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "tessel/backend/device_tensor.h"
 #include "tessel/base/dtype.h"
 #include "tessel/base/shape.h"
 #include "tessel/ir/builder.h"
@@ -68,6 +69,8 @@ py::object from_json(const nlohmann::json& j);
 void check_sizes(const py::array& a, const Shape& shape, const std::string& what);
 // A NumPy view of `data` with the shape's sizes; `owner` keeps it alive.
 py::array view(void* data, const Shape& shape, DType dtype, py::handle owner, bool writable);
+// A new float32 array holding a copy of device tensor `t` (model state).
+py::array to_numpy(const DeviceTensor& t);
 
 // A GraphBuilder as Python sees it: either one it owns (tessel.Builder())
 // or one a registered model function is lent for the duration of the call

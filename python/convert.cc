@@ -76,4 +76,12 @@ py::array view(void* data, const Shape& shape, DType dtype, py::handle owner, bo
   return a;
 }
 
+py::array to_numpy(const DeviceTensor& t) {
+  std::vector<py::ssize_t> sizes;
+  for (const Dim& d : t.shape().dims()) sizes.push_back(d.size);
+  py::array_t<float> a(sizes);
+  t.read(a.mutable_data());
+  return a;
+}
+
 }  // namespace tessel::python

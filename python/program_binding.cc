@@ -3,7 +3,8 @@
 // Parameters live outside the program: bind_param() binds a float32
 // C-contiguous NumPy array's own memory (no copy; the program keeps a
 // reference), or init_params() makes them as the trainer would (Philox,
-// keyed by name, so the same values as `tessel train` with that seed).
+// keyed by name, so the same values as `tessel train` with that seed) in
+// the backend's device memory and returns copies of them.
 // Inputs and outputs live in the program's arena, which is its backend's
 // device memory: run(name=array, ...) and set_input() copy arrays in,
 // input(name) and the outputs run() returns are copies out (new arrays).
@@ -92,18 +93,19 @@ void bind_program(py::module_& m) {
           "init_params",
           [](py::object self, uint64_t seed) {
             PyProgram& p = self.cast<PyProgram&>();
-            p.store = std::make_unique<ParamStore>(p.program->graph(), seed);
+            p.store = std::make_unique<ParamStore>(p.program->graph(), p.program->backend(), seed);
             py::dict out;
             for (ParamEntry& e : p.store->entries()) {
-              p.program->bind_param(e.name, e.value.f32());
+              p.program->bind_param(e.name, e.value.device_f32());
               p.bound.erase(e.name);
-              out[py::str(e.name)] = view(e.value.f32(), e.value.shape(), DType::kF32, self, true);
+              out[py::str(e.name)] = to_numpy(e.value);
             }
             return out;
           },
           py::arg("seed"),
-          "Makes and binds every parameter as the trainer initialises it from `seed`; returns "
-          "{name: array} (views the program owns: writing them changes the parameters).")
+          "Makes and binds every parameter as the trainer initialises it from `seed`, in the "
+          "program's device memory; returns {name: array} (copies: writing them changes "
+          "nothing; bind_param binds an array of your own).")
       .def(
           "input",
           [](py::object self, const std::string& name) {

@@ -4,8 +4,8 @@
 // A Trainer is the C++ Trainer (the CLI's `train` drives the same object):
 // the config dict has the JSON configs' keys, "mesh" and "layout" among
 // them; under `mpirun -n N python3 script.py` every rank builds its own
-// Trainer and holds only its shards. params() views this rank's shards
-// without a copy. The GIL is released while the trainer compiles and runs,
+// Trainer and holds only its shards. params() copies this rank's shards
+// out of device memory. The GIL is released while the trainer compiles and runs,
 // and re-taken by model functions registered from Python.
 #include <pybind11/stl.h>
 
@@ -163,11 +163,10 @@ void bind_train(py::module_& m) {
           [](py::object self) {
             Trainer& t = self.cast<Trainer&>();
             py::dict out;
-            for (ParamEntry& e : t.params().entries())
-              out[py::str(e.name)] = view(e.value.f32(), e.value.shape(), DType::kF32, self, false);
+            for (ParamEntry& e : t.params().entries()) out[py::str(e.name)] = to_numpy(e.value);
             return out;
           },
-          "{name: read-only array} of this rank's parameter shards, without a copy.")
+          "{name: array} of this rank's parameter shards, copied out of device memory.")
       .def("param_shapes",
            [](Trainer& t) {
              py::dict out;

@@ -92,19 +92,19 @@ inline void expect_metadata(const SafetensorsFile& fx,
 inline double check_against_fixture(const TrainConfig& c, const SafetensorsFile& fx,
                                     double tolerance) {
   Forward f = build(c);
-  ParamStore params(f.graph);
+  ParamStore params(f.graph, cpu_backend());
   std::set<std::string> fixture_params, model_params;
   for (const TensorRecord& t : fx.tensors)
     if (t.name.rfind("param.", 0) == 0) fixture_params.insert(t.name.substr(6));
   for (ParamEntry& e : params.entries()) {
     model_params.insert(e.name);
     const TensorRecord& r = need(fx, "param." + e.name, "F32", dims_of(e.value.shape()));
-    std::memcpy(e.value.f32(), r.bytes.data(), r.bytes.size());
+    e.value.write(reinterpret_cast<const float*>(r.bytes.data()));  // need() checked its dims
   }
   EXPECT_EQ(model_params, fixture_params) << "parameter set changed: regenerate the fixture";
 
   Program p(f.graph, f.outputs);
-  for (ParamEntry& e : params.entries()) p.bind_param(e.name, e.value.f32());
+  for (ParamEntry& e : params.entries()) p.bind_param(e.name, e.value.device_f32());
   for (const char* name : {"tokens", "targets"}) {
     const TensorRecord& r = need(fx, name, "I32", {c.batch, c.context});
     p.write_input(name, r.bytes.data(), r.bytes.size());
@@ -134,11 +134,15 @@ inline double check_against_fixture(const TrainConfig& c, const SafetensorsFile&
 // of the fixture's generator script.
 inline void export_initial_parameters(const TrainConfig& c, const std::string& path) {
   Forward f = build(c);
-  ParamStore params(f.graph, /*seed=*/1);
+  ParamStore params(f.graph, cpu_backend(), /*seed=*/1);
   std::vector<TensorView> views;
-  for (ParamEntry& e : params.entries())
-    views.push_back({e.name, "F32", dims_of(e.value.shape()), e.value.f32(),
-                     static_cast<size_t>(e.value.shape().numel()) * sizeof(float)});
+  std::vector<std::vector<float>> values;
+  values.reserve(params.entries().size());
+  for (ParamEntry& e : params.entries()) {
+    values.push_back(e.value.to_host());
+    views.push_back({e.name, "F32", dims_of(e.value.shape()), values.back().data(),
+                     values.back().size() * sizeof(float)});
+  }
   write_safetensors(path, views, {{"seed", "1"}});
 }
 

@@ -25,7 +25,7 @@ void feed_microbatch(Program& p, int seed) {
 
 TEST(AccumulatedOutputs, AddUpBitwiseAsKeptOutputsAndLeaveTheArena) {
   TinyGptTraining t = tiny_gpt_training();
-  ParamStore params(t.graph, 3);
+  ParamStore params(t.graph, cpu_backend(), 3);
   CompileOptions kept_options;
   kept_options.phase_starts = {t.backward_start};
   kept_options.separate_phase_local = true;
@@ -35,7 +35,7 @@ TEST(AccumulatedOutputs, AddUpBitwiseAsKeptOutputsAndLeaveTheArena) {
   Program kept(t.graph, t.outputs, kept_options);
   Program added(t.graph, t.outputs, options);
   for (Program* p : {&kept, &added})
-    for (ParamEntry& e : params.entries()) p->bind_param(e.name, e.value.f32());
+    for (ParamEntry& e : params.entries()) p->bind_param(e.name, e.value.device_f32());
   std::vector<std::vector<float>> sums(grads.size()), want(grads.size());
   for (size_t i = 0; i < grads.size(); ++i) {
     const size_t n = t.graph.node(grads[i]).shape.numel();
@@ -68,11 +68,11 @@ TEST(AccumulatedOutputs, AddUpBitwiseAsKeptOutputsAndLeaveTheArena) {
 
 TEST(AccumulatedOutputs, RefuseToRunUnbound) {
   TinyGptTraining t = tiny_gpt_training();
-  ParamStore params(t.graph, 3);
+  ParamStore params(t.graph, cpu_backend(), 3);
   CompileOptions options;
   options.accumulated_outputs = {t.outputs[1]};
   Program p(t.graph, t.outputs, options);
-  for (ParamEntry& e : params.entries()) p.bind_param(e.name, e.value.f32());
+  for (ParamEntry& e : params.entries()) p.bind_param(e.name, e.value.device_f32());
   feed_microbatch(p, 1);
   EXPECT_NE(error_of([&] { p.run(); }).find("is not bound to a buffer"), std::string::npos);
   EXPECT_NE(error_of([&] {

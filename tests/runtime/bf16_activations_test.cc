@@ -20,7 +20,7 @@ namespace tessel {
 namespace {
 
 std::vector<float> run(Program& p, const TinyGptTraining& t, ParamStore& params) {
-  for (ParamEntry& e : params.entries()) p.bind_param(e.name, e.value.f32());
+  for (ParamEntry& e : params.entries()) p.bind_param(e.name, e.value.device_f32());
   for (const char* name : {"tokens", "targets"}) {
     std::vector<int32_t> ids(2 * 16);
     for (int i = 0; i < 2 * 16; ++i) ids[i] = (i * 7 + 3) % 256;
@@ -42,7 +42,7 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 TEST(Bf16Activations, SameNumbersSmallerArena) {
   TinyGptTraining t = tiny_gpt_training();
-  ParamStore params(t.graph, 7);
+  ParamStore params(t.graph, cpu_backend(), 7);
   CompileOptions f32_stored;
   f32_stored.bf16 = true;
   f32_stored.bf16_activations = false;
@@ -162,7 +162,7 @@ TEST(Bf16Activations, FusedBiasAddsGiveTheSameBitsInFewerInstructions) {
     GTEST_SKIP() << "bias adds fuse only into oneDNN's bf16 matmul (" << kernels::onednn_cpu_isa()
                  << " has none)";
   TinyGptTraining t = tiny_gpt_training();
-  ParamStore params(t.graph, 7);
+  ParamStore params(t.graph, cpu_backend(), 7);
   CompileOptions fused;
   fused.bf16 = true;
   CompileOptions separate = fused;

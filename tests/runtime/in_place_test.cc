@@ -25,7 +25,7 @@ ValueId find_kind(const Graph& g, OpKind kind) {
 }
 
 void run_once(Program& p, ParamStore& params) {
-  for (ParamEntry& e : params.entries()) p.bind_param(e.name, e.value.f32());
+  for (ParamEntry& e : params.entries()) p.bind_param(e.name, e.value.device_f32());
   for (ValueId id : p.graph().inputs()) {  // tokens and targets
     std::vector<int32_t> ids(p.graph().node(id).shape.numel());
     for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 7 + id) % 256);
@@ -48,7 +48,7 @@ void expect_same_loss_and_gradients(const TinyGptTraining& t, Program& a, Progra
 
 TEST(InPlace, CrossEntropyGradientWritesOverTheLogits) {
   TinyGptTraining t = tiny_gpt_training();
-  ParamStore params(t.graph, 3);
+  ParamStore params(t.graph, cpu_backend(), 3);
   const ValueId grad = find_kind(t.graph, OpKind::kCrossEntropyGrad);
   const ValueId logits = t.graph.node(grad).inputs[0];
   Program in_place(t.graph, t.outputs);

@@ -62,7 +62,7 @@ void expect_interleaved_matches_alone(Program& a, Program& b, Program& alone,
 
 TEST(ProgramPhases, InstancesSharingPhaseLocalMemoryMatchSeparateRuns) {
   TinyGptTraining t = tiny_gpt_training();
-  ParamStore params(t.graph, 7);
+  ParamStore params(t.graph, cpu_backend(), 7);
   CompileOptions options;
   options.phase_starts = {t.backward_start};
   options.separate_phase_local = true;
@@ -71,7 +71,7 @@ TEST(ProgramPhases, InstancesSharingPhaseLocalMemoryMatchSeparateRuns) {
   Program b(t.graph, t.outputs, options);
   Program alone(t.graph, t.outputs);  // one arena, one phase
   for (Program* p : {&a, &b, &alone})
-    for (ParamEntry& e : params.entries()) p->bind_param(e.name, e.value.f32());
+    for (ParamEntry& e : params.entries()) p->bind_param(e.name, e.value.device_f32());
   ASSERT_EQ(a.phase_count(), 2);
   EXPECT_GT(a.phase_local_bytes(), 0u);
   ASSERT_NE(a.shared_region(), nullptr);
@@ -88,7 +88,7 @@ TEST(ProgramPhases, InstancesSharingPhaseLocalMemoryMatchSeparateRuns) {
 // change; the copies sit after the phase-local buffers in the one region.
 TEST(ProgramPhases, Bf16InstancesShareWeightCopiesRoundedOncePerChange) {
   TinyGptTraining t = tiny_gpt_training();
-  ParamStore params(t.graph, 7);
+  ParamStore params(t.graph, cpu_backend(), 7);
   CompileOptions options;
   options.bf16 = true;
   options.phase_starts = {t.backward_start};
@@ -102,13 +102,14 @@ TEST(ProgramPhases, Bf16InstancesShareWeightCopiesRoundedOncePerChange) {
   one_phase.bf16 = true;
   Program alone(t.graph, t.outputs, one_phase);
   for (Program* p : {&a, &b, &alone, &per_phase})
-    for (ParamEntry& e : params.entries()) p->bind_param(e.name, e.value.f32());
+    for (ParamEntry& e : params.entries()) p->bind_param(e.name, e.value.device_f32());
   ASSERT_EQ(a.shared_region(), b.shared_region());
   for (int change = 0; change < 2; ++change) {
     if (change == 1) {
       for (ParamEntry& e : params.entries()) {
-        float* w = e.value.f32();
-        for (int64_t i = 0; i < e.value.numel(); ++i) w[i] = w[i] * 1.5f + 0.01f;
+        std::vector<float> w = e.value.to_host();
+        for (float& x : w) x = x * 1.5f + 0.01f;
+        e.value.write(w.data());
       }
       a.weights_changed();  // b shares its copies
     }
@@ -121,8 +122,9 @@ TEST(ProgramPhases, Bf16InstancesShareWeightCopiesRoundedOncePerChange) {
   }
   // Without weights_changed() the copies are what they were: stale.
   for (ParamEntry& e : params.entries()) {
-    float* w = e.value.f32();
-    for (int64_t i = 0; i < e.value.numel(); ++i) w[i] *= 0.5f;
+    std::vector<float> w = e.value.to_host();
+    for (float& x : w) x *= 0.5f;
+    e.value.write(w.data());
   }
   std::vector<float> fresh = run_alone(alone, t, 1);
   std::vector<float> stale = run_alone(a, t, 1);

@@ -44,8 +44,8 @@ TEST(LrSchedule, EveryScheduleWarmsUpLinearlyThenFollowsItsShape) {
 TEST(LrSchedule, WeightDecaySkipsRankOneParametersUnlessAsked) {
   TrainConfig c;
   c.weight_decay = 0.1;
-  ParamEntry matrix{"w", Tensor(Shape{{"a", 2}, {"b", 2}}, DType::kF32), {}, {}, true};
-  ParamEntry gain{"ln.gamma", Tensor(Shape{{"a", 2}}, DType::kF32), {}, {}, false};
+  ParamEntry matrix{"w", DeviceTensor(cpu_backend(), Shape{{"a", 2}, {"b", 2}}), {}, {}, true};
+  ParamEntry gain{"ln.gamma", DeviceTensor(cpu_backend(), Shape{{"a", 2}}), {}, {}, false};
   EXPECT_FLOAT_EQ(weight_decay_of(c, matrix), 0.1f);
   EXPECT_FLOAT_EQ(weight_decay_of(c, gain), 0.0f);
   c.decay_norms_and_biases = true;

@@ -42,6 +42,14 @@ void DeviceMemory::reset() {
   bytes_ = 0;
 }
 
+void Backend::fill_zero(float*, int64_t) {
+  TS_THROW("device ", name(), ": the backend operation fill_zero is not written yet");
+}
+
+void Backend::scale(float*, int64_t, float) {
+  TS_THROW("device ", name(), ": the backend operation scale is not written yet");
+}
+
 Backend& cpu_backend() {
   static CpuBackend backend;
   return backend;

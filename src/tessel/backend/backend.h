@@ -92,6 +92,11 @@ class Backend {
   virtual void round_to_bf16(const float* src, uint16_t* dst, int64_t n) = 0;
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;
   virtual void accumulate(float* dst, const float* src, int64_t n) = 0;  // dst += src
+  // dst = 0 and x *= factor over n floats (a pipeline's gradient
+  // accumulators between steps). Not every backend has them yet: the
+  // default throws naming the backend and the operation (CUDA lacks them).
+  virtual void fill_zero(float* dst, int64_t n);
+  virtual void scale(float* x, int64_t n, float factor);
   // The optimizer (f32 parameters, gradients and moments): sum of squares in
   // double, in a fixed order; AdamW and SGD updates (kernels/optimizer.h).
   virtual double sum_of_squares(const float* x, int64_t n) = 0;

@@ -81,12 +81,13 @@ void compile_program(CompiledProgram& c, const Mesh& mesh, const Layout& layout,
 CompileOptions precision_compile_options(const TrainConfig& config) {
   CompileOptions options;
   options.backend = &backend_for(config.device);
-  // Bound parameters are host memory (ParamStore): a CUDA program cannot read them yet.
+  // Parameters are the backend's device memory, but what else a CUDA run
+  // needs is not written yet (docs/gpu.md, "What is not done").
   if (std::string(options.backend->name()) == "cuda")
     TS_THROW(
         "device cuda: programs compiled from a config (train, eval, sample) do not run on CUDA "
-        "yet: parameters, optimizer state and checkpoints are host memory (docs/gpu.md); use "
-        "device cpu");
+        "yet: bf16 einsums, collectives on GPU memory, some ops' kernels and device memory "
+        "accounting are not written (docs/gpu.md); use device cpu");
   options.bf16 = config.precision == "bf16";
   options.bf16_activations = config.bf16_activations;
   options.bf16_partial_sums = config.tp_comm_precision == "bf16";

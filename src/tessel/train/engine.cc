@@ -21,7 +21,8 @@ Engine::Engine(CompiledRank compiled, DistributedContext& ctx, Optimizer optimiz
     : compiled_(std::move(compiled)),
       ctx_(ctx),
       storage_(rank_storage(compiled_)),
-      optimizer_(std::move(optimizer)) {}
+      optimizer_(std::move(optimizer)),
+      backend_(backend_for(compiled_.config.device)) {}
 
 Engine::~Engine() = default;
 
@@ -44,54 +45,62 @@ void Engine::init_params() {
     held.add_param(p.name, p.value.local_shape(p.shape, ctx_.mesh()), p.init);
     held_.push_back(&p);
   }
-  params_ = std::make_unique<ParamStore>(held);
+  params_ = std::make_unique<ParamStore>(held, backend_);
+  // Initial values are computed on the host and copied into device memory.
   AlignedBuffer full;  // allocated for the first sharded parameter
+  std::vector<float> local;
   for (size_t i = 0; i < held_.size(); ++i) {
     const StoredParam& p = *held_[i];
-    float* local = params_->entries()[i].value.f32();
+    DeviceTensor& value = params_->entries()[i].value;
+    local.resize(value.numel());
     if (p.whole()) {
-      init_param(p.name, p.init, compiled_.config.seed, p.shape.numel(), local);
-      continue;
+      init_param(p.name, p.init, compiled_.config.seed, p.shape.numel(), local.data());
+    } else {
+      if (full.size() == 0) full = AlignedBuffer(storage_.full_tensor);
+      TS_CHECK(full.size() >= static_cast<size_t>(p.shape.numel()) * 4, "parameter '", p.name,
+               "' is larger than the full-tensor buffer");
+      init_param(p.name, p.init, compiled_.config.seed, p.shape.numel(), full.as<float>());
+      ctx_.slice_local(p.shape, p.value, full.as<float>(), local.data());
     }
-    if (full.size() == 0) full = AlignedBuffer(storage_.full_tensor);
-    TS_CHECK(full.size() >= static_cast<size_t>(p.shape.numel()) * 4, "parameter '", p.name,
-             "' is larger than the full-tensor buffer");
-    init_param(p.name, p.init, compiled_.config.seed, p.shape.numel(), full.as<float>());
-    ctx_.slice_local(p.shape, p.value, full.as<float>(), local);
+    value.write(local.data());
   }
   for (const StagedInput& in : storage_.inputs)
     staging_.emplace(in.name, Tensor(in.shape, in.dtype));
-  slice_buffer_ = AlignedBuffer(storage_.zero_slice);
-  zero_block_ = AlignedBuffer(storage_.zero_block);
+  slice_buffer_ = backend_.allocate(MemorySpace::kDevice, storage_.zero_slice);
+  zero_block_ = backend_.allocate(MemorySpace::kDevice, storage_.zero_block);
+  zero_pad_.assign(ctx_.mesh().rank_count(), 0.0f);
 }
 
 UpdateSlot Engine::zero_slot(size_t i, const float* grad, bool grad_is_chunk) {
   const StoredParam& p = *held_[i];
   ParamEntry& e = params_->entries()[i];
-  if (!p.zero) return {e.value.f32(), grad, e.value.numel(), &e};
+  if (!p.zero) return {e.value.device_f32(), grad, e.value.numel(), &e};
   const int k = ctx_.coords()[p.zero->axis];
-  return {e.value.f32() + p.zero->offset(k), grad_is_chunk ? grad : grad + p.zero->offset(k),
+  return {e.value.device_f32() + p.zero->offset(k), grad_is_chunk ? grad : grad + p.zero->offset(k),
           p.zero->count(k), &e, p.zero->chunk()};
 }
 
 void Engine::gather_flat(const StoredParam& p, const float* mine, float* block) {
   const FlatShard& z = *p.zero;
-  float* chunk = slice_buffer_.as<float>();
+  float* chunk = reinterpret_cast<float*>(slice_buffer_.data());
   const int64_t n = z.count(ctx_.coords()[z.axis]);
-  std::memcpy(chunk, mine, n * sizeof(float));
-  std::memset(chunk + n, 0, (z.chunk() - n) * sizeof(float));
+  backend_.copy(chunk, mine, n * sizeof(float));
+  zero_pad(chunk + n, z.chunk() - n);
   Communicator& data = ctx_.groups().axis(ctx_.mesh().axis(z.axis).name);
-  float* padded = z.padded() == z.block ? block : zero_block_.as<float>();
-  data.all_gather(chunk, padded, z.chunk(), "zero parameter gather " + p.name);
-  if (padded != block) std::memcpy(block, padded, z.block * sizeof(float));
+  float* padded = z.padded() == z.block ? block : reinterpret_cast<float*>(zero_block_.data());
+  {
+    DeviceAccess access(backend_);  // the communicator reads and writes device memory
+    data.all_gather(chunk, padded, z.chunk(), "zero parameter gather " + p.name);
+  }
+  if (padded != block) backend_.copy(block, padded, z.block * sizeof(float));
 }
 
 void Engine::reduce_scatter_flat(const StoredParam& p, const float* block, float* chunk) {
   const FlatShard& z = *p.zero;
   if (z.padded() != z.block) {
-    float* padded = zero_block_.as<float>();
-    std::memcpy(padded, block, z.block * sizeof(float));
-    std::memset(padded + z.block, 0, (z.padded() - z.block) * sizeof(float));
+    float* padded = reinterpret_cast<float*>(zero_block_.data());
+    backend_.copy(padded, block, z.block * sizeof(float));
+    zero_pad(padded + z.block, z.padded() - z.block);
     block = padded;
   }
   Communicator& data = ctx_.groups().axis(ctx_.mesh().axis(z.axis).name);
@@ -105,11 +114,21 @@ void Engine::take_chunk(const StoredParam& p, const float* block, float* chunk) 
   std::memset(chunk + z.count(k), 0, (z.chunk() - z.count(k)) * sizeof(float));
 }
 
-const float* Engine::moment_block(size_t i, const float* chunk, float* block) {
+const float* Engine::moment_block(size_t i, const DeviceTensor& moment, float* block, float* host) {
   const StoredParam& p = *held_[i];
-  if (!p.zero) return chunk;
-  gather_flat(p, chunk, block);
-  return block;
+  if (!p.zero) {
+    moment.read(host);
+    return host;
+  }
+  gather_flat(p, moment.device_f32(), block);
+  backend_.copy_to_host(host, block, p.value_numel * sizeof(float));
+  return host;
+}
+
+void Engine::zero_pad(float* dst, int64_t n) {
+  TS_CHECK(n <= static_cast<int64_t>(zero_pad_.size()), "a ZeRO pad of ", n,
+           " elements is longer than the data ranks");
+  if (n > 0) backend_.copy_from_host(dst, zero_pad_.data(), n * sizeof(float));
 }
 
 double Engine::sum_of_squares(const std::vector<double>& local_sq, bool stage_only) {
@@ -138,17 +157,20 @@ void Engine::load_shards(const std::string& dir) {
     if (!storage_.params[i].held) continue;
     const StoredParam& p = *held_[k];
     ParamEntry& local = params_->entries()[k++];
-    std::memcpy(local.value.raw(), loaded.value[i].data(), local.value.nbytes());
+    local.value.write(loaded.value[i].data());
     if (loaded.m[i].empty()) continue;
-    local.m = Tensor(Shape{{"state", p.state_numel}}, DType::kF32);
-    local.v = Tensor(Shape{{"state", p.state_numel}}, DType::kF32);
+    local.m = DeviceTensor(backend_, Shape{{"state", p.state_numel}});
+    local.v = DeviceTensor(backend_, Shape{{"state", p.state_numel}});
     if (p.zero) {  // the value's block was read: this rank's chunk of it
-      take_chunk(p, loaded.m[i].data(), local.m.f32());
-      take_chunk(p, loaded.v[i].data(), local.v.f32());
+      std::vector<float> chunk(p.state_numel);
+      take_chunk(p, loaded.m[i].data(), chunk.data());
+      local.m.write(chunk.data());
+      take_chunk(p, loaded.v[i].data(), chunk.data());
+      local.v.write(chunk.data());
       continue;
     }
-    std::memcpy(local.m.raw(), loaded.m[i].data(), local.m.nbytes());
-    std::memcpy(local.v.raw(), loaded.v[i].data(), local.v.nbytes());
+    local.m.write(loaded.m[i].data());
+    local.v.write(loaded.v[i].data());
   }
 }
 

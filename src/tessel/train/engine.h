@@ -26,6 +26,7 @@
 #include "tessel/compile/distributed.h"
 #include "tessel/compile/rank_storage.h"
 #include "tessel/tensor/aligned_buffer.h"
+#include "tessel/tensor/tensor.h"
 #include "tessel/train/checkpoint/checkpoint.h"
 #include "tessel/train/checkpoint/shard_load.h"
 #include "tessel/train/optimizer.h"
@@ -96,27 +97,36 @@ class Engine {
   // chunk where `grad_is_chunk`).
   UpdateSlot zero_slot(size_t i, const float* grad, bool grad_is_chunk);
   // Every data rank's chunk (`mine`: this rank's real elements) gathered
-  // into the whole local `block`.
+  // into the whole local `block` (all device memory).
   void gather_flat(const StoredParam& p, const float* mine, float* block);
   // A whole local `block` of partial sums reduce-scattered into this rank's chunk.
   void reduce_scatter_flat(const StoredParam& p, const float* block, float* chunk);
-  // A moment's part of a checkpoint: this rank's chunk of the local block `block`.
+  // A moment's part of a checkpoint (host memory): this rank's chunk of the
+  // local block `block`.
   void take_chunk(const StoredParam& p, const float* block, float* chunk) const;
-  // The local block of parameter `i`'s moment `chunk` (the value's layout):
-  // gathered over data into `block` (its value_numel elements) when ZeRO
-  // shards it flat; else `chunk` itself.
-  const float* moment_block(size_t i, const float* chunk, float* block);
+  // The local block of parameter `i`'s `moment` (the value's layout) copied
+  // into the host buffer `host` (at least value_numel or state_numel
+  // elements); when ZeRO shards it flat, first gathered over data into the
+  // device buffer `block` (value_numel elements). Returns `host`.
+  const float* moment_block(size_t i, const DeviceTensor& moment, float* block, float* host);
+  // Zeroes `n` floats of device memory at `dst` from zero_pad_ (n under its size).
+  void zero_pad(float* dst, int64_t n);
 
   CompiledRank compiled_;
   DistributedContext& ctx_;
   RankStorage storage_;
   Optimizer optimizer_;
+  Backend& backend_;  // the programs' backend: it holds the parameters and moments
   std::unique_ptr<ParamStore> params_;
   std::vector<const StoredParam*> held_;  // aligned with params_->entries() and slots_
   std::vector<UpdateSlot> slots_;
   std::map<std::string, Tensor> staging_;  // full inputs, by name
-  AlignedBuffer slice_buffer_;             // ZeRO: an updated chunk, sent to the all-gather
-  AlignedBuffer zero_block_;               // ZeRO: a padded block (storage_.zero_block)
+  // ZeRO's buffers, in device memory: an updated chunk, sent to the
+  // all-gather; a padded block (storage_.zero_block); and host zeros for the
+  // pads (a pad is under one element per data rank).
+  DeviceMemory slice_buffer_;
+  DeviceMemory zero_block_;
+  std::vector<float> zero_pad_;
   UpdateStats last_update_;
   int64_t step_ = 0;  // the step running (fault points)
 };

@@ -52,10 +52,10 @@ UpdateStats apply_update(const TrainConfig& c, Backend& backend,
       continue;
     }
     if (const int64_t moments = std::max(slot.n, slot.moments); e.m.numel() != moments) {
-      e.m = Tensor(Shape{{"state", moments}}, DType::kF32);
-      e.v = Tensor(Shape{{"state", moments}}, DType::kF32);
+      e.m = DeviceTensor(backend, Shape{{"state", moments}});
+      e.v = DeviceTensor(backend, Shape{{"state", moments}});
     }
-    backend.adamw_update(slot.param, slot.grad, e.m.f32(), e.v.f32(), slot.n, lr,
+    backend.adamw_update(slot.param, slot.grad, e.m.device_f32(), e.v.device_f32(), slot.n, lr,
                          static_cast<float>(c.beta1), static_cast<float>(c.beta2),
                          static_cast<float>(c.eps), wd, updates > 0 ? updates : step + 1,
                          grad_scale);

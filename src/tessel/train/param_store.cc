@@ -23,19 +23,23 @@ void init_param(const std::string& name, const ParamInit& init, uint64_t seed, i
   }
 }
 
-ParamStore::ParamStore(const Graph& graph) {
+ParamStore::ParamStore(const Graph& graph, Backend& backend) : backend_(&backend) {
   for (ValueId id : graph.params()) {
     const Node& node = graph.node(id);
-    ParamEntry entry{node.name, Tensor(node.shape, DType::kF32), {}, {}, node.shape.rank() >= 2};
+    ParamEntry entry{node.name, DeviceTensor(backend, node.shape), {}, {}, node.shape.rank() >= 2};
     index_[node.name] = entries_.size();
     entries_.push_back(std::move(entry));
   }
 }
 
-ParamStore::ParamStore(const Graph& graph, uint64_t seed) : ParamStore(graph) {
+ParamStore::ParamStore(const Graph& graph, Backend& backend, uint64_t seed)
+    : ParamStore(graph, backend) {
+  std::vector<float> host;
   for (ValueId id : graph.params()) {
     const Node& node = graph.node(id);
-    init_param(node.name, node.init, seed, node.shape.numel(), at(node.name).value.f32());
+    host.resize(node.shape.numel());
+    init_param(node.name, node.init, seed, node.shape.numel(), host.data());
+    at(node.name).value.write(host.data());
   }
 }
 

@@ -26,19 +26,21 @@ std::string tied_copy_name(const std::string& param, int pipe_coord) {
 PipelineEngine::PipelineEngine(CompiledRank compiled, DistributedContext& ctx, Optimizer optimizer)
     : Engine(std::move(compiled), ctx, std::move(optimizer)) {
   init_params();
+  accumulator_elements_ = std::max<int64_t>(storage_.accumulator_elements, 1);
   grad_accumulators_ =
-      AlignedBuffer(std::max<size_t>(storage_.accumulator_elements * sizeof(float), sizeof(float)));
-  float* acc = grad_accumulators_.as<float>();
+      backend_.allocate(MemorySpace::kDevice, accumulator_elements_ * sizeof(float));
+  float* acc = reinterpret_cast<float*>(grad_accumulators_.data());
   for (size_t i = 0; i < held_.size(); ++i) {
     ParamEntry& e = params_->entries()[i];
     accumulator_of_[e.name] = acc;
     held_index_[e.name] = i;
-    slots_.push_back({e.value.f32(), acc, e.value.numel(), &e});
+    slots_.push_back({e.value.device_f32(), acc, e.value.numel(), &e});
     acc += e.value.numel();
   }
   init_zero();
-  tie_scratch_ = AlignedBuffer(storage_.tie_scratch_elements * sizeof(float));
-  model().bind([this](const std::string& name) { return params_->at(name).value.f32(); },
+  tie_scratch_ =
+      backend_.allocate(MemorySpace::kDevice, storage_.tie_scratch_elements * sizeof(float));
+  model().bind([this](const std::string& name) { return params_->at(name).value.device_f32(); },
                [this](const std::string& name) { return accumulator_of_.at(name); },
                [this](const std::string& name) { return static_cast<float*>(input(name)); },
                [this](int microbatch) { update(microbatch); });
@@ -113,7 +115,7 @@ void PipelineEngine::asynchronous_update(int microbatch) {
   last_update_ = optimizer_(
       slots_, [this](const std::vector<double>& sq) { return sum_of_squares(sq, true); }, updates_);
   gather_slices();
-  std::memset(grad_accumulators_.data(), 0, grad_accumulators_.size());
+  zero_accumulators();
   versions_->on_update(updates_, last_update_.lr);
 }
 
@@ -125,8 +127,7 @@ void PipelineEngine::reduce_accumulated_gradients(float scale) {
   float* acc = reinterpret_cast<float*>(grad_accumulators_.data());
   int64_t total = 0;
   for (const ParamEntry& e : params_->entries()) total += e.value.numel();
-  if (scale != 1.0f)
-    for (int64_t i = 0; i < total; ++i) acc[i] *= scale;
+  if (scale != 1.0f) backend_.scale(acc, total, scale);
   const bool zero = compiled_.config.zero > 0;
   if (!zero && !model().data_axis().empty() && total > 0)
     ctx_.groups().axis(model().data_axis()).all_reduce(acc, total, ReduceKind::kSum, "gradients");
@@ -137,7 +138,7 @@ void PipelineEngine::reduce_accumulated_gradients(float scale) {
     if (p.held)
       buffer = accumulator_of_.at(p.name);
     else
-      std::memset(buffer, 0, n * sizeof(float));
+      backend_.fill_zero(buffer, n);
     ctx_.groups().axis(kPipeAxis).all_reduce(buffer, n, ReduceKind::kSum, "tied " + p.name);
   }
   if (zero) reduce_scatter_accumulated_gradients();
@@ -150,9 +151,9 @@ void PipelineEngine::reduce_accumulated_gradients(float scale) {
 // stay whole: micro-batches add into them before the reduction.)
 void PipelineEngine::init_zero() {
   if (compiled_.config.zero == 0) return;
-  zero_grads_ =
-      AlignedBuffer(std::max<int64_t>(storage_.zero_gradient_elements, 1) * sizeof(float));
-  float* g = zero_grads_.as<float>();
+  zero_grads_ = backend_.allocate(
+      MemorySpace::kDevice, std::max<int64_t>(storage_.zero_gradient_elements, 1) * sizeof(float));
+  float* g = reinterpret_cast<float*>(zero_grads_.data());
   for (size_t i = 0; i < slots_.size(); ++i) {
     if (!held_[i]->zero) continue;
     slots_[i] = zero_slot(i, g, /*grad_is_chunk=*/true);
@@ -178,7 +179,8 @@ void PipelineEngine::reduce_scatter_accumulated_gradients() {
 // After a ZeRO update each data rank holds one updated chunk; gather them.
 void PipelineEngine::gather_slices() {
   for (size_t i = 0; i < slots_.size(); ++i)
-    if (held_[i]->zero) gather_flat(*held_[i], slots_[i].param, slots_[i].state->value.f32());
+    if (held_[i]->zero)
+      gather_flat(*held_[i], slots_[i].param, slots_[i].state->value.device_f32());
 }
 
 // Gradients of the whole batch from the accumulated micro-batch partials,
@@ -194,7 +196,7 @@ void PipelineEngine::update(int microbatch) {
 double PipelineEngine::train_step(int64_t step) {
   step_ = step;
   model().executor().set_step(step);  // dropout masks are keyed by the step
-  std::memset(grad_accumulators_.data(), 0, grad_accumulators_.size());
+  zero_accumulators();
   last_stepped_microbatch_.reset();
   const double loss = model().run_step();
   if (step_ > 0) {  // the first step pays one-time costs (page faults, thread start)
@@ -203,6 +205,10 @@ double PipelineEngine::train_step(int64_t step) {
     ++timed_steps_;
   }
   return loss;
+}
+
+void PipelineEngine::zero_accumulators() {
+  backend_.fill_zero(reinterpret_cast<float*>(grad_accumulators_.data()), accumulator_elements_);
 }
 
 double PipelineEngine::evaluate(std::vector<float>* logits) {
@@ -260,23 +266,32 @@ CheckpointSource PipelineEngine::checkpoint_source(int64_t step) {
             {tied_copy_name(params[i].name, coord), params[i].shape, moments, true});
         holder.emplace_back(i, coord);
       }
+  // Each local part is copied to one host buffer (a flat moment gathered
+  // over data into its idle accumulator first), then gathered whole.
   auto full = std::make_shared<AlignedBuffer>(storage_.full_tensor);
-  source.full = [this, full, holder](size_t t, Part part) -> const float* {
+  int64_t local_numel = 1;
+  for (const StoredParam* p : held_)
+    local_numel = std::max({local_numel, p->value_numel, p->state_numel});
+  auto host = std::make_shared<std::vector<float>>(local_numel);
+  source.full = [this, full, host, holder](size_t t, Part part) -> const float* {
     const auto [i, coord] = holder[t];
     const PipelineParam& p = model().params()[i];
     const float* local = nullptr;
-    float* acc = nullptr;  // a flat moment's block is gathered into its accumulator
+    float* acc = nullptr;
     if (p.held) {
       const size_t k = held_index_.at(p.name);
       const ParamEntry& e = params_->entries()[k];
-      if (part != Part::kValue && p.zero) acc = accumulator_of_.at(p.name);
-      local = part == Part::kValue ? e.value.f32()
-              : part == Part::kM   ? moment_block(k, e.m.f32(), acc)
-                                   : moment_block(k, e.v.f32(), acc);
+      if (part == Part::kValue) {
+        e.value.read(host->data());
+        local = host->data();
+      } else {
+        if (p.zero) acc = accumulator_of_.at(p.name);
+        local = moment_block(k, part == Part::kM ? e.m : e.v, acc, host->data());
+      }
     }
     ctx_.gather_full(p.shape, p.sharding, local, full->as<float>(), model().pipe_axis(), coord);
     // Between steps the accumulators are zero (asynchronous schedules rely on it).
-    if (acc) std::memset(acc, 0, held_[held_index_.at(p.name)]->value_numel * sizeof(float));
+    if (acc) backend_.fill_zero(acc, held_[held_index_.at(p.name)]->value_numel);
     return full->as<float>();
   };
   return source;
@@ -291,23 +306,23 @@ void PipelineEngine::load(const std::string& dir, int64_t step) {
       if (!p.held || p.pipe_ranks.front() == model().pipe_rank()) continue;
       const std::string name = tied_copy_name(p.name, model().pipe_rank());
       ParamEntry& dst = params_->at(p.name);
-      auto load = [&](const std::string& tensor, const Sharding& s, float* into) {
-        std::vector<float> block;
-        if (!read_tensor_block(tied, tensor, p.shape, block_of(p.shape, s), block)) return false;
-        std::copy(block.begin(), block.end(), into);
-        return true;
+      auto load = [&](const std::string& tensor, const Sharding& s, std::vector<float>& block) {
+        return read_tensor_block(tied, tensor, p.shape, block_of(p.shape, s), block);
       };
-      if (!load(name, p.sharding, dst.value.f32())) continue;  // saved on another pipeline
+      std::vector<float> block;
+      if (!load(name, p.sharding, block)) continue;  // saved on another pipeline
+      dst.value.write(block.data());
       if (dst.m.nbytes() > 0) {
         const StoredParam& stored = *held_[held_index_.at(p.name)];
-        std::vector<float> block(stored.value_numel);
-        for (auto [part, into] : {std::pair{".m", dst.m.f32()}, std::pair{".v", dst.v.f32()}}) {
-          if (!p.zero) {
-            load(name + part, p.sharding, into);
-            continue;
+        std::vector<float> chunk(stored.state_numel);
+        for (auto [part, into] : {std::pair{".m", &dst.m}, std::pair{".v", &dst.v}}) {
+          load(name + part, p.sharding, block);
+          if (p.zero) {  // the block; this rank's chunk of it
+            take_chunk(stored, block.data(), chunk.data());
+            into->write(chunk.data());
+          } else {
+            into->write(block.data());
           }
-          load(name + part, p.sharding, block.data());  // the block; this rank's chunk of it
-          take_chunk(stored, block.data(), into);
         }
       }
     }

@@ -52,12 +52,17 @@ class PipelineEngine : public Engine {
   void gather_slices();
 
   // One gradient accumulator per held parameter (contiguous, reduced over
-  // data in one call).
-  AlignedBuffer grad_accumulators_;
+  // data in one call), in device memory like the tie scratch and ZeRO's
+  // gradient chunks: the programs add into them, communicators reduce them,
+  // the backend zeroes and scales them.
+  DeviceMemory grad_accumulators_;
+  int64_t accumulator_elements_ = 0;
   std::map<std::string, float*> accumulator_of_;
   std::map<std::string, size_t> held_index_;  // a held parameter's index in held_
-  AlignedBuffer tie_scratch_;
-  AlignedBuffer zero_grads_;  // ZeRO: the gradient slices, back to back
+  DeviceMemory tie_scratch_;
+  DeviceMemory zero_grads_;  // ZeRO: the gradient slices, back to back
+  // Zeroes every accumulator.
+  void zero_accumulators();
   // Asynchronous schedules: the weight copies micro-batches run on, updates
   // applied on this rank, micro-batch gradients since the last update.
   std::unique_ptr<WeightVersions> versions_;

@@ -1,5 +1,6 @@
 #include "tessel/train/program_engine.h"
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
 
@@ -14,8 +15,8 @@ ProgramEngine::ProgramEngine(CompiledRank compiled, DistributedContext& ctx, Opt
   CompiledProgram& train = compiled_.train;
   init_params();
   for (ParamEntry& e : params_->entries()) {
-    train.program->bind_param(e.name, e.value.f32());
-    compiled_.eval.program->bind_param(e.name, e.value.f32());
+    train.program->bind_param(e.name, e.value.device_f32());
+    compiled_.eval.program->bind_param(e.name, e.value.device_f32());
   }
   if (fault_armed(FaultPoint::kBackward)) {  // the first instruction past the loss
     const ValueId loss = train.local.local_of[train.outputs.loss];
@@ -64,7 +65,8 @@ double ProgramEngine::train_step(int64_t step) {
 // gathered for it: the next step gathers on use.
 void ProgramEngine::gather_updated_slices() {
   for (size_t i = 0; i < slots_.size(); ++i)
-    if (held_[i]->zero) gather_flat(*held_[i], slots_[i].param, slots_[i].state->value.f32());
+    if (held_[i]->zero)
+      gather_flat(*held_[i], slots_[i].param, slots_[i].state->value.device_f32());
 }
 
 double ProgramEngine::evaluate(std::vector<float>* logits) {
@@ -83,35 +85,44 @@ double ProgramEngine::evaluate(std::vector<float>* logits) {
   return loss;
 }
 
-// A tensor this rank holds whole is read from its storage; a sharded one is
-// gathered into one full-tensor buffer (every rank, in the writer's order).
+// Every part is first copied out of device memory into one host buffer of
+// this rank's local elements (a ZeRO moment gathered over data into the
+// padded-block buffer first); a tensor
+// this rank holds whole is that copy, a sharded one is gathered into one
+// full-tensor buffer (every rank, in the writer's order).
 CheckpointSource ProgramEngine::checkpoint_source(int64_t) {
   using Part = CheckpointSource::Part;
   CheckpointSource source;
-  for (size_t i = 0; i < held_.size(); ++i)
+  int64_t local_numel = 1;
+  for (size_t i = 0; i < held_.size(); ++i) {
     source.params.push_back(
         {held_[i]->name, held_[i]->shape, params_->entries()[i].m.nbytes() > 0});
+    local_numel = std::max({local_numel, held_[i]->value_numel, held_[i]->state_numel});
+  }
   auto full = std::make_shared<AlignedBuffer>(storage_.full_tensor);
-  source.full = [this, full](size_t i, Part part) -> const float* {
+  auto host = std::make_shared<std::vector<float>>(local_numel);
+  auto local_on_host = [this, host](size_t i, Part part) -> const float* {
+    ParamEntry& e = params_->entries()[i];
+    if (part == Part::kValue) {
+      e.value.read(host->data());
+      return host->data();
+    }
+    return moment_block(i, part == Part::kM ? e.m : e.v,
+                        reinterpret_cast<float*>(zero_block_.data()), host->data());
+  };
+  source.full = [this, full, local_on_host](size_t i, Part part) -> const float* {
     const StoredParam& p = *held_[i];
     const Sharding& s = part == Part::kValue || p.zero ? p.value : p.state;
-    ParamEntry& e = params_->entries()[i];
-    const float* local = part == Part::kValue ? e.value.f32()
-                         : part == Part::kM   ? moment_block(i, e.m.f32(), zero_block_.as<float>())
-                                              : moment_block(i, e.v.f32(), zero_block_.as<float>());
+    const float* local = local_on_host(i, part);
     if (s.local_shape(p.shape, ctx_.mesh()).numel() == p.shape.numel()) return local;
     ctx_.gather_full(p.shape, s, local, full->as<float>());
     return full->as<float>();
   };
   // Snapshots: every tensor placed into one buffer, one world sum.
-  source.place = [this](size_t i, Part part, float* zeroed_full) {
+  source.place = [this, local_on_host](size_t i, Part part, float* zeroed_full) {
     const StoredParam& p = *held_[i];
     const Sharding& s = part == Part::kValue || p.zero ? p.value : p.state;
-    ParamEntry& e = params_->entries()[i];
-    const float* local = part == Part::kValue ? e.value.f32()
-                         : part == Part::kM   ? moment_block(i, e.m.f32(), zero_block_.as<float>())
-                                              : moment_block(i, e.v.f32(), zero_block_.as<float>());
-    ctx_.place_primary(p.shape, s, local, zeroed_full);
+    ctx_.place_primary(p.shape, s, local_on_host(i, part), zeroed_full);
   };
   source.sum = [this](float* data, int64_t n) {
     return ctx_.world().start_all_reduce(data, n, "checkpoint snapshot");

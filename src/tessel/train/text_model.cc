@@ -35,9 +35,11 @@ TextModel::TextModel(const std::string& checkpoint_dir)
              " ids, more than the model's vocab ", info_.config.vocab);
   info_.config.validate();
   one_row_ = compile(1);
-  params_ = std::make_unique<ParamStore>(one_row_.program->graph(), info_.config.seed);
+  params_ = std::make_unique<ParamStore>(one_row_.program->graph(), one_row_.program->backend(),
+                                         info_.config.seed);
   load_checkpoint(checkpoint_dir, *params_, /*with_optimizer=*/false);
-  for (ParamEntry& e : params_->entries()) one_row_.program->bind_param(e.name, e.value.f32());
+  for (ParamEntry& e : params_->entries())
+    one_row_.program->bind_param(e.name, e.value.device_f32());
 }
 
 TextModel::Compiled TextModel::compile(int64_t batch) {
@@ -51,7 +53,7 @@ TextModel::Compiled TextModel::compile(int64_t batch) {
   c.logits = *g.logits;
   c.loss = g.loss;
   if (params_)
-    for (ParamEntry& e : params_->entries()) c.program->bind_param(e.name, e.value.f32());
+    for (ParamEntry& e : params_->entries()) c.program->bind_param(e.name, e.value.device_f32());
   return c;
 }
 

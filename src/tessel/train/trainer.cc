@@ -31,8 +31,10 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   backend_ = &backend_for(config_.device);  // a missing device is an error before any compute
   if (std::string(backend_->name()) == "cuda")
     TS_THROW(
-        "device cuda: the trainer does not run on CUDA yet (parameters, optimizer state and "
-        "checkpoints are host memory; docs/gpu.md); use device cpu");
+        "device cuda: the trainer does not run on CUDA yet (its model state is device memory, "
+        "but bf16 einsums, collectives on GPU memory, some ops' kernels and device memory "
+        "accounting are not written, and it has never run on a GPU; docs/gpu.md); use device "
+        "cpu");
   auto t = std::chrono::steady_clock::now();
   ctx_ = std::make_unique<DistributedContext>(config_.mesh, config_.layout);
   startup_.mesh = lap(t);
@@ -53,7 +55,11 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   auto optimizer = [this](const std::vector<UpdateSlot>& slots, const GlobalSumOfSquares& sum,
                           int64_t updates) {
     if (keep_gradients_)
-      for (const UpdateSlot& s : slots) gradients_[s.state->name].assign(s.grad, s.grad + s.n);
+      for (const UpdateSlot& s : slots) {
+        std::vector<float>& kept = gradients_[s.state->name];
+        kept.resize(s.n);
+        backend_->copy_to_host(kept.data(), s.grad, s.n * sizeof(float));
+      }
     UpdateStats u = apply_update(config_, *backend_, slots, step_, sum, updates, lr_override_);
     fault_point(FaultPoint::kOptimizer, step_);
     return u;

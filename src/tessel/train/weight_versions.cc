@@ -28,15 +28,15 @@ int64_t WeightVersions::bytes() const {
 void WeightVersions::bind(Program& program, uint8_t* base) {
   for (ValueId id : program.graph().params()) {
     const std::string& name = program.graph().node(id).name;
-    float* storage =
-        base ? reinterpret_cast<float*>(base + offset_.at(name)) : master_.at(name).value.f32();
+    float* storage = base ? reinterpret_cast<float*>(base + offset_.at(name))
+                          : master_.at(name).value.device_f32();
     program.bind_param(name, storage);
   }
 }
 
 void WeightVersions::copy_master(uint8_t* base) {
   for (const ParamEntry& e : master_.entries())
-    std::memcpy(base + offset_.at(e.name), e.value.raw(), e.value.nbytes());
+    master_.backend().copy(base + offset_.at(e.name), e.value.device_f32(), e.value.nbytes());
 }
 
 void WeightVersions::count_versions() {
@@ -57,7 +57,9 @@ void WeightVersions::before_forward(int microbatch, Program& program) {
     const float step = static_cast<float>(lr_ * s);
     for (const ParamEntry& e : master_.entries()) {
       float* out = reinterpret_cast<float*>(base + offset_.at(e.name));
-      const float* w = e.value.f32();
+      // Host code on the master's device memory, inside the pipeline step's
+      // access scope (docs/gpu.md, "What is not done").
+      const float* w = e.value.device_f32();
       const int64_t n = e.value.numel();
       if (s == 0 || version_ == 0 || e.m.numel() != n) {
         std::memcpy(out, w, n * sizeof(float));
@@ -65,8 +67,8 @@ void WeightVersions::before_forward(int microbatch, Program& program) {
       }
       const float wd = weight_decay_of(config_, e);
       const float eps = static_cast<float>(config_.eps);
-      const float* m = e.m.f32();
-      const float* v = e.v.f32();
+      const float* m = e.m.device_f32();
+      const float* v = e.v.device_f32();
       for (int64_t i = 0; i < n; ++i)
         out[i] = w[i] - step * ((m[i] / c1) / (std::sqrt(v[i] / c2) + eps) + wd * w[i]);
     }

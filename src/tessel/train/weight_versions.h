@@ -12,8 +12,11 @@
 //     backward will run, s updates ahead: w - lr * s * (AdamW's step
 //     direction from the current moments); the backward runs on the current
 //     weights. Nothing is stashed; the prediction is scratch.
-// The master copy is the ParamStore the optimizer updates. Program instances
-// are re-bound to the right copy before each forward and backward.
+// The master copy is the ParamStore the optimizer updates (device memory);
+// the stashed and predicted copies are host memory, filled by the backend's
+// copy and (kPredict) by host code inside the pipeline step's access scope:
+// a GPU backend needs them on the device. Program instances are re-bound to
+// the right copy before each forward and backward.
 #pragma once
 
 #include <map>

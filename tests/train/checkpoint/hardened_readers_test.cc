@@ -201,7 +201,7 @@ TEST_F(HardenedReaders, MutationFuzzOverHfImport) {
   GraphBuilder b(graph);
   build_model(c, b, 1, false);
   const fs::path hf = *root_ / "hf";
-  save_checkpoint((*root_ / "llama").string(), c, ParamStore(graph, 1), 0);
+  save_checkpoint((*root_ / "llama").string(), c, ParamStore(graph, cpu_backend(), 1), 0);
   export_hf_llama((*root_ / "llama").string(), hf.string());
   std::mt19937_64 rng(31);
   int rejected = 0, total = 0;

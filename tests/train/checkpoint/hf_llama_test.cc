@@ -48,7 +48,7 @@ fs::path write_checkpoint(const fs::path& dir, const TrainConfig& c) {
   Graph graph;
   GraphBuilder b(graph);
   build_model(c, b, 1, false);
-  ParamStore params(graph, /*seed=*/7);
+  ParamStore params(graph, cpu_backend(), /*seed=*/7);
   save_checkpoint(dir.string(), c, params, 3);
   return dir;
 }

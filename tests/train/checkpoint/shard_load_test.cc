@@ -33,19 +33,23 @@ std::unique_ptr<Saved> save_tiny(const std::string& name) {
   TrainConfig c = tiny_gpt_config(2, 2);
   GraphBuilder b(s->graph);
   build_model(c, b, c.batch, /*training=*/true);
-  ParamStore params(s->graph, 3);
+  ParamStore params(s->graph, cpu_backend(), 3);
   for (ParamEntry& e : params.entries()) {
-    e.m = Tensor(e.value.shape(), DType::kF32);
-    e.v = Tensor(e.value.shape(), DType::kF32);
-    for (int64_t i = 0; i < e.value.numel(); ++i) {
-      e.m.f32()[i] = 0.5f * e.value.f32()[i] + 1.0f;
-      e.v.f32()[i] = static_cast<float>(i % 97) * 1e-3f;
+    const std::vector<float> value = e.value.to_host();
+    std::vector<float> m(value.size()), v(value.size());
+    for (size_t i = 0; i < value.size(); ++i) {
+      m[i] = 0.5f * value[i] + 1.0f;
+      v[i] = static_cast<float>(i % 97) * 1e-3f;
     }
+    e.m = DeviceTensor(cpu_backend(), e.value.shape());
+    e.v = DeviceTensor(cpu_backend(), e.value.shape());
+    e.m.write(m.data());
+    e.v.write(v.data());
   }
   s->dir = fs::temp_directory_path() / ("tessel_shard_load_" + std::to_string(getpid()) + name);
   fs::remove_all(s->dir);
   save_checkpoint(s->dir.string(), c, params, 4);
-  s->whole = std::make_unique<ParamStore>(s->graph);
+  s->whole = std::make_unique<ParamStore>(s->graph, cpu_backend());
   load_checkpoint(s->dir.string(), *s->whole);
   return s;
 }
@@ -94,9 +98,9 @@ TEST(ShardLoad, ReadsOnlyTheBlocksItHoldsAndGetsTheirValues) {
   for (size_t i = 0; i < requests.size(); ++i) {
     const ParamEntry& e = saved->whole->entries()[i];
     const ShardRequest& r = requests[i];
-    EXPECT_EQ(got.value[i], slice(e.value.f32(), e.value.shape(), r.value)) << e.name;
-    EXPECT_EQ(got.m[i], slice(e.m.f32(), e.value.shape(), r.moments)) << e.name << ".m";
-    EXPECT_EQ(got.v[i], slice(e.v.f32(), e.value.shape(), r.moments)) << e.name << ".v";
+    EXPECT_EQ(got.value[i], slice(e.value.to_host().data(), e.value.shape(), r.value)) << e.name;
+    EXPECT_EQ(got.m[i], slice(e.m.to_host().data(), e.value.shape(), r.moments)) << e.name << ".m";
+    EXPECT_EQ(got.v[i], slice(e.v.to_host().data(), e.value.shape(), r.moments)) << e.name << ".v";
   }
   // The data read is exactly the blocks; the rest is the two headers.
   EXPECT_GE(got.bytes_read, block_bytes);
@@ -123,7 +127,7 @@ TEST(ShardLoad, ParametersNotHeldAreNotRead) {
     }
     wpe = got.value[i].size() * sizeof(float);
     const ParamEntry& e = saved->whole->entries()[i];
-    EXPECT_EQ(got.value[i], std::vector<float>(e.value.f32(), e.value.f32() + e.value.numel()));
+    EXPECT_EQ(got.value[i], e.value.to_host());
   }
   ASSERT_GT(wpe, 0u);
   EXPECT_LT(got.bytes_read - wpe, 16384u);  // the header only

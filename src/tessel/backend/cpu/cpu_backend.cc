@@ -1,5 +1,6 @@
 #include "tessel/backend/cpu/cpu_backend.h"
 
+#include <algorithm>
 #include <cstring>
 #include <new>
 
@@ -54,16 +55,18 @@ void CpuBackend::release(MemorySpace, uint8_t* data, size_t bytes) {
   blocks_.erase(it);
 }
 
+// Outside the sanitizer build the scopes are only counted: the walk over
+// every block (arenas and each parameter's and moment's) is skipped.
 void CpuBackend::open_access() {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (open_scopes_++ == 0)
+  if (open_scopes_++ == 0 && TS_POISONS)
     for (auto& [data, block] : blocks_)
       if (block.device) TS_UNPOISON(data, block.buffer.size());
 }
 
 void CpuBackend::close_access() {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (--open_scopes_ == 0)
+  if (--open_scopes_ == 0 && TS_POISONS)
     for (auto& [data, block] : blocks_)
       if (block.device) TS_POISON(data, block.buffer.size());
 }
@@ -99,6 +102,16 @@ void CpuBackend::copy(void* dst, const void* src, size_t bytes) {
 void CpuBackend::accumulate(float* dst, const float* src, int64_t n) {
   DeviceAccess access(*this);
   for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
+}
+
+void CpuBackend::fill_zero(float* dst, int64_t n) {
+  DeviceAccess access(*this);
+  std::fill(dst, dst + n, 0.0f);
+}
+
+void CpuBackend::scale(float* x, int64_t n, float factor) {
+  DeviceAccess access(*this);
+  for (int64_t i = 0; i < n; ++i) x[i] *= factor;
 }
 
 double CpuBackend::sum_of_squares(const float* x, int64_t n) {

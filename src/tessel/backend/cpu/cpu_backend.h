@@ -33,6 +33,8 @@ class CpuBackend : public Backend {
   void round_to_bf16(const float* src, uint16_t* dst, int64_t n) override;
   void copy(void* dst, const void* src, size_t bytes) override;
   void accumulate(float* dst, const float* src, int64_t n) override;
+  void fill_zero(float* dst, int64_t n) override;
+  void scale(float* x, int64_t n, float factor) override;
   double sum_of_squares(const float* x, int64_t n) override;
   void adamw_update(float* param, const float* grad, float* m, float* v, int64_t n, float lr,
                     float beta1, float beta2, float eps, float weight_decay, int64_t step,

@@ -197,10 +197,16 @@ void save_checkpoint(const std::string& dir, const TrainConfig& config, const Pa
   CheckpointSource source;
   for (const ParamEntry& e : params.entries())
     source.params.push_back({e.name, e.value.shape(), e.m.numel() == e.value.numel()});
-  source.full = [&params](size_t i, CheckpointSource::Part part) -> const float* {
+  // Each tensor is copied out of device memory into one host buffer.
+  auto host = std::make_shared<std::vector<float>>();
+  source.full = [&params, host](size_t i, CheckpointSource::Part part) -> const float* {
     const ParamEntry& e = params.entries()[i];
-    if (part == CheckpointSource::Part::kValue) return e.value.f32();
-    return part == CheckpointSource::Part::kM ? e.m.f32() : e.v.f32();
+    const DeviceTensor& t = part == CheckpointSource::Part::kValue ? e.value
+                            : part == CheckpointSource::Part::kM   ? e.m
+                                                                   : e.v;
+    host->resize(t.numel());
+    t.read(host->data());
+    return host->data();
   };
   save_checkpoint(dir, config, source, step);
 }
@@ -257,15 +263,16 @@ void load_checkpoint(const std::string& dir, ParamStore& params, bool with_optim
     requests.push_back({e.name, e.value.shape(), true, whole_block(e.value.shape()),
                         whole_block(e.value.shape())});
   ShardedCheckpoint loaded = load_checkpoint_shards(dir, requests, with_optimizer);
-  // Copy in place: compiled programs hold pointers to the parameter storage.
+  // Copy in place (into device memory): compiled programs hold pointers to
+  // the parameter storage.
   for (size_t i = 0; i < requests.size(); ++i) {
     ParamEntry& e = params.entries()[i];
-    std::memcpy(e.value.raw(), loaded.value[i].data(), e.value.nbytes());
+    e.value.write(loaded.value[i].data());
     if (loaded.m[i].empty()) continue;
-    e.m = Tensor(e.value.shape(), DType::kF32);
-    e.v = Tensor(e.value.shape(), DType::kF32);
-    std::memcpy(e.m.raw(), loaded.m[i].data(), e.m.nbytes());
-    std::memcpy(e.v.raw(), loaded.v[i].data(), e.v.nbytes());
+    e.m = DeviceTensor(params.backend(), e.value.shape());
+    e.v = DeviceTensor(params.backend(), e.value.shape());
+    e.m.write(loaded.m[i].data());
+    e.v.write(loaded.v[i].data());
   }
 }
 

@@ -96,11 +96,11 @@ void convert(const float* src, float* dst, const Shape& s, const HfTensor& t, bo
   }
 }
 
-// The llama graph's parameters for `c` (values unset).
+// The llama graph's parameters for `c` (values unset), in the CPU backend's memory.
 std::unique_ptr<ParamStore> llama_params(const TrainConfig& c, Graph& graph) {
   GraphBuilder b(graph);
   build_model(c, b, 1, /*training=*/false);
-  return std::make_unique<ParamStore>(graph);
+  return std::make_unique<ParamStore>(graph, cpu_backend());  // converted on the host
 }
 
 json hf_config(const TrainConfig& c) {
@@ -220,7 +220,7 @@ void export_hf_llama(const std::string& checkpoint_dir, const std::string& out_d
   for (const HfTensor& t : hf_tensors(c)) {
     const ParamEntry& e = params->at(t.tessel);
     data.emplace_back(static_cast<size_t>(e.value.numel()));
-    convert(e.value.f32(), data.back().data(), e.value.shape(), t, /*to_hf=*/true);
+    convert(e.value.to_host().data(), data.back().data(), e.value.shape(), t, /*to_hf=*/true);
     views.push_back({t.hf, "F32", hf_shape(e.value.shape(), t), data.back().data(),
                      data.back().size() * sizeof(float)});
   }
@@ -331,7 +331,9 @@ void import_hf_llama(const std::string& hf_dir, const std::string& checkpoint_di
     for (float v : values)
       if (!std::isfinite(v))
         TS_THROW("import: '", reader->path(), "' tensor '", t.hf, "' holds ", v);
-    convert(values.data(), e.value.f32(), e.value.shape(), t, /*to_hf=*/false);
+    std::vector<float> converted(values.size());
+    convert(values.data(), converted.data(), e.value.shape(), t, /*to_hf=*/false);
+    e.value.write(converted.data());
     used[t.hf] = true;
   }
   for (const auto& [name, where] : weights.tensors)
