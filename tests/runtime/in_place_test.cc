@@ -69,7 +69,7 @@ TEST(InPlace, CrossEntropyGradientWritesOverTheLogits) {
 // all those inputs are kept (outputs, so never written over).
 TEST(InPlace, EveryMarkedKindWritingOverItsInputChangesNoBit) {
   TinyGptTraining t = tiny_gpt_training("unfused");
-  ParamStore params(t.graph, 5);
+  ParamStore params(t.graph, cpu_backend(), 5);
   std::vector<ValueId> kept_outputs = t.outputs, marked;
   for (ValueId id = 0; id < t.graph.size(); ++id)
     if (op_info(t.graph.node(id).kind).output == OutputBuffer::kOwnOrFirstInput) {
