@@ -417,6 +417,51 @@ double Screener::zero3_gather_bytes(const ScreenCandidate& c) {
   return z > 1 ? bytes / z : 0;
 }
 
+double Screener::each_tensor(CollectiveKind kind, const Piece& piece, double divide, double wire,
+                             int ranks, Link link) const {
+  if (piece.tensors <= 0 || ranks < 2) return 0.0;
+  return piece.tensors * collective(kind, wire * piece.held / piece.tensors / divide, ranks, link);
+}
+
+// ZeRO 1-3: gradients reduce-scattered as they are produced (blocking);
+// ZeRO 3: every parameter gathered before its forward and its backward use.
+// A gather carries the bytes the exact phase's would (Piece::gather_f,
+// gather_b: 2 an element where the gathered copy is stored in bf16), per
+// tensor of the piece's mean size; unpacking as before (4 an element).
+// Over a ctx axis (no data axis) the unit's programs all-reduce each
+// gradient on it behind the backward; ZeRO reduce-scatters it blocking and
+// (ZeRO 1, 2) all-gathers the updated chunks, as on a data axis.
+double Screener::zero_collectives(const ScreenCandidate& c, const Unit& u,
+                                  const std::vector<std::pair<const Piece*, double>>& backward,
+                                  double share, double reduce_bytes) const {
+  const int d = c.data, z = zero_ranks(c);
+  auto memory = [&](double bytes) { return share * hw_.memory_seconds(bytes, options_.threads); };
+  auto reduce_scatter = [&](const Piece& piece) {
+    if (d > 1)
+      return each_tensor(CollectiveKind::kReduceScatter, piece, 1, reduce_bytes, d, c.data_link) +
+             (piece.tensors > 0 ? memory(2 * reduce_bytes * piece.held) : 0.0);
+    double t = each_tensor(CollectiveKind::kReduceScatter, piece, 1, 4, z, c.ctx_link);
+    if (c.zero < 3 && piece.tensors > 0)
+      t += each_tensor(CollectiveKind::kAllGather, piece, z, 4, z, c.ctx_link) +
+           memory(2 * 4 * piece.held / z);
+    return t;
+  };
+  auto gather = [&](const Piece& piece, double payload) {
+    if (piece.tensors <= 0) return 0.0;
+    return piece.tensors * collective(CollectiveKind::kAllGather, payload / piece.tensors / z, z,
+                                      zero_link(c)) +
+           memory(2 * 4 * piece.held / z);
+  };
+  double t = 0;
+  for (const auto& [piece, times] : backward) {
+    t += times * reduce_scatter(*piece);
+    if (c.zero == 3)
+      t += times * (gather(*piece, gather_payload(u, *piece, true)) +
+                    gather(*piece, gather_payload(u, *piece, false)));
+  }
+  return t;
+}
+
 double Screener::single_program(const ScreenCandidate& c, const Unit& u, bool exposed) {
   const int d = c.data, z = zero_ranks(c);
   const int64_t rows = base_.batch / d;
@@ -439,49 +484,13 @@ double Screener::single_program(const ScreenCandidate& c, const Unit& u, bool ex
   const double reduce_bytes = base_.grad_reduce_precision == "bf16" ? 2 : 4;
   // Per parameter tensor of a piece: a collective of its mean size, `wire`
   // bytes an element, and the packing pass over them.
-  auto each_tensor = [&](CollectiveKind kind, const Piece& piece, double divide, double wire,
-                         int ranks, Link link) {
-    if (piece.tensors <= 0 || ranks < 2) return 0.0;
-    return piece.tensors *
-           collective(kind, wire * piece.held / piece.tensors / divide, ranks, link);
-  };
   auto per_tensor = [&](CollectiveKind kind, const Piece& piece, double divide, double wire) {
     if (piece.tensors <= 0 || d < 2) return 0.0;
     return each_tensor(kind, piece, divide, wire, d, c.data_link) +
            share * hw_.memory_seconds(2 * wire * piece.held / divide, options_.threads);
   };
-  // ZeRO 1-3: gradients reduce-scattered as they are produced (blocking);
-  // ZeRO 3: every parameter gathered before its forward and its backward use.
-  // A gather carries the bytes the exact phase's would (Piece::gather_f,
-  // gather_b: 2 an element where the gathered copy is stored in bf16), per
-  // tensor of the piece's mean size; unpacking as before (4 an element).
-  // Over a ctx axis (no data axis) the unit's programs all-reduce each
-  // gradient on it behind the backward; ZeRO reduce-scatters it blocking
-  // and (ZeRO 1, 2) all-gathers the updated chunks, as on a data axis.
-  auto gather = [&](const Piece& piece, double payload) {
-    if (piece.tensors <= 0 || z < 2) return 0.0;
-    return piece.tensors * collective(CollectiveKind::kAllGather, payload / piece.tensors / z, z,
-                                      zero_link(c)) +
-           share * hw_.memory_seconds(2 * 4 * piece.held / z, options_.threads);
-  };
-  auto over_ctx = [&](const Piece& piece) {
-    if (d > 1) return 0.0;
-    double t = each_tensor(CollectiveKind::kReduceScatter, piece, 1, 4, z, c.ctx_link);
-    if (c.zero < 3)
-      t += each_tensor(CollectiveKind::kAllGather, piece, z, 4, z, c.ctx_link) +
-           share * hw_.memory_seconds(2 * 4 * piece.held / z, options_.threads);
-    return t;
-  };
-
-  double blocking = 0, gathers = 0;
-  if (c.zero > 0 && z > 1)
-    for (const auto& [piece, times] : backward) {
-      blocking += times * (per_tensor(CollectiveKind::kReduceScatter, *piece, 1, reduce_bytes) +
-                           over_ctx(*piece));
-      if (c.zero == 3)
-        gathers += times * (gather(*piece, gather_payload(u, *piece, true)) +
-                            gather(*piece, gather_payload(u, *piece, false)));
-    }
+  const double zero =
+      c.zero > 0 && z > 1 ? zero_collectives(c, u, backward, share, reduce_bytes) : 0;
   // ZeRO 0: each gradient copied into its bucket. With f32 reductions a
   // bucket's all-reduce starts once it holds bucket_mib (or at the end),
   // behind the backward; bf16 buckets are reduced blocking at their last
@@ -517,8 +526,7 @@ double Screener::single_program(const ScreenCandidate& c, const Unit& u, bool ex
               [&](double bytes) { return share * hw_.memory_seconds(bytes, options_.threads); });
         });
   }
-  const double compute =
-      share * (all.f + all.bi + all.bw) + blocking + gathers + bucket_copies + bf16_reductions;
+  const double compute = share * (all.f + all.bi + all.bw) + zero + bucket_copies + bf16_reductions;
   double wait = 0;
   if (exposed && c.zero == 0 && d > 1 && !bf16_buckets) {
     double clock = compute - (share * (all.bi + all.bw) + bucket_copies), free = 0;

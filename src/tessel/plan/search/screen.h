@@ -123,6 +123,16 @@ class Screener {
   const std::vector<int>& first_blocks(int64_t rows, int stages);
   double collective(CollectiveKind kind, double bytes, int ranks, Link link) const;
   double update(double state, int world, double share) const;
+  // One collective per parameter tensor of `piece`, of its mean size:
+  // `wire` bytes an element, divided by `divide`, over `ranks` on `link`.
+  double each_tensor(CollectiveKind kind, const Piece& piece, double divide, double wire, int ranks,
+                     Link link) const;
+  // A single program's ZeRO collectives: the blocking reduce-scatters
+  // (and, over a ctx axis, the update's all-gathers) and ZeRO 3's gathers,
+  // over the pieces in backward order (piece, times).
+  double zero_collectives(const ScreenCandidate& c, const Unit& u,
+                          const std::vector<std::pair<const Piece*, double>>& backward,
+                          double share, double reduce_bytes) const;
   double pipeline(const ScreenCandidate& c, const Unit& u, bool simulate);
   double single_program(const ScreenCandidate& c, const Unit& u, bool exposed);
 
