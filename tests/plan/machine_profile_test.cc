@@ -13,6 +13,7 @@
 
 #include "common/error_of.h"
 #include "plan/synthetic_profile.h"
+#include "tessel/ir/op_table.h"
 #include "tessel/plan/calibrate/calibrate.h"
 
 namespace tessel::plan {
@@ -167,6 +168,23 @@ TEST(MachineProfile, AttentionRatesChargeTheAttentionFlops) {
   bad["attention_rates"][0]["precision"] = "f16";
   e = error_of([&] { MachineProfile::from_json(bad, "a.json"); });
   EXPECT_NE(e.find("attention_rates[0].precision"), std::string::npos) << e;
+}
+
+// A backward rate states the work count it was divided by; one written
+// before the field (the two-pass count, 3.5 forwards) is restated at
+// today's count: the same measured time.
+TEST(MachineProfile, AttentionGradRatesAreRestatedAtTodaysWorkCount) {
+  MachineProfileData d = synthetic_profile_data();
+  d.attention_rates = {{"attention_grad", Precision::kF32, 1, 10.0}};
+  json j = MachineProfile(d, "a.json").to_json();
+  EXPECT_EQ(j["attention_rates"][0]["work_in_forwards"], kAttentionGradForwards);
+  const double today = MachineProfile::from_json(j, "a.json")
+                           .kernel_seconds("attention_grad", 0, 1e10, Precision::kF32, 1);
+  EXPECT_DOUBLE_EQ(today, 1.0);
+  j["attention_rates"][0].erase("work_in_forwards");  // a profile from before the field
+  EXPECT_DOUBLE_EQ(MachineProfile::from_json(j, "old.json")
+                       .kernel_seconds("attention_grad", 0, 1e10, Precision::kF32, 1),
+                   today * 3.5 / kAttentionGradForwards);
 }
 
 TEST(MachineProfile, GemmIsExactAtGridPoints) {

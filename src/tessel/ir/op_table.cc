@@ -455,7 +455,7 @@ double attention_flops(const std::vector<const Shape*>& in, const Shape&) {
 // products to the forward's two (FlashAttention's count), in one process
 // and in ring attention.
 double attention_grad_flops(const std::vector<const Shape*>& in, const Shape& out) {
-  return 2.5 * attention_flops(in, out);
+  return kAttentionGradForwards * attention_flops(in, out);
 }
 
 double einsum_flops(const std::vector<const Shape*>& in, const Shape& out) {

@@ -62,4 +62,10 @@ struct OpInfo {
 
 const OpInfo& op_info(OpKind kind);
 
+// The fused attention backward's work in forwards (attention_grad's flops
+// over attention's): its five forward-sized block products to the
+// forward's two, FlashAttention's count. Measured rates (machine profiles)
+// state the count they were divided by.
+inline constexpr double kAttentionGradForwards = 2.5;
+
 }  // namespace tessel

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "tessel/base/error.h"
+#include "tessel/ir/op_table.h"
 #include "tessel/plan/profile/by_threads.h"
 #include "tessel/plan/profile/json_fields.h"
 
@@ -52,7 +53,7 @@ std::vector<AttentionRate> read_attention_rates(const JsonFields& top) {
   const nlohmann::json& list = top.array("attention_rates");
   for (size_t i = 0; i < list.size(); ++i) {
     JsonFields f(list[i], top.file(), item_path("attention_rates", i));
-    f.allow_only({"op", "precision", "threads", "gflops"});
+    f.allow_only({"op", "precision", "threads", "gflops", "work_in_forwards"});
     AttentionRate r;
     r.op = f.string("op");
     if (r.op != "attention" && r.op != "attention_grad")
@@ -63,6 +64,12 @@ std::vector<AttentionRate> read_attention_rates(const JsonFields& top) {
     r.precision = precision == "bf16" ? Precision::kBF16 : Precision::kF32;
     r.threads = static_cast<int>(f.integer("threads", 1));
     r.gflops = f.number("gflops", true);
+    // A backward rate is its time divided into the work counted as
+    // `work_in_forwards` forwards (3.5 before the field existed): restated
+    // at today's count, the same time.
+    if (r.op == "attention_grad")
+      r.gflops *= kAttentionGradForwards /
+                  (f.has("work_in_forwards") ? f.number("work_in_forwards", true) : 3.5);
     rates.push_back(r);
   }
   return rates;
@@ -70,11 +77,13 @@ std::vector<AttentionRate> read_attention_rates(const JsonFields& top) {
 
 nlohmann::json attention_rates_json(const std::vector<AttentionRate>& rates) {
   nlohmann::json list = nlohmann::json::array();
-  for (const AttentionRate& r : rates)
+  for (const AttentionRate& r : rates) {
     list.push_back({{"op", r.op},
                     {"precision", precision_name(r.precision)},
                     {"threads", r.threads},
                     {"gflops", r.gflops}});
+    if (r.op == "attention_grad") list.back()["work_in_forwards"] = kAttentionGradForwards;
+  }
   return list;
 }
 
