@@ -451,9 +451,7 @@ double attention_flops(const std::vector<const Shape*>& in, const Shape&) {
     if (!q.has(d.name)) key *= d.size;
   return 4.0 * static_cast<double>(q.numel()) * static_cast<double>(key);
 }
-// Recomputes q.k and dout.v once, then dv, dk, dq: five forward-sized
-// products to the forward's two (FlashAttention's count), in one process
-// and in ring attention.
+// The forward's work times kAttentionGradForwards (op_table.h).
 double attention_grad_flops(const std::vector<const Shape*>& in, const Shape& out) {
   return kAttentionGradForwards * attention_flops(in, out);
 }

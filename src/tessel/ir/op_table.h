@@ -62,10 +62,9 @@ struct OpInfo {
 
 const OpInfo& op_info(OpKind kind);
 
-// The fused attention backward's work in forwards (attention_grad's flops
-// over attention's): its five forward-sized block products to the
-// forward's two, FlashAttention's count. Measured rates (machine profiles)
-// state the count they were divided by.
+// attention_grad's work in attention's (one process and the ring): five
+// forward-sized block products to the forward's two, FlashAttention's
+// count. Measured rates (machine profiles) state the count they used.
 inline constexpr double kAttentionGradForwards = 2.5;
 
 }  // namespace tessel

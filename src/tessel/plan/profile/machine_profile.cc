@@ -64,9 +64,8 @@ std::vector<AttentionRate> read_attention_rates(const JsonFields& top) {
     r.precision = precision == "bf16" ? Precision::kBF16 : Precision::kF32;
     r.threads = static_cast<int>(f.integer("threads", 1));
     r.gflops = f.number("gflops", true);
-    // A backward rate is its time divided into the work counted as
-    // `work_in_forwards` forwards (3.5 before the field existed): restated
-    // at today's count, the same time.
+    // Restated at today's work count (3.5 forwards before the field
+    // existed): the same measured time.
     if (r.op == "attention_grad")
       r.gflops *= kAttentionGradForwards /
                   (f.has("work_in_forwards") ? f.number("work_in_forwards", true) : 3.5);
