@@ -297,8 +297,6 @@ class Program {
   // Bounds the lifetimes of sent outputs and late inputs by their phases.
   void bound_transfers(Uses& uses);
   int phase_of(int instruction) const;
-  // Which values bf16_activations stores in bf16, given the aliases so far.
-  std::vector<bool> values_stored_in_bf16(const std::vector<ValueId>& outputs) const;
   void choose_bf16_storage(const std::vector<ValueId>& outputs);
   void plan_bf16_copies();
   void make_buckets(Uses& uses);

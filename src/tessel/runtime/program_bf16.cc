@@ -47,10 +47,11 @@ bool rounds_input(const Node& node, size_t i, bool stored_bf16) {
 // An all-gather whose output is stored in bf16 carries bf16, so it reads
 // its input as an einsum would: rounded. Readers come after what they
 // read, so one pass in reverse decides every value after its readers.
-std::vector<bool> Program::values_stored_in_bf16(const std::vector<ValueId>& outputs) const {
+void Program::choose_bf16_storage(const std::vector<ValueId>& outputs) {
   const Graph& g = *graph_;
-  std::vector<bool> stored(g.size(), false);
-  if (!options_.bf16 || !options_.bf16_activations || options_.reference_kernels) return stored;
+  std::vector<bool>& stored = stored_bf16_;
+  stored.assign(g.size(), false);
+  if (!options_.bf16 || !options_.bf16_activations || options_.reference_kernels) return;
   std::vector<bool> bf16_read(g.size(), false), other_read(g.size(), false);
   for (ValueId out : outputs) other_read[alias_root_[out]] = true;
   for (auto it = instructions_.rbegin(); it != instructions_.rend(); ++it) {
@@ -63,11 +64,6 @@ std::vector<bool> Program::values_stored_in_bf16(const std::vector<ValueId>& out
           true;
     if (it->bias >= 0) other_read[alias_root_[it->bias]] = true;  // added in f32
   }
-  return stored;
-}
-
-void Program::choose_bf16_storage(const std::vector<ValueId>& outputs) {
-  stored_bf16_ = values_stored_in_bf16(outputs);
 }
 
 // bf16 copies, one per value and phase, made just before the phase's first

@@ -6,7 +6,9 @@
 // cross-entropy gradient is the one that pays: its output and the logits
 // it reads are the largest tensors of a language model's step (rows x
 // vocab each), and the logits die there, so a step's peak drops by one of
-// them where it falls at the loss.
+// them where it falls at the loss. This runs before bf16 storage is
+// chosen: an output written over an f32 input is stored in f32 (its
+// readers, einsums, round it as bf16 storage would have: the same bits).
 #include <set>
 
 #include "tessel/ir/graph.h"
@@ -25,9 +27,6 @@ void Program::write_over_dying_inputs(const std::vector<ValueId>& outputs, Uses&
   for (ValueId v : options_.late_inputs) kept.insert(alias_root_.at(v));
   for (ValueId v : options_.accumulated_outputs) kept.insert(alias_root_.at(v));
   for (ValueId v : options_.bf16_reduce) kept.insert(alias_root_.at(v));
-  // An output bf16_activations would store in bf16 keeps its own (half-size)
-  // buffer: written over an f32 input it would be stored in f32.
-  const std::vector<bool> bf16 = values_stored_in_bf16(outputs);
   for (size_t i = 0; i < instructions_.size(); ++i) {
     const Instruction& ins = instructions_[i];
     const Node& node = g.node(ins.node);
@@ -44,8 +43,7 @@ void Program::write_over_dying_inputs(const std::vector<ValueId>& outputs, Uses&
                             source.dtype == node.dtype && g.node(in).dtype == node.dtype;
     const bool computed =
         source.kind != OpKind::kInput && source.kind != OpKind::kParam && !is_tuple(source);
-    if (!dies_here || !whole_root || !computed || kept.count(root) || kept.count(ins.value) ||
-        bf16[ins.value])
+    if (!dies_here || !whole_root || !computed || kept.count(root) || kept.count(ins.value))
       continue;
     // The output and every view of it now live in the input's buffer.
     const ValueId out = ins.value;
