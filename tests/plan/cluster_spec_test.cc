@@ -38,6 +38,10 @@ TEST(ClusterSpec, ParsesTheIssueSchemaWithDefaults) {
   EXPECT_DOUBLE_EQ(c.data().intra_node.efficiency, 0.8);      // default
   EXPECT_DOUBLE_EQ(c.data().inter_node.efficiency, 1.0);
   EXPECT_DOUBLE_EQ(c.data().memory_efficiency, 0.8);
+  EXPECT_DOUBLE_EQ(c.launch_seconds(), kDefaultLaunchUs * 1e-6);
+  json j = cluster_json();
+  j["device"]["launch_us"] = 0;
+  EXPECT_DOUBLE_EQ(ClusterSpec::from_json(j, "c.json").launch_seconds(), 0);
 }
 
 TEST(ClusterSpec, ErrorsNameFileAndKey) {
@@ -61,6 +65,11 @@ TEST(ClusterSpec, ErrorsNameFileAndKey) {
   j = cluster_json();
   j["gemm_efficiency"] = {{"max", 1.5}};
   EXPECT_NE(error(j).find("key 'gemm_efficiency.max' is a fraction"), std::string::npos)
+      << error(j);
+  j = cluster_json();
+  j["device"]["launch_us"] = -1;
+  EXPECT_NE(error(j).find("key 'device.launch_us' must be a non-negative number"),
+            std::string::npos)
       << error(j);
   j = cluster_json();
   j["nodes"] = 0;

@@ -109,6 +109,25 @@ TEST(CostModel, PostStepCommunicationIsExposedCommunicationNotOptimizerTime) {
   }
 }
 
+// A GPU's launch is the least any kernel instruction takes: with a launch
+// far longer than every kernel of the tiny model, each instruction of one
+// rank's step (no collectives, no buckets on one rank) costs exactly it;
+// the feed's copy of the batch (microseconds here) is not an instruction.
+TEST(CostModel, EveryKernelInstructionTakesAtLeastTheLaunch) {
+  struct Launching : FakeHardware {
+    double launch_seconds() const override { return 1; }
+  };
+  const TrainConfig c = tiny("");
+  const StepPrediction plain = predict_step(c, {0}, FakeHardware(), {});
+  const StepPrediction launched = predict_step(c, {0}, Launching(), {});
+  const std::vector<CompiledRank> compiled = compile_ranks(c, {0});
+  const size_t instructions = compiled[0].train.program->instruction_info().size();
+  ASSERT_GT(instructions, 20u);
+  EXPECT_LT(plain.compute_s, 1);
+  EXPECT_NEAR(launched.compute_s, static_cast<double>(instructions), 1e-3);
+  EXPECT_DOUBLE_EQ(launched.optimizer_s, plain.optimizer_s);
+}
+
 TEST(CostModel, PeakMemoryIsTheDryRunsWorstRank) {
   const FakeHardware hw;
   for (const char* mesh : {"data=2,model=2", "pipe=2,data=2"}) {

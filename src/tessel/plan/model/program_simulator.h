@@ -82,13 +82,16 @@ class Simulator {
                                   link_of_axis(mesh_, a, hw_.devices_per_node()));
   }
 
+  // One compute instruction, at least the hardware's launch time.
   double kernel(const Graph& g, const Program::InstructionInfo& ins) const {
     const Node& n = g.node(ins.node);
-    if (ins.einsum) return share_ * einsum_seconds(hw_, g, ins, options_);
     double bytes = value_bytes(g, ins.node);
     for (ValueId in : n.inputs) bytes += value_bytes(g, in);
-    return share_ * hw_.kernel_seconds(op_name(n.kind), bytes, kernel_work_flops(g, ins.node),
-                                       options_.precision, options_.threads);
+    const double t =
+        ins.einsum ? einsum_seconds(hw_, g, ins, options_)
+                   : hw_.kernel_seconds(op_name(n.kind), bytes, kernel_work_flops(g, ins.node),
+                                        options_.precision, options_.threads);
+    return std::max(hw_.launch_seconds(), share_ * t);
   }
 
   static bool is_ring_attention_node(const Node& n) {

@@ -47,8 +47,8 @@ ClusterSpec ClusterSpec::from_json(const nlohmann::json& j, const std::string& s
   d.devices_per_node = static_cast<int>(top.integer("devices_per_node", 1));
 
   JsonFields device(top.required("device"), source, "device");
-  device.allow_only(
-      {"name", "peak_tflops", "memory_bandwidth_gbs", "memory_gib", "attention_efficiency"});
+  device.allow_only({"name", "peak_tflops", "memory_bandwidth_gbs", "memory_gib",
+                     "attention_efficiency", "launch_us"});
   d.device_name = device.string("name");
   JsonFields peak(device.required("peak_tflops"), source, "device.peak_tflops");
   peak.allow_only({"bf16", "f32"});
@@ -58,6 +58,7 @@ ClusterSpec ClusterSpec::from_json(const nlohmann::json& j, const std::string& s
   d.memory_gib = device.number("memory_gib", true);
   if (device.has("attention_efficiency"))
     d.attention_efficiency = fraction(device, "attention_efficiency");
+  if (device.has("launch_us")) d.launch_us = device.number("launch_us", false);
 
   JsonFields links(top.required("links"), source, "links");
   links.allow_only({"intra_node", "inter_node"});

@@ -18,7 +18,9 @@
 //     2.5 times the forward). The default is FlashAttention-2's published
 //     best on H100 SXM5 (Dao 2023, arXiv:2307.08691, Sec. 4.1 and Fig. 7:
 //     up to 335 TFLOP/s forward + backward, 0.34 of 989), the kernel
-//     PyTorch's SDPA runs there; docs/planner.md "Cluster files".
+//     PyTorch's SDPA runs there; docs/planner.md "Cluster files";
+//   "launch_us" in the device: 5 — the least time a kernel instruction
+//     takes (the host's launch of it; docs/planner.md "Cluster files").
 // A GEMM takes the larger of its compute time at that efficiency and its
 // operand and result traffic (2 bytes an element in bf16, 4 in f32) over
 // the memory bandwidth. Collectives are ring algorithms on one link
@@ -38,6 +40,8 @@ namespace tessel::plan {
 // FlashAttention-2's forward + backward on H100 SXM5 over the bf16 dense
 // peak: 335 / 989 TFLOP/s (above).
 inline constexpr double kDefaultAttentionEfficiency = 0.34;
+// A CUDA kernel launch from the host, without CUDA graphs: 4-6 us.
+inline constexpr double kDefaultLaunchUs = 5;
 
 struct LinkSpec {
   double bandwidth_gbs = 0;  // GB/s per device, one direction
@@ -57,6 +61,7 @@ struct ClusterData {
   double gemm_efficiency_max = 0.8, gemm_half_gflop = 1.0;
   double memory_efficiency = 0.8;
   double attention_efficiency = kDefaultAttentionEfficiency;
+  double launch_us = kDefaultLaunchUs;
 };
 
 class ClusterSpec : public HardwareModel {
@@ -85,6 +90,7 @@ class ClusterSpec : public HardwareModel {
   int64_t device_memory_bytes() const override;
   bool host_buffers_on_device() const override { return false; }  // GPUs
   double peak_flops(Precision p, int threads) const override;
+  double launch_seconds() const override { return data_.launch_us * 1e-6; }
 
  private:
   const LinkSpec& link(Link l) const {

@@ -135,6 +135,11 @@ class HardwareModel {
   // program rather than alone (einsum_in_situ.h). Default 1: a cluster's
   // GEMM efficiency is already what its programs achieve.
   virtual double einsum_in_situ_factor(double flops, Precision p, int threads) const { return 1; }
+  // The least time one kernel instruction takes: a GPU's launch (the host
+  // enqueues kernels no faster than this, so a shorter kernel leaves the
+  // device waiting). Default 0: a profile's rates were measured with the
+  // CPU's dispatch in them.
+  virtual double launch_seconds() const { return 0; }
 };
 
 }  // namespace tessel::plan

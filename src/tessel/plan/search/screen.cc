@@ -50,6 +50,7 @@ class PinnedLink : public HardwareModel {
   double einsum_in_situ_factor(double flops, Precision p, int threads) const override {
     return hw_.einsum_in_situ_factor(flops, p, threads);
   }
+  double launch_seconds() const override { return hw_.launch_seconds(); }
 
  private:
   const HardwareModel& hw_;
