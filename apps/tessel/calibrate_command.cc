@@ -93,6 +93,8 @@ void print_summary(const plan::MachineProfile& profile, int threads) {
   }
   std::printf("%-28s", "elementwise / row GB/s");
   for (int t : counts) std::printf(" %4.1f/%4.1f", profile.elementwise_gbs(t), profile.row_gbs(t));
+  std::printf("\n%-28s", "Philox draws, G/s");
+  for (int t : counts) std::printf(" %9.2f", 1 / profile.draw_seconds(1e9, t));
   std::printf("\n");
   for (const plan::LinkFit& l : profile.data().links)
     std::printf("%-14s %d ranks: alpha %7.2f us, beta %.3f ms/MB (%.2f GB/s)\n", l.kind.c_str(),

@@ -298,6 +298,39 @@ TEST(CostModel, CausalAttentionIsChargedHalfItsNodeFlops) {
   EXPECT_GT(attention, 0);
 }
 
+// Dropout draws one Philox number per element; a fused causal attention
+// with dropout on its probabilities one per visible probability, forward
+// and backward alike. A hardware that prices draws adds exactly their time.
+TEST(CostModel, DropoutDrawsArePricedPerElementAndVisibleProbability) {
+  TrainConfig c = tiny("");
+  c.dropout = 0.1;
+  c.attention_dropout = 0.1;
+  const TrainingGraph t = build_training_graph(c, c.batch);
+  const double probabilities = 0.5 * c.batch * c.n_head * c.context * c.context;
+  double draws = 0;
+  int attention = 0, dropout = 0;
+  for (ValueId v = 0; v < t.graph.size(); ++v) {
+    const Node& n = t.graph.node(v);
+    const double d = kernel_work_draws(t.graph, v);
+    draws += d;
+    if (n.kind == OpKind::kAttention || n.kind == OpKind::kAttentionGrad) {
+      ++attention;
+      EXPECT_DOUBLE_EQ(d, probabilities) << n.name;
+    } else {
+      dropout += n.kind == OpKind::kDropout;
+      EXPECT_EQ(d, n.kind == OpKind::kDropout ? n.shape.numel() : 0) << n.name;
+    }
+  }
+  EXPECT_EQ(attention, 2 * c.n_layer);
+  EXPECT_GT(dropout, 0);
+  struct Drawing : FakeHardware {
+    double draw_seconds(double d, int) const override { return d * 1e-9; }
+  };
+  const double extra = predict_step(c, {0}, Drawing(), {}).compute_s -
+                       predict_step(c, {0}, FakeHardware(), {}).compute_s;
+  EXPECT_NEAR(extra, draws * 1e-9, 1e-6 * extra);
+}
+
 // The runtime reduces a bf16 gradient bucket blocking, at its last member
 // (Communicator::all_reduce_bf16), not in the background behind the rest of
 // the backward as it does an f32 bucket: its whole time is exposed and on the

@@ -187,6 +187,19 @@ TEST(MachineProfile, AttentionGradRatesAreRestatedAtTodaysWorkCount) {
                    today * 3.5 / kAttentionGradForwards);
 }
 
+// Philox draws (dropout masks) at the calibrated rate per thread count; a
+// profile from before the rate was measured does not price them.
+TEST(MachineProfile, DrawsRunAtTheMeasuredPhiloxRate) {
+  MachineProfileData d = synthetic_profile_data();
+  EXPECT_EQ(MachineProfile(d, "old.json").draw_seconds(1e9, 1), 0);
+  d.memory[0].philox_gdraws = 2;  // 1 thread
+  d.memory[1].philox_gdraws = 4;  // 2 threads
+  const MachineProfile p(d, "p.json");
+  EXPECT_DOUBLE_EQ(p.draw_seconds(1e9, 1), 0.5);
+  EXPECT_DOUBLE_EQ(p.draw_seconds(1e9, 2), 0.25);
+  EXPECT_EQ(MachineProfile::from_json(p.to_json(), "again.json").to_json(), p.to_json());
+}
+
 TEST(MachineProfile, GemmIsExactAtGridPoints) {
   const MachineProfile p = synthetic();
   for (const GemmPoint& g : p.data().gemm_f32)

@@ -12,7 +12,6 @@
 #include "tessel/ir/op_table.h"
 #include "tessel/plan/calibrate/instruction_timing.h"
 #include "tessel/plan/model/cost_model.h"
-#include "tessel/plan/model/kernel_work.h"
 #include "tessel/tensor/aligned_buffer.h"
 
 namespace tessel::plan {
@@ -38,18 +37,10 @@ ProgramCheck check_program(const TrainConfig& config, const HardwareModel& hw, i
     const Program::InstructionInfo& ins = list[i];
     const auto timed_ins = typical.find(ins.node);
     if (timed_ins == typical.end()) continue;  // bucket members (none here), views the hook skips
-    const Node& n = g.node(ins.node);
     const std::string kind = instruction_kind(g, ins);
-    double predicted = 0;
-    double flops = 0;
-    if (ins.einsum) {
-      const kernels::EinsumPlan& e = *ins.einsum;
-      predicted = einsum_seconds(hw, g, ins, options);
-      flops = 2.0 * e.batch * e.m * e.n * e.k;
-    } else {
-      predicted = hw.kernel_seconds(op_name(n.kind), instruction_bytes(g, ins.node),
-                                    kernel_work_flops(g, ins.node), options.precision, threads);
-    }
+    const double predicted = instruction_seconds(hw, g, ins, options);
+    const kernels::EinsumPlan* e = ins.einsum;
+    const double flops = e ? 2.0 * e->batch * e->m * e->n * e->k : 0;
     const double measured = timed_ins->second;
     CheckedKind& k = by_kind[kind];
     k.kind = kind;

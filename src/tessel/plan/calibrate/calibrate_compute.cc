@@ -11,6 +11,7 @@
 
 #include "tessel/base/bf16.h"
 #include "tessel/base/error.h"
+#include "tessel/base/philox.h"
 #include "tessel/kernels/einsum.h"
 #include "tessel/kernels/einsum_bf16.h"
 #include "tessel/kernels/elementwise.h"
@@ -103,7 +104,15 @@ MemoryRate memory_rates(int threads, double min_seconds) {
     kernels::layernorm_forward(x.as<float>(), gamma.as<float>(), beta.as<float>(), z.as<float>(),
                                kRows, kCols, 1e-5f);
   });
-  return {threads, 3.0 * n * sizeof(float) / add / 1e9, 2.0 * n * sizeof(float) / norm / 1e9};
+  // Uniforms written to memory, one row of draws per task, as dropout draws them.
+  const PhiloxStream stream(1, "calibrate");
+  const double draws = time_median(min_seconds, 5, [&] {
+#pragma omp parallel for schedule(static)
+    for (int64_t row = 0; row < kRows; ++row)
+      stream.uniforms(row * kCols, 1, kCols, 0, z.as<float>() + row * kCols);
+  });
+  return {threads, 3.0 * n * sizeof(float) / add / 1e9, 2.0 * n * sizeof(float) / norm / 1e9,
+          n / draws / 1e9};
 }
 
 }  // namespace

@@ -26,6 +26,19 @@ double einsum_seconds(const HardwareModel& hw, const Graph& g, const Program::In
           (copies > 0 ? hw.memory_seconds(copies, options.threads) : 0.0));
 }
 
+double instruction_seconds(const HardwareModel& hw, const Graph& g,
+                           const Program::InstructionInfo& ins, const CostOptions& options) {
+  const Node& n = g.node(ins.node);
+  double bytes = value_bytes(g, ins.node);
+  for (ValueId in : n.inputs) bytes += value_bytes(g, in);
+  const double t = ins.einsum
+                       ? einsum_seconds(hw, g, ins, options)
+                       : hw.kernel_seconds(op_name(n.kind), bytes, kernel_work_flops(g, ins.node),
+                                           options.precision, options.threads) +
+                             hw.draw_seconds(kernel_work_draws(g, ins.node), options.threads);
+  return std::max(hw.launch_seconds(), t);
+}
+
 Link link_of_axis(const Mesh& mesh, int axis, int devices_per_node) {
   if (devices_per_node <= 0) return Link::kIntraNode;
   int64_t stride = 1;

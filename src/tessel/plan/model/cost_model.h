@@ -105,6 +105,12 @@ struct CostOptions {
 double einsum_seconds(const HardwareModel& hw, const Graph& g, const Program::InstructionInfo& ins,
                       const CostOptions& options);
 
+// One compute instruction alone on `hw`: an einsum's einsum_seconds; any
+// other kernel's kernel_seconds over the bytes it reads and writes and its
+// work (kernel_work.h), plus its Philox draws; at least hw.launch_seconds().
+double instruction_seconds(const HardwareModel& hw, const Graph& g,
+                           const Program::InstructionInfo& ins, const CostOptions& options);
+
 // The link a collective on `axis` of `mesh` runs over.
 Link link_of_axis(const Mesh& mesh, int axis, int devices_per_node);
 

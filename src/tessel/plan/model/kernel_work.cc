@@ -4,11 +4,31 @@
 
 namespace tessel::plan {
 
+namespace {
+
+bool is_attention(const Node& n) {
+  return n.kind == OpKind::kAttention || n.kind == OpKind::kAttentionGrad;
+}
+
+// A causal attention that runs whole on one rank skips its masked half.
+double causal_share(const Node& n) {
+  return is_attention(n) && n.attrs.axis.empty() && !causal_query_dim(n.attrs).empty() ? 0.5 : 1.0;
+}
+
+}  // namespace
+
 double kernel_work_flops(const Graph& g, ValueId node) {
+  return causal_share(g.node(node)) * g.node_flops(node);
+}
+
+double kernel_work_draws(const Graph& g, ValueId node) {
   const Node& n = g.node(node);
-  const bool attention = n.kind == OpKind::kAttention || n.kind == OpKind::kAttentionGrad;
-  const bool whole_causal = attention && n.attrs.axis.empty() && !causal_query_dim(n.attrs).empty();
-  return (whole_causal ? 0.5 : 1.0) * g.node_flops(node);
+  if (n.kind == OpKind::kDropout && dropout_p(n.attrs) > 0)
+    return static_cast<double>(n.shape.numel());
+  if (!is_attention(n) || attention_dropout_p(n.attrs) <= 0) return 0;
+  const Shape probabilities =
+      attention_probabilities_shape(n.attrs, g.node(n.inputs[0]).shape, g.node(n.inputs[1]).shape);
+  return causal_share(n) * static_cast<double>(probabilities.numel());
 }
 
 }  // namespace tessel::plan

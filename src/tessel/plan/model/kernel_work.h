@@ -20,4 +20,10 @@ namespace tessel::plan {
 
 double kernel_work_flops(const Graph& g, ValueId node);
 
+// The Philox draws an instruction makes (HardwareModel::draw_seconds): a
+// dropout, one per element; a fused attention or its gradient with dropout
+// on the probabilities, one per probability it forms, halved where its FLOPs
+// are (the forward draws each visible one, the backward redraws it).
+double kernel_work_draws(const Graph& g, ValueId node);
+
 }  // namespace tessel::plan

@@ -82,16 +82,10 @@ class Simulator {
                                   link_of_axis(mesh_, a, hw_.devices_per_node()));
   }
 
-  // One compute instruction, at least the hardware's launch time.
+  // One compute instruction (instruction_seconds) on a core it shares with
+  // share_ ranks' work (a cluster's devices share nothing: share_ 1).
   double kernel(const Graph& g, const Program::InstructionInfo& ins) const {
-    const Node& n = g.node(ins.node);
-    double bytes = value_bytes(g, ins.node);
-    for (ValueId in : n.inputs) bytes += value_bytes(g, in);
-    const double t =
-        ins.einsum ? einsum_seconds(hw_, g, ins, options_)
-                   : hw_.kernel_seconds(op_name(n.kind), bytes, kernel_work_flops(g, ins.node),
-                                        options_.precision, options_.threads);
-    return std::max(hw_.launch_seconds(), share_ * t);
+    return share_ * instruction_seconds(hw_, g, ins, options_);
   }
 
   static bool is_ring_attention_node(const Node& n) {

@@ -140,6 +140,10 @@ class HardwareModel {
   // device waiting). Default 0: a profile's rates were measured with the
   // CPU's dispatch in them.
   virtual double launch_seconds() const { return 0; }
+  // `draws` Philox random numbers (dropout masks: kernel_work.h) at
+  // `threads` threads, on top of the kernel's own time. Default 0: a
+  // cluster file does not price them.
+  virtual double draw_seconds(double draws, int threads) const { return 0; }
 };
 
 }  // namespace tessel::plan

@@ -248,9 +248,10 @@ MachineProfile MachineProfile::from_json(const nlohmann::json& j, const std::str
   const nlohmann::json& memory = top.array("memory");
   for (size_t i = 0; i < memory.size(); ++i) {
     JsonFields f(memory[i], source, item_path("memory", i));
-    f.allow_only({"threads", "elementwise_gbs", "row_gbs"});
+    f.allow_only({"threads", "elementwise_gbs", "row_gbs", "philox_gdraws"});
     d.memory.push_back({static_cast<int>(f.integer("threads", 1)),
-                        f.number("elementwise_gbs", true), f.number("row_gbs", true)});
+                        f.number("elementwise_gbs", true), f.number("row_gbs", true),
+                        f.has("philox_gdraws") ? f.number("philox_gdraws", true) : 0});
   }
 
   if (top.has("kernels")) {
@@ -301,9 +302,11 @@ nlohmann::json MachineProfile::to_json() const {
     return peaks;
   };
   nlohmann::json memory = nlohmann::json::array(), links = nlohmann::json::array();
-  for (const MemoryRate& r : data_.memory)
+  for (const MemoryRate& r : data_.memory) {
     memory.push_back(
         {{"threads", r.threads}, {"elementwise_gbs", r.elementwise_gbs}, {"row_gbs", r.row_gbs}});
+    if (r.philox_gdraws > 0) memory.back()["philox_gdraws"] = r.philox_gdraws;
+  }
   for (const LinkFit& l : data_.links) links.push_back(link_fit_to_json(l));
   nlohmann::json kernels = nlohmann::json::array();
   for (const KernelRate& k : data_.kernels)
@@ -351,6 +354,12 @@ void MachineProfile::save(const std::string& path) const {
 
 double MachineProfile::elementwise_gbs(int threads) const {
   return by_threads(data_.memory, threads, [](const MemoryRate& r) { return r.elementwise_gbs; });
+}
+
+double MachineProfile::draw_seconds(double draws, int threads) const {
+  const double gdraws =
+      by_threads(data_.memory, threads, [](const MemoryRate& r) { return r.philox_gdraws; });
+  return draws > 0 && gdraws > 0 ? draws / (gdraws * 1e9) : 0;
 }
 
 double MachineProfile::row_gbs(int threads) const {

@@ -53,6 +53,7 @@ struct MemoryRate {
   int threads = 1;
   double elementwise_gbs = 0;  // a + b -> c on contiguous arrays
   double row_gbs = 0;          // LayerNorm forward over rows
+  double philox_gdraws = 0;    // dropout's Philox draws per second, 1e9 (0: not measured)
 };
 
 // One alpha-beta fit: a collective kind ("all_reduce", "all_gather",
@@ -140,6 +141,8 @@ class MachineProfile : public HardwareModel {
   // bytes / harmonic mean of the elementwise and row bandwidths (a kernel mix
   // half streaming, half row kernels).
   double memory_seconds(double bytes, int threads) const override;
+  // At the calibrated draw rate; 0 for a profile from before it was measured.
+  double draw_seconds(double draws, int threads) const override;
   // At a measured rank count: the measured samples, interpolated piecewise
   // (alpha_beta.h's piecewise_seconds: exact at every measured size). At
   // another: the alpha-beta fit at the nearest measured rank count p0,

@@ -51,6 +51,9 @@ class PinnedLink : public HardwareModel {
     return hw_.einsum_in_situ_factor(flops, p, threads);
   }
   double launch_seconds() const override { return hw_.launch_seconds(); }
+  double draw_seconds(double draws, int threads) const override {
+    return hw_.draw_seconds(draws, threads);
+  }
 
  private:
   const HardwareModel& hw_;
