@@ -270,15 +270,17 @@ void bind_tuple_ops(py::module_& m) {
        "attention",
        [](const B& b, ValueId q, ValueId k, ValueId v, const std::string& query,
           const std::string& key, const std::string& head, bool causal, float scale,
-          const std::string& name) {
-         const GraphBuilder::Attention a =
-             b.get().attention(q, k, v, query, key, head, causal, scale, name);
+          const std::string& name, float dropout, uint64_t seed, const std::string& stream) {
+         const GraphBuilder::Attention a = b.get().attention(q, k, v, query, key, head, causal,
+                                                             scale, name, {dropout, seed, stream});
          return py::make_tuple(a.out, a.lse);
        },
        py::arg("q"), py::arg("k"), py::arg("v"), py::arg("query"), py::arg("key"), py::arg("head"),
        py::arg("causal"), py::arg("scale"), py::arg("name") = "attention",
-       "Fused softmax(scale * q.k over head) . v, causal if asked (docs/attention.md): "
-       "returns (output, log-sum-exp).")
+       py::arg("dropout") = 0.0f, py::arg("seed") = 0, py::arg("stream") = "",
+       "Fused softmax(scale * q.k over head) . v, causal if asked (docs/attention.md), the "
+       "probabilities dropped out at rate `dropout` (0: none) on stream (seed, stream) as "
+       "dropout() draws: returns (output, log-sum-exp).")
       .def(
           "tuple_get",
           [](const B& b, ValueId tuple, int index, const std::string& name) {

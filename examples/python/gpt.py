@@ -21,6 +21,7 @@ def build_gpt(b, config, batch, training):
     n_layer, n_head, d_model = config["n_layer"], config["n_head"], config["d_model"]
     context, vocab = config["context"], config["vocab"]
     dropout, seed = config["dropout"], config["seed"]
+    probs_dropout = config["attention_dropout"] if training else 0.0
     fused = config["attention"] == "fused"
     D = {
         "batch": ("batch", batch),
@@ -64,10 +65,13 @@ def build_gpt(b, config, batch, training):
             # In float32, as gpt.cc computes it (1.0f / std::sqrt(float)).
             scale = float(np.float32(1) / np.sqrt(np.float32(d_model // n_head)))
             if fused:
-                mixed, _ = b.attention(q, k, v, "seq", "kseq", "head", True, scale, "core")
+                mixed, _ = b.attention(q, k, v, "seq", "kseq", "head", True, scale, "core",
+                                       probs_dropout, seed, "probs_dropout")
             else:
                 scores = b.einsum(q, k, ["batch", "heads", "seq", "kseq"], "scores")
                 probs = b.softmax(scores, "kseq", scale, "seq", "probs")
+                if probs_dropout > 0:
+                    probs = b.dropout(probs, probs_dropout, seed, "probs_dropout")
                 mixed = b.einsum(probs, v, ["batch", "seq", "heads", "head"], "mix")
             wo = b.param("wo", shape("heads", "head", "embed"))
             bo = b.param("bo", shape("embed"), init="zeros")

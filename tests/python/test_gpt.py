@@ -15,9 +15,9 @@ from conftest import CLI, TINY_GPT, run
 
 def test_python_gpt_builds_the_builtin_graph(pygpt):
     cases = [(True, 0.0, "fused"), (True, 0.1, "fused"), (False, 0.1, "fused"),
-             (True, 0.0, "unfused")]
+             (True, 0.0, "unfused"), (True, 0.1, "unfused")]
     for training, dropout, attention in cases:
-        config = dict(TINY_GPT, dropout=dropout, attention=attention)
+        config = dict(TINY_GPT, dropout=dropout, attention_dropout=dropout, attention=attention)
         want, got = tessel.Builder(), tessel.Builder()
         tessel.build_model(dict(config, model="gpt"), want, 8, training)
         tessel.build_model(dict(config, model=pygpt), got, 8, training)
