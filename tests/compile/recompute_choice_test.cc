@@ -30,26 +30,29 @@ int64_t worst_total(const TrainConfig& c) {
 
 // The cost of a candidate is the forward FLOPs of the nodes it clones:
 // every block node for `blocks` (and any grouping of them), the values with
-// seq and kseq dims for `selective`, nothing for `none`.
+// seq and kseq dims and the MLP's activation for `selective`, nothing for
+// `none`.
 TEST(RecomputeChoice, CostsAreTheRecomputedForwardFlops) {
   TrainConfig c = tiny_gpt();
   c.attention = "unfused";  // selective's attention core is its stored probabilities
   TrainingGraph stored = build_training_graph(c, c.batch);
-  double block_flops = 0, attention_flops = 0;
+  double block_flops = 0, attention_flops = 0, activation_flops = 0;
   for (ValueId id = 0; id <= stored.outputs.loss; ++id) {
     const Node& n = stored.graph.node(id);
     if (n.kind == OpKind::kInput || n.kind == OpKind::kParam || block_of_label(n.name) < 0)
       continue;
     block_flops += stored.graph.node_flops(id);
     if (n.shape.has("seq") && n.shape.has("kseq")) attention_flops += stored.graph.node_flops(id);
+    if (n.kind == OpKind::kBiasGelu) activation_flops += stored.graph.node_flops(id);
   }
   ASSERT_GT(attention_flops, 0);
+  ASSERT_GT(activation_flops, 0);
   std::map<std::string, double> cost;
   std::vector<RecomputeCandidate> all = recompute_candidates(c);
   for (const RecomputeCandidate& k : all) cost[k.spec] = k.recomputed_flops;
   EXPECT_EQ(all.size(), 2u + 2 * 2 + 3);  // none, selective, blocks:1:J(+selective), blocks:K
   EXPECT_EQ(cost.at("none"), 0);
-  EXPECT_DOUBLE_EQ(cost.at("selective"), attention_flops);
+  EXPECT_DOUBLE_EQ(cost.at("selective"), attention_flops + activation_flops);
   for (const char* spec : {"blocks", "blocks:2", "blocks:3"})
     EXPECT_DOUBLE_EQ(cost.at(spec), block_flops) << spec;
   EXPECT_LT(cost.at("blocks:1:1"), cost.at("blocks:1:2"));
@@ -58,15 +61,22 @@ TEST(RecomputeChoice, CostsAreTheRecomputedForwardFlops) {
     EXPECT_LE(all[i - 1].recomputed_flops, all[i].recomputed_flops) << "cost order at " << i;
 }
 
-// Fused attention stores no (seq, kseq) values: no `selective` candidate,
-// which would recompute nothing and repeat its counterpart.
-TEST(RecomputeChoice, FusedAttentionOffersNoSelectiveCandidate) {
+// Fused attention stores no (seq, kseq) values: its `selective` recomputes
+// the MLP's activation outputs alone, the cheapest candidate that
+// recomputes anything.
+TEST(RecomputeChoice, FusedAttentionsSelectiveRecomputesTheActivationsAlone) {
   const TrainConfig c = tiny_gpt();
   ASSERT_EQ(c.attention, "fused");
-  std::vector<std::string> specs;
-  for (const RecomputeCandidate& k : recompute_candidates(c)) specs.push_back(k.spec);
-  EXPECT_EQ(specs, (std::vector<std::string>{"none", "blocks:1:1", "blocks:1:2", "blocks",
-                                             "blocks:2", "blocks:3"}));
+  const TrainingGraph stored = build_training_graph(c, c.batch);
+  double activation_flops = 0;
+  for (ValueId id = 0; id <= stored.outputs.loss; ++id)
+    if (stored.graph.node(id).kind == OpKind::kBiasGelu)
+      activation_flops += stored.graph.node_flops(id);
+  ASSERT_GT(activation_flops, 0);
+  const std::vector<RecomputeCandidate> all = recompute_candidates(c);
+  ASSERT_EQ(all.size(), 9u);
+  EXPECT_EQ(all[1].spec, "selective");
+  EXPECT_DOUBLE_EQ(all[1].recomputed_flops, activation_flops);
 }
 
 // For every budget that exactly fits some candidate: the choice fits, and no

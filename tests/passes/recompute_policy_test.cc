@@ -6,10 +6,14 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "common/error_of.h"
 #include "common/tiny_gpt.h"
+#include "tessel/compile/compile_rank.h"
 #include "tessel/compile/config.h"
 #include "tessel/ir/builder.h"
+#include "tessel/ir/model_contract.h"
 
 namespace tessel {
 namespace {
@@ -45,15 +49,37 @@ TEST(RecomputePolicy, SegmentsFollowTheSpelling) {
   };
   const Shape scores{{"batch", 2}, {"heads", 2}, {"seq", 4}, {"kseq", 4}};
   const Shape q{{"batch", 2}, {"seq", 4}, {"heads", 2}, {"head", 8}};
+  const Graph g;
   const SegmentFn s = RecomputePolicy::parse("blocks:2:4+selective").segments();
-  EXPECT_EQ(s(node("block0.attn.q", q)), "blocks0");
-  EXPECT_EQ(s(node("block1.mlp.fc", q)), "blocks0");
-  EXPECT_EQ(s(node("block3.attn.probs", scores)), "blocks2");
-  EXPECT_EQ(s(node("block4.attn.probs", scores)), "block4.attention");
-  EXPECT_EQ(s(node("block4.attn.q", q)), "");
-  EXPECT_EQ(s(node("lm_head", q)), "");
+  EXPECT_EQ(s(g, node("block0.attn.q", q)), "blocks0");
+  EXPECT_EQ(s(g, node("block1.mlp.fc", q)), "blocks0");
+  EXPECT_EQ(s(g, node("block3.attn.probs", scores)), "blocks2");
+  EXPECT_EQ(s(g, node("block4.attn.probs", scores)), "block4.attention");
+  EXPECT_EQ(s(g, node("block4.attn.q", q)), "");
+  EXPECT_EQ(s(g, node("lm_head", q)), "");
   const SegmentFn none = RecomputePolicy::parse("none").segments();
-  EXPECT_EQ(none(node("block0.attn.probs", scores)), "");
+  EXPECT_EQ(none(g, node("block0.attn.probs", scores)), "");
+}
+
+// `selective` on the fused GPT and Llama (no attention core stored)
+// recomputes exactly the MLP's activation outputs: GELU's, and SwiGLU's
+// silu and the product it gates; each from stored inputs, in backward.
+TEST(RecomputePolicy, SelectiveRecomputesTheMlpActivationOutputs) {
+  for (const char* model : {"gpt", "llama"}) {
+    TrainConfig c = tiny_gpt();
+    c.model = model;
+    const TrainingGraph t = build_training_graph(c, c.batch);
+    const RecomputeResult r = recompute_segments(t.graph, t.outputs.loss + 1,
+                                                 RecomputePolicy::parse("selective").segments());
+    std::multiset<std::string> recomputed;
+    for (ValueId id : r.clones) recomputed.insert(r.graph.node(id).name);
+    std::multiset<std::string> want;
+    for (int b = 0; b < c.n_layer; ++b) {
+      want.insert(block_scope(b) + ".mlp.act");
+      if (c.model == "llama") want.insert(block_scope(b) + ".mlp.gated");
+    }
+    EXPECT_EQ(recomputed, want) << model;
+  }
 }
 
 }  // namespace

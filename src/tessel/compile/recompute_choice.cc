@@ -8,7 +8,6 @@
 #include "tessel/compile/compile_rank.h"
 #include "tessel/compile/memory_report.h"
 #include "tessel/compile/model_registry.h"
-#include "tessel/ir/model_contract.h"
 #include "tessel/passes/recompute_policy.h"
 
 namespace tessel {
@@ -78,15 +77,9 @@ std::vector<RecomputeCandidate> recompute_candidates(const TrainConfig& config) 
   TrainConfig base = config;
   base.recompute = "none";
   const TrainingGraph stored = build_training_graph(base, config.batch);
-  // Without stored attention cores (fused attention keeps none), a
-  // `selective` candidate would only repeat its counterpart without it.
-  bool has_core = false;
-  for (const Node& n : stored.graph.nodes())
-    has_core |= n.shape.has(kSeqDim) && n.shape.has(kKeySeqDim);
   std::vector<RecomputeCandidate> out;
   for (const RecomputePolicy& p :
        candidate_policies(is_builtin_transformer(config.model) ? config.n_layer : 0)) {
-    if (p.selective && !has_core) continue;
     TrainingGraph t = stored;
     apply_recompute(t, p);
     out.push_back({p.to_string(), t.recomputed_flops, std::nullopt, 0});

@@ -19,7 +19,7 @@ class Recomputer {
     for (ValueId id = 0; id < forward_end; ++id) {
       const Node& n = g.node(id);
       if (is_leaf(n)) continue;
-      const std::string s = segment_of(n);
+      const std::string s = segment_of(g, n);
       if (!s.empty()) segment_[id] = index.emplace(s, static_cast<int>(index.size())).first->second;
     }
     recomputed_.assign(index.size(), false);

@@ -22,9 +22,9 @@
 
 namespace tessel {
 
-// The segment of a forward node (never called for inputs or parameters);
-// "" keeps its value stored.
-using SegmentFn = std::function<std::string(const Node&)>;
+// The segment of a forward node of `graph` (never called for inputs or
+// parameters); "" keeps its value stored.
+using SegmentFn = std::function<std::string(const Graph& graph, const Node&)>;
 
 struct RecomputeResult {
   Graph graph;

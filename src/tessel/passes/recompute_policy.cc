@@ -1,5 +1,6 @@
 #include "tessel/passes/recompute_policy.h"
 
+#include <algorithm>
 #include <sstream>
 #include <vector>
 
@@ -82,15 +83,29 @@ void RecomputePolicy::check_blocks(int64_t blocks) const {
              " blocks but the model has ", blocks, " ('n_layer')");
 }
 
+namespace {
+
+bool is_activation(OpKind kind) {
+  return kind == OpKind::kGelu || kind == OpKind::kBiasGelu || kind == OpKind::kSilu ||
+         kind == OpKind::kRelu;
+}
+
+}  // namespace
+
 SegmentFn RecomputePolicy::segments() const {
   const RecomputePolicy p = *this;
-  return [p](const Node& n) -> std::string {
+  return [p](const Graph& g, const Node& n) -> std::string {
     const int block = block_of_label(n.name);
     if (block < 0) return "";
     if (p.group > 0 && (!p.first || block < *p.first))
       return "blocks" + std::to_string(block / p.group * p.group);
-    if (p.selective && n.shape.has(kSeqDim) && n.shape.has(kKeySeqDim))
-      return block_scope(block) + ".attention";
+    if (!p.selective) return "";
+    if (n.shape.has(kSeqDim) && n.shape.has(kKeySeqDim)) return block_scope(block) + ".attention";
+    const bool gates_an_activation =
+        n.kind == OpKind::kMul && std::any_of(n.inputs.begin(), n.inputs.end(), [&](ValueId in) {
+          return is_activation(g.node(in).kind);
+        });
+    if (is_activation(n.kind) || gates_an_activation) return block_scope(block) + ".activation";
     return "";
   };
 }

@@ -3,10 +3,13 @@
 // pass (passes/recompute.h). Spellings:
 //
 //   none           store everything
-//   selective      each block's attention core — the values with both a `seq`
-//                  and a `kseq` dim (scores, softmax probabilities), the
-//                  (batch, heads, seq, kseq)-sized ones — recomputed from the
-//                  stored q, k projections (Korthikanti et al. 2022)
+//   selective      in each block, the values large for their cost: the
+//                  attention core — the values with both a `seq` and a
+//                  `kseq` dim (scores, softmax probabilities), recomputed
+//                  from the stored q, k projections (Korthikanti et al.
+//                  2022) — and the MLP's activation outputs (gelu,
+//                  bias_gelu, silu, relu, and a mul gating one: SwiGLU's),
+//                  recomputed from their stored inputs
 //   blocks         every block is a segment: only its input stays stored
 //   blocks:K       segments of K consecutive blocks, only each segment's input
 //                  stored (Chen et al.'s sqrt(n) checkpointing: K ~ sqrt(n_layer))
