@@ -230,7 +230,7 @@ TEST(TwoPhaseSearch, TheSearchGoesOnUntilPlansFitTheMemoryLimit) {
   const PlanResult fit = search_plans(q, hw);
   ASSERT_FALSE(fit.plans.empty());
   for (const Plan& p : fit.plans) EXPECT_LE(p.prediction.peak_bytes, q.memory_limit) << p.command;
-  // Best effort, not the exhaustive optimum: the extension's budget (8 x
+  // Best effort, not the exhaustive optimum: the extension's budget (12 x
   // exact_top more exact costs) may run out before exact_top plans fit, or
   // at a plan slower than the best that fits (within 5% here).
   EXPECT_GE(static_cast<int>(fit.plans.size()), q.exact_top / 2);

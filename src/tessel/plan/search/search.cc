@@ -338,9 +338,10 @@ class OverLimit {
   }
 
  private:
+  // ZeRO 1 and 2 hold the same bytes (docs/memory.md): one level.
   std::pair<int, int> levels(int i) const {
     const Knobs& k = space_.knobs[i];
-    return {k.zero, recompute_rank(space_.recomputes[k.recompute])};
+    return {std::min(k.zero, 1), recompute_rank(space_.recomputes[k.recompute])};
   }
   const Space& space_;
   std::map<std::array<int, 10>, std::vector<std::pair<int, int>>> seen_;
@@ -535,7 +536,7 @@ PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
   // `exact_top`-th (within screening's margin), at most 4 x `exact_top`.
   // When fewer fit the memory limit, the search goes on (the extension): lean members
   // (lean_sibling) of the groups over it first, then memory-lean plans first, skipping
-  // candidates whose model states alone exceed the limit, up to 8 x `exact_top` more exact costs.
+  // candidates whose model states alone exceed the limit, up to 12 x `exact_top` more exact costs.
   const bool screen =
       !q.exhaustive && static_cast<int>(live.size()) > q.exact_top &&
       Screener::applies(q.base, q.layout.has_value(), q.recompute ? &*q.recompute : nullptr, hw);
@@ -597,7 +598,7 @@ PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
         if (!costed.count(lean) && !over_limit.dominated(lean)) cost(lean);
       }
     }
-    if (extending && (result.exact - extension_start >= 2 * keep || popped >= 100 * keep)) break;
+    if (extending && (result.exact - extension_start >= 3 * keep || popped >= 100 * keep)) break;
     const std::optional<std::pair<double, int>> n = next();
     if (!n) break;
     // Stop once `exact_top` plans fit and the next estimate, less screening's

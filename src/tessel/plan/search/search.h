@@ -58,7 +58,7 @@ struct PlanRequest {
   // `exact_top` of them (while fewer fit the memory limit, the next), and
   // further ones while a candidate's estimate is within `screen_margin` of
   // the `exact_top`-th best exact step, up to 4 x exact_top in all. While
-  // fewer than `exact_top` of those fit the memory limit, up to 8 x
+  // fewer than `exact_top` of those fit the memory limit, up to 12 x
   // exact_top more, memory-lean plans first (search.cc, lean_sibling). The
   // plans returned are the exactly costed ones, so every reported step and
   // peak is exact.
