@@ -30,11 +30,11 @@ void ConfigOptions::add_to(CLI::App* command, bool with_steps) {
       "--zero", zero,
       "ZeRO stage over the data axis: 0, 1 or 2 (optimizer state, gradients sharded), 3 (and "
       "parameters, gathered on use)");
-  command->add_option(
-      "--recompute", recompute,
-      "activations recomputed in backward: none | selective (attention core, MLP activations) | "
-      "blocks | blocks:K (segments of K blocks) | blocks:K:J (the first J "
-      "blocks), +selective | auto (fewest recomputed FLOPs within --memory-limit)");
+  command->add_option("--recompute", recompute,
+                      "activations recomputed in backward: none | selective (attention core, norm "
+                      "and MLP activation outputs) | "
+                      "blocks | blocks:K (segments of K blocks) | blocks:K:J (the first J "
+                      "blocks), +selective | auto (fewest recomputed FLOPs within --memory-limit)");
   command->add_option(
       "--memory-limit", memory_limit,
       "per-rank memory budget, e.g. 2GiB: fail before compute if the plan exceeds it");

@@ -30,8 +30,8 @@ int64_t worst_total(const TrainConfig& c) {
 
 // The cost of a candidate is the forward FLOPs of the nodes it clones:
 // every block node for `blocks` (and any grouping of them), the values with
-// seq and kseq dims and the MLP's activation for `selective`, nothing for
-// `none`.
+// seq and kseq dims, the norms' and the MLP activation's outputs for
+// `selective`, nothing for `none`.
 TEST(RecomputeChoice, CostsAreTheRecomputedForwardFlops) {
   TrainConfig c = tiny_gpt();
   c.attention = "unfused";  // selective's attention core is its stored probabilities
@@ -43,7 +43,8 @@ TEST(RecomputeChoice, CostsAreTheRecomputedForwardFlops) {
       continue;
     block_flops += stored.graph.node_flops(id);
     if (n.shape.has("seq") && n.shape.has("kseq")) attention_flops += stored.graph.node_flops(id);
-    if (n.kind == OpKind::kBiasGelu) activation_flops += stored.graph.node_flops(id);
+    if (n.kind == OpKind::kBiasGelu || n.kind == OpKind::kLayerNorm)
+      activation_flops += stored.graph.node_flops(id);
   }
   ASSERT_GT(attention_flops, 0);
   ASSERT_GT(activation_flops, 0);
@@ -62,16 +63,19 @@ TEST(RecomputeChoice, CostsAreTheRecomputedForwardFlops) {
 }
 
 // Fused attention stores no (seq, kseq) values: its `selective` recomputes
-// the MLP's activation outputs alone, the cheapest candidate that
-// recomputes anything.
-TEST(RecomputeChoice, FusedAttentionsSelectiveRecomputesTheActivationsAlone) {
+// the norms' and the MLP activation's outputs alone, the cheapest candidate
+// that recomputes anything.
+TEST(RecomputeChoice, FusedAttentionsSelectiveRecomputesNormsAndActivationsAlone) {
   const TrainConfig c = tiny_gpt();
   ASSERT_EQ(c.attention, "fused");
   const TrainingGraph stored = build_training_graph(c, c.batch);
   double activation_flops = 0;
-  for (ValueId id = 0; id <= stored.outputs.loss; ++id)
-    if (stored.graph.node(id).kind == OpKind::kBiasGelu)
+  for (ValueId id = 0; id <= stored.outputs.loss; ++id) {
+    const Node& n = stored.graph.node(id);
+    if ((n.kind == OpKind::kBiasGelu || n.kind == OpKind::kLayerNorm) &&
+        block_of_label(n.name) >= 0)
       activation_flops += stored.graph.node_flops(id);
+  }
   ASSERT_GT(activation_flops, 0);
   const std::vector<RecomputeCandidate> all = recompute_candidates(c);
   ASSERT_EQ(all.size(), 9u);

@@ -62,9 +62,9 @@ TEST(RecomputePolicy, SegmentsFollowTheSpelling) {
 }
 
 // `selective` on the fused GPT and Llama (no attention core stored)
-// recomputes exactly the MLP's activation outputs: GELU's, and SwiGLU's
-// silu and the product it gates; each from stored inputs, in backward.
-TEST(RecomputePolicy, SelectiveRecomputesTheMlpActivationOutputs) {
+// recomputes exactly the norms' and the MLP's activation outputs: GELU's,
+// and SwiGLU's silu and the product it gates; each from stored inputs.
+TEST(RecomputePolicy, SelectiveRecomputesTheNormAndActivationOutputs) {
   for (const char* model : {"gpt", "llama"}) {
     TrainConfig c = tiny_gpt();
     c.model = model;
@@ -75,8 +75,13 @@ TEST(RecomputePolicy, SelectiveRecomputesTheMlpActivationOutputs) {
     for (ValueId id : r.clones) recomputed.insert(r.graph.node(id).name);
     std::multiset<std::string> want;
     for (int b = 0; b < c.n_layer; ++b) {
-      want.insert(block_scope(b) + ".mlp.act");
-      if (c.model == "llama") want.insert(block_scope(b) + ".mlp.gated");
+      const std::string block = block_scope(b);
+      for (const char* v :
+           c.model == "llama"
+               ? std::vector<const char*>{".attn_norm.rmsnorm", ".mlp_norm.rmsnorm", ".mlp.act",
+                                          ".mlp.gated"}
+               : std::vector<const char*>{".ln1.layernorm", ".ln2.layernorm", ".mlp.act"})
+        want.insert(block + v);
     }
     EXPECT_EQ(recomputed, want) << model;
   }

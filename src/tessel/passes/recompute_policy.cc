@@ -90,6 +90,18 @@ bool is_activation(OpKind kind) {
          kind == OpKind::kRelu;
 }
 
+// What the backward recomputes cheaply from values it keeps anyway: a
+// norm's output (from the residual stream its gradient reads), an
+// activation's (from its pre-activation) and a product gating one
+// (SwiGLU's, from the activation's clone and the stored projection).
+bool cheap_from_kept_values(const Graph& g, const Node& n) {
+  if (n.kind == OpKind::kLayerNorm || n.kind == OpKind::kRmsNorm || is_activation(n.kind))
+    return true;
+  return n.kind == OpKind::kMul && std::any_of(n.inputs.begin(), n.inputs.end(), [&](ValueId in) {
+           return is_activation(g.node(in).kind);
+         });
+}
+
 }  // namespace
 
 SegmentFn RecomputePolicy::segments() const {
@@ -101,12 +113,7 @@ SegmentFn RecomputePolicy::segments() const {
       return "blocks" + std::to_string(block / p.group * p.group);
     if (!p.selective) return "";
     if (n.shape.has(kSeqDim) && n.shape.has(kKeySeqDim)) return block_scope(block) + ".attention";
-    const bool gates_an_activation =
-        n.kind == OpKind::kMul && std::any_of(n.inputs.begin(), n.inputs.end(), [&](ValueId in) {
-          return is_activation(g.node(in).kind);
-        });
-    if (is_activation(n.kind) || gates_an_activation) return block_scope(block) + ".activation";
-    return "";
+    return cheap_from_kept_values(g, n) ? block_scope(block) + ".cheap" : "";
   };
 }
 

@@ -3,13 +3,14 @@
 // pass (passes/recompute.h). Spellings:
 //
 //   none           store everything
-//   selective      in each block, the values large for their cost: the
-//                  attention core — the values with both a `seq` and a
-//                  `kseq` dim (scores, softmax probabilities), recomputed
-//                  from the stored q, k projections (Korthikanti et al.
-//                  2022) — and the MLP's activation outputs (gelu,
-//                  bias_gelu, silu, relu, and a mul gating one: SwiGLU's),
-//                  recomputed from their stored inputs
+//   selective      in each block, the values recomputed cheaply from values
+//                  the backward keeps anyway: the attention core — the
+//                  values with both a `seq` and a `kseq` dim (scores,
+//                  softmax probabilities), from the stored q, k
+//                  (Korthikanti et al. 2022) — the norms' outputs (from the
+//                  residual stream) and the MLP's activation outputs (gelu,
+//                  bias_gelu, silu, relu, and a mul gating one: SwiGLU's,
+//                  from the pre-activations)
 //   blocks         every block is a segment: only its input stays stored
 //   blocks:K       segments of K consecutive blocks, only each segment's input
 //                  stored (Chen et al.'s sqrt(n) checkpointing: K ~ sqrt(n_layer))
