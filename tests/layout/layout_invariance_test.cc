@@ -395,8 +395,9 @@ TEST_F(LayoutInvariance, RecomputedBlocksOnDataAndModelAxes) {
 }
 
 // Selective recomputation composes with sharding the same way: the cloned
-// attention cores are split over heads like the stored ones. (Unfused
-// attention: the fused op stores no attention core to recompute.)
+// attention cores are split over heads like the stored ones (unfused), and
+// the cloned norm outputs are gathered again under sequence parallelism
+// (fused: norms and GELU only).
 TEST_F(LayoutInvariance, SelectiveRecomputationOnDataAndModelAxes) {
   nlohmann::json config = gpt_config();
   config["attention"] = "unfused";
@@ -404,6 +405,11 @@ TEST_F(LayoutInvariance, SelectiveRecomputationOnDataAndModelAxes) {
   config["recompute"] = "selective";
   expect_same(train("selective_data2_model2", config, 4, "data=2,model=2"), single,
               "unfused attention, recompute selective on data=2,model=2");
+  config = gpt_config();
+  config["recompute"] = "selective";
+  expect_same(train("selective_fused_sp", config, 4, "data=2,model=2",
+                    "batch=data,heads=model,hidden=model,vocab=model,seq=model"),
+              reference("gpt"), "recompute selective, sequence parallel, on data=2,model=2");
 }
 
 // `auto` makes one choice on every rank (each predicts every rank's plan
