@@ -266,12 +266,8 @@ constexpr std::array<Entry, static_cast<size_t>(OpKind::kCount)> kVjpTable = {{
     {OpKind::kZeroUnlessRoot, nullptr},
 }};
 
-constexpr bool table_in_enum_order() {
-  for (size_t i = 0; i < kVjpTable.size(); ++i)
-    if (static_cast<size_t>(kVjpTable[i].kind) != i) return false;
-  return true;
-}
-static_assert(table_in_enum_order(), "kVjpTable must list every OpKind in enum order");
+static_assert(lists_every_kind_in_order(kVjpTable),
+              "kVjpTable must list every OpKind in enum order");
 
 }  // namespace
 

@@ -532,12 +532,7 @@ constexpr std::array<OpInfo, static_cast<size_t>(OpKind::kCount)> kOpTable = {{
     {OpKind::kZeroUnlessRoot, "zero_unless_root", 1, kOwn, unary_rule, free_op},
 }};
 
-constexpr bool table_in_enum_order() {
-  for (size_t i = 0; i < kOpTable.size(); ++i)
-    if (static_cast<size_t>(kOpTable[i].kind) != i) return false;
-  return true;
-}
-static_assert(table_in_enum_order(), "kOpTable must list every OpKind in enum order");
+static_assert(lists_every_kind_in_order(kOpTable), "kOpTable must list every OpKind in enum order");
 
 }  // namespace
 

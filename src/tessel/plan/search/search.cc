@@ -13,6 +13,7 @@
 #include <set>
 
 #include "tessel/base/error.h"
+#include "tessel/base/steady_clock.h"
 #include "tessel/compile/memory_report.h"
 #include "tessel/compile/model_registry.h"
 #include "tessel/plan/model/exact_cost.h"
@@ -623,7 +624,7 @@ PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
   }
   if (screen) count_screening(*order, *screener, &result);
   sort_fastest_first(&result.plans, index_of_plan);
-  result.search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.search_s = seconds_since(start);
   if (result.plans.empty())
     throw_nothing_fits(q, result, closest, first_error, screen, limit, device_memory);
   return result;
