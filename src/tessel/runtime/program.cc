@@ -67,9 +67,7 @@ std::vector<ValueId> Program::bias_adds_to_fuse(const Graph& g, const std::vecto
       // row of N added to every row of the [batch.., M, N] product).
       const kernels::EinsumGroups groups = kernels::einsum_groups(
           g.node(einsum.inputs[0]).shape, g.node(einsum.inputs[1]).shape, einsum.shape);
-      std::vector<std::string> bias_dims;
-      for (int d = 0; d < bias.shape.rank(); ++d) bias_dims.push_back(bias.shape[d].name);
-      if (groups.n.empty() || bias_dims != groups.n) continue;
+      if (groups.n.empty() || bias.shape.names() != groups.n) continue;
       fused[e] = add;
       fused[add] = kAbsorbed;
       break;

@@ -185,10 +185,8 @@ void Engine::load_shards(const std::string& dir) {
 }
 
 TensorBlock Engine::block_of(const Shape& shape, const Sharding& s) const {
-  const Shape local = s.local_shape(shape, ctx_.mesh());
-  TensorBlock b{s.local_offsets(shape, ctx_.mesh(), ctx_.coords()), {}};
-  for (const Dim& d : local.dims()) b.sizes.push_back(d.size);
-  return b;
+  return {s.local_offsets(shape, ctx_.mesh(), ctx_.coords()),
+          s.local_shape(shape, ctx_.mesh()).sizes()};
 }
 
 }  // namespace tessel
