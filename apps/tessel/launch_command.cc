@@ -140,12 +140,6 @@ std::string describe(int status) {
   return "exit status " + std::to_string(code);
 }
 
-std::string joined(const std::vector<std::string>& argv) {
-  std::string line;
-  for (const std::string& a : argv) line += (line.empty() ? "" : " ") + a;
-  return line;
-}
-
 // SIGINT/SIGTERM to the launcher: stop the job (no restart) and report.
 volatile std::sig_atomic_t g_launcher_stop = 0;
 extern "C" void on_launcher_stop(int sig) { g_launcher_stop = sig; }
@@ -248,7 +242,7 @@ class Launcher {
     Job job{spawn(argv), attempt, "", Clock::now()};
     std::printf("launch: attempt %d (from step %lld, mpirun pid %d): %s\n", attempt,
                 static_cast<long long>(first_step_), static_cast<int>(job.pid),
-                joined(argv).c_str());
+                str_join(argv, " ").c_str());
     std::fflush(stdout);
     return job;
   }
@@ -313,8 +307,7 @@ class Launcher {
     }
     const std::vector<int>& lost = taken.ranks;
     if (lost.empty()) return true;
-    std::string names;
-    for (int r : lost) names += (names.empty() ? "" : ", ") + std::to_string(r);
+    const std::string names = str_join(lost, ", ");
     if (opt_.elastic_min == 0) {
       std::printf(
           "launch: rank(s) %s declared lost; without --elastic the job restarts on %d ranks\n",

@@ -351,10 +351,6 @@ class OverLimit {
 void finish_plan(const PlanRequest& q, const HardwareModel& hw, const Candidate& cand,
                  double model_flops, double items_per_row, Plan* plan);
 
-}  // namespace
-
-namespace {
-
 // A --set override as a command-line argument: `--set KEY=VALUE`, single-
 // quoted unless it is plain; empty for a key plan_flags writes itself.
 std::string carried_override(const std::string& kv) {

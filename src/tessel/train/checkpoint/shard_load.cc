@@ -31,10 +31,8 @@ const SafetensorsReader::Tensor& checked(const SafetensorsReader& file, const st
   if (t->dtype != "F32")
     TS_THROW("checkpoint '", file.path(), "': tensor '", name, "' is ", t->dtype, ", expected F32");
   if (t->shape != shape.sizes()) {
-    std::string got;
-    for (int64_t s : t->shape) got += (got.empty() ? "" : ",") + std::to_string(s);
-    TS_THROW("checkpoint '", file.path(), "': tensor '", name, "' has shape [", got,
-             "] but the model expects ", shape);
+    TS_THROW("checkpoint '", file.path(), "': tensor '", name, "' has shape [",
+             str_join(t->shape, ","), "] but the model expects ", shape);
   }
   return *t;
 }
