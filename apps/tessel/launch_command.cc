@@ -45,6 +45,7 @@
 #include "elastic.h"
 #include "standby.h"
 #include "tessel/base/error.h"
+#include "tessel/base/steady_clock.h"
 #include "tessel/train/checkpoint/checkpoint.h"
 #include "tessel/train/checkpoint/checkpoint_dirs.h"
 
@@ -139,20 +140,11 @@ std::string describe(int status) {
   return "exit status " + std::to_string(code);
 }
 
-std::string joined(const std::vector<std::string>& argv) {
-  std::string line;
-  for (const std::string& a : argv) line += (line.empty() ? "" : " ") + a;
-  return line;
-}
-
 // SIGINT/SIGTERM to the launcher: stop the job (no restart) and report.
 volatile std::sig_atomic_t g_launcher_stop = 0;
 extern "C" void on_launcher_stop(int sig) { g_launcher_stop = sig; }
 
 using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 // One mpirun job of the launcher: the active attempt, or a standby.
 struct Job {
@@ -184,7 +176,7 @@ void report_ready(Job& job) {
       std::chrono::duration<double>(std::filesystem::file_time_type::clock::now() - written)
           .count();
   std::printf("launch: standby for attempt %d ready (%.1f s after its start)\n", job.attempt,
-              std::max(0.0, since(job.started) - std::max(0.0, age)));
+              std::max(0.0, seconds_since(job.started) - std::max(0.0, age)));
   std::fflush(stdout);
 }
 
@@ -250,7 +242,7 @@ class Launcher {
     Job job{spawn(argv), attempt, "", Clock::now()};
     std::printf("launch: attempt %d (from step %lld, mpirun pid %d): %s\n", attempt,
                 static_cast<long long>(first_step_), static_cast<int>(job.pid),
-                joined(argv).c_str());
+                str_join(argv, " ").c_str());
     std::fflush(stdout);
     return job;
   }
@@ -296,7 +288,7 @@ class Launcher {
     remove_standby_files(active);  // a standby that took over
     dismiss(standby);
     const int64_t kept = resumable_step(out_);
-    const double wall = since(start);
+    const double wall = seconds_since(start);
     const double training = training_seconds(out_, 0, kept);
     std::printf(
         "launch: stopped after %d attempt(s), %.1f s lost to failures; ETTR %.3f (training %.1f "
@@ -315,8 +307,7 @@ class Launcher {
     }
     const std::vector<int>& lost = taken.ranks;
     if (lost.empty()) return true;
-    std::string names;
-    for (int r : lost) names += (names.empty() ? "" : ", ") + std::to_string(r);
+    const std::string names = str_join(lost, ", ");
     if (opt_.elastic_min == 0) {
       std::printf(
           "launch: rank(s) %s declared lost; without --elastic the job restarts on %d ranks\n",
@@ -411,12 +402,12 @@ int Launcher::run() {
       continue;
     }
     if (pid != active.pid) continue;
-    const double seconds = since(active.started);
+    const double seconds = seconds_since(active.started);
     remove_standby_files(active);  // a standby that took over
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
       std::printf("launch: attempt %d finished in %.1f s\n", attempt, seconds);
       dismiss(standby);
-      const double wall = since(start);
+      const double wall = seconds_since(start);
       const double training = training_seconds(out_, 0, INT64_MAX);
       std::printf(
           "launch: %d attempt(s), %.1f s lost to failures; ETTR %.3f (training %.1f s / wall "

@@ -4,6 +4,8 @@
 
 #include <cstdio>
 
+#include "tessel/base/steady_clock.h"
+
 namespace tessel::cli {
 
 std::string format_duration(double seconds) {
@@ -28,7 +30,7 @@ Progress::Progress(int64_t total_steps, const char* item_name)
 void Progress::update(int64_t done, double loss, double items_per_s, double gflops,
                       double val_loss) {
   if (!tty_ && done % every_ != 0 && done != total_ && val_loss < 0) return;
-  double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  double elapsed = seconds_since(start_);
   double eta = done > 0 ? elapsed / done * (total_ - done) : 0;
   constexpr int kWidth = 24;
   int filled = static_cast<int>(kWidth * done / std::max<int64_t>(1, total_));

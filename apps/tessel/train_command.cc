@@ -24,6 +24,7 @@
 #include "standby.h"
 #include "stop_signal.h"
 #include "tessel/base/error.h"
+#include "tessel/base/steady_clock.h"
 #include "tessel/compile/compile_rank.h"
 #include "tessel/compile/memory_report.h"
 #include "tessel/compile/model_registry.h"
@@ -131,8 +132,7 @@ void print_startup(const Trainer& trainer, double exec_s,
                    std::chrono::steady_clock::time_point entered, double standby_wait_s,
                    double first_step_s) {
   const Trainer::StartupSeconds& t = trainer.startup_seconds();
-  const double since_entered =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - entered).count();
+  const double since_entered = seconds_since(entered);
   const double other = since_entered - standby_wait_s - first_step_s - t.mesh - t.data - t.compile -
                        t.engine - t.load;
   std::printf(
@@ -236,8 +236,7 @@ std::optional<std::string> wait_if_standby(Trainer& trainer, const TrainOptions&
   const auto wait_start = std::chrono::steady_clock::now();
   const std::optional<std::string> go = wait_for_go(opt.standby);
   if (!go) return std::nullopt;
-  clock.standby_wait_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
+  clock.standby_wait_s = seconds_since(wait_start);
   return *go;
 }
 
@@ -361,7 +360,7 @@ LoopOutcome run_steps(const TrainRun& run, int64_t first_step, bool resumed,
     const CommStats before = trainer.distributed().stats();
     auto t0 = std::chrono::steady_clock::now();
     StepResult r = trainer.step();
-    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    double seconds = seconds_since(t0);
     last_step_s = seconds;
     const bool finishing = run.saver.finishing();
     const double finish_ms = run.saver.finish();  // the previous step's snapshot

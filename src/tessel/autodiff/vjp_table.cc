@@ -63,12 +63,12 @@ void scale_rule(VjpContext& c) {
   c.input_grads[0] = c.builder.scale(c.grad, scale_factor(c.node().attrs), label(c, ".grad"));
 }
 
-void gelu_rule(VjpContext& c) {
-  c.input_grads[0] = c.builder.op(OpKind::kGeluGrad, {c.in(0), c.grad}, {}, label(c, ".grad"));
-}
-
-void relu_rule(VjpContext& c) {
-  c.input_grads[0] = c.builder.op(OpKind::kReluGrad, {c.in(0), c.grad}, {}, label(c, ".grad"));
+// An elementwise op whose gradient is one op `kGrad` of (the op's input, or
+// with kOfOutput its output; the incoming gradient).
+template <OpKind kGrad, bool kOfOutput>
+void grad_op_rule(VjpContext& c) {
+  c.input_grads[0] =
+      c.builder.op(kGrad, {kOfOutput ? c.output : c.in(0), c.grad}, {}, label(c, ".grad"));
 }
 
 void exp_rule(VjpContext& c) {
@@ -77,10 +77,6 @@ void exp_rule(VjpContext& c) {
 
 void log_rule(VjpContext& c) {
   c.input_grads[0] = c.builder.div(c.grad, c.in(0), label(c, ".grad"));
-}
-
-void tanh_rule(VjpContext& c) {
-  c.input_grads[0] = c.builder.op(OpKind::kTanhGrad, {c.output, c.grad}, {}, label(c, ".grad"));
 }
 
 void bias_gelu_rule(VjpContext& c) {
@@ -147,14 +143,6 @@ void layernorm_rule(VjpContext& c) {
   c.input_grads[1] =
       b.op(OpKind::kLayerNormGradGamma, {c.in(0), c.grad}, a, label(c, ".grad_gamma"));
   c.input_grads[2] = unbroadcast(b, c.grad, c.shape_of(c.in(2)));
-}
-
-void silu_rule(VjpContext& c) {
-  c.input_grads[0] = c.builder.op(OpKind::kSiluGrad, {c.in(0), c.grad}, {}, label(c, ".grad"));
-}
-
-void sigmoid_rule(VjpContext& c) {
-  c.input_grads[0] = c.builder.op(OpKind::kSigmoidGrad, {c.output, c.grad}, {}, label(c, ".grad"));
 }
 
 // y = sqrt(x): dx = g * 0.5 / y.
@@ -228,11 +216,11 @@ constexpr std::array<Entry, static_cast<size_t>(OpKind::kCount)> kVjpTable = {{
     {OpKind::kMul, mul_rule},
     {OpKind::kDiv, div_rule},
     {OpKind::kScale, scale_rule},
-    {OpKind::kGelu, gelu_rule},
-    {OpKind::kRelu, relu_rule},
+    {OpKind::kGelu, grad_op_rule<OpKind::kGeluGrad, false>},
+    {OpKind::kRelu, grad_op_rule<OpKind::kReluGrad, false>},
     {OpKind::kExp, exp_rule},
     {OpKind::kLog, log_rule},
-    {OpKind::kTanh, tanh_rule},
+    {OpKind::kTanh, grad_op_rule<OpKind::kTanhGrad, true>},
     {OpKind::kBiasGelu, bias_gelu_rule},
     {OpKind::kDropout, dropout_rule},
     {OpKind::kReduceSum, reduce_sum_rule},
@@ -259,8 +247,8 @@ constexpr std::array<Entry, static_cast<size_t>(OpKind::kCount)> kVjpTable = {{
     {OpKind::kLayerNormGradGamma, nullptr},
     {OpKind::kEmbeddingGrad, nullptr},
     {OpKind::kCrossEntropyGrad, nullptr},
-    {OpKind::kSilu, silu_rule},
-    {OpKind::kSigmoid, sigmoid_rule},
+    {OpKind::kSilu, grad_op_rule<OpKind::kSiluGrad, false>},
+    {OpKind::kSigmoid, grad_op_rule<OpKind::kSigmoidGrad, true>},
     {OpKind::kSqrt, sqrt_rule},
     {OpKind::kRsqrt, rsqrt_rule},
     {OpKind::kRmsNorm, rmsnorm_rule},
@@ -278,12 +266,8 @@ constexpr std::array<Entry, static_cast<size_t>(OpKind::kCount)> kVjpTable = {{
     {OpKind::kZeroUnlessRoot, nullptr},
 }};
 
-constexpr bool table_in_enum_order() {
-  for (size_t i = 0; i < kVjpTable.size(); ++i)
-    if (static_cast<size_t>(kVjpTable[i].kind) != i) return false;
-  return true;
-}
-static_assert(table_in_enum_order(), "kVjpTable must list every OpKind in enum order");
+static_assert(lists_every_kind_in_order(kVjpTable),
+              "kVjpTable must list every OpKind in enum order");
 
 }  // namespace
 

@@ -26,6 +26,14 @@ std::string str_cat(const Parts&... parts) {
   return out.str();
 }
 
+// The streamed form of every item of `items`, separated by `sep`.
+template <typename Items>
+std::string str_join(const Items& items, const char* sep) {
+  std::string out;
+  for (const auto& x : items) out += (out.empty() ? "" : sep) + str_cat(x);
+  return out;
+}
+
 [[noreturn]] void throw_check_failure(const char* file, int line, const char* condition,
                                       const std::string& message);
 

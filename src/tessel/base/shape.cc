@@ -80,6 +80,12 @@ std::vector<std::string> Shape::names() const {
   return n;
 }
 
+std::vector<int64_t> Shape::sizes() const {
+  std::vector<int64_t> s;
+  for (const Dim& d : dims_) s.push_back(d.size);
+  return s;
+}
+
 Shape Shape::without(const std::vector<std::string>& names) const {
   std::vector<Dim> kept;
   for (const Dim& d : dims_)

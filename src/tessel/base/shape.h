@@ -45,6 +45,7 @@ class Shape {
   int64_t stride(const std::string& name) const;
   std::vector<int64_t> strides() const;
   std::vector<std::string> names() const;
+  std::vector<int64_t> sizes() const;
 
   // This shape without the named dims (order kept).
   Shape without(const std::vector<std::string>& names) const;

@@ -88,6 +88,15 @@ enum class OpKind {
 
 const char* op_name(OpKind kind);
 
+// Whether a per-kind table (entries with a `kind`) lists every OpKind in enum
+// order, entry i for kind i: the tables' static_assert.
+template <typename Table>
+constexpr bool lists_every_kind_in_order(const Table& table) {
+  for (size_t i = 0; i < table.size(); ++i)
+    if (static_cast<size_t>(table[i].kind) != i) return false;
+  return table.size() == static_cast<size_t>(OpKind::kCount);
+}
+
 // Nodes that exist only on a rank's local graph (the boxing's collectives and
 // local reshards), and of those the ones that talk to other ranks.
 inline bool is_local_graph_op(OpKind kind) {

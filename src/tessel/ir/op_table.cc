@@ -45,12 +45,6 @@ void expect_same(const ShapeRuleInput& in, const Shape& a, const Shape& b, const
   if (!(a == b)) TS_THROW(where(in), ": ", what, " shapes differ: ", a, " vs ", b);
 }
 
-double per_element(const std::vector<const Shape*>&, const Shape& out) {
-  return static_cast<double>(out.numel());
-}
-double per_input_element(const std::vector<const Shape*>& in, const Shape&) {
-  return static_cast<double>(in[0]->numel());
-}
 double free_op(const std::vector<const Shape*>&, const Shape&) { return 0.0; }
 template <int kFlopsPerElement>
 double elementwise_cost(const std::vector<const Shape*>&, const Shape& out) {
@@ -60,6 +54,8 @@ template <int kFlopsPerElement>
 double input_cost(const std::vector<const Shape*>& in, const Shape&) {
   return static_cast<double>(kFlopsPerElement) * in[0]->numel();
 }
+constexpr auto per_element = elementwise_cost<1>;
+constexpr auto per_input_element = input_cost<1>;
 
 // ---- shape rules ----------------------------------------------------------
 
@@ -511,7 +507,7 @@ constexpr std::array<OpInfo, static_cast<size_t>(OpKind::kCount)> kOpTable = {{
      layernorm_grad_input_rule, elementwise_cost<10>},
     {OpKind::kLayerNormGradGamma, "layernorm_grad_gamma", 2, kOwn, layernorm_grad_gamma_rule,
      input_cost<6>},
-    {OpKind::kEmbeddingGrad, "embedding_grad", 2, kOwn, embedding_grad_rule, input_cost<1>},
+    {OpKind::kEmbeddingGrad, "embedding_grad", 2, kOwn, embedding_grad_rule, per_input_element},
     {OpKind::kCrossEntropyGrad, "cross_entropy_grad", 3, kOwnOrFirstInput, cross_entropy_rule,
      elementwise_cost<5>},
     {OpKind::kSilu, "silu", 1, kOwn, unary_rule, elementwise_cost<4>},
@@ -536,12 +532,7 @@ constexpr std::array<OpInfo, static_cast<size_t>(OpKind::kCount)> kOpTable = {{
     {OpKind::kZeroUnlessRoot, "zero_unless_root", 1, kOwn, unary_rule, free_op},
 }};
 
-constexpr bool table_in_enum_order() {
-  for (size_t i = 0; i < kOpTable.size(); ++i)
-    if (static_cast<size_t>(kOpTable[i].kind) != i) return false;
-  return true;
-}
-static_assert(table_in_enum_order(), "kOpTable must list every OpKind in enum order");
+static_assert(lists_every_kind_in_order(kOpTable), "kOpTable must list every OpKind in enum order");
 
 }  // namespace
 

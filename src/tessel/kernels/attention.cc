@@ -22,25 +22,7 @@ using attention_gemm::kNr;
 constexpr int64_t kMaxPadded = kMaxAttentionHead;  // head dims padded to kNr stay within it
 static_assert(kMaxAttentionHead % kNr == 0 && kB % kNr == 0 && kB % kMr == 0);
 
-// Element offsets of row r's first element in q, k and lse; the row's
-// dropout counter (AttentionDropout: base and the row dims' share).
-struct RowBase {
-  int64_t q = 0, k = 0, lse = 0, drop = 0;
-};
-
-RowBase row_base(const AttentionLayout& a, int64_t r) {
-  RowBase base;
-  base.drop = a.dropout.base;
-  for (int i = a.row_rank - 1; i >= 0; --i) {
-    const int64_t idx = r % a.row_size[i];
-    r /= a.row_size[i];
-    base.q += idx * a.q_row[i];
-    base.k += idx * a.k_row[i];
-    base.lse += idx * a.lse_row[i];
-    base.drop += idx * a.dropout.row[i];
-  }
-  return base;
-}
+using RowBase = AttentionLayout::RowBase;
 
 inline int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 
@@ -464,13 +446,27 @@ int64_t AttentionLayout::rows() const {
   return n;
 }
 
+AttentionLayout::RowBase AttentionLayout::row_base(int64_t r) const {
+  RowBase base;
+  base.drop = dropout.base;
+  for (int i = row_rank - 1; i >= 0; --i) {
+    const int64_t idx = r % row_size[i];
+    r /= row_size[i];
+    base.q += idx * q_row[i];
+    base.k += idx * k_row[i];
+    base.lse += idx * lse_row[i];
+    base.drop += idx * dropout.row[i];
+  }
+  return base;
+}
+
 void attention_forward(const AttentionLayout& a, AttentionInput q, AttentionInput k,
                        AttentionInput v, float* out, float* lse) {
   check(a);
   const int64_t blocks = (a.sq + kB - 1) / kB, tasks = a.rows() * blocks;
 #pragma omp parallel for schedule(dynamic, 1) if (tasks > 1)
   for (int64_t t = 0; t < tasks; ++t)
-    forward_block(a, row_base(a, t / blocks), t % blocks * kB, q, k, v, out, lse);
+    forward_block(a, a.row_base(t / blocks), t % blocks * kB, q, k, v, out, lse);
 }
 
 int64_t attention_backward_scratch_floats(const AttentionLayout& a, int threads) {
@@ -496,7 +492,7 @@ void attention_backward(const AttentionLayout& a, AttentionInput q, AttentionInp
 #pragma omp for schedule(dynamic, 1)
     for (int64_t r = 0; r < rows; ++r) {
       BackwardBlocks w;  // about 290 KB at the largest head dim
-      backward_row(a, row_base(a, r), q, k, v, lse, dout, scratch + r * a.sq, dq, dk, dv, w, row);
+      backward_row(a, a.row_base(r), q, k, v, lse, dout, scratch + r * a.sq, dq, dk, dv, w, row);
     }
   }
 }
@@ -507,7 +503,7 @@ void attention_output_delta(const AttentionLayout& a, AttentionInput dout, const
   const int64_t rows = a.rows(), dp = round_up(a.d, kNr);
 #pragma omp parallel for schedule(static) if (rows * a.sq * a.d > kAttentionBlock * kAttentionBlock)
   for (int64_t r = 0; r < rows; ++r) {
-    const RowBase base = row_base(a, r);
+    const RowBase base = a.row_base(r);
     float db[kB * kMaxPadded], ob[kB * kMaxPadded];
     for (int64_t q0 = 0; q0 < a.sq; q0 += kB) {
       const int64_t n = std::min(kB, a.sq - q0);
@@ -531,7 +527,7 @@ void attention_backward_grads(const AttentionLayout& a, AttentionInput q, Attent
 #pragma omp parallel for schedule(dynamic, 1) if (rows > 1)
   for (int64_t r = 0; r < rows; ++r) {
     BackwardBlocks w;
-    backward_grads(a, row_base(a, r), q, k, v, lse, dout, delta + r * a.sq, dq, dk, dv, w);
+    backward_grads(a, a.row_base(r), q, k, v, lse, dout, delta + r * a.sq, dq, dk, dv, w);
   }
 }
 

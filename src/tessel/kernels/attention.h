@@ -66,6 +66,12 @@ struct AttentionLayout {
   AttentionDropout dropout;
 
   int64_t rows() const;
+  // Element offsets of row r's first element in q, k and lse; the row's
+  // dropout counter (AttentionDropout: base and the row dims' share).
+  struct RowBase {
+    int64_t q = 0, k = 0, lse = 0, drop = 0;
+  };
+  RowBase row_base(int64_t r) const;
 };
 
 // An input as the program stores it: f32, or bf16 (a bf16 program stores q,

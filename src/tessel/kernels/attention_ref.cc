@@ -9,23 +9,7 @@
 namespace tessel::kernels {
 namespace {
 
-struct Row {
-  int64_t q = 0, k = 0, lse = 0, drop = 0;
-};
-
-Row row_at(const AttentionLayout& a, int64_t r) {
-  Row base;
-  base.drop = a.dropout.base;
-  for (int i = a.row_rank - 1; i >= 0; --i) {
-    const int64_t idx = r % a.row_size[i];
-    r /= a.row_size[i];
-    base.q += idx * a.q_row[i];
-    base.k += idx * a.k_row[i];
-    base.lse += idx * a.lse_row[i];
-    base.drop += idx * a.dropout.row[i];
-  }
-  return base;
-}
+using Row = AttentionLayout::RowBase;
 
 double at(const float* x, int64_t base, int64_t seq, int64_t i, int64_t head, int64_t c) {
   return x[base + i * seq + c * head];
@@ -65,7 +49,7 @@ void attention_forward_ref(const AttentionLayout& a, const float* q, const float
                            float* out, float* lse) {
   std::vector<double> p(a.sk);
   for (int64_t row = 0; row < a.rows(); ++row) {
-    const Row r = row_at(a, row);
+    const Row r = a.row_base(row);
     for (int64_t i = 0; i < a.sq; ++i) {
       double log_sum = 0;
       const int64_t n = probabilities(a, r, q, k, i, p, &log_sum);
@@ -86,7 +70,7 @@ void attention_backward_ref(const AttentionLayout& a, const float* q, const floa
   std::vector<double> p(a.sk), ds(a.sk);
   std::vector<double> gq(a.sq * a.d), gk(a.sk * a.d), gv(a.sk * a.d);
   for (int64_t row = 0; row < a.rows(); ++row) {
-    const Row r = row_at(a, row);
+    const Row r = a.row_base(row);
     std::fill(gq.begin(), gq.end(), 0.0);
     std::fill(gk.begin(), gk.end(), 0.0);
     std::fill(gv.begin(), gv.end(), 0.0);

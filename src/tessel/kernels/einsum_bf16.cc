@@ -89,10 +89,6 @@ std::optional<Bf16Route>& plan_route_override() {
 
 }  // namespace
 
-const char* bf16_route_name(Bf16Route route) {
-  return route == Bf16Route::kOneDnn ? "oneDNN bf16 matmul" : "f32 GEMM on widened bf16 operands";
-}
-
 Bf16Route bf16_route() {
   return onednn_has_bf16_matmul() ? Bf16Route::kOneDnn : Bf16Route::kWidenedF32;
 }

@@ -38,7 +38,6 @@ namespace tessel::kernels {
 // How a bf16 einsum multiplies: oneDNN's bf16 matmul primitive, or the f32
 // GEMM on operands rounded to bf16 and widened to f32 (any CPU).
 enum class Bf16Route { kOneDnn, kWidenedF32 };
-const char* bf16_route_name(Bf16Route route);
 // The route this CPU runs: kOneDnn where onednn_has_bf16_matmul(), else kWidenedF32.
 Bf16Route bf16_route();
 // The route plan-only instances size (dry runs, the planner): this CPU's by

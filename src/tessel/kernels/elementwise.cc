@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 
 #include "tessel/base/bf16.h"
 #include "tessel/base/error.h"
@@ -136,19 +137,6 @@ void for_each_row(const Collapsed& c, int operands, RowFn row) {
     }
   }
 }
-
-struct Add {
-  float operator()(float a, float b) const { return a + b; }
-};
-struct Sub {
-  float operator()(float a, float b) const { return a - b; }
-};
-struct Mul {
-  float operator()(float a, float b) const { return a * b; }
-};
-struct Div {
-  float operator()(float a, float b) const { return a / b; }
-};
 
 // out (n) = a[i * sa] op b[i * sb], specialised on the common stride patterns.
 template <typename Op, typename Out>
@@ -341,13 +329,14 @@ void binary_any(BinaryOp op, const float* a, const int64_t* a_strides, const flo
                 const int64_t* b_strides, Out* out, const int64_t* out_sizes, int rank) {
   switch (op) {
     case BinaryOp::kAdd:
-      return binary_impl(Add{}, a, a_strides, b, b_strides, out, out_sizes, rank);
+      return binary_impl(std::plus<float>{}, a, a_strides, b, b_strides, out, out_sizes, rank);
     case BinaryOp::kSub:
-      return binary_impl(Sub{}, a, a_strides, b, b_strides, out, out_sizes, rank);
+      return binary_impl(std::minus<float>{}, a, a_strides, b, b_strides, out, out_sizes, rank);
     case BinaryOp::kMul:
-      return binary_impl(Mul{}, a, a_strides, b, b_strides, out, out_sizes, rank);
+      return binary_impl(std::multiplies<float>{}, a, a_strides, b, b_strides, out, out_sizes,
+                         rank);
     case BinaryOp::kDiv:
-      return binary_impl(Div{}, a, a_strides, b, b_strides, out, out_sizes, rank);
+      return binary_impl(std::divides<float>{}, a, a_strides, b, b_strides, out, out_sizes, rank);
   }
   TS_CHECK(false, "unknown BinaryOp ", static_cast<int>(op));
 }

@@ -1,7 +1,5 @@
 #include "tessel/kernels/layernorm.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -138,52 +136,19 @@ void layernorm_backward_input_ref(const float* x, const float* gamma, const floa
 
 void layernorm_backward_params(const float* x, const float* dy, float* dgamma, float* dbeta,
                                int64_t rows, int64_t cols, float eps) {
-  if (cols == 0) return;
-  if (rows == 0) {
-    std::fill(dgamma, dgamma + cols, 0.0f);
-    std::fill(dbeta, dbeta + cols, 0.0f);
-    return;
-  }
-  // Threads split the columns (on 8-column boundaries); each column is summed over
-  // all rows in one fixed order (blocks of kFoldRowBlock rows folded into a running
-  // total), so the split, and hence the thread count, cannot change the result.
-  // The price is that every thread recomputes the row stats for all rows (once per
+  // Every thread recomputes the row stats for all rows (once per
   // kLayerNormTile columns it owns); a row-split would need scratch for partials.
-#pragma omp parallel if (rows * cols > kParallelGrain)
-  {
-    const int64_t threads = omp_get_num_threads(), thread = omp_get_thread_num();
-    const int64_t groups = (cols + 7) / 8;
-    const int64_t lo = std::min(cols, 8 * chunk_begin(thread, threads, groups));
-    const int64_t hi = std::min(cols, 8 * chunk_begin(thread + 1, threads, groups));
-    for (int64_t c0 = lo; c0 < hi; c0 += kLayerNormTile) {
-      const int64_t w = std::min(kLayerNormTile, hi - c0);
-      float pg[kLayerNormTile], pb[kLayerNormTile];
-      for (int64_t b = 0; b < rows; b += kFoldRowBlock) {
-        std::fill(pg, pg + w, 0.0f);
-        std::fill(pb, pb + w, 0.0f);
-        for (int64_t r = b; r < std::min(rows, b + kFoldRowBlock); ++r) {
-          const RowStats s = row_stats(x + r * cols, cols, eps);
-          const float* xr = x + r * cols + c0;
-          const float* dyr = dy + r * cols + c0;
+  float* const out[2] = {dgamma, dbeta};
+  fold_columns<2, kLayerNormTile>(rows, cols, out, [&](int64_t r, int64_t c0, int64_t w, auto& p) {
+    const RowStats s = row_stats(x + r * cols, cols, eps);
+    const float* xr = x + r * cols + c0;
+    const float* dyr = dy + r * cols + c0;
 #pragma omp simd
-          for (int64_t c = 0; c < w; ++c) {
-            pg[c] = fmadd(dyr[c], (xr[c] - s.mean) * s.rstd, pg[c]);
-            pb[c] += dyr[c];
-          }
-        }
-        if (b == 0) {
-          std::copy(pg, pg + w, dgamma + c0);
-          std::copy(pb, pb + w, dbeta + c0);
-        } else {
-#pragma omp simd
-          for (int64_t c = 0; c < w; ++c) {
-            dgamma[c0 + c] += pg[c];
-            dbeta[c0 + c] += pb[c];
-          }
-        }
-      }
+    for (int64_t c = 0; c < w; ++c) {
+      p[0][c] = fmadd(dyr[c], (xr[c] - s.mean) * s.rstd, p[0][c]);
+      p[1][c] += dyr[c];
     }
-  }
+  });
 }
 
 void layernorm_backward_params_ref(const float* x, const float* dy, float* dgamma, float* dbeta,

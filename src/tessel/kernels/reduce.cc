@@ -240,6 +240,20 @@ bool handle_empty(ReduceOp op, const Groups& g, float* y) {
   return false;
 }
 
+// The reference twins' y index of x element i: its kept coordinates, row-major.
+int64_t kept_index(int64_t i, const int64_t* sizes, int rank, const bool* reduced) {
+  int64_t yi = 0, ystride = 1;
+  for (int d = rank - 1; d >= 0; --d) {
+    const int64_t index = i % sizes[d];
+    i /= sizes[d];
+    if (!reduced[d]) {
+      yi += index * ystride;
+      ystride *= sizes[d];
+    }
+  }
+  return yi;
+}
+
 }  // namespace
 
 void reduce(ReduceOp op, const float* x, const int64_t* sizes, int rank, const bool* reduced,
@@ -274,16 +288,7 @@ void reduce_ref(ReduceOp op, const float* x, const int64_t* sizes, int rank, con
   }
   std::vector<double> acc(kept, op == ReduceOp::kMax ? -INFINITY : 0.0);
   for (int64_t i = 0; i < numel; ++i) {
-    // y index of x element i: its kept coordinates, row-major.
-    int64_t rest = i, yi = 0, ystride = 1;
-    for (int d = rank - 1; d >= 0; --d) {
-      const int64_t index = rest % sizes[d];
-      rest /= sizes[d];
-      if (!reduced[d]) {
-        yi += index * ystride;
-        ystride *= sizes[d];
-      }
-    }
+    const int64_t yi = kept_index(i, sizes, rank, reduced);
     const double v = x[i];
     if (op == ReduceOp::kMax) {
       if (std::isnan(v) || v > acc[yi]) acc[yi] = v;
@@ -360,15 +365,7 @@ void reduce_max_backward_ref(const float* x, const float* y, const float* dy, co
   }
   std::vector<bool> served(kept, false);
   for (int64_t i = 0; i < numel; ++i) {
-    int64_t rest = i, yi = 0, ystride = 1;
-    for (int d = rank - 1; d >= 0; --d) {
-      const int64_t index = rest % sizes[d];
-      rest /= sizes[d];
-      if (!reduced[d]) {
-        yi += index * ystride;
-        ystride *= sizes[d];
-      }
-    }
+    const int64_t yi = kept_index(i, sizes, rank, reduced);
     const bool is_max = x[i] == y[yi] || (std::isnan(y[yi]) && std::isnan(x[i]));
     if (is_max && !served[yi]) {
       dx[i] = dy[yi];

@@ -1,7 +1,5 @@
 #include "tessel/kernels/rmsnorm.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -104,41 +102,14 @@ void rmsnorm_backward_input_ref(const float* x, const float* gamma, const float*
 
 void rmsnorm_backward_gamma(const float* x, const float* dy, float* dgamma, int64_t rows,
                             int64_t cols, float eps) {
-  if (cols == 0) return;
-  if (rows == 0) {
-    std::fill(dgamma, dgamma + cols, 0.0f);
-    return;
-  }
-  // As layernorm_backward_params: threads split the columns (8-column groups);
-  // each column sums all rows in one fixed order (kFoldRowBlock-row blocks
-  // folded into a running total), so the thread count cannot change it.
-#pragma omp parallel if (rows * cols > kParallelGrain)
-  {
-    const int64_t threads = omp_get_num_threads(), thread = omp_get_thread_num();
-    const int64_t groups = (cols + 7) / 8;
-    const int64_t lo = std::min(cols, 8 * chunk_begin(thread, threads, groups));
-    const int64_t hi = std::min(cols, 8 * chunk_begin(thread + 1, threads, groups));
-    for (int64_t c0 = lo; c0 < hi; c0 += kGammaTile) {
-      const int64_t w = std::min(kGammaTile, hi - c0);
-      float pg[kGammaTile];
-      for (int64_t b = 0; b < rows; b += kFoldRowBlock) {
-        std::fill(pg, pg + w, 0.0f);
-        for (int64_t r = b; r < std::min(rows, b + kFoldRowBlock); ++r) {
-          const float rstd = row_rstd(x + r * cols, cols, eps);
-          const float* xr = x + r * cols + c0;
-          const float* dyr = dy + r * cols + c0;
+  float* const out[1] = {dgamma};
+  fold_columns<1, kGammaTile>(rows, cols, out, [&](int64_t r, int64_t c0, int64_t w, auto& p) {
+    const float rstd = row_rstd(x + r * cols, cols, eps);
+    const float* xr = x + r * cols + c0;
+    const float* dyr = dy + r * cols + c0;
 #pragma omp simd
-          for (int64_t c = 0; c < w; ++c) pg[c] = fmadd(dyr[c], xr[c] * rstd, pg[c]);
-        }
-        if (b == 0) {
-          std::copy(pg, pg + w, dgamma + c0);
-        } else {
-#pragma omp simd
-          for (int64_t c = 0; c < w; ++c) dgamma[c0 + c] += pg[c];
-        }
-      }
-    }
-  }
+    for (int64_t c = 0; c < w; ++c) p[0][c] = fmadd(dyr[c], xr[c] * rstd, p[0][c]);
+  });
 }
 
 void rmsnorm_backward_gamma_ref(const float* x, const float* dy, float* dgamma, int64_t rows,

@@ -32,9 +32,25 @@ inline float combine_sum(float* acc) {
   return acc[0];
 }
 
-inline float combine_max(float* acc) {
+// The row's extreme by `pick(v, acc)` (v where it beats acc, else acc),
+// padded with `fill` (pick's identity) and combined in the fixed tree.
+template <typename Pick>
+inline float extreme(const float* x, int64_t n, float fill, Pick pick) {
+  float acc[kRowLanes];
+  for (int k = 0; k < kRowLanes; ++k) acc[k] = fill;
+  int64_t i = 0;
+  for (; i + kRowLanes <= n; i += kRowLanes) {
+#pragma omp simd
+    for (int k = 0; k < kRowLanes; ++k) acc[k] = pick(x[i + k], acc[k]);
+  }
+  if (i < n) {
+    float buf[kRowLanes];
+    load_tail(x + i, n - i, fill, buf);
+#pragma omp simd
+    for (int k = 0; k < kRowLanes; ++k) acc[k] = pick(buf[k], acc[k]);
+  }
   for (int width = kRowLanes / 2; width >= 1; width /= 2) {
-    for (int k = 0; k < width; ++k) acc[k] = acc[k + width] > acc[k] ? acc[k + width] : acc[k];
+    for (int k = 0; k < width; ++k) acc[k] = pick(acc[k + width], acc[k]);
   }
   return acc[0];
 }
@@ -101,41 +117,14 @@ inline float row_dot(const float* a, const float* b, int64_t n) {
 
 // x (n) -> max_i x[i] (NaN ignored; -inf for n == 0)
 inline float row_max(const float* x, int64_t n) {
-  float acc[kRowLanes];
-  for (int k = 0; k < kRowLanes; ++k) acc[k] = -std::numeric_limits<float>::infinity();
-  int64_t i = 0;
-  for (; i + kRowLanes <= n; i += kRowLanes) {
-#pragma omp simd
-    for (int k = 0; k < kRowLanes; ++k) acc[k] = x[i + k] > acc[k] ? x[i + k] : acc[k];
-  }
-  if (i < n) {
-    float buf[kRowLanes];
-    row_detail::load_tail(x + i, n - i, -std::numeric_limits<float>::infinity(), buf);
-#pragma omp simd
-    for (int k = 0; k < kRowLanes; ++k) acc[k] = buf[k] > acc[k] ? buf[k] : acc[k];
-  }
-  return row_detail::combine_max(acc);
+  return row_detail::extreme(x, n, -std::numeric_limits<float>::infinity(),
+                             [](float v, float acc) { return v > acc ? v : acc; });
 }
 
 // x (n) -> min_i x[i] (NaN ignored; +inf for n == 0)
 inline float row_min(const float* x, int64_t n) {
-  float acc[kRowLanes];
-  for (int k = 0; k < kRowLanes; ++k) acc[k] = std::numeric_limits<float>::infinity();
-  int64_t i = 0;
-  for (; i + kRowLanes <= n; i += kRowLanes) {
-#pragma omp simd
-    for (int k = 0; k < kRowLanes; ++k) acc[k] = x[i + k] < acc[k] ? x[i + k] : acc[k];
-  }
-  if (i < n) {
-    float buf[kRowLanes];
-    row_detail::load_tail(x + i, n - i, std::numeric_limits<float>::infinity(), buf);
-#pragma omp simd
-    for (int k = 0; k < kRowLanes; ++k) acc[k] = buf[k] < acc[k] ? buf[k] : acc[k];
-  }
-  for (int width = kRowLanes / 2; width >= 1; width /= 2) {
-    for (int k = 0; k < width; ++k) acc[k] = acc[k + width] < acc[k] ? acc[k + width] : acc[k];
-  }
-  return acc[0];
+  return row_detail::extreme(x, n, std::numeric_limits<float>::infinity(),
+                             [](float v, float acc) { return v < acc ? v : acc; });
 }
 
 // max_i (scale * x[i]) for x (n), exactly: rounding is monotonic, so this is

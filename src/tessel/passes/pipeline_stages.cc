@@ -212,9 +212,8 @@ void add_backward(StageGraph& st, const StageGraphOptions& options) {
       std::string suffix = st.out_names[i].substr(kPipeActivationPrefix.size());
       ValueId seed = b.input(kPipeGradientPrefix + suffix, shape, DType::kF32);
       seeds.push_back(seed);
-      std::vector<std::string> all;
-      for (const Dim& d : shape.dims()) all.push_back(d.name);
-      ValueId term = b.reduce_sum(b.mul(out, seed, "pipe.surrogate"), all, "pipe.surrogate_sum");
+      ValueId term =
+          b.reduce_sum(b.mul(out, seed, "pipe.surrogate"), shape.names(), "pipe.surrogate_sum");
       objective = objective < 0 ? term : b.add(objective, term, "pipe.surrogate_total");
     }
   }

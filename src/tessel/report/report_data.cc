@@ -217,16 +217,11 @@ json report_data(const std::vector<RunData>& runs, const json& plan_points) {
     }
     data["runs"].push_back(r);
   }
-  auto list = [](const std::set<std::string>& s) {
-    std::string out;
-    for (const std::string& x : s) out += (out.empty() ? "" : ", ") + x;
-    return out;
-  };
   if (models.size() > 1)
-    data["warnings"].push_back("the runs train different models (" + list(models) +
+    data["warnings"].push_back("the runs train different models (" + str_join(models, ", ") +
                                "): their losses are not comparable");
   if (datasets.size() > 1)
-    data["warnings"].push_back("the runs read different data (" + list(datasets) +
+    data["warnings"].push_back("the runs read different data (" + str_join(datasets, ", ") +
                                "): each has its own baseline");
   return data;
 }

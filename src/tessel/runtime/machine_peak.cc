@@ -29,71 +29,50 @@ constexpr int kTrials = 4;
 
 volatile float g_sink;
 
-// Runs `chunks` chunks of kAccumulators * 8-lane FMAs; returns a value that
-// depends on every accumulator so the work cannot be discarded.
-__attribute__((target("avx2,fma"))) float fma_chunks_avx2(int64_t chunks, float a, float b) {
-  __m256 acc[kAccumulators];
-  for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm256_set1_ps(0.01f * static_cast<float>(i));
-  const __m256 va = _mm256_set1_ps(a), vb = _mm256_set1_ps(b);
-  for (int64_t c = 0; c < chunks; ++c) {
-    for (int64_t it = 0; it < kChunk; ++it) {
-#pragma GCC unroll 12
-      for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm256_fmadd_ps(acc[i], va, vb);
-    }
+// Defines `float name(int64_t chunks, float a, float b)` for the ISA `isa`:
+// runs `chunks` chunks of kAccumulators independent chains of
+// acc = step(acc, va, vb) on `Vec` registers of `lanes` floats, the operands
+// va and vb made by `operand` from a and b; returns the sum of every lane of
+// every accumulator, so the work cannot be discarded. (A macro: the target
+// attribute cannot be a template parameter.)
+// clang-format off
+#define TS_DEFINE_CHAINS(name, isa, Vec, lanes, set1, add, store, operand, step)          \
+  __attribute__((target(isa))) float name(int64_t chunks, float a, float b) {             \
+    Vec acc[kAccumulators];                                                               \
+    for (int i = 0; i < kAccumulators; ++i) acc[i] = set1(0.01f * static_cast<float>(i)); \
+    const auto va = operand(a), vb = operand(b);                                          \
+    for (int64_t c = 0; c < chunks; ++c) {                                                \
+      for (int64_t it = 0; it < kChunk; ++it) {                                           \
+        _Pragma("GCC unroll 12")                                                          \
+        for (int i = 0; i < kAccumulators; ++i) acc[i] = step(acc[i], va, vb);            \
+      }                                                                                   \
+    }                                                                                     \
+    Vec sum = acc[0];                                                                     \
+    for (int i = 1; i < kAccumulators; ++i) sum = add(sum, acc[i]);                       \
+    alignas(sizeof(Vec)) float sums[lanes];                                               \
+    store(sums, sum);                                                                     \
+    float total = 0;                                                                      \
+    for (float v : sums) total += v;                                                      \
+    return total;                                                                         \
   }
-  __m256 sum = acc[0];
-  for (int i = 1; i < kAccumulators; ++i) sum = _mm256_add_ps(sum, acc[i]);
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, sum);
-  float total = 0;
-  for (float v : lanes) total += v;
-  return total;
-}
+// clang-format on
 
-// The same with 16-lane AVX-512 FMAs, for CPUs that have AVX-512 (chosen at
+// f32 FMAs, 8 lanes (AVX2) and 16 (AVX-512, for CPUs that have it: chosen at
 // run time; the build may target any x86-64).
-__attribute__((target("avx512f"))) float fma_chunks_avx512(int64_t chunks, float a, float b) {
-  __m512 acc[kAccumulators];
-  for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm512_set1_ps(0.01f * static_cast<float>(i));
-  const __m512 va = _mm512_set1_ps(a), vb = _mm512_set1_ps(b);
-  for (int64_t c = 0; c < chunks; ++c) {
-    for (int64_t it = 0; it < kChunk; ++it) {
-#pragma GCC unroll 12
-      for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm512_fmadd_ps(acc[i], va, vb);
-    }
-  }
-  __m512 sum = acc[0];
-  for (int i = 1; i < kAccumulators; ++i) sum = _mm512_add_ps(sum, acc[i]);
-  alignas(64) float lanes[16];
-  _mm512_store_ps(lanes, sum);
-  float total = 0;
-  for (float v : lanes) total += v;
-  return total;
-}
+TS_DEFINE_CHAINS(fma_chunks_avx2, "avx2,fma", __m256, 8, _mm256_set1_ps, _mm256_add_ps,
+                 _mm256_store_ps, _mm256_set1_ps, _mm256_fmadd_ps)
+TS_DEFINE_CHAINS(fma_chunks_avx512, "avx512f", __m512, 16, _mm512_set1_ps, _mm512_add_ps,
+                 _mm512_store_ps, _mm512_set1_ps, _mm512_fmadd_ps)
 
 // AVX512-BF16 dot products (vdpbf16ps): each lane adds two bf16 products to
 // an f32 accumulator, 64 flops per instruction. The accumulators grow by
 // 2ab per step from small values: no overflow, no denormals.
-__attribute__((target("avx512f,avx512bf16"))) float dpbf16_chunks(int64_t chunks, float a,
-                                                                  float b) {
-  __m512 acc[kAccumulators];
-  for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm512_set1_ps(0.01f * static_cast<float>(i));
-  const __m512bh va = _mm512_cvtne2ps_pbh(_mm512_set1_ps(a), _mm512_set1_ps(a));
-  const __m512bh vb = _mm512_cvtne2ps_pbh(_mm512_set1_ps(b), _mm512_set1_ps(b));
-  for (int64_t c = 0; c < chunks; ++c) {
-    for (int64_t it = 0; it < kChunk; ++it) {
-#pragma GCC unroll 12
-      for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], va, vb);
-    }
-  }
-  __m512 sum = acc[0];
-  for (int i = 1; i < kAccumulators; ++i) sum = _mm512_add_ps(sum, acc[i]);
-  alignas(64) float lanes[16];
-  _mm512_store_ps(lanes, sum);
-  float total = 0;
-  for (float v : lanes) total += v;
-  return total;
+__attribute__((target("avx512f,avx512bf16"))) inline __m512bh bf16_pairs(float x) {
+  return _mm512_cvtne2ps_pbh(_mm512_set1_ps(x), _mm512_set1_ps(x));
 }
+TS_DEFINE_CHAINS(dpbf16_chunks, "avx512f,avx512bf16", __m512, 16, _mm512_set1_ps, _mm512_add_ps,
+                 _mm512_store_ps, bf16_pairs, _mm512_dpbf16_ps)
+#undef TS_DEFINE_CHAINS
 
 // AMX-BF16 tile products (tdpbf16ps): each multiplies a 16 x 32 bf16 tile by a
 // 32 x 16 one (as 16 rows of bf16 pairs) into a 16 x 16 f32 tile, 16 * 16 *

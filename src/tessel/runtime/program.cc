@@ -10,6 +10,7 @@
 
 #include "tessel/base/bf16.h"
 #include "tessel/base/error.h"
+#include "tessel/base/steady_clock.h"
 #include "tessel/comm/comm_groups.h"
 #include "tessel/ir/attrs.h"
 #include "tessel/ir/op_table.h"
@@ -66,9 +67,7 @@ std::vector<ValueId> Program::bias_adds_to_fuse(const Graph& g, const std::vecto
       // row of N added to every row of the [batch.., M, N] product).
       const kernels::EinsumGroups groups = kernels::einsum_groups(
           g.node(einsum.inputs[0]).shape, g.node(einsum.inputs[1]).shape, einsum.shape);
-      std::vector<std::string> bias_dims;
-      for (int d = 0; d < bias.shape.rank(); ++d) bias_dims.push_back(bias.shape[d].name);
-      if (groups.n.empty() || bias_dims != groups.n) continue;
+      if (groups.n.empty() || bias.shape.names() != groups.n) continue;
       fused[e] = add;
       fused[add] = kAbsorbed;
       break;
@@ -445,8 +444,7 @@ void Program::run_bucket_member(const Instruction& ins, size_t index) {
     auto t0 = std::chrono::steady_clock::now();
     options_.comms->axis(b.axis).all_reduce_bf16(
         region, static_cast<int64_t>(b.bytes / sizeof(float)), b.work_ptr, "gradient bucket");
-    collective_seconds_ +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    collective_seconds_ += seconds_since(t0);
     return;
   }
   b.pending = options_.comms->axis(b.axis).start_all_reduce(
@@ -600,8 +598,7 @@ void Program::run_instructions(size_t begin, size_t end) {
     if (communicates(call.node.kind)) {
       auto t0 = std::chrono::steady_clock::now();
       backend_->execute(call);
-      collective_seconds_ +=
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      collective_seconds_ += seconds_since(t0);
     } else {
       backend_->execute(call);
     }
@@ -619,8 +616,7 @@ void Program::run_instructions(size_t begin, size_t end) {
       b.pending->wait();
       b.pending.reset();
     }
-  collective_seconds_ +=
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  collective_seconds_ += seconds_since(t0);
   for (const Accumulation& a : accumulations_)
     if (a.after_buckets && a.step >= static_cast<int>(begin) && a.step < static_cast<int>(end))
       accumulate_output(a);

@@ -17,16 +17,12 @@ const std::vector<std::string>& schedule_names() {
 
 namespace {
 
-std::string joined_names() {
-  std::string out;
-  for (const std::string& n : schedule_names()) out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
-
 void check_arguments(const std::string& name, int ranks, int microbatches, int chunks) {
   bool known = false;
   for (const std::string& n : schedule_names()) known = known || n == name;
-  if (!known) TS_THROW("unknown pipeline schedule '", name, "'; valid schedules: ", joined_names());
+  if (!known)
+    TS_THROW("unknown pipeline schedule '", name,
+             "'; valid schedules: ", str_join(schedule_names(), ", "));
   if (ranks < 1) TS_THROW("schedule '", name, "': pipeline ranks must be >= 1, got ", ranks);
   if (microbatches < 1)
     TS_THROW("schedule '", name, "': micro-batches must be >= 1, got ", microbatches);

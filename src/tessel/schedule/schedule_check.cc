@@ -285,10 +285,6 @@ class Checker {
   std::map<ComputeKey, Site> compute_;
 };
 
-}  // namespace
-
-namespace {
-
 bool same_schedule(const Schedule& a, const Schedule& b) {
   return a.ranks == b.ranks && a.chunks == b.chunks && a.microbatches == b.microbatches &&
          a.asynchronous == b.asynchronous && a.split_backward == b.split_backward &&

@@ -54,12 +54,6 @@ std::vector<std::pair<std::string, std::set<int64_t>>> dims_of(const Graph& grap
   return dims;
 }
 
-std::string joined(const std::vector<std::string>& names) {
-  std::string text;
-  for (const std::string& n : names) text += (text.empty() ? "" : ", ") + n;
-  return text;
-}
-
 // The error for mesh axis `axis`, which no dim maps to: the dims of the
 // model it could split (not mapped elsewhere, every extent divisible by the
 // axis), and a --layout that keeps `mapped` (the layout so far) and adds one.
@@ -83,9 +77,10 @@ std::string unmapped_axis_error(const Graph& graph, const MeshAxis& axis,
   }
   return str_cat("mesh axis '", axis.name, "' has no dim mapped to it, so its ", axis.size,
                  " ranks would each do the whole job: map one with --layout", example,
-                 fit.empty() ? str_cat(" (no dim of the model divides by ", axis.size,
-                                       "; the model's dims: ", joined(all), ")")
-                             : str_cat(" (the model's dims it divides: ", joined(fit), ")"));
+                 fit.empty()
+                     ? str_cat(" (no dim of the model divides by ", axis.size,
+                               "; the model's dims: ", str_join(all, ", "), ")")
+                     : str_cat(" (the model's dims it divides: ", str_join(fit, ", "), ")"));
 }
 
 }  // namespace
@@ -183,10 +178,8 @@ void Layout::validate(const Graph& graph, const Mesh& mesh) const {
     for (const Dim& d : n.shape.dims()) dims.insert(d.name);
   for (const Entry& e : entries_) {
     if (dims.count(e.dim) || e.by_default) continue;  // a default the model lacks maps nothing
-    std::string known;
-    for (const std::string& d : dims) known += (known.empty() ? "" : ", ") + d;
     TS_THROW("layout maps dim '", e.dim, "' to axis '", mesh.axis(e.axis).name,
-             "', but no tensor of the model has that dim (dims: ", known, ")");
+             "', but no tensor of the model has that dim (dims: ", str_join(dims, ", "), ")");
   }
   // A mapped dim that an axis does not divide is an error, not a silent
   // fallback to replication: name the first value where it happens.

@@ -100,12 +100,7 @@ constexpr std::array<Rule, static_cast<size_t>(OpKind::kCount)> kRules = {{
     {OpKind::kZeroUnlessRoot, Family::kCollective, Pins::kNone, false},
 }};
 
-constexpr bool rules_in_enum_order() {
-  for (size_t i = 0; i < kRules.size(); ++i)
-    if (static_cast<size_t>(kRules[i].kind) != i) return false;
-  return true;
-}
-static_assert(rules_in_enum_order(), "kRules must list every OpKind in enum order");
+static_assert(lists_every_kind_in_order(kRules), "kRules must list every OpKind in enum order");
 
 std::set<std::string> pinned_dims(const Node& node, Pins pins) {
   const Attrs& a = node.attrs;

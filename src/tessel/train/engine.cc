@@ -146,6 +146,16 @@ double Engine::sum_of_squares(const std::vector<double>& local_sq, bool stage_on
   return static_cast<double>(total);
 }
 
+void Engine::update_slots(bool stage_only, int64_t updates) {
+  last_update_ = optimizer_(
+      slots_,
+      [this, stage_only](const std::vector<double>& sq) { return sum_of_squares(sq, stage_only); },
+      updates);
+  for (size_t i = 0; i < slots_.size(); ++i)
+    if (held_[i]->zero)
+      gather_flat(*held_[i], slots_[i].param, slots_[i].state->value.device_f32());
+}
+
 void Engine::load_shards(const std::string& dir) {
   std::vector<ShardRequest> requests;
   for (const StoredParam& p : storage_.params)
@@ -175,10 +185,8 @@ void Engine::load_shards(const std::string& dir) {
 }
 
 TensorBlock Engine::block_of(const Shape& shape, const Sharding& s) const {
-  const Shape local = s.local_shape(shape, ctx_.mesh());
-  TensorBlock b{s.local_offsets(shape, ctx_.mesh(), ctx_.coords()), {}};
-  for (const Dim& d : local.dims()) b.sizes.push_back(d.size);
-  return b;
+  return {s.local_offsets(shape, ctx_.mesh(), ctx_.coords()),
+          s.local_shape(shape, ctx_.mesh()).sizes()};
 }
 
 }  // namespace tessel

@@ -84,6 +84,13 @@ class Engine {
   // rank's share weighted by 1 / replicas, all-reduced over the world, or
   // (`stage_only`, asynchronous pipelines) over this stage's mesh axes.
   double sum_of_squares(const std::vector<double>& local_sq, bool stage_only);
+  // One optimizer update of slots_ (its norm by sum_of_squares(..,
+  // stage_only); `updates` as Optimizer's) into last_update_. After a ZeRO
+  // update every rank of the data axis holds one updated chunk of each
+  // parameter; an all-gather restores the whole block everywhere. A
+  // parameter ZeRO-3 stores as its shard was updated whole, so nothing is
+  // gathered for it: the next step gathers on use.
+  void update_slots(bool stage_only, int64_t updates);
   // Every held parameter's shards (value, and moments if saved) from the
   // checkpoint in `dir`, reading only this rank's byte ranges
   // (checkpoint/shard_load.h); parameters other pipeline ranks hold are checked.

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "tessel/base/error.h"
+#include "tessel/base/steady_clock.h"
 
 namespace tessel {
 namespace {
@@ -103,9 +104,7 @@ bool wait_for_file(const std::string& path, double timeout_s) {
   for (;;) {
     std::error_code ec;
     if (std::filesystem::exists(path, ec)) return true;
-    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >=
-        timeout_s)
-      return false;
+    if (seconds_since(start) >= timeout_s) return false;
     nanosleep(&poll, nullptr);
   }
 }

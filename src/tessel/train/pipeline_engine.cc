@@ -112,9 +112,7 @@ void PipelineEngine::asynchronous_update(int microbatch) {
   // Each micro-batch's gradient was scaled by 1/m for a synchronous step.
   reduce_accumulated_gradients(static_cast<float>(model().schedule().microbatches) / covered);
   ++updates_;
-  last_update_ = optimizer_(
-      slots_, [this](const std::vector<double>& sq) { return sum_of_squares(sq, true); }, updates_);
-  gather_slices();
+  update_slots(/*stage_only=*/true, updates_);
   zero_accumulators();
   versions_->on_update(updates_, last_update_.lr);
 }
@@ -176,21 +174,12 @@ void PipelineEngine::reduce_scatter_accumulated_gradients() {
   }
 }
 
-// After a ZeRO update each data rank holds one updated chunk; gather them.
-void PipelineEngine::gather_slices() {
-  for (size_t i = 0; i < slots_.size(); ++i)
-    if (held_[i]->zero)
-      gather_flat(*held_[i], slots_[i].param, slots_[i].state->value.device_f32());
-}
-
 // Gradients of the whole batch from the accumulated micro-batch partials,
 // then one optimizer update of the parameters this rank holds.
 void PipelineEngine::update(int microbatch) {
   if (versions_) return asynchronous_update(microbatch);
   reduce_accumulated_gradients(1.0f);
-  last_update_ = optimizer_(
-      slots_, [this](const std::vector<double>& sq) { return sum_of_squares(sq, false); }, 0);
-  gather_slices();
+  update_slots(/*stage_only=*/false, 0);
 }
 
 double PipelineEngine::train_step(int64_t step) {

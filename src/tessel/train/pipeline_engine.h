@@ -49,7 +49,6 @@ class PipelineEngine : public Engine {
   void reduce_accumulated_gradients(float scale);
   void init_zero();
   void reduce_scatter_accumulated_gradients();
-  void gather_slices();
 
   // One gradient accumulator per held parameter (contiguous, reduced over
   // data in one call), in device memory like the tie scratch and ZeRO's

@@ -53,20 +53,8 @@ double ProgramEngine::train_step(int64_t step) {
   compiled_.train.program->run();
   const double loss = compiled_.train.program->read_scalar(
       compiled_.train.local.local_of[compiled_.train.outputs.loss]);
-  last_update_ = optimizer_(
-      slots_, [this](const std::vector<double>& sq) { return sum_of_squares(sq, false); }, 0);
-  gather_updated_slices();
+  update_slots(/*stage_only=*/false, 0);
   return loss;
-}
-
-// After a ZeRO update every rank of the data axis holds one updated chunk
-// of each parameter; an all-gather restores the whole block everywhere. A
-// parameter ZeRO-3 stores as its shard was updated whole, so nothing is
-// gathered for it: the next step gathers on use.
-void ProgramEngine::gather_updated_slices() {
-  for (size_t i = 0; i < slots_.size(); ++i)
-    if (held_[i]->zero)
-      gather_flat(*held_[i], slots_[i].param, slots_[i].state->value.device_f32());
 }
 
 double ProgramEngine::evaluate(std::vector<float>* logits) {

@@ -31,7 +31,6 @@ class ProgramEngine : public Engine {
  private:
   // Copies this rank's block of every staged input into `c`'s program.
   void feed(CompiledProgram& c);
-  void gather_updated_slices();
 
   std::vector<float> feed_block_;  // this rank's block of an input, on its way to the program
 };

@@ -127,12 +127,11 @@ void all_to_all(const OpCall& call, Communicator& comm) {
                     static_cast<int>(sizes.size()));
   }
   comm.all_to_all(send, recv, block, call.node.name);
-  {                         // unpack: y dims with d -> (n, d/n), read from recv blocks.
-    Shape block_shape = x;  // rank r's block: x dims with e -> e/n
-    std::vector<Dim> bd = x.dims();
+  {                                  // unpack: y dims with d -> (n, d/n), read from recv blocks.
+    std::vector<Dim> bd = x.dims();  // rank r's block: x dims with e -> e/n
     for (Dim& dim : bd)
       if (dim.name == e) dim.size /= n;
-    block_shape = Shape(bd);
+    const Shape block_shape(bd);
     std::vector<int64_t> sizes, strides;
     for (const Dim& dim : y.dims()) {
       if (dim.name == d) {

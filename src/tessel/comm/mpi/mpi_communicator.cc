@@ -217,10 +217,6 @@ void MpiCommunicator::reduce_scatter_bf16(const float* in, float* out, int64_t n
   count("reduce_scatter", int64_t{p} * n * 2);
 }
 
-}  // namespace tessel
-
-namespace tessel {
-
 std::unique_ptr<CommRequest> MpiCommunicator::start_send(const float* data, int64_t n, int peer,
                                                          int tag, const std::string& op) {
   int c = checked_count("send", n, 1, op, data, data);

@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "tessel/base/error.h"
+#include "tessel/base/steady_clock.h"
 #include "tessel/plan/calibrate/calibrate_compute.h"
 #include "tessel/plan/calibrate/calibrate_links.h"
 #include "tessel/plan/calibrate/contention.h"
@@ -96,8 +97,7 @@ void measure_attention(MachineProfileData& d, const std::vector<int>& counts,
   for (const AttentionRate& r : d.attention_rates)
     std::fprintf(stderr, " %s %s %dt %.1f", r.op.c_str(), precision_name(r.precision), r.threads,
                  r.gflops);
-  std::fprintf(stderr, ", %.1f s\n",
-               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  std::fprintf(stderr, ", %.1f s\n", seconds_since(t0));
 }
 
 }  // namespace
@@ -164,7 +164,7 @@ MachineProfile calibrate_machine(const CalibrateOptions& options) {
     }
     if (options.progress)
       std::fprintf(stderr, "calibrate: collectives and send/recv on %d ranks, %.1f s\n", ranks,
-                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+                   seconds_since(t0));
   }
   {
     // The in-situ factors are measured against the finished grid's charges.
@@ -180,8 +180,7 @@ MachineProfile calibrate_machine(const CalibrateOptions& options) {
       if (!d.einsum_in_situ_bf16.empty()) std::fprintf(stderr, "; bf16:");
       for (const InSituPoint& p : d.einsum_in_situ_bf16)
         std::fprintf(stderr, " %dt@%.1f %.2fx", p.threads, p.log2_flops, p.factor);
-      std::fprintf(stderr, ", %.1f s\n",
-                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      std::fprintf(stderr, ", %.1f s\n", seconds_since(t0));
     }
   }
   probes.push_back(measure_fma_peak_gflops(1, probe_s));
@@ -197,8 +196,7 @@ MachineProfile calibrate_machine(const CalibrateOptions& options) {
   if (refuse_to_save(options, why)) return profile;
   profile.save(out);
   if (options.progress)
-    std::fprintf(stderr, "calibrate: wrote %s (%.1f s)\n", out.c_str(),
-                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    std::fprintf(stderr, "calibrate: wrote %s (%.1f s)\n", out.c_str(), seconds_since(start));
   return profile;
 }
 

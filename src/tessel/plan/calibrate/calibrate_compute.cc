@@ -12,6 +12,7 @@
 #include "tessel/base/bf16.h"
 #include "tessel/base/error.h"
 #include "tessel/base/philox.h"
+#include "tessel/base/steady_clock.h"
 #include "tessel/kernels/einsum.h"
 #include "tessel/kernels/einsum_bf16.h"
 #include "tessel/kernels/elementwise.h"
@@ -34,7 +35,7 @@ double time_median(double min_seconds, int min_runs, const std::function<void()>
   while (static_cast<int>(runs.size()) < min_runs || total < min_seconds) {
     const auto start = std::chrono::steady_clock::now();
     fn();
-    runs.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    runs.push_back(seconds_since(start));
     total += runs.back();
   }
   std::sort(runs.begin(), runs.end());
@@ -179,7 +180,7 @@ ComputeCalibration measure_compute(const std::vector<int>& thread_counts, bool q
                    "calibrate: %d thread%s: FMA peak %.1f GFLOP/s, %zu GEMM shapes%s, %.1f s\n",
                    threads, threads == 1 ? "" : "s", out.fma_peak_gflops.back().gflops,
                    calibration_gemm_shapes(quick).size(), bf16 ? " in f32 and bf16" : " (f32)",
-                   std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+                   seconds_since(start));
   }
   omp_set_num_threads(saved_threads);
   return out;

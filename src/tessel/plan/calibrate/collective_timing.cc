@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "tessel/base/error.h"
+#include "tessel/base/steady_clock.h"
 
 namespace tessel::plan {
 
@@ -39,8 +40,7 @@ double median_seconds(const std::function<void()>& barrier, int iterations,
     barrier();
     const auto start = std::chrono::steady_clock::now();
     fn();
-    times.push_back(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    times.push_back(seconds_since(start));
   }
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];

@@ -37,9 +37,8 @@ void JsonFields::allow_only(std::initializer_list<const char*> known) const {
     bool found = false;
     for (const char* k : known) found = found || key == k;
     if (found) continue;
-    std::string list;
-    for (const char* k : known) list += std::string(list.empty() ? "" : ", ") + k;
-    TS_THROW(file_, ": unknown key '", path_of(key), "' (known keys here: ", list, ")");
+    TS_THROW(file_, ": unknown key '", path_of(key), "' (known keys here: ", str_join(known, ", "),
+             ")");
   }
 }
 

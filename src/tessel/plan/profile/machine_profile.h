@@ -143,15 +143,15 @@ class MachineProfile : public HardwareModel {
   double memory_seconds(double bytes, int threads) const override;
   // At the calibrated draw rate; 0 for a profile from before it was measured.
   double draw_seconds(double draws, int threads) const override;
-  // At a measured rank count: the measured samples, interpolated piecewise
-  // (alpha_beta.h's piecewise_seconds: exact at every measured size). At
-  // another: the alpha-beta fit at the nearest measured rank count p0,
-  // alpha scaled by the ring's steps and beta by its bandwidth factor.
   // The measured byte rate of `op` (interpolated over thread counts), else
   // the default roofline; for a kind with a measured FLOP rate in precision
   // `p` (the fused attention), the longer of that and flops at the rate.
   double kernel_seconds(const std::string& op, double bytes, double flops, Precision p,
                         int threads) const override;
+  // At a measured rank count: the measured samples, interpolated piecewise
+  // (alpha_beta.h's piecewise_seconds: exact at every measured size). At
+  // another: the alpha-beta fit at the nearest measured rank count p0,
+  // alpha scaled by the ring's steps and beta by its bandwidth factor.
   double collective_seconds(CollectiveKind kind, double bytes, int ranks, Link link) const override;
   // The send/recv samples, interpolated piecewise.
   double p2p_seconds(double bytes, Link link) const override;

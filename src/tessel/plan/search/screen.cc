@@ -395,10 +395,6 @@ double gather_payload(const Unit& u, const Piece& piece, bool forward) {
   return (forward ? piece.gather_f : piece.gather_b) + tied;
 }
 
-}  // namespace
-
-namespace {
-
 bool pipelined(const ScreenCandidate& c) { return c.pipe > 1 || c.microbatches > 1; }
 
 // ZeRO's axis (Layout::zero_axis): the data axis, or, in a single program

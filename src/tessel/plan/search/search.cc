@@ -13,6 +13,7 @@
 #include <set>
 
 #include "tessel/base/error.h"
+#include "tessel/base/steady_clock.h"
 #include "tessel/compile/memory_report.h"
 #include "tessel/compile/model_registry.h"
 #include "tessel/plan/model/exact_cost.h"
@@ -351,10 +352,6 @@ class OverLimit {
 void finish_plan(const PlanRequest& q, const HardwareModel& hw, const Candidate& cand,
                  double model_flops, double items_per_row, Plan* plan);
 
-}  // namespace
-
-namespace {
-
 // A --set override as a command-line argument: `--set KEY=VALUE`, single-
 // quoted unless it is plain; empty for a key plan_flags writes itself.
 std::string carried_override(const std::string& kv) {
@@ -624,7 +621,7 @@ PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
   }
   if (screen) count_screening(*order, *screener, &result);
   sort_fastest_first(&result.plans, index_of_plan);
-  result.search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.search_s = seconds_since(start);
   if (result.plans.empty())
     throw_nothing_fits(q, result, closest, first_error, screen, limit, device_memory);
   return result;

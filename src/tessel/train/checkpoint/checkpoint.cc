@@ -24,12 +24,6 @@ namespace {
 
 constexpr int kFormatVersion = 1;
 
-std::vector<int64_t> sizes(const Shape& s) {
-  std::vector<int64_t> out;
-  for (const Dim& d : s.dims()) out.push_back(d.size);
-  return out;
-}
-
 }  // namespace
 
 void save_checkpoint(const std::string& dir, const TrainConfig& config,
@@ -43,7 +37,7 @@ void save_checkpoint(const std::string& dir, const TrainConfig& config,
       return TensorView{
           name,
           "F32",
-          sizes(p.shape),
+          p.shape.sizes(),
           nullptr,
           static_cast<size_t>(p.shape.numel()) * sizeof(float),
           [&source, i, part] { return static_cast<const void*>(source.full(i, part)); }};

@@ -64,11 +64,7 @@ Matrix matrix_of(const Shape& s, int row_dims) {
 }
 
 std::vector<int64_t> hf_shape(const Shape& s, const HfTensor& t) {
-  if (t.row_dims == 0) {
-    std::vector<int64_t> d;
-    for (const Dim& dim : s.dims()) d.push_back(dim.size);
-    return d;
-  }
+  if (t.row_dims == 0) return s.sizes();
   const Matrix m = matrix_of(s, t.row_dims);
   return {m.cols, m.rows};
 }

@@ -18,21 +18,10 @@ int64_t TensorBlock::numel() const {
 }
 
 TensorBlock whole_block(const Shape& shape) {
-  TensorBlock b;
-  for (const Dim& d : shape.dims()) {
-    b.offsets.push_back(0);
-    b.sizes.push_back(d.size);
-  }
-  return b;
+  return {std::vector<int64_t>(shape.rank(), 0), shape.sizes()};
 }
 
 namespace {
-
-std::vector<int64_t> sizes_of(const Shape& s) {
-  std::vector<int64_t> out;
-  for (const Dim& d : s.dims()) out.push_back(d.size);
-  return out;
-}
 
 // The tensor `name`, checked against the model (present, F32, its shape).
 const SafetensorsReader::Tensor& checked(const SafetensorsReader& file, const std::string& name,
@@ -41,11 +30,9 @@ const SafetensorsReader::Tensor& checked(const SafetensorsReader& file, const st
   if (!t) TS_THROW("checkpoint '", file.path(), "' has no tensor '", name, "'");
   if (t->dtype != "F32")
     TS_THROW("checkpoint '", file.path(), "': tensor '", name, "' is ", t->dtype, ", expected F32");
-  if (t->shape != sizes_of(shape)) {
-    std::string got;
-    for (int64_t s : t->shape) got += (got.empty() ? "" : ",") + std::to_string(s);
-    TS_THROW("checkpoint '", file.path(), "': tensor '", name, "' has shape [", got,
-             "] but the model expects ", shape);
+  if (t->shape != shape.sizes()) {
+    TS_THROW("checkpoint '", file.path(), "': tensor '", name, "' has shape [",
+             str_join(t->shape, ","), "] but the model expects ", shape);
   }
   return *t;
 }
