@@ -291,11 +291,13 @@ int run_plan(PlanOptions opt) {
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
+  const std::string threads = hw->einsum_costing() == plan::EinsumCosting::kCompiled
+                                  ? str_cat(" (", q.cost.threads, " threads per rank)")
+                                  : "";
   std::printf(
-      "plan for %d ranks on %s (%d threads per rank): %d configurations, %d pruned, %d "
-      "screened, %d skipped by their bound, %d skipped for memory, %d costed exactly, %zu fit, "
-      "in %.3f s\n\n",
-      opt.ranks, r.hardware.c_str(), q.cost.threads, r.considered, r.pruned, r.screened, r.bounded,
+      "plan for %d ranks on %s%s: %d configurations, %d pruned, %d screened, %d skipped by their "
+      "bound, %d skipped for memory, %d costed exactly, %zu fit, in %.3f s\n\n",
+      opt.ranks, r.hardware.c_str(), threads.c_str(), r.considered, r.pruned, r.screened, r.bounded,
       r.memory_bounded, r.exact, r.plans.size(), r.search_s);
   std::printf("%-3s %-24s %-16s %-11s %-2s %-3s %-4s %-10s %9s %10s %8s %6s %10s %7s %s\n", "#",
               "mesh", "layout", "schedule", "v", "m", "zero", "recompute", "step ms", "tokens/s",

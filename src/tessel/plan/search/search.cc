@@ -381,7 +381,10 @@ void finish_plan(const PlanRequest& q, const HardwareModel& hw, const Candidate&
   plan->command = (q.ranks > 1 ? str_cat("mpirun -n ", q.ranks, " ") : std::string()) +
                   "tessel train --config " + q.config_path;
   for (const std::string& kv : q.overrides) plan->command += carried_override(kv);
-  plan->command += plan_flags(plan->config) + str_cat(" --threads ", q.cost.threads);
+  plan->command += plan_flags(plan->config);
+  // The threads this machine's profile costed it at; a device has none.
+  if (hw.einsum_costing() == EinsumCosting::kCompiled)
+    plan->command += str_cat(" --threads ", q.cost.threads);
 }
 
 }  // namespace
