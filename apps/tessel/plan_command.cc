@@ -291,9 +291,8 @@ int run_plan(PlanOptions opt) {
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
-  const std::string threads = hw->einsum_costing() == plan::EinsumCosting::kCompiled
-                                  ? str_cat(" (", q.cost.threads, " threads per rank)")
-                                  : "";
+  const std::string threads =
+      hw->runs_on_cpu_threads() ? str_cat(" (", q.cost.threads, " threads per rank)") : "";
   std::printf(
       "plan for %d ranks on %s%s: %d configurations, %d pruned, %d screened, %d skipped by their "
       "bound, %d skipped for memory, %d costed exactly, %zu fit, in %.3f s\n\n",

@@ -61,10 +61,4 @@ std::string instruction_kind(const Graph& graph, const Program::InstructionInfo&
          std::to_string(e.n) + "x" + std::to_string(e.k);
 }
 
-double instruction_bytes(const Graph& graph, ValueId node) {
-  double bytes = value_bytes(graph, node);
-  for (ValueId in : graph.node(node).inputs) bytes += value_bytes(graph, in);
-  return bytes;
-}
-
 }  // namespace tessel::plan

@@ -38,9 +38,6 @@ std::unique_ptr<TimedProgram> timed_training_program(const TrainConfig& config);
 // program's own median run time within 1-2%. Restores the thread count.
 std::map<ValueId, double> median_instruction_seconds(Program& program, int threads, int repeats);
 
-// The bytes an instruction moves: its output and every input, at their dtypes.
-double instruction_bytes(const Graph& graph, ValueId node);
-
 // What an instruction is, for grouping times: an einsum by its GEMM,
 // "einsum BxMxNxK" (batch x m x n x k), anything else by its op name.
 std::string instruction_kind(const Graph& graph, const Program::InstructionInfo& ins);

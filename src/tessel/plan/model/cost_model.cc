@@ -5,6 +5,7 @@
 #include "tessel/base/error.h"
 #include "tessel/compile/memory_report.h"
 #include "tessel/plan/model/device_einsum.h"
+#include "tessel/plan/model/kernel_work.h"
 #include "tessel/plan/model/pipeline_timeline.h"
 #include "tessel/plan/model/program_simulator.h"
 
@@ -28,14 +29,12 @@ double einsum_seconds(const HardwareModel& hw, const Graph& g, const Program::In
 
 double instruction_seconds(const HardwareModel& hw, const Graph& g,
                            const Program::InstructionInfo& ins, const CostOptions& options) {
-  const Node& n = g.node(ins.node);
-  double bytes = value_bytes(g, ins.node);
-  for (ValueId in : n.inputs) bytes += value_bytes(g, in);
-  const double t = ins.einsum
-                       ? einsum_seconds(hw, g, ins, options)
-                       : hw.kernel_seconds(op_name(n.kind), bytes, kernel_work_flops(g, ins.node),
-                                           options.precision, options.threads) +
-                             hw.draw_seconds(kernel_work_draws(g, ins.node), options.threads);
+  const ValueId id = ins.node;
+  const double t =
+      ins.einsum ? einsum_seconds(hw, g, ins, options)
+                 : hw.kernel_seconds(op_name(g.node(id).kind), instruction_bytes(g, id),
+                                     kernel_work_flops(g, id), options.precision, options.threads) +
+                       hw.draw_seconds(kernel_work_draws(g, id), options.threads);
   return std::max(hw.launch_seconds(), t);
 }
 

@@ -21,6 +21,12 @@ double kernel_work_flops(const Graph& g, ValueId node) {
   return causal_share(g.node(node)) * g.node_flops(node);
 }
 
+double instruction_bytes(const Graph& g, ValueId node) {
+  double bytes = value_bytes(g, node);
+  for (ValueId in : g.node(node).inputs) bytes += value_bytes(g, in);
+  return bytes;
+}
+
 double kernel_work_draws(const Graph& g, ValueId node) {
   const Node& n = g.node(node);
   if (n.kind == OpKind::kDropout && dropout_p(n.attrs) > 0)

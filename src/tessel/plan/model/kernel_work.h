@@ -20,6 +20,10 @@ namespace tessel::plan {
 
 double kernel_work_flops(const Graph& g, ValueId node);
 
+// The bytes an instruction moves (HardwareModel::kernel_seconds's `bytes`):
+// its output and every input, at their dtypes.
+double instruction_bytes(const Graph& g, ValueId node);
+
 // The Philox draws an instruction makes (HardwareModel::draw_seconds): a
 // dropout, one per element; a fused attention or its gradient with dropout
 // on the probabilities, one per probability it forms, halved where its FLOPs

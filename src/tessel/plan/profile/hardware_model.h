@@ -130,6 +130,9 @@ class HardwareModel {
   virtual CoRun co_run() const { return {}; }
   // Default: kStridedDevice (hardware this build does not run on).
   virtual EinsumCosting einsum_costing() const { return EinsumCosting::kStridedDevice; }
+  // Whether its ranks compute on CPU threads (this machine's profile), so a
+  // plan names the thread count it was costed at; a device has none.
+  bool runs_on_cpu_threads() const { return einsum_costing() == EinsumCosting::kCompiled; }
   // The factor on an einsum of `flops` FLOPs (its GEMM and copies) in
   // precision `p` at `threads` threads for running inside a training
   // program rather than alone (einsum_in_situ.h). Default 1: a cluster's

@@ -382,9 +382,7 @@ void finish_plan(const PlanRequest& q, const HardwareModel& hw, const Candidate&
                   "tessel train --config " + q.config_path;
   for (const std::string& kv : q.overrides) plan->command += carried_override(kv);
   plan->command += plan_flags(plan->config);
-  // The threads this machine's profile costed it at; a device has none.
-  if (hw.einsum_costing() == EinsumCosting::kCompiled)
-    plan->command += str_cat(" --threads ", q.cost.threads);
+  if (hw.runs_on_cpu_threads()) plan->command += str_cat(" --threads ", q.cost.threads);
 }
 
 }  // namespace
