@@ -1,6 +1,7 @@
 // Context parallelism as the CLI shows and refuses it, offline (one process,
 // plan-only compiles of every rank): `tessel inspect` lists the all-to-alls
-// of Ulysses (q, k and v from S(seq) to S(heads) and the output back) and the
+// of Ulysses (q, k and v from S(seq) to S(heads) and the output back, alone
+// and nested in tensor parallelism's heads) and the
 // ring's sends with their bytes; bad settings are errors before any compute
 // naming the dim, the axis and the sizes.
 #include <gtest/gtest.h>
@@ -64,6 +65,24 @@ TEST_F(ContextParallelCli, InspectShowsUlyssesAllToAlls) {
   EXPECT_FALSE(has_line(r.output, {"all_gather", " on ctx ", "block0.attn."})) << r.output;
 }
 
+// Beside tensor parallelism (4 heads of 8, model=2) each model rank's 2
+// heads are cut over ctx: q reaches the op [S(heads), S(heads)], and each
+// all-to-all sends half of a rank's batch 4 x 8 positions x 2 heads x 8 =
+// 512 floats: 1024 B.
+TEST_F(ContextParallelCli, InspectShowsUlyssesInsideTheTensorParallelHeads) {
+  const tessel::CliResult r =
+      tessel::run_cli("inspect --config " + config({{"n_head", 4}}) +
+                      " --mesh model=2,ctx=2 --layout heads=model,hidden=model,seq=ctx");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(has_line(r.output, {"all_to_all", " on ctx ", "S(seq)", "-> S(heads)", " 1024 B",
+                                  "input 0 of attention 'block0.attn.core'"}))
+      << r.output;
+  EXPECT_TRUE(has_line(r.output, {"all_to_all", " on ctx ", "S(heads)", "-> S(seq)", " 1024 B",
+                                  "block0.attn.core.out"}))
+      << r.output;
+  EXPECT_FALSE(has_line(r.output, {"all_gather", " on model ", "block0.attn."})) << r.output;
+}
+
 TEST_F(ContextParallelCli, InspectShowsTheRingsSends) {
   const tessel::CliResult r = tessel::run_cli("inspect --config " + config() +
                                               " --mesh ctx=2 --layout seq=ctx"
@@ -95,9 +114,15 @@ TEST_F(ContextParallelCli, BadSettingsAreRefusedBeforeCompute) {
       {{},
        "--mesh ctx=4 --layout seq=ctx",
        "'heads' (2) is not divisible by 4; use heads (or kv_heads) divisible by 4"},
-      {{{"n_head", 4}},
+      // Beside tensor parallelism ctx cuts each model rank's heads: it must
+      // divide them, and come after model in the mesh.
+      {{},
        "--mesh model=2,ctx=2 --layout heads=model,seq=ctx",
-       "'heads' (4) is already split over mesh axis 'model'"},
+       "'heads' (2) is not divisible by 2 x 2 of 'model'"},
+      {{{"n_head", 4}},
+       "--mesh ctx=2,model=2 --layout heads=model,seq=ctx",
+       "'heads' (4) is split over mesh axis 'model', listed after 'ctx' (list 'ctx' after "
+       "'model' in the mesh to cut its heads further)"},
       {{},
        "--mesh ctx=2 --layout seq=ctx --set context_parallel=ring --set context=18",
        "context_parallel \"ring\": attention 'block0.attn.core' cuts its `seq` (18) into 2 x 2 "

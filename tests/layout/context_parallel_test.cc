@@ -53,6 +53,7 @@ const std::string kRingZero2 = std::string(kRing) + " --zero 2";
 const std::string kRingZero3 = std::string(kRing) + " --zero 3";
 const std::string kA2aZero3 = std::string(kA2a) + " --zero 3";
 constexpr const char* kGptTensor = "heads=model,hidden=model,vocab=model,seq=ctx";
+constexpr const char* kGptDataTensor = "batch=data,heads=model,hidden=model,vocab=model,seq=ctx";
 constexpr const char* kLlamaTensor = "kv_heads=model,hidden=model,vocab=model,seq=ctx";
 
 INSTANTIATE_TEST_SUITE_P(
@@ -64,6 +65,10 @@ INSTANTIATE_TEST_SUITE_P(
         ContextCase{"gpt_ring_data2_ctx2", "gpt", 4, "data=2,ctx=2", "batch=data,seq=ctx", kRing},
         ContextCase{"gpt_ring_ctx4", "gpt", 4, "ctx=4", "seq=ctx", kRing},
         ContextCase{"gpt_ring_model2_ctx2", "gpt", 4, "model=2,ctx=2", kGptTensor, kRing},
+        // The GPT has one heads dim: ctx cuts model's heads further (nested).
+        ContextCase{"gpt_a2a_model2_ctx2", "gpt", 4, "model=2,ctx=2", kGptTensor, kA2a},
+        ContextCase{"gpt_a2a_data2_model2_ctx2", "gpt", 8, "data=2,model=2,ctx=2",
+                    kGptDataTensor, kA2a},
         ContextCase{"gpt_a2a_pipe2_ctx2", "gpt", 4, "pipe=2,ctx=2", "seq=ctx", kPipeA2a.c_str()},
         ContextCase{"gpt_ring_pipe2_ctx2", "gpt", 4, "pipe=2,ctx=2", "seq=ctx", kPipeRing.c_str()},
         ContextCase{"llama_a2a_ctx2", "llama", 2, "ctx=2", "seq=ctx", kA2a},
@@ -87,8 +92,9 @@ INSTANTIATE_TEST_SUITE_P(
 
 // Dropout on the attention probabilities (fused op, docs/attention.md) is
 // keyed by global batch row, head, query and key position: a data and model
-// (heads) split, all-to-all on ctx and the ring's reordered halves drop
-// what one process drops, and predict their memory to the byte.
+// (heads) split, all-to-all on ctx (alone, and nested in model's heads) and
+// the ring's reordered halves drop what one process drops, and predict their
+// memory to the byte.
 TEST_F(LayoutInvariance, AttentionDropoutMatchesSingleProcess) {
   nlohmann::json c = gpt_config();
   c["attention_dropout"] = 0.1;
@@ -103,6 +109,7 @@ TEST_F(LayoutInvariance, AttentionDropoutMatchesSingleProcess) {
   for (const Split& s :
        {Split{"attn_dropout_data2_model2", "data=2,model=2", "", "", 4},
         Split{"attn_dropout_a2a_ctx2", "ctx=2", "seq=ctx", kA2a, 2},
+        Split{"attn_dropout_a2a_model2_ctx2", "model=2,ctx=2", kGptTensor, kA2a, 4},
         Split{"attn_dropout_ring_ctx2", "ctx=2", "seq=ctx", kRing, 2},
         Split{"attn_dropout_ring_data2_ctx2", "data=2,ctx=2", "batch=data,seq=ctx", kRing, 4}}) {
     expect_same(train(s.name, c, s.ranks, s.mesh, s.layout, s.extra), want, s.name);

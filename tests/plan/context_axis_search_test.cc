@@ -74,9 +74,9 @@ TEST(ContextAxisSearch, ProposesCtxWhereItIsTheOnlyLayoutThatFitsTheMemory) {
 }
 
 // Every plan of an exhaustive search (every candidate that compiles) against
-// the rule: ctx divides the context; all-to-all needs a heads dim no model
-// axis splits that ctx divides (the GPT's heads; the Llama's kv_heads, or
-// with a model axis its query group).
+// the rule: ctx divides the context; all-to-all needs a heads dim ctx
+// divides: the Llama's query group, or the heads (kv_heads) that model leaves
+// a rank (the planner lists ctx after model, so ctx cuts model's heads).
 void expect_only_divisible_ctx(const TrainConfig& base, int ranks,
                                const std::set<std::string>& must_have) {
   PlanRequest q;
@@ -98,8 +98,8 @@ void expect_only_divisible_ctx(const TrainConfig& base, int ranks,
     if (strategy == "all_to_all") {
       const int64_t kv = base.n_kv_head > 0 ? base.n_kv_head : base.n_head;
       const bool llama = base.model == "llama";
-      EXPECT_TRUE(llama ? (model == 1 && kv % ctx == 0) || (base.n_head / kv) % ctx == 0
-                        : model == 1 && base.n_head % ctx == 0)
+      EXPECT_GT(mesh.axis_index("ctx"), mesh.axis_index("model")) << p.command;
+      EXPECT_TRUE(kv % (model * ctx) == 0 || (llama && (base.n_head / kv) % ctx == 0))
           << p.command;
     } else {
       EXPECT_EQ(strategy, "ring") << p.command;
@@ -112,13 +112,15 @@ void expect_only_divisible_ctx(const TrainConfig& base, int ranks,
 TEST(ContextAxisSearch, NeverProposesACtxTheHeadsOrTheContextCannotDivide) {
   // GPT, 6 heads, context 36: ring at ctx=2 only (36 % 8 leaves no 8
   // balanced halves for ctx=4, 36 % 8 no ctx=8); all-to-all at ctx=2
-  // without a model axis only (6 % 4, and model splits the heads).
+  // without a model axis only (model=2 leaves 3 heads a rank).
   TrainConfig gpt = small("gpt", 6, 0);
   gpt.n_layer = 2, gpt.context = 36;
   expect_only_divisible_ctx(
       gpt, 4, {"ctx=2,model=1 all_to_all", "ctx=2,model=1 ring", "ctx=2,model=2 ring"});
   gpt.context = 48;  // 8 halves: ring at ctx=4 too
   expect_only_divisible_ctx(gpt, 8, {"ctx=4,model=2 ring", "ctx=4,model=1 ring"});
+  gpt.n_head = 8;  // all-to-all beside model too: ctx cuts each model rank's 4 heads
+  expect_only_divisible_ctx(gpt, 4, {"ctx=2,model=2 all_to_all", "ctx=4,model=1 all_to_all"});
   // Llama, 8 heads in 2 kv groups of 4: all-to-all splits kv_heads (ctx=2)
   // or the group (ctx=4, or beside model's kv_heads).
   TrainConfig llama = small("llama", 8, 2);

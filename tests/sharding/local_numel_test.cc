@@ -1,6 +1,6 @@
 // Sharding::local_numel (src/tessel/sharding/placement.h) is
 // local_shape(global, mesh).numel() computed without the shape: equal to it
-// for every split, broadcast and partial placement on a 2-D mesh, and
+// for every split (nested too), broadcast and partial placement on a 2-D mesh, and
 // throwing where local_shape throws.
 #include <gtest/gtest.h>
 
@@ -35,7 +35,8 @@ TEST(ShardingLocalNumel, EqualsTheLocalShapesElements) {
       ++checked;
     }
   }
-  // d=6 over model=4 and a dim split on both axes throw; the rest are checked.
+  // d=6 over model=4, and heads or d cut by data, then model (nested), throw;
+  // the rest are checked.
   EXPECT_GT(checked, 10);
   EXPECT_EQ(
       Sharding({Placement::split("batch"), Placement::split("heads")}).local_numel(shape, mesh),

@@ -75,21 +75,28 @@ std::vector<Transition> plan_boxing(const Shape& global, const Sharding& from, c
   }
   std::stable_sort(steps.begin(), steps.end(),
                    [](const Step& x, const Step& y) { return step_rank(x.op) < step_rank(y.op); });
-  // A step that splits dim d on one axis must wait until no other axis
-  // splits d (a slice of d before another axis has gathered it would cut the
-  // wrong rows): take, in the order above, the first step that may run now.
-  // Only a cycle (two dims trading axes) leaves none.
+  // Splits of one dim stay nested in mesh order (placement.h): a step that
+  // splits d on axis a waits while another axis splits d that is after a or
+  // will not split d at the end (a slice before that axis has gathered d
+  // would cut the wrong rows), and a step that unsplits d on a waits while
+  // an axis after a still cuts d's pieces. Take, in the order above, the
+  // first step that may run now; only a cycle (two dims trading axes)
+  // leaves none.
   std::vector<Transition> plan;
   Sharding current = from;
   auto blocked = [&](const Step& s) {
-    return s.to.is_split() && current.axis_of(s.to.dim) >= 0 && current.axis_of(s.to.dim) != s.axis;
+    if (s.from.is_split() && current.split_after(s.from.dim, s.axis)) return true;
+    if (!s.to.is_split()) return false;
+    for (int b = 0; b < current.axis_count(); ++b)
+      if (b != s.axis && current[b] == s.to && (b > s.axis || !(to[b] == s.to))) return true;
+    return false;
   };
   while (!steps.empty()) {
     auto next =
         std::find_if(steps.begin(), steps.end(), [&](const Step& s) { return !blocked(s); });
     if (next == steps.end())
       TS_THROW("boxing ", from.to_string(), " -> ", to.to_string(), ": dim '", steps[0].to.dim,
-               "' would be split on two axes at once");
+               "' would be split on two axes out of mesh order");
     const Step s = *next;
     steps.erase(next);
     double local_bytes = current.local_shape(global, mesh).numel() * 4.0;

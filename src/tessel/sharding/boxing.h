@@ -14,7 +14,8 @@
 // An n-D conversion is planned axis by axis, cheapest-first: local slices,
 // then reductions (which shrink or keep volume), then all-to-alls, then
 // gathers (which grow it); a step that splits a dim another axis still splits
-// waits until that axis has gathered or moved it. The plan is a list of
+// waits until that axis has gathered or moved it, unless the split nests
+// inside that axis's (an earlier axis that keeps it: placement.h). The plan is a list of
 // Transitions, kept apart from its execution (the lowering turns each into a
 // node of the local graph).
 #pragma once

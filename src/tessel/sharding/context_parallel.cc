@@ -23,38 +23,56 @@ Placement ring_placement(const Graph& graph, const Node& node, size_t i) {
   return Placement::split(s.has(query_dim_of(node)) ? query_dim_of(node) : key_dim_of(node));
 }
 
-// A dim another axis splits for this node, or where the layout places q:
-// the axis's name, else "".
-std::string split_elsewhere(const Node& q, const Layout& layout, const Mesh& mesh, int axis,
-                            const std::string& dim, const std::set<std::string>& taken) {
+// The later mesh axis the layout splits `dim` of q on, or "" (an axis
+// before `axis` may hold the dim: the split on `axis` nests inside it).
+std::string split_later(const Node& q, const Layout& layout, const Mesh& mesh, int axis,
+                        const std::string& dim) {
   const Sharding target = layout.target(q.shape, q.name, mesh);
-  const int other = target.axis_of(dim);
-  if (other >= 0 && other != axis) return mesh.axis(other).name;
-  return taken.count(dim) ? "another" : "";
+  for (int b = axis + 1; b < target.axis_count(); ++b)
+    if (target[b] == Placement::split(dim)) return mesh.axis(b).name;
+  return "";
 }
 
+// Ulysses: a heads dim of q split over `axis`, all operands alike. A dim no
+// earlier axis splits for this node is preferred; else one whose earlier
+// split (tensor parallelism's heads) the axis cuts further, nested.
 AxisSignature all_to_all_signature(const Graph& graph, const Node& node, const Layout& layout,
-                                   const Mesh& mesh, int axis, const std::set<std::string>& taken) {
+                                   const Mesh& mesh, int axis, const Sharding& chosen) {
   const Node& q = graph.node(node.inputs[0]);
   const MeshAxis& a = mesh.axis(axis);
-  std::string tried;
+  std::string tried, nested;
   for (const Dim& d : q.shape.dims()) {
     if (pinned_for_heads(node, d.name)) continue;
-    const std::string elsewhere = split_elsewhere(q, layout, mesh, axis, d.name, taken);
-    if (elsewhere.empty() && d.size % a.size == 0)
-      return {d.name, std::vector<Placement>(node.inputs.size(), Placement::split(d.name)),
-              Placement::split(d.name)};
+    int64_t cut = a.size;
+    std::string inside;
+    for (int b = 0; b < axis; ++b)
+      if (chosen[b] == Placement::split(d.name))
+        cut *= mesh.axis(b).size, inside += str_cat(" x ", mesh.axis(b).size, " of '",
+                                                      mesh.axis(b).name, "'");
+    const std::string later = split_later(q, layout, mesh, axis, d.name);
+    if (later.empty() && d.size % cut == 0) {
+      if (inside.empty())
+        return {d.name, std::vector<Placement>(node.inputs.size(), Placement::split(d.name)),
+                Placement::split(d.name)};
+      if (nested.empty()) nested = d.name;
+      continue;
+    }
     tried += str_cat(tried.empty() ? "" : "; ", "'", d.name, "' (", d.size, ")",
-                     elsewhere.empty() ? str_cat(" is not divisible by ", a.size)
-                                       : str_cat(" is already split over mesh axis '", elsewhere,
-                                                 "' (one dim splits over one axis only)"));
+                     !later.empty()
+                         ? str_cat(" is split over mesh axis '", later, "', listed after '", a.name,
+                                   "' (list '", a.name, "' after '", later,
+                                   "' in the mesh to cut its heads further)")
+                         : str_cat(" is not divisible by ", a.size, inside));
   }
+  if (!nested.empty())
+    return {nested, std::vector<Placement>(node.inputs.size(), Placement::split(nested)),
+            Placement::split(nested)};
   TS_THROW("context_parallel \"all_to_all\": attention '", node.name, "' must split a heads dim ",
            "over mesh axis '", a.name, "' of size ", a.size, " (its `", query_dim_of(node),
            "` is split there), but ",
            tried.empty() ? str_cat("q ", q.shape, " has no heads dim") : tried,
            "; use heads (or kv_heads) divisible by ", a.size,
-           " and not split on another axis, or context_parallel \"ring\"");
+           " times the tensor-parallel degree, or context_parallel \"ring\"");
 }
 
 }  // namespace
@@ -73,9 +91,9 @@ bool is_context_axis(const Graph& graph, const Node& node, const Layout& layout,
 
 AxisSignature context_parallel_signature(const Graph& graph, const Node& node, const Layout& layout,
                                          const Mesh& mesh, int axis,
-                                         const std::set<std::string>& taken) {
+                                         const Sharding& chosen) {
   if (layout.context_parallel() == ContextParallel::kAllToAll)
-    return all_to_all_signature(graph, node, layout, mesh, axis, taken);
+    return all_to_all_signature(graph, node, layout, mesh, axis, chosen);
   const Shape& k = graph.node(node.inputs[1]).shape;
   const MeshAxis& a = mesh.axis(axis);
   const Shape& q = graph.node(node.inputs[0]).shape;

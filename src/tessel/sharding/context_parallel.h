@@ -7,9 +7,10 @@
 // op accepts one signature, by the layout's strategy:
 // - all-to-all (Ulysses): every operand split on a heads dim (the first of
 //   q's dims other than batch, query, key and head that no other axis
-//   splits and the axis divides), so the lowering's boxing exchanges
-//   S(seq) -> S(heads) before the op and back after it; none: an error
-//   naming the dims, the axis and the sizes;
+//   splits and the axis divides; else the first that an earlier axis splits,
+//   tensor parallelism's heads, cut further inside that split, placement.h),
+//   so the lowering's boxing exchanges S(seq) -> S(heads) before the op and
+//   back after it; none: an error naming the dims, the axes and the sizes;
 // - ring: q (and lse, dout) split on the query dim, k and v on the key dim;
 //   the local op exchanges key/value chunks around the axis itself
 //   (backend/cpu/ring_attention.h), told so by `ring_axis` attributes,
@@ -19,7 +20,6 @@
 // key dim instead (tuple_element_sharding).
 #pragma once
 
-#include <set>
 #include <string>
 #include <vector>
 
@@ -36,11 +36,12 @@ bool is_attention_op(OpKind kind);
 bool is_context_axis(const Graph& graph, const Node& node, const Layout& layout, const Mesh& mesh,
                      int axis);
 
-// The one signature `node` takes on context axis `axis`; `taken`: dims other
-// axes split for this node. Throws (all-to-all) when no heads dim can be split.
+// The one signature `node` takes on context axis `axis`; `chosen`: q's
+// placements on the axes before it, as the lowering chose them for this
+// node. Throws (all-to-all) when no heads dim can be split.
 AxisSignature context_parallel_signature(const Graph& graph, const Node& node, const Layout& layout,
                                          const Mesh& mesh, int axis,
-                                         const std::set<std::string>& taken);
+                                         const Sharding& chosen);
 
 // The half in `slot` (0: first half of the local chunk) of `rank` in each
 // order, and the place (rank, slot) of half `half`.

@@ -101,7 +101,7 @@ class Lowering {
       std::vector<AxisSignature> options =
           is_context_axis(global_, node, layout_, mesh_, a)
               ? std::vector<AxisSignature>{context_parallel_signature(global_, node, layout_, mesh_,
-                                                                      a, taken)}
+                                                                      a, need[0])}
               : candidates(global_, node, n, taken);
       // An input moves on this axis as the other axes hold it (a
       // data-parallel activation is a rank's rows, not the whole batch); the

@@ -41,18 +41,24 @@ Shape Sharding::local_shape(const Shape& global, const Mesh& mesh) const {
   for (int a = 0; a < axis_count(); ++a) {
     if (!per_axis_[a].is_split()) continue;
     const std::string& d = per_axis_[a].dim;
-    if (int first = axis_of(d); first != a)
-      TS_THROW("sharding ", to_string(), " splits dim '", d, "' on two mesh axes ('",
-               mesh.axis(first).name, "' and '", mesh.axis(a).name, "')");
     auto i = global.index_of(d);
     if (!i) TS_THROW("sharding ", to_string(), ": split dim '", d, "' is not in ", global);
     const MeshAxis& axis = mesh.axis(a);
     if (dims[*i].size % axis.size != 0)
-      TS_THROW("dim ", dims[*i], " of ", global, " does not divide evenly over mesh axis '",
-               axis.name, "' of size ", axis.size);
+      TS_THROW("dim ", global[*i], " of ", global, " does not divide evenly over mesh axis '",
+               axis.name, "' of size ", axis.size,
+               dims[*i].size == global[*i].size
+                   ? std::string()
+                   : str_cat(" (its piece of ", dims[*i].size, " after the earlier axes' split)"));
     dims[*i].size /= axis.size;
   }
   return Shape(dims);
+}
+
+bool Sharding::split_after(const std::string& dim, int axis) const {
+  for (int b = axis + 1; b < axis_count(); ++b)
+    if (per_axis_[b].is_split() && per_axis_[b].dim == dim) return true;
+  return false;
 }
 
 int64_t Sharding::local_numel(const Shape& global, const Mesh& mesh) const {
@@ -60,10 +66,12 @@ int64_t Sharding::local_numel(const Shape& global, const Mesh& mesh) const {
   for (int a = 0; a < axis_count(); ++a) {
     if (!per_axis_[a].is_split()) continue;
     const std::optional<int> i = global.index_of(per_axis_[a].dim);
-    const int size = mesh.axis(a).size;
-    if (!i || global[*i].size % size != 0 || axis_of(per_axis_[a].dim) != a)
+    int64_t cut = 1;  // this axis's size times the earlier axes' on the same dim
+    for (int b = 0; b <= a; ++b)
+      if (per_axis_[b] == per_axis_[a]) cut *= mesh.axis(b).size;
+    if (!i || global[*i].size % cut != 0)
       return local_shape(global, mesh).numel();  // throws, naming what is wrong
-    n /= size;
+    n /= mesh.axis(a).size;
   }
   return n;
 }
@@ -71,11 +79,13 @@ int64_t Sharding::local_numel(const Shape& global, const Mesh& mesh) const {
 std::vector<int64_t> Sharding::local_offsets(const Shape& global, const Mesh& mesh,
                                              const std::vector<int>& coords) const {
   std::vector<int64_t> offsets(global.rank(), 0);
-  Shape local = local_shape(global, mesh);
-  for (int a = 0; a < axis_count(); ++a) {
+  local_shape(global, mesh);  // throws, naming an uneven split
+  std::vector<int64_t> piece = global.sizes();
+  for (int a = 0; a < axis_count(); ++a) {  // nested: each axis cuts the piece before it
     if (!per_axis_[a].is_split()) continue;
-    int i = *global.index_of(per_axis_[a].dim);
-    offsets[i] = coords[a] * local[i].size;
+    const int i = *global.index_of(per_axis_[a].dim);
+    piece[i] /= mesh.axis(a).size;
+    offsets[i] += coords[a] * piece[i];
   }
   return offsets;
 }

@@ -5,6 +5,12 @@
 // all of it) or Partial (every rank holds a full-shaped addend; the value is
 // their sum, or max). A Sharding is one placement per mesh axis. Both are
 // small immutable values printed as `S(heads)`, `B`, `P(sum)`, `[S(batch), B]`.
+//
+// A dim split on several axes is nested in mesh-axis order: the first axis
+// cuts it, the next cuts each piece, and so on ([S(heads), S(heads)] on
+// model=2, ctx=2: model rank m holds heads [m H/2, (m+1) H/2), and ctx rank c
+// the c-th half of that). Layouts split a dim on one axis; nesting comes only
+// from an op that needs a dim already split cut further (context_parallel.h).
 #pragma once
 
 #include <cstdint>
@@ -42,13 +48,16 @@ class Sharding {
   const Placement& operator[](int axis) const { return per_axis_.at(axis); }
   int axis_count() const { return static_cast<int>(per_axis_.size()); }
   Sharding with(int axis, Placement p) const;
-  // The axis `dim` is split over, or -1.
+  // The first axis `dim` is split over, or -1.
   int axis_of(const std::string& dim) const;
+  // Whether `dim` is split on an axis after `axis` (inside its split there).
+  bool split_after(const std::string& dim, int axis) const;
   bool operator==(const Sharding&) const = default;
   std::string to_string() const;
 
-  // This rank's local shape: every split dim divided by its axis size.
-  // Throws (naming dim, axis and sizes) when an axis size does not divide it.
+  // This rank's local shape: every split dim divided by its axes' sizes.
+  // Throws (naming dim, axis and sizes) when an axis size does not divide
+  // what it cuts.
   Shape local_shape(const Shape& global, const Mesh& mesh) const;
   // local_shape(global, mesh).numel() without building the shape (each split
   // axis's size divides the elements); throws where local_shape throws.

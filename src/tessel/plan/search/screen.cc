@@ -85,13 +85,15 @@ std::string context_layout(bool data, bool model, const std::string& heads) {
          (model ? heads + "=model,hidden=model,vocab=model," : "") + "seq=ctx";
 }
 
-bool context_axis_fits(const TrainConfig& b, int model, int ctx, const std::string& strategy) {
+bool context_axis_fits(const TrainConfig& b, int model, int ctx, const std::string& strategy,
+                       bool ctx_after_model) {
   if (b.context % ctx != 0) return false;
   // the balanced ring cuts the sequence into 2 x ctx equal halves
   if (strategy != "all_to_all") return b.context % (2 * ctx) == 0;
-  if (b.model != "llama") return model == 1 && b.n_head % ctx == 0;
-  const int64_t kv = b.n_kv_head > 0 ? b.n_kv_head : b.n_head;
-  return (model == 1 && kv % ctx == 0) || (b.n_head / kv) % ctx == 0;
+  const int64_t kv = b.model == "llama" && b.n_kv_head > 0 ? b.n_kv_head : b.n_head;
+  const bool nested = (model == 1 || ctx_after_model) && kv % (model * ctx) == 0;
+  if (b.model != "llama") return nested;
+  return nested || (b.n_head / kv) % ctx == 0;
 }
 
 // Phase costs of one piece (embedding, block or head) per micro-batch, the

@@ -66,10 +66,12 @@ struct ScreenCandidate {
 std::string context_layout(bool data, bool model, const std::string& heads);
 
 // Whether `strategy` can run on a ctx axis of `ctx` beside a model axis of
-// `model`: ctx divides the context and, for all_to_all, a heads dim that no
-// other axis splits (the GPT's heads with no model axis; the Llama's
-// kv_heads, or beside a model axis its group: heads per kv head).
-bool context_axis_fits(const TrainConfig& base, int model, int ctx, const std::string& strategy);
+// `model`: ctx divides the context and, for all_to_all, a heads dim: the
+// Llama's group (heads per kv head), or the model's heads (kv_heads) with
+// no model axis or, where ctx comes after model in the mesh, cut further
+// inside model's split (sharding/context_parallel.h).
+bool context_axis_fits(const TrainConfig& base, int model, int ctx, const std::string& strategy,
+                       bool ctx_after_model);
 
 class Screener {
  public:

@@ -89,6 +89,7 @@ struct MeshChoice {
   std::string text;
   ScreenCandidate shape;  // sizes and links (the other fields per candidate)
   std::vector<std::pair<std::string, std::string>> layouts;  // (label, layout)
+  bool ctx_after_model = false;  // all-to-all may cut model's heads further
 };
 
 // A candidate as indices into the search space (a TrainConfig is built
@@ -154,7 +155,8 @@ Space candidates(const PlanRequest& q, bool one_node, int devices_per_node) {
       TS_THROW("plan: --mesh ", mesh_text, " has ", mesh.rank_count(), " ranks, not ", q.ranks);
     TrainConfig shape;
     shape.mesh = mesh_text;
-    MeshChoice choice{mesh_text, ScreenCandidate::of(shape, "", devices_per_node), {}};
+    MeshChoice choice{mesh_text, ScreenCandidate::of(shape, "", devices_per_node), {},
+                      mesh.axis_index("ctx") > mesh.axis_index("model")};
     choice.layouts = q.layout
                          ? std::vector<std::pair<std::string, std::string>>{{*q.layout, *q.layout}}
                          : layouts(mesh, heads_dim_of(q.base.model));
@@ -240,7 +242,8 @@ bool shape_fits(const TrainConfig& base, const Space& space, const Knobs& k) {
       return false;
     if (pipe * k.chunks > base.n_layer) return false;
     if (mesh.shape.ctx > 1 &&
-        !context_axis_fits(base, model, mesh.shape.ctx, space.strategies[k.strategy]))
+        !context_axis_fits(base, model, mesh.shape.ctx, space.strategies[k.strategy],
+                           mesh.ctx_after_model))
       return false;
   }
   const std::string& schedule = space.schedules[k.schedule];
