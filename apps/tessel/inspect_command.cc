@@ -68,10 +68,16 @@ int run_inspect(const InspectOptions& opt) {
         std::printf("  %%%-5d %-40s %s\n", v, graph.node(v).name.c_str(),
                     local.sharding_of[v].to_string().c_str());
   }
-  std::printf("\ncollectives per training step (%zu):\n", local.collectives.size());
+  // The lowering's conversions the program runs (it drops those no output
+  // needs, such as a backward's copy of a forward value it reads as made).
+  std::vector<const InsertedCollective*> run;
+  for (const InsertedCollective& col : local.collectives)
+    if (program.computes(col.local)) run.push_back(&col);
+  std::printf("\ncollectives per training step (%zu):\n", run.size());
   const std::set<ValueId> bf16 = carried_in_bf16(program);
   std::map<std::string, double> bytes_per_axis;
-  for (const InsertedCollective& col : local.collectives) {
+  for (const InsertedCollective* c : run) {
+    const InsertedCollective& col = *c;
     const bool in_bf16 = bf16.count(col.local) > 0;
     const double bytes = in_bf16 ? col.bytes / 2 : col.bytes;
     bytes_per_axis[col.axis] += bytes;

@@ -63,6 +63,15 @@ TEST_F(ContextParallelCli, InspectShowsUlyssesAllToAlls) {
       << r.output;
   // Keys are split where queries are: nothing of attention gathered on ctx.
   EXPECT_FALSE(has_line(r.output, {"all_gather", " on ctx ", "block0.attn."})) << r.output;
+  // What runs: q, k, v there and the output back; dout there and dq, dk, dv
+  // back. The backward reads the forward's output and log-sum-exp as the
+  // forward made them (S(heads)): no conversion of them runs again.
+  int all_to_alls = 0;
+  for (size_t at = r.output.find("all_to_all "); at != std::string::npos;
+       at = r.output.find("all_to_all ", at + 1))
+    ++all_to_alls;
+  EXPECT_EQ(all_to_alls, 8) << r.output;
+  EXPECT_FALSE(has_line(r.output, {"all_to_all", "block0.attn.core.lse"})) << r.output;
 }
 
 // Beside tensor parallelism (4 heads of 8, model=2) each model rank's 2

@@ -81,11 +81,11 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
       options_(options),
       backend_(options.backend ? options.backend : &cpu_backend()) {
   if (options_.threads <= 0) options_.threads = omp_get_max_threads();
-  const std::vector<bool> live = live_nodes(outputs);
-  flops_ = graph_->flops(live);
+  live_ = live_nodes(outputs);
+  flops_ = graph_->flops(live_);
   index_values();
   Uses uses(graph_->size());
-  make_instructions(live, outputs, uses);
+  make_instructions(live_, outputs, uses);
   write_over_dying_inputs(outputs, uses);
   split_phases();
   bound_transfers(uses);

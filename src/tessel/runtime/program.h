@@ -197,6 +197,9 @@ class Program {
   const std::shared_ptr<SharedPhaseRegion>& shared_region() const { return shared_region_; }
   double flops_per_run() const { return flops_; }
   int instruction_count() const { return static_cast<int>(instructions_.size()); }
+  // Whether the program computes `node`: the outputs need it (or it is an
+  // input). A conversion the lowering made that no output needs is not run.
+  bool computes(ValueId node) const { return live_.at(node); }
   int bucket_count() const { return static_cast<int>(buckets_.size()); }
   // Wall time spent inside collectives (blocking ones, and waiting for
   // gradient buckets) over all runs so far.
@@ -347,6 +350,7 @@ class Program {
   std::vector<int> value_buffer_;     // buffer index per value, -1 if none
   std::set<ValueId> transfer_roots_;  // sent outputs' roots and late inputs (bound_transfers)
   std::vector<bool> stored_bf16_;     // per root value: stored in bf16 (bf16_activations)
+  std::vector<bool> live_;  // per node: computes()
   std::vector<ValueId> alias_root_;
   std::vector<size_t> alias_offset_;  // bytes from the root's start (a tuple's elements)
   std::vector<BufferRequest> requests_;

@@ -249,7 +249,6 @@ class Lowering {
       const std::string& axis = mesh_.axis(t.axis).name;
       out_.collectives.push_back(
           {e.local, t.op, axis, label, reason, t.from.to_string(), t.to.to_string(), t.bytes});
-      out_.bytes_per_axis[axis] += t.bytes;
     }
     return result;
   }
@@ -260,7 +259,6 @@ class Lowering {
     const double sent = ring_attention_bytes_sent(out_.graph, n);
     out_.collectives.push_back({local, n.kind, n.attrs.axis, n.name,
                                 "ring: key/value chunks to the next rank", "ring", "ring", sent});
-    out_.bytes_per_axis[n.attrs.axis] += sent;
   }
 
   // Rank-specific attributes of the local node.

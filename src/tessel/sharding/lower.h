@@ -45,8 +45,9 @@ struct LocalGraph {
   // boxing and node come from there on); -1 if not lowered. Phase starts of
   // a global graph map to local ones through it.
   std::vector<int> first_local_of;
+  // Every conversion inserted; a Program runs those its outputs need
+  // (Program::computes).
   std::vector<InsertedCollective> collectives;
-  std::map<std::string, double> bytes_per_axis;  // bytes this rank sends per run
 };
 
 // One node of a boxing, as emit_boxing appended it.
