@@ -88,4 +88,37 @@ TEST(InspectCli, CountsTheBytesACollectiveCarriesInBf16) {
   std::filesystem::remove_all(dir);
 }
 
+// Selective recomputation under sequence parallelism recomputes each
+// block's norm outputs from the S(seq) residual stream; the q, k and v
+// weight gradients all read the recomputed ln1 output, so one all-gather of
+// it serves the three (the lowering shares a conversion among sibling
+// readers), as Megatron's backward gathers it once, not an all-to-all of
+// each gradient and a reduce-scatter of each product.
+TEST(InspectCli, SelectiveUnderSequenceParallelismGathersTheRecomputedNormOnce) {
+  const std::filesystem::path dir = tessel::test_dir("inspect_cli_sp");
+  const std::string config = (dir / "gpt.json").string();
+  std::ofstream(config) << nlohmann::json{{"model", "gpt"}, {"n_layer", 1},  {"n_head", 2},
+                                          {"d_model", 32},  {"context", 16}, {"batch", 4},
+                                          {"threads", 1}}
+                               .dump();
+  const tessel::CliResult r = tessel::run_cli(
+      "inspect --config " + config +
+      " --mesh model=2 --layout heads=model,hidden=model,vocab=model,seq=model"
+      " --set recompute=selective");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::istringstream in(r.output);
+  std::string line;
+  int gathers_for_weight_grads = 0, all_to_alls = 0;
+  while (std::getline(in, line)) {
+    all_to_alls += line.find("all_to_all ") != std::string::npos;
+    gathers_for_weight_grads += line.find("all_gather ") != std::string::npos &&
+                                line.find("block0.ln1.layernorm (input 0 of einsum") !=
+                                    std::string::npos &&
+                                line.find(".grad_rhs'") != std::string::npos;
+  }
+  EXPECT_EQ(gathers_for_weight_grads, 1) << r.output;
+  EXPECT_EQ(all_to_alls, 0) << r.output;
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace

@@ -1,5 +1,6 @@
 #include "tessel/sharding/lower.h"
 
+#include <algorithm>
 #include <iterator>
 #include <limits>
 #include <set>
@@ -117,7 +118,8 @@ class Lowering {
           // A conversion already made (the forward's gathered activation,
           // reused by backward) costs nothing more.
           if (!converted(node.inputs[i], a, sig.inputs[i]))
-            cost += transition_bytes(have, sig.inputs[i], in_bytes[i], n);
+            cost += transition_bytes(have, sig.inputs[i], in_bytes[i], n) /
+                    sibling_readers(node.inputs[i], id);
           cost += parameter_penalty(node.inputs[i], a, have, sig.inputs[i]);
         }
         // Equal costs: a split that is the target over a replicated result
@@ -165,6 +167,17 @@ class Lowering {
     ValueId final_value =
         apply_plan(local, node.shape, node.name, produced, target, "output to target", overlap);
     out_.local_of[id] = final_value;
+  }
+
+  // Readers of `v` of `reader`'s kind not lowered yet, `reader` included: a
+  // conversion of v is cached, so such siblings (the q, k and v projections
+  // of one normed value, or their weight gradients) may share it.
+  double sibling_readers(ValueId v, ValueId reader) const {
+    const OpKind kind = global_.node(reader).kind;
+    const std::vector<ValueId>& c = consumers_[v];
+    return static_cast<double>(std::count_if(
+        std::lower_bound(c.begin(), c.end(), reader), c.end(),
+        [&](ValueId r) { return global_.node(r).kind == kind; }));
   }
 
   // Parameters are used as the layout places them. A tensor-parallel weight
