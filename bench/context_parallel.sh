@@ -21,7 +21,10 @@
 #    ops' ms per step, medians.
 # Prints the CPU model, then CSV rows.
 #
-# Usage: [BEFORE_BIN=path] [RING_OPS_ONLY=1] bench/context_parallel.sh [BUDGET_MIB] [PER_RANK] [STEPS] [ROUNDS]
+# With ZERO=N the parallel runs shard the model state over the ctx axis
+# (`--zero N`, docs/attention.md: FSDP over the context-parallel ranks).
+#
+# Usage: [ZERO=N] [BEFORE_BIN=path] [RING_OPS_ONLY=1] bench/context_parallel.sh [BUDGET_MIB] [PER_RANK] [STEPS] [ROUNDS]
 # (ROUNDS 0: the memory rows only; RING_OPS_ONLY=1, with BEFORE_BIN: part 3 only)
 # Hold the machine-wide lock: flock /tmp/tessel-bench.lock bench/context_parallel.sh ...
 set -euo pipefail
@@ -37,7 +40,7 @@ median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a
 
 parallel_args() {  # ranks strategy -> train options
   [ "$1" = 1 ] && return 0
-  echo "--mesh ctx=$1 --layout seq=ctx --set context_parallel=$2"
+  echo "--mesh ctx=$1 --layout seq=ctx --set context_parallel=$2${ZERO:+ --zero $ZERO}"
 }
 
 peak_mib() {  # ranks strategy context -> the largest rank's predicted total (MiB), or "error"
@@ -120,7 +123,7 @@ if [ "${RING_OPS_ONLY:-0}" = 1 ]; then
   ring_ops
   exit 0
 fi
-echo "memory: budget_mib,ranks,strategy,longest_context,peak_mib_there"
+echo "memory (zero ${ZERO:-0} on ctx): budget_mib,ranks,strategy,longest_context,peak_mib_there"
 for c in "1 -" "2 all_to_all" "2 ring" "4 all_to_all" "4 ring"; do
   set -- $c
   ctx=$(longest "$1" "$2")
