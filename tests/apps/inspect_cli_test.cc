@@ -58,13 +58,19 @@ int count_of(const std::string& text, const std::string& word) {
   return n;
 }
 
-TEST(InspectCli, CountsTheBytesACollectiveCarriesInBf16) {
-  const std::filesystem::path dir = tessel::test_dir("inspect_cli");
+// A one-block GPT's config in `dir`: batch 4, context 16, 2 heads of 16.
+std::string one_block_gpt(const std::filesystem::path& dir) {
   const std::string config = (dir / "gpt.json").string();
   std::ofstream(config) << nlohmann::json{{"model", "gpt"}, {"n_layer", 1},  {"n_head", 2},
                                           {"d_model", 32},  {"context", 16}, {"batch", 4},
                                           {"threads", 1}}
                                .dump();
+  return config;
+}
+
+TEST(InspectCli, CountsTheBytesACollectiveCarriesInBf16) {
+  const std::filesystem::path dir = tessel::test_dir("inspect_cli");
+  const std::string config = one_block_gpt(dir);
   const std::string base = "inspect --config " + config + " --mesh data=2,model=2";
   const tessel::CliResult f32 = tessel::run_cli(base + " --set precision=bf16");
   const tessel::CliResult bf16 =
@@ -96,25 +102,21 @@ TEST(InspectCli, CountsTheBytesACollectiveCarriesInBf16) {
 // each gradient and a reduce-scatter of each product.
 TEST(InspectCli, SelectiveUnderSequenceParallelismGathersTheRecomputedNormOnce) {
   const std::filesystem::path dir = tessel::test_dir("inspect_cli_sp");
-  const std::string config = (dir / "gpt.json").string();
-  std::ofstream(config) << nlohmann::json{{"model", "gpt"}, {"n_layer", 1},  {"n_head", 2},
-                                          {"d_model", 32},  {"context", 16}, {"batch", 4},
-                                          {"threads", 1}}
-                               .dump();
-  const tessel::CliResult r = tessel::run_cli(
-      "inspect --config " + config +
-      " --mesh model=2 --layout heads=model,hidden=model,vocab=model,seq=model"
-      " --set recompute=selective");
+  const std::string config = one_block_gpt(dir);
+  const tessel::CliResult r =
+      tessel::run_cli("inspect --config " + config +
+                      " --mesh model=2 --layout heads=model,hidden=model,vocab=model,seq=model"
+                      " --set recompute=selective");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::istringstream in(r.output);
   std::string line;
   int gathers_for_weight_grads = 0, all_to_alls = 0;
   while (std::getline(in, line)) {
     all_to_alls += line.find("all_to_all ") != std::string::npos;
-    gathers_for_weight_grads += line.find("all_gather ") != std::string::npos &&
-                                line.find("block0.ln1.layernorm (input 0 of einsum") !=
-                                    std::string::npos &&
-                                line.find(".grad_rhs'") != std::string::npos;
+    gathers_for_weight_grads +=
+        line.find("all_gather ") != std::string::npos &&
+        line.find("block0.ln1.layernorm (input 0 of einsum") != std::string::npos &&
+        line.find(".grad_rhs'") != std::string::npos;
   }
   EXPECT_EQ(gathers_for_weight_grads, 1) << r.output;
   EXPECT_EQ(all_to_alls, 0) << r.output;

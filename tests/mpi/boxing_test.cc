@@ -255,10 +255,10 @@ void check_two_dim_pairs(DistributedContext& ctx) {
   for (const Sharding& from : shardings)
     for (const Sharding& to : shardings) {
       if (from == to) continue;
-      const bool nested = (from[0].is_split() && from[0] == from[1]) ||
-                          (to[0].is_split() && to[0] == to[1]);
-      const bool cycle = !nested && from[0].is_split() && from[1].is_split() &&
-                         to[0] == from[1] && to[1] == from[0];
+      const bool nested =
+          (from[0].is_split() && from[0] == from[1]) || (to[0].is_split() && to[0] == to[1]);
+      const bool cycle = !nested && from[0].is_split() && from[1].is_split() && to[0] == from[1] &&
+                         to[1] == from[0];
       std::string msg;
       try {
         plan_boxing(kGlobal, from, to, ctx.mesh());
@@ -280,10 +280,10 @@ void check_two_dim_pairs(DistributedContext& ctx) {
       planned.insert(from.to_string() + " -> " + to.to_string());
       ++ran;
     }
-  for (const char* needed : {"[S(b), S(c)] -> [S(b), S(b)]", "[S(b), S(b)] -> [S(b), S(c)]",
-                             "[S(b), B] -> [S(b), S(b)]", "[S(b), S(b)] -> [S(b), B]",
-                             "[S(b), S(b)] -> [B, B]", "[B, B] -> [S(b), S(b)]",
-                             "[S(b), P(sum)] -> [S(b), S(b)]", "[S(b), S(b)] -> [S(b), P(sum)]"})
+  for (const char* needed :
+       {"[S(b), S(c)] -> [S(b), S(b)]", "[S(b), S(b)] -> [S(b), S(c)]", "[S(b), B] -> [S(b), S(b)]",
+        "[S(b), S(b)] -> [S(b), B]", "[S(b), S(b)] -> [B, B]", "[B, B] -> [S(b), S(b)]",
+        "[S(b), P(sum)] -> [S(b), S(b)]", "[S(b), S(b)] -> [S(b), P(sum)]"})
     EXPECT_TRUE(planned.count(needed)) << needed << " has no plan";
   EXPECT_GT(out_of_order, 0);
   EXPECT_EQ(rejected, 6);  // (a,b), (a,c), (b,c), each way round
@@ -354,10 +354,12 @@ TEST(BoxingNested, LocalShapeAndOffsetsCutInMeshOrder) {
   EXPECT_EQ(s.local_numel(kGlobal, mesh), 4 * 8 * 3);
   for (int x = 0; x < 2; ++x)
     for (int y = 0; y < 2; ++y)
-      EXPECT_EQ(s.local_offsets(kGlobal, mesh, {x, y}), (std::vector<int64_t>{0, 0, 6 * x + 3 * y}));
+      EXPECT_EQ(s.local_offsets(kGlobal, mesh, {x, y}),
+                (std::vector<int64_t>{0, 0, 6 * x + 3 * y}));
   // a=4 cut by 2 leaves 2 rows, which y=4 does not divide: named with the piece.
-  std::string msg = error_of(
-      [&] { Sharding({S("a"), S("a")}).local_shape(kGlobal, Mesh::parse("x=2,y=4")); });
+  std::string msg = error_of([&] {
+    Sharding({S("a"), S("a")}).local_shape(kGlobal, Mesh::parse("x=2,y=4"));
+  });
   EXPECT_NE(msg.find("'y' of size 4 (its piece of 2"), std::string::npos) << msg;
 }
 
@@ -367,8 +369,7 @@ TEST(BoxingRejects, SplitsOutOfMeshOrder) {
   std::string msg = error_of([&] {
     plan_boxing(kGlobal, Sharding({B(), S("c")}), Sharding({S("c"), S("c")}), mesh);
   });
-  EXPECT_NE(msg.find("'c' would be split on two axes out of mesh order"), std::string::npos)
-      << msg;
+  EXPECT_NE(msg.find("'c' would be split on two axes out of mesh order"), std::string::npos) << msg;
   // Inside x's cut, y may cut it: one local slice.
   const std::vector<Transition> inner =
       plan_boxing(kGlobal, Sharding({S("c"), B()}), Sharding({S("c"), S("c")}), mesh);

@@ -99,8 +99,7 @@ void expect_only_divisible_ctx(const TrainConfig& base, int ranks,
       const int64_t kv = base.n_kv_head > 0 ? base.n_kv_head : base.n_head;
       const bool llama = base.model == "llama";
       EXPECT_GT(mesh.axis_index("ctx"), mesh.axis_index("model")) << p.command;
-      EXPECT_TRUE(kv % (model * ctx) == 0 || (llama && (base.n_head / kv) % ctx == 0))
-          << p.command;
+      EXPECT_TRUE(kv % (model * ctx) == 0 || (llama && (base.n_head / kv) % ctx == 0)) << p.command;
     } else {
       EXPECT_EQ(strategy, "ring") << p.command;
       EXPECT_EQ(base.context % (2 * ctx), 0) << p.command;  // 2 x ctx balanced halves

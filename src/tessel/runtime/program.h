@@ -350,7 +350,7 @@ class Program {
   std::vector<int> value_buffer_;     // buffer index per value, -1 if none
   std::set<ValueId> transfer_roots_;  // sent outputs' roots and late inputs (bound_transfers)
   std::vector<bool> stored_bf16_;     // per root value: stored in bf16 (bf16_activations)
-  std::vector<bool> live_;  // per node: computes()
+  std::vector<bool> live_;            // per node: computes()
   std::vector<ValueId> alias_root_;
   std::vector<size_t> alias_offset_;  // bytes from the root's start (a tuple's elements)
   std::vector<BufferRequest> requests_;

@@ -47,8 +47,8 @@ AxisSignature all_to_all_signature(const Graph& graph, const Node& node, const L
     std::string inside;
     for (int b = 0; b < axis; ++b)
       if (chosen[b] == Placement::split(d.name))
-        cut *= mesh.axis(b).size, inside += str_cat(" x ", mesh.axis(b).size, " of '",
-                                                      mesh.axis(b).name, "'");
+        cut *= mesh.axis(b).size,
+            inside += str_cat(" x ", mesh.axis(b).size, " of '", mesh.axis(b).name, "'");
     const std::string later = split_later(q, layout, mesh, axis, d.name);
     if (later.empty() && d.size % cut == 0) {
       if (inside.empty())
@@ -57,12 +57,12 @@ AxisSignature all_to_all_signature(const Graph& graph, const Node& node, const L
       if (nested.empty()) nested = d.name;
       continue;
     }
-    tried += str_cat(tried.empty() ? "" : "; ", "'", d.name, "' (", d.size, ")",
-                     !later.empty()
-                         ? str_cat(" is split over mesh axis '", later, "', listed after '", a.name,
-                                   "' (list '", a.name, "' after '", later,
-                                   "' in the mesh to cut its heads further)")
-                         : str_cat(" is not divisible by ", a.size, inside));
+    tried +=
+        str_cat(tried.empty() ? "" : "; ", "'", d.name, "' (", d.size, ")",
+                !later.empty() ? str_cat(" is split over mesh axis '", later, "', listed after '",
+                                         a.name, "' (list '", a.name, "' after '", later,
+                                         "' in the mesh to cut its heads further)")
+                               : str_cat(" is not divisible by ", a.size, inside));
   }
   if (!nested.empty())
     return {nested, std::vector<Placement>(node.inputs.size(), Placement::split(nested)),
@@ -90,8 +90,7 @@ bool is_context_axis(const Graph& graph, const Node& node, const Layout& layout,
 }
 
 AxisSignature context_parallel_signature(const Graph& graph, const Node& node, const Layout& layout,
-                                         const Mesh& mesh, int axis,
-                                         const Sharding& chosen) {
+                                         const Mesh& mesh, int axis, const Sharding& chosen) {
   if (layout.context_parallel() == ContextParallel::kAllToAll)
     return all_to_all_signature(graph, node, layout, mesh, axis, chosen);
   const Shape& k = graph.node(node.inputs[1]).shape;

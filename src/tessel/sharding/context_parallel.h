@@ -40,8 +40,7 @@ bool is_context_axis(const Graph& graph, const Node& node, const Layout& layout,
 // placements on the axes before it, as the lowering chose them for this
 // node. Throws (all-to-all) when no heads dim can be split.
 AxisSignature context_parallel_signature(const Graph& graph, const Node& node, const Layout& layout,
-                                         const Mesh& mesh, int axis,
-                                         const Sharding& chosen);
+                                         const Mesh& mesh, int axis, const Sharding& chosen);
 
 // The half in `slot` (0: first half of the local chunk) of `rank` in each
 // order, and the place (rank, slot) of half `half`.

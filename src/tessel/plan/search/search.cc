@@ -155,7 +155,9 @@ Space candidates(const PlanRequest& q, bool one_node, int devices_per_node) {
       TS_THROW("plan: --mesh ", mesh_text, " has ", mesh.rank_count(), " ranks, not ", q.ranks);
     TrainConfig shape;
     shape.mesh = mesh_text;
-    MeshChoice choice{mesh_text, ScreenCandidate::of(shape, "", devices_per_node), {},
+    MeshChoice choice{mesh_text,
+                      ScreenCandidate::of(shape, "", devices_per_node),
+                      {},
                       mesh.axis_index("ctx") > mesh.axis_index("model")};
     choice.layouts = q.layout
                          ? std::vector<std::pair<std::string, std::string>>{{*q.layout, *q.layout}}
