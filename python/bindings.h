@@ -56,6 +56,13 @@ class ComputeScope {
   pybind11::gil_scoped_release release_;  // destroyed first
 };
 
+// f() run inside a ComputeScope; its result is returned once the GIL is back.
+template <class F>
+auto computing(F&& f) {
+  ComputeScope compute;
+  return f();
+}
+
 // A shape from Python: a dict {"batch": 8, "seq": 64} (insertion order is
 // the storage order) or a sequence of (name, size) pairs.
 Shape to_shape(const py::handle& obj);

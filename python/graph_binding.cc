@@ -43,38 +43,35 @@ ParamInit to_init(const std::string& kind, float stddev) {
 }
 
 using B = PyBuilder;
-using Dims = std::vector<std::string>;
+using Cls = py::class_<B, std::shared_ptr<B>>;
+
+// GraphBuilder's method Fn as a Python method with the same parameters:
+// call(b, args...) is b.get().*Fn(args...).
+template <auto Fn>
+struct Forward;
+template <class R, class... A, R (GraphBuilder::*Fn)(A...)>
+struct Forward<Fn> {
+  static R call(const B& b, A... a) { return (b.get().*Fn)(std::forward<A>(a)...); }
+};
 
 // Binds a unary op `fn(x, name)`.
-template <ValueId (GraphBuilder::*Fn)(ValueId, const std::string&)>
-void unary(py::class_<B, std::shared_ptr<B>>& c, const char* op) {
-  c.def(
-      op, [](const B& b, ValueId x, const std::string& name) { return (b.get().*Fn)(x, name); },
-      py::arg("x"), py::arg("name") = op);
+template <auto Fn>
+void unary(Cls& c, const char* op) {
+  c.def(op, &Forward<Fn>::call, py::arg("x"), py::arg("name") = op);
 }
 
-template <ValueId (GraphBuilder::*Fn)(ValueId, ValueId, const std::string&)>
-void binary(py::class_<B, std::shared_ptr<B>>& c, const char* op, const char* label) {
-  c.def(
-      op,
-      [](const B& b, ValueId x, ValueId y, const std::string& name) {
-        return (b.get().*Fn)(x, y, name);
-      },
-      py::arg("a"), py::arg("b"), py::arg("name") = label);
+template <auto Fn>
+void binary(Cls& c, const char* op, const char* label) {
+  c.def(op, &Forward<Fn>::call, py::arg("a"), py::arg("b"), py::arg("name") = label);
 }
 
-template <ValueId (GraphBuilder::*Fn)(ValueId, Dims, const std::string&)>
-void reduce(py::class_<B, std::shared_ptr<B>>& c, const char* op, const char* label) {
-  c.def(
-      op,
-      [](const B& b, ValueId x, Dims dims, const std::string& name) {
-        return (b.get().*Fn)(x, std::move(dims), name);
-      },
-      py::arg("x"), py::arg("dims"), py::arg("name") = label);
+template <auto Fn>
+void reduce(Cls& c, const char* op, const char* label) {
+  c.def(op, &Forward<Fn>::call, py::arg("x"), py::arg("dims"), py::arg("name") = label);
 }
 
 // The elementwise maps, and the Llama family's row ops.
-void bind_maps_and_llama_ops(py::class_<B, std::shared_ptr<B>>& c) {
+void bind_maps_and_llama_ops(Cls& c) {
   unary<&GraphBuilder::gelu>(c, "gelu");
   unary<&GraphBuilder::relu>(c, "relu");
   unary<&GraphBuilder::exp>(c, "exp");
@@ -84,12 +81,9 @@ void bind_maps_and_llama_ops(py::class_<B, std::shared_ptr<B>>& c) {
   unary<&GraphBuilder::sigmoid>(c, "sigmoid");
   unary<&GraphBuilder::sqrt>(c, "sqrt");
   unary<&GraphBuilder::rsqrt>(c, "rsqrt");
-  c.def(
-      "rmsnorm",
-      [](const B& b, ValueId x, ValueId gamma, const std::string& dim, float eps,
-         const std::string& name) { return b.get().rmsnorm(x, gamma, dim, eps, name); },
-      py::arg("x"), py::arg("gamma"), py::arg("dim"), py::arg("eps") = 1e-5f,
-      py::arg("name") = "rmsnorm", "x / sqrt(mean(x^2 over dim) + eps) * gamma (dim last).");
+  c.def("rmsnorm", &Forward<&GraphBuilder::rmsnorm>::call, py::arg("x"), py::arg("gamma"),
+        py::arg("dim"), py::arg("eps") = 1e-5f, py::arg("name") = "rmsnorm",
+        "x / sqrt(mean(x^2 over dim) + eps) * gamma (dim last).");
   c.def(
       "rotary",
       [](const B& b, ValueId x, const std::string& dim, const std::string& position_dim,
@@ -108,57 +102,32 @@ void bind_maps_and_llama_ops(py::class_<B, std::shared_ptr<B>>& c) {
 
 // Shape changes (expand, split, merge, rename) and the neural-network ops
 // with dims of their own (softmax, layernorm, embedding, cross-entropy).
-void bind_shape_and_nn_ops(py::class_<B, std::shared_ptr<B>>& c) {
+void bind_shape_and_nn_ops(Cls& c) {
   c.def(
        "expand",
        [](const B& b, ValueId x, const py::object& target, const std::string& name) {
          return b.get().expand(x, to_shape(target), name);
        },
        py::arg("x"), py::arg("target"), py::arg("name") = "expand")
-      .def(
-          "softmax",
-          [](const B& b, ValueId x, const std::string& dim, float scale,
-             const std::string& causal_query_dim, const std::string& name) {
-            return b.get().softmax(x, dim, scale, causal_query_dim, name);
-          },
-          py::arg("x"), py::arg("dim"), py::arg("scale") = 1.0f, py::arg("causal_query_dim") = "",
-          py::arg("name") = "softmax",
-          "Softmax of scale*x over dim; with causal_query_dim, later keys are masked.")
-      .def(
-          "layernorm",
-          [](const B& b, ValueId x, ValueId gamma, ValueId beta, const std::string& dim, float eps,
-             const std::string& name) { return b.get().layernorm(x, gamma, beta, dim, eps, name); },
-          py::arg("x"), py::arg("gamma"), py::arg("beta"), py::arg("dim"), py::arg("eps") = 1e-5f,
-          py::arg("name") = "layernorm")
-      .def(
-          "embedding",
-          [](const B& b, ValueId table, ValueId ids, const std::string& vocab_dim,
-             const std::string& name) { return b.get().embedding(table, ids, vocab_dim, name); },
-          py::arg("table"), py::arg("ids"), py::arg("vocab_dim"), py::arg("name") = "embedding")
-      .def(
-          "cross_entropy",
-          [](const B& b, ValueId logits, ValueId labels, const std::string& vocab_dim,
-             const std::string& name) {
-            return b.get().cross_entropy(logits, labels, vocab_dim, name);
-          },
-          py::arg("logits"), py::arg("labels"), py::arg("vocab_dim"),
-          py::arg("name") = "cross_entropy", "Mean cross-entropy over every other dim (a scalar).")
+      .def("softmax", &Forward<&GraphBuilder::softmax>::call, py::arg("x"), py::arg("dim"),
+           py::arg("scale") = 1.0f, py::arg("causal_query_dim") = "", py::arg("name") = "softmax",
+           "Softmax of scale*x over dim; with causal_query_dim, later keys are masked.")
+      .def("layernorm", &Forward<&GraphBuilder::layernorm>::call, py::arg("x"), py::arg("gamma"),
+           py::arg("beta"), py::arg("dim"), py::arg("eps") = 1e-5f, py::arg("name") = "layernorm")
+      .def("embedding", &Forward<&GraphBuilder::embedding>::call, py::arg("table"), py::arg("ids"),
+           py::arg("vocab_dim"), py::arg("name") = "embedding")
+      .def("cross_entropy", &Forward<&GraphBuilder::cross_entropy>::call, py::arg("logits"),
+           py::arg("labels"), py::arg("vocab_dim"), py::arg("name") = "cross_entropy",
+           "Mean cross-entropy over every other dim (a scalar).")
       .def(
           "split_dim",
           [](const B& b, ValueId x, const std::string& dim, const py::object& parts,
              const std::string& name) { return b.get().split_dim(x, dim, to_shape(parts), name); },
           py::arg("x"), py::arg("dim"), py::arg("parts"), py::arg("name") = "split")
-      .def(
-          "merge_dims",
-          [](const B& b, ValueId x, Dims dims, const std::string& merged, const std::string& name) {
-            return b.get().merge_dims(x, std::move(dims), merged, name);
-          },
-          py::arg("x"), py::arg("dims"), py::arg("merged"), py::arg("name") = "merge")
-      .def(
-          "rename",
-          [](const B& b, ValueId x, const std::string& from, const std::string& to,
-             const std::string& name) { return b.get().rename(x, from, to, name); },
-          py::arg("x"), py::arg("from_dim"), py::arg("to_dim"), py::arg("name") = "rename");
+      .def("merge_dims", &Forward<&GraphBuilder::merge_dims>::call, py::arg("x"), py::arg("dims"),
+           py::arg("merged"), py::arg("name") = "merge")
+      .def("rename", &Forward<&GraphBuilder::rename>::call, py::arg("x"), py::arg("from_dim"),
+           py::arg("to_dim"), py::arg("name") = "rename");
 }
 
 }  // namespace
@@ -175,8 +144,7 @@ void bind_graph(py::module_& m) {
         return false;
       });
 
-  py::class_<B, std::shared_ptr<B>> c(m, "Builder",
-                                      "Builds a graph with named dims (C++: GraphBuilder).");
+  Cls c(m, "Builder", "Builds a graph with named dims (C++: GraphBuilder).");
   c.def(py::init<>(), "A builder over a new, empty graph.")
       .def(
           "scope",
@@ -226,25 +194,13 @@ void bind_graph(py::module_& m) {
             return b.get().fill(to_shape(shape), value);
           },
           py::arg("shape"), py::arg("value"))
-      .def(
-          "einsum",
-          [](const B& b, ValueId x, ValueId y, Dims out, const std::string& name) {
-            return b.get().einsum(x, y, std::move(out), name);
-          },
-          py::arg("a"), py::arg("b"), py::arg("out_dims"), py::arg("name") = "einsum",
-          "Contracts every dim in both operands that is absent from out_dims.")
-      .def(
-          "scale",
-          [](const B& b, ValueId x, float alpha, const std::string& name) {
-            return b.get().scale(x, alpha, name);
-          },
-          py::arg("x"), py::arg("alpha"), py::arg("name") = "scale")
-      .def(
-          "bias_gelu",
-          [](const B& b, ValueId x, ValueId bias, const std::string& name) {
-            return b.get().bias_gelu(x, bias, name);
-          },
-          py::arg("x"), py::arg("bias"), py::arg("name") = "bias_gelu")
+      .def("einsum", &Forward<&GraphBuilder::einsum>::call, py::arg("a"), py::arg("b"),
+           py::arg("out_dims"), py::arg("name") = "einsum",
+           "Contracts every dim in both operands that is absent from out_dims.")
+      .def("scale", &Forward<&GraphBuilder::scale>::call, py::arg("x"), py::arg("alpha"),
+           py::arg("name") = "scale")
+      .def("bias_gelu", &Forward<&GraphBuilder::bias_gelu>::call, py::arg("x"), py::arg("bias"),
+           py::arg("name") = "bias_gelu")
       .def(
           "dropout",
           [](const B& b, ValueId x, float p, uint64_t seed, const std::string& key) {
@@ -265,7 +221,7 @@ void bind_graph(py::module_& m) {
 // Multi-output ops (ir/tuple.h), on the Builder bind_graph made: fused
 // attention returns its output and log-sum-exp; tuple_get reads an element.
 void bind_tuple_ops(py::module_& m) {
-  auto c = py::reinterpret_borrow<py::class_<B, std::shared_ptr<B>>>(m.attr("Builder"));
+  auto c = py::reinterpret_borrow<Cls>(m.attr("Builder"));
   c.def(
        "attention",
        [](const B& b, ValueId q, ValueId k, ValueId v, const std::string& query,
@@ -281,12 +237,8 @@ void bind_tuple_ops(py::module_& m) {
        "Fused softmax(scale * q.k over head) . v, causal if asked (docs/attention.md), the "
        "probabilities dropped out at rate `dropout` (0: none) on stream (seed, stream) as "
        "dropout() draws: returns (output, log-sum-exp).")
-      .def(
-          "tuple_get",
-          [](const B& b, ValueId tuple, int index, const std::string& name) {
-            return b.get().tuple_get(tuple, index, name);
-          },
-          py::arg("tuple"), py::arg("index"), py::arg("name") = "get");
+      .def("tuple_get", &Forward<&GraphBuilder::tuple_get>::call, py::arg("tuple"),
+           py::arg("index"), py::arg("name") = "get");
 }
 
 }  // namespace tessel::python

@@ -65,10 +65,7 @@ void bind_program(py::module_& m) {
       .def(py::init([](const PyBuilder& b, std::vector<ValueId> outputs) {
              auto p = std::make_unique<PyProgram>();
              const Graph& g = b.get().graph();
-             {
-               ComputeScope compute;
-               p->program = std::make_unique<Program>(g, outputs);
-             }
+             p->program = computing([&] { return std::make_unique<Program>(g, outputs); });
              p->outputs = std::move(outputs);
              return p;
            }),
@@ -131,10 +128,7 @@ void bind_program(py::module_& m) {
           [](py::object self, py::kwargs inputs) {
             PyProgram& p = self.cast<PyProgram&>();
             for (auto item : inputs) copy_input(p, py::cast<std::string>(item.first), item.second);
-            {
-              ComputeScope compute;
-              p.program->run();
-            }
+            computing([&] { p.program->run(); });
             py::list out;
             for (ValueId v : p.outputs) out.append(copy_out(p, v));
             return out;

@@ -68,12 +68,8 @@ void bind_text_model(py::module_& m) {
           "sample",
           [](TextModel& tm, const std::string& prompt, int64_t chars, float temperature,
              uint64_t seed) {
-            std::string text;
-            {
-              ComputeScope compute;
-              text = tm.sample(prompt, chars, temperature, seed);
-            }
-            return py::bytes(text);
+            return py::bytes(
+                computing([&] { return tm.sample(prompt, chars, temperature, seed); }));
           },
           py::arg("prompt"), py::arg("chars") = 200, py::arg("temperature") = 0.8f,
           py::arg("seed") = 1234, "Continues the prompt by `chars` bytes (temperature 0: greedy).")
@@ -82,11 +78,7 @@ void bind_text_model(py::module_& m) {
           [](TextModel& tm, py::bytes data) {
             const std::string s = data;
             std::vector<uint8_t> text(s.begin(), s.end());
-            TextModel::Score r;
-            {
-              ComputeScope compute;
-              r = tm.score(text);
-            }
+            const TextModel::Score r = computing([&] { return tm.score(text); });
             py::dict d;
             d["nats_per_token"] = r.nats_per_token;
             d["nats_per_byte"] = r.nats_per_byte;
@@ -142,15 +134,7 @@ void bind_train(py::module_& m) {
            "Validates the config, sets up the mesh (MPI under mpirun), builds and compiles this "
            "rank's programs and loads the data; raises before any compute on a bad config.")
       .def(
-          "evaluate",
-          [](Trainer& t) {
-            EvalResult r;
-            {
-              ComputeScope compute;
-              r = t.evaluate();
-            }
-            return eval_dict(r);
-          },
+          "evaluate", [](Trainer& t) { return eval_dict(computing([&] { return t.evaluate(); })); },
           "Loss on held-out batches; {val_loss[, val_accuracy]} (collective).")
       .def("save_checkpoint", &Trainer::save_checkpoint, py::arg("dir"),
            py::call_guard<ComputeScope>(),

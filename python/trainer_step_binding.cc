@@ -76,8 +76,7 @@ void bind_trainer_step(py::module_& m) {
           [](Trainer& t, const py::object& batch) {
             StepResult r;
             if (batch.is_none()) {
-              ComputeScope compute;
-              r = t.step();
+              r = computing([&] { return t.step(); });
             } else {
               if (!py::isinstance<py::dict>(batch))
                 TS_THROW("a batch is a dict {input name: array}");
