@@ -29,8 +29,7 @@ void sleep_until(double until) {
 
 }  // namespace
 
-CoRun measure_co_run(Communicator& world, const std::function<void()>& barrier, bool quick,
-                     CoRunTimes* times) {
+CoRun measure_co_run(Communicator& world, const std::function<void()>& barrier, bool quick) {
   TS_CHECK(world.size() == 2, "measure_co_run needs 2 ranks, got ", world.size());
   const int rank = world.rank();
   const std::unique_ptr<TimedProgram> timed = timed_training_program(kernel_rate_config(quick));
@@ -84,7 +83,7 @@ CoRun measure_co_run(Communicator& world, const std::function<void()>& barrier, 
   }
   barrier();
   // Rank 0's figures, to both ranks.
-  float ratios[3] = {0, 0, 0};
+  float ratios[2] = {0, 0};
   if (rank == 0) {
     if (alone.empty())
       TS_THROW("co-run calibration: every run alone outlasted the other rank's sleep of ",
@@ -92,10 +91,8 @@ CoRun measure_co_run(Communicator& world, const std::function<void()>& barrier, 
     const double a = median(alone), p = median(polling), c = median(computing);
     ratios[0] = static_cast<float>(p / a);
     ratios[1] = static_cast<float>(c / a);
-    ratios[2] = static_cast<float>(a);
-    if (times) *times = {a, p, c, static_cast<int>(alone.size())};
   }
-  world.all_reduce(ratios, 3, ReduceKind::kMax, "calibrate co-run");
+  world.all_reduce(ratios, 2, ReduceKind::kMax, "calibrate co-run");
   CoRun r;
   r.ranks = 2;
   r.polling = ratios[0];

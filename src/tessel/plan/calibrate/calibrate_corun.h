@@ -24,14 +24,7 @@
 
 namespace tessel::plan {
 
-struct CoRunTimes {
-  double alone_s = 0, polling_s = 0, computing_s = 0;  // rank 0's medians
-  int runs = 0;                                        // runs per setting
-};
-
 // REQUIRES: `world` has exactly 2 ranks; `barrier` synchronises them.
-// `times` (optional) receives the medians behind the ratios.
-CoRun measure_co_run(Communicator& world, const std::function<void()>& barrier, bool quick,
-                     CoRunTimes* times = nullptr);
+CoRun measure_co_run(Communicator& world, const std::function<void()>& barrier, bool quick);
 
 }  // namespace tessel::plan

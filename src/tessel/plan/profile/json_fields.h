@@ -11,6 +11,8 @@
 #include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 namespace tessel::plan {
 
@@ -36,6 +38,16 @@ class JsonFields {
   bool boolean(const char* key) const;
   // A JSON array (throws otherwise).
   const nlohmann::json& array(const char* key) const;
+  // `read` of each object of the array at `key` (its fields at "key[i]").
+  template <class Read>
+  auto objects(const char* key, Read read) const {
+    const nlohmann::json& items = array(key);
+    std::vector<std::invoke_result_t<Read, const JsonFields&>> out;
+    for (size_t i = 0; i < items.size(); ++i)
+      out.push_back(
+          read(JsonFields(items[i], file_, path_of(key) + "[" + std::to_string(i) + "]")));
+    return out;
+  }
 
   // "path.key" (or "key" at the top level), for messages and nested readers.
   std::string path_of(const std::string& key) const;

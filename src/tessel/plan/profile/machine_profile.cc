@@ -24,35 +24,19 @@ std::string item_path(const std::string& key, size_t i) {
 }
 
 std::vector<GemmPoint> read_gemm(const JsonFields& gemm, const char* key) {
-  std::vector<GemmPoint> points;
-  const nlohmann::json& list = gemm.array(key);
-  for (size_t i = 0; i < list.size(); ++i) {
-    JsonFields f(list[i], gemm.file(), item_path(gemm.path_of(key), i));
+  return gemm.objects(key, [](const JsonFields& f) {
     f.allow_only({"threads", "batch", "m", "n", "k", "gflops"});
-    points.push_back({static_cast<int>(f.integer("threads", 1)), f.integer("batch", 1),
-                      f.integer("m", 1), f.integer("n", 1), f.integer("k", 1),
-                      f.number("gflops", true)});
-  }
-  return points;
-}
-
-nlohmann::json gemm_json(const std::vector<GemmPoint>& points) {
-  nlohmann::json list = nlohmann::json::array();
-  for (const GemmPoint& p : points)
-    list.push_back({{"threads", p.threads},
-                    {"batch", p.batch},
-                    {"m", p.m},
-                    {"n", p.n},
-                    {"k", p.k},
-                    {"gflops", p.gflops}});
-  return list;
+    return GemmPoint{static_cast<int>(f.integer("threads", 1)),
+                     f.integer("batch", 1),
+                     f.integer("m", 1),
+                     f.integer("n", 1),
+                     f.integer("k", 1),
+                     f.number("gflops", true)};
+  });
 }
 
 std::vector<AttentionRate> read_attention_rates(const JsonFields& top) {
-  std::vector<AttentionRate> rates;
-  const nlohmann::json& list = top.array("attention_rates");
-  for (size_t i = 0; i < list.size(); ++i) {
-    JsonFields f(list[i], top.file(), item_path("attention_rates", i));
+  return top.objects("attention_rates", [](const JsonFields& f) {
     f.allow_only({"op", "precision", "threads", "gflops", "work_in_forwards"});
     AttentionRate r;
     r.op = f.string("op");
@@ -69,20 +53,50 @@ std::vector<AttentionRate> read_attention_rates(const JsonFields& top) {
     if (r.op == "attention_grad")
       r.gflops *= kAttentionGradForwards /
                   (f.has("work_in_forwards") ? f.number("work_in_forwards", true) : 3.5);
-    rates.push_back(r);
-  }
-  return rates;
+    return r;
+  });
 }
 
-nlohmann::json attention_rates_json(const std::vector<AttentionRate>& rates) {
+// One item of a profile's list, as JSON (json_list).
+nlohmann::json item_json(const GemmPoint& p) {
+  return {{"threads", p.threads}, {"batch", p.batch}, {"m", p.m}, {"n", p.n}, {"k", p.k},
+          {"gflops", p.gflops}};
+}
+
+nlohmann::json item_json(const ThreadRate& r) {
+  return {{"threads", r.threads}, {"gflops", r.gflops}};
+}
+
+nlohmann::json item_json(const MemoryRate& r) {
+  nlohmann::json j = {
+      {"threads", r.threads}, {"elementwise_gbs", r.elementwise_gbs}, {"row_gbs", r.row_gbs}};
+  if (r.philox_gdraws > 0) j["philox_gdraws"] = r.philox_gdraws;
+  return j;
+}
+
+nlohmann::json item_json(const KernelRate& k) {
+  return {{"op", k.op}, {"threads", k.threads}, {"gbs", k.gbs}};
+}
+
+nlohmann::json item_json(const InSituPoint& p) {
+  return {{"threads", p.threads}, {"log2_flops", p.log2_flops}, {"factor", p.factor}};
+}
+
+nlohmann::json item_json(const AttentionRate& r) {
+  nlohmann::json j = {{"op", r.op},
+                      {"precision", precision_name(r.precision)},
+                      {"threads", r.threads},
+                      {"gflops", r.gflops}};
+  if (r.op == "attention_grad") j["work_in_forwards"] = kAttentionGradForwards;
+  return j;
+}
+
+nlohmann::json item_json(const LinkFit& l) { return link_fit_to_json(l); }
+
+template <class T>
+nlohmann::json json_list(const std::vector<T>& items) {
   nlohmann::json list = nlohmann::json::array();
-  for (const AttentionRate& r : rates) {
-    list.push_back({{"op", r.op},
-                    {"precision", precision_name(r.precision)},
-                    {"threads", r.threads},
-                    {"gflops", r.gflops}});
-    if (r.op == "attention_grad") list.back()["work_in_forwards"] = kAttentionGradForwards;
-  }
+  for (const T& item : items) list.push_back(item_json(item));
   return list;
 }
 
@@ -228,14 +242,10 @@ MachineProfile MachineProfile::from_json(const nlohmann::json& j, const std::str
   d.nproc = static_cast<int>(top.integer("nproc", 1));
 
   auto read_peaks = [&](const char* key) {
-    std::vector<ThreadRate> rates;
-    const nlohmann::json& peaks = top.array(key);
-    for (size_t i = 0; i < peaks.size(); ++i) {
-      JsonFields f(peaks[i], source, item_path(key, i));
+    return top.objects(key, [](const JsonFields& f) {
       f.allow_only({"threads", "gflops"});
-      rates.push_back({static_cast<int>(f.integer("threads", 1)), f.number("gflops", true)});
-    }
-    return rates;
+      return ThreadRate{static_cast<int>(f.integer("threads", 1)), f.number("gflops", true)};
+    });
   };
   d.fma_peak_gflops = read_peaks("fma_peak_gflops");
   if (top.has("bf16_peak_gflops")) d.bf16_peak_gflops = read_peaks("bf16_peak_gflops");
@@ -245,26 +255,20 @@ MachineProfile MachineProfile::from_json(const nlohmann::json& j, const std::str
   d.gemm_f32 = read_gemm(gemm, "f32");
   d.gemm_bf16 = read_gemm(gemm, "bf16");
 
-  const nlohmann::json& memory = top.array("memory");
-  for (size_t i = 0; i < memory.size(); ++i) {
-    JsonFields f(memory[i], source, item_path("memory", i));
+  d.memory = top.objects("memory", [](const JsonFields& f) {
     f.allow_only({"threads", "elementwise_gbs", "row_gbs", "philox_gdraws"});
-    d.memory.push_back({static_cast<int>(f.integer("threads", 1)),
-                        f.number("elementwise_gbs", true), f.number("row_gbs", true),
-                        f.has("philox_gdraws") ? f.number("philox_gdraws", true) : 0});
-  }
+    return MemoryRate{static_cast<int>(f.integer("threads", 1)), f.number("elementwise_gbs", true),
+                      f.number("row_gbs", true),
+                      f.has("philox_gdraws") ? f.number("philox_gdraws", true) : 0};
+  });
 
   if (top.has("kernels")) {
-    const nlohmann::json& kernels = top.array("kernels");
-    for (size_t i = 0; i < kernels.size(); ++i) {
-      JsonFields f(kernels[i], source, item_path("kernels", i));
+    d.kernels = top.objects("kernels", [](const JsonFields& f) {
       f.allow_only({"op", "threads", "gbs"});
-      const nlohmann::json& op = f.required("op");
-      if (!op.is_string())
-        TS_THROW(source, ": key '", item_path("kernels", i), ".op' must be a string");
-      d.kernels.push_back({op.get<std::string>(), static_cast<int>(f.integer("threads", 1)),
-                           f.number("gbs", true)});
-    }
+      if (!f.required("op").is_string()) f.fail("op", "must be a string");
+      return KernelRate{f.required("op").get<std::string>(),
+                        static_cast<int>(f.integer("threads", 1)), f.number("gbs", true)};
+    });
   }
 
   const nlohmann::json& links = top.array("links");
@@ -280,13 +284,11 @@ MachineProfile MachineProfile::from_json(const nlohmann::json& j, const std::str
   }
   auto read_in_situ = [&](const char* key, std::vector<InSituPoint>& out) {
     if (!top.has(key)) return;
-    const nlohmann::json& points = top.array(key);
-    for (size_t i = 0; i < points.size(); ++i) {
-      JsonFields f(points[i], source, item_path(key, i));
+    out = top.objects(key, [](const JsonFields& f) {
       f.allow_only({"threads", "log2_flops", "factor"});
-      out.push_back({static_cast<int>(f.integer("threads", 1)), f.number("log2_flops", false),
-                     f.number("factor", true)});
-    }
+      return InSituPoint{static_cast<int>(f.integer("threads", 1)), f.number("log2_flops", false),
+                         f.number("factor", true)};
+    });
   };
   read_in_situ("einsum_in_situ", d.einsum_in_situ);
   read_in_situ("einsum_in_situ_bf16", d.einsum_in_situ_bf16);
@@ -295,46 +297,22 @@ MachineProfile MachineProfile::from_json(const nlohmann::json& j, const std::str
 }
 
 nlohmann::json MachineProfile::to_json() const {
-  auto peaks_json = [](const std::vector<ThreadRate>& rates) {
-    nlohmann::json peaks = nlohmann::json::array();
-    for (const ThreadRate& r : rates)
-      peaks.push_back({{"threads", r.threads}, {"gflops", r.gflops}});
-    return peaks;
-  };
-  nlohmann::json memory = nlohmann::json::array(), links = nlohmann::json::array();
-  for (const MemoryRate& r : data_.memory) {
-    memory.push_back(
-        {{"threads", r.threads}, {"elementwise_gbs", r.elementwise_gbs}, {"row_gbs", r.row_gbs}});
-    if (r.philox_gdraws > 0) memory.back()["philox_gdraws"] = r.philox_gdraws;
-  }
-  for (const LinkFit& l : data_.links) links.push_back(link_fit_to_json(l));
-  nlohmann::json kernels = nlohmann::json::array();
-  for (const KernelRate& k : data_.kernels)
-    kernels.push_back({{"op", k.op}, {"threads", k.threads}, {"gbs", k.gbs}});
   nlohmann::json j = {
       {"version", kProfileVersion},
       {"cpu_model", data_.cpu_model},
       {"nproc", data_.nproc},
-      {"fma_peak_gflops", peaks_json(data_.fma_peak_gflops)},
-      {"gemm", {{"f32", gemm_json(data_.gemm_f32)}, {"bf16", gemm_json(data_.gemm_bf16)}}},
-      {"memory", memory},
-      {"links", links},
-      {"kernels", kernels}};
+      {"fma_peak_gflops", json_list(data_.fma_peak_gflops)},
+      {"gemm", {{"f32", json_list(data_.gemm_f32)}, {"bf16", json_list(data_.gemm_bf16)}}},
+      {"memory", json_list(data_.memory)},
+      {"links", json_list(data_.links)},
+      {"kernels", json_list(data_.kernels)}};
   if (data_.has_progress) j["progress"] = progress_to_json(data_.progress);
   if (data_.has_co_run) j["co_run"] = co_run_to_json(data_.co_run);
-  if (!data_.bf16_peak_gflops.empty()) j["bf16_peak_gflops"] = peaks_json(data_.bf16_peak_gflops);
-  auto in_situ_json = [&](const char* key, const std::vector<InSituPoint>& in_situ) {
-    if (in_situ.empty()) return;
-    nlohmann::json points = nlohmann::json::array();
-    for (const InSituPoint& p : in_situ)
-      points.push_back(
-          {{"threads", p.threads}, {"log2_flops", p.log2_flops}, {"factor", p.factor}});
-    j[key] = points;
-  };
-  in_situ_json("einsum_in_situ", data_.einsum_in_situ);
-  in_situ_json("einsum_in_situ_bf16", data_.einsum_in_situ_bf16);
-  if (!data_.attention_rates.empty())
-    j["attention_rates"] = attention_rates_json(data_.attention_rates);
+  if (!data_.bf16_peak_gflops.empty()) j["bf16_peak_gflops"] = json_list(data_.bf16_peak_gflops);
+  if (!data_.einsum_in_situ.empty()) j["einsum_in_situ"] = json_list(data_.einsum_in_situ);
+  if (!data_.einsum_in_situ_bf16.empty())
+    j["einsum_in_situ_bf16"] = json_list(data_.einsum_in_situ_bf16);
+  if (!data_.attention_rates.empty()) j["attention_rates"] = json_list(data_.attention_rates);
   return j;
 }
 
