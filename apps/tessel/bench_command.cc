@@ -18,6 +18,7 @@
 #include "config_options.h"
 #include "step_breakdown.h"
 #include "tessel/base/error.h"
+#include "tessel/base/steady_clock.h"
 #include "tessel/kernels/einsum_bf16.h"
 #include "tessel/runtime/machine_peak.h"
 #include "tessel/train/trainer.h"
@@ -56,8 +57,7 @@ int run_bench_step(const BenchOptions& opt) {
     if (timed && breakdown) breakdown->begin_step();
     auto t0 = std::chrono::steady_clock::now();
     trainer.step();
-    double t =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const double t = seconds_since(t0) * 1e3;
     if (timed && breakdown) breakdown->end_step();
     if (timed) ms.push_back(t);
   }

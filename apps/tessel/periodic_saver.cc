@@ -3,6 +3,7 @@
 #include <chrono>
 #include <utility>
 
+#include "tessel/base/steady_clock.h"
 #include "tessel/train/checkpoint/checkpoint_dirs.h"
 #include "tessel/train/fault_inject.h"
 
@@ -17,7 +18,7 @@ double PeriodicSaver::finish() {
   snapshot_.finish();
   if (root_) start_write_();
   start_write_ = nullptr;
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return seconds_since(t0) * 1e3;
 }
 
 void PeriodicSaver::wait_for_writes() {
@@ -39,9 +40,7 @@ void PeriodicSaver::save(int64_t steps_done) {
   }
   const auto wait_start = std::chrono::steady_clock::now();
   if (root_) writer_.wait();  // the previous write still reads the buffers
-  wait_ms_ =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wait_start)
-          .count();
+  wait_ms_ = seconds_since(wait_start) * 1e3;
   trainer_.snapshot_checkpoint(snapshot_);
   // The write starts once the snapshot's sum is complete (finish).
   start_write_ = [this, dir, cfg = trainer_.config(), steps_done, keep, step] {

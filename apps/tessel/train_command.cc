@@ -324,9 +324,7 @@ bool evaluate_if_due(const TrainRun& run, int64_t s, nlohmann::json& line, EvalR
   if (!due) return false;
   const auto eval_start = std::chrono::steady_clock::now();
   last = run.trainer.evaluate();
-  line["eval_ms"] =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - eval_start)
-          .count();
+  line["eval_ms"] = seconds_since(eval_start) * 1e3;
   line["val_loss"] = last.loss;
   if (last.accuracy) line["val_accuracy"] = *last.accuracy;
   return true;
@@ -340,9 +338,7 @@ void checkpoint_if_due(const TrainRun& run, int64_t s, nlohmann::json& line) {
   auto save_start = std::chrono::steady_clock::now();
   run.saver.save(s + 1);
   if (config.async_save) line["save_wait_ms"] = run.saver.wait_ms();  // part of the stall
-  line["save_stall_ms"] =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - save_start)
-          .count();
+  line["save_stall_ms"] = seconds_since(save_start) * 1e3;
 }
 
 // The steps from `first_step` to the config's end, or to an agreed stop signal.

@@ -120,7 +120,6 @@ class Trainer {
   // The single training program (not for pipelines or micro-batches: see pipeline()).
   const Program& train_program() const;
   Program& train_program();
-  const LocalGraph& train_lowering() const { return engine_->compiled().train.local; }
   int64_t items_per_step() const { return config_.batch * task_->items_per_row(); }
   // The pipeline (a `pipe` mesh axis or several micro-batches), or nullptr.
   PipelineModel* pipeline() { return engine_->compiled().pipeline.get(); }
