@@ -68,6 +68,8 @@ auto computing(F&& f) {
 Shape to_shape(const py::handle& obj);
 // [(name, size), ...]
 py::list from_shape(const Shape& shape);
+// The shape's sizes, in order (NumPy's shape).
+std::vector<py::ssize_t> sizes_of(const Shape& shape);
 DType to_dtype(const std::string& name);
 // JSON <-> Python through the json module (configs are small).
 nlohmann::json to_json(const py::handle& obj);

@@ -32,6 +32,12 @@ py::list from_shape(const Shape& shape) {
   return out;
 }
 
+std::vector<py::ssize_t> sizes_of(const Shape& shape) {
+  std::vector<py::ssize_t> sizes;
+  for (const Dim& d : shape.dims()) sizes.push_back(d.size);
+  return sizes;
+}
+
 DType to_dtype(const std::string& name) {
   if (name == "f32" || name == "float32") return DType::kF32;
   if (name == "i32" || name == "int32") return DType::kI32;
@@ -66,20 +72,16 @@ void check_sizes(const py::array& a, const Shape& shape, const std::string& what
 }
 
 py::array view(void* data, const Shape& shape, DType dtype, py::handle owner, bool writable) {
-  std::vector<py::ssize_t> sizes;
-  for (const Dim& d : shape.dims()) sizes.push_back(d.size);
   py::dtype dt = dtype == DType::kI32 ? py::dtype::of<int32_t>() : py::dtype::of<float>();
   if (dtype == DType::kBF16) TS_THROW("bf16 values cannot be viewed from Python");
-  py::array a(dt, sizes, {}, data, owner);
+  py::array a(dt, sizes_of(shape), {}, data, owner);
   if (!writable)
     py::detail::array_proxy(a.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
   return a;
 }
 
 py::array to_numpy(const DeviceTensor& t) {
-  std::vector<py::ssize_t> sizes;
-  for (const Dim& d : t.shape().dims()) sizes.push_back(d.size);
-  py::array_t<float> a(sizes);
+  py::array_t<float> a(sizes_of(t.shape()));
   t.read(a.mutable_data());
   return a;
 }

@@ -50,8 +50,7 @@ void copy_input(PyProgram& p, const std::string& name, const py::handle& value) 
 // A new array holding a copy of value `v`.
 py::array copy_out(PyProgram& p, ValueId v) {
   const Node& n = p.node(v);
-  std::vector<py::ssize_t> sizes;
-  for (int i = 0; i < n.shape.rank(); ++i) sizes.push_back(n.shape[i].size);
+  const std::vector<py::ssize_t> sizes = sizes_of(n.shape);
   py::array a = n.dtype == DType::kI32 ? py::array(py::array_t<int32_t>(sizes))
                                        : py::array(py::array_t<float>(sizes));
   p.program->read(v, a.mutable_data());
@@ -110,18 +109,10 @@ void bind_program(py::module_& m) {
             return copy_out(p, p.program->input_id(name));
           },
           py::arg("name"), "A copy of the input's current value.")
+      .def("set_input", &copy_input, py::arg("name"), py::arg("array"),
+           "Copies an array into the input's storage.")
       .def(
-          "set_input",
-          [](PyProgram& p, const std::string& name, const py::handle& value) {
-            copy_input(p, name, value);
-          },
-          py::arg("name"), py::arg("array"), "Copies an array into the input's storage.")
-      .def(
-          "output",
-          [](py::object self, ValueId v) {
-            PyProgram& p = self.cast<PyProgram&>();
-            return copy_out(p, v);
-          },
+          "output", [](py::object self, ValueId v) { return copy_out(self.cast<PyProgram&>(), v); },
           py::arg("value"), "A copy of a kept value, as the last run left it.")
       .def(
           "run",

@@ -19,12 +19,6 @@
 namespace tessel::python {
 namespace {
 
-std::vector<py::ssize_t> sizes_of(const Shape& shape) {
-  std::vector<py::ssize_t> sizes;
-  for (const Dim& d : shape.dims()) sizes.push_back(d.size);
-  return sizes;
-}
-
 std::string inputs_text(const Trainer& t) {
   std::string s;
   for (const auto& [name, staged] : t.inputs())
