@@ -6,6 +6,7 @@
 // output walking its inputs in order, or a fixed shared-memory tree), never
 // with atomics, so a run repeats bitwise. Compiled only: not run on a GPU.
 #include <algorithm>
+#include <utility>
 
 #include "tessel/backend/cuda/cuda_check.h"
 #include "tessel/backend/cuda/cuda_device.cuh"
@@ -19,6 +20,15 @@ constexpr int kThreads = 256;
 // Blocks for a grid-stride loop over n items (capped: the loop covers the rest).
 unsigned blocks_for(int64_t n) {
   return static_cast<unsigned>(std::clamp<int64_t>((n + kThreads - 1) / kThreads, 1, 8192));
+}
+
+// Launches `kernel` on blocks_for(items) blocks of kThreads on `stream`,
+// then checks the launch (naming `what`).
+template <typename... Params, typename... Args>
+void launch(const char* what, int64_t items, cudaStream_t stream, void (*kernel)(Params...),
+            Args&&... args) {
+  kernel<<<blocks_for(items), kThreads, 0, stream>>>(std::forward<Args>(args)...);
+  check_launch(what);
 }
 
 #define TS_GRID_LOOP(i, n)                                                  \
@@ -202,15 +212,11 @@ __global__ void reduce_max_grad_kernel(const float* x, const float* y, const flo
 }  // namespace
 
 void fill(float* out, int64_t n, float value, cudaStream_t stream) {
-  if (n == 0) return;
-  fill_kernel<<<blocks_for(n), kThreads, 0, stream>>>(out, n, value);
-  check_launch("fill");
+  if (n != 0) launch("fill", n, stream, fill_kernel, out, n, value);
 }
 
 void scale(const float* x, float alpha, float* y, int64_t n, cudaStream_t stream) {
-  if (n == 0) return;
-  scale_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, alpha, y, n);
-  check_launch("scale");
+  if (n != 0) launch("scale", n, stream, scale_kernel, x, alpha, y, n);
 }
 
 void binary(Binary op, const float* a, const Dims& a_strides, const float* b, const Dims& b_strides,
@@ -218,41 +224,32 @@ void binary(Binary op, const float* a, const Dims& a_strides, const float* b, co
   const int64_t n = numel_of(sizes, rank);
   if (n == 0) return;
   if (out_bf16)
-    binary_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
-        op, a, a_strides, b, b_strides, static_cast<uint16_t*>(out), sizes, rank, n);
+    launch("binary", n, stream, binary_kernel<uint16_t>, op, a, a_strides, b, b_strides,
+           static_cast<uint16_t*>(out), sizes, rank, n);
   else
-    binary_kernel<<<blocks_for(n), kThreads, 0, stream>>>(op, a, a_strides, b, b_strides,
-                                                          static_cast<float*>(out), sizes, rank, n);
-  check_launch("binary");
+    launch("binary", n, stream, binary_kernel<float>, op, a, a_strides, b, b_strides,
+           static_cast<float*>(out), sizes, rank, n);
 }
 
 void expand(const float* x, const Dims& x_strides, float* out, const Dims& sizes, int rank,
             cudaStream_t stream) {
   const int64_t n = numel_of(sizes, rank);
-  if (n == 0) return;
-  expand_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, x_strides, out, sizes, rank, n);
-  check_launch("expand");
+  if (n != 0) launch("expand", n, stream, expand_kernel, x, x_strides, out, sizes, rank, n);
 }
 
 void scatter(const float* dense, float* out, const Dims& out_strides, const Dims& sizes, int rank,
              cudaStream_t stream) {
   const int64_t n = numel_of(sizes, rank);
-  if (n == 0) return;
-  scatter_kernel<<<blocks_for(n), kThreads, 0, stream>>>(dense, out, out_strides, sizes, rank, n);
-  check_launch("scatter");
+  if (n != 0) launch("scatter", n, stream, scatter_kernel, dense, out, out_strides, sizes, rank, n);
 }
 
 void unary(Unary op, const float* x, float* y, int64_t n, cudaStream_t stream) {
-  if (n == 0) return;
-  unary_kernel<<<blocks_for(n), kThreads, 0, stream>>>(op, x, y, n);
-  check_launch("unary");
+  if (n != 0) launch("unary", n, stream, unary_kernel, op, x, y, n);
 }
 
 void unary_grad(UnaryGrad op, const float* x, const float* dy, float* dx, int64_t n,
                 cudaStream_t stream) {
-  if (n == 0) return;
-  unary_grad_kernel<<<blocks_for(n), kThreads, 0, stream>>>(op, x, dy, dx, n);
-  check_launch("unary_grad");
+  if (n != 0) launch("unary_grad", n, stream, unary_grad_kernel, op, x, dy, dx, n);
 }
 
 void bias_gelu(const float* x, const float* bias, void* y, bool out_bf16, int64_t rows,
@@ -260,35 +257,30 @@ void bias_gelu(const float* x, const float* bias, void* y, bool out_bf16, int64_
   const int64_t n = rows * cols;
   if (n == 0) return;
   if (out_bf16)
-    bias_gelu_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, bias, static_cast<uint16_t*>(y),
-                                                             cols, n);
+    launch("bias_gelu", n, stream, bias_gelu_kernel<uint16_t>, x, bias, static_cast<uint16_t*>(y),
+           cols, n);
   else
-    bias_gelu_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, bias, static_cast<float*>(y), cols,
-                                                             n);
-  check_launch("bias_gelu");
+    launch("bias_gelu", n, stream, bias_gelu_kernel<float>, x, bias, static_cast<float*>(y), cols,
+           n);
 }
 
 void bias_gelu_grad(const float* x, const float* bias, const float* dy, float* dpre, int64_t rows,
                     int64_t cols, cudaStream_t stream) {
   const int64_t n = rows * cols;
-  if (n == 0) return;
-  bias_gelu_grad_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, bias, dy, dpre, cols, n);
-  check_launch("bias_gelu_grad");
+  if (n != 0)
+    launch("bias_gelu_grad", n, stream, bias_gelu_grad_kernel, x, bias, dy, dpre, cols, n);
 }
 
 void reduce(Reduce op, const float* x, const ReduceDims& dims, float* y, cudaStream_t stream) {
   const ReduceWalk w = reduce_walk(dims);
-  if (w.kept == 0) return;
-  reduce_kernel<<<blocks_for(w.kept), kThreads, 0, stream>>>(op, x, w, y);
-  check_launch("reduce");
+  if (w.kept != 0) launch("reduce", w.kept, stream, reduce_kernel, op, x, w, y);
 }
 
 void reduce_max_grad(const float* x, const float* y, const float* dy, const ReduceDims& dims,
                      float* dx, cudaStream_t stream) {
   const ReduceWalk w = reduce_walk(dims);
-  if (w.kept == 0) return;
-  reduce_max_grad_kernel<<<blocks_for(w.kept), kThreads, 0, stream>>>(x, y, dy, w, dx);
-  check_launch("reduce_max_grad");
+  if (w.kept != 0)
+    launch("reduce_max_grad", w.kept, stream, reduce_max_grad_kernel, x, y, dy, w, dx);
 }
 
 }  // namespace tessel::cuda

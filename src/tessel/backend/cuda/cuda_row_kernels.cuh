@@ -245,42 +245,37 @@ __global__ void sgd_kernel(float* param, const float* grad, int64_t n, float lr,
 void softmax(const float* x, float* y, int64_t outer, int64_t n, int64_t inner, float scale,
              int64_t query_size, int64_t query_stride, cudaStream_t stream) {
   if (outer * n * inner == 0) return;
-  softmax_kernel<<<blocks_for(outer * inner), kThreads, 0, stream>>>(x, y, outer, n, inner, scale,
-                                                                     query_size, query_stride);
-  check_launch("softmax");
+  launch("softmax", outer * inner, stream, softmax_kernel, x, y, outer, n, inner, scale, query_size,
+         query_stride);
 }
 
 void softmax_grad(const float* y, const float* dy, void* dx, bool out_bf16, int64_t outer,
                   int64_t n, int64_t inner, float scale, cudaStream_t stream) {
   if (outer * n * inner == 0) return;
-  const unsigned blocks = blocks_for(outer * inner);
   if (out_bf16)
-    softmax_grad_kernel<<<blocks, kThreads, 0, stream>>>(y, dy, static_cast<uint16_t*>(dx), outer,
-                                                         n, inner, scale);
+    launch("softmax_grad", outer * inner, stream, softmax_grad_kernel<uint16_t>, y, dy,
+           static_cast<uint16_t*>(dx), outer, n, inner, scale);
   else
-    softmax_grad_kernel<<<blocks, kThreads, 0, stream>>>(y, dy, static_cast<float*>(dx), outer, n,
-                                                         inner, scale);
-  check_launch("softmax_grad");
+    launch("softmax_grad", outer * inner, stream, softmax_grad_kernel<float>, y, dy,
+           static_cast<float*>(dx), outer, n, inner, scale);
 }
 
 void layernorm(const float* x, const float* gamma, const float* beta, void* y, bool out_bf16,
                int64_t rows, int64_t cols, float eps, cudaStream_t stream) {
   if (rows * cols == 0) return;
   if (out_bf16)
-    layernorm_kernel<<<blocks_for(rows), kThreads, 0, stream>>>(
-        x, gamma, beta, static_cast<uint16_t*>(y), rows, cols, eps);
+    launch("layernorm", rows, stream, layernorm_kernel<uint16_t>, x, gamma, beta,
+           static_cast<uint16_t*>(y), rows, cols, eps);
   else
-    layernorm_kernel<<<blocks_for(rows), kThreads, 0, stream>>>(
-        x, gamma, beta, static_cast<float*>(y), rows, cols, eps);
-  check_launch("layernorm");
+    launch("layernorm", rows, stream, layernorm_kernel<float>, x, gamma, beta,
+           static_cast<float*>(y), rows, cols, eps);
 }
 
 void layernorm_grad_input(const float* x, const float* gamma, const float* dy, float* dx,
                           int64_t rows, int64_t cols, float eps, cudaStream_t stream) {
-  if (rows * cols == 0) return;
-  layernorm_grad_input_kernel<<<blocks_for(rows), kThreads, 0, stream>>>(x, gamma, dy, dx, rows,
-                                                                         cols, eps);
-  check_launch("layernorm_grad_input");
+  if (rows * cols != 0)
+    launch("layernorm_grad_input", rows, stream, layernorm_grad_input_kernel, x, gamma, dy, dx,
+           rows, cols, eps);
 }
 
 size_t layernorm_grad_params_scratch(int64_t rows) { return rows * sizeof(RowStats); }
@@ -290,20 +285,16 @@ void layernorm_grad_params(const float* x, const float* dy, float* dgamma, float
                            cudaStream_t stream) {
   if (cols == 0) return;
   RowStats* s = static_cast<RowStats*>(stats);
-  if (rows > 0) {
-    row_stats_kernel<<<blocks_for(rows), kThreads, 0, stream>>>(x, s, rows, cols, eps);
-    check_launch("layernorm_grad_params (row stats)");
-  }
-  layernorm_grad_params_kernel<<<blocks_for(cols), kThreads, 0, stream>>>(x, dy, s, dgamma, dbeta,
-                                                                          rows, cols);
-  check_launch("layernorm_grad_params");
+  if (rows > 0)
+    launch("layernorm_grad_params (row stats)", rows, stream, row_stats_kernel, x, s, rows, cols,
+           eps);
+  launch("layernorm_grad_params", cols, stream, layernorm_grad_params_kernel, x, dy, s, dgamma,
+         dbeta, rows, cols);
 }
 
 void embedding(const float* table, const int32_t* ids, float* out, int64_t n, int64_t dim,
                cudaStream_t stream) {
-  if (n * dim == 0) return;
-  embedding_kernel<<<blocks_for(n * dim), kThreads, 0, stream>>>(table, ids, out, n, dim);
-  check_launch("embedding");
+  if (n * dim != 0) launch("embedding", n * dim, stream, embedding_kernel, table, ids, out, n, dim);
 }
 
 void embedding_grad(const int32_t* ids, const float* dout, float* dtable, int64_t n, int64_t vocab,
@@ -316,41 +307,32 @@ void embedding_grad(const int32_t* ids, const float* dout, float* dtable, int64_
 
 void cross_entropy(const float* logits, const int32_t* labels, float* loss, double* row_loss,
                    int64_t rows, int64_t vocab, cudaStream_t stream) {
-  if (rows > 0) {
-    cross_entropy_rows_kernel<<<blocks_for(rows), kThreads, 0, stream>>>(logits, labels, row_loss,
-                                                                         rows, vocab);
-    check_launch("cross_entropy (rows)");
-  }
+  if (rows > 0)
+    launch("cross_entropy (rows)", rows, stream, cross_entropy_rows_kernel, logits, labels,
+           row_loss, rows, vocab);
   mean_of_rows_kernel<<<1, 1, 0, stream>>>(row_loss, rows, loss);
   check_launch("cross_entropy (mean)");
 }
 
 void cross_entropy_grad(const float* logits, const int32_t* labels, const float* dloss,
                         float* dlogits, int64_t rows, int64_t vocab, cudaStream_t stream) {
-  if (rows * vocab == 0) return;
-  cross_entropy_grad_kernel<<<blocks_for(rows), kThreads, 0, stream>>>(logits, labels, dloss,
-                                                                       dlogits, rows, vocab);
-  check_launch("cross_entropy_grad");
+  if (rows * vocab != 0)
+    launch("cross_entropy_grad", rows, stream, cross_entropy_grad_kernel, logits, labels, dloss,
+           dlogits, rows, vocab);
 }
 
 void dropout(const float* x, float* y, const DropoutArgs& args, cudaStream_t stream) {
   int64_t n = 1;
   for (int d = 0; d < args.rank; ++d) n *= args.sizes.v[d];
-  if (n == 0) return;
-  dropout_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, y, args, n);
-  check_launch("dropout");
+  if (n != 0) launch("dropout", n, stream, dropout_kernel, x, y, args, n);
 }
 
 void round_to_bf16(const float* src, uint16_t* dst, int64_t n, cudaStream_t stream) {
-  if (n == 0) return;
-  round_to_bf16_kernel<<<blocks_for(n), kThreads, 0, stream>>>(src, dst, n);
-  check_launch("round_to_bf16");
+  if (n != 0) launch("round_to_bf16", n, stream, round_to_bf16_kernel, src, dst, n);
 }
 
 void accumulate(float* dst, const float* src, int64_t n, cudaStream_t stream) {
-  if (n == 0) return;
-  accumulate_kernel<<<blocks_for(n), kThreads, 0, stream>>>(dst, src, n);
-  check_launch("accumulate");
+  if (n != 0) launch("accumulate", n, stream, accumulate_kernel, dst, src, n);
 }
 
 void sum_of_squares(const float* x, int64_t n, double* partials, double* result,
@@ -367,17 +349,15 @@ void sum_of_squares(const float* x, int64_t n, double* partials, double* result,
 void adamw_update(float* param, const float* grad, float* m, float* v, int64_t n, float step_size,
                   float inv_sqrt_bc2, float decay, float beta1, float beta2, float eps,
                   float grad_scale, cudaStream_t stream) {
-  if (n == 0) return;
-  adamw_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
-      param, grad, m, v, n, step_size, inv_sqrt_bc2, decay, beta1, beta2, eps, grad_scale);
-  check_launch("adamw_update");
+  if (n != 0)
+    launch("adamw_update", n, stream, adamw_kernel, param, grad, m, v, n, step_size, inv_sqrt_bc2,
+           decay, beta1, beta2, eps, grad_scale);
 }
 
 void sgd_update(float* param, const float* grad, int64_t n, float lr, float weight_decay,
                 float grad_scale, cudaStream_t stream) {
-  if (n == 0) return;
-  sgd_kernel<<<blocks_for(n), kThreads, 0, stream>>>(param, grad, n, lr, weight_decay, grad_scale);
-  check_launch("sgd_update");
+  if (n != 0)
+    launch("sgd_update", n, stream, sgd_kernel, param, grad, n, lr, weight_decay, grad_scale);
 }
 
 }  // namespace tessel::cuda
