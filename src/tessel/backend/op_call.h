@@ -64,7 +64,7 @@ struct OpCall {
   int threads = 1;
 };
 
-// Input i's shape and storage.
+// Input i's shape and storage, and the output's storage as f32.
 inline const Shape& in_shape(const OpCall& call, int i) {
   return call.graph.node(call.node.inputs[i]).shape;
 }
@@ -74,5 +74,6 @@ inline const float* in_f32(const OpCall& call, int i) {
 inline const int32_t* in_i32(const OpCall& call, int i) {
   return static_cast<const int32_t*>(call.values[call.node.inputs[i]]);
 }
+inline float* out_f32(const OpCall& call) { return static_cast<float*>(call.out); }
 
 }  // namespace tessel

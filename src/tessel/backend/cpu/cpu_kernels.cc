@@ -28,41 +28,11 @@
 namespace tessel {
 namespace {
 
-float* out_f32(const OpCall& call) { return static_cast<float*>(call.out); }
 uint16_t* out_bf16(const OpCall& call) { return static_cast<uint16_t*>(call.out); }
-
-// Per-dim sizes and strides live in fixed arrays on the stack: dispatch
-// allocates nothing.
-constexpr int kMaxRank = 8;
-using DimArray = std::array<int64_t, kMaxRank>;
-
-void check_rank(const OpCall& call, const Shape& s) {
-  if (s.rank() > kMaxRank)
-    TS_THROW(op_name(call.node.kind), " '", call.node.name, "': rank ", s.rank(), " of ", s,
-             " exceeds the kernels' limit of ", kMaxRank);
-}
-
-// Strides of `x` laid over the dims of `target` (0 where x lacks the dim).
-DimArray strides_over(const Shape& x, const Shape& target) {
-  DimArray s{};
-  for (int i = 0; i < target.rank(); ++i)
-    if (auto j = x.index_of(target[i].name)) {
-      int64_t stride = 1;
-      for (int k = *j + 1; k < x.rank(); ++k) stride *= x[k].size;
-      s[i] = stride;
-    }
-  return s;
-}
-
-DimArray sizes_of(const Shape& s) {
-  DimArray sizes{};
-  for (int i = 0; i < s.rank(); ++i) sizes[i] = s[i].size;
-  return sizes;
-}
 
 struct ReduceArgs {
   DimArray sizes;
-  std::array<bool, kMaxRank> reduced;
+  std::array<bool, kMaxKernelRank> reduced;
   int rank;
 };
 ReduceArgs reduce_args(const Shape& x, const std::vector<std::string>& dims) {
@@ -372,6 +342,29 @@ CpuKernelTable make_table() {
 
 }  // namespace
 
+void check_kernel_rank(const OpCall& call, const Shape& s, const char* kernels) {
+  if (s.rank() > kMaxKernelRank)
+    TS_THROW(op_name(call.node.kind), " '", call.node.name, "': rank ", s.rank(), " of ", s,
+             " exceeds the ", kernels, " limit of ", kMaxKernelRank);
+}
+
+DimArray strides_over(const Shape& x, const Shape& target) {
+  DimArray s{};
+  for (int i = 0; i < target.rank(); ++i)
+    if (auto j = x.index_of(target[i].name)) {
+      int64_t stride = 1;
+      for (int k = *j + 1; k < x.rank(); ++k) stride *= x[k].size;
+      s[i] = stride;
+    }
+  return s;
+}
+
+DimArray sizes_of(const Shape& s) {
+  DimArray sizes{};
+  for (int i = 0; i < s.rank(); ++i) sizes[i] = s[i].size;
+  return sizes;
+}
+
 bool is_instruction_kind(OpKind kind) {
   return kind != OpKind::kInput && kind != OpKind::kParam && kind != OpKind::kCount &&
          !op_info(kind).is_view();
@@ -384,8 +377,8 @@ const CpuKernelTable& cpu_kernel_table() {
 
 void execute_cpu_kernel(const OpCall& call) {
   const Node& node = call.node;
-  check_rank(call, node.shape);
-  for (ValueId in : node.inputs) check_rank(call, call.graph.node(in).shape);
+  check_kernel_rank(call, node.shape, "kernels'");
+  for (ValueId in : node.inputs) check_kernel_rank(call, call.graph.node(in).shape, "kernels'");
   if (is_sharded_op(node)) return execute_sharded_op(call, call.comms);
   const CpuKernel kernel = cpu_kernel_table()[static_cast<size_t>(node.kind)];
   TS_CHECK(kernel, op_name(node.kind), " is not an instruction");

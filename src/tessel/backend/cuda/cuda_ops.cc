@@ -17,36 +17,17 @@ namespace tessel {
 namespace {
 
 using cuda::Dims;
-using cuda::kMaxRank;
+static_assert(cuda::kMaxRank == kMaxKernelRank, "the CUDA kernels take the CPU table's arrays");
 
-float* out_f32(const OpCall& call) { return static_cast<float*>(call.out); }
-
-void check_rank(const OpCall& call, const Shape& s) {
-  if (s.rank() > kMaxRank)
-    TS_THROW(op_name(call.node.kind), " '", call.node.name, "': rank ", s.rank(), " of ", s,
-             " exceeds the CUDA kernels' limit of ", kMaxRank);
-}
-
-// Strides of `x` laid over the dims of `target` (0 where x lacks the dim).
-Dims strides_over(const Shape& x, const Shape& target) {
-  Dims s;
-  for (int i = 0; i < target.rank(); ++i)
-    if (auto j = x.index_of(target[i].name)) {
-      int64_t stride = 1;
-      for (int k = *j + 1; k < x.rank(); ++k) stride *= x[k].size;
-      s.v[i] = stride;
-    }
-  return s;
-}
-
-Dims sizes_of(const Shape& s) {
-  Dims sizes;
-  for (int i = 0; i < s.rank(); ++i) sizes.v[i] = s[i].size;
-  return sizes;
+// The kernel table's arrays (cpu_kernels.h's strides_over, sizes_of) as a launcher's Dims.
+Dims to_dims(const DimArray& a) {
+  Dims d;
+  std::copy(a.begin(), a.end(), d.v);
+  return d;
 }
 
 cuda::ReduceDims reduce_dims(const Shape& x, const std::vector<std::string>& dims) {
-  cuda::ReduceDims r{sizes_of(x), {}, x.rank()};
+  cuda::ReduceDims r{to_dims(sizes_of(x)), {}, x.rank()};
   for (int i = 0; i < x.rank(); ++i)
     r.reduced[i] = std::find(dims.begin(), dims.end(), x[i].name) != dims.end();
   return r;
@@ -54,9 +35,9 @@ cuda::ReduceDims reduce_dims(const Shape& x, const std::vector<std::string>& dim
 
 void binary(const OpCall& call, cuda::Binary op, cudaStream_t stream) {
   const Shape& out = call.node.shape;
-  cuda::binary(op, in_f32(call, 0), strides_over(in_shape(call, 0), out), in_f32(call, 1),
-               strides_over(in_shape(call, 1), out), call.out, call.bf16_out, sizes_of(out),
-               out.rank(), stream);
+  cuda::binary(op, in_f32(call, 0), to_dims(strides_over(in_shape(call, 0), out)), in_f32(call, 1),
+               to_dims(strides_over(in_shape(call, 1), out)), call.out, call.bf16_out,
+               to_dims(sizes_of(out)), out.rank(), stream);
 }
 
 // One function per op kind, for the table below.
@@ -133,8 +114,8 @@ void reduce_max_grad(const OpCall& c, const CudaContext& x) {
 
 void expand(const OpCall& c, const CudaContext& x) {
   const Shape& out = c.node.shape;
-  cuda::expand(in_f32(c, 0), strides_over(in_shape(c, 0), out), out_f32(c), sizes_of(out),
-               out.rank(), x.stream);
+  cuda::expand(in_f32(c, 0), to_dims(strides_over(in_shape(c, 0), out)), out_f32(c),
+               to_dims(sizes_of(out)), out.rank(), x.stream);
 }
 
 void softmax_forward(const OpCall& c, const CudaContext& x) {
@@ -249,8 +230,8 @@ void dropout(const OpCall& c, const CudaContext& x) {
   a.base = c.position.microbatch * rows * row_numel;
   if (p == 0.0f) {  // a copy, as the CPU kernel (no mask drawn)
     if (c.out != in_f32(c, 0))
-      cuda::expand(in_f32(c, 0), strides_over(local, local), out_f32(c), sizes_of(local), rank,
-                   x.stream);
+      cuda::expand(in_f32(c, 0), to_dims(strides_over(local, local)), out_f32(c),
+                   to_dims(sizes_of(local)), rank, x.stream);
     return;
   }
   const uint64_t step = static_cast<uint64_t>(c.position.step);
@@ -324,8 +305,9 @@ void execute_cuda_kernel(const OpCall& call, const CudaContext& context) {
   if (is_sharded_op(node))
     TS_THROW(op_name(node.kind), " '", node.name,
              "': collectives and sharded ops are not on CUDA yet");
-  check_rank(call, node.shape);
-  for (ValueId in : node.inputs) check_rank(call, call.graph.node(in).shape);
+  check_kernel_rank(call, node.shape, "CUDA kernels'");
+  for (ValueId in : node.inputs)
+    check_kernel_rank(call, call.graph.node(in).shape, "CUDA kernels'");
   const CudaKernel kernel = cuda_kernel_table()[static_cast<size_t>(node.kind)];
   if (!kernel) TS_THROW(op_name(node.kind), " '", node.name, "' has no CUDA kernel yet");
   kernel(call, context);
