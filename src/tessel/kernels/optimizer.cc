@@ -7,13 +7,6 @@
 #include "tessel/kernels/partition.h"
 
 namespace tessel::kernels {
-namespace {
-
-void check_step(int64_t step) {
-  if (step < 1) TS_THROW("adamw_update: step ", step, " must be >= 1 (steps count from 1)");
-}
-
-}  // namespace
 
 double sum_of_squares(const float* x, int64_t n) {
   const int64_t chunks = num_chunks(n, kParallelGrain);
@@ -40,15 +33,19 @@ double sum_of_squares_ref(const float* x, int64_t n) {
   return total;
 }
 
+AdamWScalars adamw_scalars(float lr, float beta1, float beta2, float weight_decay, int64_t step) {
+  if (step < 1) TS_THROW("adamw_update: step ", step, " must be >= 1 (steps count from 1)");
+  const double bc1 = 1.0 - std::pow(static_cast<double>(beta1), static_cast<double>(step));
+  const double bc2 = 1.0 - std::pow(static_cast<double>(beta2), static_cast<double>(step));
+  return {bc1, bc2, static_cast<float>(lr / bc1), static_cast<float>(1.0 / std::sqrt(bc2)),
+          1.0f - lr * weight_decay};
+}
+
 void adamw_update(float* param, const float* grad, float* m, float* v, int64_t n, float lr,
                   float beta1, float beta2, float eps, float weight_decay, int64_t step,
                   float grad_scale) {
-  check_step(step);
-  const double bc1 = 1.0 - std::pow(static_cast<double>(beta1), static_cast<double>(step));
-  const double bc2 = 1.0 - std::pow(static_cast<double>(beta2), static_cast<double>(step));
-  const float step_size = static_cast<float>(lr / bc1);
-  const float inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2));
-  const float decay = 1.0f - lr * weight_decay;
+  const AdamWScalars s = adamw_scalars(lr, beta1, beta2, weight_decay, step);
+  const float step_size = s.step_size, inv_sqrt_bc2 = s.inv_sqrt_bc2, decay = s.decay;
   const float one_m_b1 = 1.0f - beta1, one_m_b2 = 1.0f - beta2;
 #pragma omp parallel for simd schedule(simd : static) if (n > kParallelGrain)
   for (int64_t i = 0; i < n; ++i) {
@@ -65,9 +62,8 @@ void adamw_update(float* param, const float* grad, float* m, float* v, int64_t n
 void adamw_update_ref(float* param, const float* grad, float* m, float* v, int64_t n, float lr,
                       float beta1, float beta2, float eps, float weight_decay, int64_t step,
                       float grad_scale) {
-  check_step(step);
-  const double bc1 = 1.0 - std::pow(static_cast<double>(beta1), static_cast<double>(step));
-  const double bc2 = 1.0 - std::pow(static_cast<double>(beta2), static_cast<double>(step));
+  const AdamWScalars s = adamw_scalars(lr, beta1, beta2, weight_decay, step);
+  const double bc1 = s.bc1, bc2 = s.bc2;
   for (int64_t i = 0; i < n; ++i) {
     const double g = static_cast<double>(grad[i]) * grad_scale;
     const double mi = beta1 * static_cast<double>(m[i]) + (1.0 - beta1) * g;

@@ -24,6 +24,14 @@ double sum_of_squares_ref(const float* x, int64_t n);
 void adamw_update(float* param, const float* grad, float* m, float* v, int64_t n, float lr,
                   float beta1, float beta2, float eps, float weight_decay, int64_t step,
                   float grad_scale);
+// The scalars of one update, computed once on the host (the CPU kernels and
+// the CUDA backend's): the bias corrections 1 - beta^step in double, and
+// lr / bc1, 1 / sqrt(bc2) and 1 - lr * weight_decay in f32. Throws when step < 1.
+struct AdamWScalars {
+  double bc1, bc2;
+  float step_size, inv_sqrt_bc2, decay;
+};
+AdamWScalars adamw_scalars(float lr, float beta1, float beta2, float weight_decay, int64_t step);
 void adamw_update_ref(float* param, const float* grad, float* m, float* v, int64_t n, float lr,
                       float beta1, float beta2, float eps, float weight_decay, int64_t step,
                       float grad_scale);

@@ -1,7 +1,6 @@
 // The CUDA backend (cuda_backend.h). Compiled only: not run on a GPU yet.
 #include "tessel/backend/cuda/cuda_backend.h"
 
-#include <cmath>
 #include <cstring>
 #include <new>
 
@@ -10,6 +9,7 @@
 #include "tessel/backend/cuda/cuda_kernels.h"
 #include "tessel/backend/cuda/cuda_ops.h"
 #include "tessel/base/error.h"
+#include "tessel/kernels/optimizer.h"
 
 namespace tessel {
 namespace cuda {
@@ -38,8 +38,8 @@ namespace {
 
 constexpr size_t kGemmWorkspaceBytes = size_t{32} << 20;  // cuBLASLt's recommendation for Hopper
 
-// Device 0, or "no usable GPU" naming CUDA's reason.
-int probe_device(std::string& name) {
+// Device 0's name, or "no usable GPU" naming CUDA's reason.
+std::string probe_device() {
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess)
@@ -50,14 +50,13 @@ int probe_device(std::string& name) {
     TS_THROW("device cuda: no usable GPU (cudaSetDevice(0): ", cudaGetErrorString(set), ")");
   cudaDeviceProp prop{};
   TS_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-  name = prop.name;
-  return 0;
+  return prop.name;
 }
 
 }  // namespace
 
 CudaBackend::CudaBackend() {
-  device_ = probe_device(device_name_);
+  device_name_ = probe_device();
   TS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   DeviceMemory workspace = allocate(MemorySpace::kDevice, kGemmWorkspaceBytes);
   reduce_scratch_ = allocate(MemorySpace::kDevice, 65 * sizeof(double));
@@ -166,17 +165,12 @@ double CudaBackend::sum_of_squares(const float* x, int64_t n) {
   return total;
 }
 
-// kernels::adamw_update's scalars, computed on the host as the CPU does.
+// kernels::adamw_update's scalars, computed on the host by the CPU's code.
 void CudaBackend::adamw_update(float* param, const float* grad, float* m, float* v, int64_t n,
                                float lr, float beta1, float beta2, float eps, float weight_decay,
                                int64_t step, float grad_scale) {
-  if (step < 1) TS_THROW("adamw_update: step ", step, " must be >= 1 (steps count from 1)");
-  const double bc1 = 1.0 - std::pow(static_cast<double>(beta1), static_cast<double>(step));
-  const double bc2 = 1.0 - std::pow(static_cast<double>(beta2), static_cast<double>(step));
-  const float step_size = static_cast<float>(lr / bc1);
-  const float inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2));
-  const float decay = 1.0f - lr * weight_decay;
-  cuda::adamw_update(param, grad, m, v, n, step_size, inv_sqrt_bc2, decay, beta1, beta2, eps,
+  const kernels::AdamWScalars s = kernels::adamw_scalars(lr, beta1, beta2, weight_decay, step);
+  cuda::adamw_update(param, grad, m, v, n, s.step_size, s.inv_sqrt_bc2, s.decay, beta1, beta2, eps,
                      grad_scale, stream_);
 }
 

@@ -61,7 +61,6 @@ class CudaBackend : public Backend {
   void release(MemorySpace space, uint8_t* data, size_t bytes) override;
 
  private:
-  int device_ = 0;
   std::string device_name_;
   cudaStream_t stream_ = nullptr;
   DeviceMemory gemm_workspace_;  // cuBLASLt's, for every matmul
