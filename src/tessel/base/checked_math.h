@@ -18,12 +18,4 @@ inline int64_t checked_mul(int64_t a, int64_t b, const std::string& what) {
   return out;
 }
 
-// a + b, or throws.
-inline int64_t checked_add(int64_t a, int64_t b, const std::string& what) {
-  int64_t out = 0;
-  if (__builtin_add_overflow(a, b, &out))
-    TS_THROW(what, " overflows a 64-bit count (", a, " + ", b, ")");
-  return out;
-}
-
 }  // namespace tessel

@@ -24,17 +24,4 @@ inline const char* dtype_name(DType t) {
   return "?";
 }
 
-// The dtype spelling of the safetensors format ("F32", "I32", "BF16").
-inline const char* dtype_safetensors_name(DType t) {
-  switch (t) {
-    case DType::kF32:
-      return "F32";
-    case DType::kI32:
-      return "I32";
-    case DType::kBF16:
-      return "BF16";
-  }
-  return "?";
-}
-
 }  // namespace tessel

@@ -89,7 +89,6 @@ class PipelineModel {
 
   std::optional<int> pipe_axis() const { return pipe_axis_; }  // none without a pipe axis
   int pipe_rank() const { return pipe_rank_; }
-  int pipe_size() const { return pipe_size_; }
   const Mesh& stage_mesh() const { return stage_mesh_; }
   const Schedule& schedule() const { return schedule_; }
   const StagePartition& partition() const { return partition_; }

@@ -80,7 +80,6 @@ class PipelineExecutor {
 
   std::vector<PipelineStage>& stages() { return stages_; }
   const std::vector<TraceEvent>& trace() const { return trace_; }
-  void clear_trace() { trace_.clear(); }
   bool tracing = false;
   // Weight management of asynchronous schedules (train/weight_versions.h):
   // called with the stage's index in stages() before a forward, before a

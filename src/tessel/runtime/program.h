@@ -175,7 +175,6 @@ class Program {
   // (backend/cpu/dropout_op.h): set per step and per micro-batch, no recompiling.
   void set_step(int64_t step) { position_.step = step; }
   void set_microbatch(int64_t microbatch) { position_.microbatch = microbatch; }
-  const DropoutPosition& dropout_position() const { return position_; }
   // Phases must run in order (0, 1, ...) for the values to be there; other
   // programs may run in between.
   void run_phase(int phase);
@@ -200,7 +199,6 @@ class Program {
   // Whether the program computes `node`: the outputs need it (or it is an
   // input). A conversion the lowering made that no output needs is not run.
   bool computes(ValueId node) const { return live_.at(node); }
-  int bucket_count() const { return static_cast<int>(buckets_.size()); }
   // Wall time spent inside collectives (blocking ones, and waiting for
   // gradient buckets) over all runs so far.
   double collective_seconds() const { return collective_seconds_; }
