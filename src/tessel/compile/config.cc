@@ -387,6 +387,10 @@ void TrainConfig::validate(bool with_data) const {
   auto non_negative = [](const char* key, double v) {
     if (!(v >= 0)) TS_THROW("config: '", key, "' must be >= 0, got ", v);
   };
+  auto either = [](const char* key, const std::string& v, const char* a, const char* b) {
+    if (v != a && v != b)
+      TS_THROW("config: '", key, "' must be \"", a, "\" or \"", b, "\", got \"", v, "\"");
+  };
   if (!model_registered(model)) build_model_error(model);
   data_kind_of(data);  // throws naming the value
   check_model_options(*this);
@@ -403,18 +407,11 @@ void TrainConfig::validate(bool with_data) const {
   if (!(decay_fraction > 0 && decay_fraction <= 1))
     TS_THROW("config: 'decay_fraction' must be in (0, 1], got ", decay_fraction);
   if (with_data && data == "tokens") validate_token_data(*this);
-  if (optimizer != "adamw" && optimizer != "sgd")
-    TS_THROW("config: 'optimizer' must be \"adamw\" or \"sgd\", got \"", optimizer, "\"");
-  if (device != "cpu" && device != "cuda")
-    TS_THROW("config: 'device' must be \"cpu\" or \"cuda\", got \"", device, "\"");
-  if (precision != "f32" && precision != "bf16")
-    TS_THROW("config: 'precision' must be \"f32\" or \"bf16\", got \"", precision, "\"");
-  if (grad_reduce_precision != "f32" && grad_reduce_precision != "bf16")
-    TS_THROW("config: 'grad_reduce_precision' must be \"f32\" or \"bf16\", got \"",
-             grad_reduce_precision, "\"");
-  if (tp_comm_precision != "f32" && tp_comm_precision != "bf16")
-    TS_THROW("config: 'tp_comm_precision' must be \"f32\" or \"bf16\", got \"", tp_comm_precision,
-             "\"");
+  either("optimizer", optimizer, "adamw", "sgd");
+  either("device", device, "cpu", "cuda");
+  either("precision", precision, "f32", "bf16");
+  either("grad_reduce_precision", grad_reduce_precision, "f32", "bf16");
+  either("tp_comm_precision", tp_comm_precision, "f32", "bf16");
   if (tp_comm_precision == "bf16" && precision != "bf16")
     TS_THROW(
         "config: 'tp_comm_precision' bf16 carries tensor-parallel partial sums in bf16, "
@@ -462,8 +459,7 @@ void TrainConfig::validate(bool with_data) const {
     positive("d_model", d_model);
     positive("vocab", vocab);
     if (context < 2) TS_THROW("config: 'context' must be at least 2, got ", context);
-    if (attention != "fused" && attention != "unfused")
-      TS_THROW("config: 'attention' must be \"fused\" or \"unfused\", got \"", attention, "\"");
+    either("attention", attention, "fused", "unfused");
     if (d_model % n_head != 0)
       TS_THROW("config: 'n_head' (", n_head, ") must divide 'd_model' (", d_model,
                ") so every head gets d_model/n_head dims");
@@ -475,9 +471,7 @@ void TrainConfig::validate(bool with_data) const {
   } else if (model == "mlp") {
     positive("hidden", hidden);
   }
-  if (!context_parallel.empty() && context_parallel != "all_to_all" && context_parallel != "ring")
-    TS_THROW("config: 'context_parallel' must be \"all_to_all\" or \"ring\", got \"",
-             context_parallel, "\"");
+  if (!context_parallel.empty()) either("context_parallel", context_parallel, "all_to_all", "ring");
   check_config_sizes(*this, with_data);
   if (is_builtin_transformer(model) && attention == "fused" && d_model / n_head > 128)
     TS_THROW("config: 'attention' \"fused\" takes head dims (d_model / n_head) up to 128, got ",

@@ -29,6 +29,13 @@ void expect_i32(const ShapeRuleInput& in, size_t i, const char* role) {
              *in.shapes[i]);
 }
 
+void expect_same_sizes(const ShapeRuleInput& in, const Shape& a, const Shape& b) {
+  for (const Dim& d : a.dims())
+    if (auto j = b.index_of(d.name); j && b[*j].size != d.size)
+      TS_THROW(where(in), ": dim '", d.name, "' is ", d.size, " in lhs ", a, " but ", b[*j].size,
+               " in rhs ", b);
+}
+
 void expect_dim(const ShapeRuleInput& in, const Shape& s, const std::string& dim,
                 const char* role) {
   if (dim.empty()) TS_THROW(where(in), ": no dim given for ", role);
@@ -66,11 +73,7 @@ ShapeRuleOutput einsum_rule(const ShapeRuleInput& in) {
   const Shape& b = *in.shapes[1];
   expect_f32(in, 0, "lhs");
   expect_f32(in, 1, "rhs");
-  for (const Dim& d : a.dims()) {
-    if (auto j = b.index_of(d.name); j && b[*j].size != d.size)
-      TS_THROW(where(in), ": dim '", d.name, "' is ", d.size, " in lhs ", a, " but ", b[*j].size,
-               " in rhs ", b);
-  }
+  expect_same_sizes(in, a, b);
   const std::vector<std::string>& out_names = in.attrs.dims;
   std::vector<Dim> out;
   for (const std::string& n : out_names) {
@@ -114,10 +117,7 @@ ShapeRuleOutput broadcast_rule(const ShapeRuleInput& in) {
   const Shape& b = *in.shapes[1];
   expect_f32(in, 0, "lhs");
   expect_f32(in, 1, "rhs");
-  for (const Dim& d : a.dims())
-    if (auto j = b.index_of(d.name); j && b[*j].size != d.size)
-      TS_THROW(where(in), ": dim '", d.name, "' is ", d.size, " in lhs ", a, " but ", b[*j].size,
-               " in rhs ", b);
+  expect_same_sizes(in, a, b);
   if (a.contains_all(b)) return {a, DType::kF32};
   if (b.contains_all(a)) return {b, DType::kF32};
   TS_THROW(where(in), ": cannot broadcast ", a, " with ", b,

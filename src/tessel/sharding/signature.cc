@@ -289,10 +289,7 @@ std::vector<AxisSignature> candidates(const Graph& graph, const Node& node, int 
   const Shape& out = node.shape;
   std::vector<AxisSignature> result;
   result.reserve(8);  // a block's ops offer up to about 6
-  auto all_broadcast = [&] {
-    return AxisSignature{"", std::vector<Placement>(in.size()), Placement::broadcast()};
-  };
-  result.push_back(all_broadcast());
+  result.push_back(AxisSignature{"", std::vector<Placement>(in.size()), Placement::broadcast()});
   // Linear ops pass partial sums through (a broadcast operand of a sum joins
   // as B -> P, kept on one coordinate). Offered first, so a tie defers the
   // reduction to the output, where a gradient's all-reduce can be bucketed.
