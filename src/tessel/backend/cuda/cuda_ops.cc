@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "tessel/backend/cpu/cpu_kernels.h"
+#include "tessel/backend/cpu/dropout_op.h"
 #include "tessel/backend/cpu/sharded_ops.h"
 #include "tessel/backend/cuda/cuda_einsum.h"
 #include "tessel/backend/cuda/cuda_kernels.h"
@@ -198,10 +199,11 @@ void cross_entropy_grad(const OpCall& c, const CudaContext& x) {
                            c.node.shape.numel() / vocab, vocab, x.stream);
 }
 
-// backend/cpu/dropout_op.cc's counters and kernels/dropout.cc's key: element
-// e's counter is base + sum over dims of (coord + offset) * stride, the row
-// dim striding by a whole row; the stream is keyed by (seed, the stream
-// name's hash ^ the step's high bits), its lane the step's low 32 bits.
+// backend/cpu/dropout_op.cc's counters (dropout_counters) and
+// kernels/dropout.cc's key: element e's counter is base + sum over dims of
+// (coord + offset) * stride, the row dim striding by a whole row; the stream
+// is keyed by (seed, the stream name's hash ^ the step's high bits), its lane
+// the step's low 32 bits.
 void dropout(const OpCall& c, const CudaContext& x) {
   const Attrs& at = c.node.attrs;
   const Shape& local = c.node.shape;
@@ -215,19 +217,13 @@ void dropout(const OpCall& c, const CudaContext& x) {
   if (!dropout_row_dim(at).empty() && row < 0)
     TS_THROW("dropout '", c.node.name, "': row dim '", dropout_row_dim(at), "' is not in ",
              local.to_string());
+  const DropoutCounters counters = dropout_counters(global, row);
   cuda::DropoutArgs a;
   a.rank = rank;
-  int64_t row_numel = 1;
-  for (int i = rank - 1; i >= 0; --i) {
-    a.sizes.v[i] = local[i].size;
-    a.offsets.v[i] = sharded ? at.offsets[i] : 0;
-    if (i == row) continue;
-    a.strides.v[i] = row_numel;
-    row_numel *= global[i].size;
-  }
-  const int64_t rows = row >= 0 ? global[row].size : 1;
-  if (row >= 0) a.strides.v[row] = row_numel;
-  a.base = c.position.microbatch * rows * row_numel;
+  a.sizes = to_dims(sizes_of(local));
+  for (int i = 0; i < rank; ++i) a.offsets.v[i] = sharded ? at.offsets[i] : 0;
+  a.strides = to_dims(counters.stride);
+  a.base = c.position.microbatch * counters.microbatch;
   if (p == 0.0f) {  // a copy, as the CPU kernel (no mask drawn)
     if (c.out != in_f32(c, 0))
       cuda::expand(in_f32(c, 0), to_dims(strides_over(local, local)), out_f32(c),
