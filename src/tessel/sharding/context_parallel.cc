@@ -45,10 +45,11 @@ AxisSignature all_to_all_signature(const Graph& graph, const Node& node, const L
     if (pinned_for_heads(node, d.name)) continue;
     int64_t cut = a.size;
     std::string inside;
-    for (int b = 0; b < axis; ++b)
-      if (chosen[b] == Placement::split(d.name))
-        cut *= mesh.axis(b).size,
-            inside += str_cat(" x ", mesh.axis(b).size, " of '", mesh.axis(b).name, "'");
+    for (int b = 0; b < axis; ++b) {
+      if (!(chosen[b] == Placement::split(d.name))) continue;
+      cut *= mesh.axis(b).size;
+      inside += str_cat(" x ", mesh.axis(b).size, " of '", mesh.axis(b).name, "'");
+    }
     const std::string later = split_later(q, layout, mesh, axis, d.name);
     if (later.empty() && d.size % cut == 0) {
       if (inside.empty())

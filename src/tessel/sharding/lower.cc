@@ -175,9 +175,9 @@ class Lowering {
   double sibling_readers(ValueId v, ValueId reader) const {
     const OpKind kind = global_.node(reader).kind;
     const std::vector<ValueId>& c = consumers_[v];
-    return static_cast<double>(
-        std::count_if(std::lower_bound(c.begin(), c.end(), reader), c.end(),
-                      [&](ValueId r) { return global_.node(r).kind == kind; }));
+    const auto n = std::count_if(std::lower_bound(c.begin(), c.end(), reader), c.end(),
+                                 [&](ValueId r) { return global_.node(r).kind == kind; });
+    return static_cast<double>(std::max<std::ptrdiff_t>(n, 1));
   }
 
   // Parameters are used as the layout places them. A tensor-parallel weight
