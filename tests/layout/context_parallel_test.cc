@@ -69,6 +69,8 @@ INSTANTIATE_TEST_SUITE_P(
         ContextCase{"gpt_a2a_model2_ctx2", "gpt", 4, "model=2,ctx=2", kGptTensor, kA2a},
         ContextCase{"gpt_a2a_data2_model2_ctx2", "gpt", 8, "data=2,model=2,ctx=2", kGptDataTensor,
                     kA2a},
+        ContextCase{"gpt_a2a_pipe2_model2_ctx2", "gpt", 8, "pipe=2,model=2,ctx=2", kGptTensor,
+                    kPipeA2a.c_str()},
         ContextCase{"gpt_a2a_pipe2_ctx2", "gpt", 4, "pipe=2,ctx=2", "seq=ctx", kPipeA2a.c_str()},
         ContextCase{"gpt_ring_pipe2_ctx2", "gpt", 4, "pipe=2,ctx=2", "seq=ctx", kPipeRing.c_str()},
         ContextCase{"llama_a2a_ctx2", "llama", 2, "ctx=2", "seq=ctx", kA2a},
