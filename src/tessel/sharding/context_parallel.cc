@@ -23,11 +23,10 @@ Placement ring_placement(const Graph& graph, const Node& node, size_t i) {
   return Placement::split(s.has(query_dim_of(node)) ? query_dim_of(node) : key_dim_of(node));
 }
 
-// The later mesh axis the layout splits `dim` of q on, or "" (an axis
-// before `axis` may hold the dim: the split on `axis` nests inside it).
-std::string split_later(const Node& q, const Layout& layout, const Mesh& mesh, int axis,
+// The mesh axis after `axis` that q's target splits `dim` on, or "" (an
+// axis before `axis` may hold the dim: the split on `axis` nests inside it).
+std::string split_later(const Sharding& target, const Mesh& mesh, int axis,
                         const std::string& dim) {
-  const Sharding target = layout.target(q.shape, q.name, mesh);
   for (int b = axis + 1; b < target.axis_count(); ++b)
     if (target[b] == Placement::split(dim)) return mesh.axis(b).name;
   return "";
@@ -39,6 +38,7 @@ std::string split_later(const Node& q, const Layout& layout, const Mesh& mesh, i
 AxisSignature all_to_all_signature(const Graph& graph, const Node& node, const Layout& layout,
                                    const Mesh& mesh, int axis, const Sharding& chosen) {
   const Node& q = graph.node(node.inputs[0]);
+  const Sharding target = layout.target(q.shape, q.name, mesh);
   const MeshAxis& a = mesh.axis(axis);
   std::string tried, nested;
   for (const Dim& d : q.shape.dims()) {
@@ -50,7 +50,7 @@ AxisSignature all_to_all_signature(const Graph& graph, const Node& node, const L
       cut *= mesh.axis(b).size;
       inside += str_cat(" x ", mesh.axis(b).size, " of '", mesh.axis(b).name, "'");
     }
-    const std::string later = split_later(q, layout, mesh, axis, d.name);
+    const std::string later = split_later(target, mesh, axis, d.name);
     if (later.empty() && d.size % cut == 0) {
       if (inside.empty())
         return {d.name, std::vector<Placement>(node.inputs.size(), Placement::split(d.name)),
