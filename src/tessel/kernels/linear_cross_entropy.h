@@ -1,0 +1,54 @@
+// Fused linear + softmax cross-entropy (an LM head and its loss), after Cut
+// Cross-Entropy and Liger's fused linear CE: logits = h . w^T (rows x vocab)
+// are computed chunk by chunk of rows into scratch, never all at once. The
+// forward keeps per-row statistics; the backward recomputes each chunk's
+// logits, turns them into the gradient in place (the CE kernel's row helpers)
+// and multiplies it out into dh and dw. w may be one rank's slice of the
+// output embedding; the caller combines the slices' statistics into the row
+// logsumexp and checks labels against the global vocab.
+// Invariants: a chunk is linear_ce_chunk_rows(vocab) rows (the last clamped)
+// and each product runs as fixed blocks (vocab rows for the logits and dw, dim
+// columns for dh), one single-threaded sgemm each: results are bitwise the
+// same for any OMP_NUM_THREADS. Scratch is one chunk of logits (with bf16 also
+// the rounded w and h chunk); nothing of size rows x vocab is ever allocated.
+// rows, vocab, dim <= 0, a negative offset or label throw tessel::Error first.
+// bf16: every product's operands (w, each h chunk, each gradient chunk) are
+// rounded to bf16 and held in f32, so sgemm gives a bf16 matmul with f32
+// accumulation (bf16 x bf16 is exact in f32); logits and statistics stay f32.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace tessel::kernels {
+
+// h (rows x dim) against w (vocab x dim), row-major; w holds global vocab rows
+// [vocab_offset, vocab_offset + vocab), and a label outside them has no target here.
+struct LinearCeShape {
+  int64_t rows = 0, vocab = 0, dim = 0;
+  int64_t vocab_offset = 0;
+};
+
+inline constexpr size_t kLinearCeChunkBytes = size_t{16} << 20;  // f32 logits of a chunk, at most
+
+// Rows per chunk, from `vocab` only: the largest multiple of 8 whose f32
+// logits fit kLinearCeChunkBytes, and at least 8.
+int64_t linear_ce_chunk_rows(int64_t vocab);
+
+// Bytes of scratch linear_ce_stats and linear_ce_backward need.
+size_t linear_ce_scratch_bytes(const LinearCeShape& s, bool bf16);
+
+// labels (rows, global ids) -> per row r over this slice: row_max[r] = max_v logit(r, v),
+// row_sum[r] = sum_v exp(logit(r, v) - row_max[r]),
+// row_target[r] = logit(r, labels[r] - vocab_offset) if that is in the slice, else 0.
+void linear_ce_stats(const LinearCeShape& s, const float* h, const float* w, const int32_t* labels,
+                     bool bf16, float* row_max, float* row_sum, float* row_target, void* scratch);
+
+// With g(r, v) = scale * (exp(logit(r, v) - lse[r]) - [v == labels[r] - vocab_offset]):
+//   dh (rows x dim)  = g . w     (written, not accumulated)
+//   dw (vocab x dim) = g^T . h   (written; summed over the row chunks in chunk order)
+void linear_ce_backward(const LinearCeShape& s, const float* h, const float* w,
+                        const int32_t* labels, const float* lse, float scale, bool bf16, float* dh,
+                        float* dw, void* scratch);
+
+}  // namespace tessel::kernels
