@@ -3,6 +3,7 @@
 #include <dnnl.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "tessel/base/bf16.h"
 #include "tessel/base/error.h"
@@ -41,90 +42,129 @@ void for_blocks(const char* product, int64_t n, int64_t block, SgemmBlock sgemm_
   if (failed > 0) TS_THROW("linear_cross_entropy: oneDNN sgemm failed computing ", product);
 }
 
-// Checks the inputs; per chunk of rows [r0, r0 + m), its logits h_c . w^T into
-// scratch (m x vocab), then chunk_done(r0, m, logits, w, h_c) with w and h_c as
-// the products read them: with bf16 rounded into scratch (w once per call).
-template <typename ChunkDone>
-void for_each_chunk(const char* op, const LinearCeShape& s, const float* h, const float* w,
-                    const int32_t* labels, bool bf16, void* scratch, ChunkDone chunk_done) {
+// Where a tile is: rows [r0, r0 + m) by vocab columns [v0, v0 + n); `first_*`
+// marks the first tile of its row chunk and of its vocab block.
+struct TileAt {
+  int64_t r0, m, v0, n;
+  bool first_of_rows, first_of_vocab;
+};
+
+// Checks the inputs; per tile (row chunks outer, vocab blocks inner), its
+// logits h_c . w_b^T into scratch (m x n, leading dimension n), then
+// tile_done(at, logits, w, h_c) with w and h_c as the products read them:
+// with bf16 rounded into scratch (w once per call, h_c once per row chunk).
+template <typename TileDone>
+void for_each_tile(const char* op, const LinearCeShape& s, const float* h, const float* w,
+                   const int32_t* labels, bool bf16, void* scratch, TileDone tile_done) {
   check_inputs(op, s, labels);
-  const int64_t chunk = linear_ce_chunk_rows(s.vocab);
+  const LinearCeTile tile = linear_ce_tile(s.rows, s.vocab);
   float* logits = static_cast<float*>(scratch);
-  float* w_round = logits + std::min(s.rows, chunk) * s.vocab;
+  float* w_round = logits + tile.rows * tile.vocab;
   float* h_round = w_round + s.vocab * s.dim;
   if (bf16) round_bf16_in_f32(w, w_round, s.vocab * s.dim);
   const float* wu = bf16 ? w_round : w;
-  for (int64_t r0 = 0; r0 < s.rows; r0 += chunk) {
-    const int64_t m = std::min(chunk, s.rows - r0);
+  for (int64_t r0 = 0; r0 < s.rows; r0 += tile.rows) {
+    const int64_t m = std::min(tile.rows, s.rows - r0);
     if (bf16) round_bf16_in_f32(h + r0 * s.dim, h_round, m * s.dim);
     const float* hc = bf16 ? h_round : h + r0 * s.dim;
-    for_blocks("the logits", s.vocab, kVocabBlock, [&](int64_t v0, int64_t nv) {
-      return dnnl_sgemm('N', 'T', m, nv, s.dim, 1.0f, hc, s.dim, wu + v0 * s.dim, s.dim, 0.0f,
-                        logits + v0, s.vocab);
-    });
-    chunk_done(r0, m, logits, wu, hc);
+    for (int64_t v0 = 0; v0 < s.vocab; v0 += tile.vocab) {
+      const int64_t n = std::min(tile.vocab, s.vocab - v0);
+      for_blocks("the logits", n, kVocabBlock, [&](int64_t b0, int64_t nb) {
+        const int64_t v = v0 + b0;
+        return s.vocab_major ? dnnl_sgemm('N', 'T', m, nb, s.dim, 1.0f, hc, s.dim, wu + v * s.dim,
+                                          s.dim, 0.0f, logits + b0, n)
+                             : dnnl_sgemm('N', 'N', m, nb, s.dim, 1.0f, hc, s.dim, wu + v, s.vocab,
+                                          0.0f, logits + b0, n);
+      });
+      tile_done(TileAt{r0, m, v0, n, v0 == 0, r0 == 0}, logits, wu, hc);
+    }
   }
 }
 
-// The label's column in this slice, or -1 when another slice holds it.
-int64_t local_label(const LinearCeShape& s, int32_t label) {
-  const int64_t v = int64_t{label} - s.vocab_offset;
-  return v >= 0 && v < s.vocab ? v : -1;
+// The label's column in the tile at v0 of n columns, or -1 when it is elsewhere.
+int64_t label_in(const LinearCeShape& s, int32_t label, int64_t v0, int64_t n) {
+  const int64_t v = int64_t{label} - s.vocab_offset - v0;
+  return v >= 0 && v < n ? v : -1;
+}
+
+// dh rows [r0, r0 + m) (+)= g . w_b and dw_b (+)= g^T . h_c for the tile `at`.
+void tile_gradients(const LinearCeShape& s, const TileAt& at, const float* g, const float* wu,
+                    const float* hc, float* dh, float* dw) {
+  float* dh_c = dh + at.r0 * s.dim;
+  const float dh_beta = at.first_of_rows ? 0.0f : 1.0f;
+  for_blocks("dh", s.dim, kDimBlock, [&](int64_t d0, int64_t nd) {
+    return s.vocab_major
+               ? dnnl_sgemm('N', 'N', at.m, nd, at.n, 1.0f, g, at.n, wu + at.v0 * s.dim + d0, s.dim,
+                            dh_beta, dh_c + d0, s.dim)
+               : dnnl_sgemm('N', 'T', at.m, nd, at.n, 1.0f, g, at.n, wu + d0 * s.vocab + at.v0,
+                            s.vocab, dh_beta, dh_c + d0, s.dim);
+  });
+  const float dw_beta = at.first_of_vocab ? 0.0f : 1.0f;
+  for_blocks("dw", at.n, kVocabBlock, [&](int64_t b0, int64_t nb) {
+    const int64_t v = at.v0 + b0;
+    return s.vocab_major ? dnnl_sgemm('T', 'N', nb, s.dim, at.m, 1.0f, g + b0, at.n, hc, s.dim,
+                                      dw_beta, dw + v * s.dim, s.dim)
+                         : dnnl_sgemm('T', 'N', s.dim, nb, at.m, 1.0f, hc, s.dim, g + b0, at.n,
+                                      dw_beta, dw + v, s.vocab);
+  });
 }
 
 }  // namespace
 
-int64_t linear_ce_chunk_rows(int64_t vocab) {
-  const int64_t fit = int64_t{kLinearCeChunkBytes / sizeof(float)} / std::max<int64_t>(vocab, 1);
-  return std::max<int64_t>(8, fit / 8 * 8);
+LinearCeTile linear_ce_tile(int64_t rows, int64_t vocab) {
+  const int64_t tile_rows = std::min(rows, kLinearCeTileRows);
+  const int64_t fit = int64_t{kLinearCeTileBytes / sizeof(float)} / std::max<int64_t>(tile_rows, 1);
+  const int64_t columns = std::max(kVocabBlock, fit / kVocabBlock * kVocabBlock);
+  return {tile_rows, std::min(vocab, columns)};
 }
 
 size_t linear_ce_scratch_bytes(const LinearCeShape& s, bool bf16) {
-  const int64_t chunk = std::min(s.rows, linear_ce_chunk_rows(s.vocab));
-  return sizeof(float) * (chunk * s.vocab + (bf16 ? (s.vocab + chunk) * s.dim : 0));
+  const LinearCeTile tile = linear_ce_tile(s.rows, s.vocab);
+  return sizeof(float) * (tile.rows * tile.vocab + (bf16 ? (s.vocab + tile.rows) * s.dim : 0));
 }
 
 void linear_ce_stats(const LinearCeShape& s, const float* h, const float* w, const int32_t* labels,
                      bool bf16, float* row_max_out, float* row_sum_out, float* row_target,
                      void* scratch) {
-  const auto row_stats = [&](int64_t r0, int64_t m, float* logits, const float*, const float*) {
-#pragma omp parallel for schedule(static) if (m * s.vocab > kParallelGrain)
-    for (int64_t i = 0; i < m; ++i) {
-      const float* xr = logits + i * s.vocab;
-      row_max_out[r0 + i] = row_max(xr, s.vocab);
-      row_sum_out[r0 + i] = row_exp_sum(xr, 1.0f, row_max_out[r0 + i], s.vocab);
-      const int64_t target = local_label(s, labels[r0 + i]);
-      row_target[r0 + i] = target >= 0 ? xr[target] : 0.0f;
+  // Each row's running max and sum, rescaled when a later tile raises the max.
+  const auto row_stats = [&](const TileAt& at, float* logits, const float*, const float*) {
+#pragma omp parallel for schedule(static) if (at.m * at.n > kParallelGrain)
+    for (int64_t i = 0; i < at.m; ++i) {
+      const int64_t r = at.r0 + i;
+      const float* xr = logits + i * at.n;
+      const float tile_max = row_max(xr, at.n);
+      const float new_max = at.first_of_rows ? tile_max : std::max(row_max_out[r], tile_max);
+      const float tile_sum = row_exp_sum(xr, 1.0f, new_max, at.n);
+      row_sum_out[r] = at.first_of_rows
+                           ? tile_sum
+                           : row_sum_out[r] * std::exp(row_max_out[r] - new_max) + tile_sum;
+      row_max_out[r] = new_max;
+      const int64_t target = label_in(s, labels[r], at.v0, at.n);
+      if (at.first_of_rows) row_target[r] = 0.0f;
+      if (target >= 0) row_target[r] = xr[target];
     }
   };
-  for_each_chunk("linear_ce_stats", s, h, w, labels, bf16, scratch, row_stats);
+  for_each_tile("linear_ce_stats", s, h, w, labels, bf16, scratch, row_stats);
 }
 
 void linear_ce_backward(const LinearCeShape& s, const float* h, const float* w,
                         const int32_t* labels, const float* lse, float scale, bool bf16, float* dh,
                         float* dw, void* scratch) {
-  // Each chunk's logits become its gradient g in place, then g . w and g^T . h.
-  const auto gradients = [&](int64_t r0, int64_t m, float* g, const float* wu, const float* hc) {
-#pragma omp parallel for schedule(static) if (m * s.vocab > kParallelGrain)
-    for (int64_t i = 0; i < m; ++i) {
-      float* gr = g + i * s.vocab;
-      row_exp_sum(gr, 1.0f, lse[r0 + i], gr, s.vocab);
+  // Each tile's logits become its gradient g in place, then g . w and g^T . h.
+  const auto gradients = [&](const TileAt& at, float* g, const float* wu, const float* hc) {
+#pragma omp parallel for schedule(static) if (at.m * at.n > kParallelGrain)
+    for (int64_t i = 0; i < at.m; ++i) {
+      float* gr = g + i * at.n;
+      row_exp_sum(gr, 1.0f, lse[at.r0 + i], gr, at.n);
 #pragma omp simd
-      for (int64_t v = 0; v < s.vocab; ++v) gr[v] *= scale;
-      const int64_t target = local_label(s, labels[r0 + i]);
+      for (int64_t v = 0; v < at.n; ++v) gr[v] *= scale;
+      const int64_t target = label_in(s, labels[at.r0 + i], at.v0, at.n);
       if (target >= 0) gr[target] -= scale;
     }
-    if (bf16) round_bf16_in_f32(g, g, m * s.vocab);
-    for_blocks("dh", s.dim, kDimBlock, [&](int64_t d0, int64_t nd) {
-      return dnnl_sgemm('N', 'N', m, nd, s.vocab, 1.0f, g, s.vocab, wu + d0, s.dim, 0.0f,
-                        dh + r0 * s.dim + d0, s.dim);
-    });
-    for_blocks("dw", s.vocab, kVocabBlock, [&](int64_t v0, int64_t nv) {
-      return dnnl_sgemm('T', 'N', nv, s.dim, m, 1.0f, g + v0, s.vocab, hc, s.dim,
-                        r0 == 0 ? 0.0f : 1.0f, dw + v0 * s.dim, s.dim);
-    });
+    if (bf16) round_bf16_in_f32(g, g, at.m * at.n);
+    tile_gradients(s, at, g, wu, hc, dh, dw);
   };
-  for_each_chunk("linear_ce_backward", s, h, w, labels, bf16, scratch, gradients);
+  for_each_tile("linear_ce_backward", s, h, w, labels, bf16, scratch, gradients);
 }
 
 }  // namespace tessel::kernels
