@@ -123,6 +123,19 @@ std::vector<OpCase> op_cases(const OpCaseSizes& s) {
                      return b.cross_entropy(logits, labels, "vocab");
                    },
                    {{"labels", static_cast<int32_t>(s.logits_vocab)}}});
+  // The LM head and loss fused (the weight as the GPT's, vocab first, and
+  // as the Llama's, embed first): the same function as einsum then
+  // cross_entropy.
+  for (bool vocab_first : {true, false})
+    cases.push_back({vocab_first ? "linear_cross_entropy" : "linear_cross_entropy_embed_first",
+                     [=](GraphBuilder& b) {
+                       const Dim vocab{"vocab", s.logits_vocab};
+                       ValueId h = p(b, "h", Shape{i, j, k});
+                       ValueId w = p(b, "w", vocab_first ? Shape{vocab, k} : Shape{k, vocab});
+                       ValueId labels = b.input("labels", Shape{i, j}, DType::kI32);
+                       return b.linear_cross_entropy(h, w, labels, "vocab", "k");
+                     },
+                     {{"labels", static_cast<int32_t>(s.logits_vocab)}}});
   // The Llama family's ops.
   cases.push_back({"silu", [=](GraphBuilder& b) { return b.silu(p(b, "a", Shape{i, j, k})); }});
   cases.push_back({"sigmoid", [=](GraphBuilder& b) { return b.sigmoid(p(b, "a", Shape{i, j})); }});

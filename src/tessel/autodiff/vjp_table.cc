@@ -117,22 +117,49 @@ void softmax_rule(VjpContext& c) {
       c.builder.op(OpKind::kSoftmaxGrad, {c.output, c.grad}, attrs_of(c), label(c, ".grad"));
 }
 
+// A fused op's tuple (value, log-sum-exp): only the value has a gradient
+// rule. Returns the value's gradient (nullopt: none reaches it).
+std::optional<ValueId> fused_value_grad(VjpContext& c) {
+  const std::vector<std::optional<ValueId>>& g = *c.element_grads;
+  if (g[1])
+    TS_THROW("autodiff: ", op_name(c.node().kind), " '", c.node().name,
+             "': its log-sum-exp is on the path to the loss; only its element 0 has a gradient "
+             "rule");
+  return g[0];
+}
+
+// The fused backward `kind` over `operands` (then the forward's log-sum-exp,
+// the value's gradient and `more`); its tuple's elements are the gradients
+// of the forward's inputs, named by `names`.
+void fused_grad(VjpContext& c, OpKind kind, std::vector<ValueId> operands, ValueId grad,
+                std::vector<ValueId> more, const std::vector<std::string>& names) {
+  GraphBuilder& b = c.builder;
+  operands.push_back(b.tuple_get(c.output, 1, label(c, ".lse")));
+  operands.push_back(grad);
+  operands.insert(operands.end(), more.begin(), more.end());
+  const ValueId grads = b.op(kind, operands, attrs_of(c), label(c, ".grad"));
+  for (size_t i = 0; i < names.size(); ++i)
+    c.input_grads[i] = b.tuple_get(grads, static_cast<int>(i), label(c, names[i].c_str()));
+}
+
 // FlashAttention's backward: one attention_grad node recomputes the
 // probabilities from q, k and the log-sum-exp and yields (dq, dk, dv); it
 // reads the output too (ring attention's delta = rowsum(dout * out)).
 void attention_rule(VjpContext& c) {
-  const std::vector<std::optional<ValueId>>& g = *c.element_grads;
-  if (g[1])
-    TS_THROW("autodiff: attention '", c.node().name,
-             "': its log-sum-exp is on the path to the loss; only its output has a gradient rule");
-  if (!g[0]) return;
-  GraphBuilder& b = c.builder;
-  const ValueId lse = b.tuple_get(c.output, 1, label(c, ".lse"));
-  const ValueId out = b.tuple_get(c.output, 0, label(c, ".out"));
-  const ValueId grads = b.op(OpKind::kAttentionGrad, {c.in(0), c.in(1), c.in(2), lse, *g[0], out},
-                             attrs_of(c), label(c, ".grad"));
-  const char* names[] = {".grad_q", ".grad_k", ".grad_v"};
-  for (int i = 0; i < 3; ++i) c.input_grads[i] = b.tuple_get(grads, i, label(c, names[i]));
+  const std::optional<ValueId> g = fused_value_grad(c);
+  if (!g) return;
+  const ValueId out = c.builder.tuple_get(c.output, 0, label(c, ".out"));
+  fused_grad(c, OpKind::kAttentionGrad, {c.in(0), c.in(1), c.in(2)}, *g, {out},
+             {".grad_q", ".grad_k", ".grad_v"});
+}
+
+// The loss's backward recomputes the logits from h, w and the log-sum-exp,
+// chunk by chunk of rows, and yields (dh, dw).
+void linear_cross_entropy_rule(VjpContext& c) {
+  const std::optional<ValueId> g = fused_value_grad(c);
+  if (!g) return;
+  fused_grad(c, OpKind::kLinearCrossEntropyGrad, {c.in(0), c.in(1), c.in(2)}, *g, {},
+             {".grad_h", ".grad_w"});
 }
 
 void layernorm_rule(VjpContext& c) {
@@ -237,6 +264,8 @@ constexpr std::array<Entry, static_cast<size_t>(OpKind::kCount)> kVjpTable = {{
     {OpKind::kTupleGet, nullptr},  // build_backward routes the gradient to the tuple's element
     {OpKind::kAttention, attention_rule},
     {OpKind::kAttentionGrad, nullptr},
+    {OpKind::kLinearCrossEntropy, linear_cross_entropy_rule},
+    {OpKind::kLinearCrossEntropyGrad, nullptr},
     {OpKind::kGeluGrad, nullptr},
     {OpKind::kReluGrad, nullptr},
     {OpKind::kTanhGrad, nullptr},

@@ -74,9 +74,11 @@ class Backend {
   virtual void execute(const OpCall& call) = 0;
   // Bytes of per-instruction scratch a node's kernel needs (also in
   // plan-only programs, which run nothing) when the program runs on
-  // `threads` intra-op threads (CompileOptions::threads).
+  // `threads` intra-op threads (CompileOptions::threads), its products'
+  // operands rounded to bf16 or not (OpCall::bf16_operands).
   virtual size_t scratch_bytes(const Graph& graph, const Node& node,
-                               const kernels::EinsumPlan* einsum, int threads) const = 0;
+                               const kernels::EinsumPlan* einsum, int threads,
+                               bool bf16_operands) const = 0;
   // The same for an all-gather that carries bf16 (OpCall::bf16_out), with
   // its input in bf16 storage (in_bf16) or f32 (rounded into scratch first),
   // and for a partial sum that carries bf16 (OpCall::bf16_sum).

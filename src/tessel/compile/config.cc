@@ -137,6 +137,9 @@ const std::map<std::string, KeyRule>& rules() {
       {"attention", field(&TrainConfig::attention,
                           "gpt, llama: fused (one op, no stored probabilities) | unfused (einsum, "
                           "softmax, einsum); docs/attention.md")},
+      {"loss", field(&TrainConfig::loss,
+                     "gpt, llama: unfused (the LM head's logits stored for the backward) | fused "
+                     "(never stored: recomputed by chunks of rows; docs/memory.md)")},
       {"model_options",
        field(&TrainConfig::model_options, "a registered model's own keys, e.g. {\"patch\": 7}")},
       {"batch",
@@ -460,6 +463,7 @@ void TrainConfig::validate(bool with_data) const {
     positive("vocab", vocab);
     if (context < 2) TS_THROW("config: 'context' must be at least 2, got ", context);
     either("attention", attention, "fused", "unfused");
+    either("loss", loss, "unfused", "fused");
     if (d_model % n_head != 0)
       TS_THROW("config: 'n_head' (", n_head, ") must divide 'd_model' (", d_model,
                ") so every head gets d_model/n_head dims");

@@ -46,6 +46,10 @@ struct TrainConfig {
   // GPT attention: "fused" (one op, FlashAttention's algorithm: no stored
   // probabilities; docs/attention.md) | "unfused" (einsum, softmax, einsum).
   std::string attention = "fused";
+  // GPT and Llama loss: "unfused" (the LM head's logits, batch x seq x vocab,
+  // stored for the loss's backward) | "fused" (one linear_cross_entropy op:
+  // the logits never stored, recomputed chunk by chunk in the backward).
+  std::string loss = "unfused";
   // A registered model's own keys (ModelSpec::options), e.g. {"patch": 7};
   // keys it did not register are errors naming them.
   nlohmann::json model_options = nlohmann::json::object();

@@ -174,7 +174,8 @@ GptConfig gpt_config(const TrainConfig& c) {
                    static_cast<float>(c.dropout),
                    c.seed,
                    c.attention == "fused",
-                   static_cast<float>(c.attention_dropout)};
+                   static_cast<float>(c.attention_dropout),
+                   c.loss == "fused"};
 }
 
 bool is_builtin_transformer(const std::string& model) { return model == "gpt" || model == "llama"; }
@@ -229,7 +230,8 @@ LlamaConfig llama_config(const TrainConfig& c) {
                      c.ffn_dim_multiplier,
                      c.multiple_of,
                      static_cast<float>(c.norm_eps),
-                     c.attention == "fused"};
+                     c.attention == "fused",
+                     c.loss == "fused"};
 }
 
 TaskGraph build_model(const TrainConfig& c, GraphBuilder& b, int64_t batch, bool training) {

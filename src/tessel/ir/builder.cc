@@ -138,6 +138,16 @@ ValueId GraphBuilder::cross_entropy(ValueId logits, ValueId labels, const std::s
   return op(OpKind::kCrossEntropy, {logits, labels}, std::move(a), n);
 }
 
+ValueId GraphBuilder::linear_cross_entropy(ValueId h, ValueId w, ValueId labels,
+                                           const std::string& vocab_dim,
+                                           const std::string& embed_dim, const std::string& n) {
+  Attrs a;
+  a.dim = vocab_dim;
+  a.dim2 = embed_dim;
+  return tuple_get(op(OpKind::kLinearCrossEntropy, {h, w, labels}, std::move(a), n), 0,
+                   n + ".loss");
+}
+
 ValueId GraphBuilder::silu(ValueId x, const std::string& n) {
   return op(OpKind::kSilu, {x}, {}, n);
 }

@@ -82,6 +82,14 @@ class GraphBuilder {
                     const std::string& name = "embedding");
   ValueId cross_entropy(ValueId logits, ValueId labels, const std::string& vocab_dim,
                         const std::string& name = "cross_entropy");
+  // cross_entropy(einsum(h, w over `embed_dim`), labels) as one op that never
+  // stores the logits (w holds vocab_dim and embed_dim in either order, h
+  // ends with embed_dim):
+  // the forward keeps the per-row log-sum-exp, the backward recomputes the
+  // logits chunk by chunk of rows. Returns the loss.
+  ValueId linear_cross_entropy(ValueId h, ValueId w, ValueId labels, const std::string& vocab_dim,
+                               const std::string& embed_dim,
+                               const std::string& name = "linear_cross_entropy");
 
   // The Llama family's ops. rmsnorm: x / sqrt(mean(x^2 over dim) + eps) * gamma.
   // rotary: each adjacent pair (2i, 2i+1) of `dim` (the last dim, even size)

@@ -52,6 +52,11 @@ enum class OpKind {
   kTupleGet,       // view of element attrs.offset of a tuple
   kAttention,      // (q, k, v) -> (out, lse): fused softmax(scale q.k) v; attrs in ir/attrs.h
   kAttentionGrad,  // (q, k, v, lse, dout, out) -> (dq, dk, dv), attrs as the forward
+  // (h, w, labels i32) -> (loss, lse): the mean cross-entropy of the logits
+  // h . w over attrs.dim (vocab) contracting attrs.dim2 (embed, h's last),
+  // never stored; w is (vocab, embed) or (embed, vocab); lse: h's rows
+  kLinearCrossEntropy,
+  kLinearCrossEntropyGrad,  // (h, w, labels, lse, dloss) -> (dh, dw), attrs as the forward
   // Gradient ops, produced by autodiff.
   kGeluGrad,            // (x, dy)
   kReluGrad,            // (x, dy)

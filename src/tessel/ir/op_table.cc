@@ -452,6 +452,47 @@ double attention_grad_flops(const std::vector<const Shape*>& in, const Shape& ou
   return kAttentionGradForwards * attention_flops(in, out);
 }
 
+// h (rows.., embed), w (vocab, embed), labels (rows..): checked; h's rows.
+Shape check_linear_cross_entropy(const ShapeRuleInput& in) {
+  expect_f32(in, 0, "hidden states");
+  expect_f32(in, 1, "weight");
+  expect_i32(in, 2, "labels");
+  const Shape &h = *in.shapes[0], &w = *in.shapes[1];
+  const std::string &vocab = in.attrs.dim, &embed = in.attrs.dim2;
+  if (w.rank() != 2 || !w.has(vocab) || !w.has(embed) || vocab == embed)
+    TS_THROW(where(in), ": weight ", w, " must be (", vocab, ", ", embed, ") or (", embed, ", ",
+             vocab, ")");
+  expect_last(in, h, embed);
+  if (h.size(embed) != w.size(embed))
+    TS_THROW(where(in), ": hidden states ", h, " and weight ", w, " differ in '", embed, "'");
+  const Shape rows = h.without({embed});
+  expect_same(in, *in.shapes[2], rows, "labels and hidden states without the embed dim");
+  return rows;
+}
+
+ShapeRuleOutput linear_cross_entropy_rule(const ShapeRuleInput& in) {
+  const Shape rows = check_linear_cross_entropy(in);
+  return ShapeRuleOutput({{Shape{}, DType::kF32, 0}, {rows, DType::kF32, 0}});
+}
+
+ShapeRuleOutput linear_cross_entropy_grad_rule(const ShapeRuleInput& in) {
+  const Shape rows = check_linear_cross_entropy(in);
+  expect_f32(in, 3, "log-sum-exp");
+  expect_same(in, *in.shapes[3], rows, "log-sum-exp and the rows");
+  if (in.shapes[4]->rank() != 0) TS_THROW(where(in), ": loss gradient must be a scalar");
+  return ShapeRuleOutput({{*in.shapes[0], DType::kF32, 0}, {*in.shapes[1], DType::kF32, 0}});
+}
+
+// The logits' product, h . w: 2 flops per multiply-add; the backward
+// recomputes it and makes two more of its size (dh, dw).
+double linear_cross_entropy_flops(const std::vector<const Shape*>& in, const Shape&) {
+  return 2.0 * static_cast<double>(in[0]->numel()) * static_cast<double>(in[1]->numel()) /
+         static_cast<double>((*in[0])[in[0]->rank() - 1].size);
+}
+double linear_cross_entropy_grad_flops(const std::vector<const Shape*>& in, const Shape& out) {
+  return 3 * linear_cross_entropy_flops(in, out);
+}
+
 double einsum_flops(const std::vector<const Shape*>& in, const Shape& out) {
   double n = static_cast<double>(out.numel());
   for (const Dim& d : in[0]->dims())
@@ -496,6 +537,10 @@ constexpr std::array<OpInfo, static_cast<size_t>(OpKind::kCount)> kOpTable = {{
     {OpKind::kTupleGet, "tuple_get", 1, kView, tuple_get_rule, free_op},
     {OpKind::kAttention, "attention", 3, kOwn, attention_rule, attention_flops},
     {OpKind::kAttentionGrad, "attention_grad", 6, kOwn, attention_grad_rule, attention_grad_flops},
+    {OpKind::kLinearCrossEntropy, "linear_cross_entropy", 3, kOwn, linear_cross_entropy_rule,
+     linear_cross_entropy_flops},
+    {OpKind::kLinearCrossEntropyGrad, "linear_cross_entropy_grad", 5, kOwn,
+     linear_cross_entropy_grad_rule, linear_cross_entropy_grad_flops},
     {OpKind::kGeluGrad, "gelu_grad", 2, kOwnOrFirstInput, grad_like_first, elementwise_cost<12>},
     {OpKind::kReluGrad, "relu_grad", 2, kOwnOrFirstInput, grad_like_first, per_element},
     {OpKind::kTanhGrad, "tanh_grad", 2, kOwnOrFirstInput, grad_like_first, elementwise_cost<3>},

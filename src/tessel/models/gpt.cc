@@ -4,6 +4,7 @@
 #include <string>
 
 #include "tessel/ir/model_contract.h"
+#include "tessel/models/lm_loss.h"
 
 namespace tessel {
 namespace {
@@ -98,8 +99,7 @@ GptGraph build_gpt(GraphBuilder& b, const GptConfig& c, int64_t batch, bool trai
               "mlp_residual");
   }
   ValueId h = layernorm(b, d, x, "ln_f");
-  g.logits = b.einsum(h, wte, {kBatchDim, kSeqDim, "vocab"}, "lm_head");
-  g.loss = b.cross_entropy(g.logits, g.targets, "vocab", "loss");
+  g.loss = lm_loss(b, h, wte, g.targets, c.fused_loss, g.logits);
   return g;
 }
 

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "tessel/ir/builder.h"
 
@@ -24,13 +25,16 @@ struct GptConfig {
   // Dropout on the attention probabilities (0: none), drawn alike fused and
   // unfused (ir/builder.h, attention).
   float attention_dropout = 0.0f;
+  // The LM head and loss as one linear_cross_entropy op (ir/builder.h): no
+  // stored logits, so the graph has none.
+  bool fused_loss = false;
 };
 
 struct GptGraph {
-  ValueId tokens;   // input (batch, seq) i32
-  ValueId targets;  // input (batch, seq) i32
-  ValueId logits;   // (batch, seq, vocab)
-  ValueId loss;     // scalar mean cross-entropy, nats per token
+  ValueId tokens;                 // input (batch, seq) i32
+  ValueId targets;                // input (batch, seq) i32
+  std::optional<ValueId> logits;  // (batch, seq, vocab); none with fused_loss
+  ValueId loss;                   // scalar mean cross-entropy, nats per token
 };
 
 // `training` enables dropout. seq = context.

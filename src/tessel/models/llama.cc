@@ -4,6 +4,7 @@
 #include <string>
 
 #include "tessel/ir/model_contract.h"
+#include "tessel/models/lm_loss.h"
 
 namespace tessel {
 namespace {
@@ -108,8 +109,7 @@ LlamaGraph build_llama(GraphBuilder& b, const LlamaConfig& c, int64_t batch) {
   ValueId h = rmsnorm(b, d, c, x, "norm_f");
   const float head_std = 1.0f / std::sqrt(static_cast<float>(c.d_model));
   ValueId output = b.param("output", Shape{d.embed, d.vocab}, normal(head_std));
-  g.logits = b.einsum(h, output, {kBatchDim, kSeqDim, "vocab"}, "lm_head");
-  g.loss = b.cross_entropy(g.logits, g.targets, "vocab", "loss");
+  g.loss = lm_loss(b, h, output, g.targets, c.fused_loss, g.logits);
   return g;
 }
 

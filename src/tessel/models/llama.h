@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "tessel/ir/builder.h"
 
@@ -35,6 +36,7 @@ struct LlamaConfig {
   int64_t multiple_of = 256;
   float norm_eps = 1e-5f;
   bool fused_attention = true;  // the `attention` op; else einsum, softmax, einsum
+  bool fused_loss = false;      // linear_cross_entropy: no stored logits (GptConfig)
 };
 
 // Llama's SwiGLU hidden size: 2/3 of 4 d_model, times ffn_dim_multiplier
@@ -43,10 +45,10 @@ struct LlamaConfig {
 int64_t llama_hidden_size(const LlamaConfig& config);
 
 struct LlamaGraph {
-  ValueId tokens;   // input (batch, seq) i32
-  ValueId targets;  // input (batch, seq) i32
-  ValueId logits;   // (batch, seq, vocab)
-  ValueId loss;     // scalar mean cross-entropy, nats per token
+  ValueId tokens;                 // input (batch, seq) i32
+  ValueId targets;                // input (batch, seq) i32
+  std::optional<ValueId> logits;  // (batch, seq, vocab); none with fused_loss
+  ValueId loss;                   // scalar mean cross-entropy, nats per token
 };
 
 // seq = context.

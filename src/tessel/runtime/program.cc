@@ -326,12 +326,13 @@ void Program::request_instruction_buffers() {
     }
     const kernels::EinsumPlan* einsum =
         ins.einsum_plan >= 0 ? &einsum_plans_[ins.einsum_plan] : nullptr;
-    const size_t scratch = ins.einsum_bf16 >= 0 ? einsum_bf16_[ins.einsum_bf16].scratch_bytes()
-                           : bf16_gather        ? backend_->bf16_all_gather_scratch_bytes(
-                                                      g, node, stored_bf16_[alias_root_[node.inputs[0]]])
-                           : ins.bf16_sum
-                               ? backend_->bf16_sum_scratch_bytes(g, node)
-                               : backend_->scratch_bytes(g, node, einsum, options_.threads);
+    const size_t scratch =
+        ins.einsum_bf16 >= 0 ? einsum_bf16_[ins.einsum_bf16].scratch_bytes()
+        : bf16_gather        ? backend_->bf16_all_gather_scratch_bytes(
+                                   g, node, stored_bf16_[alias_root_[node.inputs[0]]])
+        : ins.bf16_sum ? backend_->bf16_sum_scratch_bytes(g, node)
+                       : backend_->scratch_bytes(g, node, einsum, options_.threads,
+                                                 options_.bf16 && !options_.reference_kernels);
     if (scratch == 0) continue;
     ins.scratch = static_cast<int>(requests_.size());
     requests_.push_back({scratch, static_cast<int>(i), static_cast<int>(i)});

@@ -143,14 +143,4 @@ double ring_attention_bytes_sent(const Graph& graph, const Node& local) {
   return ring_balance_bytes_sent(graph, local) + ring;
 }
 
-Sharding tuple_element_sharding(const Node& tuple, const Sharding& s, int index) {
-  if (!is_attention_op(tuple.kind)) return s;
-  const Shape& element = tuple.elements.at(index).shape;
-  Sharding out = s;
-  for (int a = 0; a < s.axis_count(); ++a)
-    if (s[a].is_split() && !element.has(s[a].dim) && s[a].dim == query_dim_of(tuple))
-      out = out.with(a, Placement::split(key_dim_of(tuple)));
-  return out;
-}
-
 }  // namespace tessel

@@ -17,7 +17,7 @@
 //   balanced: rank r of n computes halves r and 2n-1-r of the sequence's 2n
 //   (the layout gives it 2r, 2r+1), so the dims must cut into 2n halves.
 // Elements of the tuple that lack the query dim (dk, dv) are split on the
-// key dim instead (tuple_element_sharding).
+// key dim instead (tuple_element_sharding, sharding/signature.h).
 #pragma once
 
 #include <string>
@@ -58,9 +58,5 @@ int ring_halves_moved(int rank, int ranks);  // of its 2 halves, those another r
 // backward k, v, dk, dv n - 1 times, dk, dv once more).
 double ring_balance_bytes_sent(const Graph& graph, const Node& local);
 double ring_attention_bytes_sent(const Graph& graph, const Node& local);
-
-// The sharding of element `index` of attention tuple `tuple` placed as `s`:
-// a split query dim that the element lacks is its key dim (dk, dv).
-Sharding tuple_element_sharding(const Node& tuple, const Sharding& s, int index);
 
 }  // namespace tessel

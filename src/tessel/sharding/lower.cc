@@ -306,10 +306,15 @@ class Lowering {
         vocab_shard(produced, node.shape, node.attrs.dim, a);
         break;
       case OpKind::kCrossEntropy:
-      case OpKind::kCrossEntropyGrad: {
-        const Shape& labels = global_.node(node.inputs[1]).shape;
-        if (!(need[1].local_shape(labels, mesh_) == labels)) a.total = labels.numel();
-        vocab_shard(need[0], global_.node(node.inputs[0]).shape, node.attrs.dim, a);
+      case OpKind::kCrossEntropyGrad:
+      case OpKind::kLinearCrossEntropy:
+      case OpKind::kLinearCrossEntropyGrad: {
+        // Logits (or the weight making them) and labels: inputs 0 and 1, or 1 and 2.
+        const int first =
+            node.kind == OpKind::kCrossEntropy || node.kind == OpKind::kCrossEntropyGrad ? 0 : 1;
+        const Shape& labels = global_.node(node.inputs[first + 1]).shape;
+        if (!(need[first + 1].local_shape(labels, mesh_) == labels)) a.total = labels.numel();
+        vocab_shard(need[first], global_.node(node.inputs[first]).shape, node.attrs.dim, a);
         break;
       }
       default:

@@ -11,16 +11,17 @@ namespace tessel {
 namespace {
 
 enum class Family {
-  kLeaf,           // input, param: placed by the layout
-  kFill,           // constant: produced in any placement directly
-  kDimwise,        // dims flow by name from inputs to output
-  kRename,         // a dim changes name on the way
-  kEmbedding,      // (table, ids)
-  kEmbeddingGrad,  // (ids, dy) -> table
-  kCrossEntropy,   // (logits, labels[, dloss])
-  kCollective,     // only in local graphs
-  kTupleGet,       // placed as its tuple is, by the lowering
-  kAttention,      // (q, k, v[, lse, dout]) -> tuple: rows split, sequences whole
+  kLeaf,                // input, param: placed by the layout
+  kFill,                // constant: produced in any placement directly
+  kDimwise,             // dims flow by name from inputs to output
+  kRename,              // a dim changes name on the way
+  kEmbedding,           // (table, ids)
+  kEmbeddingGrad,       // (ids, dy) -> table
+  kCrossEntropy,        // (logits, labels[, dloss])
+  kCollective,          // only in local graphs
+  kTupleGet,            // placed as its tuple is, by the lowering
+  kAttention,           // (q, k, v[, lse, dout]) -> tuple: rows split, sequences whole
+  kLinearCrossEntropy,  // (h, w, labels[, lse, dloss]) -> tuple: rows or the vocab split
 };
 
 enum class Pins {
@@ -71,6 +72,8 @@ constexpr std::array<Rule, static_cast<size_t>(OpKind::kCount)> kRules = {{
     {OpKind::kTupleGet, Family::kTupleGet, Pins::kNone, false},
     {OpKind::kAttention, Family::kAttention, Pins::kNone, false},
     {OpKind::kAttentionGrad, Family::kAttention, Pins::kNone, false},
+    {OpKind::kLinearCrossEntropy, Family::kLinearCrossEntropy, Pins::kNone, false},
+    {OpKind::kLinearCrossEntropyGrad, Family::kLinearCrossEntropy, Pins::kNone, false},
     {OpKind::kGeluGrad, Family::kDimwise, Pins::kNone, false},
     {OpKind::kReluGrad, Family::kDimwise, Pins::kNone, false},
     {OpKind::kTanhGrad, Family::kDimwise, Pins::kNone, false},
@@ -277,7 +280,48 @@ void add_attention(const OpView& op, std::vector<AxisSignature>& result) {
   }
 }
 
+// (h, w, labels[, lse, dloss]) -> tuple. A row dim (the labels') split on
+// h, the labels and the log-sum-exp; or the vocab split on w, the kernel
+// reducing each row's max and sum of exponentials across the axis. How each
+// element is placed: tuple_element_sharding (sharding/context_parallel.h).
+// The embed dim is not split: the logits would be partial sums.
+void add_linear_cross_entropy(const OpView& op, std::vector<AxisSignature>& result) {
+  const Shape &h = *op.in[0], &w = *op.in[1], &labels = *op.in[2];
+  const bool is_grad = op.node.inputs.size() == 5;
+  for (const Dim& d : labels.dims()) {
+    if (!op.usable(d.name, {&labels, &h})) continue;
+    const Placement s = Placement::split(d.name), b = Placement::broadcast();
+    AxisSignature sig{d.name, {s, b, s}, s};
+    if (is_grad) sig.inputs.insert(sig.inputs.end(), {s, b});
+    result.push_back(sig);
+  }
+  const std::string& vocab = op.node.attrs.dim;
+  if (op.usable(vocab, {&w})) {
+    const Placement b = Placement::broadcast();
+    AxisSignature sig{vocab, {b, Placement::split(vocab), b}, Placement::split(vocab)};
+    if (is_grad) sig.inputs.insert(sig.inputs.end(), {b, b});
+    result.push_back(sig);
+  }
+}
+
 }  // namespace
+
+Sharding tuple_element_sharding(const Node& tuple, const Sharding& s, int index) {
+  const bool attention = tuple.kind == OpKind::kAttention || tuple.kind == OpKind::kAttentionGrad;
+  const bool loss = tuple.kind == OpKind::kLinearCrossEntropy;
+  if (!attention && !loss && tuple.kind != OpKind::kLinearCrossEntropyGrad) return s;
+  const Shape& element = tuple.elements.at(index).shape;
+  Sharding out = s;
+  for (int a = 0; a < s.axis_count(); ++a) {
+    if (!s[a].is_split() || element.has(s[a].dim)) continue;
+    if (attention && s[a].dim == attention_dims(tuple.attrs)[0])
+      out = out.with(a, Placement::split(attention_dims(tuple.attrs)[1]));
+    else if (!attention)
+      out = out.with(a, loss && s[a].dim == tuple.attrs.dim ? Placement::broadcast()
+                                                            : Placement::partial_sum());
+  }
+  return out;
+}
 
 bool passes_partial(OpKind kind) { return kRules.at(static_cast<size_t>(kind)).linear; }
 
@@ -321,6 +365,9 @@ std::vector<AxisSignature> candidates(const Graph& graph, const Node& node, int 
       break;
     case Family::kCrossEntropy:
       add_cross_entropy(op, result);
+      break;
+    case Family::kLinearCrossEntropy:
+      add_linear_cross_entropy(op, result);
       break;
   }
   return result;

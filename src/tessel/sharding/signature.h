@@ -28,6 +28,14 @@ struct AxisSignature {
 // True for linear ops (sums, scaling, views): partial inputs, partial output.
 bool passes_partial(OpKind kind);
 
+// The sharding of element `index` of tuple `tuple` (ir/tuple.h) placed as
+// `s`, per axis where the element lacks the split dim:
+// - attention: a split query dim is its key dim (dk, dv; ring attention);
+// - linear_cross_entropy: a split row dim leaves the loss and dw partial
+//   sums; a split vocab leaves the loss and log-sum-exp whole (the kernel
+//   reduced them across the axis) and dh a partial sum.
+Sharding tuple_element_sharding(const Node& tuple, const Sharding& s, int index);
+
 // Signatures `node` accepts on one axis of size `axis_size`; dims in `taken`
 // are already split on another axis for this node and are not offered.
 std::vector<AxisSignature> candidates(const Graph& graph, const Node& node, int axis_size,

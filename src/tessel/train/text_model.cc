@@ -45,8 +45,11 @@ TextModel::TextModel(const std::string& checkpoint_dir)
 TextModel::Compiled TextModel::compile(int64_t batch) {
   Graph graph;
   GraphBuilder b(graph);
-  // Through the registry, so text models registered elsewhere (Python) sample too.
-  TaskGraph g = build_model(info_.config, b, batch, /*training=*/false);  // no dropout
+  // Through the registry, so text models registered elsewhere (Python) sample
+  // too; with the loss unfused, which has logits to sample from.
+  TrainConfig config = info_.config;
+  config.loss = "unfused";
+  TaskGraph g = build_model(config, b, batch, /*training=*/false);  // no dropout
   TS_CHECK(g.logits, "model '", info_.config.model, "' has no logits to sample from");
   Compiled c;
   c.program = std::make_unique<Program>(graph, std::vector<ValueId>{*g.logits, g.loss});

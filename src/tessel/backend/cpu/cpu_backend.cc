@@ -74,8 +74,9 @@ void CpuBackend::close_access() {
 void CpuBackend::execute(const OpCall& call) { execute_cpu_kernel(call); }
 
 size_t CpuBackend::scratch_bytes(const Graph& graph, const Node& node,
-                                 const kernels::EinsumPlan* einsum, int threads) const {
-  return cpu_scratch_bytes(graph, node, einsum, threads);
+                                 const kernels::EinsumPlan* einsum, int threads,
+                                 bool bf16_operands) const {
+  return cpu_scratch_bytes(graph, node, einsum, threads, bf16_operands);
 }
 
 size_t CpuBackend::bf16_all_gather_scratch_bytes(const Graph& graph, const Node& node,

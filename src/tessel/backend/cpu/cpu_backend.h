@@ -24,7 +24,7 @@ class CpuBackend : public Backend {
 
   void execute(const OpCall& call) override;
   size_t scratch_bytes(const Graph& graph, const Node& node, const kernels::EinsumPlan* einsum,
-                       int threads) const override;
+                       int threads, bool bf16_operands) const override;
   size_t bf16_all_gather_scratch_bytes(const Graph& graph, const Node& node,
                                        bool in_bf16) const override;
   size_t bf16_sum_scratch_bytes(const Graph& graph, const Node& node) const override;

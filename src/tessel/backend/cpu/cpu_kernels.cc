@@ -6,6 +6,7 @@
 
 #include "tessel/backend/cpu/attention_op.h"
 #include "tessel/backend/cpu/dropout_op.h"
+#include "tessel/backend/cpu/linear_cross_entropy_op.h"
 #include "tessel/backend/cpu/sharded_ops.h"
 #include "tessel/base/around.h"
 #include "tessel/base/error.h"
@@ -334,6 +335,8 @@ CpuKernelTable make_table() {
   set(OpKind::kRotaryGrad, rotary);
   set(OpKind::kAttention, execute_attention);
   set(OpKind::kAttentionGrad, execute_attention_grad);
+  set(OpKind::kLinearCrossEntropy, execute_linear_cross_entropy);
+  set(OpKind::kLinearCrossEntropyGrad, execute_linear_cross_entropy_grad);
   for (OpKind kind : {OpKind::kShardSlice, OpKind::kAllGather, OpKind::kReduceScatter,
                       OpKind::kAllReduce, OpKind::kAllToAll, OpKind::kZeroUnlessRoot})
     set(kind, sharded);
@@ -386,7 +389,7 @@ void execute_cpu_kernel(const OpCall& call) {
 }
 
 size_t cpu_scratch_bytes(const Graph& graph, const Node& node, const kernels::EinsumPlan* einsum,
-                         int threads) {
+                         int threads, bool bf16_operands) {
   if (is_sharded_op(node)) return sharded_scratch_bytes(graph, node);
   switch (node.kind) {
     case OpKind::kEinsum:
@@ -398,6 +401,9 @@ size_t cpu_scratch_bytes(const Graph& graph, const Node& node, const kernels::Ei
       return static_cast<size_t>(kernels::rotary_table_floats(rotary_view(node))) * sizeof(float);
     case OpKind::kAttentionGrad:
       return attention_grad_scratch_bytes(graph, node, threads);
+    case OpKind::kLinearCrossEntropy:
+    case OpKind::kLinearCrossEntropyGrad:
+      return linear_cross_entropy_scratch_bytes(graph, node, bf16_operands);
     default:
       return 0;
   }

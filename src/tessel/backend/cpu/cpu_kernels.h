@@ -26,7 +26,7 @@ const CpuKernelTable& cpu_kernel_table();
 // or the table's entry for its kind.
 void execute_cpu_kernel(const OpCall& call);
 size_t cpu_scratch_bytes(const Graph& graph, const Node& node, const kernels::EinsumPlan* einsum,
-                         int threads);
+                         int threads, bool bf16_operands);
 bool cpu_writes_bf16_itself(const Node& node);
 
 // The flat per-dim arrays both kernel tables (this one and the CUDA one,

@@ -131,7 +131,8 @@ void CudaBackend::execute(const OpCall& call) {
 }
 
 size_t CudaBackend::scratch_bytes(const Graph& graph, const Node& node,
-                                  const kernels::EinsumPlan* einsum, int /*threads*/) const {
+                                  const kernels::EinsumPlan* einsum, int /*threads*/,
+                                  bool /*bf16_operands*/) const {
   return cuda_scratch_bytes(graph, node, einsum);
 }
 

@@ -53,7 +53,9 @@ inline const std::set<OpKind>& cuda_kernels_not_written_yet() {
                                          OpKind::kRmsNormGradGamma,
                                          OpKind::kRotaryGrad,
                                          OpKind::kAttention,
-                                         OpKind::kAttentionGrad};
+                                         OpKind::kAttentionGrad,
+                                         OpKind::kLinearCrossEntropy,
+                                         OpKind::kLinearCrossEntropyGrad};
   return kinds;
 }
 

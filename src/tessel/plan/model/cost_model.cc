@@ -27,14 +27,34 @@ double einsum_seconds(const HardwareModel& hw, const Graph& g, const Program::In
           (copies > 0 ? hw.memory_seconds(copies, options.threads) : 0.0));
 }
 
+// The fused loss (kernels/linear_cross_entropy.h) is GEMMs: the logits'
+// product, and in the backward that product again, dh's and dw's; its row
+// work is priced as the cross-entropy kernel's over the logits it forms.
+double linear_cross_entropy_seconds(const HardwareModel& hw, const Graph& g, const Node& n,
+                                    const CostOptions& options) {
+  const Shape& h = g.node(n.inputs[0]).shape;
+  const int64_t embed = h.size(n.attrs.dim2), rows = h.numel() / embed;
+  const int64_t vocab = g.node(n.inputs[1]).shape.size(n.attrs.dim);
+  const bool grad = n.kind == OpKind::kLinearCrossEntropyGrad;
+  const double logits_bytes = 4.0 * static_cast<double>(rows) * static_cast<double>(vocab);
+  return (grad ? 3 : 1) *
+             hw.gemm_seconds(1, rows, vocab, embed, options.precision, options.threads) +
+         hw.kernel_seconds(op_name(grad ? OpKind::kCrossEntropyGrad : OpKind::kCrossEntropy),
+                           (grad ? 2 : 1) * logits_bytes, 0, options.precision, options.threads);
+}
+
 double instruction_seconds(const HardwareModel& hw, const Graph& g,
                            const Program::InstructionInfo& ins, const CostOptions& options) {
   const ValueId id = ins.node;
-  const double t =
-      ins.einsum ? einsum_seconds(hw, g, ins, options)
-                 : hw.kernel_seconds(op_name(g.node(id).kind), instruction_bytes(g, id),
-                                     kernel_work_flops(g, id), options.precision, options.threads) +
-                       hw.draw_seconds(kernel_work_draws(g, id), options.threads);
+  const Node& n = g.node(id);
+  const bool fused_loss =
+      n.kind == OpKind::kLinearCrossEntropy || n.kind == OpKind::kLinearCrossEntropyGrad;
+  const double t = ins.einsum   ? einsum_seconds(hw, g, ins, options)
+                   : fused_loss ? linear_cross_entropy_seconds(hw, g, n, options)
+                                : hw.kernel_seconds(op_name(n.kind), instruction_bytes(g, id),
+                                                    kernel_work_flops(g, id), options.precision,
+                                                    options.threads) +
+                                      hw.draw_seconds(kernel_work_draws(g, id), options.threads);
   return std::max(hw.launch_seconds(), t);
 }
 
