@@ -83,6 +83,15 @@ struct Heartbeat::Slot {
 
 namespace {
 size_t host_offset() { return offsetof(Heartbeat::Slot, host); }
+
+// A new slot's owner fields: this process on this host, alive and running now.
+void claim(Heartbeat::Slot* slot) {
+  slot->since_s.store(Heartbeat::now_s());
+  slot->alive_s.store(Heartbeat::now_s());
+  slot->pid.store(static_cast<int32_t>(getpid()));
+  const std::string host = host_name();
+  std::memcpy(slot->host, host.data(), std::min(host.size(), kHostBytes - 1));
+}
 }  // namespace
 
 double Heartbeat::now_s() {
@@ -115,11 +124,7 @@ std::unique_ptr<Heartbeat> Heartbeat::create(const std::string& job, int rank, M
   if (fd < 0) return nullptr;
   if (mode == Mode::kShared) {  // the slot in memory, the file written at every beat
     Slot* slot = new Slot();
-    slot->since_s.store(now_s());
-    slot->alive_s.store(now_s());
-    slot->pid.store(static_cast<int32_t>(getpid()));
-    const std::string host = host_name();
-    std::memcpy(slot->host, host.data(), std::min(host.size(), kHostBytes - 1));
+    claim(slot);
     std::unique_ptr<Heartbeat> hb(new Heartbeat(job, std::move(path), slot, mode, fd));
     hb->beat();
     return hb;
@@ -136,11 +141,7 @@ std::unique_ptr<Heartbeat> Heartbeat::create(const std::string& job, int rank, M
     return nullptr;
   }
   Slot* slot = new (mem) Slot;  // zero-filled by ftruncate
-  slot->since_s.store(now_s());
-  slot->alive_s.store(now_s());
-  slot->pid.store(static_cast<int32_t>(getpid()));
-  const std::string host = host_name();
-  std::memcpy(slot->host, host.data(), std::min(host.size(), kHostBytes - 1));
+  claim(slot);
   return std::unique_ptr<Heartbeat>(new Heartbeat(job, std::move(path), slot, mode, -1));
 }
 
@@ -162,6 +163,11 @@ void set_label(char* dst, const std::string& what) {
   size_t n = std::min(what.size(), kLabelBytes - 1);
   std::memcpy(dst, what.data(), n);
   dst[n] = '\0';
+}
+
+// The slot's label, up to its last byte (a reader may see it mid-update).
+std::string label_of(const Heartbeat::Slot& s) {
+  return {s.what, strnlen(s.what, kLabelBytes - 1)};
 }
 }  // namespace
 
@@ -227,10 +233,7 @@ Heartbeat::View Heartbeat::read(int rank) const {
     view.seq = seq;
     view.state_age_s = now - seen.state_since;
     view.alive_age_s = now - seen.beats_since;
-    char label[kLabelBytes];
-    std::memcpy(label, s->what, kLabelBytes);
-    label[kLabelBytes - 1] = '\0';
-    view.what = label;
+    view.what = label_of(*s);
     return view;
   }
   struct stat st {};
@@ -248,10 +251,7 @@ Heartbeat::View Heartbeat::read(int rank) const {
   view.seq = s->seq.load(std::memory_order_relaxed);
   view.state_age_s = now - s->since_s.load(std::memory_order_relaxed);
   view.alive_age_s = now - s->alive_s.load(std::memory_order_relaxed);
-  char label[kLabelBytes];
-  std::memcpy(label, s->what, kLabelBytes);
-  label[kLabelBytes - 1] = '\0';
-  view.what = label;
+  view.what = label_of(*s);
   munmap(mem, sizeof(Slot));
   return view;
 }
