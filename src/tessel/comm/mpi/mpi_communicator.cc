@@ -62,6 +62,13 @@ class MpiRequest : public CommRequest {
 
 }  // namespace
 
+template <class Call>
+void MpiCommunicator::watched(const char* collective, const char* label, const std::string& op,
+                              int64_t n, Call call) const {
+  WatchScope watch(collective, name_, op, n);
+  check_mpi(call(), label, name_, op, n);
+}
+
 MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string name)
     : comm_(comm), name_(std::move(name)) {
   if (comm_ == MPI_COMM_NULL) TS_THROW("MpiCommunicator '", name_, "': MPI_COMM_NULL given");
@@ -98,11 +105,8 @@ int MpiCommunicator::checked_count(const char* collective, int64_t n, int64_t bl
 void MpiCommunicator::all_reduce(float* data, int64_t n, ReduceKind kind, const std::string& op) {
   int c = checked_count("all_reduce", n, 1, op, data, data);
   MPI_Op mpi_op = kind == ReduceKind::kSum ? MPI_SUM : MPI_MAX;
-  {
-    WatchScope watch("all_reduce", name_, op, n);
-    check_mpi(MPI_Allreduce(MPI_IN_PLACE, data, c, MPI_FLOAT, mpi_op, comm_), "all_reduce", name_,
-              op, n);
-  }
+  watched("all_reduce", "all_reduce", op, n,
+          [&] { return MPI_Allreduce(MPI_IN_PLACE, data, c, MPI_FLOAT, mpi_op, comm_); });
   count("all_reduce", n * 4);
 }
 
@@ -118,42 +122,31 @@ std::unique_ptr<CommRequest> MpiCommunicator::start_all_reduce(float* data, int6
 
 void MpiCommunicator::all_gather(const float* in, float* out, int64_t n, const std::string& op) {
   int c = checked_count("all_gather", n, size_, op, in, out);
-  {
-    WatchScope watch("all_gather", name_, op, n);
-    check_mpi(MPI_Allgather(in, c, MPI_FLOAT, out, c, MPI_FLOAT, comm_), "all_gather", name_, op,
-              n);
-  }
+  watched("all_gather", "all_gather", op, n,
+          [&] { return MPI_Allgather(in, c, MPI_FLOAT, out, c, MPI_FLOAT, comm_); });
   count("all_gather", n * 4);
 }
 
 void MpiCommunicator::reduce_scatter(const float* in, float* out, int64_t n,
                                      const std::string& op) {
   int c = checked_count("reduce_scatter", n, size_, op, in, out);
-  {
-    WatchScope watch("reduce_scatter", name_, op, n);
-    check_mpi(MPI_Reduce_scatter_block(in, out, c, MPI_FLOAT, MPI_SUM, comm_), "reduce_scatter",
-              name_, op, n);
-  }
+  watched("reduce_scatter", "reduce_scatter", op, n,
+          [&] { return MPI_Reduce_scatter_block(in, out, c, MPI_FLOAT, MPI_SUM, comm_); });
   count("reduce_scatter", int64_t{size_} * n * 4);
 }
 
 void MpiCommunicator::all_to_all(const float* in, float* out, int64_t n, const std::string& op) {
   int c = checked_count("all_to_all", n, size_, op, in, out);
-  {
-    WatchScope watch("all_to_all", name_, op, n);
-    check_mpi(MPI_Alltoall(in, c, MPI_FLOAT, out, c, MPI_FLOAT, comm_), "all_to_all", name_, op, n);
-  }
+  watched("all_to_all", "all_to_all", op, n,
+          [&] { return MPI_Alltoall(in, c, MPI_FLOAT, out, c, MPI_FLOAT, comm_); });
   count("all_to_all", int64_t{size_} * n * 4);
 }
 
 void MpiCommunicator::all_gather_bf16(const uint16_t* in, uint16_t* out, int64_t n,
                                       const std::string& op) {
   int c = checked_count("all_gather", n, size_, op, in, out);
-  {
-    WatchScope watch("all_gather", name_, op, n);
-    check_mpi(MPI_Allgather(in, c, MPI_UINT16_T, out, c, MPI_UINT16_T, comm_), "all_gather", name_,
-              op, n);
-  }
+  watched("all_gather", "all_gather", op, n,
+          [&] { return MPI_Allgather(in, c, MPI_UINT16_T, out, c, MPI_UINT16_T, comm_); });
   count("all_gather", n * 2);
 }
 
@@ -171,12 +164,10 @@ void MpiCommunicator::all_reduce_bf16(float* data, int64_t n, void* work, const 
     recv_displs[r] = static_cast<int>(r * mine);
   }
   round_to_bf16(data, values, n);
-  {
-    WatchScope watch("all_reduce", name_, op, n);
-    check_mpi(MPI_Alltoallv(values, send_counts.data(), send_displs.data(), MPI_UINT16_T, chunks,
-                            recv_counts.data(), recv_displs.data(), MPI_UINT16_T, comm_),
-              "all_reduce (bf16: MPI_Alltoallv)", name_, op, n);
-  }
+  watched("all_reduce", "all_reduce (bf16: MPI_Alltoallv)", op, n, [&] {
+    return MPI_Alltoallv(values, send_counts.data(), send_displs.data(), MPI_UINT16_T, chunks,
+                         recv_counts.data(), recv_displs.data(), MPI_UINT16_T, comm_);
+  });
   uint16_t* sums = values + send_displs[rank_];
 #pragma omp parallel for schedule(static) if (mine >= (1 << 15))
   for (int64_t i = 0; i < mine; ++i) {
@@ -184,12 +175,10 @@ void MpiCommunicator::all_reduce_bf16(float* data, int64_t n, void* work, const 
     for (int r = 0; r < p; ++r) acc += bf16_bits_to_f32(chunks[r * mine + i]);
     sums[i] = f32_to_bf16_bits(acc);
   }
-  {
-    WatchScope watch("all_reduce", name_, op, n);
-    check_mpi(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, values, send_counts.data(),
-                             send_displs.data(), MPI_UINT16_T, comm_),
-              "all_reduce (bf16: MPI_Allgatherv)", name_, op, n);
-  }
+  watched("all_reduce", "all_reduce (bf16: MPI_Allgatherv)", op, n, [&] {
+    return MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, values, send_counts.data(),
+                          send_displs.data(), MPI_UINT16_T, comm_);
+  });
   widen_bf16(values, data, n);
   count("all_reduce", n * 2);
 }
@@ -203,11 +192,8 @@ void MpiCommunicator::reduce_scatter_bf16(const float* in, float* out, int64_t n
   uint16_t* values = static_cast<uint16_t*>(work);  // p * n: my rounded values, rank-major
   uint16_t* blocks = values + int64_t{p} * n;       // p * n: every rank's values of my block
   round_to_bf16(in, values, int64_t{p} * n);
-  {
-    WatchScope watch("reduce_scatter", name_, op, n);
-    check_mpi(MPI_Alltoall(values, c, MPI_UINT16_T, blocks, c, MPI_UINT16_T, comm_),
-              "reduce_scatter (bf16: MPI_Alltoall)", name_, op, n);
-  }
+  watched("reduce_scatter", "reduce_scatter (bf16: MPI_Alltoall)", op, n,
+          [&] { return MPI_Alltoall(values, c, MPI_UINT16_T, blocks, c, MPI_UINT16_T, comm_); });
 #pragma omp parallel for schedule(static) if (n >= (1 << 15))
   for (int64_t i = 0; i < n; ++i) {
     float acc = 0.0f;
@@ -236,11 +222,8 @@ void MpiCommunicator::recv(float* data, int64_t n, int peer, int tag, const std:
     TS_THROW("recv on group '", name_, "' (op '", op, "'): peer ", peer, " is not in 0..",
              size_ - 1);
   MPI_Status status;
-  {
-    WatchScope watch("recv", name_, op, n);
-    check_mpi(MPI_Recv(data, c, MPI_FLOAT, peer, tag, comm_, &status), "recv (MPI_Recv)", name_, op,
-              n);
-  }
+  watched("recv", "recv (MPI_Recv)", op, n,
+          [&] { return MPI_Recv(data, c, MPI_FLOAT, peer, tag, comm_, &status); });
   int got = 0;
   MPI_Get_count(&status, MPI_FLOAT, &got);
   if (got != c)

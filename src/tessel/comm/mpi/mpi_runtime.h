@@ -144,6 +144,11 @@ class MpiCommunicator : public Communicator {
   // rank throws alike and a bad argument cannot hang the group.
   int checked_count(const char* collective, int64_t n, int64_t blocks, const std::string& op,
                     const void* in, const void* out) const;
+  // Runs the blocking MPI call `call` under a WatchScope (`collective`) and
+  // checks its code (check_mpi, naming `label`).
+  template <class Call>
+  void watched(const char* collective, const char* label, const std::string& op, int64_t n,
+               Call call) const;
 
   MPI_Comm comm_;
   std::string name_;
