@@ -16,6 +16,8 @@
 #include <memory>
 #include <string>
 
+#include "tessel/base/error.h"
+
 namespace tessel {
 
 enum class ReduceKind { kSum, kMax };
@@ -100,6 +102,18 @@ class Communicator {
   void reset_stats() { stats_.clear(); }
 
  protected:
+  // Throws unless n >= 0 and, for n > 0, both buffers are non-null; before
+  // any transfer, so every rank throws alike.
+  void check_buffers(const char* collective, int64_t n, const std::string& op, const void* in,
+                     const void* out) const {
+    if (n < 0)
+      TS_THROW(collective, " on group '", name(), "' (op '", op, "'): element count ", n,
+               " is negative");
+    if (n > 0 && (in == nullptr || out == nullptr))
+      TS_THROW(collective, " on group '", name(), "' (op '", op, "'): null buffer for ", n,
+               " elements");
+  }
+
   void count(const char* collective, int64_t bytes) {
     CollectiveCount& c = stats_[name()][collective];
     ++c.calls;

@@ -29,45 +29,45 @@ class SelfCommunicator : public Communicator {
   int size() const override { return 1; }
 
   void all_reduce(float* data, int64_t n, ReduceKind kind, const std::string& op) override {
-    check_count("all_reduce", n, op, data, data);
+    check_buffers("all_reduce", n, op, data, data);
     count("all_reduce", n * 4);
   }
 
   std::unique_ptr<CommRequest> start_all_reduce(float* data, int64_t n,
                                                 const std::string& op) override {
-    check_count("all_reduce", n, op, data, data);
+    check_buffers("all_reduce", n, op, data, data);
     count("all_reduce", n * 4);
     return std::make_unique<DoneRequest>();
   }
 
   void all_gather(const float* in, float* out, int64_t n, const std::string& op) override {
-    check_count("all_gather", n, op, in, out);
+    check_buffers("all_gather", n, op, in, out);
     copy(in, out, n);
     count("all_gather", n * 4);
   }
 
   void reduce_scatter(const float* in, float* out, int64_t n, const std::string& op) override {
-    check_count("reduce_scatter", n, op, in, out);
+    check_buffers("reduce_scatter", n, op, in, out);
     copy(in, out, n);
     count("reduce_scatter", n * 4);
   }
 
   void all_to_all(const float* in, float* out, int64_t n, const std::string& op) override {
-    check_count("all_to_all", n, op, in, out);
+    check_buffers("all_to_all", n, op, in, out);
     copy(in, out, n);
     count("all_to_all", n * 4);
   }
 
   void all_gather_bf16(const uint16_t* in, uint16_t* out, int64_t n,
                        const std::string& op) override {
-    check_count("all_gather", n, op, in, out);
+    check_buffers("all_gather", n, op, in, out);
     if (n > 0 && in != out) std::memmove(out, in, static_cast<size_t>(n) * sizeof(uint16_t));
     count("all_gather", n * 2);
   }
 
   // One contribution: rounded to bf16 once, as a group of many would.
   void all_reduce_bf16(float* data, int64_t n, void* work, const std::string& op) override {
-    check_count("all_reduce", n, op, data, work);
+    check_buffers("all_reduce", n, op, data, work);
     round_bf16_in_f32(data, data, n);
     count("all_reduce", n * 2);
   }
@@ -75,7 +75,7 @@ class SelfCommunicator : public Communicator {
   // One contribution: rounded to bf16 once (summing one value adds nothing).
   void reduce_scatter_bf16(const float* in, float* out, int64_t n, void* work,
                            const std::string& op) override {
-    check_count("reduce_scatter", n, op, in, out);
+    check_buffers("reduce_scatter", n, op, in, out);
     round_bf16_in_f32(in, out, n);
     count("reduce_scatter", n * 2);
   }
@@ -83,7 +83,7 @@ class SelfCommunicator : public Communicator {
   // Sending to oneself queues the message until the matching recv.
   std::unique_ptr<CommRequest> start_send(const float* data, int64_t n, int peer, int tag,
                                           const std::string& op) override {
-    check_count("send", n, op, data, data);
+    check_buffers("send", n, op, data, data);
     check_peer("send", peer, op);
     mailbox_[tag].emplace_back(data, data + n);
     count("send", n * 4);
@@ -91,7 +91,7 @@ class SelfCommunicator : public Communicator {
   }
 
   void recv(float* data, int64_t n, int peer, int tag, const std::string& op) override {
-    check_count("recv", n, op, data, data);
+    check_buffers("recv", n, op, data, data);
     check_peer("recv", peer, op);
     auto it = mailbox_.find(tag);
     if (it == mailbox_.end() || it->second.empty())
@@ -111,18 +111,6 @@ class SelfCommunicator : public Communicator {
     if (peer != 0)
       TS_THROW(what, " on group '", name_, "' (op '", op, "'): peer ", peer,
                " is not in a group of one");
-  }
-
-  void check_count(const char* collective, int64_t n, const std::string& op, const void* in,
-                   const void* out) const {
-    if (n < 0) {
-      TS_THROW(collective, " on group '", name_, "' (op '", op, "'): element count ", n,
-               " is negative");
-    }
-    if (n > 0 && (in == nullptr || out == nullptr)) {
-      TS_THROW(collective, " on group '", name_, "' (op '", op, "'): null buffer for ", n,
-               " elements");
-    }
   }
 
   static void copy(const float* in, float* out, int64_t n) {

@@ -86,19 +86,12 @@ MpiCommunicator::~MpiCommunicator() {
 
 int MpiCommunicator::checked_count(const char* collective, int64_t n, int64_t blocks,
                                    const std::string& op, const void* in, const void* out) const {
-  if (n < 0) {
-    TS_THROW(collective, " on group '", name_, "' (op '", op, "'): element count ", n,
-             " is negative");
-  }
-  if (n > INT_MAX / blocks) {
+  if (n > INT_MAX / blocks) {  // a negative n is check_buffers' error
     TS_THROW(collective, " on group '", name_, "' (op '", op, "'): ", n, " elements",
              (blocks > 1 ? str_cat(" x ", blocks, " ranks") : std::string()),
              " exceed MPI's int count limit ", INT_MAX, "; split the call into smaller pieces");
   }
-  if (n > 0 && (in == nullptr || out == nullptr)) {
-    TS_THROW(collective, " on group '", name_, "' (op '", op, "'): null buffer for ", n,
-             " elements");
-  }
+  check_buffers(collective, n, op, in, out);
   return static_cast<int>(n);
 }
 
