@@ -167,9 +167,9 @@ StepPrediction predict_step(const TrainConfig& config, const std::vector<int>& r
 }
 
 std::vector<StagePhaseCost> stage_phase_costs(const CompiledRank& c, const HardwareModel& hw,
-                                              const CostOptions& options) {
+                                              const CostOptions& options, Link link) {
   TS_CHECK(c.pipelined(), "stage_phase_costs: rank ", c.rank, " is not pipelined");
-  return phase_costs(c, Simulator(c.mesh, hw, options, 1.0));
+  return phase_costs(c, Simulator(c.mesh, hw, options, 1.0, link));
 }
 
 }  // namespace tessel::plan

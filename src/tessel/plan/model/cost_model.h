@@ -154,7 +154,8 @@ StepPrediction predict_compiled(const std::vector<CompiledRank>& compiled, const
 // gradient accumulators), the bytes it sends each way, and its blocking
 // communication per axis. The planner's screening (screen.h) composes
 // stages of any block count from these. Timed as if the rank had a core of
-// its own (no compute_share): screening ranks candidates before sharing.
+// its own (no compute_share): screening ranks candidates before sharing;
+// every collective and message on `link` (screening pins a unit's there).
 struct StagePhaseCost {
   int chunk = 0;
   double f = 0, bi = 0, bw = 0, accumulate = 0;
@@ -164,6 +165,6 @@ struct StagePhaseCost {
   double poll_interval = 0;  // mean time between the program's polls (all phases)
 };
 std::vector<StagePhaseCost> stage_phase_costs(const CompiledRank& compiled, const HardwareModel& hw,
-                                              const CostOptions& options);
+                                              const CostOptions& options, Link link);
 
 }  // namespace tessel::plan

@@ -55,14 +55,19 @@ class Simulator {
   // `share`: what the kernels' and memory passes' times are multiplied by:
   // the ranks per core (HardwareModel::compute_share), times the co-run
   // factor where other ranks of the node compute beside this one.
-  Simulator(const Mesh& mesh, const HardwareModel& hw, const CostOptions& options, double share)
+  // `pinned`: the link of every collective and message, whatever their axes.
+  Simulator(const Mesh& mesh, const HardwareModel& hw, const CostOptions& options, double share,
+            std::optional<Link> pinned = std::nullopt)
       : mesh_(mesh),
         hw_(hw),
         options_(options),
         share_(share),
+        pinned_(pinned),
         progress_(hw.progress()),
         einsum_costing_(hw.einsum_costing()) {}
-  Simulator with_share(double share) const { return Simulator(mesh_, hw_, options_, share); }
+  Simulator with_share(double share) const {
+    return Simulator(mesh_, hw_, options_, share, pinned_);
+  }
 
   const CommProgress& progress() const { return progress_; }
   const CostOptions& options() const { return options_; }
@@ -78,8 +83,7 @@ class Simulator {
              " lacks");
     const int ranks = mesh_.axis(a).size;
     if (ranks < 2) return 0;
-    return hw_.collective_seconds(kind, bytes, ranks,
-                                  link_of_axis(mesh_, a, hw_.devices_per_node()));
+    return hw_.collective_seconds(kind, bytes, ranks, link_of(a));
   }
 
   // One compute instruction (instruction_seconds) on a core it shares with
@@ -105,7 +109,7 @@ class Simulator {
     const int ranks = static_cast<int>(n.attrs.count);
     const double pair = (causal_query_dim(n.attrs).empty() ? 1.0 : 0.5) * kernel(g, ins);
     const double chunk = value_bytes(g, n.inputs[1]);
-    const Link link = link_of_axis(mesh_, mesh_.axis_index(n.attrs.axis), hw_.devices_per_node());
+    const Link link = link_of(mesh_.axis_index(n.attrs.axis));
     double compute = 0, exposed = hw_.p2p_seconds(ring_balance_bytes_sent(g, n), link);
     auto ring = [&](double per_pair, double bytes) {
       const double send = hw_.p2p_seconds(bytes, link);
@@ -255,23 +259,26 @@ class Simulator {
     const double bytes_per_element = optimizer == "adamw" ? 7 * 4 : 3 * 4;
     double t = memory(state * bytes_per_element) + memory(state * 4);
     if (mesh_.rank_count() > 1) {
-      const Link link =
-          mesh_.rank_count() <= hw_.devices_per_node() ? Link::kIntraNode : Link::kInterNode;
+      const Link link = pinned_.value_or(
+          mesh_.rank_count() <= hw_.devices_per_node() ? Link::kIntraNode : Link::kInterNode);
       t += hw_.collective_seconds(CollectiveKind::kAllReduce, 4, mesh_.rank_count(), link);
     }
     return t;
   }
 
   // One point-to-point message on `axis` (pipeline transfers).
-  double p2p(double bytes, int axis) const {
-    return hw_.p2p_seconds(bytes, link_of_axis(mesh_, axis, hw_.devices_per_node()));
-  }
+  double p2p(double bytes, int axis) const { return hw_.p2p_seconds(bytes, link_of(axis)); }
 
  private:
+  Link link_of(int axis) const {
+    return pinned_ ? *pinned_ : link_of_axis(mesh_, axis, hw_.devices_per_node());
+  }
+
   const Mesh& mesh_;
   const HardwareModel& hw_;
   CostOptions options_;
   double share_ = 1;
+  std::optional<Link> pinned_;
   CommProgress progress_;
   EinsumCosting einsum_costing_;
 };

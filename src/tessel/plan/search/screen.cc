@@ -15,51 +15,6 @@
 namespace tessel::plan {
 namespace {
 
-// The hardware with every collective on one link: a unit's only
-// collectives are on its model axis, costed on the candidate's link.
-class PinnedLink : public HardwareModel {
- public:
-  PinnedLink(const HardwareModel& hw, Link link) : hw_(hw), link_(link) {}
-  std::string name() const override { return hw_.name(); }
-  double gemm_seconds(int64_t batch, int64_t m, int64_t n, int64_t k, Precision p,
-                      int threads) const override {
-    return hw_.gemm_seconds(batch, m, n, k, p, threads);
-  }
-  double memory_seconds(double bytes, int threads) const override {
-    return hw_.memory_seconds(bytes, threads);
-  }
-  double kernel_seconds(const std::string& op, double bytes, double flops, Precision p,
-                        int threads) const override {
-    return hw_.kernel_seconds(op, bytes, flops, p, threads);
-  }
-  double collective_seconds(CollectiveKind kind, double bytes, int ranks, Link) const override {
-    return hw_.collective_seconds(kind, bytes, ranks, link_);
-  }
-  double p2p_seconds(double bytes, Link) const override { return hw_.p2p_seconds(bytes, link_); }
-  int devices_per_node() const override { return hw_.devices_per_node(); }
-  int total_devices() const override { return hw_.total_devices(); }
-  int64_t device_memory_bytes() const override { return hw_.device_memory_bytes(); }
-  bool host_buffers_on_device() const override { return hw_.host_buffers_on_device(); }
-  double peak_flops(Precision p, int threads) const override { return hw_.peak_flops(p, threads); }
-  CommProgress progress() const override { return hw_.progress(); }
-  CoRun co_run() const override { return hw_.co_run(); }
-  double compute_share(int ranks, int threads) const override {
-    return hw_.compute_share(ranks, threads);
-  }
-  EinsumCosting einsum_costing() const override { return hw_.einsum_costing(); }
-  double einsum_in_situ_factor(double flops, Precision p, int threads) const override {
-    return hw_.einsum_in_situ_factor(flops, p, threads);
-  }
-  double launch_seconds() const override { return hw_.launch_seconds(); }
-  double draw_seconds(double draws, int threads) const override {
-    return hw_.draw_seconds(draws, threads);
-  }
-
- private:
-  const HardwareModel& hw_;
-  Link link_;
-};
-
 Link axis_link(const Mesh& mesh, const char* name, int devices_per_node) {
   const int a = mesh.axis_index(name);
   return a >= 0 ? link_of_axis(mesh, a, devices_per_node) : Link::kIntraNode;
@@ -200,7 +155,6 @@ const Screener::Unit& Screener::unit(int64_t rows, const ScreenCandidate& c) {
         compile_ranks(u, representative_ranks(mesh, false), &unit_graphs_);
     ++units_compiled_;
     for (Link link : {Link::kIntraNode, Link::kInterNode}) {
-      const PinnedLink pinned(hw_, link);
       Piece stage[4];
       Unit& unit = units->on[static_cast<int>(link)];
       // Bytes an element of a ZeRO-3 gather of each held parameter carries,
@@ -210,7 +164,7 @@ const Screener::Unit& Screener::unit(int64_t rows, const ScreenCandidate& c) {
       std::map<std::string, std::pair<std::vector<std::optional<bool>>, double>> tied;
       for (const CompiledRank& cr : compiled) {
         const int r = cr.pipeline->pipe_rank();
-        const std::vector<StagePhaseCost> costs = stage_phase_costs(cr, pinned, options_);
+        const std::vector<StagePhaseCost> costs = stage_phase_costs(cr, hw_, options_, link);
         TS_CHECK(costs.size() == 1, "screening: a unit rank holds ", costs.size(), " stages");
         const StagePhaseCost& sc = costs.front();
         stage[r].f = sc.f, stage[r].bi = sc.bi, stage[r].bw = sc.bw;
