@@ -107,9 +107,7 @@ void CheckpointSnapshot::take(const CheckpointSource& source, bool keep) {
   shape_.params = source.params;
   shape_.state = source.state;
   const size_t n = source.params.size();
-  value_at_.assign(n, -1);
-  m_at_.assign(n, -1);
-  v_at_.assign(n, -1);
+  for (std::vector<int64_t>& at : at_) at.assign(n, -1);
   // The writer's order (save_checkpoint): every value, then every moment
   // pair, then the tied copies (value and moments each).
   std::vector<std::pair<size_t, Part>> order;
@@ -135,10 +133,7 @@ void CheckpointSnapshot::take(const CheckpointSource& source, bool keep) {
   for (int pass = batched ? 0 : 1; pass < 2; ++pass)
     for (const auto& [i, part] : order) {
       if (batched && source.sharded(i, part) != (pass == 0)) continue;
-      std::vector<int64_t>& at = part == Part::kValue ? value_at_
-                                 : part == Part::kM   ? m_at_
-                                                      : v_at_;
-      at[i] = total;
+      at_[static_cast<int>(part)][i] = total;
       total += source.params[i].shape.numel();
       if (pass == 0) summed = total;
     }
@@ -146,9 +141,7 @@ void CheckpointSnapshot::take(const CheckpointSource& source, bool keep) {
   const size_t bytes = static_cast<size_t>(held) * sizeof(float);
   if (all_.size() != bytes) all_ = AlignedBuffer(bytes);
   float* base = all_.as<float>();
-  auto at = [&](size_t i, Part part) {
-    return base + (part == Part::kValue ? value_at_ : part == Part::kM ? m_at_ : v_at_)[i];
-  };
+  auto at = [&](size_t i, Part part) { return base + at_[static_cast<int>(part)][i]; };
   if (batched) {
     if (held == 0) return;
     std::memset(base, 0, bytes);
@@ -169,10 +162,7 @@ CheckpointSource CheckpointSnapshot::source() const {
   TS_CHECK(requests_.empty(), "CheckpointSnapshot::source() before finish()");
   CheckpointSource s = shape_;
   s.full = [this](size_t i, CheckpointSource::Part part) -> const float* {
-    const std::vector<int64_t>& at = part == CheckpointSource::Part::kValue ? value_at_
-                                     : part == CheckpointSource::Part::kM   ? m_at_
-                                                                            : v_at_;
-    return all_.as<float>() + at[i];
+    return all_.as<float>() + at_[static_cast<int>(part)][i];
   };
   return s;
 }

@@ -81,11 +81,10 @@ class CheckpointSnapshot {
   int64_t bytes() const;
 
  private:
-  CheckpointSource shape_;  // names, shapes, state; no `full`
-  AlignedBuffer all_;       // every tensor, in the writer's order
-  std::vector<int64_t> value_at_, m_at_, v_at_;
-  std::vector<std::unique_ptr<CommRequest>>
-      requests_;  // the sum in flight  // float offsets into all_ (-1: none)
+  CheckpointSource shape_;      // names, shapes, state; no `full`
+  AlignedBuffer all_;           // every tensor, in the writer's order
+  std::vector<int64_t> at_[3];  // per Part: float offsets into all_ (-1: none)
+  std::vector<std::unique_ptr<CommRequest>> requests_;  // the sum in flight
 };
 
 // Bytes a snapshot of these tensors keeps: values, plus both moments when present.
