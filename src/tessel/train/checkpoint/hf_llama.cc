@@ -8,6 +8,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "tessel/base/bf16.h"
 #include "tessel/base/error.h"
 #include "tessel/compile/model_registry.h"
 #include "tessel/models/llama.h"
@@ -185,10 +186,7 @@ std::vector<float> read_f32(SafetensorsReader& r, const SafetensorsReader::Tenso
     std::vector<uint16_t> half((t.end - t.begin) / 2);
     r.read(t, 0, t.end - t.begin, half.data());
     out.resize(half.size());
-    for (size_t i = 0; i < half.size(); ++i) {
-      const uint32_t bits = static_cast<uint32_t>(half[i]) << 16;
-      std::memcpy(&out[i], &bits, 4);
-    }
+    widen_bf16(half.data(), out.data(), static_cast<int64_t>(half.size()));
   } else {
     TS_THROW("import: '", r.path(), "' tensor '", t.name, "' is ", t.dtype,
              "; Tessel imports F32 or BF16");
