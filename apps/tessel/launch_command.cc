@@ -184,11 +184,9 @@ class Launcher {
  public:
   explicit Launcher(const LaunchOptions& opt)
       : opt_(opt), ranks_(opt.ranks), command_(opt.command) {
-    char self[4096];
-    const ssize_t len = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
-    if (len <= 0) TS_THROW("launch: cannot find this executable (/proc/self/exe)");
-    self[len] = '\0';
-    self_ = self;
+    std::error_code ec;
+    self_ = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+    if (self_.empty()) TS_THROW("launch: cannot find this executable (/proc/self/exe)");
     out_ = option_value(opt.command, "--out", "runs/latest");
     lost_dir_ = (std::filesystem::path(out_) / ".lost").string();
     take_lost_ranks(lost_dir_, ranks_);  // markers a previous launch left
