@@ -353,10 +353,6 @@ class OverLimit {
   std::map<std::array<int, 10>, std::vector<std::pair<int, int>>> seen_;
 };
 
-// The plan's throughput and the command that runs it.
-void finish_plan(const PlanRequest& q, const HardwareModel& hw, const Candidate& cand,
-                 double model_flops, double items_per_row, Plan* plan);
-
 // A --set override as a command-line argument: `--set KEY=VALUE`, single-
 // quoted unless it is plain; empty for a key plan_flags writes itself.
 std::string carried_override(const std::string& kv) {
@@ -374,6 +370,7 @@ std::string carried_override(const std::string& kv) {
   return " --set " + quoted + "'";
 }
 
+// The plan's throughput and the command that runs it.
 void finish_plan(const PlanRequest& q, const HardwareModel& hw, const Candidate& cand,
                  double model_flops, double items_per_row, Plan* plan) {
   plan->config = cand.config;
