@@ -18,11 +18,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 // Splits a fortune file into its fortunes: the text between lines that
 // consist of a single `%` (a trailing '\r' is tolerated). Each fortune keeps
 // its lines' newlines; blank fortunes are dropped.
@@ -76,14 +71,6 @@ void check_data_dir(const std::string& dir) {
   TS_THROW("data_dir '", dir, "' does not exist; ", kFortuneFormat);
 }
 
-void check_rows(const char* fn, int64_t row_begin, int64_t row_end, int64_t context) {
-  if (context <= 0) TS_THROW(fn, ": context must be positive, got ", context);
-  if (row_begin < 0 || row_end < row_begin)
-    TS_THROW(fn, ": invalid row range [", row_begin, ", ", row_end, ")");
-  if (row_end > static_cast<int64_t>(std::numeric_limits<uint32_t>::max()))
-    TS_THROW(fn, ": row ", row_end - 1, " exceeds the 2^32 rows a sampler lane can address");
-}
-
 }  // namespace
 
 std::string fortunes_missing_message(const std::string& dir, const std::string& why) {
@@ -101,7 +88,7 @@ TextCorpus TextCorpus::load_fortunes(const std::string& dir) {
     std::error_code status_ec;
     std::string name = it->path().filename().string();
     if (!fs::is_regular_file(it->symlink_status(status_ec)) || status_ec || name.empty() ||
-        name[0] == '.' || ends_with(name, ".dat") || ends_with(name, ".u8")) {
+        name[0] == '.' || name.ends_with(".dat") || name.ends_with(".u8")) {
       skipped.push_back(name);
       continue;
     }
@@ -171,7 +158,12 @@ double unigram_entropy_nats(const std::vector<uint8_t>& bytes) {
 void sample_text_batch(const std::vector<uint8_t>& data, uint64_t seed, int64_t step,
                        int64_t row_begin, int64_t row_end, int64_t context, int32_t* tokens,
                        int32_t* targets) {
-  check_rows("sample_text_batch", row_begin, row_end, context);
+  if (context <= 0) TS_THROW("sample_text_batch: context must be positive, got ", context);
+  if (row_begin < 0 || row_end < row_begin)
+    TS_THROW("sample_text_batch: invalid row range [", row_begin, ", ", row_end, ")");
+  if (row_end > static_cast<int64_t>(std::numeric_limits<uint32_t>::max()))
+    TS_THROW("sample_text_batch: row ", row_end - 1,
+             " exceeds the 2^32 rows a sampler lane can address");
   const int64_t size = static_cast<int64_t>(data.size());
   if (size <= context)
     TS_THROW("sample_text_batch: text of ", size, " bytes is too short for context ", context,
