@@ -2,10 +2,11 @@
 // concept, and the conversions they share.
 //
 // Invariants: every tessel::Error reaches Python as tessel.Error with the
-// same message; arrays cross without copies where the memory can be shared
-// (a parameter bound from NumPy, an output or parameter shard viewed as
-// NumPy, kept alive by its owner); the GIL is released around compiling and
-// running and taken again before any Python code (a model builder) runs.
+// same message; an array crosses without a copy only where NumPy's memory is
+// bound in place (Program.bind_param; the program keeps a reference), and
+// inputs, outputs and parameter shards come back as copies; the GIL is released
+// around compiling and running and taken again before any Python code (a model
+// builder) runs.
 #pragma once
 
 #include <pybind11/numpy.h>
@@ -76,8 +77,6 @@ nlohmann::json to_json(const py::handle& obj);
 py::object from_json(const nlohmann::json& j);
 // Throws naming `what` unless the array's sizes are the shape's, in order.
 void check_sizes(const py::array& a, const Shape& shape, const std::string& what);
-// A NumPy view of `data` with the shape's sizes; `owner` keeps it alive.
-py::array view(void* data, const Shape& shape, DType dtype, py::handle owner, bool writable);
 // A new float32 array holding a copy of device tensor `t` (model state).
 py::array to_numpy(const DeviceTensor& t);
 

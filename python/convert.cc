@@ -71,15 +71,6 @@ void check_sizes(const py::array& a, const Shape& shape, const std::string& what
     TS_THROW(what, " has shape ", shape.to_string(), "; the array's sizes are ", sizes_text(a));
 }
 
-py::array view(void* data, const Shape& shape, DType dtype, py::handle owner, bool writable) {
-  py::dtype dt = dtype == DType::kI32 ? py::dtype::of<int32_t>() : py::dtype::of<float>();
-  if (dtype == DType::kBF16) TS_THROW("bf16 values cannot be viewed from Python");
-  py::array a(dt, sizes_of(shape), {}, data, owner);
-  if (!writable)
-    py::detail::array_proxy(a.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
-  return a;
-}
-
 py::array to_numpy(const DeviceTensor& t) {
   py::array_t<float> a(sizes_of(t.shape()));
   t.read(a.mutable_data());
