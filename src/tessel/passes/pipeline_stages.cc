@@ -285,7 +285,6 @@ void add_backward(StageGraph& st, const StageGraphOptions& options) {
   for (ValueId p : out.params())
     st.param_grads.push_back(to_out[grad_of_param.at(out.node(p).name)]);
   st.graph = std::move(out);
-  st.has_backward = true;
 }
 
 }  // namespace

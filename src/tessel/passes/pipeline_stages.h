@@ -53,7 +53,6 @@ StagePartition partition_stages(const Graph& forward, int stages,
 struct StageGraph {
   int stage = 0;
   Graph graph;
-  bool has_backward = false;
   // Phase starts: node ids where backward-input and backward-weight begin
   // (graph.size() for an empty phase). Forward is [0, backward_input_begin).
   ValueId backward_input_begin = 0, backward_weight_begin = 0;
