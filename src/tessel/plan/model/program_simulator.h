@@ -63,8 +63,7 @@ class Simulator {
         options_(options),
         share_(share),
         pinned_(pinned),
-        progress_(hw.progress()),
-        einsum_costing_(hw.einsum_costing()) {}
+        progress_(hw.progress()) {}
   Simulator with_share(double share) const {
     return Simulator(mesh_, hw_, options_, share, pinned_);
   }
@@ -280,7 +279,6 @@ class Simulator {
   double share_ = 1;
   std::optional<Link> pinned_;
   CommProgress progress_;
-  EinsumCosting einsum_costing_;
 };
 
 struct RankStep {
