@@ -1,30 +1,17 @@
 // Names and classes of pipeline actions.
 #include "tessel/schedule/action.h"
 
+#include <iterator>
+
 namespace tessel {
 
 const char* action_name(ActionKind k) {
-  switch (k) {
-    case ActionKind::kForward:
-      return "F";
-    case ActionKind::kBackward:
-      return "B";
-    case ActionKind::kBackwardInput:
-      return "BI";
-    case ActionKind::kBackwardWeight:
-      return "BW";
-    case ActionKind::kSendActivation:
-      return "send_act";
-    case ActionKind::kRecvActivation:
-      return "recv_act";
-    case ActionKind::kSendGradient:
-      return "send_grad";
-    case ActionKind::kRecvGradient:
-      return "recv_grad";
-    case ActionKind::kOptimizerStep:
-      return "step";
-  }
-  return "?";
+  static const char* const kNames[] = {"F",        "B",         "BI",        "BW",  "send_act",
+                                       "recv_act", "send_grad", "recv_grad", "step"};
+  static_assert(std::size(kNames) == static_cast<size_t>(ActionKind::kOptimizerStep) + 1,
+                "one name per ActionKind, in its order");
+  const auto i = static_cast<size_t>(k);
+  return i < std::size(kNames) ? kNames[i] : "?";
 }
 
 bool is_compute(ActionKind k) {
