@@ -1,23 +1,18 @@
 #include "tessel/plan/profile/hardware_model.h"
 
 #include <algorithm>
+#include <iterator>
 
 namespace tessel::plan {
 
 const char* precision_name(Precision p) { return p == Precision::kF32 ? "f32" : "bf16"; }
 
 const char* collective_name(CollectiveKind k) {
-  switch (k) {
-    case CollectiveKind::kAllReduce:
-      return "all_reduce";
-    case CollectiveKind::kAllGather:
-      return "all_gather";
-    case CollectiveKind::kReduceScatter:
-      return "reduce_scatter";
-    case CollectiveKind::kAllToAll:
-      return "all_to_all";
-  }
-  return "?";
+  static const char* const kNames[] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"};
+  static_assert(std::size(kNames) == static_cast<size_t>(CollectiveKind::kAllToAll) + 1,
+                "one name per CollectiveKind, in its order");
+  const auto i = static_cast<size_t>(k);
+  return i < std::size(kNames) ? kNames[i] : "?";
 }
 
 const char* progress_mode_name(CommProgress::Mode m) {
