@@ -1,11 +1,30 @@
 #include "tessel/report/report_page.h"
 
+#include <algorithm>
+#include <initializer_list>
+#include <utility>
+
 #include "tessel/base/error.h"
 
 namespace tessel::report {
 namespace {
 
 using nlohmann::json;
+
+// `text` with each character a replacement names replaced by its text.
+std::string replace_chars(const std::string& text,
+                          std::initializer_list<std::pair<char, const char*>> replacements) {
+  std::string out;
+  for (char c : text) {
+    auto r = std::find_if(replacements.begin(), replacements.end(),
+                          [c](const auto& pair) { return pair.first == c; });
+    if (r == replacements.end())
+      out += c;
+    else
+      out += r->second;
+  }
+  return out;
+}
 
 constexpr const char* kStyle = R"(
 body { font: 14px/1.4 system-ui, sans-serif; margin: 16px 24px; color: #222; }
@@ -44,45 +63,13 @@ std::string header_table(const json& data) {
 }  // namespace
 
 std::string html_escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
+  return replace_chars(
+      text, {{'&', "&amp;"}, {'<', "&lt;"}, {'>', "&gt;"}, {'"', "&quot;"}, {'\'', "&#39;"}});
 }
 
 std::string json_for_script(const json& value) {
-  const std::string text = value.dump(-1, ' ', false, json::error_handler_t::replace);
-  std::string out;
-  for (char c : text) {
-    if (c == '<')
-      out += "\\u003c";
-    else if (c == '>')
-      out += "\\u003e";
-    else if (c == '&')
-      out += "\\u0026";
-    else
-      out += c;
-  }
-  return out;
+  return replace_chars(value.dump(-1, ' ', false, json::error_handler_t::replace),
+                       {{'<', "\\u003c"}, {'>', "\\u003e"}, {'&', "\\u0026"}});
 }
 
 std::string report_html(const json& data, const std::string& chart_js) {
