@@ -19,7 +19,6 @@ class CommGroups {
       TS_THROW("no communicator for mesh axis '", name, "' (was the program built for this mesh?)");
     return *it->second;
   }
-  const std::map<std::string, Communicator*>& all() const { return by_axis_; }
 
  private:
   std::map<std::string, Communicator*> by_axis_;

@@ -48,8 +48,7 @@ class Engine {
   virtual ~Engine();
 
   const CompiledRank& compiled() const { return compiled_; }
-  const RankStorage& storage() const { return storage_; }
-  // This rank's parameter shards, aligned with the held entries of storage().params.
+  // This rank's parameter shards, aligned with the held entries of its storage's params.
   ParamStore& params() { return *params_; }
   // The staged full-batch input `name`, for the task to fill; throws naming
   // it when the model has no such input.

@@ -26,7 +26,6 @@ class BackgroundWriter {
   void start(std::function<void()> job);
   // Blocks until the running job (if any) is done; rethrows its error.
   void wait();
-  bool busy() const { return thread_.joinable(); }
 
  private:
   std::thread thread_;
