@@ -48,11 +48,10 @@ double gemm_log_aspect(int64_t m, int64_t n, int64_t k) {
   return std::max(0.0, std::log2(volume) / 3 - std::log2(thin));
 }
 
-GemmGrid::GemmGrid(std::vector<GemmPoint> points, const std::string& where)
-    : points_(std::move(points)) {
+GemmGrid::GemmGrid(const std::vector<GemmPoint>& points, const std::string& where) {
   std::map<std::pair<bool, int>, std::vector<const GemmPoint*>> classes;
-  for (size_t i = 0; i < points_.size(); ++i) {
-    const GemmPoint& p = points_[i];
+  for (size_t i = 0; i < points.size(); ++i) {
+    const GemmPoint& p = points[i];
     if (p.threads < 1 || p.batch < 1 || p.m < 1 || p.n < 1 || p.k < 1 || !(p.gflops > 0))
       TS_THROW(where, "[", i, "]: threads, batch, m, n, k and gflops must be positive");
     classes[{p.batch > 1, p.threads}].push_back(&p);

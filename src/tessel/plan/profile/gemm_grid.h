@@ -40,10 +40,9 @@ class GemmGrid {
   // Throws, starting the message with `where` (file and key), if a point has
   // a non-positive size or rate or the points of one (threads, batched)
   // class do not form a full grid (a missing or duplicate (x, y) point).
-  GemmGrid(std::vector<GemmPoint> points, const std::string& where);
+  GemmGrid(const std::vector<GemmPoint>& points, const std::string& where);
 
   bool empty() const { return surfaces_.empty(); }
-  const std::vector<GemmPoint>& points() const { return points_; }
   // Interpolated GFLOP/s of a (batch x) m x k by k x n product on `threads`.
   // REQUIRES: !empty(), threads >= 1, all sizes >= 1.
   double gflops(int64_t batch, int64_t m, int64_t n, int64_t k, int threads) const;
@@ -58,7 +57,6 @@ class GemmGrid {
   };
   double surface_gflops(bool batched, double x, double y, int threads) const;
 
-  std::vector<GemmPoint> points_;
   std::vector<Surface> surfaces_;  // sorted by (batched, threads)
 };
 
