@@ -2,9 +2,10 @@
 // that never stores the logits, docs/memory.md) under real mpirun. One
 // process fused trains to the unfused one's losses and weights (the
 // matrix's tolerance), and fused runs with the rows split (data, sequence
-// parallelism), the vocab split (tensor parallelism: each rank holds a slice
-// of the LM head, the op joins each row's statistics across the axis) and
-// a pipeline train to the fused single process, each rank's peak of tensor
+// and context parallelism), the vocab split (tensor parallelism: each rank
+// holds a slice of the LM head, the op joins each row's statistics across
+// the axis), ZeRO 3 (the head gathered on use) and a pipeline train to the
+// fused single process, each rank's peak of tensor
 // storage predicted to the byte; the GPT's LM head is (vocab, embed), the
 // Llama's (embed, vocab). In bf16 the fused single process stays within the
 // bf16 matrix's 2e-3 of the unfused one.
@@ -43,6 +44,8 @@ TEST_F(FusedLoss, MatchesUnfusedAndEveryLayout) {
     for (const Split& s :
          {Split{"data2", "data=2", "batch=data", "", 2}, Split{"model2", "model=2", tensor, "", 2},
           Split{"data2_model2_sp", "data=2,model=2", tensor + ",batch=data,seq=model", "", 4},
+          Split{"data2_zero3", "data=2", "batch=data", "--zero 3", 2},
+          Split{"ctx2_ring", "ctx=2", "seq=ctx", "--set context_parallel=ring", 2},
           Split{"pipe2", "pipe=2", "", "--schedule 1f1b --microbatches 4", 2}}) {
       const std::string name = "fused_loss_" + model + "_" + s.name;
       expect_same(train(name, c, s.ranks, s.mesh, s.layout, s.extra), one, name);
