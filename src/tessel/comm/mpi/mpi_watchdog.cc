@@ -111,9 +111,13 @@ std::string describe_peers(const Heartbeat& hb, int me, int world_size, const st
       line = "no heartbeat visible (another host?)";
     } else if (v.alive_age_s > not_responding_s(timeout_s)) {
       late = true;
+      // A shared heartbeat is written once a poll: a rank stopped before its
+      // first write after a call has published none.
       line = str_cat(
-          "NOT RESPONDING for ", static_cast<int>(v.alive_age_s), " s (stopped or dead); last ",
-          v.state == Heartbeat::State::kBlocked ? "in " : "after ", "call #", v.seq, ": ", v.what);
+          "NOT RESPONDING for ", static_cast<int>(v.alive_age_s), " s (stopped or dead); ",
+          v.seq == 0 ? std::string("no call published yet")
+                     : str_cat("last ", v.state == Heartbeat::State::kBlocked ? "in " : "after ",
+                               "call #", v.seq, ": ", v.what));
     } else if (v.state == Heartbeat::State::kRunning) {
       late = true;
       line = str_cat("has not arrived: computing for ", static_cast<int>(v.state_age_s),
