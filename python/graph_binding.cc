@@ -119,6 +119,11 @@ void bind_shape_and_nn_ops(Cls& c) {
       .def("cross_entropy", &Forward<&GraphBuilder::cross_entropy>::call, py::arg("logits"),
            py::arg("labels"), py::arg("vocab_dim"), py::arg("name") = "cross_entropy",
            "Mean cross-entropy over every other dim (a scalar).")
+      .def("linear_cross_entropy", &Forward<&GraphBuilder::linear_cross_entropy>::call,
+           py::arg("h"), py::arg("w"), py::arg("labels"), py::arg("vocab_dim"),
+           py::arg("embed_dim"), py::arg("name") = "linear_cross_entropy",
+           "cross_entropy(einsum(h, w over embed_dim), labels) without storing the logits "
+           "(docs/memory.md): the loss.")
       .def(
           "split_dim",
           [](const B& b, ValueId x, const std::string& dim, const py::object& parts,

@@ -147,3 +147,23 @@ def test_llama_ops_match_numpy():
     x0, x1 = xd[..., 0::2], xd[..., 1::2]
     want_rot = np.stack([x0 * c - x1 * s, x0 * s + x1 * c], axis=-1).reshape(3, 2, 4)
     np.testing.assert_allclose(rot, want_rot, rtol=1e-6, atol=1e-6)
+
+
+def test_linear_cross_entropy_is_the_lm_heads_cross_entropy():
+    """The fused LM head and loss against NumPy's logits and cross-entropy."""
+    b = tessel.Builder()
+    h = b.input("h", {"batch": 2, "seq": 3, "embed": 4})
+    labels = b.input("labels", {"batch": 2, "seq": 3}, dtype="i32")
+    w = b.param("w", {"vocab": 5, "embed": 4})
+    loss = b.linear_cross_entropy(h, w, labels, "vocab", "embed")
+    assert b.shape(loss) == []
+    prog = tessel.Program(b, [loss])
+    weight = np.linspace(-1, 1, 20, dtype=np.float32).reshape(5, 4)
+    prog.bind_param("w", weight)
+    hs = np.linspace(-2, 2, 24, dtype=np.float32).reshape(2, 3, 4)
+    ys = np.array([[0, 4, 2], [1, 3, 0]], dtype=np.int32)
+    (got,) = prog.run(h=hs, labels=ys)
+    logits = hs.astype(np.float64) @ weight.T.astype(np.float64)
+    lse = np.log(np.exp(logits).sum(axis=-1))
+    want = (lse - np.take_along_axis(logits, ys[..., None], axis=-1)[..., 0]).mean()
+    np.testing.assert_allclose(got, want, rtol=1e-6)
