@@ -22,22 +22,19 @@ constexpr double kGeluCd = 0.79788456080286535588;
 constexpr double kGeluKd = 0.044715;
 
 // gelu(x) = 0.5 x (1 + tanh(u)) = x * sigmoid(2u), u = c (x + k x^3); the sigmoid
-// form needs one exp and does not cancel for negative x. exp's argument is capped
-// at 87 so that e stays finite and e * s below is not inf * 0 (gelu and gelu' are
-// below 1e-33 there anyway).
-inline float gelu_one(float x) {
-  const float u = kGeluC * fmadd(kGeluK * x, x * x, x);
-  float z = -2.0f * u;
-  z = z > 87.0f ? 87.0f : z;
-  return x / (1.0f + fast_exp(z));
+// form needs one exp and does not cancel for negative x. exp(-2u), its argument
+// capped at 87 so that e stays finite and e * s below is not inf * 0 (gelu and
+// gelu' are below 1e-33 there anyway).
+inline float gelu_exp(float x) {
+  const float z = -2.0f * (kGeluC * fmadd(kGeluK * x, x * x, x));
+  return fast_exp(z > 87.0f ? 87.0f : z);
 }
+
+inline float gelu_one(float x) { return x / (1.0f + gelu_exp(x)); }
 
 // gelu'(x) = s + 2 x s (1 - s) c (1 + 3 k x^2), s = sigmoid(2u), 1 - s = e s.
 inline float gelu_grad_one(float x) {
-  const float u = kGeluC * fmadd(kGeluK * x, x * x, x);
-  float z = -2.0f * u;
-  z = z > 87.0f ? 87.0f : z;
-  const float e = fast_exp(z);
+  const float e = gelu_exp(x);
   const float s = 1.0f / (1.0f + e);
   const float du = kGeluC * fmadd(3.0f * kGeluK * x, x, 1.0f);
   return fmadd(2.0f * x * s * (e * s), du, s);
