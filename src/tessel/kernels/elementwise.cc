@@ -337,6 +337,24 @@ void binary_any(BinaryOp op, const float* a, const int64_t* a_strides, const flo
   }
   TS_CHECK(false, "unknown BinaryOp ", static_cast<int>(op));
 }
+
+// The reference twins' walk: element i of a row-major `sizes` space at its
+// offset under `strides`.
+int64_t strided_offset(int64_t i, const int64_t* sizes, const int64_t* strides, int rank) {
+  int64_t offset = 0;
+  for (int d = rank - 1; d >= 0; --d) {
+    offset += (i % sizes[d]) * strides[d];
+    i /= sizes[d];
+  }
+  return offset;
+}
+
+int64_t numel_of(const int64_t* sizes, int rank) {
+  int64_t numel = 1;
+  for (int d = 0; d < rank; ++d) numel *= sizes[d];
+  return numel;
+}
+
 }  // namespace
 
 void binary(BinaryOp op, const float* a, const int64_t* a_strides, const float* b,
@@ -351,31 +369,14 @@ void binary_to_bf16(BinaryOp op, const float* a, const int64_t* a_strides, const
 
 void binary_ref(BinaryOp op, const float* a, const int64_t* a_strides, const float* b,
                 const int64_t* b_strides, float* out, const int64_t* out_sizes, int rank) {
-  int64_t numel = 1;
-  for (int d = 0; d < rank; ++d) numel *= out_sizes[d];
+  const int64_t numel = numel_of(out_sizes, rank);
   for (int64_t i = 0; i < numel; ++i) {
-    int64_t rest = i, oa = 0, ob = 0;
-    for (int d = rank - 1; d >= 0; --d) {
-      const int64_t index = rest % out_sizes[d];
-      rest /= out_sizes[d];
-      oa += index * a_strides[d];
-      ob += index * b_strides[d];
-    }
-    const float av = a[oa], bv = b[ob];
-    switch (op) {
-      case BinaryOp::kAdd:
-        out[i] = av + bv;
-        break;
-      case BinaryOp::kSub:
-        out[i] = av - bv;
-        break;
-      case BinaryOp::kMul:
-        out[i] = av * bv;
-        break;
-      case BinaryOp::kDiv:
-        out[i] = av / bv;
-        break;
-    }
+    const float av = a[strided_offset(i, out_sizes, a_strides, rank)];
+    const float bv = b[strided_offset(i, out_sizes, b_strides, rank)];
+    out[i] = op == BinaryOp::kAdd   ? av + bv
+             : op == BinaryOp::kSub ? av - bv
+             : op == BinaryOp::kMul ? av * bv
+                                    : av / bv;
   }
 }
 
@@ -410,16 +411,8 @@ void expand(const float* x, const int64_t* x_strides, float* out, const int64_t*
 
 void expand_ref(const float* x, const int64_t* x_strides, float* out, const int64_t* out_sizes,
                 int rank) {
-  int64_t numel = 1;
-  for (int d = 0; d < rank; ++d) numel *= out_sizes[d];
-  for (int64_t i = 0; i < numel; ++i) {
-    int64_t rest = i, ox = 0;
-    for (int d = rank - 1; d >= 0; --d) {
-      ox += (rest % out_sizes[d]) * x_strides[d];
-      rest /= out_sizes[d];
-    }
-    out[i] = x[ox];
-  }
+  const int64_t numel = numel_of(out_sizes, rank);
+  for (int64_t i = 0; i < numel; ++i) out[i] = x[strided_offset(i, out_sizes, x_strides, rank)];
 }
 
 }  // namespace tessel::kernels
