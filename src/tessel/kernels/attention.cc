@@ -227,11 +227,11 @@ struct BackwardBlocks {
 
 // The key block's k and v, transposed, and k's rows (for dq).
 void load_keys(const AttentionLayout& a, const RowBase& base, int64_t k0, int64_t cols,
-               AttentionInput k, AttentionInput v, BackwardBlocks& w) {
+               AttentionInput k, AttentionInput v, float* kt, float* vt, float* kb) {
   const int64_t dp = round_up(a.d, kNr);
-  gather_cols(k, base.k, a.k_seq, a.k_head, k0, cols, a.d, dp, a.bf16, w.kt);
-  gather_cols(v, base.k, a.k_seq, a.k_head, k0, cols, a.d, dp, a.bf16, w.vt);
-  gather_rows(k, base.k, a.k_seq, a.k_head, k0, cols, a.d, dp, a.bf16, w.kb);
+  gather_cols(k, base.k, a.k_seq, a.k_head, k0, cols, a.d, dp, a.bf16, kt);
+  gather_cols(v, base.k, a.k_seq, a.k_head, k0, cols, a.d, dp, a.bf16, vt);
+  gather_rows(k, base.k, a.k_seq, a.k_head, k0, cols, a.d, dp, a.bf16, kb);
 }
 
 // p (recomputed probabilities, masked and padding entries 0) and dp =
@@ -264,16 +264,6 @@ void load_queries(const AttentionLayout& a, const RowBase& base, int64_t q0, int
   gather_rows(q, base.q, a.q_seq, a.q_head, q0, rows, a.d, dp, a.bf16, w.qb);
   gather_rows(dout, base.q, a.q_seq, a.q_head, q0, rows, a.d, dp, a.bf16, w.dob);
   for (int64_t i = 0; i < rows; ++i) w.lse[i] = lse[base.lse + (q0 + i) * a.lse_seq];
-}
-
-// For query block q0 against the loaded key block k0: q, dout and the
-// log-sum-exp loaded, p and dp recomputed into w.p and w.dp.
-void recompute_block(const AttentionLayout& a, const RowBase& base, int64_t q0, int64_t k0,
-                     int64_t cols, AttentionInput q, const float* lse, AttentionInput dout,
-                     BackwardBlocks& w) {
-  const int64_t rows = std::min(kB, a.sq - q0);
-  load_queries(a, base, q0, rows, q, lse, dout, w);
-  probabilities(a, q0, rows, k0, cols, w.qb, w.dob, w.lse, w.kt, w.vt, w.p, w.dp, base.drop);
 }
 
 // delta[i] += rowsum(p * dp) for the block's rows, summed in one fixed order.
@@ -342,12 +332,13 @@ void backward_grads(const AttentionLayout& a, const RowBase& base, AttentionInpu
   if (!a.accumulate) clear_dq(a, base, dq);
   for (int64_t k0 = 0; k0 < a.sk; k0 += kB) {
     const int64_t cols = std::min(kB, a.sk - k0);
-    load_keys(a, base, k0, cols, k, v, w);
+    load_keys(a, base, k0, cols, k, v, w.kt, w.vt, w.kb);
     std::fill(w.dk, w.dk + kB * dp, 0.0f);
     std::fill(w.dv, w.dv + kB * dp, 0.0f);
     for (int64_t q0 = first_query(a, k0); q0 < a.sq; q0 += kB) {
       const int64_t rows = std::min(kB, a.sq - q0);
-      recompute_block(a, base, q0, k0, cols, q, lse, dout, w);
+      load_queries(a, base, q0, rows, q, lse, dout, w);
+      probabilities(a, q0, rows, k0, cols, w.qb, w.dob, w.lse, w.kt, w.vt, w.p, w.dp, base.drop);
       pair_grads(a, causal_band(a, q0, k0), rows, delta + q0, w.p, w.dp, w.qb, w.dob, w.kb, w.dk,
                  w.dv, w.dqb);
       scatter_rows(w.dqb, dp, rows, d, dq + base.q, a.q_seq, a.q_head, q0, true);
@@ -403,10 +394,8 @@ void backward_row(const AttentionLayout& a, const RowBase& base, AttentionInput 
                   float* dk, float* dv, BackwardBlocks& w, RowBackward& r) {
   const int64_t d = a.d, dp = round_up(d, kNr), tile = dp * kB;
   for (int64_t k0 = 0; k0 < a.sk; k0 += kB) {
-    const int64_t cols = std::min(kB, a.sk - k0), at = k0 / kB * tile;
-    gather_cols(k, base.k, a.k_seq, a.k_head, k0, cols, d, dp, a.bf16, r.kt + at);
-    gather_cols(v, base.k, a.k_seq, a.k_head, k0, cols, d, dp, a.bf16, r.vt + at);
-    gather_rows(k, base.k, a.k_seq, a.k_head, k0, cols, d, dp, a.bf16, r.kb + at);
+    const int64_t at = k0 / kB * tile;
+    load_keys(a, base, k0, std::min(kB, a.sk - k0), k, v, r.kt + at, r.vt + at, r.kb + at);
   }
   std::fill(r.dk, r.dk + r.padded, 0.0f);
   std::fill(r.dv, r.dv + r.padded, 0.0f);
