@@ -8,15 +8,13 @@
 #include "tessel/base/bf16.h"
 #include "tessel/base/error.h"
 #include "tessel/kernels/einsum.h"
+#include "tessel/tensor/aligned_buffer.h"
 
 namespace tessel::kernels {
 namespace {
 
 using dnnl::memory;
 using Dims = memory::dims;
-
-constexpr size_t kAlign = 64;
-size_t round_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 dnnl::engine& cpu_engine() {
   static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
@@ -27,7 +25,6 @@ dnnl::stream& cpu_stream() {
   return stream;
 }
 
-// Sizes and strides of `s` over the dims in `order`.
 // Sizes and strides of `s` over the dims in `order` ({1}, {1} for none).
 void sizes_strides(const Shape& s, const std::vector<std::string>& order, Dims& sizes,
                    Dims& strides) {

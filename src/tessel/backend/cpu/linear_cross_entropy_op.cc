@@ -6,12 +6,10 @@
 #include "tessel/base/error.h"
 #include "tessel/comm/comm_groups.h"
 #include "tessel/kernels/linear_cross_entropy.h"
+#include "tessel/tensor/aligned_buffer.h"
 
 namespace tessel {
 namespace {
-
-constexpr size_t kAlign = 64;
-size_t aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
 kernels::LinearCeShape shape_of(const Graph& graph, const Node& node) {
   const Shape& w = graph.node(node.inputs[1]).shape;
@@ -54,7 +52,7 @@ void execute_linear_cross_entropy(const OpCall& call) {
   check_labels(call, s);
   float* stats = static_cast<float*>(call.scratch);
   float *row_max = stats, *row_sum = stats + s.rows, *row_target = stats + 2 * s.rows;
-  void* kernel_scratch = static_cast<char*>(call.scratch) + aligned(4 * s.rows * sizeof(float));
+  void* kernel_scratch = static_cast<char*>(call.scratch) + round_up(4 * s.rows * sizeof(float));
   kernels::linear_ce_stats(s, in_f32(call, 0), in_f32(call, 1), in_i32(call, 2), call.bf16_operands,
                            row_max, row_sum, row_target, kernel_scratch);
   if (!call.node.attrs.axis.empty())
@@ -80,7 +78,7 @@ void execute_linear_cross_entropy_grad(const OpCall& call) {
 size_t linear_cross_entropy_scratch_bytes(const Graph& graph, const Node& node, bool bf16) {
   const kernels::LinearCeShape s = shape_of(graph, node);
   const size_t stats =
-      node.kind == OpKind::kLinearCrossEntropy ? aligned(4 * s.rows * sizeof(float)) : 0;
+      node.kind == OpKind::kLinearCrossEntropy ? round_up(4 * s.rows * sizeof(float)) : 0;
   return stats + kernels::linear_ce_scratch_bytes(s, bf16);
 }
 

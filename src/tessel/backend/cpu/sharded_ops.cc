@@ -13,6 +13,7 @@
 #include "tessel/ir/attrs.h"
 #include "tessel/kernels/cross_entropy.h"
 #include "tessel/kernels/elementwise.h"
+#include "tessel/tensor/aligned_buffer.h"
 
 namespace tessel {
 namespace {
@@ -46,8 +47,6 @@ void all_gather(const OpCall& call, Communicator& comm) {
   rank_major_to_dim_major(buf, out, call.node.attrs.count, a);
 }
 
-size_t round64(size_t n) { return (n + 63) / 64 * 64; }
-
 // An all-gather carrying bf16 (OpCall::bf16_out): the input rounded to bf16
 // (unless stored so), gathered at 2 bytes per element, unpacked into the
 // bf16 output. The values are those of gathering f32 and rounding after.
@@ -60,7 +59,7 @@ void all_gather_bf16(const OpCall& call, Communicator& comm) {
   if (!send) {
     round_to_bf16(in_f32(call, 0), scratch, x.numel());
     send = scratch;
-    scratch += round64(static_cast<size_t>(x.numel()) * 2) / 2;
+    scratch += round_up(static_cast<size_t>(x.numel()) * 2) / 2;
   }
   if (a.outer == 1) {
     comm.all_gather_bf16(send, out, x.numel(), call.node.name);
@@ -81,7 +80,7 @@ void all_gather_bf16(const OpCall& call, Communicator& comm) {
 size_t reduce_scatter_pack_bytes(const Graph& graph, const Node& node) {
   const Shape& x = graph.node(node.inputs.at(0)).shape;
   return around(node.shape, node.attrs.dim).outer != 1
-             ? round64(static_cast<size_t>(x.numel()) * sizeof(float))
+             ? round_up(static_cast<size_t>(x.numel()) * sizeof(float))
              : 0;
 }
 
@@ -322,7 +321,7 @@ size_t sharded_scratch_bytes(const Graph& graph, const Node& node) {
 
 size_t bf16_all_gather_scratch_bytes(const Graph& graph, const Node& node, bool in_bf16) {
   const Shape& x = graph.node(node.inputs.at(0)).shape;
-  const size_t send = in_bf16 ? 0 : round64(static_cast<size_t>(x.numel()) * 2);
+  const size_t send = in_bf16 ? 0 : round_up(static_cast<size_t>(x.numel()) * 2);
   const bool unpack = around(x, node.attrs.dim).outer != 1;
   return send + (unpack ? static_cast<size_t>(node.shape.numel()) * 2 : 0);
 }
