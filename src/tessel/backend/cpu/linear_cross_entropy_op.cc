@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "tessel/backend/cpu/attention_op.h"
+#include "tessel/backend/cpu/sharded_ops.h"
 #include "tessel/base/error.h"
 #include "tessel/comm/comm_groups.h"
 #include "tessel/kernels/linear_cross_entropy.h"
@@ -26,11 +27,6 @@ void check_labels(const OpCall& call, const kernels::LinearCeShape& s) {
     if (labels[r] < 0 || labels[r] >= vocab)
       TS_THROW(op_name(call.node.kind), " '", call.node.name, "': label ", labels[r], " at row ", r,
                " is outside [0, ", vocab, ") (vocab size ", vocab, ")");
-}
-
-// Share of the global rows held here (1 when rows are not split).
-double row_share(const OpCall& call, int64_t rows) {
-  return call.node.attrs.total > 0 ? static_cast<double>(rows) / call.node.attrs.total : 1.0;
 }
 
 // Joins the vocab shards' statistics: the global max, each shard's sum

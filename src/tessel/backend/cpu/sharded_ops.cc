@@ -224,12 +224,6 @@ void vocab_parallel_softmax_stats(const OpCall& call, Communicator& comm, float*
   comm.all_reduce(row_target, rows, ReduceKind::kSum, call.node.name);
 }
 
-// Fraction of the global rows held here (1 when rows are not split).
-double row_share(const OpCall& call) {
-  const int64_t local_rows = in_shape(call, 1).numel();
-  return call.node.attrs.total > 0 ? static_cast<double>(local_rows) / call.node.attrs.total : 1.0;
-}
-
 void cross_entropy(const OpCall& call, const CommGroups* comms) {
   const Shape& logits_shape = in_shape(call, 0);
   const int64_t vocab = logits_shape.size(call.node.attrs.dim);
@@ -237,7 +231,8 @@ void cross_entropy(const OpCall& call, const CommGroups* comms) {
   float* out = static_cast<float*>(call.out);
   if (call.node.attrs.axis.empty()) {
     auto f = call.reference ? kernels::cross_entropy_forward_ref : kernels::cross_entropy_forward;
-    *out = static_cast<float>(f(in_f32(call, 0), in_i32(call, 1), rows, vocab) * row_share(call));
+    *out = static_cast<float>(f(in_f32(call, 0), in_i32(call, 1), rows, vocab) *
+                              row_share(call, rows));
     return;
   }
   float* stats = static_cast<float*>(call.scratch);
@@ -246,14 +241,14 @@ void cross_entropy(const OpCall& call, const CommGroups* comms) {
   double total = 0;
   for (int64_t r = 0; r < rows; ++r)
     total += std::log(static_cast<double>(stats[rows + r])) + stats[r] - stats[2 * rows + r];
-  *out = static_cast<float>(total / rows * row_share(call));
+  *out = static_cast<float>(total / rows * row_share(call, rows));
 }
 
 void cross_entropy_grad(const OpCall& call, const CommGroups* comms) {
   const Shape& logits_shape = in_shape(call, 0);
   const int64_t vocab = logits_shape.size(call.node.attrs.dim);
   const int64_t rows = logits_shape.numel() / vocab;
-  const float dloss = *in_f32(call, 2) * static_cast<float>(row_share(call));
+  const float dloss = *in_f32(call, 2) * static_cast<float>(row_share(call, rows));
   float* out = static_cast<float*>(call.out);
   if (call.node.attrs.axis.empty()) {
     auto f = call.reference ? kernels::cross_entropy_backward_ref : kernels::cross_entropy_backward;
@@ -278,6 +273,10 @@ void cross_entropy_grad(const OpCall& call, const CommGroups* comms) {
 }
 
 }  // namespace
+
+double row_share(const OpCall& call, int64_t rows) {
+  return call.node.attrs.total > 0 ? static_cast<double>(rows) / call.node.attrs.total : 1.0;
+}
 
 bool is_sharded_op(const Node& node) {
   if (is_local_graph_op(node.kind)) return true;

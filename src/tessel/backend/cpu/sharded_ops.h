@@ -22,5 +22,8 @@ size_t bf16_all_gather_scratch_bytes(const Graph& graph, const Node& node, bool 
 // Scratch of a partial sum that carries bf16 (OpCall::bf16_sum): the
 // communicator's work buffer, after a reduce-scatter's f32 packing.
 size_t bf16_sum_scratch_bytes(const Graph& graph, const Node& node);
+// The share of the global rows (attrs.total) that a loss's `rows` local rows
+// are (1 when rows are not split).
+double row_share(const OpCall& call, int64_t rows);
 
 }  // namespace tessel
