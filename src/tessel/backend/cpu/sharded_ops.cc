@@ -195,14 +195,17 @@ void embedding_grad_shard(const OpCall& call) {
     }
 }
 
-// Cross-entropy with the vocab split over `comm`: row max and sum of
+// Cross-entropy with the vocab split over attrs.axis: row max and sum of
 // exponentials are reduced across the axis; the label's logit comes from the
-// rank whose shard holds it. Returns per-row loss in `row_loss`.
-void vocab_parallel_softmax_stats(const OpCall& call, Communicator& comm, float* row_max,
-                                  float* row_sum, float* row_target) {
+// rank whose shard holds it. Returns the scratch holding them: per row, the
+// max, then the sums, then the label's logits.
+const float* vocab_parallel_softmax_stats(const OpCall& call, const CommGroups* comms) {
+  Communicator& comm = comms->axis(call.node.attrs.axis);
   const Shape& logits_shape = in_shape(call, 0);
   const int64_t vocab = logits_shape.size(call.node.attrs.dim);
   const int64_t rows = logits_shape.numel() / vocab, offset = call.node.attrs.offset;
+  float* row_max = static_cast<float*>(call.scratch);
+  float *row_sum = row_max + rows, *row_target = row_sum + rows;
   const float* logits = in_f32(call, 0);
   const int32_t* labels = in_i32(call, 1);
 #pragma omp parallel for schedule(static)
@@ -222,6 +225,7 @@ void vocab_parallel_softmax_stats(const OpCall& call, Communicator& comm, float*
   }
   comm.all_reduce(row_sum, rows, ReduceKind::kSum, call.node.name);
   comm.all_reduce(row_target, rows, ReduceKind::kSum, call.node.name);
+  return row_max;
 }
 
 void cross_entropy(const OpCall& call, const CommGroups* comms) {
@@ -235,9 +239,7 @@ void cross_entropy(const OpCall& call, const CommGroups* comms) {
                               row_share(call, rows));
     return;
   }
-  float* stats = static_cast<float*>(call.scratch);
-  vocab_parallel_softmax_stats(call, comms->axis(call.node.attrs.axis), stats, stats + rows,
-                               stats + 2 * rows);
+  const float* stats = vocab_parallel_softmax_stats(call, comms);
   double total = 0;
   for (int64_t r = 0; r < rows; ++r)
     total += std::log(static_cast<double>(stats[rows + r])) + stats[r] - stats[2 * rows + r];
@@ -255,9 +257,7 @@ void cross_entropy_grad(const OpCall& call, const CommGroups* comms) {
     f(in_f32(call, 0), in_i32(call, 1), dloss, out, rows, vocab);
     return;
   }
-  float* stats = static_cast<float*>(call.scratch);
-  vocab_parallel_softmax_stats(call, comms->axis(call.node.attrs.axis), stats, stats + rows,
-                               stats + 2 * rows);
+  const float* stats = vocab_parallel_softmax_stats(call, comms);
   const float* logits = in_f32(call, 0);
   const int32_t* labels = in_i32(call, 1);
   const int64_t offset = call.node.attrs.offset;
