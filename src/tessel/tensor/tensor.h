@@ -5,7 +5,6 @@
 // Move-only (the storage is heavy).
 #pragma once
 
-#include <cstring>
 #include <string>
 
 #include "tessel/base/dtype.h"
@@ -27,16 +26,8 @@ class Tensor {
 
   float* f32() { return storage_.as<float>(); }
   const float* f32() const { return storage_.as<float>(); }
-  int32_t* i32() { return storage_.as<int32_t>(); }
-  const int32_t* i32() const { return storage_.as<int32_t>(); }
   void* raw() { return storage_.data(); }
   const void* raw() const { return storage_.data(); }
-
-  Tensor clone() const {
-    Tensor copy(shape_, dtype_);
-    if (nbytes()) std::memcpy(copy.raw(), raw(), nbytes());
-    return copy;
-  }
 
  private:
   Shape shape_;
