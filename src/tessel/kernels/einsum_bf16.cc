@@ -100,23 +100,33 @@ struct EinsumBf16::Impl {
   // kWidenedF32: the f32 plan over the operands' own shapes, and their sizes
   // (c_bytes: the f32 result of a bf16 output, before rounding).
   EinsumPlan plan;
-  int64_t a_numel = 0, b_numel = 0, c_numel = 0;
+  int64_t c_numel = 0;
   Bf16Operands operands;
-  // Reorders of a and b into dense bf16, and of staged f32 C into out.
-  memory::desc a_src, a_dst, b_src, b_dst, c_stage, c_out;
-  memory::desc mm_a, mm_b, mm_c;                // the matmul's view: [batch.., M, K] etc.
-  memory::desc a_direct, b_direct;              // bf16 inputs as they are, where the strides allow
-  memory::desc bias;                            // [1.., 1, N] f32, or empty: no fused bias
-  bool a_in_place = false, b_in_place = false;  // the matmul reads a bf16 input itself
-  // An f32 operand already dense in canonical order is rounded by
-  // round_to_bf16 (one pass, split evenly over the threads) rather than a
-  // oneDNN reorder: oneDNN 2.6's reorder ran slower at 2 threads than at 1.
-  bool a_rounded = false, b_rounded = false;
+  // a and b: the reorder into dense bf16, the matmul's view ([batch.., M, K],
+  // [batch.., K, N]), the bf16 input as it is where the strides allow, and
+  // the scratch of its converted copy.
+  struct Input {
+    memory::desc src, dst, mm, direct;
+    bool in_place = false;  // the matmul reads a bf16 input itself
+    // An f32 operand already dense in canonical order is rounded by
+    // round_to_bf16 (one pass, split evenly over the threads) rather than a
+    // oneDNN reorder: oneDNN 2.6's reorder ran slower at 2 threads than at 1.
+    bool rounded = false;
+    int64_t numel = 0;
+    size_t bytes = 0;
+    dnnl::reorder reorder;
+  };
+  Input in[2];
+  // The staged f32 C, its reorder into out, and the matmul's view of C.
+  memory::desc c_stage, c_out, mm_c;
+  memory::desc bias;  // [1.., 1, N] f32, or empty: no fused bias
   bool stage_c = false;
-  size_t a_bytes = 0, b_bytes = 0, c_bytes = 0, pad_bytes = 0;
+  size_t c_bytes = 0, pad_bytes = 0;
   std::string impl_name;
-  dnnl::reorder ra, rb, rc;
+  dnnl::reorder rc;
   dnnl::matmul mm;
+
+  bool given_bf16(int i) const { return i == 0 ? operands.a : operands.b; }
 
   // The steps of the constructor, in order.
   void plan_widened(const Shape& a, const Shape& b, const Shape& out);
@@ -132,14 +142,13 @@ struct EinsumBf16::Impl {
 // The kWidenedF32 route: both operands as f32 copies of their bf16 values,
 // in their own (row-major) order, so the f32 plan over the same shapes reads them.
 void EinsumBf16::Impl::plan_widened(const Shape& a, const Shape& b, const Shape& out) {
-  a_numel = a.numel();
-  b_numel = b.numel();
+  in[0].numel = a.numel();
+  in[1].numel = b.numel();
   c_numel = out.numel();
-  empty = a_numel == 0 || b_numel == 0 || out.numel() == 0;
+  empty = in[0].numel == 0 || in[1].numel == 0 || out.numel() == 0;
   if (empty) return;
   plan = plan_einsum(a, b, out);
-  a_bytes = round_up(static_cast<size_t>(a_numel) * sizeof(float));
-  b_bytes = round_up(static_cast<size_t>(b_numel) * sizeof(float));
+  for (Input& x : in) x.bytes = round_up(static_cast<size_t>(x.numel) * sizeof(float));
   pad_bytes = round_up(static_cast<size_t>(plan.scratch_elements()) * sizeof(float));
   if (operands.out) c_bytes = round_up(static_cast<size_t>(out.numel()) * sizeof(float));
   impl_name = std::string("f32 sgemm on widened bf16 operands (") + onednn_cpu_isa() + ")";
@@ -151,33 +160,24 @@ MatmulGeometry EinsumBf16::Impl::describe_operands(const Shape& a, const Shape& 
                                                    const Shape& out) {
   MatmulGeometry geo;
   const EinsumGroups& g = geo.g = einsum_groups(a, b, out);
-  const std::vector<std::string> a_order = concat(g.batch, g.m, g.k);
-  const std::vector<std::string> b_order = concat(g.batch, g.k, g.n);
-  const std::vector<std::string> c_order = concat(g.batch, g.m, g.n);
+  for (const std::string& d : g.batch) geo.batch.push_back(a.size(d));
+  geo.M = group_size(a, g.m);
+  geo.K = group_size(a, g.k);
+  geo.N = group_size(b, g.n);
+  const Shape* shapes[2] = {&a, &b};
+  const std::vector<std::string> orders[2] = {concat(g.batch, g.m, g.k), concat(g.batch, g.k, g.n)};
   Dims sizes, strides;
-  const size_t nb = g.batch.size();
-
-  sizes_strides(a, a_order, sizes, strides);
-  if (product(sizes, 0, sizes.size()) == 0) empty = true;
-  a_src = memory::desc(sizes, type_of(operands.a), strides);
-  a_dst = memory::desc(sizes, memory::data_type::bf16, dense_strides(sizes));
-  a_rounded = !operands.a && strides == dense_strides(sizes);
-  a_numel = product(sizes, 0, sizes.size());
-  geo.batch = Dims(sizes.begin(), sizes.begin() + nb);
-  geo.M = product(sizes, nb, nb + g.m.size());
-  geo.K = product(sizes, nb + g.m.size(), nb + g.m.size() + g.k.size());
-  a_bytes = round_up(product(sizes, 0, sizes.size()) * sizeof(uint16_t));
-
-  sizes_strides(b, b_order, sizes, strides);
-  if (product(sizes, 0, sizes.size()) == 0) empty = true;
-  b_src = memory::desc(sizes, type_of(operands.b), strides);
-  b_dst = memory::desc(sizes, memory::data_type::bf16, dense_strides(sizes));
-  b_rounded = !operands.b && strides == dense_strides(sizes);
-  b_numel = product(sizes, 0, sizes.size());
-  geo.N = product(sizes, nb + g.k.size(), nb + g.k.size() + g.n.size());
-  b_bytes = round_up(product(sizes, 0, sizes.size()) * sizeof(uint16_t));
-
-  sizes_strides(out, c_order, sizes, strides);
+  for (int i = 0; i < 2; ++i) {
+    Input& x = in[i];
+    sizes_strides(*shapes[i], orders[i], sizes, strides);
+    x.numel = product(sizes, 0, sizes.size());
+    if (x.numel == 0) empty = true;
+    x.src = memory::desc(sizes, type_of(given_bf16(i)), strides);
+    x.dst = memory::desc(sizes, memory::data_type::bf16, dense_strides(sizes));
+    x.rounded = !given_bf16(i) && strides == dense_strides(sizes);
+    x.bytes = round_up(x.numel * sizeof(uint16_t));
+  }
+  sizes_strides(out, concat(g.batch, g.m, g.n), sizes, strides);
   geo.c_elements = product(sizes, 0, sizes.size());
   if (geo.c_elements == 0) empty = true;
   if (empty) return geo;
@@ -190,8 +190,8 @@ MatmulGeometry EinsumBf16::Impl::describe_operands(const Shape& a, const Shape& 
 void EinsumBf16::Impl::describe_matmul(const Shape& a, const Shape& b, const MatmulGeometry& geo,
                                        bool with_bias) {
   const Dims& batch = geo.batch;
-  mm_a = matrix(batch, geo.M, geo.K, memory::data_type::bf16);
-  mm_b = matrix(batch, geo.K, geo.N, memory::data_type::bf16);
+  in[0].mm = matrix(batch, geo.M, geo.K, memory::data_type::bf16);
+  in[1].mm = matrix(batch, geo.K, geo.N, memory::data_type::bf16);
   if (with_bias) {
     Dims d(batch.size(), 1);
     d.push_back(1);
@@ -212,8 +212,8 @@ void EinsumBf16::Impl::describe_matmul(const Shape& a, const Shape& b, const Mat
     st.push_back(cs);
     return memory::desc(d, memory::data_type::bf16, st);
   };
-  if (operands.a) a_direct = strided(a, geo.g.m, geo.g.k, geo.M, geo.K);
-  if (operands.b) b_direct = strided(b, geo.g.k, geo.g.n, geo.K, geo.N);
+  if (operands.a) in[0].direct = strided(a, geo.g.m, geo.g.k, geo.M, geo.K);
+  if (operands.b) in[1].direct = strided(b, geo.g.k, geo.g.n, geo.K, geo.N);
 }
 
 // Sizes only, for a plan for another machine (or on a CPU with no bf16
@@ -222,10 +222,10 @@ void EinsumBf16::Impl::describe_matmul(const Shape& a, const Shape& b, const Mat
 // staged; the GEMM library's own scratchpad unknown and counted as 0. It
 // reads nothing of this CPU, so a cluster's plan is the same on every CPU.
 void EinsumBf16::Impl::estimate_without_bf16_matmul(const Shape& out, const MatmulGeometry& geo) {
-  a_in_place = !a_direct.is_zero();
-  b_in_place = !b_direct.is_zero();
-  if (a_in_place) a_bytes = 0;
-  if (b_in_place) b_bytes = 0;
+  for (Input& x : in) {
+    x.in_place = !x.direct.is_zero();
+    if (x.in_place) x.bytes = 0;
+  }
   stage_c = group_stride(out, geo.g.m, 1) < 0 || group_stride(out, geo.g.n, 1) < 0;
   if (stage_c) c_bytes = round_up(static_cast<size_t>(geo.c_elements) * sizeof(float));
   impl_name = "sizes estimated for another machine (this CPU: " + onednn_cpu_isa() + ")";
@@ -239,19 +239,19 @@ dnnl::matmul::primitive_desc EinsumBf16::Impl::choose_matmul(const Shape& out,
                                                              const dnnl::primitive_attr& attr) {
   auto try_matmul = [&](const memory::desc& c, dnnl::matmul::primitive_desc& pd) {
     for (int direct = 3; direct >= 0; --direct) {  // read bf16 inputs in place if possible
-      const bool da = (direct & 1) && !a_direct.is_zero();
-      const bool db = (direct & 2) && !b_direct.is_zero();
+      const bool da = (direct & 1) && !in[0].direct.is_zero();
+      const bool db = (direct & 2) && !in[1].direct.is_zero();
       if (((direct & 1) && !da) || ((direct & 2) && !db)) continue;
       try {
         pd = dnnl::matmul::primitive_desc(
-            dnnl::matmul::desc(da ? a_direct : mm_a, db ? b_direct : mm_b, bias, c), attr,
-            cpu_engine());
+            dnnl::matmul::desc(da ? in[0].direct : in[0].mm, db ? in[1].direct : in[1].mm, bias, c),
+            attr, cpu_engine());
       } catch (const dnnl::error&) {
         continue;
       }
       if (std::string(pd.impl_info_str()).find("ref") != std::string::npos) continue;
-      a_in_place = da;
-      b_in_place = db;
+      in[0].in_place = da;
+      in[1].in_place = db;
       return true;
     }
     return false;
@@ -259,8 +259,8 @@ dnnl::matmul::primitive_desc EinsumBf16::Impl::choose_matmul(const Shape& out,
   auto make_matmul = [&](const memory::desc& c) {
     dnnl::matmul::primitive_desc pd;
     if (try_matmul(c, pd)) return pd;
-    a_in_place = b_in_place = false;  // oneDNN's reference kernel: accepted only as is
-    return dnnl::matmul::primitive_desc(dnnl::matmul::desc(mm_a, mm_b, bias, c), attr,
+    in[0].in_place = in[1].in_place = false;  // oneDNN's reference kernel: accepted only as is
+    return dnnl::matmul::primitive_desc(dnnl::matmul::desc(in[0].mm, in[1].mm, bias, c), attr,
                                         cpu_engine());
   };
   dnnl::matmul::primitive_desc mm_pd;
@@ -293,27 +293,22 @@ void EinsumBf16::Impl::plan_reorders(const dnnl::matmul::primitive_desc& mm_pd,
   auto reorder_pd = [&](const memory::desc& from, const memory::desc& to) {
     return dnnl::reorder::primitive_desc(cpu_engine(), from, cpu_engine(), to, attr);
   };
-  if (a_in_place) a_bytes = 0;
-  if (b_in_place) b_bytes = 0;
   size_t pad = mm_pd.scratchpad_desc().get_size();
-  dnnl::reorder::primitive_desc ra_pd, rb_pd;
-  if (!a_in_place && !a_rounded) {
-    ra_pd = reorder_pd(a_src, a_dst);
-    pad = std::max(pad, ra_pd.scratchpad_desc().get_size());
+  dnnl::reorder::primitive_desc in_pd[2], rc_pd;
+  for (int i = 0; i < 2; ++i) {
+    if (in[i].in_place) in[i].bytes = 0;
+    if (in[i].in_place || in[i].rounded) continue;
+    in_pd[i] = reorder_pd(in[i].src, in[i].dst);
+    pad = std::max(pad, in_pd[i].scratchpad_desc().get_size());
   }
-  if (!b_in_place && !b_rounded) {
-    rb_pd = reorder_pd(b_src, b_dst);
-    pad = std::max(pad, rb_pd.scratchpad_desc().get_size());
-  }
-  dnnl::reorder::primitive_desc rc_pd;
   if (stage_c) {
     rc_pd = reorder_pd(c_stage, c_out);
     pad = std::max(pad, rc_pd.scratchpad_desc().get_size());
   }
   pad_bytes = round_up(pad);
   if (!create_primitives) return;
-  if (!a_in_place && !a_rounded) ra = dnnl::reorder(ra_pd);
-  if (!b_in_place && !b_rounded) rb = dnnl::reorder(rb_pd);
+  for (int i = 0; i < 2; ++i)
+    if (!in[i].in_place && !in[i].rounded) in[i].reorder = dnnl::reorder(in_pd[i]);
   if (stage_c) rc = dnnl::reorder(rc_pd);
   mm = dnnl::matmul(mm_pd);
 }
@@ -355,7 +350,7 @@ EinsumBf16& EinsumBf16::operator=(EinsumBf16&&) noexcept = default;
 
 size_t EinsumBf16::scratch_bytes() const {
   const Impl& p = *impl_;
-  return p.empty ? 0 : p.a_bytes + p.b_bytes + p.c_bytes + p.pad_bytes;
+  return p.empty ? 0 : p.in[0].bytes + p.in[1].bytes + p.c_bytes + p.pad_bytes;
 }
 
 std::string EinsumBf16::implementation() const { return impl_->impl_name; }
@@ -366,58 +361,52 @@ void EinsumBf16::run(const void* a, const void* b, void* out, void* scratch,
                      const float* bias) const {
   const Impl& p = *impl_;
   if (p.empty) return;
+  const void* inputs[2] = {a, b};
+  uint8_t* copies[2] = {static_cast<uint8_t*>(scratch),
+                        static_cast<uint8_t*>(scratch) + p.in[0].bytes};
+  uint8_t* const c_copy = copies[1] + p.in[1].bytes;
+  uint8_t* const pad = c_copy + p.c_bytes;
   if (p.route == Bf16Route::kWidenedF32) {
-    uint8_t* base = static_cast<uint8_t*>(scratch);
-    float* a32 = reinterpret_cast<float*>(base);
-    float* b32 = reinterpret_cast<float*>(base + p.a_bytes);
-    float* c32 = reinterpret_cast<float*>(base + p.a_bytes + p.b_bytes);
-    float* pad = reinterpret_cast<float*>(base + p.a_bytes + p.b_bytes + p.c_bytes);
-    if (p.operands.a)
-      widen_bf16(static_cast<const uint16_t*>(a), a32, p.a_numel);
-    else
-      round_bf16_in_f32(static_cast<const float*>(a), a32, p.a_numel);
-    if (p.operands.b)
-      widen_bf16(static_cast<const uint16_t*>(b), b32, p.b_numel);
-    else
-      round_bf16_in_f32(static_cast<const float*>(b), b32, p.b_numel);
+    float *a32 = reinterpret_cast<float*>(copies[0]), *b32 = reinterpret_cast<float*>(copies[1]);
+    float* c32 = reinterpret_cast<float*>(c_copy);
+    for (int i = 0; i < 2; ++i) {
+      float* widened = reinterpret_cast<float*>(copies[i]);
+      if (p.given_bf16(i))
+        widen_bf16(static_cast<const uint16_t*>(inputs[i]), widened, p.in[i].numel);
+      else
+        round_bf16_in_f32(static_cast<const float*>(inputs[i]), widened, p.in[i].numel);
+    }
     if (!p.operands.out) {
-      einsum(p.plan, a32, b32, static_cast<float*>(out), pad);
+      einsum(p.plan, a32, b32, static_cast<float*>(out), reinterpret_cast<float*>(pad));
       return;
     }
-    einsum(p.plan, a32, b32, c32, pad);
+    einsum(p.plan, a32, b32, c32, reinterpret_cast<float*>(pad));
     round_to_bf16(c32, static_cast<uint16_t*>(out), p.c_numel);
     return;
   }
   TS_CHECK(p.mm, "einsum bf16: primitives were not created (a plan-only instance)");
   const dnnl::engine& e = cpu_engine();
   dnnl::stream& s = cpu_stream();
-  uint8_t* base = static_cast<uint8_t*>(scratch);
-  uint8_t* a16 = base;
-  uint8_t* b16 = a16 + p.a_bytes;
-  uint8_t* c32 = b16 + p.b_bytes;
-  uint8_t* pad = c32 + p.c_bytes;
   memory pad_mem(memory::desc({static_cast<int64_t>(p.pad_bytes)}, memory::data_type::u8,
                               memory::format_tag::a),
                  e, pad);
-  void* a_in = const_cast<void*>(a);
-  void* b_in = const_cast<void*>(b);
-  if (p.a_rounded) {
-    round_to_bf16(static_cast<const float*>(a), reinterpret_cast<uint16_t*>(a16), p.a_numel);
-  } else if (!p.a_in_place) {
-    memory from(p.a_src, e, a_in), to(p.a_dst, e, a16);
-    p.ra.execute(s, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}, {DNNL_ARG_SCRATCHPAD, pad_mem}});
+  memory mm_in[2];
+  for (int i = 0; i < 2; ++i) {
+    const Impl::Input& x = p.in[i];
+    void* given = const_cast<void*>(inputs[i]);
+    if (x.rounded) {
+      round_to_bf16(static_cast<const float*>(given), reinterpret_cast<uint16_t*>(copies[i]),
+                    x.numel);
+    } else if (!x.in_place) {
+      memory from(x.src, e, given), to(x.dst, e, copies[i]);
+      x.reorder.execute(s,
+                        {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}, {DNNL_ARG_SCRATCHPAD, pad_mem}});
+    }
+    mm_in[i] = memory(x.in_place ? x.direct : x.mm, e, x.in_place ? given : copies[i]);
   }
-  if (p.b_rounded) {
-    round_to_bf16(static_cast<const float*>(b), reinterpret_cast<uint16_t*>(b16), p.b_numel);
-  } else if (!p.b_in_place) {
-    memory from(p.b_src, e, b_in), to(p.b_dst, e, b16);
-    p.rb.execute(s, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}, {DNNL_ARG_SCRATCHPAD, pad_mem}});
-  }
-  memory mm_a(p.a_in_place ? p.a_direct : p.mm_a, e, p.a_in_place ? a_in : a16);
-  memory mm_b(p.b_in_place ? p.b_direct : p.mm_b, e, p.b_in_place ? b_in : b16);
-  memory mm_c(p.mm_c, e, p.stage_c ? static_cast<void*>(c32) : static_cast<void*>(out));
-  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mm_a},
-                                       {DNNL_ARG_WEIGHTS, mm_b},
+  memory mm_c(p.mm_c, e, p.stage_c ? static_cast<void*>(c_copy) : static_cast<void*>(out));
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mm_in[0]},
+                                       {DNNL_ARG_WEIGHTS, mm_in[1]},
                                        {DNNL_ARG_DST, mm_c},
                                        {DNNL_ARG_SCRATCHPAD, pad_mem}};
   TS_CHECK(p.bias.is_zero() == (bias == nullptr),
@@ -425,7 +414,7 @@ void EinsumBf16::run(const void* a, const void* b, void* out, void* scratch,
   if (bias) args.emplace(DNNL_ARG_BIAS, memory(p.bias, e, const_cast<float*>(bias)));
   p.mm.execute(s, args);
   if (p.stage_c) {
-    memory c_stage(p.c_stage, e, c32), c_out(p.c_out, e, out);
+    memory c_stage(p.c_stage, e, c_copy), c_out(p.c_out, e, out);
     p.rc.execute(s,
                  {{DNNL_ARG_FROM, c_stage}, {DNNL_ARG_TO, c_out}, {DNNL_ARG_SCRATCHPAD, pad_mem}});
   }
