@@ -18,21 +18,17 @@ std::map<std::string, ModelSpec>& registry() {
   static std::map<std::string, ModelSpec> models = {
       {"gpt",
        {[](const TrainConfig& c, GraphBuilder& b, int64_t batch, bool training) {
-          GptGraph g = build_gpt(b, gpt_config(c), batch, training);
-          return TaskGraph{g.loss, g.logits};
+          return build_gpt(b, gpt_config(c), batch, training);
         },
         DataKind::kText}},
       {"llama",
        {[](const TrainConfig& c, GraphBuilder& b, int64_t batch, bool) {
-          LlamaGraph g = build_llama(b, llama_config(c), batch);
-          return TaskGraph{g.loss, g.logits};
+          return build_llama(b, llama_config(c), batch);
         },
         DataKind::kText}},
       {"mlp",
        {[](const TrainConfig& c, GraphBuilder& b, int64_t batch, bool) {
-          MlpGraph g =
-              build_mlp(b, MlpConfig{MlpConfig{}.pixels, c.hidden, MlpConfig{}.classes}, batch);
-          return TaskGraph{g.loss, g.logits};
+          return build_mlp(b, MlpConfig{MlpConfig{}.pixels, c.hidden, MlpConfig{}.classes}, batch);
         },
         DataKind::kImages}}};
   return models;

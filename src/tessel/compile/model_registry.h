@@ -26,13 +26,9 @@
 #include "tessel/base/rotary_frequencies.h"
 #include "tessel/compile/config.h"
 #include "tessel/ir/builder.h"
+#include "tessel/ir/model_contract.h"
 
 namespace tessel {
-
-struct TaskGraph {
-  ValueId loss;
-  std::optional<ValueId> logits;  // none when the model has none
-};
 
 using ModelBuilder = std::function<TaskGraph(const TrainConfig& config, GraphBuilder& b,
                                              int64_t batch, bool training)>;

@@ -16,12 +16,21 @@
 //   - pipelines: the `pipe` mesh axis numbers pipeline ranks and is never a
 //     layout target; values a stage graph adds are named "pipe.<...>"
 //     ("pipe.act.<id>", "pipe.grad.<id>"), so a model must not use that prefix.
-// Nothing else about a model's dims or labels is interpreted.
+// Nothing else about a model's dims or labels is interpreted. A model's
+// builder returns its TaskGraph.
 #pragma once
 
+#include <optional>
 #include <string>
 
+#include "tessel/ir/graph.h"
+
 namespace tessel {
+
+struct TaskGraph {
+  ValueId loss;                   // scalar mean cross-entropy
+  std::optional<ValueId> logits;  // none when the model has none
+};
 
 inline const std::string kBatchDim = "batch";  // rows of the batch; inputs lead with it
 inline const std::string kSeqDim = "seq";      // query positions

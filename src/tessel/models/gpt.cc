@@ -73,16 +73,15 @@ ValueId residual_dropout(GraphBuilder& b, ValueId x, const GptConfig& c, bool tr
 
 }  // namespace
 
-GptGraph build_gpt(GraphBuilder& b, const GptConfig& c, int64_t batch, bool training) {
+TaskGraph build_gpt(GraphBuilder& b, const GptConfig& c, int64_t batch, bool training) {
   const Dims d{{kBatchDim, batch},  {kSeqDim, c.context},           {"embed", c.d_model},
                {"heads", c.n_head}, {"head", c.d_model / c.n_head}, {"hidden", 4 * c.d_model},
                {"vocab", c.vocab}};
-  GptGraph g;
-  g.tokens = b.input("tokens", Shape{d.batch, d.seq}, DType::kI32);
-  g.targets = b.input("targets", Shape{d.batch, d.seq}, DType::kI32);
+  const ValueId tokens = b.input("tokens", Shape{d.batch, d.seq}, DType::kI32);
+  const ValueId targets = b.input("targets", Shape{d.batch, d.seq}, DType::kI32);
   ValueId wte = b.param("wte", Shape{d.vocab, d.embed});
   ValueId wpe = b.param("wpe", Shape{{"pos", c.context}, d.embed});
-  ValueId x = b.add(b.embedding(wte, g.tokens, "vocab", "tok_emb"),
+  ValueId x = b.add(b.embedding(wte, tokens, "vocab", "tok_emb"),
                     b.rename(wpe, "pos", kSeqDim, "pos_emb"), "emb");
   x = residual_dropout(b, x, c, training, "emb_dropout");
   const ProbabilityDropout probs_dropout{training ? c.attention_dropout : 0.0f, c.seed,
@@ -99,8 +98,7 @@ GptGraph build_gpt(GraphBuilder& b, const GptConfig& c, int64_t batch, bool trai
               "mlp_residual");
   }
   ValueId h = layernorm(b, d, x, "ln_f");
-  g.loss = lm_loss(b, h, wte, g.targets, c.fused_loss, g.logits);
-  return g;
+  return lm_loss(b, h, wte, targets, c.fused_loss);
 }
 
 }  // namespace tessel

@@ -8,9 +8,9 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 
 #include "tessel/ir/builder.h"
+#include "tessel/ir/model_contract.h"
 
 namespace tessel {
 
@@ -30,14 +30,9 @@ struct GptConfig {
   bool fused_loss = false;
 };
 
-struct GptGraph {
-  ValueId tokens;                 // input (batch, seq) i32
-  ValueId targets;                // input (batch, seq) i32
-  std::optional<ValueId> logits;  // (batch, seq, vocab); none with fused_loss
-  ValueId loss;                   // scalar mean cross-entropy, nats per token
-};
-
-// `training` enables dropout. seq = context.
-GptGraph build_gpt(GraphBuilder& b, const GptConfig& config, int64_t batch, bool training);
+// Inputs tokens and targets (batch, seq) i32; the loss in nats per token,
+// the logits (batch, seq, vocab) (none with fused_loss). `training` enables
+// dropout. seq = context.
+TaskGraph build_gpt(GraphBuilder& b, const GptConfig& config, int64_t batch, bool training);
 
 }  // namespace tessel

@@ -84,7 +84,7 @@ int64_t llama_hidden_size(const LlamaConfig& c) {
   return c.multiple_of * ((hidden + c.multiple_of - 1) / c.multiple_of);
 }
 
-LlamaGraph build_llama(GraphBuilder& b, const LlamaConfig& c, int64_t batch) {
+TaskGraph build_llama(GraphBuilder& b, const LlamaConfig& c, int64_t batch) {
   const int64_t head = c.d_model / c.n_head;
   const LlamaDims d{{kBatchDim, batch},
                     {kSeqDim, c.context},
@@ -94,11 +94,10 @@ LlamaGraph build_llama(GraphBuilder& b, const LlamaConfig& c, int64_t batch) {
                     {"head", head},
                     {"hidden", llama_hidden_size(c)},
                     {"vocab", c.vocab}};
-  LlamaGraph g;
-  g.tokens = b.input("tokens", Shape{d.batch, d.seq}, DType::kI32);
-  g.targets = b.input("targets", Shape{d.batch, d.seq}, DType::kI32);
+  const ValueId tokens = b.input("tokens", Shape{d.batch, d.seq}, DType::kI32);
+  const ValueId targets = b.input("targets", Shape{d.batch, d.seq}, DType::kI32);
   ValueId table = b.param("tok_embeddings", Shape{d.vocab, d.embed}, normal(1.0f));
-  ValueId x = b.embedding(table, g.tokens, "vocab", "tok_emb");
+  ValueId x = b.embedding(table, tokens, "vocab", "tok_emb");
   for (int64_t layer = 0; layer < c.n_layer; ++layer) {
     GraphBuilder::Scope scope(b, block_scope(static_cast<int>(layer)));
     const float out_std = kInitStd / std::sqrt(2.0f * static_cast<float>(layer + 1));
@@ -109,8 +108,7 @@ LlamaGraph build_llama(GraphBuilder& b, const LlamaConfig& c, int64_t batch) {
   ValueId h = rmsnorm(b, d, c, x, "norm_f");
   const float head_std = 1.0f / std::sqrt(static_cast<float>(c.d_model));
   ValueId output = b.param("output", Shape{d.embed, d.vocab}, normal(head_std));
-  g.loss = lm_loss(b, h, output, g.targets, c.fused_loss, g.logits);
-  return g;
+  return lm_loss(b, h, output, targets, c.fused_loss);
 }
 
 }  // namespace tessel

@@ -22,9 +22,9 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 
 #include "tessel/ir/builder.h"
+#include "tessel/ir/model_contract.h"
 
 namespace tessel {
 
@@ -44,14 +44,7 @@ struct LlamaConfig {
 // Meta's model.py: Llama 3 8B's 4096, 1.3, 1024 give 14336).
 int64_t llama_hidden_size(const LlamaConfig& config);
 
-struct LlamaGraph {
-  ValueId tokens;                 // input (batch, seq) i32
-  ValueId targets;                // input (batch, seq) i32
-  std::optional<ValueId> logits;  // (batch, seq, vocab); none with fused_loss
-  ValueId loss;                   // scalar mean cross-entropy, nats per token
-};
-
-// seq = context.
-LlamaGraph build_llama(GraphBuilder& b, const LlamaConfig& config, int64_t batch);
+// Inputs, loss and logits as build_gpt's (models/gpt.h). seq = context.
+TaskGraph build_llama(GraphBuilder& b, const LlamaConfig& config, int64_t batch);
 
 }  // namespace tessel

@@ -4,14 +4,11 @@
 
 namespace tessel {
 
-ValueId lm_loss(GraphBuilder& b, ValueId h, ValueId w, ValueId targets, bool fused,
-                std::optional<ValueId>& logits) {
-  if (fused) {
-    logits.reset();
-    return b.linear_cross_entropy(h, w, targets, "vocab", "embed", "lm_head_loss");
-  }
-  logits = b.einsum(h, w, {kBatchDim, kSeqDim, "vocab"}, "lm_head");
-  return b.cross_entropy(*logits, targets, "vocab", "loss");
+TaskGraph lm_loss(GraphBuilder& b, ValueId h, ValueId w, ValueId targets, bool fused) {
+  if (fused)
+    return {b.linear_cross_entropy(h, w, targets, "vocab", "embed", "lm_head_loss"), std::nullopt};
+  const ValueId logits = b.einsum(h, w, {kBatchDim, kSeqDim, "vocab"}, "lm_head");
+  return {b.cross_entropy(logits, targets, "vocab", "loss"), logits};
 }
 
 }  // namespace tessel

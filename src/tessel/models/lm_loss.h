@@ -7,14 +7,12 @@
 // and the graph has no logits. Both are the same function.
 #pragma once
 
-#include <optional>
-
 #include "tessel/ir/builder.h"
+#include "tessel/ir/model_contract.h"
 
 namespace tessel {
 
-// Returns the loss; sets `logits` when they exist (unfused).
-ValueId lm_loss(GraphBuilder& b, ValueId h, ValueId w, ValueId targets, bool fused,
-                std::optional<ValueId>& logits);
+// The loss, and the logits when they exist (unfused).
+TaskGraph lm_loss(GraphBuilder& b, ValueId h, ValueId w, ValueId targets, bool fused);
 
 }  // namespace tessel

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "tessel/ir/builder.h"
+#include "tessel/ir/model_contract.h"
 
 namespace tessel {
 
@@ -13,13 +14,7 @@ struct MlpConfig {
   int64_t pixels = 784, hidden = 1024, classes = 10;
 };
 
-struct MlpGraph {
-  ValueId images;  // input (batch, pixel) f32
-  ValueId labels;  // input (batch) i32
-  ValueId logits;  // (batch, class)
-  ValueId loss;    // scalar mean cross-entropy
-};
-
-MlpGraph build_mlp(GraphBuilder& b, const MlpConfig& config, int64_t batch);
+// Inputs images (batch, pixel) f32 and labels (batch) i32; logits (batch, class).
+TaskGraph build_mlp(GraphBuilder& b, const MlpConfig& config, int64_t batch);
 
 }  // namespace tessel
