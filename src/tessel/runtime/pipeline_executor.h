@@ -43,7 +43,6 @@ struct PipelineStage {
   std::vector<float*> accumulators;
   std::optional<ValueId> loss;    // last stage only
   std::optional<ValueId> logits;  // last stage of an evaluation, if asked for
-  bool split_phases = true;       // the program has 3 phases (F, BI, BW)
 };
 
 // One timed action of one rank.
