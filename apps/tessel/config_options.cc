@@ -34,7 +34,8 @@ void ConfigOptions::add_to(CLI::App* command, bool with_steps) {
                       "activations recomputed in backward: none | selective (attention core, norm "
                       "and MLP activation outputs) | "
                       "blocks | blocks:K (segments of K blocks) | blocks:K:J (the first J "
-                      "blocks), +selective | auto (fewest recomputed FLOPs within --memory-limit)");
+                      "blocks), +selective | auto (fewest recomputed FLOPs within --memory-limit; "
+                      "may fuse the loss)");
   command->add_option(
       "--memory-limit", memory_limit,
       "per-rank memory budget, e.g. 2GiB: fail before compute if the plan exceeds it");

@@ -48,11 +48,20 @@ TEST(RecomputeChoice, CostsAreTheRecomputedForwardFlops) {
   }
   ASSERT_GT(attention_flops, 0);
   ASSERT_GT(activation_flops, 0);
-  std::map<std::string, double> cost;
+  std::map<std::string, double> cost, fused_cost;
   std::vector<RecomputeCandidate> all = recompute_candidates(c);
-  for (const RecomputeCandidate& k : all) cost[k.spec] = k.recomputed_flops;
-  EXPECT_EQ(all.size(), 2u + 2 * 2 + 3);  // none, selective, blocks:1:J(+selective), blocks:K
+  for (const RecomputeCandidate& k : all)
+    (k.fused_loss ? fused_cost : cost)[k.spec] = k.recomputed_flops;
+  // none, selective, blocks:1:J(+selective), blocks:K; each also with the loss fused
+  EXPECT_EQ(all.size(), 2 * (2u + 2 * 2 + 3));
   EXPECT_EQ(cost.at("none"), 0);
+  // The fused loss recomputes the LM head's product: its forward FLOPs.
+  double head_flops = 0;
+  for (ValueId id = 0; id <= stored.outputs.loss; ++id)
+    if (stored.graph.node(id).name == "lm_head") head_flops = stored.graph.node_flops(id);
+  ASSERT_GT(head_flops, 0);
+  for (const auto& [spec, flops] : cost)
+    EXPECT_DOUBLE_EQ(fused_cost.at(spec), flops + head_flops) << spec;
   EXPECT_DOUBLE_EQ(cost.at("selective"), attention_flops + activation_flops);
   for (const char* spec : {"blocks", "blocks:2", "blocks:3"})
     EXPECT_DOUBLE_EQ(cost.at(spec), block_flops) << spec;
@@ -78,20 +87,33 @@ TEST(RecomputeChoice, FusedAttentionsSelectiveRecomputesNormsAndActivationsAlone
   }
   ASSERT_GT(activation_flops, 0);
   const std::vector<RecomputeCandidate> all = recompute_candidates(c);
-  ASSERT_EQ(all.size(), 9u);
-  EXPECT_EQ(all[1].spec, "selective");
-  EXPECT_DOUBLE_EQ(all[1].recomputed_flops, activation_flops);
+  ASSERT_EQ(all.size(), 18u);
+  const auto selective = std::find_if(all.begin(), all.end(), [](const RecomputeCandidate& k) {
+    return k.spec == "selective" && !k.fused_loss;
+  });
+  ASSERT_NE(selective, all.end());
+  EXPECT_DOUBLE_EQ(selective->recomputed_flops, activation_flops);
+  // Nothing that recomputes is cheaper (the fused loss alone may be cheaper still).
+  for (const RecomputeCandidate& k : all) {
+    if (k.fused_loss || k.spec == "none") continue;
+    EXPECT_LE(selective->recomputed_flops, k.recomputed_flops) << k.spec;
+  }
 }
 
 // For every budget that exactly fits some candidate: the choice fits, and no
 // candidate that recomputes fewer FLOPs fits (each judged on its own plan).
+std::string key(const RecomputeCandidate& k) {
+  return k.fused_loss ? k.spec + " + loss fused" : k.spec;
+}
+
 void expect_cheapest_that_fits(TrainConfig c) {
   std::vector<RecomputeCandidate> all = recompute_candidates(c);
   std::map<std::string, int64_t> memory;
   for (const RecomputeCandidate& k : all) {
     TrainConfig alt = c;
     alt.recompute = k.spec;
-    memory[k.spec] = worst_total(alt);
+    if (k.fused_loss) alt.loss = "fused";
+    memory[key(k)] = worst_total(alt);
   }
   EXPECT_LT(memory.at("blocks"), memory.at("none"));
   for (const auto& [budget_of, limit] : memory) {
@@ -100,13 +122,13 @@ void expect_cheapest_that_fits(TrainConfig c) {
     RecomputeChoice choice = choose_recompute(c);
     const RecomputeCandidate& chosen = choice.chosen_candidate();
     ASSERT_TRUE(chosen.memory.has_value()) << choice.report();
-    EXPECT_EQ(*chosen.memory, memory.at(choice.chosen)) << choice.report();
+    EXPECT_EQ(*chosen.memory, memory.at(key(chosen))) << choice.report();
     EXPECT_LE(*chosen.memory, limit) << choice.report();
     for (const RecomputeCandidate& k : all) {
-      if (memory.at(k.spec) > limit) continue;
+      if (memory.at(key(k)) > limit) continue;
       EXPECT_LE(chosen.recomputed_flops, k.recomputed_flops)
-          << "budget " << limit << ": " << k.spec << " fits and recomputes less than "
-          << choice.chosen << "\n"
+          << "budget " << limit << ": " << key(k) << " fits and recomputes less than "
+          << key(chosen) << "\n"
           << choice.report();
     }
   }
@@ -128,7 +150,7 @@ TEST(RecomputeChoice, GenerousBudgetKeepsEverythingStored) {
   c.recompute = "auto";
   c.memory_limit = "1GiB";
   RecomputeChoice choice = choose_recompute(c);
-  EXPECT_EQ(choice.chosen, "none");
+  EXPECT_EQ(key(choice.chosen_candidate()), "none");
   EXPECT_NE(choice.report().find("recompute auto: chose none"), std::string::npos)
       << choice.report();
 }
@@ -141,6 +163,30 @@ TEST(RecomputeChoice, NothingFitsFailsWithTheBreakdown) {
   for (const char* part : {"no recomputation fits the memory limit of 0.06 MiB", "training arena",
                            "blocks", "blocks:1:1", "over the limit"})
     EXPECT_NE(e.find(part), std::string::npos) << part << " in: " << e;
+}
+
+// With a large vocabulary the logits decide what fits: a budget below the
+// unfused plan storing everything but above the fused loss's is met by
+// `loss: fused` with nothing else recomputed (the LM head's product is
+// cheaper to redo than the blocks), and train applies it (resolve_recompute).
+TEST(RecomputeChoice, ALargeVocabularyFitsByFusingTheLoss) {
+  TrainConfig c = tiny_gpt();
+  c.vocab = 8192;
+  c.data = "synthetic";
+  c.context = 64;
+  c.batch = 16;
+  TrainConfig fused = c;
+  fused.loss = "fused";
+  ASSERT_LT(worst_total(fused), worst_total(c));
+  c.recompute = "auto";
+  c.memory_limit = std::to_string(worst_total(fused));
+  const RecomputeChoice choice = choose_recompute(c);
+  EXPECT_EQ(key(choice.chosen_candidate()), "none + loss fused") << choice.report();
+  EXPECT_NE(choice.report().find("chose none + loss fused"), std::string::npos) << choice.report();
+  TrainConfig resolved = c;
+  resolve_recompute(resolved);
+  EXPECT_EQ(resolved.recompute, "none");
+  EXPECT_EQ(resolved.loss, "fused");
 }
 
 }  // namespace

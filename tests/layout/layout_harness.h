@@ -99,7 +99,7 @@ inline std::string auto_choice(const nlohmann::json& config, const std::string& 
   c.microbatches = microbatches;
   c.recompute = "auto";
   c.memory_limit = limit;
-  return choose_recompute(c).chosen;
+  return choose_recompute(c).chosen_candidate().spec;
 }
 
 struct TrainRun {

@@ -51,7 +51,8 @@ Layout layout_for(const TrainConfig& config, const Mesh& mesh) {
 std::optional<RecomputeChoice> resolve_recompute(TrainConfig& config) {
   if (config.recompute != "auto") return std::nullopt;
   RecomputeChoice choice = choose_recompute(config);
-  config.recompute = choice.chosen;
+  config.recompute = choice.chosen_candidate().spec;
+  if (choice.chosen_candidate().fused_loss) config.loss = "fused";
   return choice;
 }
 

@@ -37,9 +37,20 @@ std::string gflop(double flops) {
 
 bool same_cost(double a, double b) { return std::abs(a - b) <= 1e-9 * std::max(a, b); }
 
-void judge(const TrainConfig& config, RecomputeCandidate& c) {
+// The candidate's policy and loss applied to `config`.
+TrainConfig with(const TrainConfig& config, const RecomputeCandidate& c) {
   TrainConfig alt = config;
   alt.recompute = c.spec;
+  if (c.fused_loss) alt.loss = "fused";
+  return alt;
+}
+
+std::string name_of(const RecomputeCandidate& c) {
+  return c.fused_loss ? c.spec + " + loss fused" : c.spec;
+}
+
+void judge(const TrainConfig& config, RecomputeCandidate& c) {
+  const TrainConfig alt = with(config, c);
   c.memory.reset();
   for (const RankMemory& m : predict_memory(alt))
     if (!c.memory || m.total() > *c.memory) c.memory = m.total(), c.worst_rank = m.rank;
@@ -58,10 +69,11 @@ std::string table(const RecomputeChoice& choice) {
       continue;
     }
     char line[160];
-    const char* verdict = c.spec == choice.chosen     ? "fits, chosen"
+    const bool chosen = &c - choice.candidates.data() == static_cast<ptrdiff_t>(choice.chosen);
+    const char* verdict = chosen                      ? "fits, chosen"
                           : *c.memory <= choice.limit ? "fits"
                                                       : "over the limit";
-    std::snprintf(line, sizeof line, "  %-24s %21.3f   %12s on rank %d, %s\n", c.spec.c_str(),
+    std::snprintf(line, sizeof line, "  %-24s %21.3f   %12s on rank %d, %s\n", name_of(c).c_str(),
                   c.recomputed_flops / 1e9, format_bytes(*c.memory).c_str(), c.worst_rank, verdict);
     out += line;
   }
@@ -77,23 +89,24 @@ std::vector<RecomputeCandidate> recompute_candidates(const TrainConfig& config) 
   TrainConfig base = config;
   base.recompute = "none";
   const TrainingGraph stored = build_training_graph(base, config.batch);
+  // The fused loss recomputes the LM head's product (the unfused graph's "lm_head").
+  std::optional<double> head_flops;
+  if (is_builtin_transformer(config.model) && config.loss == "unfused")
+    for (ValueId id = 0; id < static_cast<ValueId>(stored.graph.size()); ++id)
+      if (stored.graph.node(id).name == "lm_head") head_flops = stored.graph.node_flops(id);
   std::vector<RecomputeCandidate> out;
   for (const RecomputePolicy& p :
        candidate_policies(is_builtin_transformer(config.model) ? config.n_layer : 0)) {
     TrainingGraph t = stored;
     apply_recompute(t, p);
-    out.push_back({p.to_string(), t.recomputed_flops, std::nullopt, 0});
+    out.push_back({p.to_string(), false, t.recomputed_flops, std::nullopt, 0});
+    if (head_flops)
+      out.push_back({p.to_string(), true, t.recomputed_flops + *head_flops, std::nullopt, 0});
   }
   std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
     return a.recomputed_flops < b.recomputed_flops;
   });
   return out;
-}
-
-const RecomputeCandidate& RecomputeChoice::chosen_candidate() const {
-  for (const RecomputeCandidate& c : candidates)
-    if (c.spec == chosen) return c;
-  TS_THROW("recompute auto: the chosen '", chosen, "' is not among the candidates");
 }
 
 RecomputeChoice choose_recompute(const TrainConfig& config) {
@@ -111,12 +124,12 @@ RecomputeChoice choose_recompute(const TrainConfig& config) {
   if (i == all.size()) {
     const RecomputeCandidate& best = *std::min_element(
         all.begin(), all.end(), [](const auto& a, const auto& b) { return *a.memory < *b.memory; });
-    TrainConfig alt = config;
-    alt.recompute = best.spec;
+    choice.chosen = all.size();  // none
+    const TrainConfig alt = with(config, best);
     TS_THROW("config: 'recompute' \"auto\": no recomputation fits the memory limit of ",
              format_bytes(choice.limit), " ('", config.memory_limit, "'); the smallest plan, ",
-             best.spec, ", needs ", format_bytes(*best.memory), " on rank ", best.worst_rank, ": ",
-             memory_breakdown(predict_memory(alt).at(best.worst_rank)), ". Candidates:\n",
+             name_of(best), ", needs ", format_bytes(*best.memory), " on rank ", best.worst_rank,
+             ": ", memory_breakdown(predict_memory(alt).at(best.worst_rank)), ". Candidates:\n",
              table(choice),
              "Use more ranks, --zero 1|2 over a data axis, or a schedule with fewer micro-batches "
              "in flight (1f1b)");
@@ -128,15 +141,15 @@ RecomputeChoice choose_recompute(const TrainConfig& config) {
     if (*all[end].memory < *all[best].memory) best = end;
   }
   for (size_t k = end; k < all.size() && k < end + kRunnersUp; ++k) judge(config, all[k]);
-  choice.chosen = all[best].spec;
+  choice.chosen = best;
   return choice;
 }
 
 std::string RecomputeChoice::report() const {
   const RecomputeCandidate& c = chosen_candidate();
-  const std::string why = chosen == "none" ? "the plan fits without recomputing anything"
-                                           : "no candidate that recomputes fewer FLOPs fits";
-  return str_cat("recompute auto: chose ", chosen, " (", format_bytes(c.memory.value()),
+  const std::string why = c.recomputed_flops == 0 ? "the plan fits without recomputing anything"
+                                                  : "no candidate that recomputes fewer FLOPs fits";
+  return str_cat("recompute auto: chose ", name_of(c), " (", format_bytes(c.memory.value()),
                  " on rank ", c.worst_rank, " within the limit of ", format_bytes(limit),
                  " per rank, ", gflop(c.recomputed_flops), " GFLOP/step recomputed): ", why, "\n",
                  table(*this));
