@@ -102,10 +102,6 @@ TEST(RecomputeChoice, FusedAttentionsSelectiveRecomputesNormsAndActivationsAlone
 
 // For every budget that exactly fits some candidate: the choice fits, and no
 // candidate that recomputes fewer FLOPs fits (each judged on its own plan).
-std::string key(const RecomputeCandidate& k) {
-  return k.fused_loss ? k.spec + " + loss fused" : k.spec;
-}
-
 void expect_cheapest_that_fits(TrainConfig c) {
   std::vector<RecomputeCandidate> all = recompute_candidates(c);
   std::map<std::string, int64_t> memory;
@@ -113,7 +109,7 @@ void expect_cheapest_that_fits(TrainConfig c) {
     TrainConfig alt = c;
     alt.recompute = k.spec;
     if (k.fused_loss) alt.loss = "fused";
-    memory[key(k)] = worst_total(alt);
+    memory[k.name()] = worst_total(alt);
   }
   EXPECT_LT(memory.at("blocks"), memory.at("none"));
   for (const auto& [budget_of, limit] : memory) {
@@ -122,13 +118,13 @@ void expect_cheapest_that_fits(TrainConfig c) {
     RecomputeChoice choice = choose_recompute(c);
     const RecomputeCandidate& chosen = choice.chosen_candidate();
     ASSERT_TRUE(chosen.memory.has_value()) << choice.report();
-    EXPECT_EQ(*chosen.memory, memory.at(key(chosen))) << choice.report();
+    EXPECT_EQ(*chosen.memory, memory.at(chosen.name())) << choice.report();
     EXPECT_LE(*chosen.memory, limit) << choice.report();
     for (const RecomputeCandidate& k : all) {
-      if (memory.at(key(k)) > limit) continue;
+      if (memory.at(k.name()) > limit) continue;
       EXPECT_LE(chosen.recomputed_flops, k.recomputed_flops)
-          << "budget " << limit << ": " << key(k) << " fits and recomputes less than "
-          << key(chosen) << "\n"
+          << "budget " << limit << ": " << k.name() << " fits and recomputes less than "
+          << chosen.name() << "\n"
           << choice.report();
     }
   }
@@ -150,7 +146,7 @@ TEST(RecomputeChoice, GenerousBudgetKeepsEverythingStored) {
   c.recompute = "auto";
   c.memory_limit = "1GiB";
   RecomputeChoice choice = choose_recompute(c);
-  EXPECT_EQ(key(choice.chosen_candidate()), "none");
+  EXPECT_EQ(choice.chosen_candidate().name(), "none");
   EXPECT_NE(choice.report().find("recompute auto: chose none"), std::string::npos)
       << choice.report();
 }
@@ -181,7 +177,7 @@ TEST(RecomputeChoice, ALargeVocabularyFitsByFusingTheLoss) {
   c.recompute = "auto";
   c.memory_limit = std::to_string(worst_total(fused));
   const RecomputeChoice choice = choose_recompute(c);
-  EXPECT_EQ(key(choice.chosen_candidate()), "none + loss fused") << choice.report();
+  EXPECT_EQ(choice.chosen_candidate().name(), "none + loss fused") << choice.report();
   EXPECT_NE(choice.report().find("chose none + loss fused"), std::string::npos) << choice.report();
   TrainConfig resolved = c;
   resolve_recompute(resolved);

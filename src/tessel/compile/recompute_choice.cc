@@ -45,10 +45,6 @@ TrainConfig with(const TrainConfig& config, const RecomputeCandidate& c) {
   return alt;
 }
 
-std::string name_of(const RecomputeCandidate& c) {
-  return c.fused_loss ? c.spec + " + loss fused" : c.spec;
-}
-
 void judge(const TrainConfig& config, RecomputeCandidate& c) {
   const TrainConfig alt = with(config, c);
   c.memory.reset();
@@ -73,7 +69,7 @@ std::string table(const RecomputeChoice& choice) {
     const char* verdict = chosen                      ? "fits, chosen"
                           : *c.memory <= choice.limit ? "fits"
                                                       : "over the limit";
-    std::snprintf(line, sizeof line, "  %-24s %21.3f   %12s on rank %d, %s\n", name_of(c).c_str(),
+    std::snprintf(line, sizeof line, "  %-24s %21.3f   %12s on rank %d, %s\n", c.name().c_str(),
                   c.recomputed_flops / 1e9, format_bytes(*c.memory).c_str(), c.worst_rank, verdict);
     out += line;
   }
@@ -128,7 +124,7 @@ RecomputeChoice choose_recompute(const TrainConfig& config) {
     const TrainConfig alt = with(config, best);
     TS_THROW("config: 'recompute' \"auto\": no recomputation fits the memory limit of ",
              format_bytes(choice.limit), " ('", config.memory_limit, "'); the smallest plan, ",
-             name_of(best), ", needs ", format_bytes(*best.memory), " on rank ", best.worst_rank,
+             best.name(), ", needs ", format_bytes(*best.memory), " on rank ", best.worst_rank,
              ": ", memory_breakdown(predict_memory(alt).at(best.worst_rank)), ". Candidates:\n",
              table(choice),
              "Use more ranks, --zero 1|2 over a data axis, or a schedule with fewer micro-batches "
@@ -149,7 +145,7 @@ std::string RecomputeChoice::report() const {
   const RecomputeCandidate& c = chosen_candidate();
   const std::string why = c.recomputed_flops == 0 ? "the plan fits without recomputing anything"
                                                   : "no candidate that recomputes fewer FLOPs fits";
-  return str_cat("recompute auto: chose ", name_of(c), " (", format_bytes(c.memory.value()),
+  return str_cat("recompute auto: chose ", c.name(), " (", format_bytes(c.memory.value()),
                  " on rank ", c.worst_rank, " within the limit of ", format_bytes(limit),
                  " per rank, ", gflop(c.recomputed_flops), " GFLOP/step recomputed): ", why, "\n",
                  table(*this));

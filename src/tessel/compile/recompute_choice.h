@@ -32,6 +32,7 @@ struct RecomputeCandidate {
   double recomputed_flops = 0;    // per training step, whole model
   std::optional<int64_t> memory;  // worst rank's predicted total; none: not judged
   int worst_rank = 0;
+  std::string name() const { return fused_loss ? spec + " + loss fused" : spec; }
 };
 
 struct RecomputeChoice {

@@ -283,7 +283,7 @@ void add_attention(const OpView& op, std::vector<AxisSignature>& result) {
 // (h, w, labels[, lse, dloss]) -> tuple. A row dim (the labels') split on
 // h, the labels and the log-sum-exp; or the vocab split on w, the kernel
 // reducing each row's max and sum of exponentials across the axis. How each
-// element is placed: tuple_element_sharding (sharding/context_parallel.h).
+// element is placed: tuple_element_sharding (signature.h).
 // The embed dim is not split: the logits would be partial sums.
 void add_linear_cross_entropy(const OpView& op, std::vector<AxisSignature>& result) {
   const Shape &h = *op.in[0], &w = *op.in[1], &labels = *op.in[2];
