@@ -154,7 +154,7 @@ void attention_rule(VjpContext& c) {
 }
 
 // The loss's backward recomputes the logits from h, w and the log-sum-exp,
-// chunk by chunk of rows, and yields (dh, dw).
+// tile by tile, and yields (dh, dw).
 void linear_cross_entropy_rule(VjpContext& c) {
   const std::optional<ValueId> g = fused_value_grad(c);
   if (!g) return;

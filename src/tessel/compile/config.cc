@@ -139,7 +139,7 @@ const std::map<std::string, KeyRule>& rules() {
                           "softmax, einsum); docs/attention.md")},
       {"loss", field(&TrainConfig::loss,
                      "gpt, llama: unfused (the LM head's logits stored for the backward) | fused "
-                     "(never stored: recomputed by chunks of rows; docs/memory.md)")},
+                     "(never stored: recomputed tile by tile; docs/memory.md)")},
       {"model_options",
        field(&TrainConfig::model_options, "a registered model's own keys, e.g. {\"patch\": 7}")},
       {"batch",

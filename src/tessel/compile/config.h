@@ -48,7 +48,7 @@ struct TrainConfig {
   std::string attention = "fused";
   // GPT and Llama loss: "unfused" (the LM head's logits, batch x seq x vocab,
   // stored for the loss's backward) | "fused" (one linear_cross_entropy op:
-  // the logits never stored, recomputed chunk by chunk in the backward).
+  // the logits never stored, recomputed tile by tile in the backward).
   std::string loss = "unfused";
   // A registered model's own keys (ModelSpec::options), e.g. {"patch": 7};
   // keys it did not register are errors naming them.

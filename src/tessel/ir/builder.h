@@ -86,7 +86,7 @@ class GraphBuilder {
   // stores the logits (w holds vocab_dim and embed_dim in either order, h
   // ends with embed_dim):
   // the forward keeps the per-row log-sum-exp, the backward recomputes the
-  // logits chunk by chunk of rows. Returns the loss.
+  // logits tile by tile (kernels/linear_cross_entropy.h). Returns the loss.
   ValueId linear_cross_entropy(ValueId h, ValueId w, ValueId labels, const std::string& vocab_dim,
                                const std::string& embed_dim,
                                const std::string& name = "linear_cross_entropy");

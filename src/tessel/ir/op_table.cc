@@ -452,7 +452,8 @@ double attention_grad_flops(const std::vector<const Shape*>& in, const Shape& ou
   return kAttentionGradForwards * attention_flops(in, out);
 }
 
-// h (rows.., embed), w (vocab, embed), labels (rows..): checked; h's rows.
+// h (rows.., embed), w (vocab, embed) or (embed, vocab), labels (rows..):
+// checked; h's rows.
 Shape check_linear_cross_entropy(const ShapeRuleInput& in) {
   expect_f32(in, 0, "hidden states");
   expect_f32(in, 1, "weight");

@@ -19,7 +19,7 @@ namespace tessel {
 
 void execute_linear_cross_entropy(const OpCall& call);       // (h, w, labels) -> (loss, lse)
 void execute_linear_cross_entropy_grad(const OpCall& call);  // (.., lse, dloss) -> (dh, dw)
-// The kernel's scratch (the logits' chunk, bf16 copies) and, in the
+// The kernel's scratch (one tile of logits, bf16 copies) and, in the
 // forward, each row's three statistics.
 size_t linear_cross_entropy_scratch_bytes(const Graph& graph, const Node& node, bool bf16);
 
