@@ -30,6 +30,9 @@ void ConfigOptions::add_to(CLI::App* command, bool with_steps) {
       "--zero", zero,
       "ZeRO stage over the data axis: 0, 1 or 2 (optimizer state, gradients sharded), 3 (and "
       "parameters, gathered on use)");
+  command->add_option("--offload", offload,
+                      "none | optimizer (AdamW's moments in pinned host memory, the update on the "
+                      "CPU cores)");
   command->add_option("--recompute", recompute,
                       "activations recomputed in backward: none | selective (attention core, norm "
                       "and MLP activation outputs) | "
@@ -106,6 +109,7 @@ TrainConfig ConfigOptions::load(bool with_data) const {
   if (!recompute.empty()) c.recompute = recompute;
   if (!memory_limit.empty()) c.memory_limit = memory_limit;
   if (!device.empty()) c.set("device=" + device);
+  if (!offload.empty()) c.set("offload=" + offload);
   if (!mesh.empty()) c.mesh = mesh;
   if (!layout.empty()) c.layout = layout;
   if (microbatches > 0) c.microbatches = microbatches;

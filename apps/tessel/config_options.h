@@ -17,6 +17,7 @@ struct ConfigOptions {
   int64_t steps = -1;
   int threads = -1;
   std::string device;
+  std::string offload;
   int zero = -1;
   std::string recompute;
   std::string memory_limit;

@@ -25,7 +25,7 @@ namespace {
 
 bool same_figures(const RankMemory& a, const RankMemory& b) {
   return a.parameters == b.parameters && a.optimizer == b.optimizer && a.arena == b.arena &&
-         a.gradients == b.gradients && a.eval_arena == b.eval_arena &&
+         a.gradients == b.gradients && a.eval_arena == b.eval_arena && a.device() == b.device() &&
          a.host.total() == b.host.total() && a.accumulators == b.accumulators &&
          a.weight_copies == b.weight_copies && a.stages == b.stages && a.in_flight == b.in_flight &&
          a.stage_arena == b.stage_arena && a.stage_shared == b.stage_shared;
@@ -48,25 +48,31 @@ std::string rank_label(const std::vector<RankMemory>& ranks, std::pair<size_t, s
                              : str_cat(ranks[g.first].rank, "-", ranks[g.second].rank);
 }
 
-void print_table(const std::vector<RankMemory>& ranks) {
-  std::printf("  %-9s %12s %12s %12s %14s %12s %12s %13s %12s\n", "rank", "parameters", "optimizer",
-              "arena", "(gradients)", "eval arena", "host", "accumulators", "total");
+void print_table(const std::vector<RankMemory>& ranks, const std::string& device) {
+  std::printf("  %-9s %12s %12s %12s %14s %12s %13s %12s %12s %12s\n", "rank", "parameters",
+              "optimizer", "arena", "(gradients)", "eval arena", "accumulators", "device", "host",
+              "total");
   for (const auto& g : rank_groups(ranks)) {
     const RankMemory& m = ranks[g.first];
-    std::printf("  %-9s %12s %12s %12s %14s %12s %12s %13s %12s\n", rank_label(ranks, g).c_str(),
-                format_bytes(m.parameters).c_str(), format_bytes(m.optimizer).c_str(),
-                format_bytes(m.arena).c_str(), format_bytes(m.gradients).c_str(),
-                format_bytes(m.eval_arena).c_str(), format_bytes(m.host.total()).c_str(),
+    std::printf("  %-9s %12s %12s %12s %14s %12s %13s %12s %12s %12s\n",
+                rank_label(ranks, g).c_str(), format_bytes(m.parameters).c_str(),
+                format_bytes(m.optimizer).c_str(), format_bytes(m.arena).c_str(),
+                format_bytes(m.gradients).c_str(), format_bytes(m.eval_arena).c_str(),
                 format_bytes(m.accumulators + m.weight_copies).c_str(),
+                format_bytes(m.device()).c_str(), format_bytes(m.host.total()).c_str(),
                 format_bytes(m.total()).c_str());
   }
   std::printf(
       "arena = the training step's activations + gradients + collective and einsum scratch "
       "(+ parameters gathered on use under --zero 3) at the planned peak\n"
-      "host = input batch staging + ZeRO's update chunk and padded block + one full tensor "
-      "for sharded checkpoints (+ on rank 0 the host copy asynchronous periodic saves write from); "
-      "accumulators = pipeline gradient accumulators (+ asynchronous weight "
-      "copies); total = the peak of tensor storage (code, libraries, data not included)\n");
+      "accumulators = pipeline gradient accumulators (+ asynchronous weight copies); "
+      "device = what the %s backend's device memory holds: the columns before it, ZeRO's update "
+      "chunk and padded block%s; host = input batch staging + one full tensor for sharded "
+      "checkpoints (+ on rank 0 the host copy asynchronous periodic saves write from; + with "
+      "--offload optimizer, AdamW's moments and their staging, pinned); total = "
+      "device + host, the peak of tensor storage (code, libraries, data not included)\n",
+      device.c_str(),
+      device == "cuda" ? " and cuBLASLt's workspace (the CUDA context is not counted)" : "");
 }
 
 void print_stages(const TrainConfig& config, const std::vector<RankMemory>& ranks) {
@@ -114,7 +120,7 @@ int run_dry(TrainConfig config) {
               config.mesh.empty() ? "single rank" : config.mesh.c_str(), config.zero,
               config.recompute.c_str(), config.precision.c_str());
   const std::vector<RankMemory> ranks = predict_memory(config);
-  print_table(ranks);
+  print_table(ranks, config.device);
   if (config.precision == "bf16")
     std::printf("%s; the arena counts its scratch\n", kernels::bf16_matmul_note().c_str());
   print_stages(config, ranks);

@@ -23,6 +23,7 @@
 #include "run_directory.h"
 #include "standby.h"
 #include "stop_signal.h"
+#include "tessel/backend/backend.h"
 #include "tessel/base/error.h"
 #include "tessel/base/steady_clock.h"
 #include "tessel/compile/compile_rank.h"
@@ -409,6 +410,8 @@ int finish_run(const TrainRun& run, const LoopOutcome& loop) {
   }
   // Measured after the save, whose full-tensor buffer belongs to the peak.
   end.tracked = trainer.distributed().gather_counts(allocation_stats().peak_bytes);
+  end.device = trainer.distributed().gather_counts(
+      backend_for(config.device).space_stats(MemorySpace::kDevice).peak_bytes);
   end.rss = trainer.distributed().gather_counts(std::max<int64_t>(0, peak_rss_bytes()));
   end.pipe = trainer.pipeline_stats();                           // collective
   if (!config.trace.empty()) trainer.write_trace(config.trace);  // collective

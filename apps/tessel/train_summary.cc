@@ -20,13 +20,16 @@ nlohmann::json memory_json(const RunEnd& end) {
                         {"arena", m.arena},
                         {"gradients_in_arena", m.gradients},
                         {"eval_arena", m.eval_arena},
+                        {"zero_slice", m.zero_slice},
+                        {"zero_block", m.zero_block},
+                        {"device_runtime", m.device_runtime},
+                        {"device", m.device()},
                         {"input_staging", m.host.input_staging},
-                        {"zero_slice", m.host.zero_slice},
-                        {"zero_block", m.host.zero_block},
                         {"full_tensor", m.host.full_tensor},
                         {"checkpoint_snapshot", m.host.checkpoint_snapshot},
                         {"total", m.total()}}},
                       {"measured_peak_tracked_bytes", end.tracked.at(m.rank)},
+                      {"measured_peak_device_bytes", end.device.at(m.rank)},
                       {"peak_rss_bytes", end.rss.at(m.rank)}});
   return memory;
 }
@@ -91,13 +94,16 @@ void print_run_end(Trainer& trainer, const TrainConfig& config, const std::strin
       "\nmodel state per rank: parameters %.2f MiB, gradients %.2f MiB, optimizer %.2f MiB\n",
       state.parameters / 1048576.0, state.gradients / 1048576.0, state.optimizer / 1048576.0);
   std::printf(
-      "memory per rank (tensor storage: parameters, optimizer, arenas, host buffers), predicted "
-      "vs measured peak; peak RSS adds code, libraries, the data set, MPI:\n");
+      "memory per rank (tensor storage: parameters, optimizer, arenas, host buffers; of it on "
+      "the %s device), predicted vs measured peak; peak RSS adds code, libraries, the data set, "
+      "MPI:\n",
+      config.device.c_str());
   for (const RankMemory& m : end.predicted)
-    std::printf("  rank %d: predicted %s, measured %s (%+.2f%%), peak RSS %s\n", m.rank,
-                format_bytes(m.total()).c_str(), format_bytes(end.tracked[m.rank]).c_str(),
-                100.0 * (end.tracked[m.rank] - m.total()) / m.total(),
-                format_bytes(end.rss[m.rank]).c_str());
+    std::printf(
+        "  rank %d: predicted %s, measured %s (%+.2f%%); device %s, measured %s; peak RSS %s\n",
+        m.rank, format_bytes(m.total()).c_str(), format_bytes(end.tracked[m.rank]).c_str(),
+        100.0 * (end.tracked[m.rank] - m.total()) / m.total(), format_bytes(m.device()).c_str(),
+        format_bytes(end.device[m.rank]).c_str(), format_bytes(end.rss[m.rank]).c_str());
   std::printf("checkpoint: %s\nmetrics:    %s/metrics.jsonl\n", end.checkpoint.c_str(),
               out.c_str());
 }

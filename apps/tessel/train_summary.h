@@ -18,6 +18,7 @@ struct RunEnd {
   EvalResult last_eval{-1, -1};
   double last_loss = 0;
   std::vector<int64_t> tracked;  // measured peak of the tracked allocations
+  std::vector<int64_t> device;   // measured peak of the backend's device memory
   std::vector<int64_t> rss;      // peak resident set size
   Trainer::PipelineStats pipe;
   std::vector<RankMemory> predicted;

@@ -102,7 +102,7 @@ TEST(ZeroState, PadsBlocksTheDataSizeDoesNotDivide) {
   for (const StoredParam& p : s.params)
     largest_padded = std::max(largest_padded, p.zero->padded() * 4);
   EXPECT_EQ(s.zero_block, largest_padded);
-  EXPECT_EQ(predict_rank_memory(c).host.zero_block, largest_padded);
+  EXPECT_EQ(predict_rank_memory(c).zero_block, largest_padded);
 }
 
 // A pipeline: every parameter its stage holds, whatever its layout.

@@ -30,13 +30,7 @@ TEST_P(ContextParallel, MatchesSingleProcessAndItsMemoryPrediction) {
   TrainRun got = train(c.name, model == "gpt" ? gpt_config() : llama_config(), c.ranks, c.mesh,
                        c.layout, c.extra);
   expect_same(got, reference(model), c.name);
-  const nlohmann::json summary =
-      nlohmann::json::parse(std::ifstream(root() / c.name / "out" / "summary.json"));
-  for (const nlohmann::json& r : summary["memory_per_rank"])
-    EXPECT_EQ(r["measured_peak_tracked_bytes"].get<int64_t>(),
-              r["predicted_bytes"]["total"].get<int64_t>())
-        << c.name << " rank " << r["rank"] << "\n"
-        << r.dump();
+  expect_memory_exact(c.name);
   // The strategy really ran: all-to-alls on ctx, or the ring's sends.
   const std::string kind =
       std::string(c.extra).find("ring") != std::string::npos ? "send" : "all_to_all";
@@ -115,12 +109,7 @@ TEST_F(LayoutInvariance, AttentionDropoutMatchesSingleProcess) {
         Split{"attn_dropout_ring_ctx2", "ctx=2", "seq=ctx", kRing, 2},
         Split{"attn_dropout_ring_data2_ctx2", "data=2,ctx=2", "batch=data,seq=ctx", kRing, 4}}) {
     expect_same(train(s.name, c, s.ranks, s.mesh, s.layout, s.extra), want, s.name);
-    const nlohmann::json summary =
-        nlohmann::json::parse(std::ifstream(root() / s.name / "out" / "summary.json"));
-    for (const nlohmann::json& r : summary["memory_per_rank"])
-      EXPECT_EQ(r["measured_peak_tracked_bytes"].get<int64_t>(),
-                r["predicted_bytes"]["total"].get<int64_t>())
-          << s.name << " rank " << r["rank"];
+    expect_memory_exact(s.name);
   }
 }
 

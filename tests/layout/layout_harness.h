@@ -202,6 +202,25 @@ class LayoutInvariance : public ::testing::Test {
     }
   }
 
+  // Every rank of run `name` predicted its memory to the byte: its tensor
+  // storage (allocation_stats) and the part of it in the backend's device
+  // memory (Backend::space_stats).
+  static void expect_memory_exact(const std::string& name) {
+    const nlohmann::json summary =
+        nlohmann::json::parse(std::ifstream(root() / name / "out" / "summary.json"));
+    ASSERT_FALSE(summary["memory_per_rank"].empty()) << name;
+    for (const nlohmann::json& r : summary["memory_per_rank"]) {
+      EXPECT_EQ(r["measured_peak_tracked_bytes"].get<int64_t>(),
+                r["predicted_bytes"]["total"].get<int64_t>())
+          << name << " rank " << r["rank"] << "\n"
+          << r.dump();
+      EXPECT_EQ(r["measured_peak_device_bytes"].get<int64_t>(),
+                r["predicted_bytes"]["device"].get<int64_t>())
+          << name << " rank " << r["rank"] << "\n"
+          << r.dump();
+    }
+  }
+
   // Runs `tessel train` on `config` under mpirun with `args`, which must fail
   // on every rank with `message`, within 60 s. Every rank finds a bad setting
   // before any compute; whichever reports first prints "[rank R] error" and

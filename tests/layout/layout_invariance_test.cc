@@ -519,9 +519,13 @@ TEST_P(MeasuredMemory, TrackedPeakIsWithinFivePercentOfTheDryRunOnEveryRank) {
         << c.name << " rank " << rank << ": measured " << measured << " B, predicted " << predicted
         << " B\n"
         << r.dump();
+    const double device = r["predicted_bytes"]["device"].get<double>();
+    const double measured_device = r["measured_peak_device_bytes"].get<double>();
+    EXPECT_LE(std::abs(measured_device - device), 0.05 * device) << c.name << " rank " << rank;
     if (bf16) {
       EXPECT_EQ(measured, predicted)
           << c.name << " rank " << rank << " (" << kernels::bf16_matmul_note() << ")";
+      EXPECT_EQ(measured_device, device) << c.name << " rank " << rank;
     }
     ASSERT_TRUE(dry_total_mib.count(rank)) << out;
     EXPECT_NEAR(dry_total_mib[rank], predicted / 1048576.0, 0.01) << c.name << "\n" << out;

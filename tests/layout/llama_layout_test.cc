@@ -27,15 +27,7 @@ TEST_P(LlamaLayouts, MatchesSingleProcessAndItsMemoryPrediction) {
   const LlamaCase& c = GetParam();
   TrainRun got = train(c.name, llama_config(), c.ranks, c.mesh, c.layout, c.extra);
   expect_same(got, reference("llama"), c.name);
-  const nlohmann::json summary =
-      nlohmann::json::parse(std::ifstream(root() / c.name / "out" / "summary.json"));
-  const nlohmann::json& ranks = summary["memory_per_rank"];
-  ASSERT_EQ(ranks.size(), static_cast<size_t>(std::max(1, c.ranks)));
-  for (const nlohmann::json& r : ranks)
-    EXPECT_EQ(r["measured_peak_tracked_bytes"].get<int64_t>(),
-              r["predicted_bytes"]["total"].get<int64_t>())
-        << c.name << " rank " << r["rank"] << "\n"
-        << r.dump();
+  expect_memory_exact(c.name);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -81,12 +73,7 @@ TEST_F(LayoutInvariance, LlamaBf16SequenceParallelMatchesOneProcess) {
     differs_from_f32 = differs_from_f32 || b != f32.steps[s]["loss"].get<double>();
   }
   EXPECT_TRUE(differs_from_f32) << "bf16 gave the f32 losses";
-  const nlohmann::json summary = nlohmann::json::parse(
-      std::ifstream(root() / "llama_bf16_sp_data2_model2" / "out" / "summary.json"));
-  for (const nlohmann::json& r : summary["memory_per_rank"])
-    EXPECT_EQ(r["measured_peak_tracked_bytes"].get<int64_t>(),
-              r["predicted_bytes"]["total"].get<int64_t>())
-        << r.dump();
+  expect_memory_exact("llama_bf16_sp_data2_model2");
 }
 
 TEST_F(LayoutInvariance, LlamaModelAxisMustDivideTheKeyValueHeads) {

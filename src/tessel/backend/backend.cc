@@ -21,6 +21,11 @@ const char* memory_space_name(MemorySpace space) {
   return "?";
 }
 
+DeviceMemory::DeviceMemory(Backend* owner, MemorySpace space, uint8_t* data, size_t bytes)
+    : owner_(owner), space_(space), data_(data), bytes_(bytes) {
+  if (owner_ && data_) owner_->count(space_, static_cast<int64_t>(bytes_));
+}
+
 DeviceMemory& DeviceMemory::operator=(DeviceMemory&& other) noexcept {
   if (this != &other) {
     reset();
@@ -36,10 +41,31 @@ DeviceMemory& DeviceMemory::operator=(DeviceMemory&& other) noexcept {
 }
 
 void DeviceMemory::reset() {
-  if (owner_ && data_) owner_->release(space_, data_, bytes_);
+  if (owner_ && data_) {
+    owner_->count(space_, -static_cast<int64_t>(bytes_));
+    owner_->release(space_, data_, bytes_);
+  }
   owner_ = nullptr;
   data_ = nullptr;
   bytes_ = 0;
+}
+
+void Backend::count(MemorySpace space, int64_t bytes) {
+  const int i = static_cast<int>(space);
+  const int64_t live = live_[i].fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  int64_t peak = peak_[i].load(std::memory_order_relaxed);
+  while (live > peak && !peak_[i].compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
+  }
+}
+
+SpaceStats Backend::space_stats(MemorySpace space) const {
+  const int i = static_cast<int>(space);
+  return {live_[i].load(std::memory_order_relaxed), peak_[i].load(std::memory_order_relaxed)};
+}
+
+void Backend::reset_space_peaks() {
+  for (int i = 0; i < kSpaces; ++i)
+    peak_[i].store(live_[i].load(std::memory_order_relaxed), std::memory_order_relaxed);
 }
 
 void Backend::fill_zero(float*, int64_t) {
@@ -53,6 +79,10 @@ void Backend::scale(float*, int64_t, float) {
 Backend& cpu_backend() {
   static CpuBackend backend;
   return backend;
+}
+
+int64_t device_runtime_bytes(const std::string& device) {
+  return device == "cuda" ? static_cast<int64_t>(kCudaGemmWorkspaceBytes) : 0;
 }
 
 bool built_with_cuda() {

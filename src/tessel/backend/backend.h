@@ -18,6 +18,7 @@
 // training thread); allocate/release and DeviceAccess are thread-safe.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -35,13 +36,20 @@ const char* memory_space_name(MemorySpace space);
 
 class Backend;
 
+// Bytes of one memory space of one backend in DeviceMemory blocks: live now,
+// and the most ever live at once (requested bytes, as allocation_stats).
+struct SpaceStats {
+  int64_t live_bytes = 0;
+  int64_t peak_bytes = 0;
+};
+
 // An owned block of one memory space of one backend, 64-byte aligned and
-// zero-initialised. Move-only; returned to its backend when destroyed.
+// zero-initialised. Move-only; returned to its backend when destroyed. Its
+// bytes count in its backend's space_stats while it lives.
 class DeviceMemory {
  public:
   DeviceMemory() = default;
-  DeviceMemory(Backend* owner, MemorySpace space, uint8_t* data, size_t bytes)
-      : owner_(owner), space_(space), data_(data), bytes_(bytes) {}
+  DeviceMemory(Backend* owner, MemorySpace space, uint8_t* data, size_t bytes);
   ~DeviceMemory() { reset(); }
   DeviceMemory(DeviceMemory&& other) noexcept { *this = std::move(other); }
   DeviceMemory& operator=(DeviceMemory&& other) noexcept;
@@ -69,6 +77,11 @@ class Backend {
   // Memory. Throws an error naming the device, the space and the bytes when
   // the allocation cannot be had.
   virtual DeviceMemory allocate(MemorySpace space, size_t bytes) = 0;
+  // What this backend's blocks of `space` hold (the measured side of the
+  // memory plan's device and host figures); thread-safe.
+  SpaceStats space_stats(MemorySpace space) const;
+  // Restarts every space's high-water mark at its live bytes (tests).
+  void reset_space_peaks();
 
   // Kernels: runs one instruction on the kernel of its op kind.
   virtual void execute(const OpCall& call) = 0;
@@ -122,6 +135,11 @@ class Backend {
   // open and close (nested scopes count).
   virtual void open_access() {}
   virtual void close_access() {}
+
+ private:
+  void count(MemorySpace space, int64_t bytes);  // DeviceMemory's life
+  static constexpr int kSpaces = 3;
+  std::atomic<int64_t> live_[kSpaces] = {}, peak_[kSpaces] = {};
 };
 
 // A scope in which the backend's device memory is reachable from this
@@ -146,6 +164,11 @@ Backend& cpu_backend();
 // On first use of "cuda" the CUDA backend probes the GPU (built with
 // TESSEL_CUDA only): "device cuda: no usable GPU (<CUDA's reason>)".
 Backend& backend_for(const std::string& device);
+// Device memory a backend for `device` allocates for itself, counted in its
+// kDevice space_stats: CUDA's cuBLASLt workspace (kCudaGemmWorkspaceBytes);
+// 0 for the CPU. Known without a GPU, for plans and dry runs.
+constexpr size_t kCudaGemmWorkspaceBytes = size_t{32} << 20;  // cuBLASLt's size for Hopper
+int64_t device_runtime_bytes(const std::string& device);
 // Whether this build has the CUDA backend (TESSEL_CUDA found nvcc).
 bool built_with_cuda();
 

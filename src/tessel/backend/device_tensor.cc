@@ -2,10 +2,10 @@
 
 namespace tessel {
 
-DeviceTensor::DeviceTensor(Backend& backend, Shape shape)
+DeviceTensor::DeviceTensor(Backend& backend, Shape shape, MemorySpace space)
     : backend_(&backend),
       shape_(std::move(shape)),
-      memory_(backend.allocate(MemorySpace::kDevice, shape_.numel() * sizeof(float))) {}
+      memory_(backend.allocate(space, shape_.numel() * sizeof(float))) {}
 
 void DeviceTensor::read(float* host) const {
   if (nbytes()) backend_->copy_to_host(host, memory_.data(), nbytes());

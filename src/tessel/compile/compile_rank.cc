@@ -87,8 +87,8 @@ CompileOptions precision_compile_options(const TrainConfig& config) {
   if (std::string(options.backend->name()) == "cuda")
     TS_THROW(
         "device cuda: programs compiled from a config (train, eval, sample) do not run on CUDA "
-        "yet: bf16 einsums, collectives on GPU memory, some ops' kernels and device memory "
-        "accounting are not written (docs/gpu.md); use device cpu");
+        "yet: bf16 einsums, collectives on GPU memory and some ops' kernels are not written "
+        "(docs/gpu.md); use device cpu");
   options.bf16 = config.precision == "bf16";
   options.bf16_activations = config.bf16_activations;
   options.bf16_partial_sums = config.tp_comm_precision == "bf16";

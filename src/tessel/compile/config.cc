@@ -74,6 +74,9 @@ std::map<std::string, KeyRule> data_rules() {
 std::map<std::string, KeyRule> optimizer_rules() {
   return {
       {"optimizer", field(&TrainConfig::optimizer, "adamw | sgd")},
+      {"offload", field(&TrainConfig::offload,
+                        "none | optimizer (AdamW's moments in pinned host memory, the update on "
+                        "the CPU cores; docs/memory.md)")},
       {"lr", field(&TrainConfig::lr, "peak learning rate")},
       {"min_lr",
        field(&TrainConfig::min_lr, "learning rate at the end of the decay (cosine, linear, wsd)")},
@@ -411,6 +414,10 @@ void TrainConfig::validate(bool with_data) const {
     TS_THROW("config: 'decay_fraction' must be in (0, 1], got ", decay_fraction);
   if (with_data && data == "tokens") validate_token_data(*this);
   either("optimizer", optimizer, "adamw", "sgd");
+  either("offload", offload, "none", "optimizer");
+  if (offload == "optimizer" && optimizer != "adamw")
+    TS_THROW("config: 'offload' \"optimizer\" moves AdamW's moments to host memory; optimizer '",
+             optimizer, "' keeps no state to move (use offload \"none\")");
   either("device", device, "cpu", "cuda");
   either("precision", precision, "f32", "bf16");
   either("grad_reduce_precision", grad_reduce_precision, "f32", "bf16");

@@ -66,6 +66,12 @@ struct TrainConfig {
   int64_t batch = 16;
   int64_t steps = 200;
   std::string optimizer = "adamw";  // "adamw" | "sgd"
+  // Where AdamW's moments live and its update runs (docs/memory.md,
+  // "Offloading the optimizer"): "none" (device memory, the backend's
+  // update) | "optimizer" (pinned host memory: each parameter's gradient and
+  // value are copied to the host, updated on the CPU cores, the value copied
+  // back).
+  std::string offload = "none";
   // Number format of the GEMMs: "f32" | "bf16" (einsum operands rounded to
   // bf16, f32 accumulation and output; master weights, gradients, optimizer
   // state and every reduction stay f32; docs/precision.md).

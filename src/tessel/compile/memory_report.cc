@@ -5,6 +5,7 @@
 #include <map>
 #include <sstream>
 
+#include "tessel/backend/backend.h"
 #include "tessel/base/error.h"
 #include "tessel/compile/compile_rank.h"
 #include "tessel/compile/pipeline_model.h"
@@ -37,10 +38,13 @@ void add_storage(const CompiledRank& compiled, const RankStorage& s, bool pipeli
                  bool asynchronous, RankMemory& m) {
   const TrainConfig& c = compiled.config;
   m.parameters = s.value_bytes();
-  if (c.optimizer == "adamw") m.optimizer = 2 * s.state_bytes();
+  if (c.optimizer == "adamw")
+    (c.offload == "optimizer" ? m.host.optimizer : m.optimizer) = 2 * s.state_bytes();
+  m.host.offload_staging = 2 * s.offload_staging_elements * 4;
+  m.zero_slice = s.zero_slice;
+  m.zero_block = s.zero_block;
+  m.device_runtime = device_runtime_bytes(c.device);
   m.host.input_staging = s.input_staging;
-  m.host.zero_slice = s.zero_slice;
-  m.host.zero_block = s.zero_block;
   m.host.full_tensor = s.full_tensor;
   const int64_t parts = c.optimizer == "adamw" ? 3 : 1;
   int64_t elements = 0, sharded = 0;  // asynchronous pipelines save the tied copies too
@@ -152,12 +156,17 @@ int64_t parse_bytes(const std::string& text) {
   return static_cast<int64_t>(value * it->second);
 }
 
+int64_t limited_bytes(const RankMemory& m, const std::string& device) {
+  return device == "cpu" ? m.total() : m.device();
+}
+
 namespace {
 
-int64_t worst_total(const std::vector<RankMemory>& ranks, int* worst_rank) {
+int64_t worst_total(const std::vector<RankMemory>& ranks, const std::string& device,
+                    int* worst_rank) {
   int64_t worst = -1;
   for (const RankMemory& m : ranks)
-    if (m.total() > worst) worst = m.total(), *worst_rank = m.rank;
+    if (limited_bytes(m, device) > worst) worst = limited_bytes(m, device), *worst_rank = m.rank;
   return worst;
 }
 
@@ -168,7 +177,7 @@ void check_memory_limit(const TrainConfig& c) {
   const int64_t limit = parse_bytes(c.memory_limit);
   std::vector<RankMemory> ranks = predict_memory(c);
   int rank = 0;
-  const int64_t worst = worst_total(ranks, &rank);
+  const int64_t worst = worst_total(ranks, c.device, &rank);
   if (worst <= limit) return;
   const RankMemory& m = ranks[rank];
   // What would fit: the same run with more sharding or recomputation.
@@ -186,7 +195,7 @@ void check_memory_limit(const TrainConfig& c) {
         alt.chunks = schedule == "interleaved" ? c.chunks : 1;
         alt.recompute = recompute;
         int r = 0;
-        const int64_t total = worst_total(predict_memory(alt), &r);
+        const int64_t total = worst_total(predict_memory(alt), c.device, &r);
         fits += str_cat("\n  --schedule ", schedule, " --recompute ", recompute, ": ",
                         format_bytes(total), total <= limit ? " (fits)" : " (does not fit)");
       }
@@ -201,16 +210,16 @@ void check_memory_limit(const TrainConfig& c) {
       alt.zero = zero;
       alt.recompute = recompute;
       int r = 0;
-      const int64_t total = worst_total(predict_memory(alt), &r);
+      const int64_t total = worst_total(predict_memory(alt), c.device, &r);
       fits += str_cat("\n  --zero ", zero, " --recompute ", recompute, ": ", format_bytes(total),
                       total <= limit ? " (fits)" : " (does not fit)");
     }
   }
   if (c.recompute != "auto")
     fits += "\n  --recompute auto: the recomputation with the fewest recomputed FLOPs that fits";
-  TS_THROW("predicted memory on rank ", rank, " is ", format_bytes(worst), ", over the limit of ",
-           format_bytes(limit), " ('", c.memory_limit, "'): ", memory_breakdown(m),
-           ". Alternatives:",
+  TS_THROW("predicted ", c.device == "cpu" ? "" : str_cat(c.device, " device "), "memory on rank ",
+           rank, " is ", format_bytes(worst), ", over the limit of ", format_bytes(limit), " ('",
+           c.memory_limit, "'): ", memory_breakdown(m), ". Alternatives:",
            fits.empty() ? std::string("\n  none of --zero / --recompute applies; use more ranks")
                         : fits);
 }
@@ -224,7 +233,12 @@ std::string memory_breakdown(const RankMemory& m) {
                          : std::string(),
       m.weight_copies > 0 ? str_cat(", weight copies ", format_bytes(m.weight_copies))
                           : std::string(),
-      ", host buffers ", format_bytes(m.host.total()));
+      m.zero_slice + m.zero_block > 0
+          ? str_cat(", ZeRO buffers ", format_bytes(m.zero_slice + m.zero_block))
+          : std::string(),
+      m.device_runtime > 0 ? str_cat(", backend workspace ", format_bytes(m.device_runtime))
+                           : std::string(),
+      " (device ", format_bytes(m.device()), "), host buffers ", format_bytes(m.host.total()));
 }
 
 }  // namespace tessel

@@ -5,8 +5,10 @@
 // optimizer state live outside the arena; the arena holds activations,
 // gradients (outputs), collective/einsum scratch and (ZeRO-3) the parameters
 // gathered on use, at its planned peak.
-// Host buffers (input staging, the ZeRO-1/2 slice, the full-tensor buffer of
-// checkpoints) come from the same shardings. The total is the peak of the
+// ZeRO's chunk buffers and the host buffers (input staging, the full-tensor
+// buffer of checkpoints) come from the same shardings. Each part is counted
+// where the engine allocates it: device memory (RankMemory::device(), what
+// a GPU must hold and what the backend measures) or host memory. The total is the peak of the
 // tensor storage a real run allocates (AlignedBuffer's counters), which the
 // run measures and reports beside it, with its peak RSS (VmHWM).
 //
@@ -30,24 +32,33 @@ namespace tessel {
 // (sized by rank_storage.h, which the engine allocates from).
 struct HostBufferBytes {
   int64_t input_staging = 0;  // the full input batch (each rank copies its block in)
-  int64_t zero_slice = 0;     // ZeRO: the updated chunk sent to the parameter all-gather
-  int64_t zero_block = 0;     // ZeRO: a padded block (moments gathered for checkpoints, padding)
   int64_t full_tensor = 0;    // one sharded tensor gathered whole (checkpoints, initialisation)
   // Rank 0 with asynchronous periodic saves: a whole copy of the model state
   // (parameters, and AdamW moments), written by the background thread.
   int64_t checkpoint_snapshot = 0;
+  // offload "optimizer" (pinned): AdamW's moments, and the staging of one
+  // update slot's value and gradient.
+  int64_t optimizer = 0, offload_staging = 0;
   int64_t total() const {
-    return input_staging + zero_slice + zero_block + full_tensor + checkpoint_snapshot;
+    return input_staging + full_tensor + checkpoint_snapshot + optimizer + offload_staging;
   }
 };
 
+// One rank's tensor storage by kind, and by where it lives: device() is what
+// the engine allocates in the backend's device memory (MemorySpace::kDevice,
+// measured by Backend::space_stats), `host` the rest.
 struct RankMemory {
   int rank = 0;
   int64_t parameters = 0;
-  int64_t optimizer = 0;   // AdamW moments (0 for SGD)
+  int64_t optimizer = 0;   // AdamW moments on the device (0 for SGD, or offloaded: host)
   int64_t arena = 0;       // training step: activations + gradients + scratch, planned peak
   int64_t gradients = 0;   // of which gradient outputs (live to the step's end)
   int64_t eval_arena = 0;  // the evaluation program's own arena
+  // ZeRO: the updated chunk sent to the parameter all-gather and a padded
+  // block (moments gathered for checkpoints, padding).
+  int64_t zero_slice = 0, zero_block = 0;
+  // The backend's own device memory: CUDA's cuBLASLt workspace; 0 on the CPU.
+  int64_t device_runtime = 0;
   HostBufferBytes host;
   // Pipelines and micro-batches: gradient accumulators outside the arena,
   // and the arena is one per micro-batch in flight on each stage.
@@ -56,13 +67,16 @@ struct RankMemory {
   std::vector<int> stages, in_flight;  // this rank's stages, and instances of each
   std::vector<int64_t> stage_arena;    // one instance's arena per stage (its stash)
   std::vector<int64_t> stage_shared;   // per stage: temporaries shared by its instances
-  // The predicted peak of the bytes allocation_stats() counts: all of the
-  // above are live at once from the first step on (the full-tensor buffer
-  // during a checkpoint save, which comes after the last step).
-  int64_t total() const {
-    return parameters + optimizer + arena + eval_arena + host.total() + accumulators +
-           weight_copies;
+  // All of these are live at once from the first step on (the full-tensor
+  // buffer during a checkpoint save, which comes after the last step), so
+  // each sum is a peak: device() of the backend's device memory, total() of
+  // the bytes allocation_stats() counts on the CPU, where device memory is
+  // host memory (device_runtime is 0 there).
+  int64_t device() const {
+    return parameters + optimizer + arena + eval_arena + zero_slice + zero_block + accumulators +
+           weight_copies + device_runtime;
   }
+  int64_t total() const { return device() + host.total(); }
 };
 
 // Every rank's memory, each from its plan-only compile (compile_rank.h).
@@ -85,8 +99,12 @@ std::string format_bytes(int64_t bytes);
 // "2GiB", "512MiB", "64KiB", "1000" (bytes). Throws naming the text.
 int64_t parse_bytes(const std::string& text);
 
+// The figure a memory limit applies to: device memory on a GPU (device()),
+// all tensor storage on the CPU (total()).
+int64_t limited_bytes(const RankMemory& m, const std::string& device);
+
 // Before any compute: if `config.memory_limit` is set and some rank's
-// predicted memory exceeds it, throws with that rank's breakdown and the
+// predicted memory (limited_bytes) exceeds it, throws with that rank's breakdown and the
 // settings (higher ZeRO stage, block recomputation) that would fit.
 // REQUIRES: `config.recompute` is not "auto" (resolve it first).
 void check_memory_limit(const TrainConfig& config);

@@ -49,7 +49,8 @@ void judge(const TrainConfig& config, RecomputeCandidate& c) {
   const TrainConfig alt = with(config, c);
   c.memory.reset();
   for (const RankMemory& m : predict_memory(alt))
-    if (!c.memory || m.total() > *c.memory) c.memory = m.total(), c.worst_rank = m.rank;
+    if (const int64_t bytes = limited_bytes(m, config.device); !c.memory || bytes > *c.memory)
+      c.memory = bytes, c.worst_rank = m.rank;
   TS_CHECK(c.memory, "recompute auto: no rank's memory predicted for '", c.spec, "'");
 }
 

@@ -68,6 +68,8 @@ void Engine::init_params() {
     staging_.emplace(in.name, Tensor(in.shape, in.dtype));
   slice_buffer_ = backend_.allocate(MemorySpace::kDevice, storage_.zero_slice);
   zero_block_ = backend_.allocate(MemorySpace::kDevice, storage_.zero_block);
+  offload_staging_ = backend_.allocate(MemorySpace::kPinnedHost,
+                                       2 * storage_.offload_staging_elements * sizeof(float));
   zero_pad_.assign(ctx_.mesh().rank_count(), 0.0f);
 }
 
@@ -147,10 +149,12 @@ double Engine::sum_of_squares(const std::vector<double>& local_sq, bool stage_on
 }
 
 void Engine::update_slots(bool stage_only, int64_t updates) {
+  float* staging = reinterpret_cast<float*>(offload_staging_.data());
+  const int64_t capacity = storage_.offload_staging_elements;
   last_update_ = optimizer_(
       slots_,
       [this, stage_only](const std::vector<double>& sq) { return sum_of_squares(sq, stage_only); },
-      updates);
+      updates, OffloadStaging{staging, staging + capacity, capacity});
   for (size_t i = 0; i < slots_.size(); ++i)
     if (held_[i]->zero)
       gather_flat(*held_[i], slots_[i].param, slots_[i].state->value.device_f32());
@@ -169,8 +173,10 @@ void Engine::load_shards(const std::string& dir) {
     ParamEntry& local = params_->entries()[k++];
     local.value.write(loaded.value[i].data());
     if (loaded.m[i].empty()) continue;
-    local.m = DeviceTensor(backend_, Shape{{"state", p.state_numel}});
-    local.v = DeviceTensor(backend_, Shape{{"state", p.state_numel}});
+    local.m =
+        DeviceTensor(backend_, Shape{{"state", p.state_numel}}, moment_space(compiled_.config));
+    local.v =
+        DeviceTensor(backend_, Shape{{"state", p.state_numel}}, moment_space(compiled_.config));
     if (p.zero) {  // the value's block was read: this rank's chunk of it
       std::vector<float> chunk(p.state_numel);
       take_chunk(p, loaded.m[i].data(), chunk.data());

@@ -39,8 +39,10 @@ class Engine {
   // One optimizer update of `slots`; `updates` counts this rank's updates
   // including this one when several share a step (asynchronous pipelines),
   // else 0.
-  using Optimizer = std::function<UpdateStats(const std::vector<UpdateSlot>& slots,
-                                              const GlobalSumOfSquares& sum, int64_t updates)>;
+  // `staging`: the pinned host buffers of offload "optimizer" (empty without).
+  using Optimizer =
+      std::function<UpdateStats(const std::vector<UpdateSlot>& slots, const GlobalSumOfSquares& sum,
+                                int64_t updates, const OffloadStaging& staging)>;
 
   // The engine for `compiled` (kRun, compiled with `ctx`).
   static std::unique_ptr<Engine> create(CompiledRank compiled, DistributedContext& ctx,
@@ -133,6 +135,7 @@ class Engine {
   DeviceMemory slice_buffer_;
   DeviceMemory zero_block_;
   std::vector<float> zero_pad_;
+  DeviceMemory offload_staging_;  // pinned host (offload "optimizer"): a slot's value, gradient
   UpdateStats last_update_;
   int64_t step_ = 0;  // the step running (fault points)
 };

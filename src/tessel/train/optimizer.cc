@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "tessel/base/error.h"
+#include "tessel/kernels/optimizer.h"
 
 namespace tessel {
 
@@ -27,10 +28,36 @@ float weight_decay_of(const TrainConfig& c, const ParamEntry& e) {
   return e.decay || c.decay_norms_and_biases ? static_cast<float>(c.weight_decay) : 0.0f;
 }
 
+MemorySpace moment_space(const TrainConfig& c) {
+  return c.offload == "optimizer" ? MemorySpace::kPinnedHost : MemorySpace::kDevice;
+}
+
+namespace {
+
+// offload "optimizer": the slot's value and gradient copied to the host,
+// AdamW's kernel on them and the pinned moments, the value copied back.
+void offloaded_adamw(Backend& backend, const UpdateSlot& slot, const OffloadStaging& staging,
+                     float lr, const TrainConfig& c, float wd, int64_t step, float grad_scale) {
+  TS_CHECK(slot.n <= staging.capacity, "offload: parameter '", slot.state->name, "' has ", slot.n,
+           " elements to update, over the staging's ", staging.capacity);
+  const size_t bytes = static_cast<size_t>(slot.n) * sizeof(float);
+  backend.copy_to_host(staging.value, slot.param, bytes);
+  backend.copy_to_host(staging.grad, slot.grad, bytes);
+  ParamEntry& e = *slot.state;
+  kernels::adamw_update(staging.value, staging.grad, e.m.device_f32(), e.v.device_f32(), slot.n, lr,
+                        static_cast<float>(c.beta1), static_cast<float>(c.beta2),
+                        static_cast<float>(c.eps), wd, step, grad_scale);
+  backend.copy_from_host(slot.param, staging.value, bytes);
+}
+
+}  // namespace
+
 UpdateStats apply_update(const TrainConfig& c, Backend& backend,
                          const std::vector<UpdateSlot>& slots, int64_t step,
-                         const GlobalSumOfSquares& global_sum, int64_t updates,
-                         double lr_override) {
+                         const GlobalSumOfSquares& global_sum, int64_t updates, double lr_override,
+                         const OffloadStaging& staging) {
+  const bool offloaded = c.offload == "optimizer";
+  TS_CHECK(!offloaded || staging.value, "offload \"optimizer\" without a host staging buffer");
   UpdateStats stats;
   std::vector<double> local_sq(slots.size());
   for (size_t i = 0; i < slots.size(); ++i)
@@ -52,13 +79,17 @@ UpdateStats apply_update(const TrainConfig& c, Backend& backend,
       continue;
     }
     if (const int64_t moments = std::max(slot.n, slot.moments); e.m.numel() != moments) {
-      e.m = DeviceTensor(backend, Shape{{"state", moments}});
-      e.v = DeviceTensor(backend, Shape{{"state", moments}});
+      e.m = DeviceTensor(backend, Shape{{"state", moments}}, moment_space(c));
+      e.v = DeviceTensor(backend, Shape{{"state", moments}}, moment_space(c));
+    }
+    const int64_t t = updates > 0 ? updates : step + 1;
+    if (offloaded) {
+      offloaded_adamw(backend, slot, staging, lr, c, wd, t, grad_scale);
+      continue;
     }
     backend.adamw_update(slot.param, slot.grad, e.m.device_f32(), e.v.device_f32(), slot.n, lr,
                          static_cast<float>(c.beta1), static_cast<float>(c.beta2),
-                         static_cast<float>(c.eps), wd, updates > 0 ? updates : step + 1,
-                         grad_scale);
+                         static_cast<float>(c.eps), wd, t, grad_scale);
   }
   return stats;
 }

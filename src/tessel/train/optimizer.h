@@ -4,8 +4,10 @@
 //
 // Gradients are read where the compiled program left them; the update is a
 // fused single pass per parameter, run by the backend (kernels/optimizer.h
-// on the CPU). Moments are
-// allocated on the first step and reused after. The global norm sums squares
+// on the CPU), or, with offload "optimizer", by the host on copies of the
+// gradient and value in pinned staging (the same kernel, so the same bits).
+// Moments are allocated on the first step (in moment_space) and reused
+// after. The global norm sums squares
 // in double in a fixed order, so a run is bitwise reproducible.
 #pragma once
 
@@ -49,12 +51,27 @@ struct UpdateSlot {
   int64_t moments = 0;
 };
 
+// Where AdamW's moments live: pinned host memory with offload "optimizer",
+// else device memory.
+MemorySpace moment_space(const TrainConfig& config);
+
+// offload "optimizer": two pinned host buffers of `capacity` floats each
+// (RankStorage::offload_staging_elements), where one slot's value and
+// gradient are copied for the host's update.
+struct OffloadStaging {
+  float* value = nullptr;
+  float* grad = nullptr;
+  int64_t capacity = 0;
+};
+
 // Applies one update. `step` counts from 0 and sets the learning rate;
 // AdamW's bias correction uses step + 1, or `updates` (the count including
 // this one) when several updates share a step (asynchronous pipelines).
 // `lr`, when > 0, replaces the schedule's rate (Trainer::set_lr).
+// `staging` is required with offload "optimizer".
 UpdateStats apply_update(const TrainConfig& config, Backend& backend,
                          const std::vector<UpdateSlot>& slots, int64_t step,
-                         const GlobalSumOfSquares& global_sum, int64_t updates = 0, double lr = 0);
+                         const GlobalSumOfSquares& global_sum, int64_t updates = 0, double lr = 0,
+                         const OffloadStaging& staging = {});
 
 }  // namespace tessel

@@ -32,9 +32,8 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   if (std::string(backend_->name()) == "cuda")
     TS_THROW(
         "device cuda: the trainer does not run on CUDA yet (its model state is device memory, "
-        "but bf16 einsums, collectives on GPU memory, some ops' kernels and device memory "
-        "accounting are not written, and it has never run on a GPU; docs/gpu.md); use device "
-        "cpu");
+        "but bf16 einsums, collectives on GPU memory and some ops' kernels are not written, and "
+        "it has never run on a GPU; docs/gpu.md); use device cpu");
   auto t = std::chrono::steady_clock::now();
   ctx_ = std::make_unique<DistributedContext>(config_.mesh, config_.layout);
   startup_.mesh = lap(t);
@@ -53,14 +52,15 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   // The optimizer: one update of the slots the engine hands over, at the
   // current step's learning rate.
   auto optimizer = [this](const std::vector<UpdateSlot>& slots, const GlobalSumOfSquares& sum,
-                          int64_t updates) {
+                          int64_t updates, const OffloadStaging& staging) {
     if (keep_gradients_)
       for (const UpdateSlot& s : slots) {
         std::vector<float>& kept = gradients_[s.state->name];
         kept.resize(s.n);
         backend_->copy_to_host(kept.data(), s.grad, s.n * sizeof(float));
       }
-    UpdateStats u = apply_update(config_, *backend_, slots, step_, sum, updates, lr_override_);
+    UpdateStats u =
+        apply_update(config_, *backend_, slots, step_, sum, updates, lr_override_, staging);
     fault_point(FaultPoint::kOptimizer, step_);
     return u;
   };

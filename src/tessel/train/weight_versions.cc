@@ -18,7 +18,8 @@ WeightVersions::WeightVersions(Mode mode, ParamStore& master, int copies, const 
   }
   const int buffers = mode_ == Mode::kPredict ? 1 : copies;
   copies_.resize(buffers);
-  for (Copy& c : copies_) c.data = AlignedBuffer(std::max<size_t>(total_bytes_, 64));
+  for (Copy& c : copies_)
+    c.data = master_.backend().allocate(MemorySpace::kDevice, std::max<size_t>(total_bytes_, 64));
 }
 
 int64_t WeightVersions::bytes() const {

@@ -12,10 +12,10 @@
 //     backward will run, s updates ahead: w - lr * s * (AdamW's step
 //     direction from the current moments); the backward runs on the current
 //     weights. Nothing is stashed; the prediction is scratch.
-// The master copy is the ParamStore the optimizer updates (device memory);
-// the stashed and predicted copies are host memory, filled by the backend's
-// copy and (kPredict) by host code inside the pipeline step's access scope:
-// a GPU backend needs them on the device. Program instances are re-bound to
+// The master copy is the ParamStore the optimizer updates; the stashed and
+// predicted copies are device memory too, filled by the backend's copy and
+// (kPredict) by host code inside the pipeline step's access scope: a GPU
+// backend needs that prediction as a kernel. Program instances are re-bound to
 // the right copy before each forward and backward.
 #pragma once
 
@@ -24,9 +24,9 @@
 #include <string>
 #include <vector>
 
+#include "tessel/backend/backend.h"
 #include "tessel/compile/config.h"
 #include "tessel/runtime/program.h"
-#include "tessel/tensor/aligned_buffer.h"
 #include "tessel/train/param_store.h"
 
 namespace tessel {
@@ -53,7 +53,7 @@ class WeightVersions {
 
  private:
   struct Copy {
-    AlignedBuffer data;
+    DeviceMemory data;
     std::optional<int64_t> version;  // none until it first holds a copy
     int users = 0;
   };

@@ -36,8 +36,6 @@ void check_launch(const char* kernel) {
 
 namespace {
 
-constexpr size_t kGemmWorkspaceBytes = size_t{32} << 20;  // cuBLASLt's recommendation for Hopper
-
 // Device 0's name, or "no usable GPU" naming CUDA's reason.
 std::string probe_device() {
   int count = 0;
@@ -58,7 +56,7 @@ std::string probe_device() {
 CudaBackend::CudaBackend() {
   device_name_ = probe_device();
   TS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-  DeviceMemory workspace = allocate(MemorySpace::kDevice, kGemmWorkspaceBytes);
+  DeviceMemory workspace = allocate(MemorySpace::kDevice, kCudaGemmWorkspaceBytes);
   reduce_scratch_ = allocate(MemorySpace::kDevice, 65 * sizeof(double));
   gemm_ = std::make_unique<cuda::Gemm>(workspace.data(), workspace.size());
   gemm_workspace_ = std::move(workspace);

@@ -112,7 +112,7 @@ StepPrediction predict_compiled(const std::vector<CompiledRank>& compiled, const
   out.peak_bytes = -1;
   for (const CompiledRank& c : compiled) {
     const RankMemory m = predict_rank_memory(c, schedule);
-    const int64_t bytes = m.total() - (hw.host_buffers_on_device() ? 0 : m.host.total());
+    const int64_t bytes = hw.host_buffers_on_device() ? m.total() : m.device();
     if (bytes > out.peak_bytes) out.peak_bytes = bytes, out.peak_rank = c.rank;
   }
   const Mesh& mesh = compiled.front().mesh;

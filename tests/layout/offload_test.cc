@@ -1,0 +1,113 @@
+// `offload: optimizer` under real mpirun: AdamW's moments live in pinned host
+// memory and the update runs on the host, on copies of each parameter's
+// value and gradient, with the same kernel the backend runs. So an offloaded
+// run is bitwise equal to the same layout without offload (losses, gradient
+// norms, the final parameters and moments), across a single process, data
+// parallelism with ZeRO 1 and 3, tensor parallelism, a synchronous and an
+// asynchronous pipeline; it resumes bitwise from a checkpoint (the moments
+// read back into host memory); and on every rank the device memory
+// (Backend::space_stats) and all tensor storage are predicted to the byte,
+// the device figure lower by exactly the moments.
+#include "layout/layout_harness.h"
+
+namespace tessel {
+namespace {
+
+class Offload : public LayoutInvariance {
+ protected:
+  static void expect_bitwise(const TrainRun& got, const TrainRun& want, const std::string& what) {
+    ASSERT_EQ(got.steps.size(), want.steps.size()) << what;
+    for (size_t s = 0; s < want.steps.size(); ++s) {
+      for (const char* key : {"loss", "grad_norm"}) {
+        if (!want.steps[s].contains(key)) continue;
+        EXPECT_EQ(got.steps[s][key].get<double>(), want.steps[s][key].get<double>())
+            << what << ": " << key << " at step " << s;
+      }
+    }
+    ASSERT_EQ(got.params.tensors.size(), want.params.tensors.size()) << what;
+    for (const TensorRecord& w : want.params.tensors) {
+      const TensorRecord* g = got.params.find(w.name);
+      ASSERT_NE(g, nullptr) << what << ": " << w.name;
+      EXPECT_TRUE(g->bytes == w.bytes) << what << ": parameter " << w.name << " differs";
+    }
+    const auto moments = [](const std::string& run) {
+      return read_safetensors(
+          (root() / run / "out" / "checkpoint" / "optimizer.safetensors").string());
+    };
+    const SafetensorsFile a = moments(what), b = moments(what + "_on_device");
+    ASSERT_EQ(a.tensors.size(), b.tensors.size()) << what;
+    for (const TensorRecord& t : b.tensors)
+      EXPECT_TRUE(a.find(t.name) && a.find(t.name)->bytes == t.bytes)
+          << what << ": moment " << t.name << " differs";
+  }
+  static nlohmann::json rank_memory(const std::string& run, int rank) {
+    return nlohmann::json::parse(
+               std::ifstream(root() / run / "out" / "summary.json"))["memory_per_rank"]
+        .at(rank)["predicted_bytes"];
+  }
+};
+
+struct Split {
+  std::string name, mesh, layout, extra;
+  int ranks;
+};
+
+TEST_F(Offload, TrainsBitwiseLikeTheMomentsOnTheDeviceOnEveryLayout) {
+  nlohmann::json on_device = gpt_config();
+  nlohmann::json offloaded = on_device;
+  offloaded["offload"] = "optimizer";
+  const std::string tensor = "heads=model,hidden=model,vocab=model";
+  for (const Split& s :
+       {Split{"single", "", "", "", 0}, Split{"data2_zero1", "data=2", "", "--zero 1", 2},
+        Split{"data2_zero3", "data=2", "", "--zero 3", 2},
+        Split{"model2", "model=2", tensor, "", 2},
+        Split{"pipe2_1f1b", "pipe=2", "", "--schedule 1f1b --microbatches 4", 2},
+        Split{"pipe2_pipedream", "pipe=2", "", "--schedule pipedream --microbatches 4", 2}}) {
+    const std::string name = "offload_" + s.name;
+    const TrainRun want = train(name + "_on_device", on_device, s.ranks, s.mesh, s.layout, s.extra);
+    const TrainRun got = train(name, offloaded, s.ranks, s.mesh, s.layout, s.extra);
+    expect_bitwise(got, want, name);
+    expect_memory_exact(name);
+    for (int r = 0; r < std::max(1, s.ranks); ++r) {
+      const nlohmann::json a = rank_memory(name, r), b = rank_memory(name + "_on_device", r);
+      EXPECT_GT(b["optimizer"].get<int64_t>(), 0) << name;
+      EXPECT_EQ(a["optimizer"].get<int64_t>(), 0) << name << " rank " << r;
+      EXPECT_EQ(a["device"].get<int64_t>(),
+                b["device"].get<int64_t>() - b["optimizer"].get<int64_t>())
+          << name << " rank " << r;
+    }
+  }
+  expect_same(train("offload_single_again", offloaded, 0), reference("gpt"), "offload single");
+}
+
+TEST_F(Offload, ResumesBitwiseWithTheMomentsInHostMemory) {
+  nlohmann::json c = gpt_config();
+  c["offload"] = "optimizer";
+  const TrainRun whole =
+      train("offload_resume_whole", c, 2, "data=2", "", "--zero 1 --checkpoint-every 4");
+  const fs::path step4 = root() / "offload_resume_whole" / "out" / "checkpoints" / "step-4";
+  const TrainRun resumed =
+      train("offload_resume_rest", c, 2, "data=2", "", "--zero 1 --resume " + step4.string());
+  ASSERT_EQ(resumed.steps.size() + 4, whole.steps.size());
+  for (size_t i = 0; i < resumed.steps.size(); ++i)
+    EXPECT_EQ(resumed.steps[i]["loss"].get<double>(), whole.steps[i + 4]["loss"].get<double>())
+        << "step " << i + 4;
+  for (const TensorRecord& w : whole.params.tensors) {
+    const TensorRecord* g = resumed.params.find(w.name);
+    EXPECT_TRUE(g && g->bytes == w.bytes) << w.name;
+  }
+}
+
+TEST_F(Offload, NeedsAdamWAndAKnownChoice) {
+  nlohmann::json c = gpt_config();
+  c["offload"] = "optimizer";
+  c["optimizer"] = "sgd";
+  expect_fails("offload_sgd", c, 2, "--mesh data=2",
+               "'offload' \"optimizer\" moves AdamW's moments to host memory; optimizer 'sgd'");
+  c["optimizer"] = "adamw";
+  c["offload"] = "activations";
+  expect_fails("offload_activations", c, 2, "--mesh data=2", "'offload'");
+}
+
+}  // namespace
+}  // namespace tessel
