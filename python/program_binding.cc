@@ -10,7 +10,6 @@
 // input(name) and the outputs run() returns are copies out (new arrays).
 #include <pybind11/stl.h>
 
-#include <cstring>
 #include <map>
 #include <memory>
 

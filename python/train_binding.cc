@@ -9,10 +9,6 @@
 // and re-taken by model functions registered from Python.
 #include <pybind11/stl.h>
 
-#include <cstring>
-#include <fstream>
-#include <iterator>
-
 #include "bindings.h"
 #include "tessel/base/error.h"
 #include "tessel/train/checkpoint/checkpoint.h"

@@ -1,6 +1,5 @@
 #include "tessel/kernels/layernorm.h"
 
-#include <algorithm>
 #include <cmath>
 #include <vector>
 

@@ -1,6 +1,5 @@
 #include "tessel/kernels/rmsnorm.h"
 
-#include <algorithm>
 #include <cmath>
 #include <vector>
 

@@ -1,6 +1,5 @@
 #include "tessel/report/plan_validation.h"
 
-#include <filesystem>
 #include <fstream>
 
 #include "tessel/base/error.h"

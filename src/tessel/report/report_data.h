@@ -12,7 +12,6 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
-#include <string>
 #include <vector>
 
 #include "tessel/report/run_data.h"

@@ -2,7 +2,6 @@
 // bf16_partial_sums): which values are stored in bf16, the bf16 copies made
 // before the instructions that read them, the sums carried in bf16, and the
 // queries the memory report and the planner ask about them.
-#include <algorithm>
 #include <map>
 #include <set>
 

@@ -20,7 +20,6 @@
 // node of the local graph).
 #pragma once
 
-#include <string>
 #include <vector>
 
 #include "tessel/base/shape.h"

@@ -20,9 +20,6 @@
 // key dim instead (tuple_element_sharding, sharding/signature.h).
 #pragma once
 
-#include <string>
-#include <vector>
-
 #include "tessel/ir/graph.h"
 #include "tessel/sharding/layout.h"
 #include "tessel/sharding/mesh.h"

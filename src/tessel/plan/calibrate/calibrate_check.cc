@@ -3,9 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <chrono>
 #include <map>
-#include <optional>
 
 #include "tessel/base/error.h"
 #include "tessel/compile/compile_rank.h"

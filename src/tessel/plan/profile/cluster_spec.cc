@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 
 #include "tessel/base/error.h"
 #include "tessel/plan/profile/json_fields.h"

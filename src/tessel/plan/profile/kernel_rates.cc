@@ -3,10 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <chrono>
-#include <limits>
 #include <map>
-#include <optional>
 
 #include "tessel/compile/compile_rank.h"
 #include "tessel/ir/op_table.h"

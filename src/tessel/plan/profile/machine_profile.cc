@@ -4,7 +4,6 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "tessel/base/error.h"
 #include "tessel/ir/op_table.h"

@@ -27,7 +27,6 @@
 // file and the key. Immutable after construction; safe to share.
 #pragma once
 
-#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
