@@ -18,11 +18,7 @@ std::map<ValueId, ValueId> build_backward(GraphBuilder& builder, ValueId loss,
 
   // Which forward nodes lie on a path to the loss.
   const int forward_size = loss + 1;
-  std::vector<bool> reaches_loss(forward_size, false);
-  reaches_loss[loss] = true;
-  for (ValueId id = loss; id >= 0; --id)
-    if (reaches_loss[id])
-      for (ValueId in : graph.node(id).inputs) reaches_loss[in] = true;
+  const std::vector<bool> reaches_loss = ancestors(graph, {loss});
 
   std::vector<std::optional<ValueId>> grad(forward_size);
   // Per tuple (ir/tuple.h): the gradient of each element its tuple_get views

@@ -38,6 +38,15 @@ ValueId Graph::add(OpKind kind, std::vector<ValueId> inputs, Attrs attrs, std::s
   return size() - 1;
 }
 
+std::vector<bool> ancestors(const Graph& g, const std::vector<ValueId>& seeds) {
+  std::vector<bool> marked(g.size(), false);
+  for (ValueId s : seeds) marked.at(s) = true;
+  for (ValueId id = g.size() - 1; id >= 0; --id)
+    if (marked[id])
+      for (ValueId in : g.node(id).inputs) marked[in] = true;
+  return marked;
+}
+
 ValueId Graph::find(const std::string& leaf_name) const {
   auto it = leaves_.find(leaf_name);
   return it == leaves_.end() ? -1 : it->second;

@@ -76,6 +76,9 @@ class Graph {
   std::unordered_map<std::string, ValueId> leaves_;  // name -> input or param, for find()
 };
 
+// The nodes `seeds` are computed from: the seeds and, transitively, their inputs.
+std::vector<bool> ancestors(const Graph& g, const std::vector<ValueId>& seeds);
+
 // Inputs and parameters: the graph's leaves, which no op computes.
 inline bool is_leaf(const Node& n) { return n.kind == OpKind::kInput || n.kind == OpKind::kParam; }
 

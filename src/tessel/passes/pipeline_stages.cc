@@ -245,17 +245,10 @@ void add_backward(StageGraph& st, const StageGraphOptions& options) {
   const int n = source.size();
   const ValueId backward_start = mapped(forward_end - 1) + 1;
   std::vector<int> phase(n, -1);  // 0 forward, 1 backward-input, 2 backward-weight
-  std::vector<bool> needed(n, false);
-  for (ValueId v : input_grads) needed[v] = true;
-  for (const auto& [name, grad] : grad_of_param) needed[grad] = true;
-  for (ValueId id = n - 1; id >= 0; --id)
-    if (needed[id])
-      for (ValueId in : source.node(id).inputs) needed[in] = true;
-  std::vector<bool> feeds_input_grad(n, false);
-  for (ValueId v : input_grads) feeds_input_grad[v] = true;
-  for (ValueId id = n - 1; id >= 0; --id)
-    if (feeds_input_grad[id])
-      for (ValueId in : source.node(id).inputs) feeds_input_grad[in] = true;
+  std::vector<ValueId> all_grads = input_grads;
+  for (const auto& [name, grad] : grad_of_param) all_grads.push_back(grad);
+  const std::vector<bool> needed = ancestors(source, all_grads);
+  const std::vector<bool> feeds_input_grad = ancestors(source, input_grads);
   for (ValueId id = 0; id < n; ++id) {
     if (is_leaf(source.node(id))) continue;
     if (id < backward_start)

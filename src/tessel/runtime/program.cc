@@ -100,14 +100,9 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
 // The nodes the outputs depend on, and every input (inputs always get storage).
 std::vector<bool> Program::live_nodes(const std::vector<ValueId>& outputs) const {
   const Graph& g = *graph_;
-  std::vector<bool> live(g.size(), false);
-  for (ValueId out : outputs) {
+  for (ValueId out : outputs)
     TS_CHECK(out >= 0 && out < g.size(), "output %", out, " is not in the graph");
-    live[out] = true;
-  }
-  for (ValueId id = g.size() - 1; id >= 0; --id)
-    if (live[id])
-      for (ValueId in : g.node(id).inputs) live[in] = true;
+  std::vector<bool> live = ancestors(g, outputs);
   for (ValueId id : g.inputs()) live[id] = true;
   return live;
 }

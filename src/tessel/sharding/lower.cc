@@ -40,11 +40,7 @@ class Lowering {
   }
 
   LocalGraph run(const std::vector<ValueId>& outputs) {
-    std::vector<bool> live(global_.size(), false);
-    for (ValueId o : outputs) live.at(o) = true;
-    for (ValueId id = global_.size() - 1; id >= 0; --id)
-      if (live[id])
-        for (ValueId in : global_.node(id).inputs) live[in] = true;
+    const std::vector<bool> live = ancestors(global_, outputs);
     consumers_.assign(global_.size(), {});
     for (ValueId id = 0; id < global_.size(); ++id)
       if (live[id])
