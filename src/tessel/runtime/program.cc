@@ -212,8 +212,6 @@ int Program::phase_of(int instruction) const {
   return k;
 }
 
-// bf16 activations: root values read by einsums only (views included),
-// produced by an instruction, neither an output nor an input.
 // Gradient buckets: overlapped output all-reduces, grouped per axis in
 // instruction order until a bucket reaches bucket_bytes. Only values no
 // instruction reads may complete after later instructions run.
@@ -238,12 +236,10 @@ void Program::make_buckets(Uses& uses) {
     const bool bf16 = bf16_roots.count(id) > 0;
     auto it = open.find({node.attrs.axis, bf16});
     if (it == open.end()) {
-      buckets_.emplace_back();
-      buckets_.back().axis = node.attrs.axis;
+      it = open.emplace(std::make_pair(node.attrs.axis, bf16), static_cast<int>(buckets_.size()))
+               .first;
+      buckets_.emplace_back().axis = node.attrs.axis;
       buckets_.back().bf16 = bf16;
-      it =
-          open.emplace(std::make_pair(node.attrs.axis, bf16), static_cast<int>(buckets_.size()) - 1)
-              .first;
     }
     Bucket& b = buckets_[it->second];
     instructions_[i].bucket = it->second;
@@ -409,14 +405,13 @@ void Program::weights_changed() {
 
 std::vector<Program::InstructionInfo> Program::instruction_info() const {
   std::vector<InstructionInfo> out;
-  int phase = 0;
   for (size_t i = 0; i < instructions_.size(); ++i) {
-    while (phase + 1 < phase_count() && i >= phase_begin_[phase + 1]) ++phase;
     const Instruction& ins = instructions_[i];
     const Node& node = graph_->node(ins.node);
     const bool bf16_gather = node.kind == OpKind::kAllGather && stored_bf16_[ins.node];
     out.push_back({ins.node, ins.einsum_plan >= 0 ? &einsum_plans_[ins.einsum_plan] : nullptr,
-                   ins.bucket, phase, ins.scratch >= 0 ? requests_[ins.scratch].bytes : 0,
+                   ins.bucket, phase_of(static_cast<int>(i)),
+                   ins.scratch >= 0 ? requests_[ins.scratch].bytes : 0,
                    bf16_gather || ins.bf16_sum});
   }
   return out;
@@ -590,13 +585,9 @@ void Program::run_instructions(size_t begin, size_t end) {
     if (progress_) progress_();
     make_bf16_copies(ins);
     const OpCall call = op_call(ins);
-    if (communicates(call.node.kind)) {
-      auto t0 = std::chrono::steady_clock::now();
-      backend_->execute(call);
-      collective_seconds_ += seconds_since(t0);
-    } else {
-      backend_->execute(call);
-    }
+    const auto t0 = std::chrono::steady_clock::now();
+    backend_->execute(call);
+    if (communicates(call.node.kind)) collective_seconds_ += seconds_since(t0);
     if (ins.stage_ptr)
       backend_->round_to_bf16(reinterpret_cast<const float*>(ins.stage_ptr),
                               static_cast<uint16_t*>(value_ptr_[ins.value]),
