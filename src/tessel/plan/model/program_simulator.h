@@ -90,11 +90,6 @@ class Simulator {
     return share_ * instruction_seconds(hw_, g, ins, options_);
   }
 
-  static bool is_ring_attention_node(const Node& n) {
-    return (n.kind == OpKind::kAttention || n.kind == OpKind::kAttentionGrad) &&
-           !n.attrs.axis.empty();
-  }
-
   // Ring attention (backend/cpu/ring_attention.h): n steps, each the longer
   // of the kernel's work (causal, balanced: half a chunk pair; else a pair)
   // and the next chunk's send (the last sends nothing). The backward's
@@ -218,7 +213,7 @@ class Simulator {
       if (communicates(n.kind)) {
         dt = collective_node(g, ins);
         t.blocking_s[ins.phase][n.attrs.axis] += dt;
-      } else if (is_ring_attention_node(n)) {
+      } else if (is_attention_op(n.kind) && !n.attrs.axis.empty()) {  // ring attention
         const auto [compute, exposed] = ring_attention(g, ins);
         t.compute_s[ins.phase] += compute;
         t.blocking_s[ins.phase][n.attrs.axis] += exposed;
