@@ -17,16 +17,10 @@ std::string where(const ShapeRuleInput& in) {
   return s;
 }
 
-void expect_f32(const ShapeRuleInput& in, size_t i, const char* role) {
-  if (in.dtypes[i] != DType::kF32)
-    TS_THROW(where(in), ": ", role, " must be f32, got ", dtype_name(in.dtypes[i]), " ",
-             *in.shapes[i]);
-}
-
-void expect_i32(const ShapeRuleInput& in, size_t i, const char* role) {
-  if (in.dtypes[i] != DType::kI32)
-    TS_THROW(where(in), ": ", role, " must be i32, got ", dtype_name(in.dtypes[i]), " ",
-             *in.shapes[i]);
+void expect_dtype(const ShapeRuleInput& in, size_t i, const char* role, DType want = DType::kF32) {
+  if (in.dtypes[i] != want)
+    TS_THROW(where(in), ": ", role, " must be ", dtype_name(want), ", got ",
+             dtype_name(in.dtypes[i]), " ", *in.shapes[i]);
 }
 
 void expect_same_sizes(const ShapeRuleInput& in, const Shape& a, const Shape& b) {
@@ -71,8 +65,8 @@ ShapeRuleOutput leaf_rule(const ShapeRuleInput& in) { return {in.attrs.shape, DT
 ShapeRuleOutput einsum_rule(const ShapeRuleInput& in) {
   const Shape& a = *in.shapes[0];
   const Shape& b = *in.shapes[1];
-  expect_f32(in, 0, "lhs");
-  expect_f32(in, 1, "rhs");
+  expect_dtype(in, 0, "lhs");
+  expect_dtype(in, 1, "rhs");
   expect_same_sizes(in, a, b);
   const std::vector<std::string>& out_names = in.attrs.dims;
   std::vector<Dim> out;
@@ -115,8 +109,8 @@ ShapeRuleOutput einsum_rule(const ShapeRuleInput& in) {
 ShapeRuleOutput broadcast_rule(const ShapeRuleInput& in) {
   const Shape& a = *in.shapes[0];
   const Shape& b = *in.shapes[1];
-  expect_f32(in, 0, "lhs");
-  expect_f32(in, 1, "rhs");
+  expect_dtype(in, 0, "lhs");
+  expect_dtype(in, 1, "rhs");
   expect_same_sizes(in, a, b);
   if (a.contains_all(b)) return {a, DType::kF32};
   if (b.contains_all(a)) return {b, DType::kF32};
@@ -125,7 +119,7 @@ ShapeRuleOutput broadcast_rule(const ShapeRuleInput& in) {
 }
 
 ShapeRuleOutput unary_rule(const ShapeRuleInput& in) {
-  expect_f32(in, 0, "input");
+  expect_dtype(in, 0, "input");
   return {*in.shapes[0], DType::kF32};
 }
 
@@ -137,7 +131,7 @@ ShapeRuleOutput dropout_rule(const ShapeRuleInput& in) {
 }
 
 ShapeRuleOutput grad_like_first(const ShapeRuleInput& in) {
-  for (size_t i = 0; i < in.shapes.size(); ++i) expect_f32(in, i, "operand");
+  for (size_t i = 0; i < in.shapes.size(); ++i) expect_dtype(in, i, "operand");
   expect_same(in, *in.shapes[0], *in.shapes.back(), "value and gradient");
   return {*in.shapes[0], DType::kF32};
 }
@@ -145,8 +139,8 @@ ShapeRuleOutput grad_like_first(const ShapeRuleInput& in) {
 ShapeRuleOutput bias_gelu_rule(const ShapeRuleInput& in) {
   const Shape& x = *in.shapes[0];
   const Shape& bias = *in.shapes[1];
-  expect_f32(in, 0, "input");
-  expect_f32(in, 1, "bias");
+  expect_dtype(in, 0, "input");
+  expect_dtype(in, 1, "bias");
   bool suffix = bias.rank() <= x.rank();
   for (int i = 0; suffix && i < bias.rank(); ++i) suffix = x[x.rank() - bias.rank() + i] == bias[i];
   if (!suffix) TS_THROW(where(in), ": bias ", bias, " must be the trailing dims of input ", x);
@@ -156,7 +150,7 @@ ShapeRuleOutput bias_gelu_rule(const ShapeRuleInput& in) {
 
 ShapeRuleOutput reduce_rule(const ShapeRuleInput& in) {
   const Shape& x = *in.shapes[0];
-  expect_f32(in, 0, "input");
+  expect_dtype(in, 0, "input");
   if (in.attrs.dims.empty()) TS_THROW(where(in), ": no dims to reduce over in ", x);
   for (const std::string& d : in.attrs.dims) expect_dim(in, x, d, "reduced");
   return {x.without(in.attrs.dims), DType::kF32};
@@ -170,7 +164,7 @@ ShapeRuleOutput reduce_max_grad_rule(const ShapeRuleInput& in) {
 }
 
 ShapeRuleOutput expand_rule(const ShapeRuleInput& in) {
-  expect_f32(in, 0, "input");
+  expect_dtype(in, 0, "input");
   if (!in.attrs.shape.contains_all(*in.shapes[0]))
     TS_THROW(where(in), ": cannot expand ", *in.shapes[0], " to ", in.attrs.shape);
   return {in.attrs.shape, DType::kF32};
@@ -178,7 +172,7 @@ ShapeRuleOutput expand_rule(const ShapeRuleInput& in) {
 
 ShapeRuleOutput softmax_rule(const ShapeRuleInput& in) {
   const Shape& x = *in.shapes[0];
-  expect_f32(in, 0, "input");
+  expect_dtype(in, 0, "input");
   expect_dim(in, x, in.attrs.dim, "softmax");
   if (const std::string& query = causal_query_dim(in.attrs); !query.empty()) {
     expect_last(in, x, in.attrs.dim);
@@ -193,7 +187,7 @@ ShapeRuleOutput softmax_rule(const ShapeRuleInput& in) {
 
 ShapeRuleOutput layernorm_rule(const ShapeRuleInput& in) {
   const Shape& x = *in.shapes[0];
-  for (size_t i = 0; i < in.shapes.size(); ++i) expect_f32(in, i, "operand");
+  for (size_t i = 0; i < in.shapes.size(); ++i) expect_dtype(in, i, "operand");
   expect_last(in, x, in.attrs.dim);
   Shape param{x.dim(in.attrs.dim)};
   expect_same(in, *in.shapes[1], param, "gamma and normalised dim");
@@ -218,7 +212,7 @@ ShapeRuleOutput layernorm_grad_gamma_rule(const ShapeRuleInput& in) {
 
 ShapeRuleOutput rmsnorm_rule(const ShapeRuleInput& in) {
   const Shape& x = *in.shapes[0];
-  for (size_t i = 0; i < in.shapes.size(); ++i) expect_f32(in, i, "operand");
+  for (size_t i = 0; i < in.shapes.size(); ++i) expect_dtype(in, i, "operand");
   expect_last(in, x, in.attrs.dim);
   expect_same(in, *in.shapes[1], Shape{x.dim(in.attrs.dim)}, "gamma and normalised dim");
   return {x, DType::kF32};
@@ -228,7 +222,7 @@ ShapeRuleOutput rmsnorm_rule(const ShapeRuleInput& in) {
 // position dim is another dim of x.
 ShapeRuleOutput rotary_rule(const ShapeRuleInput& in) {
   const Shape& x = *in.shapes[0];
-  expect_f32(in, 0, "input");
+  expect_dtype(in, 0, "input");
   expect_last(in, x, in.attrs.dim);
   if (x.size(in.attrs.dim) % 2 != 0)
     TS_THROW(where(in), ": the rotated dim ", x.dim(in.attrs.dim), " must have an even size");
@@ -248,8 +242,8 @@ ShapeRuleOutput rotary_rule(const ShapeRuleInput& in) {
 ShapeRuleOutput embedding_rule(const ShapeRuleInput& in) {
   const Shape& table = *in.shapes[0];
   const Shape& ids = *in.shapes[1];
-  expect_f32(in, 0, "table");
-  expect_i32(in, 1, "ids");
+  expect_dtype(in, 0, "table");
+  expect_dtype(in, 1, "ids", DType::kI32);
   if (table.rank() < 2 || table[0].name != in.attrs.dim)
     TS_THROW(where(in), ": table ", table, " must lead with the vocab dim '", in.attrs.dim, "'");
   std::vector<Dim> out = ids.dims();
@@ -265,7 +259,7 @@ ShapeRuleOutput embedding_grad_rule(const ShapeRuleInput& in) {
   const Shape& ids = *in.shapes[0];
   const Shape& dy = *in.shapes[1];
   const Shape& table = in.attrs.shape;
-  expect_i32(in, 0, "ids");
+  expect_dtype(in, 0, "ids", DType::kI32);
   if (table.rank() < 2 || table[0].name != in.attrs.dim)
     TS_THROW(where(in), ": table ", table, " must lead with the vocab dim '", in.attrs.dim, "'");
   std::vector<Dim> expected = ids.dims();
@@ -277,8 +271,8 @@ ShapeRuleOutput embedding_grad_rule(const ShapeRuleInput& in) {
 ShapeRuleOutput cross_entropy_rule(const ShapeRuleInput& in) {
   const Shape& logits = *in.shapes[0];
   const Shape& labels = *in.shapes[1];
-  expect_f32(in, 0, "logits");
-  expect_i32(in, 1, "labels");
+  expect_dtype(in, 0, "logits");
+  expect_dtype(in, 1, "labels", DType::kI32);
   expect_last(in, logits, in.attrs.dim);
   expect_same(in, labels, logits.without({in.attrs.dim}), "labels and logits without vocab");
   if (in.shapes.size() == 3) {
@@ -359,7 +353,7 @@ ShapeRuleOutput slice_rule(const ShapeRuleInput& in) {
 }
 
 ShapeRuleOutput reduce_scatter_rule(const ShapeRuleInput& in) {
-  expect_f32(in, 0, "input");
+  expect_dtype(in, 0, "input");
   return slice_rule(in);
 }
 
@@ -387,7 +381,7 @@ ShapeRuleOutput tuple_get_rule(const ShapeRuleInput& in) {
 constexpr int64_t kMaxAttentionHeadDim = 128;
 
 void check_attention_operands(const ShapeRuleInput& in) {
-  for (size_t i = 0; i < 3; ++i) expect_f32(in, i, i == 0 ? "q" : i == 1 ? "k" : "v");
+  for (size_t i = 0; i < 3; ++i) expect_dtype(in, i, i == 0 ? "q" : i == 1 ? "k" : "v");
   const std::vector<std::string>& dims = attention_dims(in.attrs);
   if (dims.size() != 3)
     TS_THROW(where(in), ": needs its query, key and head dims, got ", dims.size(), " names");
@@ -430,7 +424,7 @@ ShapeRuleOutput attention_rule(const ShapeRuleInput& in) {
 ShapeRuleOutput attention_grad_rule(const ShapeRuleInput& in) {
   check_attention_operands(in);
   const Shape &q = *in.shapes[0], &k = *in.shapes[1];
-  for (size_t i = 3; i < 6; ++i) expect_f32(in, i, "operand");
+  for (size_t i = 3; i < 6; ++i) expect_dtype(in, i, "operand");
   expect_same(in, q.without({attention_dims(in.attrs)[2]}), *in.shapes[3],
               "q without head and log-sum-exp");
   expect_same(in, q, *in.shapes[4], "q and output gradient");
@@ -455,9 +449,9 @@ double attention_grad_flops(const std::vector<const Shape*>& in, const Shape& ou
 // h (rows.., embed), w (vocab, embed) or (embed, vocab), labels (rows..):
 // checked; h's rows.
 Shape check_linear_cross_entropy(const ShapeRuleInput& in) {
-  expect_f32(in, 0, "hidden states");
-  expect_f32(in, 1, "weight");
-  expect_i32(in, 2, "labels");
+  expect_dtype(in, 0, "hidden states");
+  expect_dtype(in, 1, "weight");
+  expect_dtype(in, 2, "labels", DType::kI32);
   const Shape &h = *in.shapes[0], &w = *in.shapes[1];
   const std::string &vocab = in.attrs.dim, &embed = in.attrs.dim2;
   if (w.rank() != 2 || !w.has(vocab) || !w.has(embed) || vocab == embed)
@@ -478,7 +472,7 @@ ShapeRuleOutput linear_cross_entropy_rule(const ShapeRuleInput& in) {
 
 ShapeRuleOutput linear_cross_entropy_grad_rule(const ShapeRuleInput& in) {
   const Shape rows = check_linear_cross_entropy(in);
-  expect_f32(in, 3, "log-sum-exp");
+  expect_dtype(in, 3, "log-sum-exp");
   expect_same(in, *in.shapes[3], rows, "log-sum-exp and the rows");
   if (in.shapes[4]->rank() != 0) TS_THROW(where(in), ": loss gradient must be a scalar");
   return ShapeRuleOutput({{*in.shapes[0], DType::kF32, 0}, {*in.shapes[1], DType::kF32, 0}});
