@@ -65,8 +65,7 @@ memory::data_type type_of(bool bf16) {
 // A dense [batch.., rows, cols] matrix.
 memory::desc matrix(const Dims& batch, int64_t rows, int64_t cols, memory::data_type type) {
   Dims d = batch;
-  d.push_back(rows);
-  d.push_back(cols);
+  d.insert(d.end(), {rows, cols});
   return memory::desc(d, type, dense_strides(d));
 }
 
@@ -78,6 +77,17 @@ struct MatmulGeometry {
   int64_t M = 0, K = 0, N = 0;
   int64_t c_elements = 0;
 };
+
+// A [batch.., rows, cols] matrix read in place from `s`: its batch dims'
+// own strides, then `rs` and `cs`.
+memory::desc strided_matrix(const Shape& s, const MatmulGeometry& geo, int64_t rows, int64_t cols,
+                            int64_t rs, int64_t cs, memory::data_type type) {
+  Dims d = geo.batch, st;
+  for (const auto& name : geo.g.batch) st.push_back(s.stride(name));
+  d.insert(d.end(), {rows, cols});
+  st.insert(st.end(), {rs, cs});
+  return memory::desc(d, type, st);
+}
 
 std::optional<Bf16Route>& plan_route_override() {
   static std::optional<Bf16Route> route;
@@ -192,25 +202,14 @@ void EinsumBf16::Impl::describe_matmul(const Shape& a, const Shape& b, const Mat
   const Dims& batch = geo.batch;
   in[0].mm = matrix(batch, geo.M, geo.K, memory::data_type::bf16);
   in[1].mm = matrix(batch, geo.K, geo.N, memory::data_type::bf16);
-  if (with_bias) {
-    Dims d(batch.size(), 1);
-    d.push_back(1);
-    d.push_back(geo.N);
-    bias = memory::desc(d, memory::data_type::f32, dense_strides(d));
-  }
+  if (with_bias) bias = matrix(Dims(batch.size(), 1), 1, geo.N, memory::data_type::f32);
   // A bf16 operand whose row and column groups each merge into one strided
   // index is read in place; the matmul's choice of kernel decides later.
   auto strided = [&](const Shape& s, const std::vector<std::string>& rows,
                      const std::vector<std::string>& cols, int64_t nrows, int64_t ncols) {
     const int64_t rs = group_stride(s, rows, 1), cs = group_stride(s, cols, 1);
     if (rs < 0 || cs < 0) return memory::desc();
-    Dims d = batch, st;
-    for (const auto& name : geo.g.batch) st.push_back(s.stride(name));
-    d.push_back(nrows);
-    d.push_back(ncols);
-    st.push_back(rs);
-    st.push_back(cs);
-    return memory::desc(d, memory::data_type::bf16, st);
+    return strided_matrix(s, geo, nrows, ncols, rs, cs, memory::data_type::bf16);
   };
   if (operands.a) in[0].direct = strided(a, geo.g.m, geo.g.k, geo.M, geo.K);
   if (operands.b) in[1].direct = strided(b, geo.g.k, geo.g.n, geo.K, geo.N);
@@ -267,13 +266,7 @@ dnnl::matmul::primitive_desc EinsumBf16::Impl::choose_matmul(const Shape& out,
   const int64_t ms = group_stride(out, geo.g.m, 1), ns = group_stride(out, geo.g.n, 1);
   bool in_place = ms >= 0 && ns >= 0;
   if (in_place) {
-    Dims d = geo.batch, st;
-    for (const auto& name : geo.g.batch) st.push_back(out.stride(name));
-    d.push_back(geo.M);
-    d.push_back(geo.N);
-    st.push_back(ms);
-    st.push_back(ns);
-    mm_c = memory::desc(d, type_of(operands.out), st);
+    mm_c = strided_matrix(out, geo, geo.M, geo.N, ms, ns, type_of(operands.out));
     in_place = try_matmul(mm_c, mm_pd);
   }
   if (!in_place) {
