@@ -13,11 +13,6 @@
 #include "tessel/kernels/elementwise.h"
 
 namespace tessel::kernels {
-namespace {
-
-using Groups = EinsumGroups;
-
-}  // namespace
 
 EinsumGroups einsum_groups(const Shape& a, const Shape& b, const Shape& out) {
   EinsumGroups g;
@@ -158,20 +153,15 @@ int64_t read_offset(const GemmOperand& op, int64_t i, int64_t lines) {
 }
 int64_t read_ld(const GemmOperand& op) { return op.restride_ld ? op.restride_ld : op.ld; }
 
-// Copies x (given by canonical sizes/strides) into dense canonical order.
-void gather_canonical(const GemmOperand& op, const float* x, float* dense) {
-  expand(x, op.canon_strides.data(), dense, op.canon_sizes.data(),
-         static_cast<int>(op.canon_sizes.size()));
-}
-
 // The operand as the sgemm reads it: permuted or restrided into the scratch
 // at `cursor` (which then moves past its `scratch` elements), else `x`.
 // `length` is its free dim's size (m for a, n for b).
 const float* staged(const GemmOperand& op, const float* x, int64_t batch, int64_t k, int64_t length,
                     int64_t scratch, float*& cursor) {
   if (!op.permute && !op.restride_ld) return x;
-  if (op.permute)
-    gather_canonical(op, x, cursor);
+  if (op.permute)  // into dense canonical order
+    expand(x, op.canon_strides.data(), cursor, op.canon_sizes.data(),
+           static_cast<int>(op.canon_sizes.size()));
   else
     restride(op, batch, k, length, x, cursor);
   const float* copy = cursor;
@@ -201,7 +191,7 @@ void scatter_canonical(const GemmOperand& op, const float* dense, float* out) {
 }  // namespace
 
 EinsumPlan plan_einsum(const Shape& a, const Shape& b, const Shape& out) {
-  Groups g = einsum_groups(a, b, out);
+  const EinsumGroups g = einsum_groups(a, b, out);
   EinsumPlan p;
   p.batch = group_size(out, g.batch);
   p.m = group_size(out, g.m);
