@@ -10,20 +10,6 @@
 namespace tessel {
 namespace {
 
-enum class Family {
-  kLeaf,                // input, param: placed by the layout
-  kFill,                // constant: produced in any placement directly
-  kDimwise,             // dims flow by name from inputs to output
-  kRename,              // a dim changes name on the way
-  kEmbedding,           // (table, ids)
-  kEmbeddingGrad,       // (ids, dy) -> table
-  kCrossEntropy,        // (logits, labels[, dloss])
-  kCollective,          // only in local graphs
-  kTupleGet,            // placed as its tuple is, by the lowering
-  kAttention,           // (q, k, v[, lse, dout]) -> tuple: rows split, sequences whole
-  kLinearCrossEntropy,  // (h, w, labels[, lse, dloss]) -> tuple: rows or the vocab split
-};
-
 enum class Pins {
   kNone,
   kDim,         // attrs.dim must stay unsplit
@@ -33,77 +19,18 @@ enum class Pins {
   kMerge,       // merge_dims: attrs.dims and attrs.dim2
 };
 
+struct OpView;
+
 struct Rule {
   OpKind kind;
-  Family family;
+  // Appends the op's signatures; null for ops the lowering places directly
+  // (inputs and parameters by the layout, fills anywhere, a tuple_get as its
+  // tuple, collectives: only in local graphs).
+  void (*add)(const OpView& op, std::vector<AxisSignature>& result);
   Pins pins;
   bool partial_ok;      // a split dim missing from the output yields P(sum)
   bool linear = false;  // P(sum) inputs give a P(sum) output (sums, scaling, views)
 };
-
-constexpr std::array<Rule, static_cast<size_t>(OpKind::kCount)> kRules = {{
-    {OpKind::kInput, Family::kLeaf, Pins::kNone, false},
-    {OpKind::kParam, Family::kLeaf, Pins::kNone, false},
-    {OpKind::kFill, Family::kFill, Pins::kNone, false},
-    {OpKind::kEinsum, Family::kDimwise, Pins::kNone, true},
-    {OpKind::kAdd, Family::kDimwise, Pins::kNone, false, true},
-    {OpKind::kSub, Family::kDimwise, Pins::kNone, false, true},
-    {OpKind::kMul, Family::kDimwise, Pins::kNone, false},
-    {OpKind::kDiv, Family::kDimwise, Pins::kNone, false},
-    {OpKind::kScale, Family::kDimwise, Pins::kNone, false, true},
-    {OpKind::kGelu, Family::kDimwise, Pins::kNone, false},
-    {OpKind::kRelu, Family::kDimwise, Pins::kNone, false},
-    {OpKind::kExp, Family::kDimwise, Pins::kNone, false},
-    {OpKind::kLog, Family::kDimwise, Pins::kNone, false},
-    {OpKind::kTanh, Family::kDimwise, Pins::kNone, false},
-    {OpKind::kBiasGelu, Family::kDimwise, Pins::kNone, false},
-    {OpKind::kDropout, Family::kDimwise, Pins::kNone, false},
-    {OpKind::kReduceSum, Family::kDimwise, Pins::kNone, true},
-    {OpKind::kReduceMean, Family::kDimwise, Pins::kDims, false},
-    {OpKind::kReduceMax, Family::kDimwise, Pins::kDims, false},
-    {OpKind::kExpand, Family::kDimwise, Pins::kNone, false},
-    {OpKind::kSoftmax, Family::kDimwise, Pins::kDimAndDim2, false},
-    {OpKind::kLayerNorm, Family::kDimwise, Pins::kDim, false},
-    {OpKind::kEmbedding, Family::kEmbedding, Pins::kNone, false},
-    {OpKind::kCrossEntropy, Family::kCrossEntropy, Pins::kNone, true},
-    {OpKind::kSplitDim, Family::kDimwise, Pins::kSplit, false, true},
-    {OpKind::kMergeDims, Family::kDimwise, Pins::kMerge, false, true},
-    {OpKind::kRename, Family::kRename, Pins::kNone, false, true},
-    {OpKind::kTupleGet, Family::kTupleGet, Pins::kNone, false},
-    {OpKind::kAttention, Family::kAttention, Pins::kNone, false},
-    {OpKind::kAttentionGrad, Family::kAttention, Pins::kNone, false},
-    {OpKind::kLinearCrossEntropy, Family::kLinearCrossEntropy, Pins::kNone, false},
-    {OpKind::kLinearCrossEntropyGrad, Family::kLinearCrossEntropy, Pins::kNone, false},
-    {OpKind::kGeluGrad, Family::kDimwise, Pins::kNone, false},
-    {OpKind::kReluGrad, Family::kDimwise, Pins::kNone, false},
-    {OpKind::kTanhGrad, Family::kDimwise, Pins::kNone, false},
-    {OpKind::kBiasGeluGrad, Family::kDimwise, Pins::kNone, false},
-    {OpKind::kReduceMaxGrad, Family::kDimwise, Pins::kDims, false},
-    {OpKind::kSoftmaxGrad, Family::kDimwise, Pins::kDimAndDim2, false},
-    {OpKind::kLayerNormGradInput, Family::kDimwise, Pins::kDim, false},
-    {OpKind::kLayerNormGradGamma, Family::kDimwise, Pins::kDim, true},
-    {OpKind::kEmbeddingGrad, Family::kEmbeddingGrad, Pins::kNone, true},
-    {OpKind::kCrossEntropyGrad, Family::kCrossEntropy, Pins::kNone, false},
-    {OpKind::kSilu, Family::kDimwise, Pins::kNone, false},
-    {OpKind::kSigmoid, Family::kDimwise, Pins::kNone, false},
-    {OpKind::kSqrt, Family::kDimwise, Pins::kNone, false},
-    {OpKind::kRsqrt, Family::kDimwise, Pins::kNone, false},
-    {OpKind::kRmsNorm, Family::kDimwise, Pins::kDim, false},
-    {OpKind::kRotary, Family::kDimwise, Pins::kDim, false, true},  // positions: attrs.offsets
-    {OpKind::kSiluGrad, Family::kDimwise, Pins::kNone, false},
-    {OpKind::kSigmoidGrad, Family::kDimwise, Pins::kNone, false},
-    {OpKind::kRmsNormGradInput, Family::kDimwise, Pins::kDim, false},
-    {OpKind::kRmsNormGradGamma, Family::kDimwise, Pins::kDim, true},
-    {OpKind::kRotaryGrad, Family::kDimwise, Pins::kDim, false, true},
-    {OpKind::kShardSlice, Family::kCollective, Pins::kNone, false},
-    {OpKind::kAllGather, Family::kCollective, Pins::kNone, false},
-    {OpKind::kReduceScatter, Family::kCollective, Pins::kNone, false},
-    {OpKind::kAllReduce, Family::kCollective, Pins::kNone, false},
-    {OpKind::kAllToAll, Family::kCollective, Pins::kNone, false},
-    {OpKind::kZeroUnlessRoot, Family::kCollective, Pins::kNone, false},
-}};
-
-static_assert(lists_every_kind_in_order(kRules), "kRules must list every OpKind in enum order");
 
 std::set<std::string> pinned_dims(const Node& node, Pins pins) {
   const Attrs& a = node.attrs;
@@ -143,6 +70,7 @@ struct OpView {
   const Shape& out;
   int n;
   const std::set<std::string>& taken;
+  const Rule& rule;
   // Whether `d` may be split: not taken, and divisible in every holder.
   bool usable(const std::string& d, const std::vector<const Shape*>& holders) const {
     if (taken.count(d)) return false;
@@ -153,12 +81,13 @@ struct OpView {
 };
 
 // Dims flow by name: a split dim splits every operand that has it.
-void add_dimwise(const Rule& rule, const OpView& op, std::vector<AxisSignature>& result) {
+void add_dimwise(const OpView& op, std::vector<AxisSignature>& result) {
   // The hot case of every lowering: no copies of dim names until a
   // signature is made, and each holder's dims looked up once: the
   // distinct dims of the inputs and the output in that order, with the
   // size each holder has of them (-1: it lacks the dim).
   const std::vector<const Shape*>& in = op.in;
+  const Rule& rule = op.rule;
   const std::set<std::string> pinned =
       rule.pins == Pins::kNone ? std::set<std::string>() : pinned_dims(op.node, rule.pins);
   const size_t holders = in.size() + 1;  // the inputs, then the output
@@ -304,6 +233,70 @@ void add_linear_cross_entropy(const OpView& op, std::vector<AxisSignature>& resu
   }
 }
 
+constexpr std::array<Rule, static_cast<size_t>(OpKind::kCount)> kRules = {{
+    {OpKind::kInput, nullptr, Pins::kNone, false},
+    {OpKind::kParam, nullptr, Pins::kNone, false},
+    {OpKind::kFill, nullptr, Pins::kNone, false},
+    {OpKind::kEinsum, add_dimwise, Pins::kNone, true},
+    {OpKind::kAdd, add_dimwise, Pins::kNone, false, true},
+    {OpKind::kSub, add_dimwise, Pins::kNone, false, true},
+    {OpKind::kMul, add_dimwise, Pins::kNone, false},
+    {OpKind::kDiv, add_dimwise, Pins::kNone, false},
+    {OpKind::kScale, add_dimwise, Pins::kNone, false, true},
+    {OpKind::kGelu, add_dimwise, Pins::kNone, false},
+    {OpKind::kRelu, add_dimwise, Pins::kNone, false},
+    {OpKind::kExp, add_dimwise, Pins::kNone, false},
+    {OpKind::kLog, add_dimwise, Pins::kNone, false},
+    {OpKind::kTanh, add_dimwise, Pins::kNone, false},
+    {OpKind::kBiasGelu, add_dimwise, Pins::kNone, false},
+    {OpKind::kDropout, add_dimwise, Pins::kNone, false},
+    {OpKind::kReduceSum, add_dimwise, Pins::kNone, true},
+    {OpKind::kReduceMean, add_dimwise, Pins::kDims, false},
+    {OpKind::kReduceMax, add_dimwise, Pins::kDims, false},
+    {OpKind::kExpand, add_dimwise, Pins::kNone, false},
+    {OpKind::kSoftmax, add_dimwise, Pins::kDimAndDim2, false},
+    {OpKind::kLayerNorm, add_dimwise, Pins::kDim, false},
+    {OpKind::kEmbedding, add_embedding, Pins::kNone, false},
+    {OpKind::kCrossEntropy, add_cross_entropy, Pins::kNone, true},
+    {OpKind::kSplitDim, add_dimwise, Pins::kSplit, false, true},
+    {OpKind::kMergeDims, add_dimwise, Pins::kMerge, false, true},
+    {OpKind::kRename, add_rename, Pins::kNone, false, true},
+    {OpKind::kTupleGet, nullptr, Pins::kNone, false},
+    {OpKind::kAttention, add_attention, Pins::kNone, false},
+    {OpKind::kAttentionGrad, add_attention, Pins::kNone, false},
+    {OpKind::kLinearCrossEntropy, add_linear_cross_entropy, Pins::kNone, false},
+    {OpKind::kLinearCrossEntropyGrad, add_linear_cross_entropy, Pins::kNone, false},
+    {OpKind::kGeluGrad, add_dimwise, Pins::kNone, false},
+    {OpKind::kReluGrad, add_dimwise, Pins::kNone, false},
+    {OpKind::kTanhGrad, add_dimwise, Pins::kNone, false},
+    {OpKind::kBiasGeluGrad, add_dimwise, Pins::kNone, false},
+    {OpKind::kReduceMaxGrad, add_dimwise, Pins::kDims, false},
+    {OpKind::kSoftmaxGrad, add_dimwise, Pins::kDimAndDim2, false},
+    {OpKind::kLayerNormGradInput, add_dimwise, Pins::kDim, false},
+    {OpKind::kLayerNormGradGamma, add_dimwise, Pins::kDim, true},
+    {OpKind::kEmbeddingGrad, add_embedding_grad, Pins::kNone, true},
+    {OpKind::kCrossEntropyGrad, add_cross_entropy, Pins::kNone, false},
+    {OpKind::kSilu, add_dimwise, Pins::kNone, false},
+    {OpKind::kSigmoid, add_dimwise, Pins::kNone, false},
+    {OpKind::kSqrt, add_dimwise, Pins::kNone, false},
+    {OpKind::kRsqrt, add_dimwise, Pins::kNone, false},
+    {OpKind::kRmsNorm, add_dimwise, Pins::kDim, false},
+    {OpKind::kRotary, add_dimwise, Pins::kDim, false, true},  // positions: attrs.offsets
+    {OpKind::kSiluGrad, add_dimwise, Pins::kNone, false},
+    {OpKind::kSigmoidGrad, add_dimwise, Pins::kNone, false},
+    {OpKind::kRmsNormGradInput, add_dimwise, Pins::kDim, false},
+    {OpKind::kRmsNormGradGamma, add_dimwise, Pins::kDim, true},
+    {OpKind::kRotaryGrad, add_dimwise, Pins::kDim, false, true},
+    {OpKind::kShardSlice, nullptr, Pins::kNone, false},
+    {OpKind::kAllGather, nullptr, Pins::kNone, false},
+    {OpKind::kReduceScatter, nullptr, Pins::kNone, false},
+    {OpKind::kAllReduce, nullptr, Pins::kNone, false},
+    {OpKind::kAllToAll, nullptr, Pins::kNone, false},
+    {OpKind::kZeroUnlessRoot, nullptr, Pins::kNone, false},
+}};
+
+static_assert(lists_every_kind_in_order(kRules), "kRules must list every OpKind in enum order");
+
 }  // namespace
 
 Sharding tuple_element_sharding(const Node& tuple, const Sharding& s, int index) {
@@ -341,35 +334,7 @@ std::vector<AxisSignature> candidates(const Graph& graph, const Node& node, int 
     result.insert(result.begin(),
                   AxisSignature{"", std::vector<Placement>(in.size(), Placement::partial_sum()),
                                 Placement::partial_sum()});
-  const OpView op{node, in, out, n, taken};
-  switch (rule.family) {
-    case Family::kLeaf:
-    case Family::kFill:
-    case Family::kCollective:
-    case Family::kTupleGet:
-      break;  // placed directly by the lowering
-    case Family::kAttention:
-      add_attention(op, result);
-      break;
-    case Family::kDimwise:
-      add_dimwise(rule, op, result);
-      break;
-    case Family::kRename:
-      add_rename(op, result);
-      break;
-    case Family::kEmbedding:
-      add_embedding(op, result);
-      break;
-    case Family::kEmbeddingGrad:
-      add_embedding_grad(op, result);
-      break;
-    case Family::kCrossEntropy:
-      add_cross_entropy(op, result);
-      break;
-    case Family::kLinearCrossEntropy:
-      add_linear_cross_entropy(op, result);
-      break;
-  }
+  if (rule.add) rule.add(OpView{node, in, out, n, taken, rule}, result);
   return result;
 }
 
