@@ -9,20 +9,9 @@ namespace {
 
 // Order in which per-axis steps run: cheap and shrinking first.
 int step_rank(OpKind op) {
-  switch (op) {
-    case OpKind::kShardSlice:
-      return 0;
-    case OpKind::kReduceScatter:
-      return 1;
-    case OpKind::kAllReduce:
-      return 2;
-    case OpKind::kAllToAll:
-      return 3;
-    case OpKind::kAllGather:
-      return 4;
-    default:
-      return 5;
-  }
+  const OpKind order[] = {OpKind::kShardSlice, OpKind::kReduceScatter, OpKind::kAllReduce,
+                          OpKind::kAllToAll, OpKind::kAllGather};
+  return static_cast<int>(std::find(std::begin(order), std::end(order), op) - std::begin(order));
 }
 
 OpKind op_for(const Placement& from, const Placement& to, const std::string& axis) {
