@@ -3,6 +3,21 @@
 #include "tessel/ir/attrs.h"
 
 namespace tessel {
+namespace {
+
+Attrs dims_attrs(std::vector<std::string> dims) {
+  Attrs a;
+  a.dims = std::move(dims);
+  return a;
+}
+
+Attrs dim_attrs(const std::string& dim) {
+  Attrs a;
+  a.dim = dim;
+  return a;
+}
+
+}  // namespace
 
 GraphBuilder::Scope::Scope(GraphBuilder& builder, const std::string& name)
     : builder_(builder), saved_length_(builder.prefix_.size()) {
@@ -33,9 +48,7 @@ ValueId GraphBuilder::fill(Shape shape, float value) {
 
 ValueId GraphBuilder::einsum(ValueId a, ValueId b, std::vector<std::string> out_dims,
                              const std::string& name) {
-  Attrs attrs;
-  attrs.dims = std::move(out_dims);
-  return op(OpKind::kEinsum, {a, b}, std::move(attrs), name);
+  return op(OpKind::kEinsum, {a, b}, dims_attrs(std::move(out_dims)), name);
 }
 
 ValueId GraphBuilder::add(ValueId a, ValueId b, const std::string& n) {
@@ -83,14 +96,6 @@ ValueId GraphBuilder::dropout(ValueId x, float p, uint64_t seed, const std::stri
   return op(OpKind::kDropout, {x}, std::move(a), key);
 }
 
-namespace {
-Attrs dims_attrs(std::vector<std::string> dims) {
-  Attrs a;
-  a.dims = std::move(dims);
-  return a;
-}
-}  // namespace
-
 ValueId GraphBuilder::reduce_sum(ValueId x, std::vector<std::string> dims, const std::string& n) {
   return op(OpKind::kReduceSum, {x}, dims_attrs(std::move(dims)), n);
 }
@@ -109,8 +114,7 @@ ValueId GraphBuilder::expand(ValueId x, Shape target, const std::string& n) {
 
 ValueId GraphBuilder::softmax(ValueId x, const std::string& dim, float scale,
                               const std::string& query_dim, const std::string& n) {
-  Attrs a;
-  a.dim = dim;
+  Attrs a = dim_attrs(dim);
   causal_query_dim(a) = query_dim;
   softmax_scale(a) = scale;
   return op(OpKind::kSoftmax, {x}, std::move(a), n);
@@ -118,31 +122,25 @@ ValueId GraphBuilder::softmax(ValueId x, const std::string& dim, float scale,
 
 ValueId GraphBuilder::layernorm(ValueId x, ValueId gamma, ValueId beta, const std::string& dim,
                                 float eps, const std::string& n) {
-  Attrs a;
-  a.dim = dim;
+  Attrs a = dim_attrs(dim);
   layernorm_eps(a) = eps;
   return op(OpKind::kLayerNorm, {x, gamma, beta}, std::move(a), n);
 }
 
 ValueId GraphBuilder::embedding(ValueId table, ValueId ids, const std::string& vocab_dim,
                                 const std::string& n) {
-  Attrs a;
-  a.dim = vocab_dim;
-  return op(OpKind::kEmbedding, {table, ids}, std::move(a), n);
+  return op(OpKind::kEmbedding, {table, ids}, dim_attrs(vocab_dim), n);
 }
 
 ValueId GraphBuilder::cross_entropy(ValueId logits, ValueId labels, const std::string& vocab_dim,
                                     const std::string& n) {
-  Attrs a;
-  a.dim = vocab_dim;
-  return op(OpKind::kCrossEntropy, {logits, labels}, std::move(a), n);
+  return op(OpKind::kCrossEntropy, {logits, labels}, dim_attrs(vocab_dim), n);
 }
 
 ValueId GraphBuilder::linear_cross_entropy(ValueId h, ValueId w, ValueId labels,
                                            const std::string& vocab_dim,
                                            const std::string& embed_dim, const std::string& n) {
-  Attrs a;
-  a.dim = vocab_dim;
+  Attrs a = dim_attrs(vocab_dim);
   a.dim2 = embed_dim;
   return tuple_get(op(OpKind::kLinearCrossEntropy, {h, w, labels}, std::move(a), n), 0,
                    n + ".loss");
@@ -163,16 +161,14 @@ ValueId GraphBuilder::rsqrt(ValueId x, const std::string& n) {
 
 ValueId GraphBuilder::rmsnorm(ValueId x, ValueId gamma, const std::string& dim, float eps,
                               const std::string& n) {
-  Attrs a;
-  a.dim = dim;
+  Attrs a = dim_attrs(dim);
   rmsnorm_eps(a) = eps;
   return op(OpKind::kRmsNorm, {x, gamma}, std::move(a), n);
 }
 
 ValueId GraphBuilder::rotary(ValueId x, const std::string& dim, const std::string& position_dim,
                              float theta, const RotaryScaling& scaling, const std::string& n) {
-  Attrs a;
-  a.dim = dim;
+  Attrs a = dim_attrs(dim);
   rotary_position_dim(a) = position_dim;
   rotary_theta(a) = theta;
   rotary_scaling(a) = rotary_scaling_text(scaling);
@@ -208,24 +204,21 @@ GraphBuilder::Attention GraphBuilder::attention(ValueId q, ValueId k, ValueId v,
 
 ValueId GraphBuilder::split_dim(ValueId x, const std::string& dim, Shape parts,
                                 const std::string& n) {
-  Attrs a;
-  a.dim = dim;
+  Attrs a = dim_attrs(dim);
   a.shape = std::move(parts);
   return op(OpKind::kSplitDim, {x}, std::move(a), n);
 }
 
 ValueId GraphBuilder::merge_dims(ValueId x, std::vector<std::string> dims,
                                  const std::string& merged, const std::string& n) {
-  Attrs a;
-  a.dims = std::move(dims);
+  Attrs a = dims_attrs(std::move(dims));
   merged_dim(a) = merged;
   return op(OpKind::kMergeDims, {x}, std::move(a), n);
 }
 
 ValueId GraphBuilder::rename(ValueId x, const std::string& from, const std::string& to,
                              const std::string& n) {
-  Attrs a;
-  a.dim = from;
+  Attrs a = dim_attrs(from);
   renamed_to(a) = to;
   return op(OpKind::kRename, {x}, std::move(a), n);
 }
