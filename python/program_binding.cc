@@ -31,10 +31,7 @@ struct PyProgram {
 };
 
 void copy_input(PyProgram& p, const std::string& name, const py::handle& value) {
-  const ValueId id = p.program->graph().find(name);
-  if (id < 0 || p.node(id).kind != OpKind::kInput)
-    TS_THROW("program has no input named '", name, "'");
-  const Node& n = p.node(id);
+  const Node& n = p.node(p.program->input_id(name));
   py::array a =
       n.dtype == DType::kI32
           ? py::array(
