@@ -7,6 +7,7 @@
 
 #include "tessel/base/error.h"
 #include "tessel/base/steady_clock.h"
+#include "tessel/plan/calibrate/collective_timing.h"
 
 namespace tessel::plan {
 namespace {
@@ -103,18 +104,7 @@ CommProgress measure_progress(Communicator& world, const std::function<void()>& 
     world.recv(buffer.data(), floats, 0, tag, "calibrate progress");
     return nullptr;
   };
-  auto timed = [&](const std::function<void()>& fn) {
-    std::vector<double> t;
-    barrier();
-    fn();  // warm-up
-    for (int i = 0; i < runs; ++i) {
-      barrier();
-      const double t0 = steady_seconds();
-      fn();
-      t.push_back(steady_seconds() - t0);
-    }
-    return upper_median(t);
-  };
+  auto timed = [&](const std::function<void()>& fn) { return median_seconds(barrier, runs, fn); };
   const double a = timed([&] { all_reduce()->wait(); });
   const double b = timed(
       [&] { world.all_reduce(buffer.data(), floats, ReduceKind::kSum, "calibrate progress"); });
