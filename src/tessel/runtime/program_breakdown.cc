@@ -10,27 +10,22 @@
 
 namespace tessel {
 
-namespace {
-
-enum class RequestKind { kValue, kBf16Copy, kStaging, kScratch, kBucket };
-
-}  // namespace
-
 Program::MemoryBreakdown Program::memory_breakdown(bool phase_local) const {
   const std::vector<int>& index = phase_local ? local_index_ : arena_index_;
-  std::vector<RequestKind> kind(requests_.size(), RequestKind::kValue);
+  // Each request's part of the breakdown.
+  std::vector<size_t MemoryBreakdown::*> part(requests_.size(), &MemoryBreakdown::values);
   std::vector<ValueId> value_of(requests_.size(), -1);
   for (ValueId id = 0; id < static_cast<ValueId>(value_buffer_.size()); ++id)
     if (value_buffer_[id] >= 0) value_of[value_buffer_[id]] = id;
   for (const Bf16Copy& c : bf16_copies_)
-    if (c.buffer) kind[*c.buffer] = RequestKind::kBf16Copy;
+    if (c.buffer) part[*c.buffer] = &MemoryBreakdown::bf16_copies;
   for (const Instruction& ins : instructions_) {
-    if (ins.stage >= 0) kind[ins.stage] = RequestKind::kStaging;
-    if (ins.scratch >= 0) kind[ins.scratch] = RequestKind::kScratch;
+    if (ins.stage >= 0) part[ins.stage] = &MemoryBreakdown::staging;
+    if (ins.scratch >= 0) part[ins.scratch] = &MemoryBreakdown::scratch;
   }
   for (const Bucket& b : buckets_) {
-    if (b.buffer) kind[*b.buffer] = RequestKind::kBucket;
-    if (b.work) kind[*b.work] = RequestKind::kBucket;
+    if (b.buffer) part[*b.buffer] = &MemoryBreakdown::buckets;
+    if (b.work) part[*b.work] = &MemoryBreakdown::buckets;
   }
   // Live bytes per step: +bytes at first, -bytes after last.
   const int steps = std::max<int>(1, static_cast<int>(instructions_.size())) + 1;
@@ -55,24 +50,9 @@ Program::MemoryBreakdown Program::memory_breakdown(bool phase_local) const {
   for (size_t r = 0; r < requests_.size(); ++r) {
     if (index[r] < 0 || requests_[r].first > peak || requests_[r].last < peak) continue;
     const size_t bytes = round_up(std::max<size_t>(requests_[r].bytes, 1));
-    switch (kind[r]) {
-      case RequestKind::kValue:
-        out.values += bytes;
-        if (value_of[r] >= 0) out.largest.emplace_back(value_of[r], bytes);
-        break;
-      case RequestKind::kBf16Copy:
-        out.bf16_copies += bytes;
-        break;
-      case RequestKind::kStaging:
-        out.staging += bytes;
-        break;
-      case RequestKind::kScratch:
-        out.scratch += bytes;
-        break;
-      case RequestKind::kBucket:
-        out.buckets += bytes;
-        break;
-    }
+    out.*part[r] += bytes;
+    if (part[r] == &MemoryBreakdown::values && value_of[r] >= 0)
+      out.largest.emplace_back(value_of[r], bytes);
   }
   std::stable_sort(out.largest.begin(), out.largest.end(),
                    [](const auto& a, const auto& b) { return a.second > b.second; });
