@@ -120,17 +120,12 @@ void gemm_call(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a
 // floats) aliases in cache: a multiple of 2 KiB (einsum.h).
 bool aliasing_ld(int64_t ld) { return ld >= 512 && ld % 512 == 0; }
 
-// A leading dimension for `length` floats a line: whole 64-byte lines, and
-// not itself a multiple of 2 KiB.
-int64_t padded_ld(int64_t length) {
-  const int64_t ld = (length + 15) / 16 * 16;
-  return aliasing_ld(ld) ? ld + 16 : ld;
-}
-
-// Marks `op` to be copied with a padded leading dimension; returns the
-// scratch it needs (`lines` lines of `length` elements a batch index).
+// Marks `op` to be copied with a padded leading dimension (whole 64-byte
+// lines, and not itself a multiple of 2 KiB); returns the scratch it needs
+// (`lines` lines of `length` elements a batch index).
 int64_t plan_restride(GemmOperand& op, int64_t batch, int64_t lines, int64_t length) {
-  op.restride_ld = padded_ld(length);
+  const int64_t ld = (length + 15) / 16 * 16;
+  op.restride_ld = aliasing_ld(ld) ? ld + 16 : ld;
   return batch * lines * op.restride_ld;
 }
 
