@@ -20,10 +20,6 @@ dnnl::engine& cpu_engine() {
   static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   return engine;
 }
-dnnl::stream& cpu_stream() {
-  static dnnl::stream stream(cpu_engine());
-  return stream;
-}
 
 // Sizes and strides of `s` over the dims in `order` ({1}, {1} for none).
 void sizes_strides(const Shape& s, const std::vector<std::string>& order, Dims& sizes,
@@ -379,7 +375,7 @@ void EinsumBf16::run(const void* a, const void* b, void* out, void* scratch,
   }
   TS_CHECK(p.mm, "einsum bf16: primitives were not created (a plan-only instance)");
   const dnnl::engine& e = cpu_engine();
-  dnnl::stream& s = cpu_stream();
+  static dnnl::stream s(e);
   memory pad_mem(memory::desc({static_cast<int64_t>(p.pad_bytes)}, memory::data_type::u8,
                               memory::format_tag::a),
                  e, pad);
