@@ -139,14 +139,11 @@ class Lowering {
     ValueId local = out_.graph.add(node.kind, inputs, attrs, node.name);
     out_.local_of[id] = local;
     if (is_attention_op(node.kind) && !attrs.axis.empty()) note_ring(local);
-    if (is_tuple(node)) {
-      out_.sharding_of[id] = produced;
-      return;
-    }
-    // A partial sum feeding only a linear op (a sum, a view) stays partial:
-    // the sum adds partials and one reduction follows (Megatron's single
-    // all-reduce per block; one gradient all-reduce, at the output).
-    if (stays_partial(id, produced)) {
+    // A tuple stays as made. A partial sum feeding only a linear op (a sum,
+    // a view) stays partial: the sum adds partials and one reduction follows
+    // (Megatron's single all-reduce per block; one gradient all-reduce, at
+    // the output).
+    if (is_tuple(node) || stays_partial(id, produced)) {
       out_.sharding_of[id] = produced;
       return;
     }
