@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "commands.h"
-#include "tessel/base/error.h"
 #include "tessel/comm/fatal.h"
 
 namespace tessel {

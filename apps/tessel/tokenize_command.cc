@@ -5,7 +5,6 @@
 #include <optional>
 
 #include "commands.h"
-#include "tessel/base/error.h"
 #include "tessel/train/data/text_documents.h"
 #include "tessel/train/data/token_file.h"
 #include "tessel/train/data/tokenizer.h"

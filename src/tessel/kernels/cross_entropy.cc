@@ -4,7 +4,6 @@
 #include <cmath>
 
 #include "tessel/base/error.h"
-#include "tessel/kernels/fast_math.h"
 #include "tessel/kernels/partition.h"
 #include "tessel/kernels/row_ops.h"
 

@@ -5,7 +5,6 @@
 #include <map>
 #include <set>
 
-#include "tessel/base/bf16.h"
 #include "tessel/base/error.h"
 #include "tessel/ir/attrs.h"
 #include "tessel/ir/op_table.h"

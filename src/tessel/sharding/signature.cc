@@ -4,7 +4,6 @@
 #include <array>
 #include <optional>
 
-#include "tessel/base/error.h"
 #include "tessel/ir/attrs.h"
 
 namespace tessel {

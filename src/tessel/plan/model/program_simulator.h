@@ -19,7 +19,6 @@
 #include "tessel/ir/attrs.h"
 #include "tessel/plan/model/bf16_all_reduce_cost.h"
 #include "tessel/plan/model/cost_model.h"
-#include "tessel/plan/model/kernel_work.h"
 #include "tessel/sharding/context_parallel.h"
 
 namespace tessel::plan {

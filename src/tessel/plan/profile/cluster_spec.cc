@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "tessel/base/error.h"
 #include "tessel/plan/profile/json_fields.h"
 
 namespace tessel::plan {

@@ -9,7 +9,6 @@
 #include "tessel/ir/op_table.h"
 #include "tessel/plan/calibrate/instruction_timing.h"
 #include "tessel/plan/model/kernel_work.h"
-#include "tessel/tensor/aligned_buffer.h"
 
 namespace tessel::plan {
 
