@@ -40,6 +40,19 @@ th { background: #f2f2f2; }
 .card .plot { position: relative; height: 300px; }
 )";
 
+// Text safe inside HTML elements and attribute values.
+std::string html_escape(const std::string& text) {
+  return replace_chars(
+      text, {{'&', "&amp;"}, {'<', "&lt;"}, {'>', "&gt;"}, {'"', "&quot;"}, {'\'', "&#39;"}});
+}
+
+// JSON text safe inside a <script> element: every '<', '>' and '&' is
+// written as a \u escape, so no "</script>" or "<!--" can appear.
+std::string json_for_script(const json& value) {
+  return replace_chars(value.dump(-1, ' ', false, json::error_handler_t::replace),
+                       {{'<', "\\u003c"}, {'>', "\\u003e"}, {'&', "\\u0026"}});
+}
+
 std::string header_table(const json& data) {
   std::string html = "<table id=\"runs\"><tr>";
   for (const json& c : data["columns"])
@@ -61,16 +74,6 @@ std::string header_table(const json& data) {
 }
 
 }  // namespace
-
-std::string html_escape(const std::string& text) {
-  return replace_chars(
-      text, {{'&', "&amp;"}, {'<', "&lt;"}, {'>', "&gt;"}, {'"', "&quot;"}, {'\'', "&#39;"}});
-}
-
-std::string json_for_script(const json& value) {
-  return replace_chars(value.dump(-1, ' ', false, json::error_handler_t::replace),
-                       {{'<', "\\u003c"}, {'>', "\\u003e"}, {'&', "\\u0026"}});
-}
 
 std::string report_html(const json& data, const std::string& chart_js) {
   // The library goes in verbatim; a closing tag inside it would end the

@@ -11,12 +11,6 @@ namespace tessel::report {
 // `data`: report_data's document; `chart_js`: read_chart_library's text.
 std::string report_html(const nlohmann::json& data, const std::string& chart_js);
 
-// Text safe inside HTML elements and attribute values.
-std::string html_escape(const std::string& text);
-// JSON text safe inside a <script> element: every '<', '>' and '&' is
-// written as a \u escape, so no "</script>" or "<!--" can appear.
-std::string json_for_script(const nlohmann::json& value);
-
 // The chart-drawing script (report_script.cc).
 const char* report_script();
 
