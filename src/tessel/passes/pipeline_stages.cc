@@ -79,13 +79,16 @@ std::vector<int> balance(const std::vector<double>& cost, int stages, double hea
   return first;
 }
 
-}  // namespace
-
+// Cost of one forward node in seconds on a nominal device: the larger of
+// flops / 1e11 and bytes written / 1e10 (a roofline with 100 GFLOP/s and
+// 10 GB/s). Only ratios matter for balancing.
 double nominal_node_seconds(const Graph& g, ValueId id) {
   const Node& n = g.node(id);
   double bytes = static_cast<double>(n.shape.numel()) * dtype_size(n.dtype);
   return std::max(g.node_flops(id) / kNominalFlops, bytes / kNominalBytesPerSecond);
 }
+
+}  // namespace
 
 StagePartition partition_stages(const Graph& forward, int stages,
                                 const std::vector<int>& first_blocks) {

@@ -38,11 +38,6 @@ struct StagePartition {
   std::vector<double> flops;              // per stage, forward only
 };
 
-// Cost of one forward node in seconds on a nominal device: the larger of
-// flops / 1e11 and bytes written / 1e10 (a roofline with 100 GFLOP/s and
-// 10 GB/s). Only ratios matter for balancing.
-double nominal_node_seconds(const Graph& forward, ValueId id);
-
 // `first_blocks`: the block each stage after the first starts at (stages - 1
 // increasing values in (0, blocks)); empty to balance the predicted time
 // (contiguous blocks, minimising the slowest stage). Throws naming the
