@@ -20,11 +20,6 @@ const std::vector<std::string> kLayoutKnobs = {
     "--mesh",      "--layout",       "--schedule", "--chunks", "--zero",
     "--recompute", "--microbatches", "--stages",   "--shard",  "--plan"};
 
-std::vector<std::string> without_layout_knobs(std::vector<std::string> args) {
-  for (const std::string& knob : kLayoutKnobs) args = without_option(args, knob);
-  return args;
-}
-
 // The config options of `train ARGS...`, parsed as `train` parses them (the
 // train-only options are ignored here).
 ConfigOptions config_options_of(const std::vector<std::string>& command) {
@@ -64,7 +59,8 @@ LostRanks take_lost_ranks(const std::string& lost_dir, int world) {
 
 std::optional<ElasticRelaunch> plan_elastic_relaunch(const std::vector<std::string>& command,
                                                      int alive, int min_ranks, std::string* why) {
-  std::vector<std::string> args = without_layout_knobs(command);
+  std::vector<std::string> args = command;
+  for (const std::string& knob : kLayoutKnobs) args = without_option(args, knob);
   const ConfigOptions options = config_options_of(args);
   const TrainConfig base = options.load(/*with_data=*/false);
   for (int n = alive; n >= std::max(1, min_ranks); --n) {
