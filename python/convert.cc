@@ -53,22 +53,14 @@ py::object from_json(const nlohmann::json& j) {
   return py::module_::import("json").attr("loads")(j.dump());
 }
 
-namespace {
-
-std::string sizes_text(const py::array& a) {
-  std::string s = "(";
-  for (py::ssize_t i = 0; i < a.ndim(); ++i) s += (i ? ", " : "") + std::to_string(a.shape(i));
-  return s + (a.ndim() == 1 ? ",)" : ")");
-}
-
-}  // namespace
-
-// The array's sizes must be the shape's, in order.
 void check_sizes(const py::array& a, const Shape& shape, const std::string& what) {
   bool same = a.ndim() == shape.rank();
   for (int i = 0; same && i < shape.rank(); ++i) same = a.shape(i) == shape[i].size;
-  if (!same)
-    TS_THROW(what, " has shape ", shape.to_string(), "; the array's sizes are ", sizes_text(a));
+  if (same) return;
+  std::string sizes = "(";
+  for (py::ssize_t i = 0; i < a.ndim(); ++i) sizes += (i ? ", " : "") + std::to_string(a.shape(i));
+  TS_THROW(what, " has shape ", shape.to_string(), "; the array's sizes are ", sizes,
+           a.ndim() == 1 ? ",)" : ")");
 }
 
 py::array to_numpy(const DeviceTensor& t) {
