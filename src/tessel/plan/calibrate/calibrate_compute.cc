@@ -159,20 +159,19 @@ ComputeCalibration measure_compute(const std::vector<int>& thread_counts, bool q
     TS_CHECK(threads >= 1, "threads ", threads);
     const auto start = std::chrono::steady_clock::now();
     omp_set_num_threads(threads);
+    auto grid = [&](Precision precision, std::vector<GemmPoint>& points) {
+      for (GemmPoint s : calibration_gemm_shapes(quick)) {
+        s.threads = threads;
+        s.gflops = gemm_gflops(s, precision, min_seconds);
+        points.push_back(s);
+      }
+    };
     out.fma_peak_gflops.push_back({threads, measure_fma_peak_gflops(threads, quick ? 0.1 : 0.2)});
-    for (GemmPoint s : calibration_gemm_shapes(quick)) {
-      s.threads = threads;
-      s.gflops = gemm_gflops(s, Precision::kF32, min_seconds);
-      out.gemm_f32.push_back(s);
-    }
+    grid(Precision::kF32, out.gemm_f32);
     if (bf16) {
       out.bf16_peak_gflops.push_back(
           {threads, measure_bf16_peak_gflops(threads, quick ? 0.1 : 0.2)});
-      for (GemmPoint s : calibration_gemm_shapes(quick)) {
-        s.threads = threads;
-        s.gflops = gemm_gflops(s, Precision::kBF16, min_seconds);
-        out.gemm_bf16.push_back(s);
-      }
+      grid(Precision::kBF16, out.gemm_bf16);
     }
     out.memory.push_back(memory_rates(threads, min_seconds));
     if (progress)
