@@ -25,11 +25,6 @@ std::string quoted(const std::string& s) {
   return out + "'";
 }
 
-std::vector<int64_t> payload_bytes(bool quick) {
-  if (quick) return {4 << 10, 256 << 10, 4 << 20};
-  return {4 << 10, 64 << 10, 1 << 20, 8 << 20};
-}
-
 int iterations_for(int64_t bytes, bool quick) {
   const int n = bytes <= (64 << 10) ? 20 : bytes <= (1 << 20) ? 10 : 5;
   return quick ? (n + 1) / 2 : n;
@@ -94,7 +89,9 @@ void measure_links_on_world(const std::string& out_path, bool quick) {
   auto world = mpi.world("calibrate");
   const int p = world->size();
   if (p < 2) TS_THROW("calibrate --collectives-out needs at least 2 ranks under mpirun, got ", p);
-  const std::vector<int64_t> sizes = payload_bytes(quick);
+  const std::vector<int64_t> sizes =
+      quick ? std::vector<int64_t>{4 << 10, 256 << 10, 4 << 20}
+            : std::vector<int64_t>{4 << 10, 64 << 10, 1 << 20, 8 << 20};
   const int64_t max_floats = sizes.back() / 4 * p;  // all-gather's output
   std::vector<float> in(max_floats, 1.0f), out(max_floats, 0.0f);
   auto barrier = [&] { mpi.barrier(); };
