@@ -92,19 +92,17 @@ void gather_cols(const T* x, int64_t seq_stride, int64_t head_stride, int64_t ro
 // The gathers over an input as stored (f32, or bf16: already rounded).
 void gather_rows(AttentionInput x, int64_t offset, int64_t seq_stride, int64_t head_stride,
                  int64_t row0, int64_t rows, int64_t d, int64_t dp, bool bf16, float* dst) {
-  if (x.bf16)
-    return gather_rows(static_cast<const uint16_t*>(x.data) + offset, seq_stride, head_stride, row0,
-                       rows, d, dp, bf16, dst);
-  gather_rows(static_cast<const float*>(x.data) + offset, seq_stride, head_stride, row0, rows, d,
-              dp, bf16, dst);
+  auto gather = [&](const auto* typed) {
+    gather_rows(typed + offset, seq_stride, head_stride, row0, rows, d, dp, bf16, dst);
+  };
+  x.bf16 ? gather(static_cast<const uint16_t*>(x.data)) : gather(static_cast<const float*>(x.data));
 }
 void gather_cols(AttentionInput x, int64_t offset, int64_t seq_stride, int64_t head_stride,
                  int64_t row0, int64_t rows, int64_t d, int64_t dp, bool bf16, float* dst) {
-  if (x.bf16)
-    return gather_cols(static_cast<const uint16_t*>(x.data) + offset, seq_stride, head_stride, row0,
-                       rows, d, dp, bf16, dst);
-  gather_cols(static_cast<const float*>(x.data) + offset, seq_stride, head_stride, row0, rows, d,
-              dp, bf16, dst);
+  auto gather = [&](const auto* typed) {
+    gather_cols(typed + offset, seq_stride, head_stride, row0, rows, d, dp, bf16, dst);
+  };
+  x.bf16 ? gather(static_cast<const uint16_t*>(x.data)) : gather(static_cast<const float*>(x.data));
 }
 
 // x[row0 + j] (+)= block row j, for rows j < rows: `add` accumulates.
