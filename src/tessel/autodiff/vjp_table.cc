@@ -71,6 +71,17 @@ void grad_op_rule(VjpContext& c) {
       c.builder.op(kGrad, {kOfOutput ? c.output : c.in(0), c.grad}, {}, label(c, ".grad"));
 }
 
+// What a gradient op reads: the node's inputs 0 and 1, its output, the
+// incoming gradient.
+enum Operand { kIn0, kIn1, kOut, kGrad };
+
+// A gradient that is one op `kGradOp` with the node's attrs over `operands`.
+template <OpKind kGradOp, Operand... operands>
+void attrs_op_rule(VjpContext& c) {
+  auto value = [&](Operand o) { return o == kOut ? c.output : o == kGrad ? c.grad : c.in(o); };
+  c.input_grads[0] = c.builder.op(kGradOp, {value(operands)...}, attrs_of(c), label(c, ".grad"));
+}
+
 void exp_rule(VjpContext& c) {
   c.input_grads[0] = c.builder.mul(c.grad, c.output, label(c, ".grad"));
 }
@@ -86,12 +97,6 @@ void bias_gelu_rule(VjpContext& c) {
   c.input_grads[1] = unbroadcast(b, dpre, c.shape_of(c.in(1)));
 }
 
-// The mask is a pure function of (seed, key, index): the same dropout applied
-// to the gradient is the exact backward.
-void dropout_rule(VjpContext& c) {
-  c.input_grads[0] = c.builder.op(OpKind::kDropout, {c.grad}, attrs_of(c), label(c, ".grad"));
-}
-
 void reduce_sum_rule(VjpContext& c) {
   c.input_grads[0] = c.builder.expand(c.grad, c.shape_of(c.in(0)), label(c, ".grad"));
 }
@@ -103,18 +108,8 @@ void reduce_mean_rule(VjpContext& c) {
   c.input_grads[0] = c.builder.scale(spread, 1.0f / count, label(c, ".grad_scale"));
 }
 
-void reduce_max_rule(VjpContext& c) {
-  c.input_grads[0] = c.builder.op(OpKind::kReduceMaxGrad, {c.in(0), c.output, c.grad}, attrs_of(c),
-                                  label(c, ".grad"));
-}
-
 void expand_rule(VjpContext& c) {
   c.input_grads[0] = unbroadcast(c.builder, c.grad, c.shape_of(c.in(0)));
-}
-
-void softmax_rule(VjpContext& c) {
-  c.input_grads[0] =
-      c.builder.op(OpKind::kSoftmaxGrad, {c.output, c.grad}, attrs_of(c), label(c, ".grad"));
 }
 
 // A fused op's tuple (value, log-sum-exp): only the value has a gradient
@@ -193,21 +188,11 @@ void rmsnorm_rule(VjpContext& c) {
   c.input_grads[1] = b.op(OpKind::kRmsNormGradGamma, {c.in(0), c.grad}, a, label(c, ".grad_gamma"));
 }
 
-// A rotation's transpose is the rotation by the opposite angle.
-void rotary_rule(VjpContext& c) {
-  c.input_grads[0] = c.builder.op(OpKind::kRotaryGrad, {c.grad}, attrs_of(c), label(c, ".grad"));
-}
-
 void embedding_rule(VjpContext& c) {
   Attrs a = attrs_of(c);
   a.shape = c.shape_of(c.in(0));
   c.input_grads[0] =
       c.builder.op(OpKind::kEmbeddingGrad, {c.in(1), c.grad}, std::move(a), label(c, ".grad"));
-}
-
-void cross_entropy_rule(VjpContext& c) {
-  c.input_grads[0] = c.builder.op(OpKind::kCrossEntropyGrad, {c.in(0), c.in(1), c.grad},
-                                  attrs_of(c), label(c, ".grad"));
 }
 
 void split_rule(VjpContext& c) {
@@ -249,15 +234,17 @@ constexpr std::array<Entry, static_cast<size_t>(OpKind::kCount)> kVjpTable = {{
     {OpKind::kLog, log_rule},
     {OpKind::kTanh, grad_op_rule<OpKind::kTanhGrad, true>},
     {OpKind::kBiasGelu, bias_gelu_rule},
-    {OpKind::kDropout, dropout_rule},
+    // The mask is a pure function of (seed, key, index): the same dropout
+    // applied to the gradient is the exact backward.
+    {OpKind::kDropout, attrs_op_rule<OpKind::kDropout, kGrad>},
     {OpKind::kReduceSum, reduce_sum_rule},
     {OpKind::kReduceMean, reduce_mean_rule},
-    {OpKind::kReduceMax, reduce_max_rule},
+    {OpKind::kReduceMax, attrs_op_rule<OpKind::kReduceMaxGrad, kIn0, kOut, kGrad>},
     {OpKind::kExpand, expand_rule},
-    {OpKind::kSoftmax, softmax_rule},
+    {OpKind::kSoftmax, attrs_op_rule<OpKind::kSoftmaxGrad, kOut, kGrad>},
     {OpKind::kLayerNorm, layernorm_rule},
     {OpKind::kEmbedding, embedding_rule},
-    {OpKind::kCrossEntropy, cross_entropy_rule},
+    {OpKind::kCrossEntropy, attrs_op_rule<OpKind::kCrossEntropyGrad, kIn0, kIn1, kGrad>},
     {OpKind::kSplitDim, split_rule},
     {OpKind::kMergeDims, merge_rule},
     {OpKind::kRename, rename_rule},
@@ -281,7 +268,8 @@ constexpr std::array<Entry, static_cast<size_t>(OpKind::kCount)> kVjpTable = {{
     {OpKind::kSqrt, sqrt_rule},
     {OpKind::kRsqrt, rsqrt_rule},
     {OpKind::kRmsNorm, rmsnorm_rule},
-    {OpKind::kRotary, rotary_rule},
+    // A rotation's transpose is the rotation by the opposite angle.
+    {OpKind::kRotary, attrs_op_rule<OpKind::kRotaryGrad, kGrad>},
     {OpKind::kSiluGrad, nullptr},
     {OpKind::kSigmoidGrad, nullptr},
     {OpKind::kRmsNormGradInput, nullptr},
