@@ -141,8 +141,7 @@ void Program::make_instructions(const std::vector<bool>& live, const std::vector
     if (!late.count(id)) uses.touch(id, 0);
   for (ValueId id = 0; id < g.size(); ++id) {
     const Node& node = g.node(id);
-    if (!live[id] || node.kind == OpKind::kInput || node.kind == OpKind::kParam) continue;
-    if (op_info(node.kind).is_view()) continue;
+    if (!live[id] || is_leaf(node) || op_info(node.kind).is_view()) continue;
     if (fused_add[id] == kAbsorbed) continue;  // runs inside its einsum's instruction
     const int step = static_cast<int>(instructions_.size());
     Instruction ins;

@@ -41,8 +41,7 @@ void Program::write_over_dying_inputs(const std::vector<ValueId>& outputs, Uses&
     const bool whole_root = alias_offset_[in] == 0 && g.node(in).shape == node.shape &&
                             source.shape.numel() == node.shape.numel() &&
                             source.dtype == node.dtype && g.node(in).dtype == node.dtype;
-    const bool computed =
-        source.kind != OpKind::kInput && source.kind != OpKind::kParam && !is_tuple(source);
+    const bool computed = !is_leaf(source) && !is_tuple(source);
     if (!dies_here || !whole_root || !computed || kept.count(root) || kept.count(ins.value))
       continue;
     // The output and every view of it now live in the input's buffer.

@@ -49,9 +49,7 @@ class Lowering {
     for (ValueId id = 0; id < global_.size(); ++id) {
       if (options_.phase_boundary && id == *options_.phase_boundary + 1)
         forget_gathered_parameters();
-      if (live[id] || global_.node(id).kind == OpKind::kInput ||
-          global_.node(id).kind == OpKind::kParam)
-        lower(id);
+      if (live[id] || is_leaf(global_.node(id))) lower(id);
     }
     return std::move(out_);
   }
@@ -67,7 +65,7 @@ class Lowering {
                           ? forced->second
                           : layout_.target(node.shape, node.name, mesh_);
     out_.sharding_of[id] = target;
-    if (node.kind == OpKind::kInput || node.kind == OpKind::kParam) {
+    if (is_leaf(node)) {
       Shape local = target.local_shape(node.shape, mesh_);
       out_.local_of[id] = node.kind == OpKind::kInput
                               ? out_.graph.add_input(node.name, local, node.dtype)
