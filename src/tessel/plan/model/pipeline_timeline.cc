@@ -181,20 +181,15 @@ RankStep pipeline_rank_step(int r, const SimulatedTimeline& timeline, const Rank
                             const CompiledRank& any, std::optional<int> pipe_axis,
                             const Simulator& sim, const Simulator& post_sim) {
   RankStep s;
-  auto exposed = [&](const std::string& axis, double t) {  // communication, all of it exposed
-    s.comm_s[axis] += t;
-    s.exposed_s[axis] += t;
-    return t;
-  };
   double busy = 0;
   for (const SimulatedTimeline::Event& e : timeline.events)
     if (e.rank == r) {
       busy += e.end - e.start;
       const StageCost& sc = rc.chunks[e.action.chunk];
       const auto& comm = e.action.kind == ActionKind::kForward ? sc.comm_f : sc.comm_b;
-      for (const auto& [axis, t] : comm) busy -= exposed(axis, t);
+      for (const auto& [axis, t] : comm) busy -= s.expose(axis, t);
       if (const double send = send_charge(rc, e.action); send > 0)
-        busy -= exposed(any.mesh.axis(*pipe_axis).name, send);
+        busy -= s.expose(any.mesh.axis(*pipe_axis).name, send);
     }
   s.compute_s = busy;
   s.bubble_s = timeline.makespan * (timeline.bubble_fraction[r]);
@@ -225,11 +220,11 @@ RankStep pipeline_rank_step(int r, const SimulatedTimeline& timeline, const Rank
       s.exposed_s[axis] += w.reduce_exposed_s + w.gather_exposed_s;
       post += w.reduce_exposed_s + w.gather_exposed_s;
     } else {
-      post += exposed(axis, reduce(held) + gather(state));
+      post += s.expose(axis, reduce(held) + gather(state));
     }
   }
   if (tied > 0 && pipe_axis)
-    post += exposed("pipe", sim.collective(CollectiveKind::kAllReduce, 4 * tied, "pipe"));
+    post += s.expose("pipe", sim.collective(CollectiveKind::kAllReduce, 4 * tied, "pipe"));
   s.optimizer_s = post_sim.update(state, any.config.optimizer);
   s.end_s = timeline.makespan + post + s.optimizer_s;
   return s;

@@ -7,10 +7,7 @@ RankStep single_program_step(const CompiledRank& c, const Simulator& sim) {
   const ProgramTime t = sim.run(*c.train.program);
   for (double s : t.compute_s) r.compute_s += s;
   for (const auto& phase : t.blocking_s)
-    for (const auto& [axis, s] : phase) {
-      r.comm_s[axis] += s;
-      r.exposed_s[axis] += s;
-    }
+    for (const auto& [axis, s] : phase) r.expose(axis, s);
   for (const auto& [axis, s] : t.bucket_s) r.comm_s[axis] += s;
   for (const auto& [axis, s] : t.bucket_exposed_s) r.exposed_s[axis] += s;
   // Feeding this rank's block of the batch.
@@ -24,8 +21,7 @@ RankStep single_program_step(const CompiledRank& c, const Simulator& sim) {
   const Graph& g = c.train.global;
   double state = 0, gathers = 0;
   const int zero_axis = c.config.zero > 0 ? c.layout.zero_axis() : -1;
-  for (size_t i = 0; i < g.params().size(); ++i) {
-    const ValueId p = g.params()[i];
+  for (ValueId p : g.params()) {
     const Shape& shape = g.node(p).shape;
     const Sharding& value = c.train.local.sharding_of[p];
     const int64_t held = value.local_shape(shape, c.mesh).numel();
@@ -37,11 +33,8 @@ RankStep single_program_step(const CompiledRank& c, const Simulator& sim) {
     state += static_cast<double>(n);
     if (zero) {
       const std::string& axis = c.mesh.axis(zero_axis).name;
-      const double gather =
-          sim.collective(CollectiveKind::kAllGather, 4.0 * n, axis) + sim.memory(8.0 * n);
-      r.comm_s[axis] += gather;
-      r.exposed_s[axis] += gather;
-      gathers += gather;
+      gathers += r.expose(
+          axis, sim.collective(CollectiveKind::kAllGather, 4.0 * n, axis) + sim.memory(8.0 * n));
     }
   }
   r.optimizer_s = sim.update(state, c.config.optimizer);

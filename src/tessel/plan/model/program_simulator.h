@@ -278,6 +278,12 @@ struct RankStep {
   double end_s = 0;  // the rank's step time
   double compute_s = 0, optimizer_s = 0, bubble_s = 0;
   std::map<std::string, double> comm_s, exposed_s;
+  // Communication on `axis`, all of it exposed; returns `s`.
+  double expose(const std::string& axis, double s) {
+    comm_s[axis] += s;
+    exposed_s[axis] += s;
+    return s;
+  }
 };
 
 // A single program's step on `sim`: its instructions, feed, ZeRO gathers
