@@ -1,5 +1,6 @@
 #include "tessel/plan/profile/json_fields.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 
@@ -33,13 +34,10 @@ void JsonFields::fail(const std::string& key, const std::string& what) const {
 }
 
 void JsonFields::allow_only(std::initializer_list<const char*> known) const {
-  for (const auto& [key, value] : object_.items()) {
-    bool found = false;
-    for (const char* k : known) found = found || key == k;
-    if (found) continue;
-    TS_THROW(file_, ": unknown key '", path_of(key), "' (known keys here: ", str_join(known, ", "),
-             ")");
-  }
+  for (const auto& [key, value] : object_.items())
+    if (std::find(known.begin(), known.end(), key) == known.end())
+      TS_THROW(file_, ": unknown key '", path_of(key),
+               "' (known keys here: ", str_join(known, ", "), ")");
 }
 
 const nlohmann::json& JsonFields::required(const char* key) const {
