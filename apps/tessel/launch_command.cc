@@ -363,6 +363,10 @@ int Launcher::run() {
   // step (the restart's critical path) took three times as long.
   int standby_due = opt_.standby && opt_.max_restarts > 0 ? 1 : 0;
   auto due_since = std::filesystem::file_time_type::clock::now();  // metrics written after this
+  auto make_due = [&](int next) {  // a standby for attempt `next`, once a new step is logged
+    standby_due = next;
+    due_since = std::filesystem::file_time_type::clock::now();
+  };
   auto new_step_logged = [&] {
     const std::filesystem::path metrics = std::filesystem::path(out_) / "metrics.jsonl";
     std::error_code e;
@@ -392,10 +396,7 @@ int Launcher::run() {
                   describe(status).c_str());
       remove_standby_files(standby);
       standby.pid = -1;
-      if (++standby_failures <= opt_.max_restarts) {
-        standby_due = standby.attempt;
-        due_since = std::filesystem::file_time_type::clock::now();
-      }
+      if (++standby_failures <= opt_.max_restarts) make_due(standby.attempt);
       continue;
     }
     if (pid != active.pid) continue;
@@ -447,10 +448,7 @@ int Launcher::run() {
     } else {
       active = start_cold(attempt);
     }
-    if (opt_.standby && attempt < opt_.max_restarts) {
-      standby_due = attempt + 1;
-      due_since = std::filesystem::file_time_type::clock::now();
-    }
+    if (opt_.standby && attempt < opt_.max_restarts) make_due(attempt + 1);
   }
 }
 
