@@ -63,23 +63,17 @@ void scale_rule(VjpContext& c) {
   c.input_grads[0] = c.builder.scale(c.grad, scale_factor(c.node().attrs), label(c, ".grad"));
 }
 
-// An elementwise op whose gradient is one op `kGrad` of (the op's input, or
-// with kOfOutput its output; the incoming gradient).
-template <OpKind kGrad, bool kOfOutput>
-void grad_op_rule(VjpContext& c) {
-  c.input_grads[0] =
-      c.builder.op(kGrad, {kOfOutput ? c.output : c.in(0), c.grad}, {}, label(c, ".grad"));
-}
-
 // What a gradient op reads: the node's inputs 0 and 1, its output, the
 // incoming gradient.
 enum Operand { kIn0, kIn1, kOut, kGrad };
 
-// A gradient that is one op `kGradOp` with the node's attrs over `operands`.
-template <OpKind kGradOp, Operand... operands>
-void attrs_op_rule(VjpContext& c) {
+// A gradient that is one op `kGradOp` over `operands`, with the node's attrs
+// (kAttrs) or none (the elementwise ops' gradients).
+template <OpKind kGradOp, bool kAttrs, Operand... operands>
+void one_op_rule(VjpContext& c) {
   auto value = [&](Operand o) { return o == kOut ? c.output : o == kGrad ? c.grad : c.in(o); };
-  c.input_grads[0] = c.builder.op(kGradOp, {value(operands)...}, attrs_of(c), label(c, ".grad"));
+  c.input_grads[0] = c.builder.op(kGradOp, {value(operands)...}, kAttrs ? attrs_of(c) : Attrs{},
+                                  label(c, ".grad"));
 }
 
 void exp_rule(VjpContext& c) {
@@ -228,23 +222,23 @@ constexpr std::array<Entry, static_cast<size_t>(OpKind::kCount)> kVjpTable = {{
     {OpKind::kMul, mul_rule},
     {OpKind::kDiv, div_rule},
     {OpKind::kScale, scale_rule},
-    {OpKind::kGelu, grad_op_rule<OpKind::kGeluGrad, false>},
-    {OpKind::kRelu, grad_op_rule<OpKind::kReluGrad, false>},
+    {OpKind::kGelu, one_op_rule<OpKind::kGeluGrad, false, kIn0, kGrad>},
+    {OpKind::kRelu, one_op_rule<OpKind::kReluGrad, false, kIn0, kGrad>},
     {OpKind::kExp, exp_rule},
     {OpKind::kLog, log_rule},
-    {OpKind::kTanh, grad_op_rule<OpKind::kTanhGrad, true>},
+    {OpKind::kTanh, one_op_rule<OpKind::kTanhGrad, false, kOut, kGrad>},
     {OpKind::kBiasGelu, bias_gelu_rule},
     // The mask is a pure function of (seed, key, index): the same dropout
     // applied to the gradient is the exact backward.
-    {OpKind::kDropout, attrs_op_rule<OpKind::kDropout, kGrad>},
+    {OpKind::kDropout, one_op_rule<OpKind::kDropout, true, kGrad>},
     {OpKind::kReduceSum, reduce_sum_rule},
     {OpKind::kReduceMean, reduce_mean_rule},
-    {OpKind::kReduceMax, attrs_op_rule<OpKind::kReduceMaxGrad, kIn0, kOut, kGrad>},
+    {OpKind::kReduceMax, one_op_rule<OpKind::kReduceMaxGrad, true, kIn0, kOut, kGrad>},
     {OpKind::kExpand, expand_rule},
-    {OpKind::kSoftmax, attrs_op_rule<OpKind::kSoftmaxGrad, kOut, kGrad>},
+    {OpKind::kSoftmax, one_op_rule<OpKind::kSoftmaxGrad, true, kOut, kGrad>},
     {OpKind::kLayerNorm, layernorm_rule},
     {OpKind::kEmbedding, embedding_rule},
-    {OpKind::kCrossEntropy, attrs_op_rule<OpKind::kCrossEntropyGrad, kIn0, kIn1, kGrad>},
+    {OpKind::kCrossEntropy, one_op_rule<OpKind::kCrossEntropyGrad, true, kIn0, kIn1, kGrad>},
     {OpKind::kSplitDim, split_rule},
     {OpKind::kMergeDims, merge_rule},
     {OpKind::kRename, rename_rule},
@@ -263,13 +257,13 @@ constexpr std::array<Entry, static_cast<size_t>(OpKind::kCount)> kVjpTable = {{
     {OpKind::kLayerNormGradGamma, nullptr},
     {OpKind::kEmbeddingGrad, nullptr},
     {OpKind::kCrossEntropyGrad, nullptr},
-    {OpKind::kSilu, grad_op_rule<OpKind::kSiluGrad, false>},
-    {OpKind::kSigmoid, grad_op_rule<OpKind::kSigmoidGrad, true>},
+    {OpKind::kSilu, one_op_rule<OpKind::kSiluGrad, false, kIn0, kGrad>},
+    {OpKind::kSigmoid, one_op_rule<OpKind::kSigmoidGrad, false, kOut, kGrad>},
     {OpKind::kSqrt, sqrt_rule},
     {OpKind::kRsqrt, rsqrt_rule},
     {OpKind::kRmsNorm, rmsnorm_rule},
     // A rotation's transpose is the rotation by the opposite angle.
-    {OpKind::kRotary, attrs_op_rule<OpKind::kRotaryGrad, kGrad>},
+    {OpKind::kRotary, one_op_rule<OpKind::kRotaryGrad, true, kGrad>},
     {OpKind::kSiluGrad, nullptr},
     {OpKind::kSigmoidGrad, nullptr},
     {OpKind::kRmsNormGradInput, nullptr},
