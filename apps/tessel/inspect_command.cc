@@ -76,17 +76,16 @@ int run_inspect(const InspectOptions& opt) {
   std::printf("\ncollectives per training step (%zu):\n", run.size());
   const std::set<ValueId> bf16 = carried_in_bf16(program);
   std::map<std::string, double> bytes_per_axis;
-  for (const InsertedCollective* c : run) {
-    const InsertedCollective& col = *c;
-    const bool in_bf16 = bf16.count(col.local) > 0;
-    const double bytes = in_bf16 ? col.bytes / 2 : col.bytes;
-    bytes_per_axis[col.axis] += bytes;
-    std::printf("  %-15s on %-6s %-8s -> %-8s %10.0f B %s  %s (%s)\n", op_name(col.op),
-                col.axis.c_str(), col.from.c_str(), col.to.c_str(), bytes,
+  for (const InsertedCollective* col : run) {
+    const bool in_bf16 = bf16.count(col->local) > 0;
+    const double bytes = in_bf16 ? col->bytes / 2 : col->bytes;
+    bytes_per_axis[col->axis] += bytes;
+    std::printf("  %-15s on %-6s %-8s -> %-8s %10.0f B %s  %s (%s)\n", op_name(col->op),
+                col->axis.c_str(), col->from.c_str(), col->to.c_str(), bytes,
                 bytes == 0 ? "    "
                 : in_bf16  ? "bf16"
                            : "f32 ",
-                col.value.c_str(), col.reason.c_str());
+                col->value.c_str(), col->reason.c_str());
   }
   std::printf("\nbytes sent per step by this rank, per axis:\n");
   for (const auto& [axis, bytes] : bytes_per_axis)
