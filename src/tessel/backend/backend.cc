@@ -63,11 +63,6 @@ SpaceStats Backend::space_stats(MemorySpace space) const {
   return {live_[i].load(std::memory_order_relaxed), peak_[i].load(std::memory_order_relaxed)};
 }
 
-void Backend::reset_space_peaks() {
-  for (int i = 0; i < kSpaces; ++i)
-    peak_[i].store(live_[i].load(std::memory_order_relaxed), std::memory_order_relaxed);
-}
-
 void Backend::fill_zero(float*, int64_t) {
   TS_THROW("device ", name(), ": the backend operation fill_zero is not written yet");
 }

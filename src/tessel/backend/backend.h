@@ -80,8 +80,6 @@ class Backend {
   // What this backend's blocks of `space` hold (the measured side of the
   // memory plan's device and host figures); thread-safe.
   SpaceStats space_stats(MemorySpace space) const;
-  // Restarts every space's high-water mark at its live bytes (tests).
-  void reset_space_peaks();
 
   // Kernels: runs one instruction on the kernel of its op kind.
   virtual void execute(const OpCall& call) = 0;
