@@ -7,7 +7,6 @@
 // their input).
 #pragma once
 
-#include <cstddef>
 #include <cstdint>
 #include <vector>
 

@@ -1,7 +1,5 @@
 #include "tessel/compile/distributed.h"
 
-#include <cstring>
-
 #include "tessel/base/error.h"
 #include "tessel/comm/mpi/mpi_runtime.h"
 #include "tessel/kernels/elementwise.h"

@@ -5,8 +5,6 @@
 // Move-only (the storage is heavy).
 #pragma once
 
-#include <string>
-
 #include "tessel/base/dtype.h"
 #include "tessel/base/shape.h"
 #include "tessel/tensor/aligned_buffer.h"

@@ -1,7 +1,6 @@
 #include "tessel/train/pipeline_engine.h"
 
 #include <algorithm>
-#include <cstring>
 #include <filesystem>
 
 #include "tessel/base/error.h"

@@ -1,7 +1,6 @@
 #include "tessel/train/program_engine.h"
 
 #include <algorithm>
-#include <cstring>
 #include <optional>
 
 #include "tessel/base/error.h"

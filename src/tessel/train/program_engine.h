@@ -10,8 +10,6 @@
 // parameters stage 3 stores as shards are gathered on use inside the program).
 #pragma once
 
-#include <optional>
-
 #include "tessel/train/engine.h"
 
 namespace tessel {

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "tessel/base/error.h"
 #include "tessel/base/philox.h"

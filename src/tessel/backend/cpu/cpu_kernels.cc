@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cstring>
 
 #include "tessel/backend/cpu/attention_op.h"
 #include "tessel/backend/cpu/dropout_op.h"

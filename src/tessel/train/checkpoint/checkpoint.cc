@@ -6,11 +6,9 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <set>
 
 #include "tessel/base/error.h"
 #include "tessel/comm/io_scope.h"

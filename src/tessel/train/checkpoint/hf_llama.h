@@ -28,7 +28,6 @@
 
 #include <cstdint>
 #include <string>
-#include <vector>
 
 #include "tessel/compile/config.h"
 
