@@ -4,17 +4,6 @@
 
 namespace tessel {
 
-namespace {
-
-// A request that completed when it was made.
-class CompletedRequest : public CommRequest {
- public:
-  void wait() override {}
-  bool test() override { return true; }
-};
-
-}  // namespace
-
 StagedCommunicator::StagedCommunicator(std::unique_ptr<Communicator> inner, Backend& backend,
                                        int64_t piece)
     : inner_(std::move(inner)), backend_(backend), piece_(piece) {
