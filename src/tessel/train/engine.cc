@@ -109,11 +109,13 @@ void Engine::reduce_scatter_flat(const StoredParam& p, const float* block, float
   data.reduce_scatter(block, chunk, z.chunk(), "zero gradients " + p.name);
 }
 
-void Engine::take_chunk(const StoredParam& p, const float* block, float* chunk) const {
+void Engine::write_moment(const StoredParam& p, const float* block, DeviceTensor& moment) const {
+  if (!p.zero) return moment.write(block);
   const FlatShard& z = *p.zero;
   const int k = ctx_.coords()[z.axis];
-  std::memcpy(chunk, block + z.offset(k), z.count(k) * sizeof(float));
-  std::memset(chunk + z.count(k), 0, (z.chunk() - z.count(k)) * sizeof(float));
+  std::vector<float> chunk(z.chunk(), 0.0f);
+  std::memcpy(chunk.data(), block + z.offset(k), z.count(k) * sizeof(float));
+  moment.write(chunk.data());
 }
 
 const float* Engine::moment_block(size_t i, const DeviceTensor& moment, float* block, float* host) {
@@ -173,20 +175,12 @@ void Engine::load_shards(const std::string& dir) {
     ParamEntry& local = params_->entries()[k++];
     local.value.write(loaded.value[i].data());
     if (loaded.m[i].empty()) continue;
-    local.m =
-        DeviceTensor(backend_, Shape{{"state", p.state_numel}}, moment_space(compiled_.config));
-    local.v =
-        DeviceTensor(backend_, Shape{{"state", p.state_numel}}, moment_space(compiled_.config));
-    if (p.zero) {  // the value's block was read: this rank's chunk of it
-      std::vector<float> chunk(p.state_numel);
-      take_chunk(p, loaded.m[i].data(), chunk.data());
-      local.m.write(chunk.data());
-      take_chunk(p, loaded.v[i].data(), chunk.data());
-      local.v.write(chunk.data());
-      continue;
+    for (auto [from, into] :
+         {std::pair{&loaded.m[i], &local.m}, std::pair{&loaded.v[i], &local.v}}) {
+      *into =
+          DeviceTensor(backend_, Shape{{"state", p.state_numel}}, moment_space(compiled_.config));
+      write_moment(p, from->data(), *into);  // a ZeRO moment: the value's block was read
     }
-    local.m.write(loaded.m[i].data());
-    local.v.write(loaded.v[i].data());
   }
 }
 

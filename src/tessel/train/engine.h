@@ -109,9 +109,9 @@ class Engine {
   void gather_flat(const StoredParam& p, const float* mine, float* block);
   // A whole local `block` of partial sums reduce-scattered into this rank's chunk.
   void reduce_scatter_flat(const StoredParam& p, const float* block, float* chunk);
-  // A moment's part of a checkpoint (host memory): this rank's chunk of the
-  // local block `block`.
-  void take_chunk(const StoredParam& p, const float* block, float* chunk) const;
+  // A moment read from a checkpoint as the local block `block` (host memory)
+  // written into `moment`: this rank's ZeRO chunk of it, or all of it.
+  void write_moment(const StoredParam& p, const float* block, DeviceTensor& moment) const;
   // The local block of parameter `i`'s `moment` (the value's layout) copied
   // into the host buffer `host` (at least value_numel or state_numel
   // elements); when ZeRO shards it flat, first gathered over data into the

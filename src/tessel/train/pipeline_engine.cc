@@ -294,25 +294,17 @@ void PipelineEngine::load(const std::string& dir, int64_t step) {
       if (!p.held || p.pipe_ranks.front() == model().pipe_rank()) continue;
       const std::string name = tied_copy_name(p.name, model().pipe_rank());
       ParamEntry& dst = params_->at(p.name);
-      auto load = [&](const std::string& tensor, const Sharding& s, std::vector<float>& block) {
-        return read_tensor_block(tied, tensor, p.shape, block_of(p.shape, s), block);
+      auto load = [&](const std::string& tensor, std::vector<float>& block) {
+        return read_tensor_block(tied, tensor, p.shape, block_of(p.shape, p.sharding), block);
       };
       std::vector<float> block;
-      if (!load(name, p.sharding, block)) continue;  // saved on another pipeline
+      if (!load(name, block)) continue;  // saved on another pipeline
       dst.value.write(block.data());
-      if (dst.m.nbytes() > 0) {
-        const StoredParam& stored = *held_[held_index_.at(p.name)];
-        std::vector<float> chunk(stored.state_numel);
+      if (dst.m.nbytes() > 0)
         for (auto [part, into] : {std::pair{".m", &dst.m}, std::pair{".v", &dst.v}}) {
-          load(name + part, p.sharding, block);
-          if (p.zero) {  // the block; this rank's chunk of it
-            take_chunk(stored, block.data(), chunk.data());
-            into->write(chunk.data());
-          } else {
-            into->write(block.data());
-          }
+          load(name + part, block);  // the block; a ZeRO moment is this rank's chunk of it
+          write_moment(*held_[held_index_.at(p.name)], block.data(), *into);
         }
-      }
     }
   }
   if (versions_) {  // drained at the step boundary: only the update count and last lr carry over
