@@ -135,13 +135,11 @@ void CpuBackend::sgd_update(float* param, const float* grad, int64_t n, float lr
 }
 
 void CpuBackend::copy_to_host(void* host, const void* device, size_t bytes) {
-  DeviceAccess access(*this);
-  if (bytes) std::memcpy(host, device, bytes);
+  copy(host, device, bytes);
 }
 
 void CpuBackend::copy_from_host(void* device, const void* host, size_t bytes) {
-  DeviceAccess access(*this);
-  if (bytes) std::memcpy(device, host, bytes);
+  copy(device, host, bytes);
 }
 
 }  // namespace tessel
