@@ -109,21 +109,16 @@ void CheckpointSnapshot::take(const CheckpointSource& source, bool keep) {
   // The writer's order (save_checkpoint): every value, then every moment
   // pair, then the tied copies (value and moments each).
   std::vector<std::pair<size_t, Part>> order;
+  auto moments = [&](size_t i) {
+    if (source.params[i].has_moments)
+      order.emplace_back(i, Part::kM), order.emplace_back(i, Part::kV);
+  };
   for (size_t i = 0; i < n; ++i)
     if (!source.params[i].tied_copy) order.emplace_back(i, Part::kValue);
   for (size_t i = 0; i < n; ++i)
-    if (!source.params[i].tied_copy && source.params[i].has_moments) {
-      order.emplace_back(i, Part::kM);
-      order.emplace_back(i, Part::kV);
-    }
-  for (size_t i = 0; i < n; ++i) {
-    if (!source.params[i].tied_copy) continue;
-    order.emplace_back(i, Part::kValue);
-    if (source.params[i].has_moments) {
-      order.emplace_back(i, Part::kM);
-      order.emplace_back(i, Part::kV);
-    }
-  }
+    if (!source.params[i].tied_copy) moments(i);
+  for (size_t i = 0; i < n; ++i)
+    if (source.params[i].tied_copy) order.emplace_back(i, Part::kValue), moments(i);
   const bool batched = source.place && source.sum && source.sharded;
   // Offsets: in the batched form the sharded tensors first (the summed
   // region, on every rank), then the others (the keeping rank only).
