@@ -49,13 +49,11 @@ void publish_periodic_checkpoint(const std::string& out, int64_t step, int keep)
     TS_THROW("checkpoint '", (root / name).string(), "' is not complete; not publishing it");
   write_file_atomically((root / kLatest).string(), name + "\n");
   int kept = 0;  // newest first; the one just published always stays
-  for (const auto& [s, dir] : step_dirs(out)) {
-    if (dir.filename() == name || kept < keep) {
+  for (const auto& [s, dir] : step_dirs(out))
+    if (dir.filename() == name || kept < keep)
       ++kept;
-      continue;
-    }
-    fs::remove_all(dir);
-  }
+    else
+      fs::remove_all(dir);
   // Temporaries of earlier saves that were killed (step-N.tmp-PID, step-N.old-PID):
   // one save runs at a time, and this one has finished.
   static const std::regex stale("step-[0-9]+\\.(tmp|old)-[0-9]+");
