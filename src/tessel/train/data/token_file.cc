@@ -156,13 +156,7 @@ void TokenFile::copy(int64_t begin, int64_t count, int32_t* out) const {
   if (begin < 0 || count < 0 || begin > tokens_ - count)
     TS_THROW("token file '", path_, "': tokens [", begin, ", ", begin + count, ") are outside its ",
              tokens_, " tokens");
-  if (width_ == 2) {
-    const auto* src = reinterpret_cast<const uint16_t*>(data_) + begin;
-    for (int64_t i = 0; i < count; ++i) out[i] = src[i];
-  } else {
-    const auto* src = reinterpret_cast<const uint32_t*>(data_) + begin;
-    for (int64_t i = 0; i < count; ++i) out[i] = static_cast<int32_t>(src[i]);
-  }
+  for (int64_t i = 0; i < count; ++i) out[i] = static_cast<int32_t>(raw_token(begin + i));
 }
 
 TokenFileWriter::TokenFileWriter(const std::string& path, int64_t vocab, uint64_t tokenizer_hash)
