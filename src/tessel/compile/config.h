@@ -36,9 +36,7 @@ struct TrainConfig {
   // the SwiGLU hidden-size rule's multiplier (0: none) and rounding, RMSNorm's eps.
   int64_t n_kv_head = 0;
   double rope_theta = 10000.0;
-  // Llama 3.1's rotary frequency scaling, Hugging Face's rope_scaling object:
-  // {"factor": 8, "low_freq_factor": 1, "high_freq_factor": 4,
-  //  "original_max_position_embeddings": 8192}; {} = none.
+  // Llama 3.1's rotary frequency scaling, Hugging Face's rope_scaling object; {} = none.
   nlohmann::json rope_scaling = nlohmann::json::object();
   double ffn_dim_multiplier = 0.0;
   int64_t multiple_of = 256;
@@ -46,9 +44,8 @@ struct TrainConfig {
   // GPT attention: "fused" (one op, FlashAttention's algorithm: no stored
   // probabilities; docs/attention.md) | "unfused" (einsum, softmax, einsum).
   std::string attention = "fused";
-  // GPT and Llama loss: "unfused" (the LM head's logits, batch x seq x vocab,
-  // stored for the loss's backward) | "fused" (one linear_cross_entropy op:
-  // the logits never stored, recomputed tile by tile in the backward).
+  // GPT and Llama loss: "unfused" (the LM head's logits stored for the backward) |
+  // "fused" (one linear_cross_entropy op: logits recomputed tile by tile in the backward).
   std::string loss = "unfused";
   // A registered model's own keys (ModelSpec::options), e.g. {"patch": 7};
   // keys it did not register are errors naming them.
@@ -66,30 +63,22 @@ struct TrainConfig {
   int64_t batch = 16;
   int64_t steps = 200;
   std::string optimizer = "adamw";  // "adamw" | "sgd"
-  // Where AdamW's moments live and its update runs (docs/memory.md,
-  // "Offloading the optimizer"): "none" (device memory, the backend's
-  // update) | "optimizer" (pinned host memory: each parameter's gradient and
-  // value are copied to the host, updated on the CPU cores, the value copied
-  // back).
+  // Where AdamW's moments live and its update runs (docs/memory.md): "none" (device
+  // memory) | "optimizer" (pinned host memory, the update on the CPU cores).
   std::string offload = "none";
   // Number format of the GEMMs: "f32" | "bf16" (einsum operands rounded to
   // bf16, f32 accumulation and output; master weights, gradients, optimizer
   // state and every reduction stay f32; docs/precision.md).
   std::string precision = "f32";
-  // With bf16: values only einsums read (attention's q/k/v, LayerNorm outputs,
-  // the MLP's hidden after GELU, ...) are stored in bf16 (the same numbers,
-  // half the bytes); false keeps every activation in f32, for comparison.
+  // With bf16: values only einsums read are stored in bf16 (the same numbers, half
+  // the bytes); false keeps every activation in f32, for comparison.
   bool bf16_activations = true;
-  // Number format of the gradient all-reduce buckets on the wire: "f32" |
-  // "bf16" (rounded to bf16 once, summed in f32, the sum rounded to bf16;
-  // half the bytes); ZeRO's gradient reduce-scatters likewise (the f32 sum
-  // kept). bf16 only without pipeline.
+  // Gradient all-reduce buckets (and ZeRO's reduce-scatters) on the wire: "f32" |
+  // "bf16" (summed in f32; half the bytes). bf16 only without pipeline.
   std::string grad_reduce_precision = "f32";
-  // Number format on the wire of the tensor-parallel partial sums (the sum
-  // all-reduces and reduce-scatters of activations and their gradients, on
-  // any axis; not the parameter gradients): "f32" | "bf16" (each rank's
-  // values rounded to bf16 once, summed in f32; an all-reduce's sum rounded
-  // to bf16, identical on every rank; half the bytes). bf16 needs precision bf16.
+  // Tensor-parallel partial sums of activations and their gradients (not the
+  // parameter gradients) on the wire: "f32" | "bf16" (summed in f32, the sum
+  // identical on every rank; half the bytes). bf16 needs precision bf16.
   std::string tp_comm_precision = "f32";
   double lr = 1e-3;
   double min_lr = 1e-4;
@@ -112,18 +101,15 @@ struct TrainConfig {
   int64_t sample_chars = 0;  // gpt, llama: tokens sampled after training (0: none)
   std::string sample_prompt = "The ";
   int threads = 0;  // 0: the host's cores / the ranks on it (train/threads.h)
-  // Where programs run: "cpu" | "cuda" (backend/backend.h; this build has no
-  // CUDA backend yet, so "cuda" is refused before any compute).
+  // Where programs run: "cpu" | "cuda" (backend/backend.h).
   std::string device = "cpu";
   // Parallelism.
   std::string mesh;        // "data=2,model=2"; "" = one rank
   std::string layout;      // "batch=data,heads=model"; "" = defaults for the mesh's axis names
   double bucket_mib = 25;  // gradient all-reduce bucket size
-  // How fused attention runs when `seq` is split over a mesh axis (context
-  // parallelism, docs/attention.md): "all_to_all" (Ulysses: sequence-split
-  // to heads-split and back) | "ring" (key/value blocks travel a ring) |
-  // "" (not asked: all-to-all wherever `seq` is split). Asked in a model
-  // without the fused attention op: an error.
+  // Fused attention with `seq` split over a mesh axis (docs/attention.md):
+  // "all_to_all" (Ulysses) | "ring" (key/value blocks travel a ring) | "" (all-to-all).
+  // Asked in a model without the fused attention op: an error.
   std::string context_parallel;
   // Activations recomputed in backward instead of stored: none | selective | blocks |
   // blocks:K | blocks:K:J [+selective] (passes/recompute_policy.h) | auto (the fewest
@@ -144,10 +130,8 @@ struct TrainConfig {
   std::map<std::string, std::string> shard;
   // Periodic checkpoints (checkpoint/checkpoint_dirs.h): every N steps into
   // OUT/checkpoints/step-N/ (0: only the final one), keeping the newest K.
-  // async_save: copy the state into host buffers at the step boundary and
-  // write on a background thread (the root holds one full copy of the model
-  // state for it, and without a pipeline every other rank the sharded part,
-  // counted in the memory prediction).
+  // async_save: copy the state into host buffers at the step boundary (counted
+  // in the memory prediction) and write on a background thread.
   int64_t checkpoint_every = 0;
   int64_t keep_checkpoints = 2;
   bool async_save = true;

@@ -8,9 +8,9 @@
 // pipe x chunks stages (passes/pipeline_stages.h), and this rank's stages
 // are lowered to its stage-mesh block with parameter gradients left partial
 // on the data axis, so micro-batches accumulate locally and the engine
-// (train/pipeline_engine.h) reduces once per step. A forward-only copy (the full batch, one pass
-// through the stages) evaluates. With no `pipe` axis and several
-// micro-batches this is plain gradient accumulation.
+// (train/pipeline_engine.h) reduces once per step. A forward-only copy
+// evaluates. With no `pipe` axis and several micro-batches this is plain
+// gradient accumulation.
 #pragma once
 
 #include <map>
@@ -45,12 +45,9 @@ struct PipelineParam {
   bool held = false;  // this rank holds it
 };
 
-// What a pipeline's compile builds before it lowers anything: the model
-// for one micro-batch and for the whole batch (evaluation), the partition
-// and every stage's graph. It depends on the config's model keys, the
-// recompute policy, the micro-batch count, the stage count and the stage
-// boundaries only, not on the mesh, layout, rank or ZeRO stage, so the
-// planner and memory predictions over many ranks build it once.
+// What a pipeline's compile builds before it lowers anything: the model, the
+// partition and every stage's graph. Independent of the mesh, layout, rank and
+// ZeRO stage, so the planner and memory predictions over many ranks build it once.
 struct PipelineGraphs {
   Graph forward;  // one micro-batch, training
   StagePartition partition;
@@ -59,11 +56,9 @@ struct PipelineGraphs {
   std::vector<int64_t> stage_parameters;
 };
 // PipelineGraphs by (recompute, batch, micro-batches, stages, boundaries),
-// for compiles of one model config; not thread-safe.
-// Plan-only compiles with a cache also reuse the evaluation stages' arena
-// sizes (the only thing a plan reads of them; they do not depend on the
-// micro-batches, schedule, recompute policy or ZeRO stage), by stage, stage
-// mesh, layout and rank; such a model has no evaluation programs.
+// for compiles of one model config; not thread-safe. Plan-only compiles with a
+// cache also reuse the evaluation stages' arena sizes (all a plan reads of them),
+// by stage, stage mesh, layout and rank; such a model has no evaluation programs.
 struct PipelineGraphCache {
   std::map<std::string, std::shared_ptr<const PipelineGraphs>> graphs;
   std::map<std::string, size_t> eval_arena_bytes;
@@ -80,11 +75,9 @@ class PipelineModel {
   PipelineModel(const TrainConfig& config, const Mesh& mesh, int rank, DistributedContext* ctx,
                 bool plan_only, PipelineGraphCache* cache = nullptr);
 
-  // Plan-only: the same compile under another ZeRO stage. A pipeline's
-  // stage programs do not depend on it (gradients accumulate partial on
-  // the data axis and are reduced by the trainer), only where each
-  // parameter's optimizer state lives; so the planner compiles once for
-  // ZeRO 0, 1 and 2. Throws as the constructor does for a stage it cannot take.
+  // Plan-only: the same compile under another ZeRO stage, which changes only
+  // where each parameter's optimizer state lives, not the stage programs.
+  // Throws as the constructor does for a stage it cannot take.
   void set_zero(int zero);
 
   std::optional<int> pipe_axis() const { return pipe_axis_; }  // none without a pipe axis
