@@ -27,24 +27,18 @@ std::vector<uint8_t> read_gz(const std::string& path) {
   gzbuffer(file, 1 << 17);
   std::vector<uint8_t> out;
   constexpr size_t kChunk = 1 << 20;
-  while (true) {
-    size_t old = out.size();
+  int n = 0;
+  do {
+    const size_t old = out.size();
     out.resize(old + kChunk);
-    int n = gzread(file, out.data() + old, static_cast<unsigned>(kChunk));
-    if (n < 0) {
-      int errnum = 0;
-      std::string msg = gzerror(file, &errnum);
-      gzclose(file);
-      TS_THROW("corrupt gzip data in Fashion-MNIST file '", path, "': ", msg);
-    }
-    out.resize(old + static_cast<size_t>(n));
-    if (n == 0) break;
-  }
+    n = gzread(file, out.data() + old, static_cast<unsigned>(kChunk));
+    out.resize(old + static_cast<size_t>(std::max(n, 0)));
+  } while (n > 0);
   // A stream cut short is reported by gzread as a short read plus an error.
   int errnum = 0;
   std::string msg = gzerror(file, &errnum);
   gzclose(file);
-  if (errnum != Z_OK && errnum != Z_STREAM_END)
+  if (n < 0 || (errnum != Z_OK && errnum != Z_STREAM_END))
     TS_THROW("corrupt gzip data in Fashion-MNIST file '", path, "': ", msg);
   return out;
 }
