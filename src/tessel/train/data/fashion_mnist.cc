@@ -84,14 +84,9 @@ std::vector<int64_t> parse_idx_header(const std::vector<uint8_t>& b, const std::
 }  // namespace
 
 ImageDataset load_fashion_mnist(const std::string& split, const std::string& dir) {
-  std::string prefix;
-  if (split == "train") {
-    prefix = "train";
-  } else if (split == "test") {
-    prefix = "t10k";
-  } else {
+  if (split != "train" && split != "test")
     TS_THROW("Fashion-MNIST split must be \"train\" or \"test\", got \"", split, "\"");
-  }
+  const std::string prefix = split == "train" ? "train" : "t10k";
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec))
     TS_THROW("Fashion-MNIST directory '", dir,
