@@ -231,9 +231,8 @@ LlamaConfig llama_config(const TrainConfig& c) {
 }
 
 TaskGraph build_model(const TrainConfig& c, GraphBuilder& b, int64_t batch, bool training) {
-  const ModelSpec& spec = spec_of(c.model);
-  TaskGraph out = spec.build(c, b, batch, training);
-  check_inputs(c, b.graph(), spec.data ? *spec.data : data_kind_of(c.data), batch);
+  TaskGraph out = spec_of(c.model).build(c, b, batch, training);
+  check_inputs(c, b.graph(), model_data_kind(c), batch);
   return out;
 }
 
