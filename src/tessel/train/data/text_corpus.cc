@@ -40,10 +40,6 @@ std::vector<std::string> split_fortunes(const std::string& text) {
   return fortunes;
 }
 
-[[noreturn]] void throw_missing_fortunes(const std::string& dir, const std::string& why) {
-  throw Error(fortunes_missing_message(dir, why));
-}
-
 constexpr const char* kFortuneFormat =
     "'data' \"fortunes\" reads a directory of fortune files: plain text, entries separated by "
     "lines holding only `%`";
@@ -62,7 +58,7 @@ void check_data_dir(const std::string& dir) {
   std::error_code ec;
   const bool is_default = dir == kDefaultFortunesDir;
   if (fs::is_directory(dir, ec)) return;
-  if (is_default) throw_missing_fortunes(dir, "directory does not exist");
+  if (is_default) throw Error(fortunes_missing_message(dir, "directory does not exist"));
   if (fs::exists(dir, ec))
     TS_THROW("data_dir '", dir, "' is a file, not a directory; ", kFortuneFormat,
              " (put the file in a directory of its own, with `%` lines between its entries)");
@@ -95,7 +91,8 @@ TextCorpus TextCorpus::load_fortunes(const std::string& dir) {
   if (ec) TS_THROW("cannot list fortunes directory '", dir, "': ", ec.message());
   std::sort(files.begin(), files.end());
   std::sort(skipped.begin(), skipped.end());
-  if (files.empty() && is_default) throw_missing_fortunes(dir, "no fortune files found");
+  if (files.empty() && is_default)
+    throw Error(fortunes_missing_message(dir, "no fortune files found"));
   if (files.empty())
     TS_THROW("no fortune files in '", dir, "' (",
              skipped.empty() ? std::string("it is empty")
@@ -116,7 +113,7 @@ TextCorpus TextCorpus::load_fortunes(const std::string& dir) {
     }
     corpus.sources.push_back(path);
   }
-  if (k == 0 && is_default) throw_missing_fortunes(dir, "no fortune files found");
+  if (k == 0 && is_default) throw Error(fortunes_missing_message(dir, "no fortune files found"));
   if (corpus.val.empty()) {
     std::vector<std::string> names;
     for (const std::string& f : files) names.push_back(fs::path(f).filename().string());
