@@ -139,10 +139,7 @@ CompiledRank compile_rank(const TrainConfig& config, const Mesh& mesh, const Lay
   c.layout.drop_absent_defaults(t.graph);
   const Layout& layout = c.layout;
   layout.validate(t.graph, mesh);
-  {
-    std::vector<bool> all(t.graph.size(), true);
-    c.flops_per_step = t.graph.flops(all);
-  }
+  c.flops_per_step = t.graph.flops(std::vector<bool>(t.graph.size(), true));
   c.grads = t.grads;
   c.recomputed_flops = t.recomputed_flops;
   const LoweringOptions train_lowering = training_lowering(t, cfg, layout, mesh);

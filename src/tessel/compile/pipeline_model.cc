@@ -63,8 +63,7 @@ std::shared_ptr<PipelineGraphs> build_pipeline_graphs(const TrainConfig& config,
   pg->eval = build_stage_graphs(eval_forward, eval_out.loss, eval_partition, {false, 1, ""},
                                 eval_out.logits);
   for (const StageGraph& g : pg->train) {
-    std::vector<bool> live(g.graph.size(), true);
-    pg->flops_per_step += m * g.graph.flops(live);
+    pg->flops_per_step += m * g.graph.flops(std::vector<bool>(g.graph.size(), true));
     int64_t n = 0;
     for (ValueId p : g.graph.params()) n += g.graph.node(p).shape.numel();
     pg->stage_parameters.push_back(n);
