@@ -22,34 +22,33 @@ size_t StagedCommunicator::staging_bytes(int ranks, int64_t piece) {
   return 2 * static_cast<size_t>(ranks) * piece * sizeof(float) + work;
 }
 
-template <class Fn>
-void StagedCommunicator::by_piece(int64_t n, Fn fn) const {
-  for (int64_t first = 0; first < n; first += piece_) fn(first, std::min(piece_, n - first));
+template <class Collective>
+void StagedCommunicator::piecewise(const void* in, bool in_blocks, void* out, bool out_blocks,
+                                   const DeviceMemory& result, int64_t n, size_t elem,
+                                   Collective collective) {
+  const auto* src = static_cast<const uint8_t*>(in);
+  auto* dst = static_cast<uint8_t*>(out);
+  for (int64_t first = 0; first < n; first += piece_) {
+    const int64_t len = std::min(piece_, n - first);
+    for (int r = 0; r < (in_blocks ? size() : 1); ++r)
+      backend_.copy_to_host(in_.data() + r * len * elem, src + (r * n + first) * elem, len * elem);
+    collective(len);
+    for (int r = 0; r < (out_blocks ? size() : 1); ++r)
+      backend_.copy_from_host(dst + (r * n + first) * elem, result.data() + r * len * elem,
+                              len * elem);
+  }
 }
 
-void StagedCommunicator::stage_blocks(const void* src, int64_t n, int64_t first, int64_t len,
-                                      size_t elem) {
-  for (int r = 0; r < size(); ++r)
-    backend_.copy_to_host(in_.data() + r * len * elem,
-                          static_cast<const uint8_t*>(src) + (r * n + first) * elem, len * elem);
-}
-
-void StagedCommunicator::unstage_blocks(void* dst, int64_t n, int64_t first, int64_t len,
-                                        size_t elem) {
-  for (int r = 0; r < size(); ++r)
-    backend_.copy_from_host(static_cast<uint8_t*>(dst) + (r * n + first) * elem,
-                            out_.data() + r * len * elem, len * elem);
-}
+namespace {
+float* f32(const DeviceMemory& m) { return reinterpret_cast<float*>(m.data()); }
+uint16_t* bf16(const DeviceMemory& m) { return reinterpret_cast<uint16_t*>(m.data()); }
+}  // namespace
 
 void StagedCommunicator::all_reduce(float* data, int64_t n, ReduceKind kind,
                                     const std::string& op) {
   check_buffers("all_reduce", n, op, data, data);
-  float* staged = reinterpret_cast<float*>(in_.data());
-  by_piece(n, [&](int64_t first, int64_t len) {
-    backend_.copy_to_host(staged, data + first, len * sizeof(float));
-    inner_->all_reduce(staged, len, kind, op);
-    backend_.copy_from_host(data + first, staged, len * sizeof(float));
-  });
+  piecewise(data, false, data, false, in_, n, 4,
+            [&](int64_t len) { inner_->all_reduce(f32(in_), len, kind, op); });
   count("all_reduce", n * 4);
 }
 
@@ -61,84 +60,63 @@ std::unique_ptr<CommRequest> StagedCommunicator::start_all_reduce(float* data, i
 
 void StagedCommunicator::all_gather(const float* in, float* out, int64_t n, const std::string& op) {
   check_buffers("all_gather", n, op, in, out);
-  by_piece(n, [&](int64_t first, int64_t len) {
-    backend_.copy_to_host(in_.data(), in + first, len * sizeof(float));
-    inner_->all_gather(reinterpret_cast<float*>(in_.data()), reinterpret_cast<float*>(out_.data()),
-                       len, op);
-    unstage_blocks(out, n, first, len, sizeof(float));
-  });
+  piecewise(in, false, out, true, out_, n, 4,
+            [&](int64_t len) { inner_->all_gather(f32(in_), f32(out_), len, op); });
   count("all_gather", n * 4);
 }
 
 void StagedCommunicator::reduce_scatter(const float* in, float* out, int64_t n,
                                         const std::string& op) {
   check_buffers("reduce_scatter", n, op, in, out);
-  by_piece(n, [&](int64_t first, int64_t len) {
-    stage_blocks(in, n, first, len, sizeof(float));
-    inner_->reduce_scatter(reinterpret_cast<float*>(in_.data()),
-                           reinterpret_cast<float*>(out_.data()), len, op);
-    backend_.copy_from_host(out + first, out_.data(), len * sizeof(float));
-  });
+  piecewise(in, true, out, false, out_, n, 4,
+            [&](int64_t len) { inner_->reduce_scatter(f32(in_), f32(out_), len, op); });
   count("reduce_scatter", int64_t{size()} * n * 4);
 }
 
 void StagedCommunicator::all_to_all(const float* in, float* out, int64_t n, const std::string& op) {
   check_buffers("all_to_all", n, op, in, out);
-  by_piece(n, [&](int64_t first, int64_t len) {
-    stage_blocks(in, n, first, len, sizeof(float));
-    inner_->all_to_all(reinterpret_cast<float*>(in_.data()), reinterpret_cast<float*>(out_.data()),
-                       len, op);
-    unstage_blocks(out, n, first, len, sizeof(float));
-  });
+  piecewise(in, true, out, true, out_, n, 4,
+            [&](int64_t len) { inner_->all_to_all(f32(in_), f32(out_), len, op); });
   count("all_to_all", int64_t{size()} * n * 4);
 }
 
 void StagedCommunicator::all_gather_bf16(const uint16_t* in, uint16_t* out, int64_t n,
                                          const std::string& op) {
   check_buffers("all_gather", n, op, in, out);
-  by_piece(n, [&](int64_t first, int64_t len) {
-    backend_.copy_to_host(in_.data(), in + first, len * sizeof(uint16_t));
-    inner_->all_gather_bf16(reinterpret_cast<uint16_t*>(in_.data()),
-                            reinterpret_cast<uint16_t*>(out_.data()), len, op);
-    unstage_blocks(out, n, first, len, sizeof(uint16_t));
-  });
+  piecewise(in, false, out, true, out_, n, 2,
+            [&](int64_t len) { inner_->all_gather_bf16(bf16(in_), bf16(out_), len, op); });
   count("all_gather", n * 2);
 }
 
 void StagedCommunicator::all_reduce_bf16(float* data, int64_t n, void*, const std::string& op) {
   check_buffers("all_reduce", n, op, data, data);
-  float* staged = reinterpret_cast<float*>(in_.data());
-  by_piece(n, [&](int64_t first, int64_t len) {
-    backend_.copy_to_host(staged, data + first, len * sizeof(float));
-    inner_->all_reduce_bf16(staged, len, work_.data(), op);
-    backend_.copy_from_host(data + first, staged, len * sizeof(float));
-  });
+  piecewise(data, false, data, false, in_, n, 4,
+            [&](int64_t len) { inner_->all_reduce_bf16(f32(in_), len, work_.data(), op); });
   count("all_reduce", n * 2);
 }
 
 void StagedCommunicator::reduce_scatter_bf16(const float* in, float* out, int64_t n, void*,
                                              const std::string& op) {
   check_buffers("reduce_scatter", n, op, in, out);
-  by_piece(n, [&](int64_t first, int64_t len) {
-    stage_blocks(in, n, first, len, sizeof(float));
-    inner_->reduce_scatter_bf16(reinterpret_cast<float*>(in_.data()),
-                                reinterpret_cast<float*>(out_.data()), len, work_.data(), op);
-    backend_.copy_from_host(out + first, out_.data(), len * sizeof(float));
+  piecewise(in, true, out, false, out_, n, 4, [&](int64_t len) {
+    inner_->reduce_scatter_bf16(f32(in_), f32(out_), len, work_.data(), op);
   });
   count("reduce_scatter", int64_t{size()} * n * 2);
 }
 
-std::unique_ptr<CommRequest> StagedCommunicator::start_send(const float*, int64_t, int, int,
-                                                            const std::string& op) {
-  TS_THROW("send on group '", name(), "' (op '", op,
+void StagedCommunicator::refuse_point_to_point(const char* call, const std::string& op) const {
+  TS_THROW(call, " on group '", name(), "' (op '", op,
            "'): point-to-point messages are not staged yet (StagedCommunicator): pipelines need "
            "direct communicators");
 }
 
+std::unique_ptr<CommRequest> StagedCommunicator::start_send(const float*, int64_t, int, int,
+                                                            const std::string& op) {
+  refuse_point_to_point("send", op);
+}
+
 void StagedCommunicator::recv(float*, int64_t, int, int, const std::string& op) {
-  TS_THROW("recv on group '", name(), "' (op '", op,
-           "'): point-to-point messages are not staged yet (StagedCommunicator): pipelines need "
-           "direct communicators");
+  refuse_point_to_point("recv", op);
 }
 
 }  // namespace tessel

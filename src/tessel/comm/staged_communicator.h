@@ -2,27 +2,22 @@
 // communicator that reaches only host memory (Open MPI without GPU support,
 // or ranks that share one GPU, where NCCL refuses to run).
 //
-// Each call copies its input from device memory into pinned host staging
-// (Backend::copy_to_host), runs the inner communicator's collective on the
-// staging, and copies the result back (copy_from_host). A call longer than
-// `piece` elements per rank block runs piece by piece, so the staging is
-// fixed when the communicator is made (staging_bytes): two buffers of
-// size() * piece floats and the work buffer of the bf16 calls.
+// Each call copies its input into pinned host staging, runs the inner
+// collective there and copies the result back, piece by piece (at most
+// `piece` elements per rank block), so the staging is fixed when the
+// communicator is made (staging_bytes).
 //
-// Invariants: every result equals the inner communicator's result on the
-// whole call, element for element, wherever the inner result of an element
-// does not depend on the call's length: sums and maxima are elementwise
-// (over 2 ranks an f32 sum is one addition; over more, MPI may choose
-// another summation order for another message size), and the bf16 calls
-// round and add each element alone, in rank order (communicator.h), so
-// they are exact at any size. Each call is counted once, as a direct call
-// is (the whole call's bytes), under this group's name; the inner
-// communicator's own counts are not reported.
+// Invariants: every result equals the inner communicator's on the whole
+// call wherever an element's result does not depend on the call's length:
+// sums and maxima are elementwise (over more than 2 ranks MPI may choose
+// another f32 summation order for another message size), and the bf16
+// calls round and add each element alone, in rank order, so they are exact
+// at any size. Each call is counted once with its whole bytes, as a direct
+// call is; the inner communicator's counts are not reported.
 //
-// Not yet: point-to-point messages (a pipeline's sends and receives throw
-// naming this class), and overlapping a piece's copies with the previous
-// piece's transfer: pieces run one after the other, and start_all_reduce
-// completes before it returns.
+// Not yet: point-to-point messages (throw naming this class), and
+// overlapping a piece's copies with the previous piece's transfer
+// (start_all_reduce completes before it returns).
 #pragma once
 
 #include <memory>
@@ -60,13 +55,15 @@ class StagedCommunicator : public Communicator {
   void recv(float* data, int64_t n, int peer, int tag, const std::string& op) override;
 
  private:
-  // Calls fn(first, length) for consecutive pieces of [0, n).
-  template <class Fn>
-  void by_piece(int64_t n, Fn fn) const;
-  // Device `src` (rank-major blocks of n elements of `elem` bytes) -> staging:
-  // elements [first, first + len) of every block, back to back; and back.
-  void stage_blocks(const void* src, int64_t n, int64_t first, int64_t len, size_t elem);
-  void unstage_blocks(void* dst, int64_t n, int64_t first, int64_t len, size_t elem);
+  // One call piece by piece, over elements of `elem` bytes: each piece of
+  // `in` (of every rank block of n elements when `in_blocks`, back to back)
+  // is copied into in_, collective(piece length) runs, and the piece of
+  // `out` (of every rank block when `out_blocks`) is copied back from
+  // `result` (in_ for in-place collectives, else out_).
+  template <class Collective>
+  void piecewise(const void* in, bool in_blocks, void* out, bool out_blocks,
+                 const DeviceMemory& result, int64_t n, size_t elem, Collective collective);
+  [[noreturn]] void refuse_point_to_point(const char* call, const std::string& op) const;
 
   std::unique_ptr<Communicator> inner_;
   Backend& backend_;
