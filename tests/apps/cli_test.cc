@@ -229,6 +229,15 @@ TEST_F(Cli, MemoryLimitFailsBeforeComputeAndSuggestsWhatFits) {
   EXPECT_NE(fits.output.find("fits in --memory-limit 1GiB"), std::string::npos) << fits.output;
   expect_error(run("train --config " + write_config(tiny_gpt()) + " --memory-limit lots"),
                "memory size 'lots'");
+  // From ZeRO 1 on a data axis: each other setting once, the higher stages after it.
+  Result zero1 = run("train --config " + write_config(tiny_gpt()) +
+                     " --mesh data=2 --zero 1 --memory-limit 64KiB --dry-run");
+  const std::string& out = zero1.output;
+  const size_t once = out.find("--zero 1 --recompute blocks");
+  EXPECT_NE(once, std::string::npos) << out;
+  EXPECT_EQ(out.find("--zero 1 --recompute blocks", once + 1), std::string::npos) << out;
+  EXPECT_LT(once, out.find("--zero 3 --recompute blocks")) << out;
+  EXPECT_EQ(out.find("--zero 0"), std::string::npos) << out;
 }
 
 // `--recompute auto` needs a budget, prints its choice in a dry run, and

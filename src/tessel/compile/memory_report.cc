@@ -200,9 +200,8 @@ void check_memory_limit(const TrainConfig& c) {
                         format_bytes(total), total <= limit ? " (fits)" : " (does not fit)");
       }
   }
-  for (int zero : {c.zero, 1, 2, 3}) {
-    if (uses_pipeline(c, mesh)) break;
-    if (zero != c.zero && (!has_data_axis || zero <= c.zero)) continue;
+  for (int zero = c.zero; zero <= 3; ++zero) {  // this stage, then the higher ones
+    if (uses_pipeline(c, mesh) || (zero != c.zero && !has_data_axis)) break;
     for (const std::string& recompute : {c.recompute, std::string("blocks")}) {
       if (zero == c.zero && recompute == c.recompute) continue;
       if (recompute != c.recompute && c.recompute == "blocks") continue;
