@@ -56,8 +56,7 @@ UpdateStats apply_update(const TrainConfig& c, Backend& backend,
                          const std::vector<UpdateSlot>& slots, int64_t step,
                          const GlobalSumOfSquares& global_sum, int64_t updates, double lr_override,
                          const OffloadStaging& staging) {
-  const bool offloaded = c.offload == "optimizer";
-  TS_CHECK(!offloaded || staging.value, "offload \"optimizer\" without a host staging buffer");
+  const bool offloaded = c.offload == "optimizer";  // offloaded_adamw checks the staging
   UpdateStats stats;
   std::vector<double> local_sq(slots.size());
   for (size_t i = 0; i < slots.size(); ++i)
