@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
-# The optimizer offloaded against on the device (config key `offload`,
-# docs/memory.md "Offloading the optimizer"), side by side in one run:
-# gpt-bench (10.8M parameters, batch 8, context 128), f32, at 2 threads:
-# ROUNDS alternating `bench step` runs of the two, the median ms/step of
-# each and their ratio (offloaded / on the device: above 1 means the
-# offloaded step is slower). On the CPU the offload's copies are memory
-# copies, so this measures what the staging costs, not a PCIe link.
+# Offloaded against on the device (config key `offload`, docs/memory.md
+# "Offloading the optimizer" and "Offloading activations"), side by side in
+# one run: gpt-bench (10.8M parameters, batch 8, context 128), f32, at 2
+# threads: ROUNDS alternating `bench step` runs with `offload: WHAT`
+# (optimizer, activations or optimizer,activations; default optimizer) and
+# without, the median ms/step of each and their ratio (offloaded / on the
+# device: above 1 means the offloaded step is slower). On the CPU the
+# offload's copies are memory copies, so this measures what the copies and
+# staging cost, not a PCIe link.
 # Prints the CPU model, then one CSV row (bench/results/offload.csv's
 # columns, without the date).
 #
-# Usage: bench/offload.sh [ROUNDS]
+# Usage: bench/offload.sh [ROUNDS] [WHAT]
 # Hold the machine-wide lock: flock /tmp/tessel-bench.lock bench/offload.sh ...
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-5}
+WHAT=${2:-optimizer}
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 step() {  # offload -> ms per step
   build/tessel bench step --config examples/gpt-bench.json --set data=synthetic \
@@ -25,7 +28,7 @@ echo "commit,rounds,device_ms,offloaded_ms,offloaded_over_device,load"
 device=() offloaded=()
 for _ in $(seq "$ROUNDS"); do
   device+=("$(step none)")
-  offloaded+=("$(step optimizer)")
+  offloaded+=("$(step "$WHAT")")
 done
 d=$(printf '%s\n' "${device[@]}" | median)
 o=$(printf '%s\n' "${offloaded[@]}" | median)

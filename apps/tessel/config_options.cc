@@ -32,7 +32,8 @@ void ConfigOptions::add_to(CLI::App* command, bool with_steps) {
       "parameters, gathered on use)");
   command->add_option("--offload", offload,
                       "none | optimizer (AdamW's moments in pinned host memory, the update on the "
-                      "CPU cores)");
+                      "CPU cores) | activations (what the backward reads, held in pinned host "
+                      "memory between forward and backward) | optimizer,activations");
   command->add_option("--recompute", recompute,
                       "activations recomputed in backward: none | selective (attention core, norm "
                       "and MLP activation outputs) | "

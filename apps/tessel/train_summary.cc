@@ -27,6 +27,8 @@ nlohmann::json memory_json(const RunEnd& end) {
                         {"input_staging", m.host.input_staging},
                         {"full_tensor", m.host.full_tensor},
                         {"checkpoint_snapshot", m.host.checkpoint_snapshot},
+                        {"host_optimizer", m.host.optimizer + m.host.offload_staging},
+                        {"host_activations", m.host.activations},
                         {"total", m.total()}}},
                       {"measured_peak_tracked_bytes", end.tracked.at(m.rank)},
                       {"measured_peak_device_bytes", end.device.at(m.rank)},

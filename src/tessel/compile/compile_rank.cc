@@ -71,6 +71,8 @@ void compile_program(CompiledProgram& c, const Mesh& mesh, const Layout& layout,
   options.plan_only = mode == CompileMode::kPlanOnly;  // the run's plan, buckets included
   options.comms = ctx ? &ctx->groups() : nullptr;
   options.bucket_bytes = static_cast<size_t>(config.bucket_mib * 1048576.0);
+  if (gradients && offloads(config, "activations"))
+    options.offload_from = c.local.first_local_at(c.outputs.loss + 1);
   if (gradients && config.grad_reduce_precision == "bf16")
     for (ValueId v : c.wanted)
       if (v != c.outputs.loss) options.bf16_reduce.insert(c.local.local_of[v]);

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <sstream>
 #include <type_traits>
 
 #include "tessel/base/error.h"
@@ -76,7 +77,9 @@ std::map<std::string, KeyRule> optimizer_rules() {
       {"optimizer", field(&TrainConfig::optimizer, "adamw | sgd")},
       {"offload", field(&TrainConfig::offload,
                         "none | optimizer (AdamW's moments in pinned host memory, the update on "
-                        "the CPU cores; docs/memory.md)")},
+                        "the CPU cores) | activations (what the backward reads, in pinned host "
+                        "memory between its forward and backward use) | optimizer,activations "
+                        "(docs/memory.md)")},
       {"lr", field(&TrainConfig::lr, "peak learning rate")},
       {"min_lr",
        field(&TrainConfig::min_lr, "learning rate at the end of the decay (cosine, linear, wsd)")},
@@ -386,6 +389,21 @@ std::vector<std::string> TrainConfig::known_keys() {
   return keys;
 }
 
+bool offloads(const TrainConfig& c, const std::string& what) {
+  bool found = false;
+  if (c.offload == "none") return false;
+  std::stringstream parts(c.offload);
+  for (std::string part; std::getline(parts, part, ',');) {
+    if (part != "optimizer" && part != "activations")
+      TS_THROW(
+          "config: 'offload' must be none, optimizer, activations or "
+          "optimizer,activations, got \"",
+          c.offload, "\"");
+    found = found || part == what;
+  }
+  return found;
+}
+
 void TrainConfig::validate(bool with_data) const {
   auto positive = [](const char* key, double v) {
     if (!(v > 0)) TS_THROW("config: '", key, "' must be positive, got ", v);
@@ -414,8 +432,7 @@ void TrainConfig::validate(bool with_data) const {
     TS_THROW("config: 'decay_fraction' must be in (0, 1], got ", decay_fraction);
   if (with_data && data == "tokens") validate_token_data(*this);
   either("optimizer", optimizer, "adamw", "sgd");
-  either("offload", offload, "none", "optimizer");
-  if (offload == "optimizer" && optimizer != "adamw")
+  if (offloads(*this, "optimizer") && optimizer != "adamw")
     TS_THROW("config: 'offload' \"optimizer\" moves AdamW's moments to host memory; optimizer '",
              optimizer, "' keeps no state to move (use offload \"none\")");
   either("device", device, "cpu", "cuda");

@@ -63,8 +63,10 @@ struct TrainConfig {
   int64_t batch = 16;
   int64_t steps = 200;
   std::string optimizer = "adamw";  // "adamw" | "sgd"
-  // Where AdamW's moments live and its update runs (docs/memory.md): "none" (device
-  // memory) | "optimizer" (pinned host memory, the update on the CPU cores).
+  // What lives in pinned host memory instead of the device (docs/memory.md):
+  // "none" | "optimizer" (AdamW's moments, the update on the CPU cores) |
+  // "activations" (values the backward reads, between their forward and
+  // backward use) | "optimizer,activations".
   std::string offload = "none";
   // Number format of the GEMMs: "f32" | "bf16" (einsum operands rounded to
   // bf16, f32 accumulation and output; master weights, gradients, optimizer
@@ -154,5 +156,10 @@ struct TrainConfig {
   // meaning, from the one table that reads and writes the keys.
   static std::vector<ConfigKeyDoc> key_docs();
 };
+
+// Whether `c.offload` names `what` ("optimizer" or "activations"); throws
+// naming the key and its value if one of its comma-separated parts is
+// neither.
+bool offloads(const TrainConfig& c, const std::string& what);
 
 }  // namespace tessel

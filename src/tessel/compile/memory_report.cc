@@ -39,7 +39,7 @@ void add_storage(const CompiledRank& compiled, const RankStorage& s, bool pipeli
   const TrainConfig& c = compiled.config;
   m.parameters = s.value_bytes();
   if (c.optimizer == "adamw")
-    (c.offload == "optimizer" ? m.host.optimizer : m.optimizer) = 2 * s.state_bytes();
+    (offloads(c, "optimizer") ? m.host.optimizer : m.optimizer) = 2 * s.state_bytes();
   m.host.offload_staging = 2 * s.offload_staging_elements * 4;
   m.zero_slice = s.zero_slice;
   m.zero_block = s.zero_block;
@@ -84,6 +84,7 @@ RankMemory pipeline_rank_memory(const CompiledRank& compiled, const Schedule& sc
     const PipelineModel::LocalStage& st = model.stages()[k];
     m.arena += instances[k] * static_cast<int64_t>(st.arena_bytes) +
                static_cast<int64_t>(st.phase_local_bytes);
+    m.host.activations += instances[k] * static_cast<int64_t>(st.offload_bytes);
     m.stages.push_back(st.graph.stage);
     m.in_flight.push_back(instances[k]);
     m.stage_arena.push_back(static_cast<int64_t>(st.arena_bytes));
@@ -102,6 +103,7 @@ RankMemory predict_rank_memory(const CompiledRank& compiled, const Schedule* as_
   RankMemory m;
   m.rank = compiled.rank;
   m.arena = static_cast<int64_t>(compiled.train.program->arena_bytes());
+  m.host.activations = static_cast<int64_t>(compiled.train.program->offload_bytes());
   m.eval_arena = static_cast<int64_t>(compiled.eval_arena_bytes);
   add_storage(compiled, s, /*pipelined=*/false, false, m);
   m.gradients = s.gradient_bytes();
@@ -237,7 +239,10 @@ std::string memory_breakdown(const RankMemory& m) {
           : std::string(),
       m.device_runtime > 0 ? str_cat(", backend workspace ", format_bytes(m.device_runtime))
                            : std::string(),
-      " (device ", format_bytes(m.device()), "), host buffers ", format_bytes(m.host.total()));
+      " (device ", format_bytes(m.device()), "), host buffers ", format_bytes(m.host.total()),
+      m.host.activations > 0
+          ? str_cat(" (of which offloaded activations ", format_bytes(m.host.activations), ")")
+          : std::string());
 }
 
 }  // namespace tessel

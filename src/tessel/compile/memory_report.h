@@ -39,8 +39,11 @@ struct HostBufferBytes {
   // offload "optimizer" (pinned): AdamW's moments, and the staging of one
   // update slot's value and gradient.
   int64_t optimizer = 0, offload_staging = 0;
+  // offload "activations" (pinned): the training programs' host plans.
+  int64_t activations = 0;
   int64_t total() const {
-    return input_staging + full_tensor + checkpoint_snapshot + optimizer + offload_staging;
+    return input_staging + full_tensor + checkpoint_snapshot + optimizer + offload_staging +
+           activations;
   }
 };
 

@@ -15,14 +15,6 @@ namespace {
 
 bool is_pipe_value(const std::string& name) { return name.rfind(kPipeValuePrefix, 0) == 0; }
 
-// The local graph's first node at or after global node `start`.
-ValueId local_phase_start(const LocalGraph& local, ValueId start) {
-  ValueId first = local.graph.size();
-  for (ValueId g = start; g < static_cast<ValueId>(local.first_local_of.size()); ++g)
-    if (local.first_local_of[g] >= 0) first = std::min<ValueId>(first, local.first_local_of[g]);
-  return first;
-}
-
 // Forward-only action list: each stage in turn receives, runs and sends.
 Schedule forward_only_schedule(int ranks, int chunks) {
   Schedule s;
@@ -258,6 +250,7 @@ void PipelineModel::compile_chunk(int c, int stage_count, const PipelineGraphs& 
   train_stages_.push_back(compile(stages_.back(), c, false));
   stages_.back().arena_bytes = train_stages_.back().instances[0]->arena_bytes();
   stages_.back().phase_local_bytes = train_stages_.back().instances[0]->phase_local_bytes();
+  stages_.back().offload_bytes = train_stages_.back().instances[0]->offload_bytes();
   if (cached_eval) {
     PipelineStage none;
     none.stage = k;
@@ -324,8 +317,9 @@ PipelineStage PipelineModel::compile(const LocalStage& st, int chunk, bool eval)
   options.bucket_bytes = static_cast<size_t>(config_.bucket_mib * 1048576.0);
   options.plan_only = plan_only_;
   if (!eval)
-    options.phase_starts = {local_phase_start(local, sg.backward_input_begin),
-                            local_phase_start(local, sg.backward_weight_begin)};
+    options.phase_starts = {local.first_local_at(sg.backward_input_begin),
+                            local.first_local_at(sg.backward_weight_begin)};
+  if (!eval && offloads(config_, "activations")) options.offload_from = options.phase_starts[0];
   // Instances never run at once: they share one region for the buffers that
   // live within a phase and keep only what crosses phases (the stash).
   options.separate_phase_local = !eval;

@@ -98,6 +98,7 @@ class PipelineModel {
     int instances = 0;
     size_t arena_bytes = 0;        // per instance: what a micro-batch in flight keeps
     size_t phase_local_bytes = 0;  // shared by the instances: within-phase temporaries
+    size_t offload_bytes = 0;      // per instance: offloaded activations, pinned host
     size_t eval_arena_bytes = 0;
   };
   const std::vector<LocalStage>& stages() const { return stages_; }

@@ -86,6 +86,7 @@ Program::Program(const Graph& graph, const std::vector<ValueId>& outputs, Compil
   Uses uses(graph_->size());
   make_instructions(live_, outputs, uses);
   write_over_dying_inputs(outputs, uses);
+  plan_offloads(uses);
   split_phases();
   bound_transfers(uses);
   choose_bf16_storage(outputs);
@@ -270,6 +271,7 @@ void Program::request_buffers(const Uses& uses) {
     c.buffer = static_cast<int>(requests_.size());
     requests_.push_back({static_cast<size_t>(c.numel) * sizeof(uint16_t), c.first, c.last});
   }
+  request_offload_buffers();
   request_instruction_buffers();
   for (ValueId id : g.params())
     if (uses.first[id] >= 0) used_params_.push_back(id);
@@ -390,6 +392,7 @@ void Program::allocate(const Uses& uses) {
   }
   for (Bf16Copy& c : bf16_copies_)
     c.data = c.shared >= 0 ? shared_copies + shared_copy_offset_[c.shared] : address(*c.buffer);
+  place_offloads(address);
 }
 
 size_t Program::phase_local_bytes() const {
@@ -573,6 +576,7 @@ void Program::run_instructions(size_t begin, size_t end) {
   DeviceAccess access(*backend_);
   for (size_t i = begin; i < end; ++i) {
     const Instruction& ins = instructions_[i];
+    point_offloads(ins, static_cast<int>(i));
     if (ins.bucket >= 0) {
       run_bucket_member(ins, i);
       continue;
@@ -596,6 +600,8 @@ void Program::run_instructions(size_t begin, size_t end) {
                               static_cast<uint16_t*>(value_ptr_[ins.value]),
                               call.node.shape.numel());
     for (int a : ins.accumulate) accumulate_output(accumulations_[a]);
+    for (int k : ins.offload_after)
+      backend_->copy(offloads_[k].host, offloads_[k].forward, offloads_[k].bytes);
   }
   running_node_.reset();
   if (progress_) progress_();

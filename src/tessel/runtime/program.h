@@ -113,6 +113,16 @@ struct CompileOptions {
   // where a later phase's values may take their bytes, so the caller waits
   // for the sends before it writes a late input or runs a later phase.
   std::vector<ValueId> sent_outputs{}, late_inputs{};
+  // offload "activations" (program_offload.cc): the node where the backward
+  // begins; -1: nothing is offloaded. A value written before it and read at
+  // or after it (not an input, output or pipeline transfer) is copied into
+  // pinned host memory right after it is written, its device buffer lives
+  // only to its last reader before the backward, and it is copied back into
+  // a new device buffer ahead of the backward's first reader: just before
+  // the first reader of the offloaded value the backward needs before it (a
+  // prefetch one value ahead). The host buffers have their own plan
+  // (offload_bytes()). Copies run in order with the kernels.
+  ValueId offload_from = -1;
 };
 
 // What a pipeline stage's program instances share (CompileOptions::
@@ -190,6 +200,10 @@ class Program {
 
   const Graph& graph() const { return *graph_; }
   size_t arena_bytes() const { return plan_.peak_bytes; }
+  // Pinned host bytes of the offloaded values (CompileOptions::offload_from),
+  // and how many values are offloaded.
+  size_t offload_bytes() const { return host_plan_.peak_bytes; }
+  int offloaded_values() const { return static_cast<int>(offloads_.size()); }
   // The shared region's bytes (0 unless separate_phase_local): the
   // phase-local plan, and the shared weight copies after it.
   size_t phase_local_bytes() const;
@@ -262,6 +276,9 @@ class Program {
     int stage = -1;  // buffer index of the f32 staging of a bf16-stored output
     uint8_t* stage_ptr = nullptr;
     std::vector<int> accumulate;  // accumulations_ made right after it
+    // offloads_ whose pointers are set (restored to the forward buffer at
+    // the value's first use, or reloaded) before it, copied out after it.
+    std::vector<int> offload_before, offload_after;
   };
   // An accumulated output: added into `dst` after the instruction that
   // writes it, or, for a member of a gradient bucket (or a value no
@@ -305,6 +322,22 @@ class Program {
   // `bucket_of`: each value's gradient bucket (-1: none); `end`: one past
   // the last instruction.
   void plan_accumulations(const std::vector<int>& bucket_of, int end);
+  // An offloaded value (CompileOptions::offload_from): its device buffer in
+  // the forward, its host copy and its device buffer in the backward.
+  struct Offload {
+    ValueId root;
+    int first = 0, written = 0, reload = 0, last = 0;  // instructions
+    int buffer = -1;                                   // request of the backward's buffer
+    uint8_t *forward = nullptr, *backward = nullptr, *host = nullptr;
+    size_t bytes = 0;
+    std::vector<ValueId> aliases;  // the root and its views
+  };
+  void plan_offloads(Uses& uses);
+  void request_offload_buffers();
+  void place_offloads(const std::function<uint8_t*(int)>& address);
+  // Before instruction i: each listed value's pointers set to its forward
+  // buffer, or (at its reload) to its backward buffer, copied back first.
+  void point_offloads(const Instruction& ins, int i);
   void accumulate_output(const Accumulation& a);
   void request_buffers(const Uses& uses);
   void request_instruction_buffers();
@@ -358,6 +391,10 @@ class Program {
   std::vector<int> local_index_;
   std::vector<int> arena_index_;  // request index -> index in plan_ (-1: phase-local)
   MemoryPlan local_plan_;
+  std::vector<Offload> offloads_;
+  std::vector<BufferRequest> host_requests_;  // one per offload, in order
+  MemoryPlan host_plan_;
+  DeviceMemory host_arena_;
   std::optional<ValueId> running_node_;
   DropoutPosition position_;
   std::shared_ptr<SharedPhaseRegion> shared_region_;

@@ -17,6 +17,7 @@ Program::MemoryBreakdown Program::memory_breakdown(bool phase_local) const {
   std::vector<ValueId> value_of(requests_.size(), -1);
   for (ValueId id = 0; id < static_cast<ValueId>(value_buffer_.size()); ++id)
     if (value_buffer_[id] >= 0) value_of[value_buffer_[id]] = id;
+  for (const Offload& o : offloads_) value_of[o.buffer] = o.root;  // its backward buffer
   for (const Bf16Copy& c : bf16_copies_)
     if (c.buffer) part[*c.buffer] = &MemoryBreakdown::bf16_copies;
   for (const Instruction& ins : instructions_) {

@@ -379,6 +379,13 @@ ValueId emit_boxing(Graph& graph, ValueId local, const Shape& global, const std:
   return local;
 }
 
+ValueId LocalGraph::first_local_at(ValueId start) const {
+  ValueId first = graph.size();
+  for (ValueId g = start; g < static_cast<ValueId>(first_local_of.size()); ++g)
+    if (first_local_of[g] >= 0) first = std::min<ValueId>(first, first_local_of[g]);
+  return first;
+}
+
 LocalGraph lower_to_rank(const Graph& global, const std::vector<ValueId>& outputs, const Mesh& mesh,
                          const Layout& layout, int rank, const LoweringOptions& options) {
   return Lowering(global, mesh, layout, rank, options).run(outputs);

@@ -45,6 +45,9 @@ struct LocalGraph {
   // boxing and node come from there on); -1 if not lowered. Phase starts of
   // a global graph map to local ones through it.
   std::vector<int> first_local_of;
+  // The local graph's first node at or after global node `start` (its size
+  // if none): where a phase that begins at `start` begins locally.
+  ValueId first_local_at(ValueId start) const;
   // Every conversion inserted; a Program runs those its outputs need
   // (Program::computes).
   std::vector<InsertedCollective> collectives;

@@ -29,7 +29,7 @@ float weight_decay_of(const TrainConfig& c, const ParamEntry& e) {
 }
 
 MemorySpace moment_space(const TrainConfig& c) {
-  return c.offload == "optimizer" ? MemorySpace::kPinnedHost : MemorySpace::kDevice;
+  return offloads(c, "optimizer") ? MemorySpace::kPinnedHost : MemorySpace::kDevice;
 }
 
 namespace {
@@ -56,7 +56,7 @@ UpdateStats apply_update(const TrainConfig& c, Backend& backend,
                          const std::vector<UpdateSlot>& slots, int64_t step,
                          const GlobalSumOfSquares& global_sum, int64_t updates, double lr_override,
                          const OffloadStaging& staging) {
-  const bool offloaded = c.offload == "optimizer";  // offloaded_adamw checks the staging
+  const bool offloaded = offloads(c, "optimizer");  // offloaded_adamw checks the staging
   UpdateStats stats;
   std::vector<double> local_sq(slots.size());
   for (size_t i = 0; i < slots.size(); ++i)
