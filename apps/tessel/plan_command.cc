@@ -332,6 +332,9 @@ plan::PlanRequest plan_request(const ConfigOptions& c, const TrainConfig& base, 
   q.base = base;
   q.config_path = c.path;
   q.overrides = c.overrides;
+  // Flags for keys the search does not choose travel with each plan's command.
+  if (!c.offload.empty()) q.overrides.push_back("offload=" + c.offload);
+  if (!c.device.empty()) q.overrides.push_back("device=" + c.device);
   q.ranks = ranks;
   if (!c.mesh.empty()) q.mesh = c.mesh;
   if (!c.layout.empty()) q.layout = c.layout;

@@ -70,6 +70,23 @@ TEST_F(PlanCli, TableIsFollowedByALegendOfEveryColumn) {
         << r.output;
 }
 
+// A flag for a key the search does not choose (--offload, --device) is in
+// every plan's command, so the command trains what was planned.
+TEST_F(PlanCli, OffloadGivenAsAFlagTravelsWithEachPlansCommand) {
+  const CliResult r = run_cli("plan --config " + tiny() +
+                              " --ranks 1 --top 2 --offload activations --profile " + profile());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const size_t commands = r.output.find("commands:");
+  ASSERT_NE(commands, std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("1: tessel train", commands), std::string::npos) << r.output;
+  for (const char* n : {"1: ", "2: "}) {
+    const size_t at = r.output.find(std::string("\n  ") + n + "tessel train", commands);
+    ASSERT_NE(at, std::string::npos) << r.output;
+    const std::string line = r.output.substr(at + 1, r.output.find('\n', at + 1) - at - 1);
+    EXPECT_NE(line.find("--set offload=activations"), std::string::npos) << line;
+  }
+}
+
 TEST_F(PlanCli, ExplainSaysWhenTheBestAndTheRunnerUpTie) {
   // gpt-tiny on data=2 without recomputation or accumulation: ZeRO 0 (4.88
   // MiB) does not fit 4.5 MiB, and ZeRO 1 and 2 predict the same step and

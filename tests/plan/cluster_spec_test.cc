@@ -44,6 +44,28 @@ TEST(ClusterSpec, ParsesTheIssueSchemaWithDefaults) {
   EXPECT_DOUBLE_EQ(ClusterSpec::from_json(j, "c.json").launch_seconds(), 0);
 }
 
+// Offload's two rates: the device's link to host memory (a link like the
+// others: latency + bytes / (bandwidth x efficiency)) and its share of the
+// host's memory bandwidth (at memory_efficiency), each with a default.
+TEST(ClusterSpec, HostLinkAndHostMemoryHaveKeysAndDefaults) {
+  const ClusterSpec plain = ClusterSpec::from_json(cluster_json(), "c.json");
+  EXPECT_DOUBLE_EQ(plain.host_copy_seconds(1e9, 1),
+                   kDefaultHostLinkLatencyUs * 1e-6 + 1e9 / (kDefaultHostLinkGbs * 1e9 * 0.8));
+  EXPECT_DOUBLE_EQ(plain.host_memory_seconds(1e9, 1), 1e9 / (kDefaultHostMemoryGbs * 1e9 * 0.8));
+  EXPECT_DOUBLE_EQ(plain.host_copy_seconds(0, 1), 0);
+  json j = cluster_json();
+  j["links"]["host"] = {{"bandwidth_gbs", 64}, {"latency_us", 0}, {"efficiency", 1}};
+  j["host_memory_bandwidth_gbs"] = 100;
+  const ClusterSpec set = ClusterSpec::from_json(j, "c.json");
+  EXPECT_DOUBLE_EQ(set.host_copy_seconds(64e9, 1), 1);
+  EXPECT_DOUBLE_EQ(set.host_memory_seconds(80e9, 1), 1);
+  j["links"]["host"]["bandwith_gbs"] = 1;
+  EXPECT_NE(error_of([&] {
+              ClusterSpec::from_json(j, "c.json");
+            }).find("unknown key 'links.host.bandwith_gbs'"),
+            std::string::npos);
+}
+
 TEST(ClusterSpec, ErrorsNameFileAndKey) {
   auto error = [](const json& j) { return error_of([&] { ClusterSpec::from_json(j, "c.json"); }); };
   json j = cluster_json();

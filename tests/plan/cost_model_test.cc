@@ -128,6 +128,40 @@ TEST(CostModel, EveryKernelInstructionTakesAtLeastTheLaunch) {
   EXPECT_DOUBLE_EQ(launched.optimizer_s, plain.optimizer_s);
 }
 
+// Offload's copies: an instruction's activation copies (what the program
+// copies around it: every offloaded value out and back) add to it at the
+// host link's rate; an offloaded update adds its 12 bytes an element of
+// copies (gradient and value out, value back) and runs at the host's
+// memory rate instead of the device's.
+TEST(CostModel, OffloadChargesItsCopiesAtTheHostLinkAndTheUpdateAtTheHostsMemory) {
+  struct HostLinked : FakeHardware {
+    double host_copy_seconds(double bytes, int) const override { return bytes / 1e8; }
+    double host_memory_seconds(double bytes, int) const override { return bytes / 1e9; }
+  };
+  TrainConfig c = tiny("");
+  const StepPrediction stored = predict_step(c, {0}, HostLinked(), {});
+  c.offload = "activations";
+  const std::vector<CompiledRank> compiled = compile_ranks(c, {0});
+  const Program& program = *compiled[0].train.program;
+  double copied = 0;
+  for (const Program::InstructionInfo& ins : program.instruction_info())
+    copied += static_cast<double>(ins.offload_bytes);
+  EXPECT_GT(copied, 0);
+  EXPECT_LE(copied, 2.0 * static_cast<double>(program.offload_bytes()));
+  const StepPrediction activations = predict_step(c, {0}, HostLinked(), {});
+  EXPECT_NEAR(activations.compute_s - stored.compute_s, copied / 1e8, 1e-9);
+  EXPECT_DOUBLE_EQ(activations.optimizer_s, stored.optimizer_s);
+
+  c.offload = "optimizer";
+  double state = 0;
+  for (ValueId p : compiled[0].train.global.params())
+    state += static_cast<double>(compiled[0].train.global.node(p).shape.numel());
+  const StepPrediction update = predict_step(c, {0}, HostLinked(), {});
+  EXPECT_DOUBLE_EQ(update.compute_s, stored.compute_s);
+  EXPECT_NEAR(update.optimizer_s - stored.optimizer_s,
+              12 * state / 1e8 + 28 * state / 1e9 - 28 * state / 1e10, 1e-9);
+}
+
 TEST(CostModel, PeakMemoryIsTheDryRunsWorstRank) {
   const FakeHardware hw;
   for (const char* mesh : {"data=2,model=2", "pipe=2,data=2"}) {

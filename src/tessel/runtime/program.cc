@@ -411,10 +411,14 @@ std::vector<Program::InstructionInfo> Program::instruction_info() const {
     const Instruction& ins = instructions_[i];
     const Node& node = graph_->node(ins.node);
     const bool bf16_gather = node.kind == OpKind::kAllGather && stored_bf16_[ins.node];
+    size_t offload_bytes = 0;
+    for (int k : ins.offload_before)
+      if (offloads_[k].reload == static_cast<int>(i)) offload_bytes += offloads_[k].bytes;
+    for (int k : ins.offload_after) offload_bytes += offloads_[k].bytes;
     out.push_back({ins.node, ins.einsum_plan >= 0 ? &einsum_plans_[ins.einsum_plan] : nullptr,
                    ins.bucket, phase_of(static_cast<int>(i)),
-                   ins.scratch >= 0 ? requests_[ins.scratch].bytes : 0,
-                   bf16_gather || ins.bf16_sum});
+                   ins.scratch >= 0 ? requests_[ins.scratch].bytes : 0, bf16_gather || ins.bf16_sum,
+                   offload_bytes});
   }
   return out;
 }

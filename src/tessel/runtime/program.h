@@ -229,6 +229,9 @@ class Program {
     // all-gather of a bf16-stored value, or a partial sum under
     // bf16_partial_sums.
     bool carries_bf16;
+    // Bytes offload_from copies between host and device around it:
+    // reloads before it and copies out after it.
+    size_t offload_bytes;
   };
   std::vector<InstructionInfo> instruction_info() const;
   // A gradient bucket: one non-blocking all-reduce on `axis` of `bytes`

@@ -55,7 +55,9 @@ double instruction_seconds(const HardwareModel& hw, const Graph& g,
                                                     kernel_work_flops(g, id), options.precision,
                                                     options.threads) +
                                       hw.draw_seconds(kernel_work_draws(g, id), options.threads);
-  return std::max(hw.launch_seconds(), t);
+  // Offloaded activations' copies run in order with the kernels.
+  return std::max(hw.launch_seconds(), t) +
+         hw.host_copy_seconds(static_cast<double>(ins.offload_bytes), options.threads);
 }
 
 Link link_of_axis(const Mesh& mesh, int axis, int devices_per_node) {

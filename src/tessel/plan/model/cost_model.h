@@ -46,7 +46,11 @@
 //     another rank's actions), re-simulated until the makespan settles;
 //   - the optimizer: AdamW (or SGD) over the rank's state elements and the
 //     gradient-norm all-reduce; the ZeRO-1/2 parameter all-gathers follow it
-//     as exposed data-axis communication.
+//     as exposed data-axis communication;
+//   - offload (HardwareModel::host_copy_seconds, host_memory_seconds): an
+//     instruction's activation copies (Program::InstructionInfo::
+//     offload_bytes) add to it, in order; an offloaded update adds its
+//     copies and runs at the host's memory rate.
 // Memory is the exact static plan (predict_rank_memory), as the dry run
 // prints it. Which ranks share a node follows the mesh's axis order: ranks
 // are row-major, so an axis whose groups span at most devices_per_node

@@ -225,7 +225,7 @@ RankStep pipeline_rank_step(int r, const SimulatedTimeline& timeline, const Rank
   }
   if (tied > 0 && pipe_axis)
     post += s.expose("pipe", sim.collective(CollectiveKind::kAllReduce, 4 * tied, "pipe"));
-  s.optimizer_s = post_sim.update(state, any.config.optimizer);
+  s.optimizer_s = post_sim.update(state, any.config);
   s.end_s = timeline.makespan + post + s.optimizer_s;
   return s;
 }

@@ -37,7 +37,7 @@ RankStep single_program_step(const CompiledRank& c, const Simulator& sim) {
           axis, sim.collective(CollectiveKind::kAllGather, 4.0 * n, axis) + sim.memory(8.0 * n));
     }
   }
-  r.optimizer_s = sim.update(state, c.config.optimizer);
+  r.optimizer_s = sim.update(state, c.config);
   r.end_s = t.end_s + sim.memory(feed) + gathers + r.optimizer_s;
   return r;
 }

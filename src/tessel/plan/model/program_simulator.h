@@ -246,10 +246,17 @@ class Simulator {
 
   // The optimizer over `state` elements (one pass reading and writing the
   // parameter and both moments, reading the gradient), the gradient norm's
-  // pass and its world all-reduce.
-  double update(double state, const std::string& optimizer) const {
-    const double bytes_per_element = optimizer == "adamw" ? 7 * 4 : 3 * 4;
-    double t = memory(state * bytes_per_element) + memory(state * 4);
+  // pass and its world all-reduce. Offloaded (offload "optimizer"), the
+  // pass runs in host memory, after copying the gradient and the value out
+  // and before copying the value back (train/optimizer.h).
+  double update(double state, const TrainConfig& config) const {
+    const bool adamw = config.optimizer == "adamw";
+    double t = memory(state * 4);
+    if (adamw && offloads(config, "optimizer"))
+      t += share_ * (hw_.host_copy_seconds(state * 12, options_.threads) +
+                     hw_.host_memory_seconds(state * 7 * 4, options_.threads));
+    else
+      t += memory(state * (adamw ? 7 * 4 : 3 * 4));
     if (mesh_.rank_count() > 1) {
       const Link link = pinned_.value_or(
           mesh_.rank_count() <= hw_.devices_per_node() ? Link::kIntraNode : Link::kInterNode);

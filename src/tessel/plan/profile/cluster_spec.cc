@@ -38,7 +38,7 @@ ClusterSpec ClusterSpec::load(const std::string& path) {
 ClusterSpec ClusterSpec::from_json(const nlohmann::json& j, const std::string& source) {
   JsonFields top(j, source, "");
   top.allow_only({"name", "nodes", "devices_per_node", "device", "links", "gemm_efficiency",
-                  "memory_efficiency"});
+                  "memory_efficiency", "host_memory_bandwidth_gbs"});
   ClusterData d;
   d.name = top.string("name");
   d.nodes = static_cast<int>(top.integer("nodes", 1));
@@ -59,9 +59,12 @@ ClusterSpec ClusterSpec::from_json(const nlohmann::json& j, const std::string& s
   if (device.has("launch_us")) d.launch_us = device.number("launch_us", false);
 
   JsonFields links(top.required("links"), source, "links");
-  links.allow_only({"intra_node", "inter_node"});
+  links.allow_only({"intra_node", "inter_node", "host"});
   d.intra_node = read_link(links, "intra_node");
   d.inter_node = read_link(links, "inter_node");
+  if (links.has("host")) d.host_link = read_link(links, "host");
+  if (top.has("host_memory_bandwidth_gbs"))
+    d.host_memory_gbs = top.number("host_memory_bandwidth_gbs", true);
 
   if (top.has("gemm_efficiency")) {
     JsonFields g(top.required("gemm_efficiency"), source, "gemm_efficiency");
@@ -112,6 +115,14 @@ double ClusterSpec::collective_seconds(CollectiveKind kind, double bytes, int ra
 
 double ClusterSpec::p2p_seconds(double bytes, Link l) const {
   return link(l).alpha_beta().seconds(bytes);
+}
+
+double ClusterSpec::host_copy_seconds(double bytes, int) const {
+  return bytes > 0 ? data_.host_link.alpha_beta().seconds(bytes) : 0;
+}
+
+double ClusterSpec::host_memory_seconds(double bytes, int) const {
+  return bytes / (data_.host_memory_gbs * 1e9 * data_.memory_efficiency);
 }
 
 int64_t ClusterSpec::device_memory_bytes() const {

@@ -42,6 +42,12 @@ namespace tessel::plan {
 inline constexpr double kDefaultAttentionEfficiency = 0.34;
 // A CUDA kernel launch from the host, without CUDA graphs: 4-6 us.
 inline constexpr double kDefaultLaunchUs = 5;
+// A device's link to host memory, one direction: PCIe 4.0 x16 (A100).
+inline constexpr double kDefaultHostLinkGbs = 32;
+inline constexpr double kDefaultHostLinkLatencyUs = 10;
+// A device's share of its node's host memory bandwidth: a DGX A100's two
+// 8-channel DDR4-3200 sockets (2 x 204.8 GB/s) over its 8 GPUs.
+inline constexpr double kDefaultHostMemoryGbs = 51.2;
 
 struct LinkSpec {
   double bandwidth_gbs = 0;  // GB/s per device, one direction
@@ -58,6 +64,8 @@ struct ClusterData {
   double peak_tflops_bf16 = 0, peak_tflops_f32 = 0;
   double memory_bandwidth_gbs = 0, memory_gib = 0;
   LinkSpec intra_node, inter_node;
+  LinkSpec host_link{kDefaultHostLinkGbs, kDefaultHostLinkLatencyUs};
+  double host_memory_gbs = kDefaultHostMemoryGbs;
   double gemm_efficiency_max = 0.8, gemm_half_gflop = 1.0;
   double memory_efficiency = 0.8;
   double attention_efficiency = kDefaultAttentionEfficiency;
@@ -85,6 +93,8 @@ class ClusterSpec : public HardwareModel {
                         int threads) const override;
   double collective_seconds(CollectiveKind kind, double bytes, int ranks, Link link) const override;
   double p2p_seconds(double bytes, Link link) const override;
+  double host_copy_seconds(double bytes, int threads) const override;
+  double host_memory_seconds(double bytes, int threads) const override;
   int devices_per_node() const override { return data_.devices_per_node; }
   int total_devices() const override { return data_.nodes * data_.devices_per_node; }
   int64_t device_memory_bytes() const override;

@@ -21,6 +21,14 @@ const char* progress_mode_name(CommProgress::Mode m) {
 
 double HardwareModel::compute_share(int, int) const { return 1.0; }
 
+double HardwareModel::host_copy_seconds(double bytes, int threads) const {
+  return bytes > 0 ? memory_seconds(2 * bytes, threads) : 0;
+}
+
+double HardwareModel::host_memory_seconds(double bytes, int threads) const {
+  return bytes > 0 ? memory_seconds(bytes, threads) : 0;
+}
+
 double HardwareModel::kernel_seconds(const std::string&, double bytes, double flops, Precision p,
                                      int threads) const {
   return std::max(bytes > 0 ? memory_seconds(bytes, threads) : 0.0, flops / peak_flops(p, threads));

@@ -103,6 +103,13 @@ class HardwareModel {
   // the fused attention its FLOPs at the device's attention efficiency.
   virtual double kernel_seconds(const std::string& op, double bytes, double flops, Precision p,
                                 int threads) const;
+  // Offload (config key `offload`): copying `bytes` between the device and
+  // pinned host memory, one direction; and a memory-bound pass over `bytes`
+  // of host memory (the offloaded optimizer's update). By default both are
+  // this machine's memory passes (a copy reads and writes each byte): on a
+  // CPU, device and host memory are the same memory.
+  virtual double host_copy_seconds(double bytes, int threads) const;
+  virtual double host_memory_seconds(double bytes, int threads) const;
   // One collective over `ranks` ranks (ranks >= 2) on `link`.
   virtual double collective_seconds(CollectiveKind kind, double bytes, int ranks,
                                     Link link) const = 0;

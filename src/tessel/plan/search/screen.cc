@@ -109,6 +109,7 @@ Screener::~Screener() = default;
 bool Screener::applies(const TrainConfig& base, bool layout_fixed,
                        const std::string* fixed_recompute, const HardwareModel& hw) {
   if (!is_builtin_transformer(base.model) || layout_fixed || base.n_layer < 1) return false;
+  if (base.offload != "none") return false;  // not modelled: costed exactly
   if (hw.progress().mode != CommProgress::Mode::kBackground) return false;
   if (!fixed_recompute) return true;
   return *fixed_recompute == "none" || *fixed_recompute == "selective" ||
