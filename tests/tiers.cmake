@@ -72,6 +72,8 @@ set(TESSEL_NOT_ASAN
     "^TwoPhaseSearch\\.EightRanksOverTwoNodesRanksTheTopPlansAsTheExhaustiveSearch$"
     "^TwoPhaseSearch\\.ScreeningEstimatesAreCloseToTheExactPredictionsAndBoundedBelow$"
     "^TwoPhaseSearch\\.TheSearchGoesOnUntilPlansFitTheMemoryLimit$"
+    "^TwoPhaseSearch\\.ScreeningIsAsCloseWithOffload$"
+    "^TwoPhaseSearch\\.OffloadIsSearchedWhenNothingFitsWithoutIt$"
 )
 
 function(tessel_matches name patterns out)

@@ -334,6 +334,7 @@ plan::PlanRequest plan_request(const ConfigOptions& c, const TrainConfig& base, 
   q.overrides = c.overrides;
   // Flags for keys the search does not choose travel with each plan's command.
   if (!c.offload.empty()) q.overrides.push_back("offload=" + c.offload);
+  q.offload_fixed = !c.offload.empty();
   if (!c.device.empty()) q.overrides.push_back("device=" + c.device);
   q.ranks = ranks;
   if (!c.mesh.empty()) q.mesh = c.mesh;

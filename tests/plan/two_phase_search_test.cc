@@ -12,7 +12,10 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
+#include <set>
 
+#include "common/error_of.h"
 #include "common/plan_order.h"
 #include "plan/synthetic_profile.h"
 #include "tessel/plan/search/screen.h"
@@ -166,6 +169,67 @@ TEST(TwoPhaseSearch, ScreeningEstimatesAreCloseToTheExactPredictionsAndBoundedBe
 TEST(TwoPhaseSearch, ScreeningIsAsCloseForFusedAttentionAndLlama) {
   expect_close_screening(bench_as("gpt"));
   expect_close_screening(bench_as("llama"));
+}
+
+// With offload (the units compiled offloading, the update on the host)
+// screening stays as close.
+TEST(TwoPhaseSearch, ScreeningIsAsCloseWithOffload) {
+  TrainConfig c = gpt_bench();
+  c.offload = "optimizer,activations";
+  expect_close_screening(c);
+}
+
+// A cluster whose devices hold only what the plan puts in device memory
+// (host buffers and offloaded state are host memory), with a memory limit.
+class OffDeviceCluster : public Cluster {
+ public:
+  bool host_buffers_on_device() const override { return false; }
+};
+
+// Offload is searched where it moves memory off the device, and only when
+// nothing fits without it: under a limit just below every plan's device
+// peak, the plans found all offload, fit, and say so in their commands;
+// screening's bound on the model states stays below each offloaded peak.
+// With offload fixed by the request, or where host memory is the device's,
+// nothing fits.
+TEST(TwoPhaseSearch, OffloadIsSearchedWhenNothingFitsWithoutIt) {
+  const OffDeviceCluster hw;
+  PlanRequest q;
+  q.base = gpt_bench();
+  q.base.batch = 16;
+  q.ranks = 4;
+  q.exhaustive = true;  // every candidate's peak
+  const PlanResult unlimited = search_plans(q, hw);
+  q.exhaustive = false;
+  int64_t smallest = std::numeric_limits<int64_t>::max();
+  for (const Plan& p : unlimited.plans) {
+    EXPECT_EQ(p.config.offload, "none") << p.command;
+    smallest = std::min(smallest, p.prediction.peak_bytes);
+  }
+  q.memory_limit = smallest - 1;
+  const PlanResult offloaded = search_plans(q, hw);
+  ASSERT_FALSE(offloaded.plans.empty());
+  Screener screener(q.base, hw, q.cost);
+  std::set<std::string> kinds;
+  for (const Plan& p : offloaded.plans) {
+    EXPECT_NE(p.config.offload, "none") << p.command;
+    EXPECT_LE(p.prediction.peak_bytes, q.memory_limit) << p.command;
+    EXPECT_NE(p.command.find("--set offload=" + p.config.offload), std::string::npos) << p.command;
+    kinds.insert(p.config.offload);
+    Screener at(p.config, hw, q.cost);
+    const ScreenCandidate c = ScreenCandidate::of(p.config, p.layout_label, hw.devices_per_node());
+    at.note(c);
+    EXPECT_LE(at.state_bytes_bound(c), static_cast<double>(p.prediction.peak_bytes)) << p.command;
+  }
+  EXPECT_TRUE(kinds.count("optimizer")) << "moving the moments is what fits";
+  const std::string searched = "offload was searched too";
+  q.offload_fixed = true;
+  EXPECT_EQ(error_of([&] { search_plans(q, hw); }).find(searched), std::string::npos);
+  q.offload_fixed = false;
+  q.memory_limit = 1;
+  EXPECT_NE(error_of([&] { search_plans(q, hw); }).find(searched), std::string::npos);
+  const Cluster on_device;  // host buffers count as device memory: offload frees nothing
+  EXPECT_EQ(error_of([&] { search_plans(q, on_device); }).find(searched), std::string::npos);
 }
 
 // Screening's bound on the model states (what the search's extension skips

@@ -109,7 +109,6 @@ Screener::~Screener() = default;
 bool Screener::applies(const TrainConfig& base, bool layout_fixed,
                        const std::string* fixed_recompute, const HardwareModel& hw) {
   if (!is_builtin_transformer(base.model) || layout_fixed || base.n_layer < 1) return false;
-  if (base.offload != "none") return false;  // not modelled: costed exactly
   if (hw.progress().mode != CommProgress::Mode::kBackground) return false;
   if (!fixed_recompute) return true;
   return *fixed_recompute == "none" || *fixed_recompute == "selective" ||
@@ -254,13 +253,18 @@ double Screener::collective(CollectiveKind kind, double bytes, int ranks, Link l
 }
 
 // As the cost model's optimizer: one pass over the state (28 bytes an
-// element for AdamW, 12 for SGD), the gradient norm's pass and its world
+// element for AdamW, 12 for SGD; offloaded, at the host's memory rate after
+// 12 bytes an element of copies), the gradient norm's pass and its world
 // all-reduce. `share`: the ranks per core, as the cost model multiplies
 // kernel times by (HardwareModel::compute_share).
 double Screener::update(double state, int world, double share) const {
-  const double per = base_.optimizer == "adamw" ? 7 * 4 : 3 * 4;
-  double t = share * (hw_.memory_seconds(state * per, options_.threads) +
-                      hw_.memory_seconds(state * 4, options_.threads));
+  const bool adamw = base_.optimizer == "adamw";
+  double t = share * hw_.memory_seconds(state * 4, options_.threads);
+  if (adamw && offloads(base_, "optimizer"))
+    t += share * (hw_.host_copy_seconds(state * 12, options_.threads) +
+                  hw_.host_memory_seconds(state * 7 * 4, options_.threads));
+  else
+    t += share * hw_.memory_seconds(state * (adamw ? 7 * 4 : 3 * 4), options_.threads);
   if (world > 1)
     t += hw_.collective_seconds(
         CollectiveKind::kAllReduce, 4, world,
@@ -517,8 +521,10 @@ double Screener::state_bytes_bound(const ScreenCandidate& c) {
   int64_t rows = base_.batch / c.microbatches / c.data;
   const Unit& u = reference(c, &rows);  // held elements do not depend on the rows
   const double d = zero_ranks(c);
-  const double per_element =
-      4 / (c.zero == 3 ? d : 1) + (base_.optimizer == "adamw" ? 8 / (c.zero >= 1 ? d : 1) : 0);
+  // Offloaded moments are no device memory where host memory is not the device's.
+  const bool moments =
+      base_.optimizer == "adamw" && (!offloads(base_, "optimizer") || hw_.host_buffers_on_device());
+  const double per_element = 4 / (c.zero == 3 ? d : 1) + (moments ? 8 / (c.zero >= 1 ? d : 1) : 0);
   if (!pipelined(c))
     return per_element * (u.embed.held + u.head.held - u.tied + u.last.held +
                           (static_cast<double>(base_.n_layer) - 1) * u.inner.held);

@@ -79,8 +79,8 @@ class Screener {
   ~Screener();
 
   // Whether screening can cost candidates of this model (a GPT, with the
-  // layout searched, the recompute policy one of none, selective, blocks
-  // or searched, and no offload) on this hardware (communication that progresses in the
+  // layout searched and the recompute policy one of none, selective, blocks
+  // or searched) on this hardware (communication that progresses in the
   // background, as on cluster files; screening does not model polled
   // progress, and on this machine's profiles it mis-ranked pipelines
   // against the exact model); otherwise every candidate is costed exactly.

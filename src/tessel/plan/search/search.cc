@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -507,9 +508,11 @@ void count_screening(const ScreenedOrder& order, const Screener& screener, PlanR
   TS_THROW(no_fit_message(q, closest));
 }
 
-}  // namespace
-
-PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
+// One search at the request's offload. When no plan fits, `nothing_fits`
+// (if given) is set to throw the error naming what came closest, and an
+// empty result returns; without it, that error is thrown.
+PlanResult search_at_offload(const PlanRequest& q, const HardwareModel& hw,
+                             std::function<void()>* nothing_fits) {
   const auto start = std::chrono::steady_clock::now();
   check_request(q, hw);
   PlanResult result;
@@ -625,8 +628,58 @@ PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
   if (screen) count_screening(*order, *screener, &result);
   sort_fastest_first(&result.plans, index_of_plan);
   result.search_s = seconds_since(start);
-  if (result.plans.empty())
-    throw_nothing_fits(q, result, closest, first_error, screen, limit, device_memory);
+  if (result.plans.empty()) {
+    if (!nothing_fits)
+      throw_nothing_fits(q, result, closest, first_error, screen, limit, device_memory);
+    *nothing_fits = [=] {
+      throw_nothing_fits(q, result, closest, first_error, screen, limit, device_memory);
+    };
+  }
+  return result;
+}
+
+// The offloads searched when nothing fits without: none where host memory
+// is the device's (this machine) or the request fixes offload.
+std::vector<std::string> offload_choices(const PlanRequest& q, const HardwareModel& hw) {
+  if (q.offload_fixed || q.base.offload != "none" || hw.host_buffers_on_device()) return {};
+  std::vector<std::string> out = {"activations"};
+  if (q.base.optimizer == "adamw") out.insert(out.end(), {"optimizer", "optimizer,activations"});
+  return out;
+}
+
+}  // namespace
+
+PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
+  const std::vector<std::string> offloads = offload_choices(q, hw);
+  if (offloads.empty()) return search_at_offload(q, hw, nullptr);
+  std::function<void()> nothing_fits;
+  PlanResult result = search_at_offload(q, hw, &nothing_fits);
+  if (!result.plans.empty()) return result;
+  std::vector<int> order;  // ties: the earlier offload first
+  for (const std::string& offload : offloads) {
+    PlanRequest o = q;
+    o.base.offload = offload;
+    o.overrides.push_back("offload=" + offload);
+    std::function<void()> none;
+    PlanResult r = search_at_offload(o, hw, &none);
+    result.considered += r.considered, result.pruned += r.pruned, result.screened += r.screened;
+    result.bounded += r.bounded, result.exact += r.exact, result.units += r.units;
+    result.memory_bounded += r.memory_bounded, result.simulated += r.simulated;
+    result.search_s += r.search_s;
+    for (Plan& p : r.plans) {
+      order.push_back(static_cast<int>(order.size()));
+      result.plans.push_back(std::move(p));
+    }
+  }
+  if (result.plans.empty()) {
+    try {
+      nothing_fits();
+    } catch (const Error& e) {
+      TS_THROW(e.what(), " (offload was searched too: activations",
+               offloads.size() > 1 ? ", optimizer, both" : "", ")");
+    }
+  }
+  sort_fastest_first(&result.plans, order);
   return result;
 }
 

@@ -45,6 +45,12 @@ struct PlanRequest {
   bool oversubscribe = false;
   // Fixed knobs; unset ones are searched.
   std::optional<std::string> mesh, layout, schedule, recompute;
+  // Offload (config key `offload`) is searched only on hardware whose host
+  // memory is not the device's (a cluster file) and only when no plan fits
+  // without it: its copies run in order with the kernels, so a plan that
+  // fits without offload is the faster. Fixed by --offload, or by a config
+  // that sets it.
+  bool offload_fixed = false;
   std::optional<int> chunks, microbatches, zero;
   // The fewest context positions a ctx axis leaves each rank: smaller chunks
   // are not searched (their ring steps and all-to-alls are latency, and
@@ -103,8 +109,9 @@ struct PlanResult {
   std::string hardware;  // HardwareModel::name()
 };
 
-// Throws when nothing fits, naming what was tried and what came closest
-// (the smallest peak memory found, and its knobs).
+// Throws when nothing fits (with offload too, where it is searched), naming
+// what was tried and what came closest (the smallest peak memory found, and
+// its knobs).
 PlanResult search_plans(const PlanRequest& request, const HardwareModel& hw);
 
 // Whether two predicted steps are equal as `tessel plan` prints them (to
