@@ -21,8 +21,8 @@ const char* progress_mode_name(CommProgress::Mode m) {
 
 double HardwareModel::compute_share(int, int) const { return 1.0; }
 
-double HardwareModel::host_copy_seconds(double bytes, int threads) const {
-  return bytes > 0 ? memory_seconds(2 * bytes, threads) : 0;
+double HardwareModel::host_copy_seconds(double bytes, int) const {
+  return bytes > 0 ? memory_seconds(2 * bytes, 1) : 0;  // the CPU backend's copy: one memcpy
 }
 
 double HardwareModel::host_memory_seconds(double bytes, int threads) const {

@@ -106,8 +106,9 @@ class HardwareModel {
   // Offload (config key `offload`): copying `bytes` between the device and
   // pinned host memory, one direction; and a memory-bound pass over `bytes`
   // of host memory (the offloaded optimizer's update). By default both are
-  // this machine's memory passes (a copy reads and writes each byte): on a
-  // CPU, device and host memory are the same memory.
+  // this machine's memory passes (a copy reads and writes each byte, on one
+  // thread, as the CPU backend's memcpy runs): on a CPU, device and host
+  // memory are the same memory.
   virtual double host_copy_seconds(double bytes, int threads) const;
   virtual double host_memory_seconds(double bytes, int threads) const;
   // One collective over `ranks` ranks (ranks >= 2) on `link`.
