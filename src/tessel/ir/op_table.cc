@@ -71,13 +71,9 @@ ShapeRuleOutput einsum_rule(const ShapeRuleInput& in) {
   const std::vector<std::string>& out_names = in.attrs.dims;
   std::vector<Dim> out;
   for (const std::string& n : out_names) {
-    if (a.has(n)) {
-      out.push_back(a.dim(n));
-    } else if (b.has(n)) {
-      out.push_back(b.dim(n));
-    } else {
+    if (!a.has(n) && !b.has(n))
       TS_THROW(where(in), ": output dim '", n, "' is in neither lhs ", a, " nor rhs ", b);
-    }
+    out.push_back(a.has(n) ? a.dim(n) : b.dim(n));
   }
   auto in_out = [&](const std::string& n) {
     return std::find(out_names.begin(), out_names.end(), n) != out_names.end();
