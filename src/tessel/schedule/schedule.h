@@ -31,6 +31,8 @@ struct Schedule {
   int stage_of(int rank, int chunk) const { return chunk * ranks + rank; }
   int rank_of_stage(int stage) const { return stage % ranks; }
   int chunk_of_stage(int stage) const { return stage / ranks; }
+
+  bool operator==(const Schedule&) const = default;
 };
 
 // Builds the named schedule: "gpipe", "1f1b", "interleaved", "zb-h1",

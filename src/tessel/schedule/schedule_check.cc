@@ -285,12 +285,6 @@ class Checker {
   std::map<ComputeKey, Site> compute_;
 };
 
-bool same_schedule(const Schedule& a, const Schedule& b) {
-  return a.ranks == b.ranks && a.chunks == b.chunks && a.microbatches == b.microbatches &&
-         a.asynchronous == b.asynchronous && a.split_backward == b.split_backward &&
-         a.name == b.name && a.actions == b.actions;
-}
-
 size_t action_count(const Schedule& s) {
   size_t n = 0;
   for (const std::vector<Action>& list : s.actions) n += list.size();
@@ -321,7 +315,7 @@ ScheduleReport check_schedule(const Schedule& s) {
   {
     std::lock_guard<std::mutex> lock(checked_mutex);
     for (const Checked& c : checked)
-      if (same_schedule(c.schedule, s)) return c.report;
+      if (c.schedule == s) return c.report;
   }
   ScheduleReport report = Checker(s).run();
   const size_t actions = action_count(s);
