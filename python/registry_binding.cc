@@ -33,9 +33,7 @@ TaskGraph to_task_graph(const std::string& model, const py::object& result) {
   if (py::isinstance<py::int_>(result)) return TaskGraph{result.cast<ValueId>(), std::nullopt};
   if (py::isinstance<py::tuple>(result) && py::len(result) == 2) {
     auto t = result.cast<py::tuple>();
-    std::optional<ValueId> logits;
-    if (!t[1].is_none()) logits = t[1].cast<ValueId>();
-    return TaskGraph{t[0].cast<ValueId>(), logits};
+    return TaskGraph{t[0].cast<ValueId>(), t[1].cast<std::optional<ValueId>>()};
   }
   TS_THROW("model '", model, "': the function must return (loss, logits) or loss, got ",
            py::cast<std::string>(py::repr(result)));
