@@ -17,6 +17,9 @@
 #include "tessel/train/trainer.h"
 
 namespace tessel::python {
+
+using namespace pybind11::literals;
+
 namespace {
 
 TrainConfig to_config(const py::handle& config) {
@@ -25,8 +28,7 @@ TrainConfig to_config(const py::handle& config) {
 }
 
 py::dict eval_dict(const EvalResult& r) {
-  py::dict d;
-  d["val_loss"] = r.loss;
+  py::dict d("val_loss"_a = r.loss);
   if (r.accuracy) d["val_accuracy"] = *r.accuracy;
   return d;
 }
@@ -75,13 +77,10 @@ void bind_text_model(py::module_& m) {
             const std::string s = data;
             std::vector<uint8_t> text(s.begin(), s.end());
             const TextModel::Score r = computing([&] { return tm.score(text); });
-            py::dict d;
-            d["nats_per_token"] = r.nats_per_token;
-            d["nats_per_byte"] = r.nats_per_byte;
-            d["bits_per_byte"] = r.bits_per_byte;
-            d["tokens_scored"] = r.tokens_scored;
-            d["bytes_scored"] = r.bytes_scored;
-            return d;
+            return py::dict("nats_per_token"_a = r.nats_per_token,
+                            "nats_per_byte"_a = r.nats_per_byte,
+                            "bits_per_byte"_a = r.bits_per_byte,
+                            "tokens_scored"_a = r.tokens_scored, "bytes_scored"_a = r.bytes_scored);
           },
           py::arg("text"),
           "Mean next-token loss over the text's context windows, per token and per byte of the "
@@ -111,11 +110,8 @@ void bind_train(py::module_& m) {
       "read_checkpoint_info",
       [](const std::string& dir) {
         CheckpointInfo info = read_checkpoint_info(dir);
-        py::dict d;
-        d["config"] = from_json(info.config.to_json());
-        d["step"] = info.step;
-        d["state"] = from_json(info.state);
-        return d;
+        return py::dict("config"_a = from_json(info.config.to_json()), "step"_a = info.step,
+                        "state"_a = from_json(info.state));
       },
       py::arg("dir"), "A checkpoint's manifest: its config, step and run state.");
 

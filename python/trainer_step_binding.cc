@@ -17,6 +17,9 @@
 #include "tessel/train/trainer.h"
 
 namespace tessel::python {
+
+using namespace pybind11::literals;
+
 namespace {
 
 std::string inputs_text(const Trainer& t) {
@@ -80,12 +83,8 @@ void bind_trainer_step(py::module_& m) {
                 std::memcpy(staged.raw(), arrays.at(name).data(), staged.nbytes());
               });
             }
-            py::dict d;
-            d["step"] = r.step;
-            d["loss"] = r.loss;
-            d["lr"] = r.lr;
-            d["grad_norm"] = r.grad_norm;
-            return d;
+            return py::dict("step"_a = r.step, "loss"_a = r.loss, "lr"_a = r.lr,
+                            "grad_norm"_a = r.grad_norm);
           },
           py::arg("batch") = py::none(),
           "One training step on the data set's next batch, or on `batch` ({input name: full-batch "
