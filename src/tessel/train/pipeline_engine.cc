@@ -43,16 +43,19 @@ PipelineEngine::PipelineEngine(CompiledRank compiled, DistributedContext& ctx, O
                [this](const std::string& name) { return accumulator_of_.at(name); },
                [this](const std::string& name) { return static_cast<float*>(input(name)); },
                [this](int microbatch) { update(microbatch); });
-  if (model().schedule().asynchronous) {
-    init_asynchronous();
-  } else if (fault_armed(FaultPoint::kForward) || fault_armed(FaultPoint::kBackward)) {
-    PipelineExecutor::WeightHooks hooks;  // synchronous schedules have none otherwise
-    hooks.before_forward = [this](size_t, int, Program&) {
+  if (model().schedule().asynchronous) init_asynchronous();
+  // Synchronous schedules have weight hooks only where a fault is armed.
+  if (versions_ || fault_armed(FaultPoint::kForward) || fault_armed(FaultPoint::kBackward)) {
+    PipelineExecutor::WeightHooks hooks;
+    hooks.before_forward = [this](size_t, int mb, Program& p) {
       fault_point(FaultPoint::kForward, step_);
+      if (versions_) versions_->before_forward(mb, p);
     };
-    hooks.before_backward = [this](size_t, int, Program&) {
+    hooks.before_backward = [this](size_t, int mb, Program& p) {
       fault_point(FaultPoint::kBackward, step_);
+      if (versions_) versions_->before_backward(mb, p);
     };
+    if (versions_) hooks.released = [this](size_t, int mb, Program&) { versions_->released(mb); };
     model().executor().set_weight_hooks(std::move(hooks));
   }
   model().executor().tracing = !compiled_.config.trace.empty();
@@ -85,17 +88,6 @@ void PipelineEngine::init_asynchronous() {
   versions_ = std::make_unique<WeightVersions>(
       predict ? WeightVersions::Mode::kPredict : WeightVersions::Mode::kStash, *params_,
       std::min(in_flight, report.weight_versions[r]), compiled_.config, staleness);
-  PipelineExecutor::WeightHooks hooks;
-  hooks.before_forward = [this](size_t, int mb, Program& p) {
-    fault_point(FaultPoint::kForward, step_);
-    versions_->before_forward(mb, p);
-  };
-  hooks.before_backward = [this](size_t, int mb, Program& p) {
-    fault_point(FaultPoint::kBackward, step_);
-    versions_->before_backward(mb, p);
-  };
-  hooks.released = [this](size_t, int mb, Program&) { versions_->released(mb); };
-  model().executor().set_weight_hooks(std::move(hooks));
 }
 
 // One asynchronous update of this rank's weights from the micro-batches
