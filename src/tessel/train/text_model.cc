@@ -137,12 +137,10 @@ TextModel::Score TextModel::score_tokens(const std::vector<int32_t>& ids) {
   double total = 0;
   int64_t w = 0;
   auto run_rows = [&](Compiled& c, int64_t rows) {
-    std::vector<int32_t> tokens(rows * context), targets(rows * context);
     const int32_t* src = ids.data() + w * context;
-    std::copy(src, src + rows * context, tokens.begin());
-    std::copy(src + 1, src + 1 + rows * context, targets.begin());
-    c.program->write_input("tokens", tokens.data(), tokens.size() * sizeof(int32_t));
-    c.program->write_input("targets", targets.data(), targets.size() * sizeof(int32_t));
+    const size_t bytes = static_cast<size_t>(rows * context) * sizeof(int32_t);
+    c.program->write_input("tokens", src, bytes);
+    c.program->write_input("targets", src + 1, bytes);
     c.program->run();
     total += static_cast<double>(c.program->read_scalar(c.loss)) * rows;
     w += rows;
