@@ -59,10 +59,6 @@ void einsum_rule(VjpContext& c) {
   c.input_grads[1] = b.einsum(c.in(0), c.grad, c.shape_of(c.in(1)).names(), label(c, ".grad_rhs"));
 }
 
-void scale_rule(VjpContext& c) {
-  c.input_grads[0] = c.builder.scale(c.grad, scale_factor(c.node().attrs), label(c, ".grad"));
-}
-
 // What a gradient op reads: the node's inputs 0 and 1, its output, the
 // incoming gradient.
 enum Operand { kIn0, kIn1, kOut, kGrad };
@@ -74,14 +70,6 @@ void one_op_rule(VjpContext& c) {
   auto value = [&](Operand o) { return o == kOut ? c.output : o == kGrad ? c.grad : c.in(o); };
   c.input_grads[0] = c.builder.op(kGradOp, {value(operands)...}, kAttrs ? attrs_of(c) : Attrs{},
                                   label(c, ".grad"));
-}
-
-void exp_rule(VjpContext& c) {
-  c.input_grads[0] = c.builder.mul(c.grad, c.output, label(c, ".grad"));
-}
-
-void log_rule(VjpContext& c) {
-  c.input_grads[0] = c.builder.div(c.grad, c.in(0), label(c, ".grad"));
 }
 
 void bias_gelu_rule(VjpContext& c) {
@@ -221,11 +209,11 @@ constexpr std::array<Entry, static_cast<size_t>(OpKind::kCount)> kVjpTable = {{
     {OpKind::kSub, sub_rule},
     {OpKind::kMul, mul_rule},
     {OpKind::kDiv, div_rule},
-    {OpKind::kScale, scale_rule},
+    {OpKind::kScale, one_op_rule<OpKind::kScale, true, kGrad>},  // the same scaling
     {OpKind::kGelu, one_op_rule<OpKind::kGeluGrad, false, kIn0, kGrad>},
     {OpKind::kRelu, one_op_rule<OpKind::kReluGrad, false, kIn0, kGrad>},
-    {OpKind::kExp, exp_rule},
-    {OpKind::kLog, log_rule},
+    {OpKind::kExp, one_op_rule<OpKind::kMul, false, kGrad, kOut>},  // g * exp(x)
+    {OpKind::kLog, one_op_rule<OpKind::kDiv, false, kGrad, kIn0>},  // g / x
     {OpKind::kTanh, one_op_rule<OpKind::kTanhGrad, false, kOut, kGrad>},
     {OpKind::kBiasGelu, bias_gelu_rule},
     // The mask is a pure function of (seed, key, index): the same dropout
