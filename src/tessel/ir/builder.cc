@@ -51,39 +51,34 @@ ValueId GraphBuilder::einsum(ValueId a, ValueId b, std::vector<std::string> out_
   return op(OpKind::kEinsum, {a, b}, dims_attrs(std::move(out_dims)), name);
 }
 
-ValueId GraphBuilder::add(ValueId a, ValueId b, const std::string& n) {
-  return op(OpKind::kAdd, {a, b}, {}, n);
-}
-ValueId GraphBuilder::sub(ValueId a, ValueId b, const std::string& n) {
-  return op(OpKind::kSub, {a, b}, {}, n);
-}
-ValueId GraphBuilder::mul(ValueId a, ValueId b, const std::string& n) {
-  return op(OpKind::kMul, {a, b}, {}, n);
-}
-ValueId GraphBuilder::div(ValueId a, ValueId b, const std::string& n) {
-  return op(OpKind::kDiv, {a, b}, {}, n);
-}
+// The elementwise ops: one node of their kind over their operands, no attrs.
+#define TS_UNARY(fn, kind) \
+  ValueId GraphBuilder::fn(ValueId x, const std::string& n) { return op(OpKind::kind, {x}, {}, n); }
+#define TS_BINARY(fn, kind)                                              \
+  ValueId GraphBuilder::fn(ValueId a, ValueId b, const std::string& n) { \
+    return op(OpKind::kind, {a, b}, {}, n);                              \
+  }
+TS_BINARY(add, kAdd)
+TS_BINARY(sub, kSub)
+TS_BINARY(mul, kMul)
+TS_BINARY(div, kDiv)
+TS_BINARY(bias_gelu, kBiasGelu)
+TS_UNARY(gelu, kGelu)
+TS_UNARY(relu, kRelu)
+TS_UNARY(exp, kExp)
+TS_UNARY(log, kLog)
+TS_UNARY(tanh, kTanh)
+TS_UNARY(silu, kSilu)
+TS_UNARY(sigmoid, kSigmoid)
+TS_UNARY(sqrt, kSqrt)
+TS_UNARY(rsqrt, kRsqrt)
+#undef TS_UNARY
+#undef TS_BINARY
 
 ValueId GraphBuilder::scale(ValueId x, float alpha, const std::string& n) {
   Attrs a;
   scale_factor(a) = alpha;
   return op(OpKind::kScale, {x}, std::move(a), n);
-}
-
-ValueId GraphBuilder::gelu(ValueId x, const std::string& n) {
-  return op(OpKind::kGelu, {x}, {}, n);
-}
-ValueId GraphBuilder::relu(ValueId x, const std::string& n) {
-  return op(OpKind::kRelu, {x}, {}, n);
-}
-ValueId GraphBuilder::exp(ValueId x, const std::string& n) { return op(OpKind::kExp, {x}, {}, n); }
-ValueId GraphBuilder::log(ValueId x, const std::string& n) { return op(OpKind::kLog, {x}, {}, n); }
-ValueId GraphBuilder::tanh(ValueId x, const std::string& n) {
-  return op(OpKind::kTanh, {x}, {}, n);
-}
-
-ValueId GraphBuilder::bias_gelu(ValueId x, ValueId bias, const std::string& n) {
-  return op(OpKind::kBiasGelu, {x, bias}, {}, n);
 }
 
 ValueId GraphBuilder::dropout(ValueId x, float p, uint64_t seed, const std::string& key,
@@ -144,19 +139,6 @@ ValueId GraphBuilder::linear_cross_entropy(ValueId h, ValueId w, ValueId labels,
   a.dim2 = embed_dim;
   return tuple_get(op(OpKind::kLinearCrossEntropy, {h, w, labels}, std::move(a), n), 0,
                    n + ".loss");
-}
-
-ValueId GraphBuilder::silu(ValueId x, const std::string& n) {
-  return op(OpKind::kSilu, {x}, {}, n);
-}
-ValueId GraphBuilder::sigmoid(ValueId x, const std::string& n) {
-  return op(OpKind::kSigmoid, {x}, {}, n);
-}
-ValueId GraphBuilder::sqrt(ValueId x, const std::string& n) {
-  return op(OpKind::kSqrt, {x}, {}, n);
-}
-ValueId GraphBuilder::rsqrt(ValueId x, const std::string& n) {
-  return op(OpKind::kRsqrt, {x}, {}, n);
 }
 
 ValueId GraphBuilder::rmsnorm(ValueId x, ValueId gamma, const std::string& dim, float eps,
