@@ -16,8 +16,7 @@ WeightVersions::WeightVersions(Mode mode, ParamStore& master, int copies, const 
     offset_[e.name] = total_bytes_;
     total_bytes_ += (e.value.nbytes() + 63) / 64 * 64;
   }
-  const int buffers = mode_ == Mode::kPredict ? 1 : copies;
-  copies_.resize(buffers);
+  copies_.resize(mode_ == Mode::kPredict ? 1 : copies);
   for (Copy& c : copies_)
     c.data = master_.backend().allocate(MemorySpace::kDevice, std::max<size_t>(total_bytes_, 64));
 }
@@ -33,11 +32,6 @@ void WeightVersions::bind(Program& program, uint8_t* base) {
                           : master_.at(name).value.device_f32();
     program.bind_param(name, storage);
   }
-}
-
-void WeightVersions::copy_master(uint8_t* base) {
-  for (const ParamEntry& e : master_.entries())
-    master_.backend().copy(base + offset_.at(e.name), e.value.device_f32(), e.value.nbytes());
 }
 
 void WeightVersions::count_versions() {
@@ -87,7 +81,9 @@ void WeightVersions::before_forward(int microbatch, Program& program) {
       TS_THROW("weight stashing: micro-batch ", microbatch, " needs a copy of weight version ",
                version_, " but all ", copies_.size(),
                " copies hold versions of micro-batches in flight");
-    copy_master(copies_[chosen].data.data());
+    for (const ParamEntry& e : master_.entries())  // the master's current weights
+      master_.backend().copy(copies_[chosen].data.data() + offset_.at(e.name), e.value.device_f32(),
+                             e.value.nbytes());
     copies_[chosen].version = version_;
   }
   ++copies_[chosen].users;

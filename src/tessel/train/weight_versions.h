@@ -58,7 +58,6 @@ class WeightVersions {
     int users = 0;
   };
   void bind(Program& program, uint8_t* base);
-  void copy_master(uint8_t* base);
   void count_versions();
 
   Mode mode_;
