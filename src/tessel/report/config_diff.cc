@@ -17,13 +17,11 @@ std::vector<std::string> differing_keys(const std::vector<nlohmann::json>& confi
   std::vector<std::string> out;
   for (const std::string& key : keys) {
     if (std::find(excluded.begin(), excluded.end(), key) != excluded.end()) continue;
-    bool differs = false;
-    for (const nlohmann::json* c : known)
-      if (!c->contains(key) || (*c)[key] != (*known.front())[key]) {  // front is checked first
-        differs = true;
-        break;
-      }
-    if (differs) out.push_back(key);
+    const auto differs = [&](const nlohmann::json* c) {
+      return !c->contains(key) || (*c)[key] != (*known.front())[key];
+    };
+    // known.front() is checked first: past it, it holds the key.
+    if (std::any_of(known.begin(), known.end(), differs)) out.push_back(key);
   }
   return out;
 }
