@@ -14,14 +14,10 @@ namespace {
 
 struct TokenizeOptions {
   std::vector<std::string> inputs;
-  std::string separator, out, model;
-  bool has_separator = false;
+  std::optional<std::string> separator;  // set by --separator, even to ""
+  std::string out, model;
   TokenizerTraining training;
 };
-
-std::optional<std::string> separator_of(const TokenizeOptions& o) {
-  return o.has_separator ? std::optional<std::string>(o.separator) : std::nullopt;
-}
 
 void add_input_options(CLI::App* sub, TokenizeOptions& o) {
   sub->add_option("--input", o.inputs,
@@ -29,11 +25,7 @@ void add_input_options(CLI::App* sub, TokenizeOptions& o) {
                   "unless --separator)")
       ->required();
   sub->add_option_function<std::string>(
-      "--separator",
-      [&o](const std::string& s) {
-        o.separator = s;
-        o.has_separator = true;
-      },
+      "--separator", [&o](const std::string& s) { o.separator = s; },
       "lines holding only this separate documents (e.g. %; \"\": a blank line)");
   sub->add_option("--out", o.out, "output file")->required();
 }
@@ -43,7 +35,7 @@ int run_train(const TokenizeOptions& o) {
   const std::vector<std::string> files = list_text_files(o.inputs, &skipped);
   std::vector<std::string> documents;
   int64_t bytes = 0;
-  for_each_document(files, separator_of(o), [&](std::string_view text, const std::string&) {
+  for_each_document(files, o.separator, [&](std::string_view text, const std::string&) {
     documents.emplace_back(text);
     bytes += static_cast<int64_t>(text.size());
   });
@@ -63,7 +55,7 @@ int run_encode(const TokenizeOptions& o) {
   const std::vector<std::string> files = list_text_files(o.inputs, &skipped);
   TokenFileWriter writer(o.out, t.vocab(), t.hash());
   int64_t bytes = 0;
-  for_each_document(files, separator_of(o), [&](std::string_view text, const std::string& source) {
+  for_each_document(files, o.separator, [&](std::string_view text, const std::string& source) {
     writer.add_document(t.encode_document(text), source);
     bytes += static_cast<int64_t>(text.size());
   });
