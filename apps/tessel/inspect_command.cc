@@ -92,10 +92,8 @@ int run_inspect(const InspectOptions& opt) {
     std::printf("  %-8s %12.0f\n", axis.c_str(), bytes);
   std::printf("\nnodes: %d global, %d local; %d instructions\n", graph.size(), local.graph.size(),
               program.instruction_count());
-  std::printf("FLOPs per step (whole model): %.3f G\n", [&] {
-    std::vector<bool> all(graph.size(), true);
-    return graph.flops(all) / 1e9;
-  }());
+  std::printf("FLOPs per step (whole model): %.3f G\n",
+              graph.flops(std::vector<bool>(graph.size(), true)) / 1e9);
   std::printf("arena on this rank (activations, gradients, scratch; planned peak): %.2f MiB\n",
               program.arena_bytes() / 1048576.0);
   return 0;
