@@ -1,5 +1,6 @@
 #include "plan_published.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "commands.h"
@@ -120,13 +121,10 @@ int compare_published(const CompareRequest& c, const plan::HardwareModel& hw) {
   const plan::PlanResult r = plan::search_plans(q, hw);
   // Of the unstated knobs' choices, the fastest that fits the device, else the fastest.
   const int64_t device = hw.device_memory_bytes();
-  const plan::Plan* chosen = &r.plans.front();
-  for (const plan::Plan& p : r.plans)
-    if (device > 0 && p.prediction.peak_bytes <= device) {
-      chosen = &p;
-      break;
-    }
-  const plan::Plan& p = *chosen;
+  const auto fitting = std::find_if(r.plans.begin(), r.plans.end(), [&](const plan::Plan& p) {
+    return device > 0 && p.prediction.peak_bytes <= device;
+  });
+  const plan::Plan& p = fitting != r.plans.end() ? *fitting : r.plans.front();
   const double published_s = plan::published_step_seconds(c.run, c.model);
   const double flops = plan::narayanan_step_flops(c.model, c.run.flops_with_recompute);
   const double step = p.prediction.step_s;
