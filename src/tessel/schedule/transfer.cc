@@ -13,31 +13,27 @@ Transfer transfer_of(const Schedule& s, int rank, int index) {
     TS_THROW("schedule '", s.name, "': ", describe_action(s, rank, index), ": ", why);
   };
   Transfer t;
-  int other = 0;
   switch (a.kind) {
     case ActionKind::kSendActivation:
       if (stage == last) fail("the last stage has no next stage to send an activation to");
       t = {false, stage, stage + 1, a.microbatch};
-      other = stage + 1;
       break;
     case ActionKind::kRecvActivation:
       if (stage == 0) fail("stage 0 reads the batch and receives no activation");
       t = {false, stage - 1, stage, a.microbatch};
-      other = stage - 1;
       break;
     case ActionKind::kSendGradient:
       if (stage == 0) fail("stage 0 has no previous stage to send a gradient to");
       t = {true, stage, stage - 1, a.microbatch};
-      other = stage - 1;
       break;
     case ActionKind::kRecvGradient:
       if (stage == last) fail("the last stage starts its backward from the loss, not a recv");
       t = {true, stage + 1, stage, a.microbatch};
-      other = stage + 1;
       break;
     default:
       TS_CHECK(false, describe_action(s, rank, index), " is not a send or recv");
   }
+  const int other = t.src_stage == stage ? t.dst_stage : t.src_stage;
   if (a.peer != s.rank_of_stage(other))
     TS_THROW("schedule '", s.name, "': ", describe_action(s, rank, index), ": peer should be rank ",
              s.rank_of_stage(other), ", which holds stage ", other, ", not ", a.peer);
