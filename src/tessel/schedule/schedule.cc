@@ -3,6 +3,8 @@
 // pass.
 #include "tessel/schedule/schedule.h"
 
+#include <algorithm>
+
 #include "tessel/base/error.h"
 #include "tessel/schedule/builders.h"
 #include "tessel/schedule/communication.h"
@@ -18,11 +20,9 @@ const std::vector<std::string>& schedule_names() {
 namespace {
 
 void check_arguments(const std::string& name, int ranks, int microbatches, int chunks) {
-  bool known = false;
-  for (const std::string& n : schedule_names()) known = known || n == name;
-  if (!known)
-    TS_THROW("unknown pipeline schedule '", name,
-             "'; valid schedules: ", str_join(schedule_names(), ", "));
+  const std::vector<std::string>& names = schedule_names();
+  if (std::find(names.begin(), names.end(), name) == names.end())
+    TS_THROW("unknown pipeline schedule '", name, "'; valid schedules: ", str_join(names, ", "));
   if (ranks < 1) TS_THROW("schedule '", name, "': pipeline ranks must be >= 1, got ", ranks);
   if (microbatches < 1)
     TS_THROW("schedule '", name, "': micro-batches must be >= 1, got ", microbatches);
@@ -56,14 +56,13 @@ RankOrders compute_order(const std::string& name, int p, int m, int v) {
 
 Schedule make_schedule(const std::string& name, int ranks, int microbatches, int chunks) {
   check_arguments(name, ranks, microbatches, chunks);
-  Schedule s;
-  s.name = name;
-  s.ranks = ranks;
-  s.chunks = chunks;
-  s.microbatches = microbatches;
-  s.asynchronous = name == "pipedream" || name == "2bw" || name == "xpipe";
-  s.split_backward = name == "zb-h1";
-  s.actions = compute_order(name, ranks, microbatches, chunks);
+  Schedule s{.name = name,
+             .ranks = ranks,
+             .chunks = chunks,
+             .microbatches = microbatches,
+             .asynchronous = name == "pipedream" || name == "2bw" || name == "xpipe",
+             .split_backward = name == "zb-h1",
+             .actions = compute_order(name, ranks, microbatches, chunks)};
   if (!s.asynchronous)
     for (std::vector<Action>& list : s.actions) list.push_back({ActionKind::kOptimizerStep});
   insert_communication(s);
