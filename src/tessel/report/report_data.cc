@@ -1,5 +1,6 @@
 #include "tessel/report/report_data.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -180,11 +181,9 @@ json report_data(const std::vector<RunData>& runs, const json& plan_points) {
   for (const char* c : {"steps", "final loss", "final val loss", "baseline"})
     data["columns"].push_back(c);
   // Restarts: a column only when some run was resumed.
-  for (const RunData& run : runs)
-    if (!restarts_text(run).empty()) {
-      data["columns"].push_back("restarts");
-      break;
-    }
+  if (std::any_of(runs.begin(), runs.end(),
+                  [](const RunData& run) { return !restarts_text(run).empty(); }))
+    data["columns"].push_back("restarts");
 
   std::set<std::string> models, datasets;
   for (const RunData& run : runs) {
