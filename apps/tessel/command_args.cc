@@ -14,14 +14,11 @@ std::string option_value(const std::vector<std::string>& args, const std::string
 std::vector<std::string> without_option(const std::vector<std::string>& args,
                                         const std::string& name) {
   std::vector<std::string> out;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == name) {
-      ++i;
-      continue;
-    }
-    if (args[i].rfind(name + "=", 0) == 0) continue;
-    out.push_back(args[i]);
-  }
+  for (size_t i = 0; i < args.size(); ++i)
+    if (args[i] == name)
+      ++i;  // and its value
+    else if (args[i].rfind(name + "=", 0) != 0)
+      out.push_back(args[i]);
   return out;
 }
 
