@@ -44,7 +44,6 @@ void arm_fault_injection(int world_rank) {
   if (!spec || !*spec) return;
   int64_t rank = -1, step = -1, lose = 0;
   std::string point, after_file;
-  bool has_after_file = false;
   std::stringstream in(spec);
   std::string item;
   while (std::getline(in, item, ',')) {
@@ -61,12 +60,11 @@ void arm_fault_injection(int world_rank) {
       else if (key == "lose")
         lose = std::stoll(value);
       else if (key == "after_file") {
-        if (has_after_file)
+        if (!after_file.empty())  // set once, never to ""
           TS_THROW("TESSEL_FAULT_INJECT: 'after_file' given twice in '", spec, "'");
         if (value.empty())
           TS_THROW("TESSEL_FAULT_INJECT: 'after_file' needs a path, got '", item, "' in '", spec,
                    "'");
-        has_after_file = true;
         after_file = value;
       } else
         TS_THROW("TESSEL_FAULT_INJECT: unknown key '", key, "' in '", spec,
