@@ -357,7 +357,8 @@ void EinsumBf16::run(const void* a, const void* b, void* out, void* scratch,
   uint8_t* const pad = c_copy + p.c_bytes;
   if (p.route == Bf16Route::kWidenedF32) {
     float *a32 = reinterpret_cast<float*>(copies[0]), *b32 = reinterpret_cast<float*>(copies[1]);
-    float* c32 = reinterpret_cast<float*>(c_copy);
+    // A bf16 output: the f32 result staged, then rounded into it.
+    float* c32 = p.operands.out ? reinterpret_cast<float*>(c_copy) : static_cast<float*>(out);
     for (int i = 0; i < 2; ++i) {
       float* widened = reinterpret_cast<float*>(copies[i]);
       if (p.given_bf16(i))
@@ -365,12 +366,8 @@ void EinsumBf16::run(const void* a, const void* b, void* out, void* scratch,
       else
         round_bf16_in_f32(static_cast<const float*>(inputs[i]), widened, p.in[i].numel);
     }
-    if (!p.operands.out) {
-      einsum(p.plan, a32, b32, static_cast<float*>(out), reinterpret_cast<float*>(pad));
-      return;
-    }
     einsum(p.plan, a32, b32, c32, reinterpret_cast<float*>(pad));
-    round_to_bf16(c32, static_cast<uint16_t*>(out), p.c_numel);
+    if (p.operands.out) round_to_bf16(c32, static_cast<uint16_t*>(out), p.c_numel);
     return;
   }
   TS_CHECK(p.mm, "einsum bf16: primitives were not created (a plan-only instance)");
