@@ -99,9 +99,7 @@ uint64_t shape_bytes(const std::vector<int64_t>& shape, size_t itemsize, const s
 }
 
 std::string shape_str(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
+  return "[" + str_join(shape, ", ") + "]";
 }
 
 // A non-negative JSON integer no larger than `limit`, or throws.
