@@ -57,9 +57,8 @@ void check_sizes(const py::array& a, const Shape& shape, const std::string& what
   bool same = a.ndim() == shape.rank();
   for (int i = 0; same && i < shape.rank(); ++i) same = a.shape(i) == shape[i].size;
   if (same) return;
-  std::string sizes = "(";
-  for (py::ssize_t i = 0; i < a.ndim(); ++i) sizes += (i ? ", " : "") + std::to_string(a.shape(i));
-  TS_THROW(what, " has shape ", shape.to_string(), "; the array's sizes are ", sizes,
+  TS_THROW(what, " has shape ", shape.to_string(), "; the array's sizes are (",
+           str_join(std::vector<py::ssize_t>(a.shape(), a.shape() + a.ndim()), ", "),
            a.ndim() == 1 ? ",)" : ")");
 }
 
