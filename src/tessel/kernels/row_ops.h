@@ -55,46 +55,38 @@ inline float extreme(const float* x, int64_t n, float fill, Pick pick) {
   return acc[0];
 }
 
+// The row's sum of `add(acc, v)` terms from 0, padded with `fill` (whose
+// term is 0) and combined in the fixed tree.
+template <typename Add>
+inline float sum_terms(const float* x, int64_t n, float fill, Add add) {
+  float acc[kRowLanes] = {};
+  int64_t i = 0;
+  for (; i + kRowLanes <= n; i += kRowLanes) {
+#pragma omp simd
+    for (int k = 0; k < kRowLanes; ++k) acc[k] = add(acc[k], x[i + k]);
+  }
+  if (i < n) {
+    float buf[kRowLanes];
+    load_tail(x + i, n - i, fill, buf);
+#pragma omp simd
+    for (int k = 0; k < kRowLanes; ++k) acc[k] = add(acc[k], buf[k]);
+  }
+  return combine_sum(acc);
+}
+
 }  // namespace row_detail
 
 // x (n) -> sum_i x[i]
 inline float row_sum(const float* x, int64_t n) {
-  float acc[kRowLanes] = {};
-  int64_t i = 0;
-  for (; i + kRowLanes <= n; i += kRowLanes) {
-#pragma omp simd
-    for (int k = 0; k < kRowLanes; ++k) acc[k] += x[i + k];
-  }
-  if (i < n) {
-    float buf[kRowLanes];
-    row_detail::load_tail(x + i, n - i, 0.0f, buf);
-#pragma omp simd
-    for (int k = 0; k < kRowLanes; ++k) acc[k] += buf[k];
-  }
-  return row_detail::combine_sum(acc);
+  return row_detail::sum_terms(x, n, 0.0f, [](float acc, float v) { return acc + v; });
 }
 
 // x (n) -> sum_i (x[i] - shift)^2
 inline float row_sum_sq_dev(const float* x, float shift, int64_t n) {
-  float acc[kRowLanes] = {};
-  int64_t i = 0;
-  for (; i + kRowLanes <= n; i += kRowLanes) {
-#pragma omp simd
-    for (int k = 0; k < kRowLanes; ++k) {
-      const float d = x[i + k] - shift;
-      acc[k] = fmadd(d, d, acc[k]);
-    }
-  }
-  if (i < n) {
-    float buf[kRowLanes];
-    row_detail::load_tail(x + i, n - i, shift, buf);
-#pragma omp simd
-    for (int k = 0; k < kRowLanes; ++k) {
-      const float d = buf[k] - shift;
-      acc[k] = fmadd(d, d, acc[k]);
-    }
-  }
-  return row_detail::combine_sum(acc);
+  return row_detail::sum_terms(x, n, shift, [shift](float acc, float v) {
+    const float d = v - shift;
+    return fmadd(d, d, acc);
+  });
 }
 
 // a (n), b (n) -> sum_i a[i] b[i]
