@@ -421,14 +421,11 @@ int Launcher::run() {
         "lost\n",
         attempt, seconds, describe(status).c_str(), static_cast<long long>(kept), seconds - useful);
     first_step_ = kept;
-    if (!shrink_for_lost_ranks(standby)) {
+    const bool shrunk = shrink_for_lost_ranks(standby);  // false: the job cannot go on
+    if (!shrunk || attempt == opt_.max_restarts) {
       dismiss(standby);
-      std::printf("launch: giving up; %.1f s lost\n", lost);
-      return 1;
-    }
-    if (attempt == opt_.max_restarts) {
-      dismiss(standby);
-      std::printf("launch: giving up after %d restart(s); %.1f s lost\n", opt_.max_restarts, lost);
+      std::printf("launch: giving up%s; %.1f s lost\n",
+                  shrunk ? str_cat(" after ", opt_.max_restarts, " restart(s)").c_str() : "", lost);
       return 1;
     }
     ++attempt;
