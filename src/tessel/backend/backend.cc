@@ -1,5 +1,7 @@
 #include "tessel/backend/backend.h"
 
+#include <utility>
+
 #include "tessel/backend/cpu/cpu_backend.h"
 #include "tessel/base/error.h"
 
@@ -29,13 +31,10 @@ DeviceMemory::DeviceMemory(Backend* owner, MemorySpace space, uint8_t* data, siz
 DeviceMemory& DeviceMemory::operator=(DeviceMemory&& other) noexcept {
   if (this != &other) {
     reset();
-    owner_ = other.owner_;
+    owner_ = std::exchange(other.owner_, nullptr);
     space_ = other.space_;
-    data_ = other.data_;
-    bytes_ = other.bytes_;
-    other.owner_ = nullptr;
-    other.data_ = nullptr;
-    other.bytes_ = 0;
+    data_ = std::exchange(other.data_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
   }
   return *this;
 }
