@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <utility>
 
 #include "tessel/base/error.h"
 #include "tessel/base/philox.h"
@@ -119,7 +120,7 @@ TokenFile TokenFile::open(const std::string& path) {
 
 TokenFile::TokenFile(TokenFile&& o) noexcept
     : path_(std::move(o.path_)),
-      map_(o.map_),
+      map_(std::exchange(o.map_, nullptr)),
       map_bytes_(o.map_bytes_),
       data_(o.data_),
       ends_(o.ends_),
@@ -127,9 +128,7 @@ TokenFile::TokenFile(TokenFile&& o) noexcept
       tokens_(o.tokens_),
       documents_(o.documents_),
       tokenizer_hash_(o.tokenizer_hash_),
-      width_(o.width_) {
-  o.map_ = nullptr;
-}
+      width_(o.width_) {}
 
 TokenFile::~TokenFile() {
   if (map_) ::munmap(map_, map_bytes_);
