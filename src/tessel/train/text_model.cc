@@ -50,10 +50,8 @@ TextModel::Compiled TextModel::compile(int64_t batch) {
   config.loss = "unfused";
   TaskGraph g = build_model(config, b, batch, /*training=*/false);  // no dropout
   TS_CHECK(g.logits, "model '", info_.config.model, "' has no logits to sample from");
-  Compiled c;
-  c.program = std::make_unique<Program>(graph, std::vector<ValueId>{*g.logits, g.loss});
-  c.logits = *g.logits;
-  c.loss = g.loss;
+  Compiled c{std::make_unique<Program>(graph, std::vector<ValueId>{*g.logits, g.loss}), *g.logits,
+             g.loss};
   if (params_)
     for (ParamEntry& e : params_->entries()) c.program->bind_param(e.name, e.value.device_f32());
   return c;
