@@ -83,8 +83,7 @@ void bind_program(py::module_& m) {
           py::arg("name"), py::arg("array"))
       .def(
           "init_params",
-          [](py::object self, uint64_t seed) {
-            PyProgram& p = self.cast<PyProgram&>();
+          [](PyProgram& p, uint64_t seed) {
             p.store = std::make_unique<ParamStore>(p.program->graph(), p.program->backend(), seed);
             py::dict out;
             for (ParamEntry& e : p.store->entries()) {
@@ -100,20 +99,18 @@ void bind_program(py::module_& m) {
           "nothing; bind_param binds an array of your own).")
       .def(
           "input",
-          [](py::object self, const std::string& name) {
-            PyProgram& p = self.cast<PyProgram&>();
+          [](PyProgram& p, const std::string& name) {
             return copy_out(p, p.program->input_id(name));
           },
           py::arg("name"), "A copy of the input's current value.")
       .def("set_input", &copy_input, py::arg("name"), py::arg("array"),
            "Copies an array into the input's storage.")
       .def(
-          "output", [](py::object self, ValueId v) { return copy_out(self.cast<PyProgram&>(), v); },
-          py::arg("value"), "A copy of a kept value, as the last run left it.")
+          "output", [](PyProgram& p, ValueId v) { return copy_out(p, v); }, py::arg("value"),
+          "A copy of a kept value, as the last run left it.")
       .def(
           "run",
-          [](py::object self, py::kwargs inputs) {
-            PyProgram& p = self.cast<PyProgram&>();
+          [](PyProgram& p, py::kwargs inputs) {
             for (auto item : inputs) copy_input(p, py::cast<std::string>(item.first), item.second);
             computing([&] { p.program->run(); });
             py::list out;

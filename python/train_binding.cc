@@ -136,8 +136,7 @@ void bind_train(py::module_& m) {
            "Parameters, optimizer state and run state; the next step continues the saved run.")
       .def(
           "params",
-          [](py::object self) {
-            Trainer& t = self.cast<Trainer&>();
+          [](Trainer& t) {
             py::dict out;
             for (ParamEntry& e : t.params().entries()) out[py::str(e.name)] = to_numpy(e.value);
             return out;
