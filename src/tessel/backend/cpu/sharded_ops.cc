@@ -18,20 +18,13 @@
 namespace tessel {
 namespace {
 
-// Copies `ranks` blocks of (outer, len, inner), len = a.n, between
-// "rank-major" [r][outer][len][inner] and "dim-major" [outer][r*len][inner]
-// layouts.
-void rank_major_to_dim_major(const float* src, float* dst, int64_t ranks, const Around& a) {
-  // dst sizes (outer, ranks, len, inner); src strides for them.
-  const int64_t sizes[4] = {a.outer, ranks, a.n, a.inner};
-  const int64_t strides[4] = {a.n * a.inner, a.outer * a.n * a.inner, a.inner, 1};
-  kernels::expand(src, strides, dst, sizes, 4);
-}
-void dim_major_to_rank_major(const float* src, float* dst, int64_t ranks, const Around& a) {
-  // dst sizes (ranks, outer, len, inner); src strides in the (outer, ranks*len, inner) layout.
-  const int64_t sizes[4] = {ranks, a.outer, a.n, a.inner};
-  const int64_t strides[4] = {a.n * a.inner, ranks * a.n * a.inner, a.inner, 1};
-  kernels::expand(src, strides, dst, sizes, 4);
+// src [x][y][block] -> dst [y][x][block]: with x the ranks and y the outer
+// dims, "rank-major" [r][outer][len][inner] to "dim-major"
+// [outer][r*len][inner] (block = len * inner); swapped, back.
+void swap_leading(const float* src, float* dst, int64_t x, int64_t y, int64_t block) {
+  const int64_t sizes[3] = {y, x, block};  // dst's; src strides for them
+  const int64_t strides[3] = {block, y * block, 1};
+  kernels::expand(src, strides, dst, sizes, 3);
 }
 
 void all_gather(const OpCall& call, Communicator& comm) {
@@ -44,7 +37,7 @@ void all_gather(const OpCall& call, Communicator& comm) {
   }
   float* buf = static_cast<float*>(call.scratch);
   comm.all_gather(in_f32(call, 0), buf, x.numel(), call.node.name);
-  rank_major_to_dim_major(buf, out, call.node.attrs.count, a);
+  swap_leading(buf, out, call.node.attrs.count, a.outer, a.n * a.inner);
 }
 
 // An all-gather carrying bf16 (OpCall::bf16_out): the input rounded to bf16
@@ -92,7 +85,7 @@ void reduce_scatter(const OpCall& call, Communicator& comm) {
   const float* in = in_f32(call, 0);
   if (a.outer != 1) {
     float* buf = static_cast<float*>(call.scratch);
-    dim_major_to_rank_major(in, buf, call.node.attrs.count, a);
+    swap_leading(in, buf, a.outer, call.node.attrs.count, a.n * a.inner);
     in = buf;
   }
   float* out = static_cast<float*>(call.out);
