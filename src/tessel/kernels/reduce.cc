@@ -101,6 +101,12 @@ inline void accumulate(ReduceOp op, float* acc, const float* row, int64_t w) {
   }
 }
 
+// y (w) /= count: a mean's sums to means.
+inline void divide(float* y, int64_t w, float count) {
+#pragma omp simd
+  for (int64_t i = 0; i < w; ++i) y[i] /= count;
+}
+
 // x (outer, red, inner) -> y (outer, inner)
 void reduce_3d(ReduceOp op, const float* x, int64_t outer, int64_t red, int64_t inner, float* y) {
   const bool mean = op == ReduceOp::kMean;
@@ -141,9 +147,7 @@ void reduce_3d(ReduceOp op, const float* x, int64_t outer, int64_t red, int64_t 
     }
     std::copy(partial, partial + inner, y);
     for (int64_t c = 1; c < chunks; ++c) accumulate(op, y, partial + c * inner, inner);
-    if (mean) {
-      for (int64_t i = 0; i < inner; ++i) y[i] /= count;
-    }
+    if (mean) divide(y, inner, count);
   } else if (outer == 1) {
     // Reduced dims leading, wide rows (e.g. a bias gradient): threads split the
     // columns; every column is summed over all rows in the same fixed order (blocks
@@ -168,10 +172,7 @@ void reduce_3d(ReduceOp op, const float* x, int64_t outer, int64_t red, int64_t 
             accumulate(op, yt, part, w);
           }
         }
-        if (mean) {
-#pragma omp simd
-          for (int64_t i = 0; i < w; ++i) yt[i] /= count;
-        }
+        if (mean) divide(yt, w, count);
       }
     }
   } else {
@@ -185,10 +186,7 @@ void reduce_3d(ReduceOp op, const float* x, int64_t outer, int64_t red, int64_t 
       float* yt = y + o * inner + c0;
       std::copy(xo, xo + w, yt);
       for (int64_t r = 1; r < red; ++r) accumulate(op, yt, xo + r * inner, w);
-      if (mean) {
-#pragma omp simd
-        for (int64_t i = 0; i < w; ++i) yt[i] /= count;
-      }
+      if (mean) divide(yt, w, count);
     }
   }
 }
