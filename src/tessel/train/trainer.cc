@@ -76,14 +76,10 @@ size_t Trainer::arena_bytes() const { return engine_->arena_bytes(); }
 
 size_t Trainer::eval_arena_bytes() const { return engine_->eval_arena_bytes(); }
 
-const Program& Trainer::train_program() const {
+Program& Trainer::train_program() {
   if (pipeline_engine())
     TS_THROW("a pipelined or micro-batched run has one program per stage, not one");
   return *engine_->compiled().train.program;
-}
-
-Program& Trainer::train_program() {
-  return const_cast<Program&>(std::as_const(*this).train_program());
 }
 
 StepResult Trainer::step() {

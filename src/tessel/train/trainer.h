@@ -118,7 +118,6 @@ class Trainer {
   size_t arena_bytes() const;
   size_t eval_arena_bytes() const;
   // The single training program (not for pipelines or micro-batches: see pipeline()).
-  const Program& train_program() const;
   Program& train_program();
   int64_t items_per_step() const { return config_.batch * task_->items_per_row(); }
   // The pipeline (a `pipe` mesh axis or several micro-batches), or nullptr.
