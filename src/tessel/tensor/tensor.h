@@ -22,10 +22,7 @@ class Tensor {
   int64_t numel() const { return shape_.numel(); }
   size_t nbytes() const { return storage_.size(); }
 
-  float* f32() { return storage_.as<float>(); }
-  const float* f32() const { return storage_.as<float>(); }
   void* raw() { return storage_.data(); }
-  const void* raw() const { return storage_.data(); }
 
  private:
   Shape shape_;
