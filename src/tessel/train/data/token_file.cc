@@ -145,16 +145,11 @@ uint32_t TokenFile::raw_token(int64_t i) const {
   return v;
 }
 
-int32_t TokenFile::token(int64_t i) const {
-  if (i < 0 || i >= tokens_)
-    TS_THROW("token file '", path_, "': token ", i, " is outside its ", tokens_, " tokens");
-  return static_cast<int32_t>(raw_token(i));  // below vocab <= 2^31 (checked on open)
-}
-
 void TokenFile::copy(int64_t begin, int64_t count, int32_t* out) const {
   if (begin < 0 || count < 0 || begin > tokens_ - count)
     TS_THROW("token file '", path_, "': tokens [", begin, ", ", begin + count, ") are outside its ",
              tokens_, " tokens");
+  // Every id is below vocab <= 2^31 (checked on open): int32 holds it.
   for (int64_t i = 0; i < count; ++i) out[i] = static_cast<int32_t>(raw_token(begin + i));
 }
 

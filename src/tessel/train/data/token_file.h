@@ -58,7 +58,6 @@ class TokenFile {
   int64_t document_end(int64_t d) const { return static_cast<int64_t>(ends_[d]); }
   // Tokens [begin, begin + count) as int32 (the bounds are checked).
   void copy(int64_t begin, int64_t count, int32_t* out) const;
-  int32_t token(int64_t i) const;
 
  private:
   TokenFile() = default;
