@@ -23,12 +23,9 @@ RankOrders zero_bubble_h1_order(int ranks, int microbatches) {
     std::vector<Action> list;
     int next_weight = 0;  // micro-batch of the next BW to place
     for (const Action& a : orders[r]) {
-      if (a.kind == ActionKind::kForward) {
-        list.push_back(a);
-        continue;
-      }
-      list.push_back({ActionKind::kBackwardInput, a.microbatch, a.chunk});
-      if (a.microbatch - r >= 0)
+      const bool forward = a.kind == ActionKind::kForward;
+      list.push_back(forward ? a : Action{ActionKind::kBackwardInput, a.microbatch, a.chunk});
+      if (!forward && a.microbatch - r >= 0)
         list.push_back({ActionKind::kBackwardWeight, next_weight++, a.chunk});
     }
     while (next_weight < microbatches)
