@@ -117,10 +117,8 @@ EvalResult Trainer::evaluate() {
     loss += engine_->evaluate(task_->has_accuracy() ? &logits : nullptr);
     if (task_->has_accuracy()) accuracy += task_->accuracy(logits.data(), input, config_.batch);
   }
-  EvalResult r;
-  r.loss = loss / config_.eval_batches;
-  if (task_->has_accuracy()) r.accuracy = accuracy / config_.eval_batches;
-  return r;
+  const double n = static_cast<double>(config_.eval_batches);
+  return {loss / n, task_->has_accuracy() ? std::optional(accuracy / n) : std::nullopt};
 }
 
 int64_t Trainer::parameter_count() const { return engine_->parameter_count(); }
