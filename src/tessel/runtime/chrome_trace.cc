@@ -39,8 +39,7 @@ std::string chrome_trace_json(const std::vector<std::vector<TraceEvent>>& per_ra
                         {"args", args}});
     }
   }
-  nlohmann::json trace = {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
-  return trace.dump();
+  return nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump();
 }
 
 }  // namespace tessel
