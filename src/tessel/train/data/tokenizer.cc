@@ -63,10 +63,9 @@ Tokenizer::~Tokenizer() = default;
 int64_t Tokenizer::vocab() const { return model_ ? model_->GetPieceSize() : 256; }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
-  if (!model_) {
-    std::vector<int32_t> bytes;
-    for (unsigned char c : text) bytes.push_back(c);
-    return bytes;
+  if (!model_) {  // byte-level: each byte is its id
+    const auto* bytes = reinterpret_cast<const unsigned char*>(text.data());
+    return std::vector<int32_t>(bytes, bytes + text.size());
   }
   std::vector<int> ids;
   const auto status = model_->Encode(text, &ids);
