@@ -155,9 +155,8 @@ class Lowering {
     // no later node reads (a gradient) may be all-reduced in the background:
     // the program does not wait for a bucket before a reader runs.
     const bool overlap = is_output_.count(id) > 0 && consumers_[id].empty();
-    ValueId final_value =
+    out_.local_of[id] =
         apply_plan(local, node.shape, node.name, produced, target, "output to target", overlap);
-    out_.local_of[id] = final_value;
   }
 
   // Readers of `v` of `reader`'s kind not lowered yet, `reader` included: a
