@@ -133,10 +133,8 @@ std::string describe(int status) {
   if (WIFSIGNALED(status)) return "mpirun killed by signal " + std::to_string(WTERMSIG(status));
   const int code = WEXITSTATUS(status);
   // mpirun reports a rank killed by signal S as exit status 128 + S.
-  if (code > 128)
-    return "exit status " + std::to_string(code) + " (a rank died of signal " +
-           std::to_string(code - 128) + ")";
-  return "exit status " + std::to_string(code);
+  return str_cat("exit status ", code,
+                 code > 128 ? str_cat(" (a rank died of signal ", code - 128, ")") : "");
 }
 
 // SIGINT/SIGTERM to the launcher: stop the job (no restart) and report.
