@@ -63,13 +63,13 @@ GemmOperand describe(const Shape& s, const std::vector<std::string>& batch,
   int64_t rs = group_stride(s, rows), cs = group_stride(s, cols);
   bool rows_ok = rs >= 0, cols_ok = cs >= 0;
   if (rows_ok && cols_ok && (cs == 1 || cs == 0) && (nrows == 1 || rs >= ncols)) {
-    op.transposed = false;
     op.ld = nrows == 1 ? std::max<int64_t>(ncols, 1) : rs;
   } else if (allow_transpose && rows_ok && cols_ok && rs == 1 && (ncols == 1 || cs >= nrows)) {
     op.transposed = true;
     op.ld = ncols == 1 ? std::max<int64_t>(nrows, 1) : cs;
   } else {
-    op.permute = true;
+    op.permute = true;  // read as the dense [batch, rows, cols] copy
+    op.ld = std::max<int64_t>(ncols, 1);
   }
   std::vector<std::string> canon = batch;
   canon.insert(canon.end(), rows.begin(), rows.end());
@@ -77,10 +77,6 @@ GemmOperand describe(const Shape& s, const std::vector<std::string>& batch,
   for (const auto& d : canon) {
     op.canon_sizes.push_back(s.size(d));
     op.canon_strides.push_back(s.stride(d));
-  }
-  if (op.permute) {
-    op.transposed = false;
-    op.ld = std::max<int64_t>(ncols, 1);
   }
   // Offsets of each batch index: in place from the original strides, or
   // dense [batch, rows, cols] blocks when permuted.
