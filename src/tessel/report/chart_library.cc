@@ -2,7 +2,7 @@
 
 #include <cstdlib>
 #include <fstream>
-#include <sstream>
+#include <iterator>
 
 #include "tessel/base/error.h"
 
@@ -19,9 +19,7 @@ std::string read_chart_library(const std::string& path_arg) {
     TS_THROW("report: cannot read the Chart.js library at '", path,
              "' (install Debian's libjs-chart.js: apt-get install libjs-chart.js, or run "
              "scripts/install-deps.sh)");
-  std::ostringstream text;
-  text << in.rdbuf();
-  const std::string js = text.str();
+  const std::string js((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (js.find("Chart") == std::string::npos)
     TS_THROW("report: '", path, "' does not look like Chart.js (no 'Chart' in it)");
   return js;
