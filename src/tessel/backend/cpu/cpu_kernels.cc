@@ -42,16 +42,17 @@ ReduceArgs reduce_args(const Shape& x, const std::vector<std::string>& dims) {
   return r;
 }
 
-void binary(const OpCall& call, kernels::BinaryOp op) {
+template <kernels::BinaryOp kOp>
+void binary(const OpCall& call) {
   const Shape& out = call.node.shape;
   auto sa = strides_over(in_shape(call, 0), out);
   auto sb = strides_over(in_shape(call, 1), out);
   auto sizes = sizes_of(out);
   if (call.bf16_out)
-    return kernels::binary_to_bf16(op, in_f32(call, 0), sa.data(), in_f32(call, 1), sb.data(),
+    return kernels::binary_to_bf16(kOp, in_f32(call, 0), sa.data(), in_f32(call, 1), sb.data(),
                                    out_bf16(call), sizes.data(), out.rank());
   TS_KERNEL(binary)
-  (op, in_f32(call, 0), sa.data(), in_f32(call, 1), sb.data(), out_f32(call), sizes.data(),
+  (kOp, in_f32(call, 0), sa.data(), in_f32(call, 1), sb.data(), out_f32(call), sizes.data(),
    out.rank());
 }
 
@@ -99,11 +100,6 @@ void einsum(const OpCall& call) {
                     static_cast<float*>(call.scratch));
   }
 }
-
-void add(const OpCall& call) { binary(call, kernels::BinaryOp::kAdd); }
-void sub(const OpCall& call) { binary(call, kernels::BinaryOp::kSub); }
-void mul(const OpCall& call) { binary(call, kernels::BinaryOp::kMul); }
-void div(const OpCall& call) { binary(call, kernels::BinaryOp::kDiv); }
 
 void scale(const OpCall& call) {
   TS_KERNEL(scale)
@@ -291,10 +287,10 @@ CpuKernelTable make_table() {
   auto set = [&t](OpKind kind, CpuKernel kernel) { t[static_cast<size_t>(kind)] = kernel; };
   set(OpKind::kFill, fill);
   set(OpKind::kEinsum, einsum);
-  set(OpKind::kAdd, add);
-  set(OpKind::kSub, sub);
-  set(OpKind::kMul, mul);
-  set(OpKind::kDiv, div);
+  set(OpKind::kAdd, binary<kernels::BinaryOp::kAdd>);
+  set(OpKind::kSub, binary<kernels::BinaryOp::kSub>);
+  set(OpKind::kMul, binary<kernels::BinaryOp::kMul>);
+  set(OpKind::kDiv, binary<kernels::BinaryOp::kDiv>);
   set(OpKind::kScale, scale);
   set(OpKind::kGelu, gelu);
   set(OpKind::kRelu, relu);
