@@ -2,6 +2,7 @@
 // time (plan/search/search.h) and prints the table, the commands that run the
 // plans, optionally --explain (the best plan against the runner-up) or one
 // JSON object (--json). Never loads data or allocates tensors.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -63,6 +64,7 @@ nlohmann::json plan_json(const plan::Plan& p) {
           {"microbatches", c.microbatches},
           {"zero", c.zero},
           {"recompute", c.recompute},
+          {"offload", c.offload},
           {"precision", c.precision},
           {"step_ms", p.prediction.step_s * 1e3},
           {"compute_ms", p.prediction.compute_s * 1e3},
@@ -158,6 +160,7 @@ void print_legend() {
       "  zero         ZeRO stage: 0 none, 1 optimizer state, 2 + gradients, 3 + weights "
       "sharded over data\n"
       "  recompute    activations recomputed in the backward pass: none, selective, blocks\n"
+      "  offload      (where a plan offloads) what lives in host memory: optimizer, activations\n"
       "  step ms      predicted time of one training step\n"
       "  tokens/s     predicted training throughput, all ranks together\n"
       "  TFLOP/s      model FLOPs (recomputation not counted) per second per rank\n"
@@ -298,19 +301,32 @@ int run_plan(PlanOptions opt) {
       "bound, %d skipped for memory, %d costed exactly, %zu fit, in %.3f s\n\n",
       opt.ranks, r.hardware.c_str(), threads.c_str(), r.considered, r.pruned, r.screened, r.bounded,
       r.memory_bounded, r.exact, r.plans.size(), r.search_s);
-  std::printf("%-3s %-24s %-16s %-11s %-2s %-3s %-4s %-10s %9s %10s %8s %6s %10s %7s %s\n", "#",
-              "mesh", "layout", "schedule", "v", "m", "zero", "recompute", "step ms", "tokens/s",
-              "TFLOP/s", "peak", "memory", "bubble", "exposed comm");
+  // An offload column where a shown plan offloads (plan::search_plans: only where nothing fits
+  // without).
+  const bool offloading = std::any_of(r.plans.begin(), r.plans.begin() + shown,
+                                      [](const auto& p) { return p.config.offload != "none"; });
+  auto recompute_cell = [&](const TrainConfig& k) {
+    const std::string offload = k.offload == "none" ? "-" : k.offload;
+    return offloading
+               ? str_cat(k.recompute,
+                         std::string(11 - std::min<size_t>(10, k.recompute.size()), ' '), offload)
+               : k.recompute;
+  };
+  const int recompute_width = offloading ? 33 : 10;
+  std::printf("%-3s %-24s %-16s %-11s %-2s %-3s %-4s %-*s %9s %10s %8s %6s %10s %7s %s\n", "#",
+              "mesh", "layout", "schedule", "v", "m", "zero", recompute_width,
+              offloading ? "recompute  offload" : "recompute", "step ms", "tokens/s", "TFLOP/s",
+              "peak", "memory", "bubble", "exposed comm");
   for (size_t i = 0; i < shown; ++i) {
     const plan::Plan& p = r.plans[i];
     const TrainConfig& k = p.config;
     const bool piped = k.mesh.find("pipe=") != std::string::npos;
     std::printf(
-        "%-3zu %-24s %-16s %-11s %-2lld %-3lld %-4d %-10s %9.2f %10.0f %8.4f %5.1f%% %10s "
+        "%-3zu %-24s %-16s %-11s %-2lld %-3lld %-4d %-*s %9.2f %10.0f %8.4f %5.1f%% %10s "
         "%6.1f%% %s\n",
         i + 1, k.mesh.empty() ? "(1 rank)" : k.mesh.c_str(), p.layout_label.c_str(),
         piped ? k.schedule.c_str() : "-", static_cast<long long>(k.chunks),
-        static_cast<long long>(k.microbatches), k.zero, k.recompute.c_str(),
+        static_cast<long long>(k.microbatches), k.zero, recompute_width, recompute_cell(k).c_str(),
         p.prediction.step_s * 1e3, p.tokens_per_s, p.tflops_per_device, 100 * p.fraction_of_peak,
         plan::format_size(p.prediction.peak_bytes).c_str(),
         100 * p.prediction.bubble_s / p.prediction.step_s, comm_shares(p.prediction).c_str());
@@ -369,6 +385,7 @@ TrainConfig apply_auto_plan(const ConfigOptions& options, TrainConfig config, in
   config.microbatches = chosen.microbatches;
   config.zero = chosen.zero;
   config.recompute = chosen.recompute;
+  config.offload = chosen.offload;
   config.threads = q.cost.threads;
   config.validate();
   if (announce)

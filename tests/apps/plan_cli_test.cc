@@ -222,10 +222,28 @@ TEST_F(PlanCli, APlanThatFitsNowhereNamesTheSmallestPeakAndTheKnobs) {
   expect_error(r, "raise --memory-limit");
   expect_error(r, "--free searches every knob");
   // The device's limit: the way to see the plans anyway.
-  const CliResult d = run_cli("plan --config " + gpt3() + " --recompute none --zero 0");
+  const CliResult d =
+      run_cli("plan --config " + gpt3() + " --recompute none --zero 0 --offload none");
   expect_error(d, "(the device's memory)");
   expect_error(d, "recomputation (--recompute blocks");
+  expect_error(d, "offload (--offload optimizer,activations");
+  expect_error(d, "(fixed in this request: --offload)");
   expect_error(d, "--ignore-device-memory");
+}
+
+// Without recomputation the published 175B plan does not fit an 80 GiB A100;
+// with offload searched (nothing fits without it) its plans do, and their
+// commands say which offload.
+TEST_F(PlanCli, OffloadIsSearchedWhereNothingElseFitsTheDevice) {
+  const CliResult r = run_cli("plan --config " + gpt3() + " --recompute none --zero 0 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json j = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+  ASSERT_FALSE(j["plans"].empty());
+  for (const nlohmann::json& p : j["plans"]) {
+    EXPECT_LE(p["peak_bytes"].get<int64_t>(), int64_t{80} << 30) << p["command"];
+    EXPECT_NE(p["command"].get<std::string>().find("--set offload="), std::string::npos)
+        << p["command"];
+  }
 }
 
 TEST_F(PlanCli, PublishedOnlyFlagsNeedAPublishedRunAndRanksAreRequiredWithoutOne) {

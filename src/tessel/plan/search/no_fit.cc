@@ -56,8 +56,11 @@ std::string no_fit_message(const PlanRequest& q, const NoFit& n) {
                    " sequences each now)", fixed(q.microbatches.has_value(), "--microbatches"));
   out += str_cat("\n  - a smaller context (", c.context, " now) or batch (", c.batch,
                  " now): --set context=... or --set batch=...");
-  // Offload (optimizer state or activations in host memory) is not a knob
-  // yet; when it is, it belongs in this list.
+  if (n.offload_helps && c.offload != "optimizer,activations")
+    out += str_cat(
+        "\n  - offload (--offload optimizer,activations keeps AdamW's moments and the "
+        "stored activations in host memory; ",
+        c.offload, " now)", fixed(q.offload_fixed, "--offload"));
   out += n.limit_is_device
              ? "\nTo see the plans anyway, pass --ignore-device-memory: the table then keeps "
                "plans over the device's memory, each with its predicted peak."

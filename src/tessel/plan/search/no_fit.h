@@ -16,6 +16,7 @@ struct NoFit {
   bool screened = false;          // the exact ones were the best few by screening's estimate
   int64_t limit = 0;              // bytes per rank
   bool limit_is_device = false;   // the device's memory (not --memory-limit)
+  bool offload_helps = false;     // host memory is not the device's (a cluster file)
   TrainConfig smallest;           // the exactly costed plan of the smallest peak
   int64_t smallest_peak = 0;
 };

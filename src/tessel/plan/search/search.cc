@@ -508,9 +508,17 @@ void count_screening(const ScreenedOrder& order, const Screener& screener, PlanR
   TS_THROW(no_fit_message(q, closest));
 }
 
-// One search at the request's offload. When no plan fits, `nothing_fits`
-// (if given) is set to throw the error naming what came closest, and an
-// empty result returns; without it, that error is thrown.
+// One search at the request's offload. When no plan fits, it returns no
+// plans and sets `nothing_fits` to throw the error naming what came closest.
+// Phase 1, screening (screen.h): every live candidate's lower bound, then
+// estimates as the exact phase asks for them, in order of estimate
+// (ScreenedOrder). Phase 2 costs exactly, in that order, until `exact_top`
+// plans fit and the next estimate cannot beat the `exact_top`-th (within
+// screening's margin), at most 4 x `exact_top`. When fewer fit the memory
+// limit, the search goes on (the extension): lean members (lean_sibling) of
+// the groups over it first, then memory-lean plans first, skipping
+// candidates whose model states alone exceed the limit, up to 12 x
+// `exact_top` more exact costs.
 PlanResult search_at_offload(const PlanRequest& q, const HardwareModel& hw,
                              std::function<void()>* nothing_fits) {
   const auto start = std::chrono::steady_clock::now();
@@ -527,19 +535,12 @@ PlanResult search_at_offload(const PlanRequest& q, const HardwareModel& hw,
 
   NoFit closest;  // the smallest peak costed exactly, for the message when nothing fits
   closest.smallest_peak = -1;
+  closest.offload_helps = !hw.host_buffers_on_device();
   std::string first_error;
 
   const Space space = candidates(q, one_node, hw.devices_per_node());
   const std::vector<int> live = live_candidates(q.base, space, &result);
 
-  // Phase 1, screening (screen.h): every live candidate's lower bound, then
-  // estimates as the exact phase asks for them, in order of estimate
-  // (ScreenedOrder). Phase 2 costs exactly, in that order, until
-  // `exact_top` plans fit and the next estimate cannot beat the
-  // `exact_top`-th (within screening's margin), at most 4 x `exact_top`.
-  // When fewer fit the memory limit, the search goes on (the extension): lean members
-  // (lean_sibling) of the groups over it first, then memory-lean plans first, skipping
-  // candidates whose model states alone exceed the limit, up to 12 x `exact_top` more exact costs.
   const bool screen =
       !q.exhaustive && static_cast<int>(live.size()) > q.exact_top &&
       Screener::applies(q.base, q.layout.has_value(), q.recompute ? &*q.recompute : nullptr, hw);
@@ -628,13 +629,10 @@ PlanResult search_at_offload(const PlanRequest& q, const HardwareModel& hw,
   if (screen) count_screening(*order, *screener, &result);
   sort_fastest_first(&result.plans, index_of_plan);
   result.search_s = seconds_since(start);
-  if (result.plans.empty()) {
-    if (!nothing_fits)
-      throw_nothing_fits(q, result, closest, first_error, screen, limit, device_memory);
+  if (result.plans.empty())
     *nothing_fits = [=] {
       throw_nothing_fits(q, result, closest, first_error, screen, limit, device_memory);
     };
-  }
   return result;
 }
 
@@ -651,9 +649,9 @@ std::vector<std::string> offload_choices(const PlanRequest& q, const HardwareMod
 
 PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
   const std::vector<std::string> offloads = offload_choices(q, hw);
-  if (offloads.empty()) return search_at_offload(q, hw, nullptr);
   std::function<void()> nothing_fits;
   PlanResult result = search_at_offload(q, hw, &nothing_fits);
+  if (result.plans.empty() && offloads.empty()) nothing_fits();
   if (!result.plans.empty()) return result;
   std::vector<int> order;  // ties: the earlier offload first
   for (const std::string& offload : offloads) {
