@@ -96,6 +96,9 @@ int run_inspect(const InspectOptions& opt) {
               graph.flops(std::vector<bool>(graph.size(), true)) / 1e9);
   std::printf("arena on this rank (activations, gradients, scratch; planned peak): %.2f MiB\n",
               program.arena_bytes() / 1048576.0);
+  if (program.offloaded_values() > 0)
+    std::printf("offloaded to pinned host memory (offload: activations): %d values, %.2f MiB\n",
+                program.offloaded_values(), program.offload_bytes() / 1048576.0);
   return 0;
 }
 

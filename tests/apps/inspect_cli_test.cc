@@ -123,4 +123,26 @@ TEST(InspectCli, SelectiveUnderSequenceParallelismGathersTheRecomputedNormOnce) 
   std::filesystem::remove_all(dir);
 }
 
+// With offload: activations inspect says how many values the program
+// offloads and their pinned host bytes, which the dry run's host column
+// counts; without it, nothing.
+TEST(InspectCli, SaysWhatOffloadMovesToHostMemory) {
+  const std::filesystem::path dir = tessel::test_dir("inspect_cli_offload");
+  const std::string config = one_block_gpt(dir);
+  const std::string line = "offloaded to pinned host memory (offload: activations): ";
+  const tessel::CliResult plain = tessel::run_cli("inspect --config " + config);
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  EXPECT_EQ(plain.output.find(line), std::string::npos) << plain.output;
+  const tessel::CliResult r =
+      tessel::run_cli("inspect --config " + config + " --offload activations");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const size_t at = r.output.find(line);
+  ASSERT_NE(at, std::string::npos) << r.output;
+  std::istringstream fields(r.output.substr(at + line.size()));
+  int values = 0;
+  fields >> values;
+  EXPECT_GT(values, 0) << r.output;
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
