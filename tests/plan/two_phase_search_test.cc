@@ -33,6 +33,15 @@ TrainConfig gpt_bench() {
   return c;
 }
 
+// A request for gpt_bench() at batch 16 on `ranks` ranks.
+PlanRequest bench_request(int ranks) {
+  PlanRequest q;
+  q.base = gpt_bench();
+  q.base.batch = 16;
+  q.ranks = ranks;
+  return q;
+}
+
 // 8 devices a node, each 10 TFLOP/s with 100 GB/s of memory; NVLink-like
 // and InfiniBand-like links (a cluster file's shape, without its file).
 class Cluster : public HardwareModel {
@@ -111,10 +120,7 @@ TEST(TwoPhaseSearch, GptBenchOnEightRanksRanksTheTopPlansAsTheExhaustiveSearch) 
 
 TEST(TwoPhaseSearch, EightRanksOverTwoNodesRanksTheTopPlansAsTheExhaustiveSearch) {
   const Cluster hw;  // 4 devices a node: every axis order is searched
-  PlanRequest q;
-  q.base = gpt_bench();
-  q.base.batch = 16;
-  q.ranks = 8;
+  PlanRequest q = bench_request(8);
   expect_same_top(q, hw, static_cast<size_t>(q.exact_top));
 }
 
@@ -194,10 +200,7 @@ class OffDeviceCluster : public Cluster {
 // nothing fits.
 TEST(TwoPhaseSearch, OffloadIsSearchedWhenNothingFitsWithoutIt) {
   const OffDeviceCluster hw;
-  PlanRequest q;
-  q.base = gpt_bench();
-  q.base.batch = 16;
-  q.ranks = 4;
+  PlanRequest q = bench_request(4);
   q.exhaustive = true;  // every candidate's peak
   const PlanResult unlimited = search_plans(q, hw);
   q.exhaustive = false;
@@ -273,10 +276,7 @@ TEST(TwoPhaseSearch, StateBytesBoundIsBelowEveryExactPeak) {
 // exhaustive search's.
 TEST(TwoPhaseSearch, TheSearchGoesOnUntilPlansFitTheMemoryLimit) {
   const Cluster hw;
-  PlanRequest q;
-  q.base = gpt_bench();
-  q.base.batch = 16;
-  q.ranks = 8;
+  PlanRequest q = bench_request(8);
   q.exact_top = 6;
   q.exhaustive = true;
   const PlanResult all = search_plans(q, hw);
@@ -412,10 +412,7 @@ TEST(TwoPhaseSearch, ScreeningCountsZero3GathersInTheExactPhasesPrecision) {
 
 TEST(TwoPhaseSearch, TheExactPhaseCostsAtLeastExactTopAndAtMostFourTimesThat) {
   const Cluster hw;  // background progress: the search screens
-  PlanRequest q;
-  q.base = gpt_bench();
-  q.base.batch = 16;
-  q.ranks = 8;
+  PlanRequest q = bench_request(8);
   q.exact_top = 3;
   const PlanResult r = search_plans(q, hw);
   EXPECT_GE(r.exact, 3);

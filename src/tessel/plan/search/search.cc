@@ -648,13 +648,13 @@ std::vector<std::string> offload_choices(const PlanRequest& q, const HardwareMod
 }  // namespace
 
 PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
-  const std::vector<std::string> offloads = offload_choices(q, hw);
+  const std::vector<std::string> choices = offload_choices(q, hw);
   std::function<void()> nothing_fits;
   PlanResult result = search_at_offload(q, hw, &nothing_fits);
-  if (result.plans.empty() && offloads.empty()) nothing_fits();
+  if (result.plans.empty() && choices.empty()) nothing_fits();
   if (!result.plans.empty()) return result;
   std::vector<int> order;  // ties: the earlier offload first
-  for (const std::string& offload : offloads) {
+  for (const std::string& offload : choices) {
     PlanRequest o = q;
     o.base.offload = offload;
     o.overrides.push_back("offload=" + offload);
@@ -674,7 +674,7 @@ PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
       nothing_fits();
     } catch (const Error& e) {
       TS_THROW(e.what(), " (offload was searched too: activations",
-               offloads.size() > 1 ? ", optimizer, both" : "", ")");
+               choices.size() > 1 ? ", optimizer, both" : "", ")");
     }
   }
   sort_fastest_first(&result.plans, order);
