@@ -30,16 +30,10 @@ RankCosts compiled_rank_costs(const std::vector<CompiledRank>& reps, const Compi
                               const Simulator& sim, std::optional<int> pipe_axis,
                               StagePhaseMemo* memo) {
   RankCosts rc;
-  std::vector<StagePhaseCost> own;
-  const std::vector<StagePhaseCost>* phases = &own;
-  if (memo) {  // by the rank's index in `reps`
-    memo->resize(reps.size());
-    auto& kept = (*memo)[&c - reps.data()];
-    if (!kept) kept = phase_costs(c, sim);
-    phases = &*kept;
-  } else {
-    own = phase_costs(c, sim);
-  }
+  std::optional<std::vector<StagePhaseCost>> own;  // without a memo
+  if (memo) memo->resize(reps.size());             // by the rank's index in `reps`
+  std::optional<std::vector<StagePhaseCost>>& phases = memo ? (*memo)[&c - reps.data()] : own;
+  if (!phases) phases = phase_costs(c, sim);
   for (const StagePhaseCost& phase : *phases) {
     StageCost sc;
     static_cast<StagePhaseCost&>(sc) = phase;
@@ -197,7 +191,6 @@ RankStep pipeline_rank_step(int r, const SimulatedTimeline& timeline, const Rank
   // reduce-scatter under ZeRO, and after the update the all-gather of the
   // updated chunks), the tied parameters' pipe-axis sum (both
   // exposed communication on their axes), the update (optimizer time).
-  const double held = rc.held, state = rc.state, tied = rc.tied;
   double post = 0;
   if (!any.pipeline->data_axis().empty()) {
     const std::string& axis = any.pipeline->data_axis();
@@ -220,12 +213,12 @@ RankStep pipeline_rank_step(int r, const SimulatedTimeline& timeline, const Rank
       s.exposed_s[axis] += w.reduce_exposed_s + w.gather_exposed_s;
       post += w.reduce_exposed_s + w.gather_exposed_s;
     } else {
-      post += s.expose(axis, reduce(held) + gather(state));
+      post += s.expose(axis, reduce(rc.held) + gather(rc.state));
     }
   }
-  if (tied > 0 && pipe_axis)
-    post += s.expose("pipe", sim.collective(CollectiveKind::kAllReduce, 4 * tied, "pipe"));
-  s.optimizer_s = post_sim.update(state, any.config);
+  if (rc.tied > 0 && pipe_axis)
+    post += s.expose("pipe", sim.collective(CollectiveKind::kAllReduce, 4 * rc.tied, "pipe"));
+  s.optimizer_s = post_sim.update(rc.state, any.config);
   s.end_s = timeline.makespan + post + s.optimizer_s;
   return s;
 }
