@@ -72,17 +72,13 @@ std::vector<int> representative_ranks(const Mesh& mesh, bool every_rank) {
   const int pipe = mesh.axis_index("pipe");
   const int p = pipe >= 0 ? mesh.axis(pipe).size : 1;
   for (int r = 0; r < mesh.rank_count(); ++r) {
-    if (every_rank) {
-      ranks.push_back(r);
-      continue;
-    }
     const std::vector<int> coords = mesh.coords(r);
     bool first = true;
     for (int a = 0; a < static_cast<int>(coords.size()); ++a)
       if (a != pipe && coords[a] != 0) first = false;
     // Past 4 pipeline ranks, the middle ones stand in for each other.
     const int q = pipe >= 0 ? coords[pipe] : 0;
-    if (first && (p <= 4 || q <= 1 || q == p - 1)) ranks.push_back(r);
+    if (every_rank || (first && (p <= 4 || q <= 1 || q == p - 1))) ranks.push_back(r);
   }
   return ranks;
 }
