@@ -61,11 +61,7 @@ LinkCalibration measure_links(const std::string& tessel_binary, int ranks, bool 
     TS_THROW("calibrate: measuring collectives on ", ranks, " ranks failed (`", cmd,
              "` exited with status ", status, "):\n", log_text.str());
   }
-  nlohmann::json j;
-  {
-    std::ifstream in(out);
-    j = nlohmann::json::parse(in);
-  }
+  const nlohmann::json j = nlohmann::json::parse(std::ifstream(out));
   fs::remove(out);
   if (!j.is_object() || !j.contains("links") || !j["links"].is_array())
     TS_THROW("calibrate: ", out, " is not an object with a 'links' array");
