@@ -93,11 +93,7 @@ CoRun measure_co_run(Communicator& world, const std::function<void()>& barrier, 
     ratios[1] = static_cast<float>(c / a);
   }
   world.all_reduce(ratios, 2, ReduceKind::kMax, "calibrate co-run");
-  CoRun r;
-  r.ranks = 2;
-  r.polling = ratios[0];
-  r.computing = ratios[1];
-  return r;
+  return {.ranks = 2, .computing = ratios[1], .polling = ratios[0]};
 }
 
 }  // namespace tessel::plan

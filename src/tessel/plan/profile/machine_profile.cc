@@ -102,11 +102,7 @@ nlohmann::json json_list(const std::vector<T>& items) {
 }  // namespace
 
 CommProgress unmeasured_progress() {
-  CommProgress p;
-  p.mode = CommProgress::Mode::kPolled;
-  p.all_reduce_overlap = 0;
-  p.send_overlap = 0;
-  return p;
+  return {.mode = CommProgress::Mode::kPolled, .all_reduce_overlap = 0, .send_overlap = 0};
 }
 
 nlohmann::json progress_to_json(const CommProgress& p) {
