@@ -26,9 +26,7 @@ ProgramCheck check_program(const TrainConfig& config, const HardwareModel& hw, i
   const std::vector<Program::InstructionInfo> list = program.instruction_info();
   const std::map<ValueId, double> typical = median_instruction_seconds(program, threads, repeats);
 
-  CostOptions options;
-  options.threads = threads;
-  options.precision = precision;
+  const CostOptions options{.threads = threads, .precision = precision};
   std::map<std::string, CheckedKind> by_kind;
   ProgramCheck out;
   for (size_t i = 0; i < list.size(); ++i) {

@@ -72,9 +72,7 @@ std::vector<InSituPoint> measure_in_situ(const HardwareModel& grid_only,
     for (int threads : thread_counts) {
       const std::map<ValueId, double> typical =
           median_instruction_seconds(program, threads, repeats);
-      CostOptions options;
-      options.threads = threads;
-      options.precision = precision;
+      const CostOptions options{.threads = threads, .precision = precision};
       for (const Program::InstructionInfo& ins : list) {
         const auto measured = typical.find(ins.node);
         if (!ins.einsum || measured == typical.end()) continue;
