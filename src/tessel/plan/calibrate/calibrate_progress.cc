@@ -71,12 +71,9 @@ PolledRun polled_run(const std::function<std::unique_ptr<CommRequest>()>& start,
   }
   const double t1 = steady_seconds();
   if (request) request->wait();
-  PolledRun r;
-  r.seconds = steady_seconds() - t0;
-  r.polls = polls;
-  if (request && !done)
-    r.polls = -(steady_seconds() - t1);  // not finished by the tests: the wait's time
-  return r;
+  const double seconds = steady_seconds() - t0;
+  // Not finished by the tests: the wait's time, negated.
+  return {seconds, request && !done ? -(steady_seconds() - t1) : polls};
 }
 
 double clamp01(double x) { return std::min(1.0, std::max(0.0, x)); }
