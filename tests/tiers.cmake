@@ -45,19 +45,22 @@ set(TESSEL_FAST_LAYOUT
     "^LayoutInvariance\\.GptWithDropoutDataParallel$"                 # 7 s
     "^LayoutInvariance\\.ResumeAutoWithoutACheckpointNamesTheDirectory$" # 0.4 s
     "^TokenDataResume\\.DataTwoResumesOnDataFourAndOneProcessWithTheSameSamples$" # 2.3 s
+    "^StagedCollectives\\.RingAttentionIsRefusedBeforeAnyCompute$"  # 2.8 s
 )
 
 # The sanitizer phase runs the fast tier and these: the hardened readers'
 # checkpoint fuzz test, and under mpirun the GPT on data=2,model=2 (4 ranks:
 # tensor-parallel collectives and the data-parallel bucketed all-reduce) and
 # a 1F1B pipeline on pipe=2 (point-to-point sends of activations and
-# gradients). The fast tier already holds mpirun cases (the communicator
+# gradients), and both again with staged collectives (pinned staging and
+# transfer mirrors). The fast tier already holds mpirun cases (the communicator
 # tests on 1-8 ranks, the fault scripts, MLP tensor parallel, GPT data
 # parallel with dropout).
 set(TESSEL_ASAN
     "^HardenedReaders\\.MutationFuzzOverCheckpointFiles$"
     "^Meshes/GptLayouts\\.MatchesSingleProcess/data2_model2( |$)"
     "^Schedules/PipelineSchedules\\.MatchSingleProcess/1f1b_pipe2( |$)"
+    "^StagedCollectives\\.FourRanksMatchOneProcessWithTheStagingPredicted$"
 )
 
 # Fast-tier cases the sanitizer phase leaves out (label `noasan`): the

@@ -70,7 +70,8 @@ void print_table(const std::vector<RankMemory>& ranks, const std::string& device
       "chunk and padded block%s; host = input batch staging + one full tensor for sharded "
       "checkpoints (+ on rank 0 the host copy asynchronous periodic saves write from; + with "
       "--offload optimizer, AdamW's moments and their staging; with --offload activations, "
-      "the values the backward reads, between forward and backward; both pinned); total = "
+      "the values the backward reads, between forward and backward; with --collectives staged, "
+      "the collectives' and pipeline transfers' staging; all pinned); total = "
       "device + host, the peak of tensor storage (code, libraries, data not included)\n",
       device.c_str(),
       device == "cuda" ? " and cuBLASLt's workspace (the CUDA context is not counted)" : "");

@@ -29,6 +29,7 @@ nlohmann::json memory_json(const RunEnd& end) {
                         {"checkpoint_snapshot", m.host.checkpoint_snapshot},
                         {"host_optimizer", m.host.optimizer + m.host.offload_staging},
                         {"host_activations", m.host.activations},
+                        {"host_comm_staging", m.host.comm_staging},
                         {"total", m.total()}}},
                       {"measured_peak_tracked_bytes", end.tracked.at(m.rank)},
                       {"measured_peak_device_bytes", end.device.at(m.rank)},

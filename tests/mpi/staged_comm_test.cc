@@ -93,8 +93,8 @@ TEST(StagedCommunicator, RefusesPointToPointByName) {
   StagedCommunicator comm = staged("staged_p2p", 8);
   float x = 0;
   EXPECT_NE(error_of([&] { comm.start_send(&x, 1, 0, 7, "stage0 -> stage1"); })
-                .find("send on group 'staged_p2p' (op 'stage0 -> stage1'): point-to-point "
-                      "messages are not staged yet"),
+                .find("send on group 'staged_p2p' (op 'stage0 -> stage1'): a staged "
+                      "communicator carries collectives only"),
             std::string::npos);
   EXPECT_NE(error_of([&] { comm.recv(&x, 1, 0, 7, "y"); }).find("recv on group 'staged_p2p'"),
             std::string::npos);

@@ -106,8 +106,8 @@ void StagedCommunicator::reduce_scatter_bf16(const float* in, float* out, int64_
 
 void StagedCommunicator::refuse_point_to_point(const char* call, const std::string& op) const {
   TS_THROW(call, " on group '", name(), "' (op '", op,
-           "'): point-to-point messages are not staged yet (StagedCommunicator): pipelines need "
-           "direct communicators");
+           "'): a staged communicator carries collectives only; a pipeline stages its "
+           "transfers itself (TransferStaging) on the plain communicator");
 }
 
 std::unique_ptr<CommRequest> StagedCommunicator::start_send(const float*, int64_t, int, int,

@@ -15,9 +15,10 @@
 // at any size. Each call is counted once with its whole bytes, as a direct
 // call is; the inner communicator's counts are not reported.
 //
-// Not yet: point-to-point messages (throw naming this class), and
-// overlapping a piece's copies with the previous piece's transfer
-// (start_all_reduce completes before it returns).
+// Point-to-point messages throw: a pipeline stages its transfers itself
+// (runtime/transfer_staging.h), since a send in flight needs staging of its
+// own. Not yet: overlapping a piece's copies with the previous piece's
+// transfer (start_all_reduce completes before it returns).
 #pragma once
 
 #include <memory>

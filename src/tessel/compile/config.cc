@@ -188,6 +188,13 @@ const std::map<std::string, KeyRule>& rules() {
              "all_to_all | ring: fused attention with `seq` split over a mesh axis, e.g. "
              "--mesh ctx=2 --layout seq=ctx (empty: all_to_all; docs/attention.md)")},
       {"bucket_mib", field(&TrainConfig::bucket_mib, "gradient all-reduce bucket size in MiB")},
+      {"collectives",
+       field(&TrainConfig::collectives,
+             "auto | mpi | staged: collectives and pipeline transfers on the buffers "
+             "themselves (mpi), or through pinned host staging (staged; auto: staged on a GPU, "
+             "docs/gpu.md)")},
+      {"staging_mib", field(&TrainConfig::staging_mib,
+                            "collectives staged: MiB of each rank's block staged at a time")},
       {"zero", field(&TrainConfig::zero,
                      "ZeRO stage over the data axis (else a context axis): 0 | 1 | 2 | 3")},
       {"recompute",
@@ -404,6 +411,37 @@ bool offloads(const TrainConfig& c, const std::string& what) {
   return found;
 }
 
+bool stages_collectives(const TrainConfig& c) {
+  return c.collectives == "staged" || (c.collectives == "auto" && c.device != "cpu");
+}
+
+int64_t staging_piece(const TrainConfig& c) {
+  return std::max<int64_t>(1, static_cast<int64_t>(c.staging_mib * 1048576.0 / sizeof(float)));
+}
+
+namespace {
+
+// The `collectives` key against the device and the ops that communicate
+// inside a kernel.
+void check_collectives(const TrainConfig& c) {
+  if (c.collectives != "auto" && c.collectives != "mpi" && c.collectives != "staged")
+    TS_THROW("config: 'collectives' must be auto, mpi or staged, got \"", c.collectives, "\"");
+  if (!(c.staging_mib > 0)) TS_THROW("config: 'staging_mib' must be positive, got ", c.staging_mib);
+  if (c.collectives == "mpi" && c.device != "cpu")
+    TS_THROW(
+        "config: 'collectives' \"mpi\" hands Open MPI the device's buffers, which it reaches "
+        "only on the CPU; device \"",
+        c.device, "\" needs \"staged\" (or \"auto\")");
+  if (stages_collectives(c) && c.context_parallel == "ring")
+    TS_THROW(
+        "config: 'context_parallel' \"ring\" passes key and value blocks inside the "
+        "attention kernel, which collectives \"staged\" does not stage yet; use "
+        "context_parallel \"all_to_all\"",
+        c.device == "cpu" ? " or collectives \"mpi\"" : "");
+}
+
+}  // namespace
+
 void TrainConfig::validate(bool with_data) const {
   auto positive = [](const char* key, double v) {
     if (!(v > 0)) TS_THROW("config: '", key, "' must be positive, got ", v);
@@ -456,6 +494,7 @@ void TrainConfig::validate(bool with_data) const {
   non_negative("sample_chars", sample_chars);
   non_negative("threads", threads);
   positive("bucket_mib", bucket_mib);
+  check_collectives(*this);
   non_negative("checkpoint_every", checkpoint_every);
   positive("keep_checkpoints", keep_checkpoints);
   if (recompute == "auto") {

@@ -109,6 +109,13 @@ struct TrainConfig {
   std::string mesh;        // "data=2,model=2"; "" = one rank
   std::string layout;      // "batch=data,heads=model"; "" = defaults for the mesh's axis names
   double bucket_mib = 25;  // gradient all-reduce bucket size
+  // How collectives and pipeline transfers reach device memory
+  // (docs/gpu.md): "mpi" (Open MPI on the buffers themselves; the CPU, whose
+  // device memory is host memory) | "staged" (through pinned host staging,
+  // staging_mib per rank block at a time) | "auto" (mpi on the CPU, staged on
+  // a GPU).
+  std::string collectives = "auto";
+  double staging_mib = 4;
   // Fused attention with `seq` split over a mesh axis (docs/attention.md):
   // "all_to_all" (Ulysses) | "ring" (key/value blocks travel a ring) | "" (all-to-all).
   // Asked in a model without the fused attention op: an error.
@@ -161,5 +168,11 @@ struct TrainConfig {
 // naming the key and its value if one of its comma-separated parts is
 // neither.
 bool offloads(const TrainConfig& c, const std::string& what);
+
+// Whether collectives and pipeline transfers go through pinned host staging
+// (`collectives` staged, or auto on a device other than the CPU).
+bool stages_collectives(const TrainConfig& c);
+// Elements of one rank block the staging holds at a time (staging_mib).
+int64_t staging_piece(const TrainConfig& c);
 
 }  // namespace tessel

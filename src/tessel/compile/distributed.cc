@@ -2,12 +2,14 @@
 
 #include "tessel/base/error.h"
 #include "tessel/comm/mpi/mpi_runtime.h"
+#include "tessel/comm/staged_communicator.h"
 #include "tessel/kernels/elementwise.h"
 
 namespace tessel {
 
-DistributedContext::DistributedContext(const std::string& mesh_text, const std::string& layout_text)
-    : mesh_(Mesh::parse(mesh_text)) {
+DistributedContext::DistributedContext(const std::string& mesh_text, const std::string& layout_text,
+                                       std::optional<CollectiveStaging> staging)
+    : mesh_(Mesh::parse(mesh_text)), staged_(staging.has_value()) {
   const bool under_mpi = MpiRuntime::launched_under_mpi();
   int world_size = 1;
   if (under_mpi) {
@@ -19,21 +21,31 @@ DistributedContext::DistributedContext(const std::string& mesh_text, const std::
   mesh_.check_world_size(world_size);
   layout_ = layout_text.empty() ? Layout::defaults(mesh_) : Layout::parse(layout_text, mesh_);
   coords_ = mesh_.coords(rank_);
-  if (!under_mpi) {
-    world_ = make_self_communicator("world");
-    for (const MeshAxis& a : mesh_.axes()) axis_comms_.push_back(make_self_communicator(a.name));
-  } else {
-    MpiRuntime& mpi = MpiRuntime::instance();
-    world_ = mpi.world("world");
-    // One group per axis: the ranks that share every other coordinate.
-    for (size_t a = 0; a < mesh_.axes().size(); ++a) {
-      std::vector<int> others = coords_;
-      others[a] = 0;
-      axis_comms_.push_back(mpi.split(mesh_.axis(a).name, mesh_.rank_of(others), coords_[a]));
-    }
-  }
-  for (size_t a = 0; a < mesh_.axes().size(); ++a)
+  world_ = under_mpi ? MpiRuntime::instance().world("world") : make_self_communicator("world");
+  // One group per axis: the ranks that share every other coordinate.
+  auto axis_comm = [&](size_t a) {
+    if (!under_mpi) return make_self_communicator(mesh_.axis(a).name);
+    std::vector<int> others = coords_;
+    others[a] = 0;
+    return MpiRuntime::instance().split(mesh_.axis(a).name, mesh_.rank_of(others), coords_[a]);
+  };
+  const size_t axes = mesh_.axes().size();
+  for (size_t a = 0; a < axes; ++a)
+    axis_comms_.push_back(staging ? std::make_unique<StagedCommunicator>(
+                                        axis_comm(a), *staging->backend, staging->piece)
+                                  : axis_comm(a));
+  for (size_t a = 0; a < axes && staging; ++a) axis_comms_.push_back(axis_comm(a));
+  for (size_t a = 0; a < axes; ++a) {
     groups_.add(mesh_.axis(a).name, axis_comms_[a].get());
+    host_groups_.add(mesh_.axis(a).name, axis_comms_[staging ? axes + a : a].get());
+  }
+}
+
+int64_t DistributedContext::staging_bytes(const Mesh& mesh, int64_t piece) {
+  int64_t bytes = 0;
+  for (const MeshAxis& a : mesh.axes())
+    bytes += static_cast<int64_t>(StagedCommunicator::staging_bytes(a.size, piece));
+  return bytes;
 }
 
 DistributedContext::~DistributedContext() = default;

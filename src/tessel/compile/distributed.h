@@ -1,6 +1,12 @@
 // Where this process sits in a parallel run: the mesh, the layout, this
 // rank's coordinates and one communicator per mesh axis (plus the world).
 //
+// groups() carry device buffers (programs, ZeRO, pipeline gradients);
+// host_groups() and world() carry host buffers (scalars, checkpoints). With
+// staging (collectives: staged) each axis has two communicators: a
+// StagedCommunicator for groups() and a plain one for host_groups();
+// without, both name the same.
+//
 // Under an MPI launcher (mpirun) MPI is initialised and the mesh must have
 // exactly as many ranks as processes; a plain process is a mesh of one and
 // never touches MPI. Sub-communicators are created collectively, in axis
@@ -13,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "tessel/backend/backend.h"
 #include "tessel/comm/comm_groups.h"
 #include "tessel/comm/communicator.h"
 #include "tessel/sharding/layout.h"
@@ -20,13 +27,24 @@
 
 namespace tessel {
 
+// Collectives on device buffers staged through pinned host memory: the
+// backend owning those buffers, and the elements of a rank block staged at
+// a time (TrainConfig::staging_mib).
+struct CollectiveStaging {
+  Backend* backend = nullptr;
+  int64_t piece = 0;
+};
+
 class DistributedContext {
  public:
   // `mesh_text` like "data=2,model=2" ("" = one rank); `layout_text` like
   // "batch=data,heads=model" ("" = the defaults for the mesh's axis names).
   // Errors (mesh vs process count, unknown axes) are thrown on every rank
   // alike, before any collective runs.
-  DistributedContext(const std::string& mesh_text, const std::string& layout_text);
+  DistributedContext(const std::string& mesh_text, const std::string& layout_text,
+                     std::optional<CollectiveStaging> staging = std::nullopt);
+  // Pinned host bytes the staged communicators of `mesh` hold (one per axis).
+  static int64_t staging_bytes(const Mesh& mesh, int64_t piece);
   ~DistributedContext();
 
   const Mesh& mesh() const { return mesh_; }
@@ -36,6 +54,8 @@ class DistributedContext {
   const std::vector<int>& coords() const { return coords_; }
   bool is_root() const { return rank_ == 0; }
   const CommGroups& groups() const { return groups_; }
+  const CommGroups& host_groups() const { return host_groups_; }
+  bool staged() const { return staged_; }
   Communicator& world() { return *world_; }
   // Sum of collective counts over every group this rank used.
   CommStats stats() const;
@@ -64,9 +84,10 @@ class DistributedContext {
   Layout layout_;
   int rank_ = 0;
   std::vector<int> coords_;
-  std::vector<std::unique_ptr<Communicator>> axis_comms_;
+  bool staged_ = false;
+  std::vector<std::unique_ptr<Communicator>> axis_comms_;  // staged ones, then plain ones
   std::unique_ptr<Communicator> world_;
-  CommGroups groups_;
+  CommGroups groups_, host_groups_;
 };
 
 }  // namespace tessel

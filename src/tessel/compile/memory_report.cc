@@ -8,11 +8,13 @@
 #include "tessel/backend/backend.h"
 #include "tessel/base/error.h"
 #include "tessel/compile/compile_rank.h"
+#include "tessel/compile/distributed.h"
 #include "tessel/compile/pipeline_model.h"
 #include "tessel/compile/rank_storage.h"
 #include "tessel/ir/model_contract.h"
 #include "tessel/runtime/pipeline_executor.h"
 #include "tessel/runtime/program.h"
+#include "tessel/runtime/transfer_staging.h"
 #include "tessel/schedule/schedule_check.h"
 #include "tessel/sharding/lower.h"
 
@@ -41,6 +43,8 @@ void add_storage(const CompiledRank& compiled, const RankStorage& s, bool pipeli
   if (c.optimizer == "adamw")
     (offloads(c, "optimizer") ? m.host.optimizer : m.optimizer) = 2 * s.state_bytes();
   m.host.offload_staging = 2 * s.offload_staging_elements * 4;
+  if (stages_collectives(c))
+    m.host.comm_staging = DistributedContext::staging_bytes(compiled.mesh, staging_piece(c));
   m.zero_slice = s.zero_slice;
   m.zero_block = s.zero_block;
   m.device_runtime = device_runtime_bytes(c.device);
@@ -90,6 +94,8 @@ RankMemory pipeline_rank_memory(const CompiledRank& compiled, const Schedule& sc
     m.stage_arena.push_back(static_cast<int64_t>(st.arena_bytes));
     m.stage_shared.push_back(static_cast<int64_t>(st.phase_local_bytes));
   }
+  if (stages_collectives(compiled.config) && model.pipe_axis())
+    m.host.comm_staging += TransferStaging::bytes(model.compiled_stages(), instances);
   return m;
 }
 
@@ -242,6 +248,9 @@ std::string memory_breakdown(const RankMemory& m) {
       " (device ", format_bytes(m.device()), "), host buffers ", format_bytes(m.host.total()),
       m.host.activations > 0
           ? str_cat(" (of which offloaded activations ", format_bytes(m.host.activations), ")")
+          : std::string(),
+      m.host.comm_staging > 0
+          ? str_cat(" (of which collective staging ", format_bytes(m.host.comm_staging), ")")
           : std::string());
 }
 

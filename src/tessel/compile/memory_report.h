@@ -41,9 +41,12 @@ struct HostBufferBytes {
   int64_t optimizer = 0, offload_staging = 0;
   // offload "activations" (pinned): the training programs' host plans.
   int64_t activations = 0;
+  // collectives "staged" (pinned): each mesh axis's staged communicator,
+  // and a pipeline's transfer mirrors.
+  int64_t comm_staging = 0;
   int64_t total() const {
     return input_staging + full_tensor + checkpoint_snapshot + optimizer + offload_staging +
-           activations;
+           activations + comm_staging;
   }
 };
 

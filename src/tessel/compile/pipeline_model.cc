@@ -361,7 +361,12 @@ void PipelineModel::bind(const Lookup& param, const Lookup& grad, Lookup staging
       for (size_t i = 0; i < train.param_grads.size(); ++i)
         program->bind_accumulator(train.param_grads[i], train.accumulators[i]);
   }
-  Communicator* pipe = pipe_axis_ ? &ctx_->groups().axis(kPipeAxis) : nullptr;
+  // Transfers run on the host communicator; staged, through pinned mirrors
+  // (the evaluation's forward sends fit the training's).
+  Communicator* pipe = pipe_axis_ ? &ctx_->host_groups().axis(kPipeAxis) : nullptr;
+  if (pipe && ctx_->staged())
+    transfer_staging_ = std::make_unique<TransferStaging>(
+        train_stages_.front().instances.front()->backend(), train_stages_);
   auto feeder = [this](bool eval) {
     return [this, eval](int stage, int microbatch, Program& program) {
       for (const LocalStage& st : stages_)
@@ -369,9 +374,11 @@ void PipelineModel::bind(const Lookup& param, const Lookup& grad, Lookup staging
     };
   };
   executor_ = std::make_unique<PipelineExecutor>(schedule_, pipe_rank_, std::move(train_stages_),
-                                                 pipe, feeder(false), std::move(on_step));
+                                                 pipe, feeder(false), std::move(on_step),
+                                                 transfer_staging_.get());
   eval_executor_ = std::make_unique<PipelineExecutor>(
-      eval_schedule_, pipe_rank_, std::move(eval_stages_), pipe, feeder(true), [](int) {});
+      eval_schedule_, pipe_rank_, std::move(eval_stages_), pipe, feeder(true), [](int) {},
+      transfer_staging_.get());
 }
 
 void PipelineModel::feed(const LocalStage& st, bool eval, int microbatch, Program& program) {
@@ -394,7 +401,8 @@ void PipelineModel::feed(const LocalStage& st, bool eval, int microbatch, Progra
 // Only the last stage's ranks summed losses; the others hold 0.
 double PipelineModel::share_loss(double local_sum) {
   float total = static_cast<float>(local_sum);
-  if (pipe_axis_) ctx_->groups().axis(kPipeAxis).all_reduce(&total, 1, ReduceKind::kSum, "loss");
+  if (pipe_axis_)
+    ctx_->host_groups().axis(kPipeAxis).all_reduce(&total, 1, ReduceKind::kSum, "loss");
   return total;
 }
 

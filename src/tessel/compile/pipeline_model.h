@@ -24,6 +24,7 @@
 #include "tessel/compile/zero.h"
 #include "tessel/passes/pipeline_stages.h"
 #include "tessel/runtime/pipeline_executor.h"
+#include "tessel/runtime/transfer_staging.h"
 #include "tessel/schedule/schedule.h"
 #include "tessel/sharding/lower.h"
 
@@ -167,6 +168,7 @@ class PipelineModel {
   std::vector<int64_t> stage_parameters_;
   std::vector<LocalStage> stages_;
   std::vector<PipelineStage> train_stages_, eval_stages_;  // until bind() hands them over
+  std::unique_ptr<TransferStaging> transfer_staging_;      // collectives staged, with a pipe axis
   std::unique_ptr<PipelineExecutor> executor_, eval_executor_;
   double flops_per_step_ = 0;
   bool plan_only_ = false;

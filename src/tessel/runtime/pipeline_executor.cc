@@ -5,6 +5,7 @@
 
 #include "tessel/base/error.h"
 #include "tessel/base/steady_clock.h"
+#include "tessel/runtime/transfer_staging.h"
 
 namespace tessel {
 namespace {
@@ -31,11 +32,12 @@ int instances_needed(const Schedule& schedule, int pipe_rank, int chunk) {
 
 PipelineExecutor::PipelineExecutor(const Schedule& schedule, int pipe_rank,
                                    std::vector<PipelineStage> stages, Communicator* pipe, Feed feed,
-                                   OnStep on_step)
+                                   OnStep on_step, const TransferStaging* staging)
     : schedule_(schedule),
       pipe_rank_(pipe_rank),
       stages_(std::move(stages)),
       pipe_(pipe),
+      staging_(staging),
       feed_(std::move(feed)),
       on_step_(std::move(on_step)),
       epoch_(steady_seconds()) {
@@ -109,17 +111,30 @@ int PipelineExecutor::tag_base(int microbatch, int stage, int direction) const {
 
 void PipelineExecutor::receive(Program& p, const std::vector<ValueId>& values, const Action& a,
                                int tag) {
-  for (size_t i = 0; i < values.size(); ++i)
-    pipe_->recv(p.device_f32(values[i]), p.graph().node(values[i]).shape.numel(), a.peer,
-                tag + static_cast<int>(i), action_name(a.kind));
+  for (size_t i = 0; i < values.size(); ++i) {
+    const int64_t n = p.graph().node(values[i]).shape.numel();
+    float* to = staging_ ? staging_->receive_buffer(n) : p.device_f32(values[i]);
+    pipe_->recv(to, n, a.peer, tag + static_cast<int>(i), action_name(a.kind));
+    if (staging_)
+      staging_->backend().copy_from_host(p.device_f32(values[i]), to, n * sizeof(float));
+  }
 }
 
-void PipelineExecutor::send(Program& p, const std::vector<ValueId>& values, const Action& a,
-                            int tag, std::vector<std::unique_ptr<CommRequest>>& pending) {
-  for (size_t i = 0; i < values.size(); ++i)
-    pending.push_back(pipe_->start_send(p.device_f32(values[i]),
-                                        p.graph().node(values[i]).shape.numel(), a.peer,
-                                        tag + static_cast<int>(i), action_name(a.kind)));
+void PipelineExecutor::send(size_t stage, size_t instance, const std::vector<ValueId>& values,
+                            size_t first, const Action& a, int tag,
+                            std::vector<std::unique_ptr<CommRequest>>& pending) {
+  Program& p = *stages_[stage].instances[instance];
+  for (size_t i = 0; i < values.size(); ++i) {
+    const int64_t n = p.graph().node(values[i]).shape.numel();
+    const float* from = p.device_f32(values[i]);
+    if (staging_) {
+      float* mirror = staging_->send_mirror(stage, instance, first + i, n);
+      staging_->backend().copy_to_host(mirror, from, n * sizeof(float));
+      from = mirror;
+    }
+    pending.push_back(
+        pipe_->start_send(from, n, a.peer, tag + static_cast<int>(i), action_name(a.kind)));
+  }
 }
 
 void PipelineExecutor::poll_sends() {
@@ -163,7 +178,8 @@ PipelineExecutor::StepOutcome PipelineExecutor::run() {
     Program& p = acquire(s, a.microbatch);
     p.set_microbatch(a.microbatch);  // dropout masks: the micro-batch's global rows
     const size_t index = &s - stages_.data();
-    auto& pending = pending_[index][instance_of_[index][a.microbatch]];
+    const size_t instance = instance_of_[index][a.microbatch];
+    auto& pending = pending_[index][instance];
     // The activation a forward sent shares bytes with what the backward
     // receives and computes (CompileOptions::sent_outputs): its send
     // completes first (the next stage consumed it before it sends this
@@ -178,13 +194,15 @@ PipelineExecutor::StepOutcome PipelineExecutor::run() {
         receive(p, s.activations_in, a, tag_base(a.microbatch, s.stage, kActivation));
         break;
       case ActionKind::kSendActivation:
-        send(p, s.activations_out, a, tag_base(a.microbatch, s.stage + 1, kActivation), pending);
+        send(index, instance, s.activations_out, 0, a,
+             tag_base(a.microbatch, s.stage + 1, kActivation), pending);
         break;
       case ActionKind::kRecvGradient:
         receive(p, s.gradients_in, a, tag_base(a.microbatch, s.stage, kGradient));
         break;
       case ActionKind::kSendGradient:
-        send(p, s.gradients_out, a, tag_base(a.microbatch, s.stage - 1, kGradient), pending);
+        send(index, instance, s.gradients_out, s.activations_out.size(), a,
+             tag_base(a.microbatch, s.stage - 1, kGradient), pending);
         break;
       case ActionKind::kForward:
         if (hooks_.before_forward) hooks_.before_forward(index, a.microbatch, p);

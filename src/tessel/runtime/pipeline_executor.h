@@ -15,7 +15,10 @@
 // backward, whose values may take its bytes; a gradient's before the
 // instance is reused); receives do (under the comm watchdog). Parameter gradients of every
 // micro-batch are added into the stage's accumulators by its programs as they are computed
-// (CompileOptions::accumulated_outputs). Every action is timed for traces and
+// (CompileOptions::accumulated_outputs). With a TransferStaging (a pipe
+// communicator that reaches host memory only), each send is copied into its
+// pinned mirror first and each receive lands in pinned memory and is copied
+// in. Every action is timed for traces and
 // bubble fractions. Nothing is allocated per step once compiled.
 #pragma once
 
@@ -52,9 +55,12 @@ struct TraceEvent {
   double start = 0, end = 0;      // seconds since the executor was created
 };
 
+class TransferStaging;
+
 class PipelineExecutor {
  public:
-  // `pipe`: the pipe-axis communicator (nullptr for a pipeline of one rank).
+  // `pipe`: the pipe-axis communicator (nullptr for a pipeline of one rank);
+  // `staging` (not owned, may be null): where transfers are staged.
   // `feed(stage, microbatch, program)`: writes the batch inputs the stage's
   // program reads (tokens on the first, targets on the last stage).
   using Feed = std::function<void(int stage, int microbatch, Program& program)>;
@@ -62,7 +68,8 @@ class PipelineExecutor {
   // micro-batch; synchronous ones once at the end).
   using OnStep = std::function<void(int microbatch)>;
   PipelineExecutor(const Schedule& schedule, int pipe_rank, std::vector<PipelineStage> stages,
-                   Communicator* pipe, Feed feed, OnStep on_step);
+                   Communicator* pipe, Feed feed, OnStep on_step,
+                   const TransferStaging* staging = nullptr);
 
   struct StepOutcome {
     double loss_sum = 0;      // sum of micro-batch losses (last stage only)
@@ -97,8 +104,9 @@ class PipelineExecutor {
   void release(PipelineStage& s, int microbatch);
   int tag_base(int microbatch, int stage, int direction) const;
   void receive(Program& p, const std::vector<ValueId>& values, const Action& a, int tag);
-  void send(Program& p, const std::vector<ValueId>& values, const Action& a, int tag,
-            std::vector<std::unique_ptr<CommRequest>>& pending);
+  // Sends `values`, numbered from `first` among the stage's sent values.
+  void send(size_t stage, size_t instance, const std::vector<ValueId>& values, size_t first,
+            const Action& a, int tag, std::vector<std::unique_ptr<CommRequest>>& pending);
   // Every stage's shared bf16 weight copies are stale (Program::weights_changed).
   void weights_changed();
   void poll_sends();
@@ -107,6 +115,7 @@ class PipelineExecutor {
   int pipe_rank_;
   std::vector<PipelineStage> stages_;
   Communicator* pipe_;
+  const TransferStaging* staging_;
   Feed feed_;
   OnStep on_step_;
   // Per stage: micro-batch -> instance (-1 none); per instance: busy flag and pending sends.

@@ -145,7 +145,7 @@ double Engine::sum_of_squares(const std::vector<double>& local_sq, bool stage_on
     ctx_.world().all_reduce(&total, 1, ReduceKind::kSum, "grad_norm");
   } else {
     for (const MeshAxis& axis : compiled_.pipeline->stage_mesh().axes())
-      ctx_.groups().axis(axis.name).all_reduce(&total, 1, ReduceKind::kSum, "grad_norm");
+      ctx_.host_groups().axis(axis.name).all_reduce(&total, 1, ReduceKind::kSum, "grad_norm");
   }
   return static_cast<double>(total);
 }

@@ -35,7 +35,9 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
         "but bf16 einsums, collectives on GPU memory and some ops' kernels are not written, and "
         "it has never run on a GPU; docs/gpu.md); use device cpu");
   auto t = std::chrono::steady_clock::now();
-  ctx_ = std::make_unique<DistributedContext>(config_.mesh, config_.layout);
+  std::optional<CollectiveStaging> staging;
+  if (stages_collectives(config_)) staging = CollectiveStaging{backend_, staging_piece(config_)};
+  ctx_ = std::make_unique<DistributedContext>(config_.mesh, config_.layout, staging);
   startup_.mesh = lap(t);
   arm_fault_injection(ctx_->rank());
   ctx_->layout() = layout_for(config_, ctx_->mesh());  // overrides, context parallelism
