@@ -92,7 +92,9 @@ TEST_F(StagedCollectives, FourRanksMatchOneProcessWithTheStagingPredicted) {
   }
 }
 
-TEST_F(StagedCollectives, RingAttentionIsRefusedBeforeAnyCompute) {
+// Ring attention is refused before any compute, an unknown value by name,
+// and staging that cannot be allocated names the communicator and the key.
+TEST_F(StagedCollectives, BadSettingsFailByName) {
   nlohmann::json c = staged(gpt_config());
   c["context_parallel"] = "ring";
   expect_fails("staged_ring", c, 2, "--mesh ctx=2 --layout seq=ctx",
@@ -102,6 +104,12 @@ TEST_F(StagedCollectives, RingAttentionIsRefusedBeforeAnyCompute) {
   c["collectives"] = "nccl";
   expect_fails("staged_nccl", c, 2, "--mesh data=2",
                "'collectives' must be auto, mpi or staged, got \"nccl\"");
+  c["collectives"] = "staged";
+  c["staging_mib"] = 1e9;  // 2 PB: past any address space, so no overcommit grants it
+  expect_fails("staged_too_large", c, 2, "--mesh data=2",
+               "staged communicator 'data' (2 ranks, pieces of 262144000000000 elements): device "
+               "cpu: cannot allocate 2097152000000000 bytes of pinned host memory for its "
+               "staging; lower staging_mib");
 }
 
 }  // namespace

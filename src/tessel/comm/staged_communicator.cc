@@ -11,9 +11,14 @@ StagedCommunicator::StagedCommunicator(std::unique_ptr<Communicator> inner, Back
   if (piece_ <= 0)
     TS_THROW("staged communicator '", name(), "': the piece must be positive, got ", piece_);
   const size_t block = static_cast<size_t>(size()) * piece_ * sizeof(float);
-  in_ = backend_.allocate(MemorySpace::kPinnedHost, block);
-  out_ = backend_.allocate(MemorySpace::kPinnedHost, block);
-  work_ = backend_.allocate(MemorySpace::kPinnedHost, staging_bytes(size(), piece_) - 2 * block);
+  try {
+    in_ = backend_.allocate(MemorySpace::kPinnedHost, block);
+    out_ = backend_.allocate(MemorySpace::kPinnedHost, block);
+    work_ = backend_.allocate(MemorySpace::kPinnedHost, staging_bytes(size(), piece_) - 2 * block);
+  } catch (const Error& e) {
+    TS_THROW("staged communicator '", name(), "' (", size(), " ranks, pieces of ", piece_,
+             " elements): ", e.what(), " for its staging; lower staging_mib");
+  }
 }
 
 size_t StagedCommunicator::staging_bytes(int ranks, int64_t piece) {
