@@ -9,6 +9,8 @@
 #   fault_test.sh stop_shared ...        as `stop`, with the heartbeats of a job across hosts
 #                                        forced (TESSEL_HEARTBEAT_SHARED=1: files in OUT/.heartbeat,
 #                                        written by pwrite, liveness timed by the reader's clock)
+#   fault_test.sh stop_staged ...        as `stop`, with collectives staged through pinned host
+#                                        memory (the staged communicator's inner call blocks)
 # Exits 0 when the expectation holds, 1 (with the output) otherwise.
 set -u
 mode=$1 tessel=$2 mpiexec=$3
@@ -18,9 +20,10 @@ cat >"$dir/c.json" <<'JSON'
 {"model": "gpt", "n_layer": 1, "n_head": 2, "d_model": 32, "context": 16, "batch": 4,
  "steps": 1000000, "eval_every": 0, "threads": 1, "sample_chars": 0}
 JSON
+[ "$mode" = stop_staged ] && sed -i 's/^{/{"collectives": "staged", /' "$dir/c.json"
 out="$dir/out"
 [ "$mode" = out ] && { touch "$dir/file"; out="$dir/file/out"; }
-case $mode in stop | stop_shared) export TESSEL_COMM_TIMEOUT_S=4 ;; esac
+case $mode in stop | stop_shared | stop_staged) export TESSEL_COMM_TIMEOUT_S=4 ;; esac
 [ "$mode" = stop_shared ] && export TESSEL_HEARTBEAT_SHARED=1
 fail() { echo "FAIL ($mode): $*"; cat "$dir/log"; exit 1; }
 
@@ -64,7 +67,7 @@ echo "mode $mode: job ended ${elapsed} s after the fault, exit code $rc"
 [ $rc -ne 0 ] || fail "exit code 0"
 case $mode in
   kill9) grep -q "process rank 1 .*exited on signal 9" "$dir/log" || fail "rank 1 not named" ;;
-  stop | stop_shared)
+  stop | stop_shared | stop_staged)
     grep -q "Rank(s) that did not arrive: 1\." "$dir/log" || fail "rank 1 not named"
     grep -q "rank 1: NOT RESPONDING" "$dir/log" || fail "rank 1 not reported as stopped"
     grep -qE "rank 0: [a-z_ ()]+ on group '[a-z]+' \(op '[^']+', [0-9]+ elements\) blocked" \
