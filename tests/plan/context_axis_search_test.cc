@@ -141,6 +141,7 @@ TEST(ContextAxisSearch, ProposesZeroOverTheCtxAxisWhereOnlyShardedStateFits) {
   q.mesh = "ctx=2";
   q.exhaustive = true;
   q.min_context_chunk = 1;
+  q.offload_fixed = true;  // offload, the other way to move the state, is weighed elsewhere
   const PlanResult all = search_plans(q, hw);
   int64_t unsharded = -1, sharded = -1;
   for (const Plan& p : all.plans) {

@@ -192,8 +192,9 @@ class OffDeviceCluster : public Cluster {
   bool host_buffers_on_device() const override { return false; }
 };
 
-// Offload is searched where it moves memory off the device, and only when
-// nothing fits without it: under a limit just below every plan's device
+// Offload is searched where it moves memory off the device: when nothing
+// fits without it (below), or beside recomputation (the next test). Under a
+// limit just below every plan's device
 // peak, the plans found all offload, fit, and say so in their commands;
 // screening's bound on the model states stays below each offloaded peak.
 // With offload fixed by the request, or where host memory is the device's,
@@ -233,6 +234,29 @@ TEST(TwoPhaseSearch, OffloadIsSearchedWhenNothingFitsWithoutIt) {
   EXPECT_NE(error_of([&] { search_plans(q, hw); }).find(searched), std::string::npos);
   const Cluster on_device;  // host buffers count as device memory: offload frees nothing
   EXPECT_EQ(error_of([&] { search_plans(q, on_device); }).find(searched), std::string::npos);
+}
+
+// Offload competes with recomputation: where the fastest plan that fits
+// recomputes, the offloading plans are searched too and ranked with the
+// others by predicted step; where it recomputes nothing, offload cannot make
+// it faster and is not searched.
+TEST(TwoPhaseSearch, OffloadIsWeighedWhereTheFastestPlanRecomputes) {
+  const OffDeviceCluster hw;
+  PlanRequest q = bench_request(2);
+  q.recompute = "blocks";
+  const PlanResult weighed = search_plans(q, hw);
+  std::set<std::string> kinds;
+  for (size_t i = 0; i < weighed.plans.size(); ++i) {
+    kinds.insert(weighed.plans[i].config.offload);
+    if (i > 0) {
+      EXPECT_LE(weighed.plans[i - 1].prediction.step_s, weighed.plans[i].prediction.step_s)
+          << weighed.plans[i].command;
+    }
+  }
+  EXPECT_EQ(kinds,
+            (std::set<std::string>{"none", "activations", "optimizer", "optimizer,activations"}));
+  q.recompute = "none";
+  for (const Plan& p : search_plans(q, hw).plans) EXPECT_EQ(p.config.offload, "none") << p.command;
 }
 
 // Screening's bound on the model states (what the search's extension skips

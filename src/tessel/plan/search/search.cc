@@ -636,7 +636,7 @@ PlanResult search_at_offload(const PlanRequest& q, const HardwareModel& hw,
   return result;
 }
 
-// The offloads searched when nothing fits without: none where host memory
+// The offloads searched beside the plans without: none where host memory
 // is the device's (this machine) or the request fixes offload.
 std::vector<std::string> offload_choices(const PlanRequest& q, const HardwareModel& hw) {
   if (q.offload_fixed || q.base.offload != "none" || hw.host_buffers_on_device()) return {};
@@ -648,12 +648,16 @@ std::vector<std::string> offload_choices(const PlanRequest& q, const HardwareMod
 }  // namespace
 
 PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
-  const std::vector<std::string> choices = offload_choices(q, hw);
+  std::vector<std::string> choices = offload_choices(q, hw);
   std::function<void()> nothing_fits;
   PlanResult result = search_at_offload(q, hw, &nothing_fits);
+  // Offload competes with recomputation for memory: it is weighed where no
+  // plan fits or the fastest recomputes.
+  if (!result.plans.empty() && result.plans.front().config.recompute == "none") choices.clear();
   if (result.plans.empty() && choices.empty()) nothing_fits();
-  if (!result.plans.empty()) return result;
-  std::vector<int> order;  // ties: the earlier offload first
+  if (choices.empty()) return result;
+  std::vector<int> order;  // ties: no offload, then the earlier offload
+  for (size_t i = 0; i < result.plans.size(); ++i) order.push_back(static_cast<int>(i));
   for (const std::string& offload : choices) {
     PlanRequest o = q;
     o.base.offload = offload;

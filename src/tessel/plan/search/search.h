@@ -45,11 +45,12 @@ struct PlanRequest {
   bool oversubscribe = false;
   // Fixed knobs; unset ones are searched.
   std::optional<std::string> mesh, layout, schedule, recompute;
-  // Offload (config key `offload`) is searched only on hardware whose host
-  // memory is not the device's (a cluster file) and only when no plan fits
-  // without it: its copies run in order with the kernels, so a plan that
-  // fits without offload is the faster. Fixed by --offload, or by a config
-  // that sets it.
+  // Offload (config key `offload`: activations, optimizer, both) is
+  // searched only on hardware whose host memory is not the device's (a
+  // cluster file), and only where it competes with recomputation: when no
+  // plan fits without it, or when the fastest plan that fits recomputes.
+  // Its plans are ranked with the others by predicted step. Fixed by
+  // --offload, or by a config that sets it.
   bool offload_fixed = false;
   std::optional<int> chunks, microbatches, zero;
   // The fewest context positions a ctx axis leaves each rank: smaller chunks
