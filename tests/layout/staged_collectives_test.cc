@@ -2,12 +2,12 @@
 // ZeRO and a pipeline's gradient sums run on device buffers goes through
 // pinned host staging, a few hundred elements of each rank block at a time
 // (staging_mib), and every pipeline transfer through its own pinned mirror
-// (runtime/transfer_staging.h). Over a 2-rank axis MPI adds the same two
-// numbers whatever the message size, so a staged run is bitwise equal to the
-// same layout with Open MPI on the buffers themselves; on 4 ranks it is
-// within the layout matrix's tolerance of one process. On every rank the
-// staging is pinned host memory, predicted to the byte, and the device
-// figure is unchanged.
+// (runtime/transfer_staging.h; two stages a rank under the interleaved
+// schedule). Over a 2-rank axis MPI adds the same two numbers whatever the
+// message size, so a staged run is bitwise equal to the same layout with
+// Open MPI on the buffers themselves; on 4 ranks it is within the layout
+// matrix's tolerance of one process. On every rank the staging is pinned
+// host memory, predicted to the byte, and the device figure is unchanged.
 #include "layout/layout_harness.h"
 
 namespace tessel {
@@ -54,6 +54,8 @@ TEST_F(StagedCollectives, TrainBitwiseLikeOpenMpiOnTheBuffersOnEveryTwoRankLayou
         StagedSplit{"ctx2_all_to_all", "ctx=2", "seq=ctx", "--set context_parallel=all_to_all"},
         StagedSplit{"pipe2_1f1b", "pipe=2", "", "--schedule 1f1b --microbatches 4"},
         StagedSplit{"pipe2_zb", "pipe=2", "", "--schedule zb-h1 --microbatches 4"},
+        StagedSplit{"pipe2_interleaved", "pipe=2", "",
+                    "--schedule interleaved --chunks 2 --microbatches 4 --set n_layer=4"},
         StagedSplit{"pipe2_pipedream", "pipe=2", "", "--schedule pipedream --microbatches 4"}}) {
     const std::string name = "staged_" + s.name;
     const TrainRun want = train(name + "_mpi", gpt_config(), 2, s.mesh, s.layout, s.extra);
