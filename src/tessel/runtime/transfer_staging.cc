@@ -52,8 +52,7 @@ TransferStaging::TransferStaging(Backend& backend, const std::vector<PipelineSta
   for (size_t k = 0; k < stages.size(); ++k) {
     offset_.push_back(send_offsets(stages[k]));
     first_.push_back(at);
-    mirror_.push_back(offset_.back().back());
-    at += instances_[k] * mirror_.back();
+    at += instances_[k] * offset_.back().back();
   }
   receive_at_ = at;
   receive_floats_ = largest_received(stages);
@@ -68,7 +67,7 @@ float* TransferStaging::send_mirror(size_t stage, size_t instance, size_t value,
            "transfer staging: stage ", stage, " instance ", instance, " value ", value, " of ", n,
            " floats has no mirror that holds it");
   float* base = reinterpret_cast<float*>(memory_.data());
-  return base + first_[stage] + instance * mirror_[stage] + offset_[stage][value];
+  return base + first_[stage] + instance * offset_[stage].back() + offset_[stage][value];
 }
 
 float* TransferStaging::receive_buffer(int64_t n) const {

@@ -35,9 +35,11 @@ class TransferStaging {
 
  private:
   Backend& backend_;
-  DeviceMemory memory_;                       // pinned host
-  std::vector<std::vector<int64_t>> offset_;  // per stage: each sent value's offset in a mirror
-  std::vector<int64_t> first_, mirror_;       // per stage: its first mirror, and a mirror's floats
+  DeviceMemory memory_;  // pinned host
+  // Per stage: each sent value's offset in a mirror (the last: a mirror's
+  // floats), and where its first mirror starts.
+  std::vector<std::vector<int64_t>> offset_;
+  std::vector<int64_t> first_;
   std::vector<int> instances_;
   int64_t receive_at_ = 0, receive_floats_ = 0;
 };
