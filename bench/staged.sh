@@ -7,8 +7,8 @@
 # ROUNDS alternating runs of STEPS steps each way, the median step time
 # (steps after the first) of each and their ratio (staged / mpi: above 1
 # means staging is slower). On the CPU the staging copies are memory
-# copies, so this measures what the copies and the lost overlap of the
-# bucketed all-reduce with the backward cost, not a PCIe link.
+# copies, so this measures what the copies and the pieces' progress cost,
+# not a PCIe link.
 # Prints the CPU model, then CSV rows (bench/results/staged.csv's columns,
 # without the date).
 #

@@ -1,6 +1,7 @@
 #include "tessel/comm/staged_communicator.h"
 
 #include <algorithm>
+#include <cstdio>
 
 namespace tessel {
 
@@ -31,6 +32,7 @@ template <class Collective>
 void StagedCommunicator::piecewise(const void* in, bool in_blocks, void* out, bool out_blocks,
                                    const DeviceMemory& result, int64_t n, size_t elem,
                                    Collective collective) {
+  finish_sums();
   const auto* src = static_cast<const uint8_t*>(in);
   auto* dst = static_cast<uint8_t*>(out);
   for (int64_t first = 0; first < n; first += piece_) {
@@ -57,10 +59,77 @@ void StagedCommunicator::all_reduce(float* data, int64_t n, ReduceKind kind,
   count("all_reduce", n * 4);
 }
 
+// A start_all_reduce's handle: progress goes through the communicator,
+// which lands pieces in start order.
+class StagedCommunicator::SumRequest : public CommRequest {
+ public:
+  SumRequest(StagedCommunicator& comm, std::shared_ptr<PendingSum> sum)
+      : comm_(comm), sum_(std::move(sum)) {}
+  ~SumRequest() override {
+    if (done()) return;
+    try {
+      wait();
+    } catch (const Error& e) {
+      std::fprintf(stderr, "tessel: unfinished staged all_reduce destroyed: %s\n", e.what());
+    }
+  }
+  void wait() override {
+    while (!done()) comm_.land_oldest(true);
+  }
+  bool test() override {
+    while (!done() && comm_.land_oldest(false)) {
+    }
+    return done();
+  }
+
+ private:
+  bool done() const { return sum_->landed == sum_->n; }
+  StagedCommunicator& comm_;
+  std::shared_ptr<PendingSum> sum_;
+};
+
 std::unique_ptr<CommRequest> StagedCommunicator::start_all_reduce(float* data, int64_t n,
                                                                   const std::string& op) {
-  all_reduce(data, n, ReduceKind::kSum, op);
-  return std::make_unique<CompletedRequest>();
+  check_buffers("all_reduce", n, op, data, data);
+  count("all_reduce", n * 4);
+  auto sum = std::make_shared<PendingSum>(PendingSum{data, n, op});
+  if (n > 0) unstarted_.push_back(sum);
+  start_pieces();
+  return std::make_unique<SumRequest>(*this, std::move(sum));
+}
+
+void StagedCommunicator::start_pieces() {
+  while (in_flight_.size() < 2 && !unstarted_.empty()) {
+    PendingSum& sum = *unstarted_.front();
+    const int64_t len = std::min(piece_, sum.n - sum.started);
+    float* slot = f32(next_slot_ == 0 ? in_ : out_);
+    next_slot_ ^= 1;  // pieces land in start order, so the other slot is the one in flight
+    backend_.copy_to_host(slot, sum.data + sum.started, len * sizeof(float));
+    in_flight_.push_back(
+        {unstarted_.front(), sum.started, len, slot, inner_->start_all_reduce(slot, len, sum.op)});
+    sum.started += len;
+    if (sum.started == sum.n) unstarted_.pop_front();
+  }
+}
+
+bool StagedCommunicator::land_oldest(bool block) {
+  start_pieces();
+  if (in_flight_.empty()) return false;
+  PieceInFlight& piece = in_flight_.front();
+  if (block)
+    piece.request->wait();
+  else if (!piece.request->test())
+    return false;
+  backend_.copy_from_host(piece.sum->data + piece.first, piece.slot, piece.len * sizeof(float));
+  piece.sum->landed += piece.len;
+  in_flight_.pop_front();
+  start_pieces();
+  return true;
+}
+
+void StagedCommunicator::finish_sums() {
+  while (land_oldest(true)) {
+  }
 }
 
 void StagedCommunicator::all_gather(const float* in, float* out, int64_t n, const std::string& op) {

@@ -15,12 +15,19 @@
 // at any size. Each call is counted once with its whole bytes, as a direct
 // call is; the inner communicator's counts are not reported.
 //
+// start_all_reduce returns at once: its pieces start in call order, two in
+// flight at a time (one per staging slot), so a piece is copied in while
+// the one before it travels; test() and wait() on any request of this
+// communicator land arrived pieces and start the next. Every rank starts
+// the same pieces in the same order. A blocking call first lands every sum
+// in flight (it reuses their slots).
+//
 // Point-to-point messages throw: a pipeline stages its transfers itself
 // (runtime/transfer_staging.h), since a send in flight needs staging of its
-// own. Not yet: overlapping a piece's copies with the previous piece's
-// transfer (start_all_reduce completes before it returns).
+// own.
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <string>
 
@@ -66,10 +73,36 @@ class StagedCommunicator : public Communicator {
                  const DeviceMemory& result, int64_t n, size_t elem, Collective collective);
   [[noreturn]] void refuse_point_to_point(const char* call, const std::string& op) const;
 
+  // One start_all_reduce: elements [0, started) have been sent, [0, landed)
+  // are back in `data`.
+  struct PendingSum {
+    float* data;
+    int64_t n;
+    std::string op;
+    int64_t started = 0, landed = 0;
+  };
+  struct PieceInFlight {
+    std::shared_ptr<PendingSum> sum;
+    int64_t first, len;
+    float* slot;  // in_ or out_
+    std::unique_ptr<CommRequest> request;
+  };
+  class SumRequest;
+  // Starts the next pieces while a slot is free.
+  void start_pieces();
+  // Lands the oldest piece in flight if it has arrived (`block`: once it
+  // has) and starts the next; false when it did not land or none is in flight.
+  bool land_oldest(bool block);
+  // Lands every sum in flight (before a blocking call).
+  void finish_sums();
+
   std::unique_ptr<Communicator> inner_;
   Backend& backend_;
   int64_t piece_;
-  DeviceMemory in_, out_, work_;  // pinned host
+  DeviceMemory in_, out_, work_;                       // pinned host
+  std::deque<std::shared_ptr<PendingSum>> unstarted_;  // call order
+  std::deque<PieceInFlight> in_flight_;                // at most 2, start order
+  int next_slot_ = 0;
 };
 
 }  // namespace tessel
