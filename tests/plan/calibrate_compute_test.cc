@@ -2,7 +2,8 @@
 // measured with three variants around it, so one shape's quirk (a square
 // power-of-two cube) does not price its neighbourhood. What is asserted: the
 // variants are near the point in the grid's coordinates, differ from it and
-// from each other, keep small dims, and stay on multiples of 8. No timing.
+// from each other, keep small dims, and stay on multiples of 8. A repeated
+// memory measurement raises each rate only where it is faster. No timing.
 #include "tessel/plan/calibrate/calibrate_compute.h"
 
 #include <gtest/gtest.h>
@@ -52,6 +53,16 @@ TEST(CalibrateCompute, EveryGridPointIsMeasuredWithThreeNearbyVariants) {
   EXPECT_EQ(std::make_tuple(cube[1].m, cube[1].n, cube[1].k), std::make_tuple(576, 448, 512));
   EXPECT_EQ(std::make_tuple(cube[2].m, cube[2].n, cube[2].k), std::make_tuple(512, 576, 448));
   EXPECT_EQ(std::make_tuple(cube[3].m, cube[3].n, cube[3].k), std::make_tuple(448, 512, 576));
+}
+
+TEST(CalibrateCompute, ARepeatedMemoryMeasurementKeepsEachRatesFasterFigure) {
+  MemoryRate first{2, 40.0, 30.0, 1.5};
+  keep_faster(first, MemoryRate{2, 20.0, 35.0, 1.5});
+  EXPECT_EQ(first.elementwise_gbs, 40.0);
+  EXPECT_EQ(first.row_gbs, 35.0);
+  EXPECT_EQ(first.philox_gdraws, 1.5);
+  EXPECT_THROW(keep_faster(first, MemoryRate{1, 50.0, 50.0, 2.0}), Error);
+  EXPECT_EQ(first.elementwise_gbs, 40.0);
 }
 
 }  // namespace

@@ -166,6 +166,11 @@ MachineProfile calibrate_machine(const CalibrateOptions& options) {
       std::fprintf(stderr, "calibrate: collectives and send/recv on %d ranks, %.1f s\n", ranks,
                    seconds_since(t0));
   }
+  // The memory rates again, after the other phases: each keeps its faster
+  // figure, so one noisy measurement does not misprice every
+  // memory-bound kernel.
+  for (MemoryRate& rate : d.memory)
+    keep_faster(rate, measure_memory_rates(rate.threads, options.quick));
   {
     // The in-situ factors are measured against the finished grid's charges.
     const auto t0 = std::chrono::steady_clock::now();

@@ -54,4 +54,12 @@ std::vector<GemmPoint> calibration_gemm_variants(const GemmPoint& point);
 ComputeCalibration measure_compute(const std::vector<int>& thread_counts, bool quick,
                                    bool progress);
 
+// The memory-bound kernels' rates at `threads` (>= 1), as measure_compute
+// measures them.
+MemoryRate measure_memory_rates(int threads, bool quick);
+
+// Each of `rate`'s rates raised to `repeat`'s where that is faster: noise
+// on a shared machine only slows a memory-bound kernel.
+void keep_faster(MemoryRate& rate, const MemoryRate& repeat);
+
 }  // namespace tessel::plan
