@@ -11,10 +11,13 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-$here/out}
 mkdir -p "$out"
-# cuBLASLt (CUDA 13) from the machine's toolkit.
+# cuBLASLt (CUDA 13) from the machine's toolkit, else from python3's
+# NVIDIA wheels (nvidia-cublas), which PyTorch's images carry.
 cuda_lib=""
+wheel_dirs=$(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null || true)
 for d in ${CUDA_HOME:+$CUDA_HOME/lib64} /usr/local/cuda/lib64 /usr/local/cuda-13*/lib64 \
-  /usr/local/cuda/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu; do
+  /usr/local/cuda/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu \
+  $(for w in $wheel_dirs; do echo "$w"/nvidia/cublas/lib "$w"/nvidia/cu13/lib; done); do
   if [ -e "$d/libcublasLt.so.13" ]; then
     cuda_lib=$d
     break
