@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <set>
 #include <sstream>
 
@@ -208,6 +209,10 @@ TEST(CudaBackendOps, StagedCollectivesCarryDeviceMemoryThroughPinnedStaging) {
   comm.reduce_scatter(db, da, n, "scatter");
   comm.all_gather_bf16(reinterpret_cast<const uint16_t*>(da), reinterpret_cast<uint16_t*>(db),
                        2 * n, "gather bf16");  // the floats' bits as 2n bf16 halves
+  // A started sum (three pieces, two in flight) lands whole in device memory.
+  std::unique_ptr<CommRequest> started = comm.start_all_reduce(db, n, "started sum");
+  started->test();
+  started->wait();
   gpu.copy_to_host(y.data(), db, bytes);
   EXPECT_EQ(x, y);
 }
