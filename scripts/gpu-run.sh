@@ -2,11 +2,13 @@
 # run.sh of the GPU bundle (scripts/gpu-check.sh copies this file into
 # gpu-bundle/): on the GPU machine, prints the GPU, driver and CUDA version,
 # runs tessel_cuda_tests with its JSON report in $OUT (default: out/ beside
-# this file), and checks that `tessel train --device cuda` refuses to train
-# before any compute. Exits non-zero when a test fails, when the tests
-# skipped (no usable GPU: the probe's error is in the log), or when a
-# library is missing. TESSEL_ALLOW_SKIP=1 accepts skips (to try the bundle
-# on a machine without a GPU). Runs in well under 8 minutes.
+# this file), checks that `tessel train --device cuda` refuses to train
+# before any compute unless TESSEL_UNVERIFIED_CUDA=1, then trains gpt-tiny
+# on both devices and compares (train.json). Exits non-zero when a test
+# fails, when the tests skipped (no usable GPU: the probe's error is in the
+# log), when a library is missing, or when a training run fails or
+# disagrees. TESSEL_ALLOW_SKIP=1 accepts skips (to try the bundle on a
+# machine without a GPU). Runs in well under 8 minutes.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-$here/out}
@@ -41,8 +43,9 @@ if [ "$rc" -eq 0 ] && grep -q '^\[  SKIPPED \]' "$log" && [ "${TESSEL_ALLOW_SKIP
   echo "run.sh: tests skipped (no usable GPU?): see $log" >&2
   rc=3
 fi
-# The trainer refuses CUDA before compute, naming the device.
-"$here/tessel" train --config "$here/gpt-tiny.json" --device cuda --steps 1 --out "$out/train-refusal" \
+# Without TESSEL_UNVERIFIED_CUDA=1 the trainer refuses CUDA before compute.
+env -u TESSEL_UNVERIFIED_CUDA "$here/tessel" train --config "$here/gpt-tiny.json" --device cuda \
+  --steps 1 --out "$out/train-refusal" \
   >"$out/train-refusal.log" 2>&1
 train_rc=$?
 echo "== run.sh: tessel train --device cuda exited $train_rc:"
@@ -51,4 +54,53 @@ if [ "$train_rc" -eq 0 ] || ! grep -q "device cuda" "$out/train-refusal.log"; th
   echo "run.sh: tessel train --device cuda did not refuse by name" >&2
   [ "$rc" -ne 0 ] || rc=4
 fi
+
+# Training on the GPU (the unverified path, docs/gpu.md): gpt-tiny in f32
+# (unfused attention, synthetic tokens) for 20 steps on the CPU and on the
+# GPU, the GPU run again, the GPU run stopped at step 10 and resumed, and
+# its step-10 checkpoint resumed on the CPU; compared in train.json.
+t=$out/train
+mkdir -p "$t"
+train() {  # NAME DEVICE STEPS [ARGS...]: one run into $t/NAME, logged beside it
+  local name=$1 device=$2 steps=$3
+  shift 3
+  TESSEL_UNVERIFIED_CUDA=1 "$here/tessel" train --config "$here/gpt-tiny.json" \
+    --set data=synthetic --set attention=unfused --set eval_every=0 --device "$device" \
+    --steps "$steps" --out "$t/$name" "$@" >>"$t/$name.log" 2>&1
+}
+echo "== run.sh: training gpt-tiny on the CPU and the GPU"
+if ! train gpu cuda 20; then
+  tail -5 "$t/gpu.log"
+  if grep -q "no usable GPU" "$t/gpu.log" && [ "${TESSEL_ALLOW_SKIP:-0}" = 1 ]; then
+    echo "run.sh: no GPU: the training comparison is skipped"
+    exit "$rc"
+  fi
+  echo "run.sh: training on the GPU failed: see $t/gpu.log" >&2
+  exit 5
+fi
+train cpu cpu 20 && train gpu2 cuda 20 && train gpu_half cuda 10 --checkpoint-every 10 &&
+  train gpu_half cuda 20 --resume auto &&
+  train cpu_from_gpu cpu 20 --resume "$t/gpu_half/checkpoints/step-10" ||
+  { echo "run.sh: a training run failed: see $t/*.log" >&2; exit 5; }
+python3 - "$t" <<'PY' || { [ "$rc" -ne 0 ] || rc=6; }
+import json, sys
+t = sys.argv[1]
+def losses(name):
+    return {m["step"]: m["loss"] for m in map(json.loads, open(f"{t}/{name}/metrics.jsonl"))}
+cpu, gpu, gpu2, half, cross = map(losses, ["cpu", "gpu", "gpu2", "gpu_half", "cpu_from_gpu"])
+def worst(a, b):
+    return max(abs(a[s] - b[s]) / abs(b[s]) for s in a)
+checks = [
+    {"check": "GPU against CPU, losses of 20 steps", "max_rel": worst(gpu, cpu), "limit": 1e-5},
+    {"check": "GPU run twice, bitwise", "ok": gpu == gpu2},
+    {"check": "GPU resumed at step 10, bitwise", "ok": half == gpu},
+    {"check": "GPU checkpoint resumed on the CPU, steps 10-19", "max_rel": worst(cross, cpu),
+     "limit": 1e-5},
+]
+for c in checks:
+    c.setdefault("ok", c.get("max_rel", 1) <= c.get("limit", 0))
+    print("== run.sh:", json.dumps(c))
+json.dump({"checks": checks, "steps": {"cpu": cpu, "gpu": gpu}}, open(f"{t}.json", "w"), indent=1)
+sys.exit(0 if all(c["ok"] for c in checks) else 1)
+PY
 exit "$rc"

@@ -69,12 +69,13 @@ TEST_F(Cli, UnavailableDeviceIsRefusedBeforeCompute) {
   const fs::path out = dir_ / "o";
   Result r =
       run("train --config " + write_config(tiny_gpt()) + " --device cuda --out " + out.string());
-  // Without the CUDA backend, without a GPU, or (on a GPU) the trainer's
-  // own refusal: each names the device and a reason.
+  // Without the CUDA backend, without a GPU, or (on a GPU) the CUDA gate's
+  // refusal without TESSEL_UNVERIFIED_CUDA=1: each names the device and a
+  // reason.
   expect_error(r, "device cuda: ");
   EXPECT_TRUE(r.output.find("this build of Tessel has no CUDA backend") != std::string::npos ||
               r.output.find("no usable GPU (") != std::string::npos ||
-              r.output.find("the trainer does not run on CUDA yet") != std::string::npos)
+              r.output.find("the CUDA backend has never run on a GPU") != std::string::npos)
       << r.output;
   EXPECT_EQ(r.output.find("step 1"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(out / "checkpoint")) << r.output;

@@ -2,6 +2,7 @@
 
 #include "tessel/autodiff/backward.h"
 #include "tessel/base/error.h"
+#include "tessel/compile/cuda_gate.h"
 #include "tessel/compile/distributed.h"
 #include "tessel/compile/memory_report.h"
 #include "tessel/compile/zero.h"
@@ -84,13 +85,7 @@ void compile_program(CompiledProgram& c, const Mesh& mesh, const Layout& layout,
 CompileOptions precision_compile_options(const TrainConfig& config) {
   CompileOptions options;
   options.backend = &backend_for(config.device);
-  // Parameters are the backend's device memory, but what else a CUDA run
-  // needs is not written yet (docs/gpu.md, "What is not done").
-  if (std::string(options.backend->name()) == "cuda")
-    TS_THROW(
-        "device cuda: programs compiled from a config (train, eval, sample) do not run on CUDA "
-        "yet: bf16 einsums, collectives on GPU memory and some ops' kernels are not written "
-        "(docs/gpu.md); use device cpu");
+  refuse_unrunnable_device(config);  // what the CUDA backend cannot run yet
   options.bf16 = config.precision == "bf16";
   options.bf16_activations = config.bf16_activations;
   options.bf16_partial_sums = config.tp_comm_precision == "bf16";

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "tessel/base/error.h"
+#include "tessel/compile/cuda_gate.h"
 #include "tessel/train/checkpoint/checkpoint.h"
 #include "tessel/train/checkpoint/checkpoint_tokenizer.h"
 #include "tessel/train/checkpoint/run_state.h"
@@ -29,11 +30,7 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   config_.validate();
   threads_ = apply_threads(config_.threads);
   backend_ = &backend_for(config_.device);  // a missing device is an error before any compute
-  if (std::string(backend_->name()) == "cuda")
-    TS_THROW(
-        "device cuda: the trainer does not run on CUDA yet (its model state is device memory, "
-        "but bf16 einsums, collectives on GPU memory and some ops' kernels are not written, and "
-        "it has never run on a GPU; docs/gpu.md); use device cpu");
+  refuse_unrunnable_device(config_);
   auto t = std::chrono::steady_clock::now();
   std::optional<CollectiveStaging> staging;
   if (stages_collectives(config_)) staging = CollectiveStaging{backend_, staging_piece(config_)};
