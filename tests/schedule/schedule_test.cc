@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "common/error_of.h"
 #include "tessel/schedule/communication.h"
@@ -132,6 +133,32 @@ TEST(ScheduleGrid, SimulatedDependenciesHold) {
       free_at[e.rank] = e.end;
     }
     EXPECT_DOUBLE_EQ(t.makespan, *std::max_element(free_at.begin(), free_at.end()));
+  }
+}
+
+// NCCL matches a pair's messages by order, not by tag: for every schedule,
+// each rank must receive from a peer in the order that peer sends to it
+// (an activation or a gradient, of one stage and micro-batch), merging
+// both directions' kinds into one stream per ordered pair.
+TEST(ScheduleGrid, EveryPairReceivesInTheOrderItWasSent) {
+  for (const Config& c : grid()) {
+    const Schedule s = make_schedule(c.name, c.p, c.m, c.v);
+    // (from, to) -> messages in order: (activation?, sender's stage, micro-batch).
+    std::map<std::pair<int, int>, std::vector<std::tuple<bool, int, int>>> sent, received;
+    for (int r = 0; r < c.p; ++r)
+      for (const Action& a : s.actions[r]) {
+        const bool activation =
+            a.kind == ActionKind::kSendActivation || a.kind == ActionKind::kRecvActivation;
+        const int stage = s.stage_of(r, a.chunk);
+        if (a.kind == ActionKind::kSendActivation || a.kind == ActionKind::kSendGradient)
+          sent[{r, a.peer}].push_back({activation, stage, a.microbatch});
+        if (a.kind == ActionKind::kRecvActivation)
+          received[{a.peer, r}].push_back({true, stage - 1, a.microbatch});
+        if (a.kind == ActionKind::kRecvGradient)
+          received[{a.peer, r}].push_back({false, stage + 1, a.microbatch});
+      }
+    EXPECT_FALSE(sent.empty()) << label(c);
+    EXPECT_EQ(sent, received) << label(c);
   }
 }
 
