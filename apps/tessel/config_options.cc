@@ -31,9 +31,10 @@ void ConfigOptions::add_to(CLI::App* command, bool with_steps) {
       "ZeRO stage over the data axis: 0, 1 or 2 (optimizer state, gradients sharded), 3 (and "
       "parameters, gathered on use)");
   command->add_option("--offload", offload,
-                      "none | optimizer (AdamW's moments in pinned host memory, the update on the "
-                      "CPU cores) | activations (what the backward reads, held in pinned host "
-                      "memory between forward and backward) | optimizer,activations");
+                      "none, or a comma list of: optimizer (AdamW's moments in pinned host "
+                      "memory, the update on the CPU cores), weights (with optimizer: the f32 "
+                      "weights there too), activations (what the backward reads, held in pinned "
+                      "host memory between forward and backward)");
   command->add_option("--recompute", recompute,
                       "activations recomputed in backward: none | selective (attention core, norm "
                       "and MLP activation outputs) | "

@@ -69,7 +69,8 @@ void print_table(const std::vector<RankMemory>& ranks, const std::string& device
       "device = what the %s backend's device memory holds: the columns before it, ZeRO's update "
       "chunk and padded block%s; host = input batch staging + one full tensor for sharded "
       "checkpoints (+ on rank 0 the host copy asynchronous periodic saves write from; + with "
-      "--offload optimizer, AdamW's moments and their staging; with --offload activations, "
+      "--offload optimizer, AdamW's moments and their staging; with --offload weights, the "
+      "parameters (then 0 in the parameters column); with --offload activations, "
       "the values the backward reads, between forward and backward; with --collectives staged, "
       "the collectives' and pipeline transfers' staging; all pinned); total = "
       "device + host, the peak of tensor storage (code, libraries, data not included)\n",

@@ -28,6 +28,7 @@ nlohmann::json memory_json(const RunEnd& end) {
                         {"full_tensor", m.host.full_tensor},
                         {"checkpoint_snapshot", m.host.checkpoint_snapshot},
                         {"host_optimizer", m.host.optimizer + m.host.offload_staging},
+                        {"host_weights", m.host.weights},
                         {"host_activations", m.host.activations},
                         {"host_comm_staging", m.host.comm_staging},
                         {"total", m.total()}}},

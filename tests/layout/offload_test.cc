@@ -7,7 +7,8 @@
 // asynchronous pipeline; it resumes bitwise from a checkpoint (the moments
 // read back into host memory); and on every rank the device memory
 // (Backend::space_stats) and all tensor storage are predicted to the byte,
-// the device figure lower by exactly the moments.
+// the device figure lower by exactly the moments; with offload "weights"
+// too, lower by the weights as well.
 #include "layout/layout_harness.h"
 
 namespace tessel {
@@ -80,6 +81,42 @@ TEST_F(Offload, TrainsBitwiseLikeTheMomentsOnTheDeviceOnEveryLayout) {
   expect_same(train("offload_single_again", offloaded, 0), reference("gpt"), "offload single");
 }
 
+// offload: optimizer,weights. The f32 weights live in pinned host memory
+// too, where the programs read them in place and the host updates them
+// with only the gradient copied out, so the run is bitwise equal to the
+// same layout on the device; the device is lower by exactly the moments and
+// the weights (an asynchronous pipeline's weight copies stay there), the
+// host holds the weights, and both are predicted to the byte on every rank.
+TEST_F(Offload, WeightsTooTrainBitwiseWithTheDeviceLowerByTheWeights) {
+  nlohmann::json on_device = gpt_config();
+  nlohmann::json offloaded = on_device;
+  offloaded["offload"] = "optimizer,weights";
+  const std::string tensor = "heads=model,hidden=model,vocab=model";
+  for (const Split& s :
+       {Split{"single", "", "", "", 0}, Split{"bf16", "", "", "--set precision=bf16", 0},
+        Split{"data2_zero1", "data=2", "", "--zero 1", 2},
+        Split{"data2_zero3", "data=2", "", "--zero 3", 2},
+        Split{"model2", "model=2", tensor, "", 2},
+        Split{"pipe2_1f1b", "pipe=2", "", "--schedule 1f1b --microbatches 4", 2},
+        Split{"pipe2_pipedream", "pipe=2", "", "--schedule pipedream --microbatches 4", 2}}) {
+    const std::string name = "offload_weights_" + s.name;
+    const TrainRun want = train(name + "_on_device", on_device, s.ranks, s.mesh, s.layout, s.extra);
+    const TrainRun got = train(name, offloaded, s.ranks, s.mesh, s.layout, s.extra);
+    expect_bitwise(got, want, name);
+    expect_memory_exact(name);
+    for (int r = 0; r < std::max(1, s.ranks); ++r) {
+      const nlohmann::json a = rank_memory(name, r), b = rank_memory(name + "_on_device", r);
+      const int64_t weights = b["parameters"].get<int64_t>();
+      EXPECT_GT(weights, 0) << name;
+      EXPECT_EQ(a["parameters"].get<int64_t>(), 0) << name << " rank " << r;
+      EXPECT_EQ(a["host_weights"].get<int64_t>(), weights) << name << " rank " << r;
+      EXPECT_EQ(a["device"].get<int64_t>(),
+                b["device"].get<int64_t>() - b["optimizer"].get<int64_t>() - weights)
+          << name << " rank " << r;
+    }
+  }
+}
+
 // offload: activations. Each offloaded value is copied to pinned host memory
 // after it is written and back before the backward reads it, so the run is
 // bitwise equal to the same layout without offload; the memory it frees is
@@ -126,20 +163,23 @@ TEST_F(Offload, ActivationsTrainBitwiseWithLessDeviceMemoryOnEveryLayout) {
 }
 
 TEST_F(Offload, ResumesBitwiseWithTheMomentsInHostMemory) {
-  nlohmann::json c = gpt_config();
-  c["offload"] = "optimizer";
-  const TrainRun whole =
-      train("offload_resume_whole", c, 2, "data=2", "", "--zero 1 --checkpoint-every 4");
-  const fs::path step4 = root() / "offload_resume_whole" / "out" / "checkpoints" / "step-4";
-  const TrainRun resumed =
-      train("offload_resume_rest", c, 2, "data=2", "", "--zero 1 --resume " + step4.string());
-  ASSERT_EQ(resumed.steps.size() + 4, whole.steps.size());
-  for (size_t i = 0; i < resumed.steps.size(); ++i)
-    EXPECT_EQ(resumed.steps[i]["loss"].get<double>(), whole.steps[i + 4]["loss"].get<double>())
-        << "step " << i + 4;
-  for (const TensorRecord& w : whole.params.tensors) {
-    const TensorRecord* g = resumed.params.find(w.name);
-    EXPECT_TRUE(g && g->bytes == w.bytes) << w.name;
+  for (const std::string offload : {"optimizer", "optimizer,weights"}) {
+    nlohmann::json c = gpt_config();
+    c["offload"] = offload;
+    const std::string name = offload == "optimizer" ? "offload_resume" : "offload_weights_resume";
+    const TrainRun whole =
+        train(name + "_whole", c, 2, "data=2", "", "--zero 1 --checkpoint-every 4");
+    const fs::path step4 = root() / (name + "_whole") / "out" / "checkpoints" / "step-4";
+    const TrainRun resumed =
+        train(name + "_rest", c, 2, "data=2", "", "--zero 1 --resume " + step4.string());
+    ASSERT_EQ(resumed.steps.size() + 4, whole.steps.size()) << offload;
+    for (size_t i = 0; i < resumed.steps.size(); ++i)
+      EXPECT_EQ(resumed.steps[i]["loss"].get<double>(), whole.steps[i + 4]["loss"].get<double>())
+          << offload << " step " << i + 4;
+    for (const TensorRecord& w : whole.params.tensors) {
+      const TensorRecord* g = resumed.params.find(w.name);
+      EXPECT_TRUE(g && g->bytes == w.bytes) << offload << " " << w.name;
+    }
   }
 }
 
@@ -152,8 +192,12 @@ TEST_F(Offload, NeedsAdamWAndAKnownChoice) {
   c["optimizer"] = "adamw";
   c["offload"] = "gradients";
   expect_fails("offload_gradients", c, 2, "--mesh data=2",
-               "'offload' must be none, optimizer, activations or optimizer,activations, got "
-               "\"gradients\"");
+               "'offload' must be none or a comma list of optimizer, weights and activations, "
+               "got \"gradients\"");
+  c["offload"] = "weights,activations";
+  expect_fails("offload_weights_alone", c, 2, "--mesh data=2",
+               "'offload' \"weights\" keeps the f32 weights where the offloaded optimizer "
+               "updates them; offload the optimizer too");
 }
 
 }  // namespace

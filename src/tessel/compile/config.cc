@@ -76,10 +76,11 @@ std::map<std::string, KeyRule> optimizer_rules() {
   return {
       {"optimizer", field(&TrainConfig::optimizer, "adamw | sgd")},
       {"offload", field(&TrainConfig::offload,
-                        "none | optimizer (AdamW's moments in pinned host memory, the update on "
-                        "the CPU cores) | activations (what the backward reads, in pinned host "
-                        "memory between its forward and backward use) | optimizer,activations "
-                        "(docs/memory.md)")},
+                        "none, or a comma list of: optimizer (AdamW's moments in pinned host "
+                        "memory, the update on the CPU cores), weights (with optimizer: the f32 "
+                        "weights there too, read in place by the programs), activations (what "
+                        "the backward reads, in pinned host memory between its forward and "
+                        "backward use) (docs/memory.md)")},
       {"lr", field(&TrainConfig::lr, "peak learning rate")},
       {"min_lr",
        field(&TrainConfig::min_lr, "learning rate at the end of the decay (cosine, linear, wsd)")},
@@ -401,15 +402,17 @@ bool offloads(const TrainConfig& c, const std::string& what) {
   if (c.offload == "none") return false;
   std::stringstream parts(c.offload);
   for (std::string part; std::getline(parts, part, ',');) {
-    if (part != "optimizer" && part != "activations")
+    if (part != "optimizer" && part != "weights" && part != "activations")
       TS_THROW(
-          "config: 'offload' must be none, optimizer, activations or "
-          "optimizer,activations, got \"",
+          "config: 'offload' must be none or a comma list of optimizer, weights and "
+          "activations, got \"",
           c.offload, "\"");
     found = found || part == what;
   }
   return found;
 }
+
+int offload_copy_bytes(const TrainConfig& c) { return offloads(c, "weights") ? 4 : 12; }
 
 bool stages_collectives(const TrainConfig& c) {
   return c.collectives == "staged" || (c.collectives == "auto" && c.device != "cpu");
@@ -470,6 +473,10 @@ void TrainConfig::validate(bool with_data) const {
     TS_THROW("config: 'decay_fraction' must be in (0, 1], got ", decay_fraction);
   if (with_data && data == "tokens") validate_token_data(*this);
   either("optimizer", optimizer, "adamw", "sgd");
+  if (offloads(*this, "weights") && !offloads(*this, "optimizer"))
+    TS_THROW(
+        "config: 'offload' \"weights\" keeps the f32 weights where the offloaded optimizer "
+        "updates them; offload the optimizer too (\"optimizer,weights\")");
   if (offloads(*this, "optimizer") && optimizer != "adamw")
     TS_THROW("config: 'offload' \"optimizer\" moves AdamW's moments to host memory; optimizer '",
              optimizer, "' keeps no state to move (use offload \"none\")");

@@ -164,10 +164,14 @@ struct TrainConfig {
   static std::vector<ConfigKeyDoc> key_docs();
 };
 
-// Whether `c.offload` names `what` ("optimizer" or "activations"); throws
-// naming the key and its value if one of its comma-separated parts is
-// neither.
+// Whether `c.offload` names `what` ("optimizer", "weights" or
+// "activations"); throws naming the key and its value if one of its
+// comma-separated parts is none of them.
 bool offloads(const TrainConfig& c, const std::string& what);
+// Bytes an offloaded optimizer copies between device and host per updated
+// element: the gradient out, and the value out and back unless offload
+// "weights" keeps it on the host (4 or 12).
+int offload_copy_bytes(const TrainConfig& c);
 
 // Whether collectives and pipeline transfers go through pinned host staging
 // (`collectives` staged, or auto on a device other than the CPU).

@@ -39,10 +39,10 @@ int64_t snapshot_host_bytes(const TrainConfig& c, int rank, int64_t all_elements
 void add_storage(const CompiledRank& compiled, const RankStorage& s, bool pipelined,
                  bool asynchronous, RankMemory& m) {
   const TrainConfig& c = compiled.config;
-  m.parameters = s.value_bytes();
+  (offloads(c, "weights") ? m.host.weights : m.parameters) = s.value_bytes();
   if (c.optimizer == "adamw")
     (offloads(c, "optimizer") ? m.host.optimizer : m.optimizer) = 2 * s.state_bytes();
-  m.host.offload_staging = 2 * s.offload_staging_elements * 4;
+  m.host.offload_staging = s.offload_staging_buffers * s.offload_staging_elements * 4;
   if (stages_collectives(c))
     m.host.comm_staging = DistributedContext::staging_bytes(compiled.mesh, staging_piece(c));
   m.zero_slice = s.zero_slice;
@@ -81,7 +81,7 @@ RankMemory pipeline_rank_memory(const CompiledRank& compiled, const Schedule& sc
   if (schedule.asynchronous) {  // as PipelineEngine's WeightVersions allocates them
     const int versions = check_schedule(schedule).weight_versions[model.pipe_rank()];
     const int copies = schedule.name == "xpipe" ? 1 : std::min(in_flight, versions);
-    m.weight_copies = copies * m.parameters;
+    m.weight_copies = copies * s.value_bytes();  // on the device, offloaded weights or not
   }
   m.arena = 0;
   for (size_t k = 0; k < model.stages().size(); ++k) {
@@ -246,6 +246,9 @@ std::string memory_breakdown(const RankMemory& m) {
       m.device_runtime > 0 ? str_cat(", backend workspace ", format_bytes(m.device_runtime))
                            : std::string(),
       " (device ", format_bytes(m.device()), "), host buffers ", format_bytes(m.host.total()),
+      m.host.weights > 0
+          ? str_cat(" (of which offloaded weights ", format_bytes(m.host.weights), ")")
+          : std::string(),
       m.host.activations > 0
           ? str_cat(" (of which offloaded activations ", format_bytes(m.host.activations), ")")
           : std::string(),

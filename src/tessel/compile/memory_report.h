@@ -37,8 +37,10 @@ struct HostBufferBytes {
   // (parameters, and AdamW moments), written by the background thread.
   int64_t checkpoint_snapshot = 0;
   // offload "optimizer" (pinned): AdamW's moments, and the staging of one
-  // update slot's value and gradient.
+  // update slot's gradient (and value, unless the weights are offloaded).
   int64_t optimizer = 0, offload_staging = 0;
+  // offload "weights" (pinned): the f32 parameters the programs read in place.
+  int64_t weights = 0;
   // offload "activations" (pinned): the training programs' host plans.
   int64_t activations = 0;
   // collectives "staged" (pinned): each mesh axis's staged communicator,
@@ -46,7 +48,7 @@ struct HostBufferBytes {
   int64_t comm_staging = 0;
   int64_t total() const {
     return input_staging + full_tensor + checkpoint_snapshot + optimizer + offload_staging +
-           activations + comm_staging;
+           weights + activations + comm_staging;
   }
 };
 

@@ -193,10 +193,12 @@ int64_t RankStorage::gradient_bytes() const {
 
 RankStorage rank_storage(const CompiledRank& compiled) {
   RankStorage s = compiled.pipelined() ? pipeline_storage(compiled) : program_storage(compiled);
-  if (offloads(compiled.config, "optimizer"))
+  if (offloads(compiled.config, "optimizer")) {
     for (const StoredParam& p : s.params)  // an update slot: the ZeRO chunk, or the local value
       s.offload_staging_elements =
           std::max(s.offload_staging_elements, p.zero ? p.state_numel : p.value_numel);
+    s.offload_staging_buffers = offloads(compiled.config, "weights") ? 1 : 2;
+  }
   return s;
 }
 

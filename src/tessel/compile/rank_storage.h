@@ -75,8 +75,11 @@ struct RankStorage {
   // parameter's local block (a tie sum's buffer on a rank not holding it).
   int64_t accumulator_elements = 0, zero_gradient_elements = 0, tie_scratch_elements = 0;
   // offload "optimizer": the largest update slot (a held parameter's local
-  // value, or its ZeRO chunk); the pinned staging holds two of them.
+  // value, or its ZeRO chunk); the pinned staging holds that many elements
+  // for the gradient and, unless offload "weights" keeps the value on the
+  // host already, as many for the value.
   int64_t offload_staging_elements = 0;
+  int offload_staging_buffers = 0;
   int64_t value_bytes() const;     // held parameters
   int64_t state_bytes() const;     // one optimizer moment (ZeRO: this rank's chunks)
   int64_t gradient_bytes() const;  // a single program's reduced gradients

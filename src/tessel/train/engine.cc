@@ -45,7 +45,7 @@ void Engine::init_params() {
     held.add_param(p.name, p.value.local_shape(p.shape, ctx_.mesh()), p.init);
     held_.push_back(&p);
   }
-  params_ = std::make_unique<ParamStore>(held, backend_);
+  params_ = std::make_unique<ParamStore>(held, backend_, weight_space(compiled_.config));
   // Initial values are computed on the host and copied into device memory.
   AlignedBuffer full;  // allocated for the first sharded parameter
   std::vector<float> local;
@@ -68,8 +68,9 @@ void Engine::init_params() {
     staging_.emplace(in.name, Tensor(in.shape, in.dtype));
   slice_buffer_ = backend_.allocate(MemorySpace::kDevice, storage_.zero_slice);
   zero_block_ = backend_.allocate(MemorySpace::kDevice, storage_.zero_block);
-  offload_staging_ = backend_.allocate(MemorySpace::kPinnedHost,
-                                       2 * storage_.offload_staging_elements * sizeof(float));
+  offload_staging_ = backend_.allocate(
+      MemorySpace::kPinnedHost,
+      storage_.offload_staging_buffers * storage_.offload_staging_elements * sizeof(float));
   zero_pad_.assign(ctx_.mesh().rank_count(), 0.0f);
 }
 
@@ -153,10 +154,13 @@ double Engine::sum_of_squares(const std::vector<double>& local_sq, bool stage_on
 void Engine::update_slots(bool stage_only, int64_t updates) {
   float* staging = reinterpret_cast<float*>(offload_staging_.data());
   const int64_t capacity = storage_.offload_staging_elements;
+  // The gradient's buffer first; the value's after it unless the weights live on the host.
+  const OffloadStaging offload{storage_.offload_staging_buffers == 2 ? staging + capacity : nullptr,
+                               staging, capacity};
   last_update_ = optimizer_(
       slots_,
       [this, stage_only](const std::vector<double>& sq) { return sum_of_squares(sq, stage_only); },
-      updates, OffloadStaging{staging, staging + capacity, capacity});
+      updates, offload);
   for (size_t i = 0; i < slots_.size(); ++i)
     if (held_[i]->zero)
       gather_flat(*held_[i], slots_[i].param, slots_[i].state->value.device_f32());

@@ -32,22 +32,28 @@ MemorySpace moment_space(const TrainConfig& c) {
   return offloads(c, "optimizer") ? MemorySpace::kPinnedHost : MemorySpace::kDevice;
 }
 
+MemorySpace weight_space(const TrainConfig& c) {
+  return offloads(c, "weights") ? MemorySpace::kPinnedHost : MemorySpace::kDevice;
+}
+
 namespace {
 
-// offload "optimizer": the slot's value and gradient copied to the host,
-// AdamW's kernel on them and the pinned moments, the value copied back.
+// offload "optimizer": the slot's gradient (and value, unless the weights
+// live on the host: staging.value null) copied to the host, AdamW's kernel
+// on them and the pinned moments, the value copied back.
 void offloaded_adamw(Backend& backend, const UpdateSlot& slot, const OffloadStaging& staging,
                      float lr, const TrainConfig& c, float wd, int64_t step, float grad_scale) {
   TS_CHECK(slot.n <= staging.capacity, "offload: parameter '", slot.state->name, "' has ", slot.n,
            " elements to update, over the staging's ", staging.capacity);
   const size_t bytes = static_cast<size_t>(slot.n) * sizeof(float);
-  backend.copy_to_host(staging.value, slot.param, bytes);
+  float* value = staging.value ? staging.value : slot.param;
+  if (staging.value) backend.copy_to_host(value, slot.param, bytes);
   backend.copy_to_host(staging.grad, slot.grad, bytes);
   ParamEntry& e = *slot.state;
-  kernels::adamw_update(staging.value, staging.grad, e.m.device_f32(), e.v.device_f32(), slot.n, lr,
+  kernels::adamw_update(value, staging.grad, e.m.device_f32(), e.v.device_f32(), slot.n, lr,
                         static_cast<float>(c.beta1), static_cast<float>(c.beta2),
                         static_cast<float>(c.eps), wd, step, grad_scale);
-  backend.copy_from_host(slot.param, staging.value, bytes);
+  if (staging.value) backend.copy_from_host(slot.param, value, bytes);
 }
 
 }  // namespace

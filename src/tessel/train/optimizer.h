@@ -5,7 +5,8 @@
 // Gradients are read where the compiled program left them; the update is a
 // fused single pass per parameter, run by the backend (kernels/optimizer.h
 // on the CPU), or, with offload "optimizer", by the host on copies of the
-// gradient and value in pinned staging (the same kernel, so the same bits).
+// gradient and value in pinned staging (the same kernel, so the same bits);
+// with offload "weights" too, on the value in place.
 // Moments are allocated on the first step (in moment_space) and reused
 // after. The global norm sums squares
 // in double in a fixed order, so a run is bitwise reproducible.
@@ -54,10 +55,14 @@ struct UpdateSlot {
 // Where AdamW's moments live: pinned host memory with offload "optimizer",
 // else device memory.
 MemorySpace moment_space(const TrainConfig& config);
+// Where the f32 weights live: pinned host memory with offload "weights"
+// (the programs read them in place), else device memory.
+MemorySpace weight_space(const TrainConfig& config);
 
-// offload "optimizer": two pinned host buffers of `capacity` floats each
-// (RankStorage::offload_staging_elements), where one slot's value and
-// gradient are copied for the host's update.
+// offload "optimizer": pinned host buffers of `capacity` floats
+// (RankStorage::offload_staging_elements), where one slot's gradient and,
+// unless the weights live on the host already, its value are copied for the
+// host's update (`value` is null then).
 struct OffloadStaging {
   float* value = nullptr;
   float* grad = nullptr;

@@ -23,10 +23,12 @@ void init_param(const std::string& name, const ParamInit& init, uint64_t seed, i
   }
 }
 
-ParamStore::ParamStore(const Graph& graph, Backend& backend) : backend_(&backend) {
+ParamStore::ParamStore(const Graph& graph, Backend& backend, MemorySpace space)
+    : backend_(&backend) {
   for (ValueId id : graph.params()) {
     const Node& node = graph.node(id);
-    ParamEntry entry{node.name, DeviceTensor(backend, node.shape), {}, {}, node.shape.rank() >= 2};
+    ParamEntry entry{
+        node.name, DeviceTensor(backend, node.shape, space), {}, {}, node.shape.rank() >= 2};
     index_[node.name] = entries_.size();
     entries_.push_back(std::move(entry));
   }

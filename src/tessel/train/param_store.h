@@ -30,10 +30,10 @@ class ParamStore {
   // One entry per parameter of `graph` in `backend`'s device memory,
   // initialised from `seed`.
   ParamStore(const Graph& graph, Backend& backend, uint64_t seed);
-  // One zeroed entry per parameter of `graph` (a rank's local shards); the
-  // caller fills them (write() of DistributedContext::slice_local of the
-  // full values).
-  ParamStore(const Graph& graph, Backend& backend);
+  // One zeroed entry per parameter of `graph` (a rank's local shards) in
+  // `space` (pinned host with offload "weights"); the caller fills them
+  // (write() of DistributedContext::slice_local of the full values).
+  ParamStore(const Graph& graph, Backend& backend, MemorySpace space = MemorySpace::kDevice);
 
   std::vector<ParamEntry>& entries() { return entries_; }
   const std::vector<ParamEntry>& entries() const { return entries_; }

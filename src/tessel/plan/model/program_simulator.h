@@ -248,12 +248,13 @@ class Simulator {
   // parameter and both moments, reading the gradient), the gradient norm's
   // pass and its world all-reduce. Offloaded (offload "optimizer"), the
   // pass runs in host memory, after copying the gradient and the value out
-  // and before copying the value back (train/optimizer.h).
+  // and before copying the value back (train/optimizer.h; the gradient
+  // alone with offload "weights").
   double update(double state, const TrainConfig& config) const {
     const bool adamw = config.optimizer == "adamw";
     double t = memory(state * 4);
     if (adamw && offloads(config, "optimizer"))
-      t += share_ * (hw_.host_copy_seconds(state * 12, options_.threads) +
+      t += share_ * (hw_.host_copy_seconds(state * offload_copy_bytes(config), options_.threads) +
                      hw_.host_memory_seconds(state * 7 * 4, options_.threads));
     else
       t += memory(state * (adamw ? 7 * 4 : 3 * 4));

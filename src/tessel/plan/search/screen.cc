@@ -254,14 +254,14 @@ double Screener::collective(CollectiveKind kind, double bytes, int ranks, Link l
 
 // As the cost model's optimizer: one pass over the state (28 bytes an
 // element for AdamW, 12 for SGD; offloaded, at the host's memory rate after
-// 12 bytes an element of copies), the gradient norm's pass and its world
+// offload_copy_bytes an element of copies), the gradient norm's pass and its world
 // all-reduce. `share`: the ranks per core, as the cost model multiplies
 // kernel times by (HardwareModel::compute_share).
 double Screener::update(double state, int world, double share) const {
   const bool adamw = base_.optimizer == "adamw";
   double t = share * hw_.memory_seconds(state * 4, options_.threads);
   if (adamw && offloads(base_, "optimizer"))
-    t += share * (hw_.host_copy_seconds(state * 12, options_.threads) +
+    t += share * (hw_.host_copy_seconds(state * offload_copy_bytes(base_), options_.threads) +
                   hw_.host_memory_seconds(state * 7 * 4, options_.threads));
   else
     t += share * hw_.memory_seconds(state * (adamw ? 7 * 4 : 3 * 4), options_.threads);
@@ -521,10 +521,13 @@ double Screener::state_bytes_bound(const ScreenCandidate& c) {
   int64_t rows = base_.batch / c.microbatches / c.data;
   const Unit& u = reference(c, &rows);  // held elements do not depend on the rows
   const double d = zero_ranks(c);
-  // Offloaded moments are no device memory where host memory is not the device's.
-  const bool moments =
-      base_.optimizer == "adamw" && (!offloads(base_, "optimizer") || hw_.host_buffers_on_device());
-  const double per_element = 4 / (c.zero == 3 ? d : 1) + (moments ? 8 / (c.zero >= 1 ? d : 1) : 0);
+  // Offloaded moments and weights are no device memory where host memory is
+  // not the device's.
+  const bool on_host = !hw_.host_buffers_on_device();
+  const bool moments = base_.optimizer == "adamw" && !(on_host && offloads(base_, "optimizer"));
+  const bool weights = !(on_host && offloads(base_, "weights"));
+  const double per_element =
+      (weights ? 4 / (c.zero == 3 ? d : 1) : 0) + (moments ? 8 / (c.zero >= 1 ? d : 1) : 0);
   if (!pipelined(c))
     return per_element * (u.embed.held + u.head.held - u.tied + u.last.held +
                           (static_cast<double>(base_.n_layer) - 1) * u.inner.held);
