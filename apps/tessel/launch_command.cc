@@ -112,7 +112,6 @@ int64_t resumable_step(const std::string& out) {
   return dir.empty() ? 0 : read_checkpoint_info(dir).step;
 }
 
-// Starts argv; returns its pid.
 pid_t spawn(const std::vector<std::string>& argv) {
   std::vector<char*> c;
   for (const std::string& a : argv) c.push_back(const_cast<char*>(a.c_str()));
@@ -262,8 +261,7 @@ class Launcher {
   void dismiss(Job& standby) {
     if (standby.pid < 0) return;
     write_quit(standby.go_file);
-    int status = 0;
-    while (::waitpid(standby.pid, &status, 0) < 0) {
+    while (::waitpid(standby.pid, nullptr, 0) < 0) {
     }
     remove_standby_files(standby);
     standby.pid = -1;
@@ -277,8 +275,7 @@ class Launcher {
     std::printf("launch: stopping on signal %d\n", sig);
     std::fflush(stdout);
     ::kill(active.pid, SIGTERM);
-    int status = 0;
-    while (::waitpid(active.pid, &status, 0) < 0) {
+    while (::waitpid(active.pid, nullptr, 0) < 0) {
     }
     remove_standby_files(active);  // a standby that took over
     dismiss(standby);
