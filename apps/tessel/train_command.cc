@@ -125,15 +125,21 @@ double seconds_since_exec() {
   return -1;
 }
 
+// The clock of rank 0's start-up, for print_startup.
+struct StartupClock {
+  double exec_s = 0;  // process start to run_train
+  std::chrono::steady_clock::time_point entered = std::chrono::steady_clock::now();
+  double standby_wait_s = 0;
+};
+
 // Where rank 0's start-up went, once its first step is done: the line a
 // restart's cost is read from (bench/faults.sh, docs/failures.md).
 // A standby job (--standby) reports its wait apart, and the time from the
 // launcher's go to its first step.
-void print_startup(const Trainer& trainer, double exec_s,
-                   std::chrono::steady_clock::time_point entered, double standby_wait_s,
-                   double first_step_s) {
+void print_startup(const Trainer& trainer, const StartupClock& clock, double first_step_s) {
   const Trainer::StartupSeconds& t = trainer.startup_seconds();
-  const double since_entered = seconds_since(entered);
+  const double exec_s = clock.exec_s, standby_wait_s = clock.standby_wait_s;
+  const double since_entered = seconds_since(clock.entered);
   const double other = since_entered - standby_wait_s - first_step_s - t.mesh - t.data - t.compile -
                        t.engine - t.load;
   std::printf(
@@ -215,13 +221,6 @@ int64_t resume_from(Trainer& trainer, const std::string& resume, const std::stri
   }
   return first_step;
 }
-
-// The clock of rank 0's start-up, for print_startup.
-struct StartupClock {
-  double exec_s = 0;  // process start to run_train
-  std::chrono::steady_clock::time_point entered = std::chrono::steady_clock::now();
-  double standby_wait_s = 0;
-};
 
 // A standby job (--standby) has started up; it waits here until the launcher
 // needs it. Returns the checkpoint to resume ("" for none), or nullopt when
@@ -363,8 +362,7 @@ LoopOutcome run_steps(const TrainRun& run, int64_t first_step, bool resumed,
     const double finish_ms = run.saver.finish();  // the previous step's snapshot
     const CommStats after = trainer.distributed().stats();
     out.last_loss = r.loss;
-    if (s == first_step && root)
-      print_startup(trainer, clock.exec_s, clock.entered, clock.standby_wait_s, seconds);
+    if (s == first_step && root) print_startup(trainer, clock, seconds);
     if (!std::isfinite(r.loss)) TS_THROW("step ", s, ": loss is ", r.loss, " (diverged)");
     nlohmann::json line = step_line(trainer, s, r, seconds, before, after);
     if (s == first_step && resumed)  // where the report marks the restart
