@@ -1,9 +1,8 @@
 // `tessel train --dry-run`: every rank's predicted memory, without data,
 // allocation or MPI, from the same compile a run makes (memory_report.h):
 // one row per rank (or, past 16 ranks, per run of ranks with the same
-// figures), the
-// pipeline stages' arenas, and what the arenas hold at their peaks
-// (arena_report.h) for one rank of each pipeline stage.
+// figures), the pipeline stages' arenas, and what the arenas hold at their
+// peaks (arena_report.h) for one rank of each pipeline stage.
 #include <algorithm>
 #include <cstdio>
 #include <string>

@@ -44,11 +44,10 @@ LostRanks take_lost_ranks(const std::string& lost_dir, int world) {
     const std::string number = name.substr(5);
     int rank = -1;
     const auto [end, err] = std::from_chars(number.data(), number.data() + number.size(), rank);
-    if (err == std::errc() && end == number.data() + number.size() && rank >= 0 && rank < world) {
+    if (err == std::errc() && end == number.data() + number.size() && rank >= 0 && rank < world)
       lost.ranks.push_back(rank);
-    } else {
+    else
       lost.ignored.push_back(name);
-    }
     std::filesystem::remove(entry.path(), ec);
   }
   std::sort(lost.ranks.begin(), lost.ranks.end());

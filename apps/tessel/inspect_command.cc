@@ -22,9 +22,8 @@ namespace {
 std::set<ValueId> carried_in_bf16(const Program& program) {
   const std::vector<Program::BucketInfo> buckets = program.bucket_info();
   std::set<ValueId> out;
-  for (const Program::InstructionInfo& ins : program.instruction_info()) {
+  for (const Program::InstructionInfo& ins : program.instruction_info())
     if (ins.carries_bf16 || (ins.bucket >= 0 && buckets[ins.bucket].bf16)) out.insert(ins.node);
-  }
   return out;
 }
 

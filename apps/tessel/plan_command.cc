@@ -119,9 +119,9 @@ void explain(const plan::PlanResult& r) {
       {"exposed communication", total(b.exposed_comm_s) - total(a.exposed_comm_s)},
       {"pipeline bubble", b.bubble_s - a.bubble_s},
       {"optimizer", b.optimizer_s - a.optimizer_s}};
-  const auto* biggest = &deltas[0];
-  for (const auto& d : deltas)
-    if (std::abs(d.second) > std::abs(biggest->second)) biggest = &d;
+  const auto biggest = std::max_element(
+      deltas.begin(), deltas.end(),
+      [](const auto& x, const auto& y) { return std::abs(x.second) < std::abs(y.second); });
   const double gap_ms = (b.step_s - a.step_s) * 1e3;
   if (plan::same_step_as_printed(a, b)) {
     const std::string why =
