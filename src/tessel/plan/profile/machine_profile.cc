@@ -206,12 +206,11 @@ MachineProfile::MachineProfile(MachineProfileData data, std::string source)
   in_situ_bf16_ = InSituCurve(data_.einsum_in_situ_bf16, f + ": key 'einsum_in_situ_bf16'");
   if (data_.bf16_peak_gflops.empty() != data_.gemm_bf16.empty())
     TS_THROW(f, ": keys 'bf16_peak_gflops' and 'gemm.bf16' must both have entries or neither");
-  for (const char* kind : kFitKinds) {
-    bool found = false;
-    for (const LinkFit& l : data_.links)
-      found = found || (l.kind == kind && l.link == Link::kIntraNode);
-    if (!found) TS_THROW(f, ": key 'links' has no intra_node fit for '", kind, "'");
-  }
+  for (const char* kind : kFitKinds)
+    if (std::none_of(data_.links.begin(), data_.links.end(), [&](const LinkFit& l) {
+          return l.kind == kind && l.link == Link::kIntraNode;
+        }))
+      TS_THROW(f, ": key 'links' has no intra_node fit for '", kind, "'");
   for (const LinkFit& l : data_.links) {
     if (std::find(std::begin(kFitKinds), std::end(kFitKinds), l.kind) == std::end(kFitKinds))
       TS_THROW(f, ": key 'links': unknown kind '", l.kind, "'");
