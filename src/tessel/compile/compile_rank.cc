@@ -59,25 +59,24 @@ std::optional<RecomputeChoice> resolve_recompute(TrainConfig& config) {
 
 namespace {
 
-// Lowers `global` to the rank and compiles the program that computes `wanted`.
-// `gradients`: wanted values other than the loss are parameter gradients,
-// whose all-reduces grad_reduce_precision may carry in bf16.
-void compile_program(CompiledProgram& c, const Mesh& mesh, const Layout& layout, int rank,
-                     const LoweringOptions& lowering, const TrainConfig& config, CompileMode mode,
+// Lowers `p.global` to `c`'s rank and compiles the program that computes
+// `p.wanted`. `gradients`: wanted values other than the loss are parameter
+// gradients, whose all-reduces grad_reduce_precision may carry in bf16.
+void compile_program(CompiledProgram& p, const CompiledRank& c, const LoweringOptions& lowering,
                      DistributedContext* ctx, bool gradients) {
-  c.local = lower_to_rank(c.global, c.wanted, mesh, layout, rank, lowering);
+  p.local = lower_to_rank(p.global, p.wanted, c.mesh, c.layout, c.rank, lowering);
   std::vector<ValueId> local_outputs;
-  for (ValueId v : c.wanted) local_outputs.push_back(c.local.local_of[v]);
-  CompileOptions options = precision_compile_options(config);
-  options.plan_only = mode == CompileMode::kPlanOnly;  // the run's plan, buckets included
+  for (ValueId v : p.wanted) local_outputs.push_back(p.local.local_of[v]);
+  CompileOptions options = precision_compile_options(c.config);
+  options.plan_only = c.mode == CompileMode::kPlanOnly;  // the run's plan, buckets included
   options.comms = ctx ? &ctx->groups() : nullptr;
-  options.bucket_bytes = static_cast<size_t>(config.bucket_mib * 1048576.0);
-  if (gradients && offloads(config, "activations"))
-    options.offload_from = c.local.first_local_at(c.outputs.loss + 1);
-  if (gradients && config.grad_reduce_precision == "bf16")
-    for (ValueId v : c.wanted)
-      if (v != c.outputs.loss) options.bf16_reduce.insert(c.local.local_of[v]);
-  c.program = std::make_unique<Program>(c.local.graph, local_outputs, options);
+  options.bucket_bytes = static_cast<size_t>(c.config.bucket_mib * 1048576.0);
+  if (gradients && offloads(c.config, "activations"))
+    options.offload_from = p.local.first_local_at(p.outputs.loss + 1);
+  if (gradients && c.config.grad_reduce_precision == "bf16")
+    for (ValueId v : p.wanted)
+      if (v != p.outputs.loss) options.bf16_reduce.insert(p.local.local_of[v]);
+  p.program = std::make_unique<Program>(p.local.graph, local_outputs, options);
 }
 
 }  // namespace
@@ -145,7 +144,7 @@ CompiledRank compile_rank(const TrainConfig& config, const Mesh& mesh, const Lay
   c.train.wanted = {t.outputs.loss};
   c.train.wanted.insert(c.train.wanted.end(), t.grads.begin(), t.grads.end());
   c.train.global = std::move(t.graph);
-  compile_program(c.train, mesh, layout, rank, train_lowering, cfg, mode, ctx, true);
+  compile_program(c.train, c, train_lowering, ctx, true);
 
   // Evaluation: forward only, reading the same parameter storage (ZeRO-3
   // shards are gathered on use there too). A plan needs only its arena.
@@ -161,17 +160,13 @@ CompiledRank compile_rank(const TrainConfig& config, const Mesh& mesh, const Lay
       return c;
     }
   }
-  {
-    Graph eval_graph;
-    GraphBuilder eb(eval_graph);
-    c.eval.outputs = build_model(cfg, eb, cfg.batch, /*training=*/false);
-    c.eval.global = std::move(eval_graph);
-  }
+  GraphBuilder eb(c.eval.global);
+  c.eval.outputs = build_model(cfg, eb, cfg.batch, /*training=*/false);
   c.eval.wanted = {c.eval.outputs.loss};
   if (c.eval.outputs.logits) c.eval.wanted.push_back(*c.eval.outputs.logits);
   LoweringOptions eval_lowering;
   eval_lowering.targets = zero_targets(c.eval.global, {}, layout, mesh, cfg.zero);
-  compile_program(c.eval, mesh, layout, rank, eval_lowering, cfg, mode, ctx, false);
+  compile_program(c.eval, c, eval_lowering, ctx, false);
   c.eval_arena_bytes = c.eval.program->arena_bytes();
   if (!eval_key.empty()) cache->eval_arena_bytes[eval_key] = c.eval_arena_bytes;
   return c;
