@@ -356,15 +356,17 @@ TrainConfig TrainConfig::from_json(const json& j) {
 }
 
 TrainConfig TrainConfig::from_file(const std::string& path) {
+  return from_json(read_config_json(path));
+}
+
+json read_config_json(const std::string& path) {
   std::ifstream in(path);
   if (!in) TS_THROW("config: cannot open '", path, "'");
-  json j;
   try {
-    j = json::parse(in);
+    return json::parse(in);
   } catch (const json::exception& e) {  // parse errors, and numbers out of range (406)
     TS_THROW("config: '", path, "' is not valid JSON: ", e.what());
   }
-  return from_json(j);
 }
 
 void TrainConfig::set(const std::string& assignment) {

@@ -173,6 +173,9 @@ bool offloads(const TrainConfig& c, const std::string& what);
 // "weights" keeps it on the host (4 or 12).
 int offload_copy_bytes(const TrainConfig& c);
 
+// A config file's JSON (its keys not read yet); throws naming an unreadable file.
+nlohmann::json read_config_json(const std::string& path);
+
 // Whether collectives and pipeline transfers go through pinned host staging
 // (`collectives` staged, or auto on a device other than the CPU).
 bool stages_collectives(const TrainConfig& c);

@@ -1,7 +1,6 @@
 #include "tessel/plan/published_run.h"
 
 #include <filesystem>
-#include <fstream>
 
 #include "tessel/base/error.h"
 #include "tessel/compile/model_registry.h"
@@ -34,14 +33,7 @@ bool stated(const JsonFields& f, const char* key) {
 }  // namespace
 
 ConfigFile read_config_file(const std::string& path) {
-  ConfigFile out;
-  std::ifstream in(path);
-  if (!in) TS_THROW("config: cannot open '", path, "'");
-  try {
-    out.keys = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    TS_THROW("config: '", path, "' is not valid JSON: ", e.what());
-  }
+  ConfigFile out{read_config_json(path), std::nullopt};
   if (out.keys.is_object() && out.keys.contains("published")) {
     out.published = out.keys["published"];
     out.keys.erase("published");
