@@ -64,9 +64,9 @@ std::string unmapped_axis_error(const Graph& graph, const MeshAxis& axis,
   for (const auto& [dim, sizes] : dims_of(graph)) {
     if (mapped_dims.count(dim)) continue;
     all.push_back(dim);
-    bool divides = true;
-    for (int64_t size : sizes) divides = divides && size % axis.size == 0;
-    if (divides) fit.push_back(dim);
+    if (std::all_of(sizes.begin(), sizes.end(),
+                    [&](int64_t size) { return size % axis.size == 0; }))
+      fit.push_back(dim);
   }
   std::string example;
   if (!fit.empty()) {
@@ -164,15 +164,13 @@ Sharding Layout::target(const Shape& shape, const std::string& label, const Mesh
 }
 
 void Layout::validate(const Graph& graph, const Mesh& mesh) const {
-  if (context_parallel_asked_) {
-    bool attention = false;
-    for (const Node& n : graph.nodes()) attention |= n.kind == OpKind::kAttention;
-    if (!attention)
-      TS_THROW("context_parallel \"",
-               context_parallel_ == ContextParallel::kRing ? "ring" : "all_to_all",
-               "\" is set, but the model has no fused attention op to run it (the built-in GPT "
-               "and Llama have one with attention \"fused\")");
-  }
+  if (context_parallel_asked_ &&
+      std::none_of(graph.nodes().begin(), graph.nodes().end(),
+                   [](const Node& n) { return n.kind == OpKind::kAttention; }))
+    TS_THROW("context_parallel \"",
+             context_parallel_ == ContextParallel::kRing ? "ring" : "all_to_all",
+             "\" is set, but the model has no fused attention op to run it (the built-in GPT "
+             "and Llama have one with attention \"fused\")");
   std::set<std::string> dims;
   for (const Node& n : graph.nodes())
     for (const Dim& d : n.shape.dims()) dims.insert(d.name);
