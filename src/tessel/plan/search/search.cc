@@ -656,8 +656,6 @@ PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
   if (!result.plans.empty() && result.plans.front().config.recompute == "none") choices.clear();
   if (result.plans.empty() && choices.empty()) nothing_fits();
   if (choices.empty()) return result;
-  std::vector<int> order;  // ties: no offload, then the earlier offload
-  for (size_t i = 0; i < result.plans.size(); ++i) order.push_back(static_cast<int>(i));
   for (const std::string& offload : choices) {
     PlanRequest o = q;
     o.base.offload = offload;
@@ -668,10 +666,7 @@ PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
     result.bounded += r.bounded, result.exact += r.exact, result.units += r.units;
     result.memory_bounded += r.memory_bounded, result.simulated += r.simulated;
     result.search_s += r.search_s;
-    for (Plan& p : r.plans) {
-      order.push_back(static_cast<int>(order.size()));
-      result.plans.push_back(std::move(p));
-    }
+    for (Plan& p : r.plans) result.plans.push_back(std::move(p));
   }
   if (result.plans.empty()) {
     try {
@@ -681,6 +676,8 @@ PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
                choices.size() > 1 ? ", optimizer, both" : "", ")");
     }
   }
+  std::vector<int> order(result.plans.size());  // ties: no offload, then the earlier offload
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
   sort_fastest_first(&result.plans, order);
   return result;
 }
