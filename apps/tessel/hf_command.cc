@@ -25,8 +25,7 @@ Command add_convert(CLI::App& app, bool to_hf) {
   // export also takes --checkpoint, as sample and eval do
   sub->add_option(to_hf ? "from,--checkpoint" : "from", opt->from,
                   to_hf ? "the Tessel checkpoint"
-                        : "the Hugging Face directory (config.json, "
-                          "model.safetensors)")
+                        : "the Hugging Face directory (config.json, model.safetensors)")
       ->required();
   sub->add_option("--out", opt->out, "the directory to write")->required();
   return {sub, [opt, to_hf] {

@@ -412,8 +412,7 @@ int Launcher::run() {
     const double useful = kept > first_step_ ? training_seconds(out_, first_step_, kept) : 0;
     lost += seconds - useful;
     std::printf(
-        "launch: attempt %d failed after %.1f s: %s; newest checkpoint at step %lld, %.1f s "
-        "lost\n",
+        "launch: attempt %d failed after %.1f s: %s; newest checkpoint at step %lld, %.1f s lost\n",
         attempt, seconds, describe(status).c_str(), static_cast<long long>(kept), seconds - useful);
     first_step_ = kept;
     const bool shrunk = shrink_for_lost_ranks(standby);  // false: the job cannot go on

@@ -228,8 +228,7 @@ std::unique_ptr<plan::HardwareModel> load_hardware(const PlanOptions& opt) {
              "--oversubscribe`; ranks sharing a core are costed at their share of it); to plan "
              "within this machine, give --ranks ",
              hw->total_devices(),
-             " or fewer; to plan for other machines, give --cluster FILE "
-             "(examples/clusters/)");
+             " or fewer; to plan for other machines, give --cluster FILE (examples/clusters/)");
   }
   return hw;
 }

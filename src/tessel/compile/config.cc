@@ -331,8 +331,7 @@ void validate_llama(const TrainConfig& c) {
              c.dropout);
   if (c.attention_dropout != 0)
     TS_THROW(
-        "config: model \"llama\" has no dropout (as Llama); 'attention_dropout' must be 0, "
-        "got ",
+        "config: model \"llama\" has no dropout (as Llama); 'attention_dropout' must be 0, got ",
         c.attention_dropout);
 }
 

@@ -102,8 +102,7 @@ PublishedRun parse_published(const nlohmann::json& block, const TrainConfig& mod
   if (counted != "model" && counted != "with_recompute")
     f.fail("flops_counted",
            "must be \"model\" (forward and backward) or \"with_recompute\" "
-           "(the recomputed forward counted too, Narayanan et al.'s eq. 3), "
-           "got \"" +
+           "(the recomputed forward counted too, Narayanan et al.'s eq. 3), got \"" +
                counted + "\"");
   r.flops_with_recompute = counted == "with_recompute";
   if (stated(f, "tokens_per_s_per_gpu")) {  // a throughput: its FLOPs counted as above

@@ -91,8 +91,7 @@ Program& PipelineExecutor::acquire(PipelineStage& s, int microbatch) {
   }
   TS_THROW("pipeline stage ", s.stage, ": micro-batch ", microbatch, " needs an instance but all ",
            s.instances.size(),
-           " hold micro-batches in flight (the schedule keeps more in flight "
-           "than was compiled)");
+           " hold micro-batches in flight (the schedule keeps more in flight than was compiled)");
 }
 
 void PipelineExecutor::release(PipelineStage& s, int microbatch) {

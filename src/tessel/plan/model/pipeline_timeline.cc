@@ -236,8 +236,7 @@ std::vector<RankStep> pipeline_steps(const std::vector<CompiledRank>& reps,
   for (const CompiledRank& c : reps)
     if (!by_pipe[c.pipeline->pipe_rank()]) by_pipe[c.pipeline->pipe_rank()] = &c;
   TS_CHECK(by_pipe[0] && by_pipe[p - 1],
-           "cost model: no representative for the first or last "
-           "pipeline rank");
+           "cost model: no representative for the first or last pipeline rank");
   std::vector<RankCosts> cost(p);
   for (int r = 0; r < p; ++r)
     if (by_pipe[r]) cost[r] = compiled_rank_costs(reps, *by_pipe[r], sim, pipe_axis, memo);

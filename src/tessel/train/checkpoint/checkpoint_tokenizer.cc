@@ -46,8 +46,7 @@ std::string checkpoint_tokenizer(const std::string& dir) {
   const nlohmann::json& entry = m["tokenizer"];
   if (!entry.is_object() || !entry.value("hash", nlohmann::json()).is_string())
     TS_THROW("checkpoint: '", manifest_path.string(),
-             "': key 'tokenizer' must be an object "
-             "with a string 'hash'");
+             "': key 'tokenizer' must be an object with a string 'hash'");
   const std::string path = (fs::path(dir) / kTokenizerFile).string();
   if (!fs::exists(path))
     TS_THROW("checkpoint '", dir, "' has no ", kTokenizerFile, ", which its manifest records");

@@ -34,8 +34,7 @@ void check_header(const Header& h, const std::string& path, uint64_t size) {
   auto fail = [&](const auto&... why) { TS_THROW("token file '", path, "': ", why...); };
   if (std::memcmp(h.magic, kTokenFileMagic, 8) != 0)
     fail(
-        "not a Tessel token file (no \"TSLTOKEN\" magic; write one with `tessel tokenize "
-        "encode`)");
+        "not a Tessel token file (no \"TSLTOKEN\" magic; write one with `tessel tokenize encode`)");
   if (h.version != kTokenFileVersion)
     fail("format version ", h.version, ", this build reads version ", kTokenFileVersion);
   if (h.vocab < 1 || h.vocab > (uint64_t{1} << 31))
