@@ -31,13 +31,9 @@ void all_gather(const OpCall& call, Communicator& comm) {
   const Shape& x = in_shape(call, 0);
   Around a = around(x, call.node.attrs.dim);
   float* out = static_cast<float*>(call.out);
-  if (a.outer == 1) {
-    comm.all_gather(in_f32(call, 0), out, x.numel(), call.node.name);
-    return;
-  }
-  float* buf = static_cast<float*>(call.scratch);
+  float* buf = a.outer == 1 ? out : static_cast<float*>(call.scratch);
   comm.all_gather(in_f32(call, 0), buf, x.numel(), call.node.name);
-  swap_leading(buf, out, call.node.attrs.count, a.outer, a.n * a.inner);
+  if (a.outer != 1) swap_leading(buf, out, call.node.attrs.count, a.outer, a.n * a.inner);
 }
 
 // An all-gather carrying bf16 (OpCall::bf16_out): the input rounded to bf16
@@ -54,11 +50,8 @@ void all_gather_bf16(const OpCall& call, Communicator& comm) {
     send = scratch;
     scratch += round_up(static_cast<size_t>(x.numel()) * 2) / 2;
   }
-  if (a.outer == 1) {
-    comm.all_gather_bf16(send, out, x.numel(), call.node.name);
-    return;
-  }
-  comm.all_gather_bf16(send, scratch, x.numel(), call.node.name);
+  comm.all_gather_bf16(send, a.outer == 1 ? out : scratch, x.numel(), call.node.name);
+  if (a.outer == 1) return;
   // rank-major [r][outer][len][inner] -> [outer][r][len][inner]
   const int64_t ranks = call.node.attrs.count, block = a.n * a.inner;
 #pragma omp parallel for schedule(static) collapse(2)
