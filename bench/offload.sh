@@ -3,7 +3,8 @@
 # "Offloading the optimizer" and "Offloading activations"), side by side in
 # one run: gpt-bench (10.8M parameters, batch 8, context 128), f32, at 2
 # threads: ROUNDS alternating `bench step` runs with `offload: WHAT`
-# (optimizer, activations or optimizer,activations; default optimizer) and
+# (optimizer, optimizer,weights, activations or optimizer,activations;
+# default optimizer) and
 # without, the median ms/step of each and their ratio (offloaded / on the
 # device: above 1 means the offloaded step is slower). On the CPU the
 # offload's copies are memory copies, so this measures what the copies and
