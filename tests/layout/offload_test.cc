@@ -14,8 +14,48 @@
 namespace tessel {
 namespace {
 
+struct Split {
+  std::string name, mesh, layout, extra;
+  int ranks;
+};
+
+const std::string kTensor = "heads=model,hidden=model,vocab=model";
+
+// One process, ZeRO 1 and 3, tensor parallelism, a synchronous and an
+// asynchronous pipeline.
+std::vector<Split> state_offload_splits() {
+  return {Split{"single", "", "", "", 0},
+          Split{"data2_zero1", "data=2", "", "--zero 1", 2},
+          Split{"data2_zero3", "data=2", "", "--zero 3", 2},
+          Split{"model2", "model=2", kTensor, "", 2},
+          Split{"pipe2_1f1b", "pipe=2", "", "--schedule 1f1b --microbatches 4", 2},
+          Split{"pipe2_pipedream", "pipe=2", "", "--schedule pipedream --microbatches 4", 2}};
+}
+
 class Offload : public LayoutInvariance {
  protected:
+  // Trains each split with `offload` (run PREFIX_<split>) and with
+  // everything on the device (PREFIX_<split>_on_device): bitwise equal,
+  // memory predicted to the byte, and check(offloaded, on_device, what) on
+  // each rank's predicted bytes.
+  template <class Check>
+  static void train_splits(const std::string& prefix, const std::string& offload,
+                           const std::vector<Split>& splits, Check check) {
+    nlohmann::json on_device = gpt_config();
+    nlohmann::json offloaded = on_device;
+    offloaded["offload"] = offload;
+    for (const Split& s : splits) {
+      const std::string name = prefix + s.name;
+      const TrainRun want =
+          train(name + "_on_device", on_device, s.ranks, s.mesh, s.layout, s.extra);
+      const TrainRun got = train(name, offloaded, s.ranks, s.mesh, s.layout, s.extra);
+      expect_bitwise(got, want, name);
+      expect_memory_exact(name);
+      for (int r = 0; r < std::max(1, s.ranks); ++r)
+        check(rank_memory(name, r), rank_memory(name + "_on_device", r),
+              name + " rank " + std::to_string(r));
+    }
+  }
   static void expect_bitwise(const TrainRun& got, const TrainRun& want, const std::string& what) {
     ASSERT_EQ(got.steps.size(), want.steps.size()) << what;
     for (size_t s = 0; s < want.steps.size(); ++s) {
@@ -48,73 +88,40 @@ class Offload : public LayoutInvariance {
   }
 };
 
-struct Split {
-  std::string name, mesh, layout, extra;
-  int ranks;
-};
-
 TEST_F(Offload, TrainsBitwiseLikeTheMomentsOnTheDeviceOnEveryLayout) {
-  nlohmann::json on_device = gpt_config();
-  nlohmann::json offloaded = on_device;
+  train_splits("offload_", "optimizer", state_offload_splits(),
+               [](const nlohmann::json& a, const nlohmann::json& b, const std::string& what) {
+                 EXPECT_GT(b["optimizer"].get<int64_t>(), 0) << what;
+                 EXPECT_EQ(a["optimizer"].get<int64_t>(), 0) << what;
+                 EXPECT_EQ(a["device"].get<int64_t>(),
+                           b["device"].get<int64_t>() - b["optimizer"].get<int64_t>())
+                     << what;
+               });
+  nlohmann::json offloaded = gpt_config();
   offloaded["offload"] = "optimizer";
-  const std::string tensor = "heads=model,hidden=model,vocab=model";
-  for (const Split& s :
-       {Split{"single", "", "", "", 0}, Split{"data2_zero1", "data=2", "", "--zero 1", 2},
-        Split{"data2_zero3", "data=2", "", "--zero 3", 2},
-        Split{"model2", "model=2", tensor, "", 2},
-        Split{"pipe2_1f1b", "pipe=2", "", "--schedule 1f1b --microbatches 4", 2},
-        Split{"pipe2_pipedream", "pipe=2", "", "--schedule pipedream --microbatches 4", 2}}) {
-    const std::string name = "offload_" + s.name;
-    const TrainRun want = train(name + "_on_device", on_device, s.ranks, s.mesh, s.layout, s.extra);
-    const TrainRun got = train(name, offloaded, s.ranks, s.mesh, s.layout, s.extra);
-    expect_bitwise(got, want, name);
-    expect_memory_exact(name);
-    for (int r = 0; r < std::max(1, s.ranks); ++r) {
-      const nlohmann::json a = rank_memory(name, r), b = rank_memory(name + "_on_device", r);
-      EXPECT_GT(b["optimizer"].get<int64_t>(), 0) << name;
-      EXPECT_EQ(a["optimizer"].get<int64_t>(), 0) << name << " rank " << r;
-      EXPECT_EQ(a["device"].get<int64_t>(),
-                b["device"].get<int64_t>() - b["optimizer"].get<int64_t>())
-          << name << " rank " << r;
-    }
-  }
   expect_same(train("offload_single_again", offloaded, 0), reference("gpt"), "offload single");
 }
 
 // offload: optimizer,weights. The f32 weights live in pinned host memory
 // too, where the programs read them in place and the host updates them
 // with only the gradient copied out, so the run is bitwise equal to the
-// same layout on the device; the device is lower by exactly the moments and
-// the weights (an asynchronous pipeline's weight copies stay there), the
-// host holds the weights, and both are predicted to the byte on every rank.
+// same layout on the device (in bf16 too); the device is lower by exactly
+// the moments and the weights (an asynchronous pipeline's weight copies
+// stay there), the host holds the weights, and both are predicted to the
+// byte on every rank.
 TEST_F(Offload, WeightsTooTrainBitwiseWithTheDeviceLowerByTheWeights) {
-  nlohmann::json on_device = gpt_config();
-  nlohmann::json offloaded = on_device;
-  offloaded["offload"] = "optimizer,weights";
-  const std::string tensor = "heads=model,hidden=model,vocab=model";
-  for (const Split& s :
-       {Split{"single", "", "", "", 0}, Split{"bf16", "", "", "--set precision=bf16", 0},
-        Split{"data2_zero1", "data=2", "", "--zero 1", 2},
-        Split{"data2_zero3", "data=2", "", "--zero 3", 2},
-        Split{"model2", "model=2", tensor, "", 2},
-        Split{"pipe2_1f1b", "pipe=2", "", "--schedule 1f1b --microbatches 4", 2},
-        Split{"pipe2_pipedream", "pipe=2", "", "--schedule pipedream --microbatches 4", 2}}) {
-    const std::string name = "offload_weights_" + s.name;
-    const TrainRun want = train(name + "_on_device", on_device, s.ranks, s.mesh, s.layout, s.extra);
-    const TrainRun got = train(name, offloaded, s.ranks, s.mesh, s.layout, s.extra);
-    expect_bitwise(got, want, name);
-    expect_memory_exact(name);
-    for (int r = 0; r < std::max(1, s.ranks); ++r) {
-      const nlohmann::json a = rank_memory(name, r), b = rank_memory(name + "_on_device", r);
-      const int64_t weights = b["parameters"].get<int64_t>();
-      EXPECT_GT(weights, 0) << name;
-      EXPECT_EQ(a["parameters"].get<int64_t>(), 0) << name << " rank " << r;
-      EXPECT_EQ(a["host_weights"].get<int64_t>(), weights) << name << " rank " << r;
-      EXPECT_EQ(a["device"].get<int64_t>(),
-                b["device"].get<int64_t>() - b["optimizer"].get<int64_t>() - weights)
-          << name << " rank " << r;
-    }
-  }
+  std::vector<Split> splits = state_offload_splits();
+  splits.push_back(Split{"bf16", "", "", "--set precision=bf16", 0});
+  train_splits("offload_weights_", "optimizer,weights", splits,
+               [](const nlohmann::json& a, const nlohmann::json& b, const std::string& what) {
+                 const int64_t weights = b["parameters"].get<int64_t>();
+                 EXPECT_GT(weights, 0) << what;
+                 EXPECT_EQ(a["parameters"].get<int64_t>(), 0) << what;
+                 EXPECT_EQ(a["host_weights"].get<int64_t>(), weights) << what;
+                 EXPECT_EQ(a["device"].get<int64_t>(),
+                           b["device"].get<int64_t>() - b["optimizer"].get<int64_t>() - weights)
+                     << what;
+               });
 }
 
 // offload: activations. Each offloaded value is copied to pinned host memory
@@ -123,13 +130,12 @@ TEST_F(Offload, WeightsTooTrainBitwiseWithTheDeviceLowerByTheWeights) {
 // the arena's (the device's other parts are the same), the host holds the
 // offloaded values, and both are predicted to the byte on every rank.
 TEST_F(Offload, ActivationsTrainBitwiseWithLessDeviceMemoryOnEveryLayout) {
-  const std::string tensor = "heads=model,hidden=model,vocab=model";
   for (const Split& s :
        {Split{"single", "", "", "", 0}, Split{"bf16", "", "", "--set precision=bf16", 0},
         Split{"data2_zero1", "data=2", "", "--zero 1", 2},
         Split{"data2_zero3", "data=2", "", "--zero 3", 2},
-        Split{"model2", "model=2", tensor, "", 2},
-        Split{"seq2", "model=2", tensor + ",seq=model", "", 2},
+        Split{"model2", "model=2", kTensor, "", 2},
+        Split{"seq2", "model=2", kTensor + ",seq=model", "", 2},
         Split{"ctx2_ring", "ctx=2", "seq=ctx", "--set context_parallel=ring", 2},
         Split{"pipe2_1f1b", "pipe=2", "", "--schedule 1f1b --microbatches 4", 2},
         Split{"pipe2_zb", "pipe=2", "", "--schedule zb-h1 --microbatches 4", 2},
