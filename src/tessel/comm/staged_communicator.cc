@@ -102,8 +102,8 @@ void StagedCommunicator::start_pieces() {
   while (in_flight_.size() < 2 && !unstarted_.empty()) {
     PendingSum& sum = *unstarted_.front();
     const int64_t len = std::min(piece_, sum.n - sum.started);
-    float* slot = f32(next_slot_ == 0 ? in_ : out_);
-    next_slot_ ^= 1;  // pieces land in start order, so the other slot is the one in flight
+    // At most one piece is in flight here: the new one takes the other slot.
+    float* slot = !in_flight_.empty() && in_flight_.back().slot == f32(in_) ? f32(out_) : f32(in_);
     backend_.copy_to_host(slot, sum.data + sum.started, len * sizeof(float));
     in_flight_.push_back(
         {unstarted_.front(), sum.started, len, slot, inner_->start_all_reduce(slot, len, sum.op)});

@@ -102,7 +102,6 @@ class StagedCommunicator : public Communicator {
   DeviceMemory in_, out_, work_;                       // pinned host
   std::deque<std::shared_ptr<PendingSum>> unstarted_;  // call order
   std::deque<PieceInFlight> in_flight_;                // at most 2, start order
-  int next_slot_ = 0;
 };
 
 }  // namespace tessel
