@@ -160,7 +160,8 @@ void print_legend() {
       "  zero         ZeRO stage: 0 none, 1 optimizer state, 2 + gradients, 3 + weights "
       "sharded over data\n"
       "  recompute    activations recomputed in the backward pass: none, selective, blocks\n"
-      "  offload      (where a plan offloads) what lives in host memory: optimizer, activations\n"
+      "  offload      (where a plan offloads) what lives in host memory: optimizer, weights, "
+      "activations\n"
       "  step ms      predicted time of one training step\n"
       "  tokens/s     predicted training throughput, all ranks together\n"
       "  TFLOP/s      model FLOPs (recomputation not counted) per second per rank\n"
@@ -311,7 +312,7 @@ int run_plan(PlanOptions opt) {
                          std::string(11 - std::min<size_t>(10, k.recompute.size()), ' '), offload)
                : k.recompute;
   };
-  const int recompute_width = offloading ? 33 : 10;
+  const int recompute_width = offloading ? 40 : 10;  // "optimizer,weights,activations"
   std::printf("%-3s %-24s %-16s %-11s %-2s %-3s %-4s %-*s %9s %10s %8s %6s %10s %7s %s\n", "#",
               "mesh", "layout", "schedule", "v", "m", "zero", recompute_width,
               offloading ? "recompute  offload" : "recompute", "step ms", "tokens/s", "TFLOP/s",

@@ -226,7 +226,7 @@ TEST_F(PlanCli, APlanThatFitsNowhereNamesTheSmallestPeakAndTheKnobs) {
       run_cli("plan --config " + gpt3() + " --recompute none --zero 0 --offload none");
   expect_error(d, "(the device's memory)");
   expect_error(d, "recomputation (--recompute blocks");
-  expect_error(d, "offload (--offload optimizer,activations");
+  expect_error(d, "offload (--offload optimizer,weights,activations");
   expect_error(d, "(fixed in this request: --offload)");
   expect_error(d, "--ignore-device-memory");
 }

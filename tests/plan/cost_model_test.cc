@@ -162,6 +162,48 @@ TEST(CostModel, OffloadChargesItsCopiesAtTheHostLinkAndTheUpdateAtTheHostsMemory
               12 * state / 1e8 + 28 * state / 1e9 - 28 * state / 1e10, 1e-9);
 }
 
+// Offloaded weights (offload "optimizer,weights") where host memory is not
+// the device's: every read of parameter storage crosses the host link, in
+// order with the kernels. In f32 the einsums read the weights at every use
+// (the forward and the backward's input gradient), in bf16 only their
+// rounding into bf16 copies reads them. The update copies the gradient
+// alone (4 bytes an element, not 12). Where host memory is the device's,
+// the reads cost nothing extra.
+TEST(CostModel, OffloadedWeightsChargeTheirReadsAtTheHostLink) {
+  struct HostLinked : FakeHardware {
+    double host_copy_seconds(double bytes, int) const override { return bytes / 1e8; }
+    double host_memory_seconds(double bytes, int) const override { return bytes / 1e9; }
+    bool host_buffers_on_device() const override { return false; }
+  };
+  struct SameMemory : HostLinked {
+    bool host_buffers_on_device() const override { return true; }
+  };
+  std::map<std::string, double> reads;
+  for (const char* precision : {"f32", "bf16"}) {
+    TrainConfig c = tiny("");
+    c.precision = precision;
+    c.offload = "optimizer";
+    const StepPrediction device = predict_step(c, {0}, HostLinked(), {});
+    const StepPrediction same = predict_step(c, {0}, SameMemory(), {});
+    c.offload = "optimizer,weights";
+    const std::vector<CompiledRank> compiled = compile_ranks(c, {0});
+    double params = 0;
+    for (ValueId p : compiled[0].train.global.params())
+      params += 4.0 * static_cast<double>(compiled[0].train.global.node(p).shape.numel());
+    for (const Program::InstructionInfo& ins : compiled[0].train.program->instruction_info())
+      reads[precision] += static_cast<double>(ins.param_read_bytes);
+    const StepPrediction host = predict_step(c, {0}, HostLinked(), {});
+    EXPECT_NEAR(host.compute_s - device.compute_s, reads[precision] / 1e8, 1e-9) << precision;
+    EXPECT_NEAR(device.optimizer_s - host.optimizer_s, 2 * params / 1e8, 1e-9) << precision;
+    EXPECT_NEAR(predict_step(c, {0}, SameMemory(), {}).compute_s, same.compute_s, 1e-12);
+    if (std::string(precision) == "f32") {
+      EXPECT_GT(reads[precision], params);
+    }
+  }
+  EXPECT_GT(reads["bf16"], 0);
+  EXPECT_LT(reads["bf16"], reads["f32"]);
+}
+
 TEST(CostModel, PeakMemoryIsTheDryRunsWorstRank) {
   const FakeHardware hw;
   for (const char* mesh : {"data=2,model=2", "pipe=2,data=2"}) {

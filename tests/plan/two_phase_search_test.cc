@@ -135,8 +135,14 @@ TrainConfig bench_as(const std::string& model) {
   return c;
 }
 
-void expect_close_screening(const TrainConfig& base) {
-  const Cluster hw;
+// A cluster whose devices hold only what the plan puts in device memory
+// (host buffers and offloaded state are host memory), with a memory limit.
+class OffDeviceCluster : public Cluster {
+ public:
+  bool host_buffers_on_device() const override { return false; }
+};
+
+void expect_close_screening(const TrainConfig& base, const HardwareModel& hw = Cluster()) {
   PlanRequest q;
   q.base = base;
   q.base.batch = 16;
@@ -178,19 +184,16 @@ TEST(TwoPhaseSearch, ScreeningIsAsCloseForFusedAttentionAndLlama) {
 }
 
 // With offload (the units compiled offloading, the update on the host)
-// screening stays as close.
+// screening stays as close; with the weights offloaded too, where the
+// programs' reads of them cross the host link, in bf16.
 TEST(TwoPhaseSearch, ScreeningIsAsCloseWithOffload) {
   TrainConfig c = gpt_bench();
   c.offload = "optimizer,activations";
   expect_close_screening(c);
+  c.offload = "optimizer,weights,activations";
+  c.precision = "bf16";
+  expect_close_screening(c, OffDeviceCluster());
 }
-
-// A cluster whose devices hold only what the plan puts in device memory
-// (host buffers and offloaded state are host memory), with a memory limit.
-class OffDeviceCluster : public Cluster {
- public:
-  bool host_buffers_on_device() const override { return false; }
-};
 
 // Offload is searched where it moves memory off the device: when nothing
 // fits without it (below), or beside recomputation (the next test). Under a
@@ -254,7 +257,8 @@ TEST(TwoPhaseSearch, OffloadIsWeighedWhereTheFastestPlanRecomputes) {
     }
   }
   EXPECT_EQ(kinds,
-            (std::set<std::string>{"none", "activations", "optimizer", "optimizer,activations"}));
+            (std::set<std::string>{"none", "activations", "optimizer", "optimizer,activations",
+                                   "optimizer,weights", "optimizer,weights,activations"}));
   q.recompute = "none";
   for (const Plan& p : search_plans(q, hw).plans) EXPECT_EQ(p.config.offload, "none") << p.command;
 }

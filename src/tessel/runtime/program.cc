@@ -418,9 +418,39 @@ std::vector<Program::InstructionInfo> Program::instruction_info() const {
     out.push_back({ins.node, ins.einsum_plan >= 0 ? &einsum_plans_[ins.einsum_plan] : nullptr,
                    ins.bucket, phase_of(static_cast<int>(i)),
                    ins.scratch >= 0 ? requests_[ins.scratch].bytes : 0, bf16_gather || ins.bf16_sum,
-                   offload_bytes});
+                   offload_bytes, param_read_bytes(ins)});
   }
   return out;
+}
+
+size_t Program::param_read_bytes(const Instruction& ins) const {
+  const Node& node = graph_->node(ins.node);
+  std::vector<ValueId> read = node.inputs;
+  if (ins.bias >= 0) read.push_back(ins.bias);  // a fused bias add's parameter
+  size_t bytes = 0;
+  for (size_t k = 0; k < read.size(); ++k) {
+    const Node& root = graph_->node(alias_root_[read[k]]);
+    if (root.kind != OpKind::kParam || (k < 2 && ins.bf16_copy[k] >= 0)) continue;
+    const int64_t read = node.kind == OpKind::kEmbedding && k == 0
+                             ? std::min(root.shape.numel(), node.shape.numel())
+                             : root.shape.numel();
+    bytes += static_cast<size_t>(read) * sizeof(float);
+  }
+  for (int c : ins.make_copies)
+    if (bf16_copies_[c].shared < 0) bytes += copy_read_bytes(bf16_copies_[c]);
+  return bytes;
+}
+
+size_t Program::copy_read_bytes(const Bf16Copy& copy) const {
+  if (graph_->node(copy.value).kind != OpKind::kParam) return 0;
+  return static_cast<size_t>(copy.numel) * sizeof(float);
+}
+
+size_t Program::shared_copy_read_bytes() const {
+  size_t bytes = 0;
+  for (const Bf16Copy& copy : bf16_copies_)
+    if (copy.shared >= 0) bytes += copy_read_bytes(copy);
+  return bytes;
 }
 
 std::vector<Program::BucketInfo> Program::bucket_info() const {

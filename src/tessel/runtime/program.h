@@ -207,6 +207,8 @@ class Program {
   // The shared region's bytes (0 unless separate_phase_local): the
   // phase-local plan, and the shared weight copies after it.
   size_t phase_local_bytes() const;
+  // The f32 bytes share_weight_copies rounds from parameter storage, once a step.
+  size_t shared_copy_read_bytes() const;
   const std::shared_ptr<SharedPhaseRegion>& shared_region() const { return shared_region_; }
   double flops_per_run() const { return flops_; }
   int instruction_count() const { return static_cast<int>(instructions_.size()); }
@@ -232,6 +234,10 @@ class Program {
     // Bytes offload_from copies between host and device around it:
     // reloads before it and copies out after it.
     size_t offload_bytes;
+    // Bytes it reads from parameter storage: the f32 parameters it reads
+    // (an embedding: the rows it gathers) and those it rounds into bf16
+    // copies just before it, except shared copies (shared_copy_read_bytes).
+    size_t param_read_bytes;
   };
   std::vector<InstructionInfo> instruction_info() const;
   // A gradient bucket: one non-blocking all-reduce on `axis` of `bytes`
@@ -348,6 +354,9 @@ class Program {
   void allocate(const Uses& uses);
   OpCall op_call(const Instruction& ins) const;
   void make_bf16_copies(const Instruction& ins);
+  // InstructionInfo::param_read_bytes, and the f32 bytes a copy rounds from
+  // parameter storage (0 for a copy of another value).
+  size_t param_read_bytes(const Instruction& ins) const;
 
   void run_bucket_member(const Instruction& ins, size_t index);
   // What an instruction reads: its node's inputs, and a fused bias.
@@ -379,6 +388,7 @@ class Program {
     int shared = -1;  // share_weight_copies: its slot (flag, offset) in the shared region
   };
   std::vector<Bf16Copy> bf16_copies_;
+  size_t copy_read_bytes(const Bf16Copy& copy) const;
   std::vector<size_t> shared_copy_offset_;  // per slot, from the end of the phase-local plan
   size_t shared_copy_bytes_ = 0;
   std::vector<int> value_buffer_;     // buffer index per value, -1 if none

@@ -55,10 +55,24 @@ double instruction_seconds(const HardwareModel& hw, const Graph& g,
                                                     kernel_work_flops(g, id), options.precision,
                                                     options.threads) +
                                       hw.draw_seconds(kernel_work_draws(g, id), options.threads);
-  // Offloaded activations' copies run in order with the kernels.
+  // Offloaded activations' copies and host weights' reads run in order with the kernels.
+  const size_t host_bytes =
+      ins.offload_bytes + (options.weights_on_host ? ins.param_read_bytes : 0);
   return std::max(hw.launch_seconds(), t) +
-         hw.host_copy_seconds(static_cast<double>(ins.offload_bytes), options.threads);
+         hw.host_copy_seconds(static_cast<double>(host_bytes), options.threads);
 }
+
+namespace {
+
+// `options` for costing `config` (CostOptions::weights_on_host).
+CostOptions options_for(const TrainConfig& config, const HardwareModel& hw,
+                        const CostOptions& options) {
+  CostOptions out = options;
+  out.weights_on_host = offloads(config, "weights") && !hw.host_buffers_on_device();
+  return out;
+}
+
+}  // namespace
 
 Link link_of_axis(const Mesh& mesh, int axis, int devices_per_node) {
   if (devices_per_node <= 0) return Link::kIntraNode;
@@ -130,7 +144,7 @@ StepPrediction predict_compiled(const std::vector<CompiledRank>& compiled, const
   const bool beside =
       mesh.rank_count() > 1 && std::min(mesh.rank_count(), hw.devices_per_node()) > 1;
   const double busy = beside ? co_run.computing : 1.0;
-  const Simulator sim(mesh, hw, options, share * busy);
+  const Simulator sim(mesh, hw, options_for(compiled.front().config, hw, options), share * busy);
   std::vector<RankStep> steps;
   if (pipelined) {
     const Schedule& sched = schedule ? *schedule : compiled.front().pipeline->schedule();
@@ -167,7 +181,7 @@ StepPrediction predict_step(const TrainConfig& config, const std::vector<int>& r
 std::vector<StagePhaseCost> stage_phase_costs(const CompiledRank& c, const HardwareModel& hw,
                                               const CostOptions& options, Link link) {
   TS_CHECK(c.pipelined(), "stage_phase_costs: rank ", c.rank, " is not pipelined");
-  return phase_costs(c, Simulator(c.mesh, hw, options, 1.0, link));
+  return phase_costs(c, Simulator(c.mesh, hw, options_for(c.config, hw, options), 1.0, link));
 }
 
 }  // namespace tessel::plan

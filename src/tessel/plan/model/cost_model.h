@@ -97,6 +97,11 @@ struct CostOptions {
   // reduces after the schedule): a published run that states it turns it
   // on (`published.data_parallel_overlap`). Screening does not model it.
   bool overlap_data_parallel = false;
+  // Offload "weights" where host memory is not the device's (a cluster
+  // file): the programs' reads of parameter storage
+  // (InstructionInfo::param_read_bytes, shared_copy_read_bytes) cross the
+  // host link, in order with the kernels. Set from the config being costed.
+  bool weights_on_host = false;
 };
 
 // One einsum instruction's time on `hw`: the GEMM of its plan plus the
@@ -165,6 +170,7 @@ struct StagePhaseCost {
   double f = 0, bi = 0, bw = 0, accumulate = 0;
   double act_bytes = 0, grad_bytes = 0;
   double param_grad_bytes = 0;  // the stage's parameter gradients (what it accumulates)
+  double weight_copies = 0;     // once a step: its shared bf16 weight copies' host reads
   std::map<std::string, double> comm_f, comm_b;
   double poll_interval = 0;  // mean time between the program's polls (all phases)
 };

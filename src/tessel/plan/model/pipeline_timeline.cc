@@ -81,7 +81,7 @@ void stand_in_rank_costs(std::vector<RankCosts>& cost,
                            blocks(schedule.stage_of(t, static_cast<int>(c)));
       StageCost& sc = cost[r].chunks[c];
       sc.f *= ratio, sc.bi *= ratio, sc.bw *= ratio, sc.poll_interval *= ratio;
-      sc.param_grad_bytes *= ratio;
+      sc.param_grad_bytes *= ratio, sc.weight_copies *= ratio;
       for (auto* comm : {&sc.comm_f, &sc.comm_b})
         for (auto& [axis, v] : *comm) v *= ratio;
       ratio_sum += ratio;
@@ -185,7 +185,11 @@ RankStep pipeline_rank_step(int r, const SimulatedTimeline& timeline, const Rank
       if (const double send = send_charge(rc, e.action); send > 0)
         busy -= s.expose(any.mesh.axis(*pipe_axis).name, send);
     }
-  s.compute_s = busy;
+  // The shared weight copies, rounded from host memory once a step (offload
+  // "weights"), delay the rank's first forwards: charged as its compute.
+  double copies = 0;
+  for (const StageCost& sc : rc.chunks) copies += sc.weight_copies;
+  s.compute_s = busy + copies;
   s.bubble_s = timeline.makespan * (timeline.bubble_fraction[r]);
   // After the schedule: the accumulators' data-axis reduction (or
   // reduce-scatter under ZeRO, and after the update the all-gather of the
@@ -219,7 +223,7 @@ RankStep pipeline_rank_step(int r, const SimulatedTimeline& timeline, const Rank
   if (rc.tied > 0 && pipe_axis)
     post += s.expose("pipe", sim.collective(CollectiveKind::kAllReduce, 4 * rc.tied, "pipe"));
   s.optimizer_s = post_sim.update(rc.state, any.config);
-  s.end_s = timeline.makespan + post + s.optimizer_s;
+  s.end_s = timeline.makespan + copies + post + s.optimizer_s;
   return s;
 }
 

@@ -57,6 +57,7 @@ std::vector<StagePhaseCost> phase_costs(const CompiledRank& c, const Simulator& 
     for (ValueId v : st.param_grads) grads += value_bytes(prog.graph(), v);
     sc.accumulate = sim.memory(3 * grads);  // into the stage's accumulators
     sc.param_grad_bytes = grads;
+    sc.weight_copies = sim.host_reads(static_cast<double>(prog.shared_copy_read_bytes()));
     for (ValueId v : st.activations_out) sc.act_bytes += value_bytes(prog.graph(), v);
     for (ValueId v : st.gradients_out) sc.grad_bytes += value_bytes(prog.graph(), v);
     for (int ph = 0; ph < static_cast<int>(t.blocking_s.size()); ++ph)

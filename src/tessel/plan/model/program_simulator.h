@@ -89,6 +89,11 @@ class Simulator {
     return share_ * instruction_seconds(hw_, g, ins, options_);
   }
 
+  // Reading `bytes` of parameter storage where offload keeps it on the host.
+  double host_reads(double bytes) const {
+    return options_.weights_on_host ? share_ * hw_.host_copy_seconds(bytes, options_.threads) : 0;
+  }
+
   // Ring attention (backend/cpu/ring_attention.h): n steps, each the longer
   // of the kernel's work (causal, balanced: half a chunk pair; else a pair)
   // and the next chunk's send (the last sends nothing). The backward's

@@ -56,10 +56,10 @@ std::string no_fit_message(const PlanRequest& q, const NoFit& n) {
                    " sequences each now)", fixed(q.microbatches.has_value(), "--microbatches"));
   out += str_cat("\n  - a smaller context (", c.context, " now) or batch (", c.batch,
                  " now): --set context=... or --set batch=...");
-  if (n.offload_helps && c.offload != "optimizer,activations")
+  if (n.offload_helps && c.offload != "optimizer,weights,activations")
     out += str_cat(
-        "\n  - offload (--offload optimizer,activations keeps AdamW's moments and the "
-        "stored activations in host memory; ",
+        "\n  - offload (--offload optimizer,weights,activations keeps AdamW's moments, the "
+        "f32 weights and the stored activations in host memory; ",
         c.offload, " now)", fixed(q.offload_fixed, "--offload"));
   out += n.limit_is_device
              ? "\nTo see the plans anyway, pass --ignore-device-memory: the table then keeps "

@@ -54,12 +54,14 @@ bool context_axis_fits(const TrainConfig& b, int model, int ctx, const std::stri
 // Phase costs of one piece (embedding, block or head) per micro-batch, the
 // parameter elements it holds on its rank, and the bytes a ZeRO-3 gather of
 // them carries in the forward and in the backward (2 an element where the
-// gathered copy would be stored in bf16, Program::gathered_in_bf16, else 4).
+// gathered copy would be stored in bf16, Program::gathered_in_bf16, else 4),
+// and once a step its weight copies' host reads (StagePhaseCost).
 struct Screener::Piece {
   double f = 0, bi = 0, bw = 0, accumulate = 0, held = 0, tensors = 0;
-  double gather_f = 0, gather_b = 0;
+  double gather_f = 0, gather_b = 0, weight_copies = 0;
   void add(const Piece& o, double times) {
     f += times * o.f, bi += times * o.bi, bw += times * o.bw;
+    weight_copies += times * o.weight_copies;
     accumulate += times * o.accumulate, held += times * o.held, tensors += times * o.tensors;
     gather_f += times * o.gather_f, gather_b += times * o.gather_b;
   }
@@ -168,7 +170,7 @@ const Screener::Unit& Screener::unit(int64_t rows, const ScreenCandidate& c) {
         TS_CHECK(costs.size() == 1, "screening: a unit rank holds ", costs.size(), " stages");
         const StagePhaseCost& sc = costs.front();
         stage[r].f = sc.f, stage[r].bi = sc.bi, stage[r].bw = sc.bw;
-        stage[r].accumulate = sc.accumulate;
+        stage[r].accumulate = sc.accumulate, stage[r].weight_copies = sc.weight_copies;
         const Program& program = *cr.pipeline->compiled_stages().front().instances.front();
         const int last_phase = program.phase_count() - 1;
         for (const PipelineParam& q : cr.pipeline->params()) {
@@ -293,14 +295,14 @@ double Screener::pipeline(const ScreenCandidate& c, const Unit& u, bool simulate
   std::vector<double> post(p, 0);
   for (int r = 0; r < p; ++r) {
     if (r > 0) warmup += stage[r - 1].f;
-    double busy = warmup, held = 0;
+    double busy = warmup, held = 0, copies = 0;
     bool tied = false;
     for (int k = 0; k < chunks; ++k) {
       const int s = k * p + r;
       const Piece& st = stage[s];
       const double own = static_cast<double>(micro) * (st.f + st.bi + st.bw + st.accumulate);
       busy += own, work += own;
-      held += st.held;
+      held += st.held, copies += st.weight_copies;
       tied = tied || s == 0 || s == stages - 1;
     }
     double t = collective(c.zero > 0 ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce,
@@ -309,7 +311,7 @@ double Screener::pipeline(const ScreenCandidate& c, const Unit& u, bool simulate
       t += collective(CollectiveKind::kAllGather, 4 * held / d, d, c.data_link) +
            share * hw_.memory_seconds(8 * held / d, options_.threads);
     if (tied && p > 1) t += collective(CollectiveKind::kAllReduce, 4 * u.tied, p, c.pipe_link);
-    t += update(c.zero > 0 ? held / d : held, world, share);
+    t += update(c.zero > 0 ? held / d : held, world, share) + share * copies;
     post[r] = t;
     bound = std::max(bound, busy + t);
   }
@@ -487,7 +489,10 @@ double Screener::single_program(const ScreenCandidate& c, const Unit& u, bool ex
               [&](double bytes) { return share * hw_.memory_seconds(bytes, options_.threads); });
         });
   }
-  const double compute = share * (all.f + all.bi + all.bw) + zero + bucket_copies + bf16_reductions;
+  // ZeRO 3 rounds its gathered copies, in device memory, not the host's weights.
+  const double copies = c.zero == 3 ? 0 : all.weight_copies;
+  const double compute =
+      share * (all.f + all.bi + all.bw + copies) + zero + bucket_copies + bf16_reductions;
   double wait = 0;
   if (exposed && c.zero == 0 && d > 1 && !bf16_buckets) {
     double clock = compute - (share * (all.bi + all.bw) + bucket_copies), free = 0;

@@ -641,7 +641,9 @@ PlanResult search_at_offload(const PlanRequest& q, const HardwareModel& hw,
 std::vector<std::string> offload_choices(const PlanRequest& q, const HardwareModel& hw) {
   if (q.offload_fixed || q.base.offload != "none" || hw.host_buffers_on_device()) return {};
   std::vector<std::string> out = {"activations"};
-  if (q.base.optimizer == "adamw") out.insert(out.end(), {"optimizer", "optimizer,activations"});
+  if (q.base.optimizer == "adamw")
+    out.insert(out.end(), {"optimizer", "optimizer,activations", "optimizer,weights",
+                           "optimizer,weights,activations"});
   return out;
 }
 
@@ -672,8 +674,10 @@ PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
     try {
       nothing_fits();
     } catch (const Error& e) {
-      TS_THROW(e.what(), " (offload was searched too: activations",
-               choices.size() > 1 ? ", optimizer, both" : "", ")");
+      TS_THROW(
+          e.what(), " (offload was searched too: activations",
+          choices.size() > 1 ? ", optimizer, optimizer and weights, and each with activations" : "",
+          ")");
     }
   }
   std::vector<int> order(result.plans.size());  // ties: no offload, then the earlier offload

@@ -45,7 +45,8 @@ struct PlanRequest {
   bool oversubscribe = false;
   // Fixed knobs; unset ones are searched.
   std::optional<std::string> mesh, layout, schedule, recompute;
-  // Offload (config key `offload`: activations, optimizer, both) is
+  // Offload (config key `offload`: activations; with AdamW also optimizer,
+  // optimizer,weights, and each of those with activations) is
   // searched only on hardware whose host memory is not the device's (a
   // cluster file), and only where it competes with recomputation: when no
   // plan fits without it, or when the fastest plan that fits recomputes.
