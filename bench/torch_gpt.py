@@ -13,9 +13,13 @@ default fused op). It times whole training steps (zero_grad, forward, loss,
 backward, update) on random tokens after warm-up and prints one line with
 the median, e.g. `median=123.4 ms`.
 
---bf16 runs forward and loss under torch.autocast("cpu", torch.bfloat16):
-PyTorch's CPU mixed precision (f32 weights, gradients and optimizer; bf16
+--bf16 runs forward and loss under torch.autocast(device, torch.bfloat16):
+PyTorch's mixed precision (f32 weights, gradients and optimizer; bf16
 matmuls). Set OMP_NUM_THREADS / OPENBLAS_NUM_THREADS to --threads outside.
+
+--device cuda runs it on the GPU (scripts/gpu-run.sh), TF32 off so that
+f32 matmuls are f32 as Tessel's are; --compile wraps the model in
+torch.compile. On the GPU a step's time ends at torch.cuda.synchronize().
 """
 import argparse
 import json
@@ -82,7 +86,7 @@ class Gpt(nn.Module):
                 nn.init.normal_(p, std=0.02)
 
     def forward(self, idx, target):
-        x = self.tokens(idx) + self.positions(torch.arange(idx.shape[1]))
+        x = self.tokens(idx) + self.positions(torch.arange(idx.shape[1], device=idx.device))
         logits = self.norm(self.blocks(x)) @ self.tokens.weight.t()
         return F.cross_entropy(logits.reshape(-1, VOCAB), target.reshape(-1))
 
@@ -95,27 +99,41 @@ def main():
     ap.add_argument("--bf16", action="store_true")
     ap.add_argument("--config", default="examples/gpt-bench.json")
     ap.add_argument("--attention", choices=["manual", "sdpa"], default="manual")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--compile", action="store_true")
     args = ap.parse_args()
     use_config(args.config, args.attention)
     torch.manual_seed(0)
     torch.set_num_threads(args.threads)
-    model = Gpt()
+    gpu = args.device == "cuda"
+    if gpu:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    sync = torch.cuda.synchronize if gpu else (lambda: None)
+    model = Gpt().to(args.device)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.999), weight_decay=0.1)
-    idx = torch.randint(0, VOCAB, (BATCH, CONTEXT))
-    target = torch.randint(0, VOCAB, (BATCH, CONTEXT))
+    step_model = torch.compile(model) if args.compile else model
+    idx = torch.randint(0, VOCAB, (BATCH, CONTEXT), device=args.device)
+    target = torch.randint(0, VOCAB, (BATCH, CONTEXT), device=args.device)
     times = []
     for step in range(args.warmup + args.steps):
+        sync()
         start = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
-            loss = model(idx, target)
+        with torch.autocast(args.device, dtype=torch.bfloat16, enabled=args.bf16):
+            loss = step_model(idx, target)
         loss.backward()
         opt.step()
+        sync()
         if step >= args.warmup:
             times.append(time.perf_counter() - start)
+    median = statistics.median(times)
     print(f"threads={args.threads} precision={'bf16' if args.bf16 else 'f32'} "
-          f"median={statistics.median(times) * 1e3:.1f} ms loss={loss.item():.3f} "
-          f"torch={torch.__version__} attention={args.attention}", flush=True)
+          f"median={median * 1e3:.1f} ms tokens_per_s={BATCH * CONTEXT / median:.0f} "
+          f"loss={loss.item():.3f} torch={torch.__version__} attention={args.attention} "
+          f"device={args.device} compile={int(args.compile)}"
+          + (f" cuda={torch.version.cuda} gpu={torch.cuda.get_device_name()!r}" if gpu else ""),
+          flush=True)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@
 #                               GPU machine's CUDA 13 toolkit provides it)
 #   run.sh                      what the GPU machine runs (scripts/gpu-run.sh)
 #   gpt-tiny.json               a config for run.sh's `tessel train --device cuda`
+#   gpt2-124m.json, torch_gpt.py  GPT-2 124M step times, Tessel against PyTorch
 # and prints the bundle's size (it must stay under 64 MiB).
 # On the GPU machine: `gpu-bundle/run.sh` (OUT=dir for the JSON report).
 # Options: JOBS (default 2), TESSEL_GPU_BUILD_DIR (default build-gpu).
@@ -40,6 +41,7 @@ for lib in $(ldd "$build/tessel_cuda_tests" "$build/tessel" | awk '$3 ~ /^\// {p
 done
 cp scripts/gpu-run.sh "$bundle/run.sh"
 cp examples/gpt-tiny.json "$bundle/"  # the trainer's refusal is checked with it
+cp examples/gpt2-124m.json bench/torch_gpt.py "$bundle/"
 chmod +x "$bundle/run.sh"
 missing=$(ldd "$build/tessel_cuda_tests" | awk '/not found/ {print $1}')
 [ -z "$missing" ] || { echo "gpu-check: unresolved here: $missing" >&2; exit 1; }

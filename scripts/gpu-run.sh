@@ -8,7 +8,8 @@
 # fails, when the tests skipped (no usable GPU: the probe's error is in the
 # log), when a library is missing, or when a training run fails or
 # disagrees. TESSEL_ALLOW_SKIP=1 accepts skips (to try the bundle on a
-# machine without a GPU). Runs in well under 8 minutes.
+# machine without a GPU). Last, GPT-2 124M step times of Tessel and PyTorch
+# on the GPU (perf.json), within what is left of 8 minutes.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-$here/out}
@@ -102,5 +103,51 @@ for c in checks:
     print("== run.sh:", json.dumps(c))
 json.dump({"checks": checks, "steps": {"cpu": cpu, "gpu": gpu}}, open(f"{t}.json", "w"), indent=1)
 sys.exit(0 if all(c["ok"] for c in checks) else 1)
+PY
+
+# Step times of GPT-2 124M (gpt2-124m.json: batch 4, context 1024, vocab
+# 50304) on this GPU: Tessel's f32 path (unfused attention, the only one
+# the CUDA backend has), and PyTorch on the same GPU (torch_gpt.py, the same
+# model): f32 with the same attention (TF32 off, as Tessel's cuBLASLt), f32
+# and bf16 with scaled_dot_product_attention, and bf16 under torch.compile.
+# Measurements only: they do not change the exit status. Each run gets what
+# is left of the script's 8 minutes; perf.json has every median.
+p=$out/perf
+mkdir -p "$p"
+left() { echo $((470 - SECONDS)); }
+perf_run() {  # NAME SECONDS COMMAND...: skipped when less than SECONDS are left
+  local name=$1 need=$2
+  shift 2
+  if [ "$(left)" -lt "$need" ]; then
+    echo "== run.sh: $name skipped, $(left) s left" | tee "$p/$name.log"
+    return
+  fi
+  echo "== run.sh: $name"
+  timeout "$(left)" "$@" >"$p/$name.out" 2>"$p/$name.log" || echo "== run.sh: $name failed ($?)"
+}
+perf_run tessel_f32_unfused 60 env TESSEL_UNVERIFIED_CUDA=1 "$here/tessel" bench step \
+  --config "$here/gpt2-124m.json" --set attention=unfused --device cuda --steps 10 --warmup 2
+torch_args=(python3 "$here/torch_gpt.py" --config "$here/gpt2-124m.json" --device cuda --steps 10)
+perf_run torch_f32_manual 60 "${torch_args[@]}"
+perf_run torch_f32_sdpa 60 "${torch_args[@]}" --attention sdpa
+perf_run torch_bf16_sdpa 60 "${torch_args[@]}" --attention sdpa --bf16
+perf_run torch_bf16_compile 120 "${torch_args[@]}" --attention sdpa --bf16 --compile
+python3 - "$p" <<'PY'
+import glob, json, os, re, shutil, subprocess, sys
+p = sys.argv[1]
+runs = {}
+for out in sorted(glob.glob(f"{p}/*.out")):
+    name, text = os.path.basename(out)[:-4], open(out).read()
+    if name.startswith("tessel"):
+        r = json.loads(text.strip().splitlines()[-1]) if text.strip() else {}
+        runs[name] = {k: r.get(k) for k in ("ms_per_step_median", "tokens_per_s", "arena_mib")}
+    elif m := re.search(r"median=([\d.]+) ms tokens_per_s=(\d+)", text):
+        runs[name] = {"ms_per_step_median": float(m[1]), "tokens_per_s": float(m[2]),
+                      "line": text.strip()}
+smi = ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"]
+gpu = subprocess.run(smi, capture_output=True, text=True).stdout.strip() if shutil.which(smi[0]) else "?"
+json.dump({"gpu": gpu, "runs": runs}, open(f"{p}.json", "w"), indent=1)
+for name, r in runs.items():
+    print(f"== run.sh: {name:22s} {r['ms_per_step_median']} ms/step, {r['tokens_per_s']} tokens/s")
 PY
 exit "$rc"
