@@ -26,16 +26,21 @@ StepBreakdown::StepBreakdown(Program& program) : program_(program) {
 
 StepBreakdown::~StepBreakdown() { program_.set_progress_hook(nullptr); }
 
+double StepBreakdown::device_done_seconds() const {
+  program_.backend().synchronize();
+  return steady_seconds();
+}
+
 void StepBreakdown::begin_step() {
   timing_ = true;
   open_.reset();
   program_done_ = false;
-  started_ = steady_seconds();
+  started_ = device_done_seconds();
 }
 
 void StepBreakdown::on_progress() {
   if (!timing_) return;
-  const double now = steady_seconds();
+  const double now = device_done_seconds();
   if (open_)
     kind_of_.at(*open_)->seconds += now - started_;
   else if (!program_done_)
@@ -51,7 +56,7 @@ void StepBreakdown::on_progress() {
 }
 
 void StepBreakdown::end_step() {
-  const double now = steady_seconds();
+  const double now = device_done_seconds();
   TS_CHECK(program_done_ && !open_,
            "bench step --breakdown: a step ended without running the training program");
   after_s_ += now - started_;

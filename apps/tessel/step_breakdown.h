@@ -11,7 +11,9 @@
 // ZeRO's parameter gathers). So the parts add up to the steps' wall time
 // exactly. A gradient bucket's start runs between instructions without a
 // hook and counts in the instruction before it. One program: a pipeline runs
-// several (Trainer::train_program refuses it).
+// several (Trainer::train_program refuses it). Each clock reading first
+// waits for the device (Backend::synchronize; nothing on the CPU), so on a
+// GPU an instruction's time is its kernels' plus one synchronisation.
 #pragma once
 
 #include <map>
@@ -45,6 +47,7 @@ class StepBreakdown {
 
  private:
   void on_progress();
+  double device_done_seconds() const;  // the clock once the device has finished
 
   struct Kind {
     int count = 0;       // instructions of the kind in one run

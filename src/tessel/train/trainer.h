@@ -81,6 +81,7 @@ class Trainer {
   const TrainConfig& config() const { return config_; }
   const Task& task() const { return *task_; }
   DistributedContext& distributed() { return *ctx_; }
+  Backend& backend() { return *backend_; }  // where the programs run
   bool is_root() const { return ctx_->is_root(); }
   // This rank's parameter shards (the full parameters on a single process).
   ParamStore& params() { return engine_->params(); }

@@ -35,14 +35,19 @@ std::map<ValueId, double> median_instruction_seconds(Program& program, int threa
     auto close = [&](double now) {
       if (previous && run > 0) runs[*previous].push_back(now - started);
     };
+    // Each reading waits for the device first (nothing on the CPU).
+    auto device_done = [&] {
+      program.backend().synchronize();
+      return steady_seconds();
+    };
     program.set_progress_hook([&] {
-      const double now = steady_seconds();
+      const double now = device_done();
       close(now);
       previous = program.running_node();
       started = now;
     });
     program.run();
-    close(steady_seconds());  // nothing left open: the hook ran after the last
+    close(device_done());  // nothing left open: the hook ran after the last
   }
   program.set_progress_hook(nullptr);
   omp_set_num_threads(saved_threads);
