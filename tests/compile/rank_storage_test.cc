@@ -19,7 +19,7 @@ std::vector<StagedInput> built_inputs(const TrainConfig& c) {
   build_model(c, b, c.batch, /*training=*/true);
   std::vector<StagedInput> out;
   for (ValueId id : g.inputs())
-    out.push_back({g.node(id).name, g.node(id).shape, g.node(id).dtype});
+    out.push_back({g.node(id).name, g.node(id).shape, g.node(id).dtype, 0, ""});
   return out;
 }
 
@@ -31,6 +31,8 @@ void expect_inputs(const RankStorage& s, const TrainConfig& c) {
     EXPECT_EQ(s.inputs[i].name, want[i].name);
     EXPECT_EQ(s.inputs[i].shape, want[i].shape);
     EXPECT_EQ(s.inputs[i].dtype, want[i].dtype);
+    // Ids are bounded by the vocabulary (tokens: the embedding; targets: the loss).
+    EXPECT_EQ(s.inputs[i].id_limit, want[i].dtype == DType::kI32 ? c.vocab : 0) << want[i].name;
     bytes += want[i].bytes();
   }
   EXPECT_EQ(s.input_staging, bytes);

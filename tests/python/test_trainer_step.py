@@ -172,7 +172,8 @@ def test_bad_batches_are_refused_before_any_compute():
         t.step(dict(good, tokens=good["tokens"].astype(np.float32)))
     bad = good["targets"].copy()
     bad[1, 2] = 256
-    with pytest.raises(tessel.Error, match=r"holds 256 at flat index 18, outside the vocabulary"):
+    outside = r"input 'targets': id 256 at element 18 is outside \[0, 256\)"
+    with pytest.raises(tessel.Error, match=outside):
         t.step(dict(good, targets=bad))
     bad[1, 2] = 2**32 + 5  # would wrap to 5 in int32
     with pytest.raises(tessel.Error, match=r"holds 4294967301 at flat index 18, outside"):

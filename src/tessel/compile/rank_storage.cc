@@ -4,6 +4,7 @@
 #include <deque>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -11,6 +12,7 @@
 #include "tessel/compile/compile_rank.h"
 #include "tessel/ir/builder.h"
 #include "tessel/ir/model_contract.h"
+#include "tessel/ir/op_table.h"
 
 namespace tessel {
 
@@ -53,10 +55,31 @@ void add_zero_buffers(const StoredParam& p, bool moments, RankStorage& s) {
     s.zero_block = std::max(s.zero_block, p.zero->padded() * 4);
 }
 
+// The ids `in` may hold, from the ops that read it (through views): an
+// embedding's table rows, a loss's classes; the smallest where several do.
+void set_id_limit(const Graph& g, ValueId id, StagedInput& in) {
+  std::set<ValueId> values = {id};  // the input and its views
+  for (ValueId v = id + 1; v < g.size(); ++v) {
+    const Node& n = g.node(v);
+    const bool reads = std::any_of(n.inputs.begin(), n.inputs.end(),
+                                   [&](ValueId x) { return values.count(x) > 0; });
+    if (!reads) continue;
+    if (op_info(n.kind).is_view()) values.insert(v);
+    const ValueId limited = n.kind == OpKind::kLinearCrossEntropy ? n.inputs[1] : n.inputs[0];
+    const bool ids = (n.kind == OpKind::kEmbedding || n.kind == OpKind::kCrossEntropy ||
+                      n.kind == OpKind::kLinearCrossEntropy) &&
+                     values.count(n.inputs.back()) > 0;
+    const int64_t limit = ids ? g.node(limited).shape.size(n.attrs.dim) : 0;
+    if (limit > 0 && (in.id_limit == 0 || limit < in.id_limit))
+      in.id_limit = limit, in.id_reader = str_cat(op_name(n.kind), " '", n.name, "'");
+  }
+}
+
 void add_inputs(const Graph& g, RankStorage& s) {
   for (ValueId id : g.inputs()) {
     const Node& n = g.node(id);
-    s.inputs.push_back({n.name, n.shape, n.dtype});
+    s.inputs.push_back({n.name, n.shape, n.dtype, 0, ""});
+    if (n.dtype == DType::kI32) set_id_limit(g, id, s.inputs.back());
     s.input_staging += s.inputs.back().bytes();
   }
 }

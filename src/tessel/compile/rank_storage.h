@@ -58,6 +58,11 @@ struct StagedInput {
   std::string name;
   Shape shape;  // the full batch
   DType dtype;
+  // i32 ids: each must lie in [0, id_limit), the rows of the tables it
+  // indexes and the classes of the losses it labels (0: unchecked);
+  // `id_reader` names the op that sets the limit.
+  int64_t id_limit = 0;
+  std::string id_reader;
   int64_t bytes() const { return shape.numel() * static_cast<int64_t>(dtype_size(dtype)); }
 };
 

@@ -26,6 +26,17 @@ Engine::Engine(CompiledRank compiled, DistributedContext& ctx, Optimizer optimiz
 
 Engine::~Engine() = default;
 
+void Engine::check_input_ids() {
+  for (const StagedInput& in : storage_.inputs) {
+    if (in.id_limit == 0) continue;
+    const int32_t* ids = static_cast<const int32_t*>(staging_.at(in.name).raw());
+    for (int64_t i = 0; i < in.shape.numel(); ++i)
+      if (ids[i] < 0 || ids[i] >= in.id_limit)
+        TS_THROW("input '", in.name, "': id ", ids[i], " at element ", i, " is outside [0, ",
+                 in.id_limit, "), what ", in.id_reader, " takes; nothing of this step ran");
+  }
+}
+
 void* Engine::input(const std::string& name) {
   auto it = staging_.find(name);
   if (it == staging_.end()) TS_THROW("the task wrote input '", name, "', which the model lacks");

@@ -57,6 +57,10 @@ class Engine {
   void* input(const std::string& name);
   // Every staged input (full batch), by name.
   std::map<std::string, Tensor>& staged_inputs() { return staging_; }
+  // Throws naming the input, the element and the op when a staged id is
+  // outside what the op reading it takes (StagedInput::id_limit): checked
+  // on the host before any compute, since a device kernel cannot throw.
+  void check_input_ids();
 
   // One training step on the staged batch (`step` counts from 0); the mean loss.
   virtual double train_step(int64_t step) = 0;

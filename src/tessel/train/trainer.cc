@@ -100,6 +100,7 @@ StepResult Trainer::step(const BatchFiller& fill) {
     for (auto& [name, staged] : engine_->staged_inputs()) fill(name, staged);
   r.data_ms = lap(t) * 1e3;
   r.step = step_;
+  engine_->check_input_ids();
   r.loss = engine_->train_step(step_);
   r.grad_norm = engine_->last_update().grad_norm;
   r.lr = engine_->last_update().lr;
