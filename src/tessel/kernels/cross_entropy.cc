@@ -11,15 +11,12 @@ namespace tessel::kernels {
 namespace {
 
 void check_inputs(const char* op, const int32_t* labels, int64_t rows, int64_t vocab) {
-  if (rows <= 0 || vocab <= 0) {
+  if (rows <= 0 || vocab <= 0)
     TS_THROW(op, ": needs rows > 0 and vocab > 0, got rows ", rows, ", vocab ", vocab);
-  }
-  for (int64_t r = 0; r < rows; ++r) {
-    if (labels[r] < 0 || labels[r] >= vocab) {
+  for (int64_t r = 0; r < rows; ++r)
+    if (labels[r] < 0 || labels[r] >= vocab)
       TS_THROW(op, ": label ", labels[r], " at row ", r, " is outside [0, ", vocab,
                ") (vocab size ", vocab, ")");
-    }
-  }
 }
 
 }  // namespace

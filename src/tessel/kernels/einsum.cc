@@ -41,11 +41,10 @@ int64_t group_stride(const Shape& s, const std::vector<std::string>& group, int6
   for (auto it = group.rbegin(); it != group.rend(); ++it) {
     if (s.size(*it) == 1) continue;
     int64_t st = s.stride(*it);
-    if (stride < 0) {
+    if (stride < 0)
       stride = st;
-    } else if (st != expected) {
+    else if (st != expected)
       return -1;
-    }
     expected = st * s.size(*it);
   }
   return stride < 0 ? unit : stride;
@@ -247,13 +246,12 @@ void einsum(const EinsumPlan& p, const float* a, const float* b, float* out, flo
     const float* ai = a_use + read_offset(p.a, i, p.k);
     const float* bi = b_use + read_offset(p.b, i, p.k);
     float* ci = c_use + p.c.batch_offsets[i];
-    if (!p.swap) {
+    if (!p.swap)
       gemm_call(p.a.transposed, p.b.transposed, p.m, p.n, p.k, ai, read_ld(p.a), bi, read_ld(p.b),
                 ci, p.c.ld);
-    } else {
+    else
       gemm_call(!p.b.transposed, !p.a.transposed, p.n, p.m, p.k, bi, read_ld(p.b), ai, read_ld(p.a),
                 ci, p.c.ld);
-    }
   };
   if (p.batch == 1) {
     one(0);

@@ -80,9 +80,8 @@ Collapsed collapse(const int64_t* sizes, int rank, int operands, const int64_t* 
   for (int d = 0; d < rank; ++d) {
     if (sizes[d] == 1) continue;
     bool merge = c.rank > 0;
-    for (int k = 0; k < operands && merge; ++k) {
+    for (int k = 0; k < operands && merge; ++k)
       merge = c.strides[k][c.rank - 1] == strides[k][d] * sizes[d];
-    }
     if (merge) {
       c.sizes[c.rank - 1] *= sizes[d];
       for (int k = 0; k < operands; ++k) c.strides[k][c.rank - 1] = strides[k][d];

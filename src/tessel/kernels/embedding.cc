@@ -11,12 +11,10 @@ namespace tessel::kernels {
 namespace {
 
 void check_ids(const char* op, const int32_t* ids, int64_t n, int64_t vocab) {
-  for (int64_t i = 0; i < n; ++i) {
-    if (ids[i] < 0 || ids[i] >= vocab) {
+  for (int64_t i = 0; i < n; ++i)
+    if (ids[i] < 0 || ids[i] >= vocab)
       TS_THROW(op, ": id ", ids[i], " at position ", i, " is outside [0, ", vocab, ") (vocab size ",
                vocab, ")");
-    }
-  }
 }
 
 }  // namespace

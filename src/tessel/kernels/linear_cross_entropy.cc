@@ -17,13 +17,11 @@ constexpr int64_t kVocabBlock = 512;  // logits and dw: vocab rows per sgemm
 constexpr int64_t kDimBlock = 64;     // dh: dim columns per sgemm
 
 void check_inputs(const char* op, const LinearCeShape& s, const int32_t* labels) {
-  if (s.rows <= 0 || s.vocab <= 0 || s.dim <= 0 || s.vocab_offset < 0) {
+  if (s.rows <= 0 || s.vocab <= 0 || s.dim <= 0 || s.vocab_offset < 0)
     TS_THROW(op, ": needs rows, vocab and dim > 0 and vocab_offset >= 0, got rows ", s.rows,
              ", vocab ", s.vocab, ", dim ", s.dim, ", vocab_offset ", s.vocab_offset);
-  }
-  for (int64_t r = 0; r < s.rows; ++r) {
+  for (int64_t r = 0; r < s.rows; ++r)
     if (labels[r] < 0) TS_THROW(op, ": label ", labels[r], " at row ", r, " is negative");
-  }
 }
 
 // One product's free dim [0, n) in fixed blocks, sgemm_block(begin, size) (a
@@ -36,9 +34,8 @@ void for_blocks(const char* product, int64_t n, int64_t block, SgemmBlock sgemm_
   const int64_t blocks = (n + block - 1) / block;
   int64_t failed = 0;
 #pragma omp parallel for schedule(static) reduction(+ : failed)
-  for (int64_t b = 0; b < blocks; ++b) {
+  for (int64_t b = 0; b < blocks; ++b)
     failed += sgemm_block(b * block, std::min(block, n - b * block)) != dnnl_success;
-  }
   if (failed > 0) TS_THROW("linear_cross_entropy: oneDNN sgemm failed computing ", product);
 }
 

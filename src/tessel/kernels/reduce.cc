@@ -122,9 +122,8 @@ void reduce_3d(ReduceOp op, const float* x, int64_t outer, int64_t red, int64_t 
       partial[c] = reduce_row(op, x + begin, end - begin);
     }
     float total = partial[0];
-    for (int64_t c = 1; c < chunks; ++c) {
+    for (int64_t c = 1; c < chunks; ++c)
       total = op == ReduceOp::kMax ? max_nan(total, partial[c]) : total + partial[c];
-    }
     y[0] = mean ? total / count : total;
   } else if (inner == 1) {
     // Reduced dims trailing: one row per output element.
@@ -208,9 +207,8 @@ template <typename F>
 void for_each_reduced(const Groups& g, F f) {
   int dims[kMaxRank];
   int count = 0;
-  for (int k = 0; k < g.count; ++k) {
+  for (int k = 0; k < g.count; ++k)
     if (g.reduced[k]) dims[count++] = k;
-  }
   int64_t index[kMaxRank] = {};
   int64_t offset = 0;
   for (int64_t i = 0; i < g.reduced_numel; ++i) {
@@ -281,9 +279,8 @@ void reduce_ref(ReduceOp op, const float* x, const int64_t* sizes, int rank, con
     numel *= sizes[d];
     (reduced[d] ? count : kept) *= sizes[d];
   }
-  if (op == ReduceOp::kMax && count == 0 && kept > 0) {
+  if (op == ReduceOp::kMax && count == 0 && kept > 0)
     TS_THROW("reduce max over an empty set of elements");
-  }
   std::vector<double> acc(kept, op == ReduceOp::kMax ? -INFINITY : 0.0);
   for (int64_t i = 0; i < numel; ++i) {
     const int64_t yi = kept_index(i, sizes, rank, reduced);
@@ -294,9 +291,8 @@ void reduce_ref(ReduceOp op, const float* x, const int64_t* sizes, int rank, con
       acc[yi] += v;
     }
   }
-  for (int64_t o = 0; o < kept; ++o) {
+  for (int64_t o = 0; o < kept; ++o)
     y[o] = static_cast<float>(op == ReduceOp::kMean ? acc[o] / count : acc[o]);
-  }
 }
 
 void reduce_max_backward(const float* x, const float* y, const float* dy, const int64_t* sizes,

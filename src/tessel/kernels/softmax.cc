@@ -100,12 +100,11 @@ void softmax_forward_ref(const float* x, float* y, int64_t outer, int64_t n, int
       double sum = 0.0;
       for (int64_t j = 0; j < limit; ++j)
         sum += std::exp(static_cast<double>(scale * x[at(j)]) - m);
-      for (int64_t j = 0; j < n; ++j) {
+      for (int64_t j = 0; j < n; ++j)
         y[at(j)] =
             j < limit
                 ? static_cast<float>(std::exp(static_cast<double>(scale * x[at(j)]) - m) / sum)
                 : 0.0f;
-      }
     }
   }
 }
@@ -169,9 +168,8 @@ void softmax_backward_ref(const float* y, const float* dy, float* dx, int64_t ou
       auto at = [&](int64_t j) { return (o * n + j) * inner + i; };
       double dot = 0.0;
       for (int64_t j = 0; j < n; ++j) dot += static_cast<double>(y[at(j)]) * dy[at(j)];
-      for (int64_t j = 0; j < n; ++j) {
+      for (int64_t j = 0; j < n; ++j)
         dx[at(j)] = static_cast<float>(scale * y[at(j)] * (dy[at(j)] - dot));
-      }
     }
   }
 }

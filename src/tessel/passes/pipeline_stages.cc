@@ -292,11 +292,10 @@ std::vector<StageGraph> build_stage_graphs(const Graph& forward, ValueId loss,
   TS_CHECK(!logits || !options.backward, "pipeline: logits are exposed by forward-only graphs");
   std::vector<StageGraph> stages = split_forward(forward, loss, logits, partition);
   for (StageGraph& st : stages) {
-    if (options.backward) {
+    if (options.backward)
       add_backward(st, options);
-    } else {
+    else
       st.backward_input_begin = st.backward_weight_begin = st.graph.size();
-    }
   }
   return stages;
 }

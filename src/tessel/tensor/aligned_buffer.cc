@@ -59,11 +59,10 @@ uint8_t* allocate(size_t bytes) {
 
 void release(uint8_t* data, size_t bytes) {
   if (!data) return;
-  if (bytes < kHugePage) {
+  if (bytes < kHugePage)
     std::free(data);
-  } else {
+  else
     munmap(data, round_up(bytes, kHugePage));
-  }
 }
 
 }  // namespace

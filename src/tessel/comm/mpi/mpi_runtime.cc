@@ -24,9 +24,8 @@ MpiRuntime& MpiRuntime::instance() {
 }
 
 bool MpiRuntime::launched_under_mpi() {
-  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"}) {
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"})
     if (std::getenv(var) != nullptr) return true;
-  }
   return false;
 }
 
@@ -55,9 +54,8 @@ void MpiRuntime::init(int* argc, char*** argv) {
   if (const char* text = std::getenv("TESSEL_COMM_TIMEOUT_S"); text != nullptr && *text != '\0') {
     char* end = nullptr;
     double seconds = std::strtod(text, &end);
-    if (end == text || *end != '\0' || !(seconds >= 0)) {
+    if (end == text || *end != '\0' || !(seconds >= 0))
       TS_THROW("TESSEL_COMM_TIMEOUT_S='", text, "' is not a number of seconds >= 0");
-    }
     timeout_s_ = seconds;
   }
   if (timeout_s_ > 0) start_watchdog();

@@ -30,10 +30,9 @@ const SafetensorsReader::Tensor& checked(const SafetensorsReader& file, const st
   if (!t) TS_THROW("checkpoint '", file.path(), "' has no tensor '", name, "'");
   if (t->dtype != "F32")
     TS_THROW("checkpoint '", file.path(), "': tensor '", name, "' is ", t->dtype, ", expected F32");
-  if (t->shape != shape.sizes()) {
+  if (t->shape != shape.sizes())
     TS_THROW("checkpoint '", file.path(), "': tensor '", name, "' has shape [",
              str_join(t->shape, ","), "] but the model expects ", shape);
-  }
   return *t;
 }
 
