@@ -2,8 +2,6 @@
 // pure function of (seed, split, batch, row), targets the next ids; the
 // baseline is log(vocab); `bench step` and `train` take it where the
 // vocabulary is not the byte-level 256.
-#include "tessel/train/synthetic_task.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +11,7 @@
 #include <vector>
 
 #include "common/run_cli.h"
+#include "tessel/train/task.h"
 
 namespace tessel {
 namespace {

@@ -3,9 +3,9 @@
 #include <cmath>
 
 #include "tessel/base/error.h"
+#include "tessel/base/philox.h"
 #include "tessel/train/data/fashion_mnist.h"
 #include "tessel/train/data/text_corpus.h"
-#include "tessel/train/synthetic_task.h"
 #include "tessel/train/token_task.h"
 
 namespace tessel {
@@ -96,6 +96,51 @@ class ImageTask : public Task {
   uint64_t seed_;
 };
 
+// Data "synthetic": token ids drawn uniformly from [0, vocab), for timing
+// any vocabulary (`tessel bench step`, the planner's validation) without a
+// tokenizer or a token file. Nothing can be learned from them: the baseline
+// is log(vocab), the loss of a uniform prediction, and no model beats it.
+// Row r of batch s is a pure function of (seed, split, s, r): the same on
+// every run and on any number of ranks. Targets are the row's next tokens
+// (the row draws context + 1 ids), as in real text data.
+class SyntheticTask : public Task {
+ public:
+  explicit SyntheticTask(const TrainConfig& c)
+      : train_(c.seed, "synthetic_train"),
+        val_(c.seed, "synthetic_val"),
+        context_(c.context),
+        vocab_(c.vocab) {}
+
+  void fill_batch(const InputBuffers& input, Split split, int64_t index,
+                  int64_t batch) const override {
+    const PhiloxStream& stream = split == Split::kTrain ? train_ : val_;
+    auto* tokens = static_cast<int32_t*>(input("tokens"));
+    auto* targets = static_cast<int32_t*>(input("targets"));
+    const uint64_t row_ids = static_cast<uint64_t>(context_ + 1);
+    for (int64_t r = 0; r < batch; ++r) {
+      // element i of row r of batch `index`: one counter per id
+      const uint64_t first = (static_cast<uint64_t>(index) * batch + r) * row_ids;
+      for (int64_t i = 0; i <= context_; ++i) {
+        const auto id = static_cast<int32_t>(stream.below(vocab_, first + i));
+        if (i < context_) tokens[r * context_ + i] = id;
+        if (i > 0) targets[r * context_ + i - 1] = id;
+      }
+    }
+  }
+
+  int64_t items_per_row() const override { return context_; }
+  const char* item_name() const override { return "tokens"; }
+  double baseline_loss() const override { return std::log(static_cast<double>(vocab_)); }
+  const char* baseline_name() const override {
+    return "log(vocab): uniform random tokens, nothing to learn";
+  }
+
+ private:
+  PhiloxStream train_, val_;
+  int64_t context_;
+  uint64_t vocab_;
+};
+
 }  // namespace
 
 std::unique_ptr<Task> make_task(const TrainConfig& config) {
@@ -103,7 +148,7 @@ std::unique_ptr<Task> make_task(const TrainConfig& config) {
   // checked against it when the model was built.
   if (model_data_kind(config) == DataKind::kText) {
     if (config.data == "tokens") return make_token_task(config);
-    if (config.data == "synthetic") return make_synthetic_task(config);
+    if (config.data == "synthetic") return std::make_unique<SyntheticTask>(config);
     return std::make_unique<TextTask>(config);
   }
   return std::make_unique<ImageTask>(config);
