@@ -49,7 +49,7 @@ class Task {
   virtual double accuracy(const float* logits, const InputBuffers& input, int64_t batch) const {
     return -1;
   }
-  // Data read in a global sample order (data "tokens", train/token_task.h):
+  // Data read in a global sample order (data "tokens", task.cc):
   // the training samples consumed before `step`, recorded in checkpoints;
   // nullopt where a batch is a pure function of the step alone.
   virtual std::optional<int64_t> consumed_samples(int64_t step) const { return std::nullopt; }
