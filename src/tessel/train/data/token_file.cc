@@ -10,7 +10,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <utility>
 
 #include "tessel/base/error.h"
 #include "tessel/base/philox.h"
@@ -87,8 +86,7 @@ TokenFile TokenFile::open(const std::string& path) {
   void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
   ::close(fd);
   if (map == MAP_FAILED) TS_THROW("cannot map token file '", path, "': ", std::strerror(errno));
-  f.map_ = map;
-  f.map_bytes_ = size;
+  f.map_ = std::unique_ptr<void, Unmap>(map, Unmap{size});
   Header h;
   std::memcpy(&h, map, sizeof h);
   check_header(h, path, size);  // f's destructor unmaps on a throw
@@ -117,21 +115,7 @@ TokenFile TokenFile::open(const std::string& path) {
   return f;
 }
 
-TokenFile::TokenFile(TokenFile&& o) noexcept
-    : path_(std::move(o.path_)),
-      map_(std::exchange(o.map_, nullptr)),
-      map_bytes_(o.map_bytes_),
-      data_(o.data_),
-      ends_(o.ends_),
-      vocab_(o.vocab_),
-      tokens_(o.tokens_),
-      documents_(o.documents_),
-      tokenizer_hash_(o.tokenizer_hash_),
-      width_(o.width_) {}
-
-TokenFile::~TokenFile() {
-  if (map_) ::munmap(map_, map_bytes_);
-}
+void TokenFile::Unmap::operator()(void* map) const { ::munmap(map, bytes); }
 
 uint32_t TokenFile::raw_token(int64_t i) const {
   if (width_ == 2) {

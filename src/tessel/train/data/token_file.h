@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -40,10 +41,6 @@ class TokenFile {
  public:
   // Maps and validates `path`; throws an Error naming it on any defect.
   static TokenFile open(const std::string& path);
-  TokenFile(TokenFile&& other) noexcept;
-  TokenFile& operator=(TokenFile&&) = delete;
-  TokenFile(const TokenFile&) = delete;
-  ~TokenFile();
 
   const std::string& path() const { return path_; }
   int64_t vocab() const { return vocab_; }
@@ -62,9 +59,12 @@ class TokenFile {
  private:
   TokenFile() = default;
   uint32_t raw_token(int64_t i) const;
+  struct Unmap {  // the file's mapping, `bytes` long
+    size_t bytes;
+    void operator()(void* map) const;
+  };
   std::string path_;
-  void* map_ = nullptr;
-  size_t map_bytes_ = 0;
+  std::unique_ptr<void, Unmap> map_;
   const unsigned char* data_ = nullptr;  // the first token
   const uint64_t* ends_ = nullptr;
   int64_t vocab_ = 0, tokens_ = 0, documents_ = 0;
