@@ -56,10 +56,7 @@ void execute_dropout(const OpCall& call) {
   auto dropout = call.reference ? kernels::dropout_ref : kernels::dropout;
   const float* x = in_f32(call, 0);
   float* y = static_cast<float*>(call.out);
-  if (rank == 0) {
-    dropout(x, y, 1, dropout_p(at), at.seed, key, step, base, 1);
-    return;
-  }
+  if (rank == 0) return dropout(x, y, 1, dropout_p(at), at.seed, key, step, base, 1);
   // One kernel call per run of the innermost local dim.
   const int64_t inner = local[rank - 1].size;
   const int64_t runs = inner > 0 ? local.numel() / inner : 0;

@@ -85,8 +85,7 @@ void reduce_scatter(const OpCall& call, Communicator& comm) {
   if (call.bf16_sum) {
     uint8_t* work =
         static_cast<uint8_t*>(call.scratch) + reduce_scatter_pack_bytes(call.graph, call.node);
-    comm.reduce_scatter_bf16(in, out, out_shape.numel(), work, call.node.name);
-    return;
+    return comm.reduce_scatter_bf16(in, out, out_shape.numel(), work, call.node.name);
   }
   comm.reduce_scatter(in, out, out_shape.numel(), call.node.name);
 }
@@ -240,8 +239,7 @@ void cross_entropy_grad(const OpCall& call, const CommGroups* comms) {
   float* out = static_cast<float*>(call.out);
   if (call.node.attrs.axis.empty()) {
     auto f = call.reference ? kernels::cross_entropy_backward_ref : kernels::cross_entropy_backward;
-    f(in_f32(call, 0), in_i32(call, 1), dloss, out, rows, vocab);
-    return;
+    return f(in_f32(call, 0), in_i32(call, 1), dloss, out, rows, vocab);
   }
   const float* stats = vocab_parallel_softmax_stats(call, comms);
   const float* logits = in_f32(call, 0);

@@ -14,19 +14,15 @@ void run_collective(Communicator& comm, CollectiveKind kind, float* in, float* o
   const int64_t p = comm.size();
   switch (kind) {
     case CollectiveKind::kAllReduce:
-      comm.all_reduce(in, floats, ReduceKind::kSum, "calibrate");
-      return;
+      return comm.all_reduce(in, floats, ReduceKind::kSum, "calibrate");
     case CollectiveKind::kAllGather:
-      comm.all_gather(in, out, floats, "calibrate");
-      return;
+      return comm.all_gather(in, out, floats, "calibrate");
     case CollectiveKind::kReduceScatter:
       TS_CHECK(floats % p == 0, floats, " floats over ", p, " ranks");
-      comm.reduce_scatter(in, out, floats / p, "calibrate");
-      return;
+      return comm.reduce_scatter(in, out, floats / p, "calibrate");
     case CollectiveKind::kAllToAll:
       TS_CHECK(floats % p == 0, floats, " floats over ", p, " ranks");
-      comm.all_to_all(in, out, floats / p, "calibrate");
-      return;
+      return comm.all_to_all(in, out, floats / p, "calibrate");
   }
 }
 
