@@ -77,10 +77,6 @@ void DistributedContext::slice_local(const Shape& global, const Sharding& s, con
     src += offsets[i] * strides[i];
     sizes.push_back(local_shape[i].size);
   }
-  if (global.rank() == 0) {
-    *local = *full;
-    return;
-  }
   kernels::expand(src, strides.data(), local, sizes.data(), global.rank());
 }
 
