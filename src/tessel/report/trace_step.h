@@ -1,4 +1,4 @@
-// One training step of a pipeline's Chrome trace (runtime/chrome_trace.h),
+// One training step of a pipeline's Chrome trace (PipelineEngine::write_trace),
 // for the report's compact timeline.
 //
 // Every step runs each rank's fixed action list once, so a trace of S steps

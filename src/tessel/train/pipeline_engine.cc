@@ -2,11 +2,12 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "tessel/base/error.h"
 #include "tessel/base/steady_clock.h"
 #include "tessel/ir/model_contract.h"
-#include "tessel/runtime/chrome_trace.h"
+#include "tessel/schedule/action.h"
 #include "tessel/schedule/schedule_check.h"
 #include "tessel/train/checkpoint/checkpoint.h"
 #include "tessel/train/checkpoint/safetensors.h"
@@ -18,6 +19,48 @@ namespace {
 
 std::string tied_copy_name(const std::string& param, int pipe_coord) {
   return param + "@pipe" + std::to_string(pipe_coord);
+}
+
+// Every rank's events as a Chrome trace (the JSON "Trace Event Format" that
+// Perfetto and chrome://tracing open): one track per rank (`per_rank[r]`,
+// times in seconds from a shared origin; `track_names[r]`, its label), one
+// complete ("X") event per pipeline action, named by kind, micro-batch and
+// stage; its args hold the micro-batch and stage where the action has them
+// (an optimizer step covering all micro-batches has neither).
+std::string chrome_trace_json(const std::vector<std::vector<TraceEvent>>& per_rank,
+                              const std::vector<std::string>& track_names) {
+  nlohmann::json events = nlohmann::json::array();
+  for (size_t r = 0; r < per_rank.size(); ++r) {
+    events.push_back({{"name", "thread_name"},
+                      {"ph", "M"},
+                      {"pid", 0},
+                      {"tid", r},
+                      {"args", {{"name", track_names.at(r)}}}});
+    for (const TraceEvent& e : per_rank[r]) {
+      const ActionKind kind = static_cast<ActionKind>(e.kind);
+      std::string name = action_name(kind);
+      nlohmann::json args = nlohmann::json::object();
+      if (e.microbatch) {
+        name += " mb" + std::to_string(*e.microbatch);
+        args["microbatch"] = *e.microbatch;
+      }
+      if (e.stage) {
+        name += " s" + std::to_string(*e.stage);
+        args["stage"] = *e.stage;
+      }
+      events.push_back({{"name", name},
+                        {"cat", is_compute(kind)         ? "compute"
+                                : is_communication(kind) ? "transfer"
+                                                         : "optimizer"},
+                        {"ph", "X"},
+                        {"pid", 0},
+                        {"tid", r},
+                        {"ts", e.start * 1e6},
+                        {"dur", (e.end - e.start) * 1e6},
+                        {"args", args}});
+    }
+  }
+  return nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump();
 }
 
 }  // namespace
