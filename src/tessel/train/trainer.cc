@@ -22,6 +22,16 @@ double lap(std::chrono::steady_clock::time_point& t) {
   return s;
 }
 
+// A learning rate set by set_lr, as run_state records it (0: none).
+double saved_lr_override(const std::string& dir, const nlohmann::json& state) {
+  const nlohmann::json schedule = state.value("lr_schedule", nlohmann::json::object());
+  if (!schedule.is_object() || !schedule.contains("override")) return 0;
+  const nlohmann::json& lr = schedule["override"];
+  if (!lr.is_number() || !(lr.get<double>() > 0))
+    TS_THROW("checkpoint '", dir, "': lr_schedule.override must be a number > 0, got ", lr.dump());
+  return lr.get<double>();
+}
+
 }  // namespace
 
 Trainer::~Trainer() = default;
@@ -181,15 +191,6 @@ void Trainer::load_checkpoint(const std::string& dir) {
   lr_override_ = lr_override;
   config_.first_step = step;  // the memory prediction: no snapshot if no save follows
   startup_.load = lap(t);
-}
-
-double Trainer::saved_lr_override(const std::string& dir, const nlohmann::json& state) {
-  const nlohmann::json schedule = state.value("lr_schedule", nlohmann::json::object());
-  if (!schedule.is_object() || !schedule.contains("override")) return 0;
-  const nlohmann::json& lr = schedule["override"];
-  if (!lr.is_number() || !(lr.get<double>() > 0))
-    TS_THROW("checkpoint '", dir, "': lr_schedule.override must be a number > 0, got ", lr.dump());
-  return lr.get<double>();
 }
 
 void Trainer::set_lr(double lr) {

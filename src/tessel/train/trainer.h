@@ -104,8 +104,6 @@ class Trainer {
   void snapshot_checkpoint(CheckpointSnapshot& snapshot);
   // The manifest's "state" for the current step.
   nlohmann::json run_state() const;
-  // A learning rate set by set_lr, as run_state records it (0: none).
-  static double saved_lr_override(const std::string& dir, const nlohmann::json& state);
 
   // Of the whole model (all shards).
   int64_t parameter_count() const;

@@ -292,8 +292,10 @@ TrainConfig parse_hf_llama_config(const std::string& path, const TrainConfig& ba
   return c;
 }
 
-}  // namespace
-
+// The Tessel config of an HF Llama config.json (model keys; the rest from
+// `base`). Throws naming the file and key for an architecture Tessel does not
+// have (not LlamaForCausalLM, biases, tied embeddings, an activation other
+// than silu, another rope type, head_dim other than hidden_size / heads).
 TrainConfig hf_llama_config(const std::string& path, const TrainConfig& base) {
   try {
     return parse_hf_llama_config(path, base);
@@ -301,6 +303,8 @@ TrainConfig hf_llama_config(const std::string& path, const TrainConfig& base) {
     TS_THROW("import: '", path, "': ", e.what());
   }
 }
+
+}  // namespace
 
 void import_hf_llama(const std::string& hf_dir, const std::string& checkpoint_dir,
                      const TrainConfig& base) {

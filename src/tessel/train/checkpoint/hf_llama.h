@@ -42,12 +42,6 @@ int64_t meta_index_of_hf(int64_t r, int64_t head);
 // what is wrong before writing anything.
 void export_hf_llama(const std::string& checkpoint_dir, const std::string& out_dir);
 
-// The Tessel config of an HF Llama config.json (model keys; the rest from
-// `base`). Throws naming the file and key for an architecture Tessel does not
-// have (not LlamaForCausalLM, biases, tied embeddings, an activation other
-// than silu, another rope type, head_dim other than hidden_size / heads).
-TrainConfig hf_llama_config(const std::string& config_json_path, const TrainConfig& base);
-
 // Writes a Tessel checkpoint (step 0, no optimizer state) at `checkpoint_dir`
 // from the HF directory `hf_dir` (config.json, and model.safetensors or a
 // sharded model.safetensors.index.json; F32 or BF16 tensors); also writes

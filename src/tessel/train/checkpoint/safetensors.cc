@@ -113,19 +113,20 @@ uint64_t json_uint(const Json& v, uint64_t limit, const std::string& where) {
   TS_THROW(where, " must be a non-negative integer, found ", v.dump());
 }
 
+// Bytes per element of a safetensors dtype name; 0 if Tessel does not support it.
+size_t safetensors_dtype_size(const std::string& dtype) {
+  if (dtype == "F32" || dtype == "I32") return 4;
+  if (dtype == "BF16") return 2;
+  if (dtype == "F64") return 8;
+  return 0;
+}
+
 }  // namespace
 
 const TensorRecord* SafetensorsFile::find(const std::string& name) const {
   for (const TensorRecord& t : tensors)
     if (t.name == name) return &t;
   return nullptr;
-}
-
-size_t safetensors_dtype_size(const std::string& dtype) {
-  if (dtype == "F32" || dtype == "I32") return 4;
-  if (dtype == "BF16") return 2;
-  if (dtype == "F64") return 8;
-  return 0;
 }
 
 void write_safetensors(const std::string& path, const std::vector<TensorView>& tensors,

@@ -54,9 +54,6 @@ struct SafetensorsFile {
   const TensorRecord* find(const std::string& name) const;
 };
 
-// Bytes per element of a safetensors dtype name; 0 if Tessel does not support it.
-size_t safetensors_dtype_size(const std::string& dtype);
-
 // Validates every tensor (known dtype, non-negative dims, nbytes matching the
 // shape, non-empty unique names other than "__metadata__", valid UTF-8 names
 // and metadata) and only then writes `path` atomically. Throws naming the path
