@@ -8,7 +8,6 @@
 #include "tessel/runtime/transfer_staging.h"
 
 namespace tessel {
-namespace {
 
 constexpr int kForwardPhase = 0, kBackwardInputPhase = 1, kBackwardWeightPhase = 2;
 constexpr int kActivation = 0, kGradient = 1;
@@ -17,8 +16,6 @@ constexpr int kActivation = 0, kGradient = 1;
 // flight between two stages.
 constexpr int kTagMicrobatches = 64;
 constexpr int kTagValues = 4;
-
-}  // namespace
 
 int instances_needed(const Schedule& schedule, int pipe_rank, int chunk) {
   int live = 0, peak = 0;

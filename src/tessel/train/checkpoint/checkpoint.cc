@@ -18,11 +18,8 @@
 
 namespace tessel {
 namespace fs = std::filesystem;
-namespace {
 
 constexpr int kFormatVersion = 1;
-
-}  // namespace
 
 void save_checkpoint(const std::string& dir, const TrainConfig& config,
                      const CheckpointSource& source, int64_t step, bool write) {

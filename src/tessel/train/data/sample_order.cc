@@ -3,12 +3,9 @@
 #include "tessel/base/error.h"
 
 namespace tessel {
-namespace {
 
 constexpr int kRounds = 6;
 constexpr uint64_t kMaxEpochs = uint64_t{1} << 28;  // epoch * kRounds + round fits a lane
-
-}  // namespace
 
 SampleOrder::SampleOrder(uint64_t seed, std::string_view name, uint64_t n)
     : stream_(seed, name), n_(n) {
