@@ -23,7 +23,10 @@ void expect_dtype(const ShapeRuleInput& in, size_t i, const char* role, DType wa
              dtype_name(in.dtypes[i]), " ", *in.shapes[i]);
 }
 
-void expect_same_sizes(const ShapeRuleInput& in, const Shape& a, const Shape& b) {
+// Binary ops: f32 operands whose shared dims have the same sizes.
+void expect_binary_operands(const ShapeRuleInput& in, const Shape& a, const Shape& b) {
+  expect_dtype(in, 0, "lhs");
+  expect_dtype(in, 1, "rhs");
   for (const Dim& d : a.dims())
     if (auto j = b.index_of(d.name); j && b[*j].size != d.size)
       TS_THROW(where(in), ": dim '", d.name, "' is ", d.size, " in lhs ", a, " but ", b[*j].size,
@@ -65,9 +68,7 @@ ShapeRuleOutput leaf_rule(const ShapeRuleInput& in) { return {in.attrs.shape, DT
 ShapeRuleOutput einsum_rule(const ShapeRuleInput& in) {
   const Shape& a = *in.shapes[0];
   const Shape& b = *in.shapes[1];
-  expect_dtype(in, 0, "lhs");
-  expect_dtype(in, 1, "rhs");
-  expect_same_sizes(in, a, b);
+  expect_binary_operands(in, a, b);
   const std::vector<std::string>& out_names = in.attrs.dims;
   std::vector<Dim> out;
   for (const std::string& n : out_names) {
@@ -105,9 +106,7 @@ ShapeRuleOutput einsum_rule(const ShapeRuleInput& in) {
 ShapeRuleOutput broadcast_rule(const ShapeRuleInput& in) {
   const Shape& a = *in.shapes[0];
   const Shape& b = *in.shapes[1];
-  expect_dtype(in, 0, "lhs");
-  expect_dtype(in, 1, "rhs");
-  expect_same_sizes(in, a, b);
+  expect_binary_operands(in, a, b);
   if (a.contains_all(b)) return {a, DType::kF32};
   if (b.contains_all(a)) return {b, DType::kF32};
   TS_THROW(where(in), ": cannot broadcast ", a, " with ", b,
