@@ -78,13 +78,10 @@ std::string TextModel::sample(const std::string& prompt, int64_t count, float te
     p.run();  // causal: positions past len - 1 do not affect it
     all_logits = p.read_f32(one_row_.logits);
     const float* logits = all_logits.data() + (len - 1) * info_.config.vocab;
-    int32_t next = 0;
-    if (temperature <= 0) {
-      for (int32_t v = 1; v < vocab; ++v)
-        if (logits[v] > logits[next]) next = v;
-    } else {
-      float max_logit = logits[0];
-      for (int32_t v = 1; v < vocab; ++v) max_logit = std::max(max_logit, logits[v]);
+    const float* const best = std::max_element(logits, logits + vocab);  // the first of equals
+    int32_t next = static_cast<int32_t>(best - logits);  // greedy at temperature <= 0
+    if (!(temperature <= 0)) {
+      const float max_logit = *best;
       double total = 0;
       std::vector<double> prob(vocab);
       for (int32_t v = 0; v < vocab; ++v)
