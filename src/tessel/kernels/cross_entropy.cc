@@ -48,8 +48,7 @@ float cross_entropy_forward_ref(const float* logits, const int32_t* labels, int6
   double total = 0.0;
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = logits + r * vocab;
-    double m = xr[0];
-    for (int64_t v = 1; v < vocab; ++v) m = std::max(m, static_cast<double>(xr[v]));
+    const double m = *std::max_element(xr, xr + vocab);
     double s = 0.0;
     for (int64_t v = 0; v < vocab; ++v) s += std::exp(xr[v] - m);
     total += std::log(s) + m - xr[labels[r]];
@@ -80,8 +79,7 @@ void cross_entropy_backward_ref(const float* logits, const int32_t* labels, floa
   check_inputs("cross_entropy_backward", labels, rows, vocab);
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = logits + r * vocab;
-    double m = xr[0];
-    for (int64_t v = 1; v < vocab; ++v) m = std::max(m, static_cast<double>(xr[v]));
+    const double m = *std::max_element(xr, xr + vocab);
     double s = 0.0;
     for (int64_t v = 0; v < vocab; ++v) s += std::exp(xr[v] - m);
     for (int64_t v = 0; v < vocab; ++v) {

@@ -1,5 +1,6 @@
 #include "tessel/train/task.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -84,10 +85,8 @@ class ImageTask : public Task {
     const int64_t classes = kFashionMnistClasses;
     int64_t correct = 0;
     for (int64_t r = 0; r < rows; ++r) {
-      int64_t best = 0;
-      for (int64_t c = 1; c < classes; ++c)
-        if (l[r * classes + c] > l[r * classes + best]) best = c;
-      correct += best == labels[r];
+      const float* row = l + r * classes;
+      correct += std::max_element(row, row + classes) - row == labels[r];  // the first of equals
     }
     return static_cast<double>(correct) / rows;
   }
