@@ -229,6 +229,7 @@ TEST(TwoPhaseSearch, OffloadIsSearchedWhenNothingFitsWithoutIt) {
     EXPECT_LE(at.state_bytes_bound(c), static_cast<double>(p.prediction.peak_bytes)) << p.command;
   }
   EXPECT_TRUE(kinds.count("optimizer")) << "moving the moments is what fits";
+  EXPECT_TRUE(kinds.count("optimizer,weights")) << "every offload is searched";
   const std::string searched = "offload was searched too";
   q.offload_fixed = true;
   EXPECT_EQ(error_of([&] { search_plans(q, hw); }).find(searched), std::string::npos);
@@ -241,24 +242,25 @@ TEST(TwoPhaseSearch, OffloadIsSearchedWhenNothingFitsWithoutIt) {
 
 // Offload competes with recomputation: where the fastest plan that fits
 // recomputes, the offloading plans are searched too and ranked with the
-// others by predicted step; where it recomputes nothing, offload cannot make
-// it faster and is not searched.
+// others by predicted step (the optimizer's offload with the weights in
+// bf16, without them in f32); where it recomputes nothing, offload cannot
+// make it faster and is not searched.
 TEST(TwoPhaseSearch, OffloadIsWeighedWhereTheFastestPlanRecomputes) {
   const OffDeviceCluster hw;
   PlanRequest q = bench_request(2);
   q.recompute = "blocks";
-  const PlanResult weighed = search_plans(q, hw);
-  std::set<std::string> kinds;
-  for (size_t i = 0; i < weighed.plans.size(); ++i) {
-    kinds.insert(weighed.plans[i].config.offload);
-    if (i > 0) {
-      EXPECT_LE(weighed.plans[i - 1].prediction.step_s, weighed.plans[i].prediction.step_s)
-          << weighed.plans[i].command;
-    }
+  for (const char* precision : {"f32", "bf16"}) {
+    q.base.precision = precision;
+    const PlanResult weighed = search_plans(q, hw);
+    expect_plan_order(weighed);
+    std::set<std::string> kinds;
+    for (const Plan& p : weighed.plans) kinds.insert(p.config.offload);
+    const std::string optimizer = q.base.precision == "bf16" ? "optimizer,weights" : "optimizer";
+    EXPECT_EQ(kinds,
+              (std::set<std::string>{"none", "activations", optimizer, optimizer + ",activations"}))
+        << precision;
   }
-  EXPECT_EQ(kinds,
-            (std::set<std::string>{"none", "activations", "optimizer", "optimizer,activations",
-                                   "optimizer,weights", "optimizer,weights,activations"}));
+  q.base.precision = "f32";
   q.recompute = "none";
   for (const Plan& p : search_plans(q, hw).plans) EXPECT_EQ(p.config.offload, "none") << p.command;
 }

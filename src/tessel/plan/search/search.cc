@@ -637,22 +637,31 @@ PlanResult search_at_offload(const PlanRequest& q, const HardwareModel& hw,
 }
 
 // The offloads searched beside the plans without: none where host memory
-// is the device's (this machine) or the request fixes offload.
-std::vector<std::string> offload_choices(const PlanRequest& q, const HardwareModel& hw) {
+// is the device's (this machine) or the request fixes offload. Where
+// nothing fits without offload, every one. Where it competes with
+// recomputation, the optimizer's by precision: in bf16 with the weights
+// (less device memory, and fewer bytes over the link than the optimizer
+// alone: the gradient out and each weight read once to round it, against
+// gradient and weight out and back), in f32 without them (the einsums would
+// read each weight over the link at every use).
+std::vector<std::string> offload_choices(const PlanRequest& q, const HardwareModel& hw,
+                                         bool nothing_fits) {
   if (q.offload_fixed || q.base.offload != "none" || hw.host_buffers_on_device()) return {};
   std::vector<std::string> out = {"activations"};
-  if (q.base.optimizer == "adamw")
-    out.insert(out.end(), {"optimizer", "optimizer,activations", "optimizer,weights",
-                           "optimizer,weights,activations"});
+  if (q.base.optimizer != "adamw") return out;
+  const bool bf16 = q.base.precision == "bf16";
+  if (nothing_fits || !bf16) out.insert(out.end(), {"optimizer", "optimizer,activations"});
+  if (nothing_fits || bf16)
+    out.insert(out.end(), {"optimizer,weights", "optimizer,weights,activations"});
   return out;
 }
 
 }  // namespace
 
 PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
-  std::vector<std::string> choices = offload_choices(q, hw);
   std::function<void()> nothing_fits;
   PlanResult result = search_at_offload(q, hw, &nothing_fits);
+  std::vector<std::string> choices = offload_choices(q, hw, result.plans.empty());
   // Offload competes with recomputation for memory: it is weighed where no
   // plan fits or the fastest recomputes.
   if (!result.plans.empty() && result.plans.front().config.recompute == "none") choices.clear();
