@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "tessel/base/error.h"
-#include "tessel/base/steady_clock.h"
 #include "tessel/kernels/einsum.h"
 #include "tessel/plan/calibrate/instruction_timing.h"
 
@@ -26,21 +25,16 @@ StepBreakdown::StepBreakdown(Program& program) : program_(program) {
 
 StepBreakdown::~StepBreakdown() { program_.set_progress_hook(nullptr); }
 
-double StepBreakdown::device_done_seconds() const {
-  program_.backend().synchronize();
-  return steady_seconds();
-}
-
 void StepBreakdown::begin_step() {
   timing_ = true;
   open_.reset();
   program_done_ = false;
-  started_ = device_done_seconds();
+  started_ = plan::device_done_seconds(program_);
 }
 
 void StepBreakdown::on_progress() {
   if (!timing_) return;
-  const double now = device_done_seconds();
+  const double now = plan::device_done_seconds(program_);
   if (open_)
     kind_of_.at(*open_)->seconds += now - started_;
   else if (!program_done_)
@@ -56,7 +50,7 @@ void StepBreakdown::on_progress() {
 }
 
 void StepBreakdown::end_step() {
-  const double now = device_done_seconds();
+  const double now = plan::device_done_seconds(program_);
   TS_CHECK(program_done_ && !open_,
            "bench step --breakdown: a step ended without running the training program");
   after_s_ += now - started_;

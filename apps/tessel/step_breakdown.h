@@ -12,8 +12,9 @@
 // exactly. A gradient bucket's start runs between instructions without a
 // hook and counts in the instruction before it. One program: a pipeline runs
 // several (Trainer::train_program refuses it). Each clock reading first
-// waits for the device (Backend::synchronize; nothing on the CPU), so on a
-// GPU an instruction's time is its kernels' plus one synchronisation.
+// waits for the device (plan::device_done_seconds; nothing to wait for on
+// the CPU), so on a GPU an instruction's time is its kernels' plus one
+// synchronisation.
 #pragma once
 
 #include <map>
@@ -47,7 +48,6 @@ class StepBreakdown {
 
  private:
   void on_progress();
-  double device_done_seconds() const;  // the clock once the device has finished
 
   struct Kind {
     int count = 0;       // instructions of the kind in one run

@@ -25,6 +25,11 @@ std::unique_ptr<TimedProgram> timed_training_program(const TrainConfig& config) 
   return timed;
 }
 
+double device_done_seconds(Program& program) {
+  program.backend().synchronize();
+  return steady_seconds();
+}
+
 std::map<ValueId, double> median_instruction_seconds(Program& program, int threads, int repeats) {
   const int saved_threads = omp_get_max_threads();
   omp_set_num_threads(threads);
@@ -35,19 +40,14 @@ std::map<ValueId, double> median_instruction_seconds(Program& program, int threa
     auto close = [&](double now) {
       if (previous && run > 0) runs[*previous].push_back(now - started);
     };
-    // Each reading waits for the device first (nothing on the CPU).
-    auto device_done = [&] {
-      program.backend().synchronize();
-      return steady_seconds();
-    };
     program.set_progress_hook([&] {
-      const double now = device_done();
+      const double now = device_done_seconds(program);
       close(now);
       previous = program.running_node();
       started = now;
     });
     program.run();
-    close(device_done());  // nothing left open: the hook ran after the last
+    close(device_done_seconds(program));  // nothing left open: the hook ran after the last
   }
   program.set_progress_hook(nullptr);
   omp_set_num_threads(saved_threads);

@@ -38,6 +38,10 @@ std::unique_ptr<TimedProgram> timed_training_program(const TrainConfig& config);
 // program's own median run time within 1-2%. Restores the thread count.
 std::map<ValueId, double> median_instruction_seconds(Program& program, int threads, int repeats);
 
+// The clock once `program`'s device has finished what was queued on it
+// (Backend::synchronize: nothing to wait for on the CPU), for timing it.
+double device_done_seconds(Program& program);
+
 // What an instruction is, for grouping times: an einsum by its GEMM,
 // "einsum BxMxNxK" (batch x m x n x k), anything else by its op name.
 std::string instruction_kind(const Graph& graph, const Program::InstructionInfo& ins);
