@@ -77,6 +77,7 @@ set(TESSEL_NOT_ASAN
     "^TwoPhaseSearch\\.TheSearchGoesOnUntilPlansFitTheMemoryLimit$"
     "^TwoPhaseSearch\\.ScreeningIsAsCloseWithOffload$"
     "^TwoPhaseSearch\\.OffloadIsSearchedWhenNothingFitsWithoutIt$"
+    "^TwoPhaseSearch\\.HostMemoryBoundsTheOffloadingPlans$"
 )
 
 function(tessel_matches name patterns out)

@@ -77,6 +77,7 @@ nlohmann::json plan_json(const plan::Plan& p) {
           {"fraction_of_peak", p.fraction_of_peak},
           {"peak_bytes", p.prediction.peak_bytes},
           {"peak_rank", p.prediction.peak_rank},
+          {"host_bytes", p.prediction.host_bytes},
           {"flags", plan::plan_flags(c)},
           {"command", p.command}};
 }
@@ -105,8 +106,9 @@ void print_breakdown(const char* title, const plan::Plan& p) {
   for (const auto& [axis, t] : s.comm_s)
     std::printf(" %s %.2f of %.2f ms", axis.c_str(), s.exposed_comm_s.at(axis) * 1e3, t * 1e3);
   if (s.comm_s.empty()) std::printf(" none");
-  std::printf("\n  peak memory %s (rank %d)\n", plan::format_size(s.peak_bytes).c_str(),
-              s.peak_rank);
+  std::printf("\n  peak memory %s (rank %d); host memory at most %s a rank\n",
+              plan::format_size(s.peak_bytes).c_str(), s.peak_rank,
+              plan::format_size(s.host_bytes).c_str());
 }
 
 void explain(const plan::PlanResult& r) {

@@ -53,12 +53,15 @@ TEST(ClusterSpec, HostLinkAndHostMemoryHaveKeysAndDefaults) {
                    kDefaultHostLinkLatencyUs * 1e-6 + 1e9 / (kDefaultHostLinkGbs * 1e9 * 0.8));
   EXPECT_DOUBLE_EQ(plain.host_memory_seconds(1e9, 1), 1e9 / (kDefaultHostMemoryGbs * 1e9 * 0.8));
   EXPECT_DOUBLE_EQ(plain.host_copy_seconds(0, 1), 0);
+  EXPECT_EQ(plain.host_memory_bytes(), 0) << "unset: host memory is not checked";
   json j = cluster_json();
   j["links"]["host"] = {{"bandwidth_gbs", 64}, {"latency_us", 0}, {"efficiency", 1}};
   j["host_memory_bandwidth_gbs"] = 100;
   const ClusterSpec set = ClusterSpec::from_json(j, "c.json");
   EXPECT_DOUBLE_EQ(set.host_copy_seconds(64e9, 1), 1);
   EXPECT_DOUBLE_EQ(set.host_memory_seconds(80e9, 1), 1);
+  j["host_memory_gib"] = 2048;
+  EXPECT_EQ(ClusterSpec::from_json(j, "c.json").host_memory_bytes(), int64_t{2048} << 30);
   j["links"]["host"]["bandwith_gbs"] = 1;
   EXPECT_NE(error_of([&] {
               ClusterSpec::from_json(j, "c.json");

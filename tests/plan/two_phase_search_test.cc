@@ -240,6 +240,53 @@ TEST(TwoPhaseSearch, OffloadIsSearchedWhenNothingFitsWithoutIt) {
   EXPECT_EQ(error_of([&] { search_plans(q, on_device); }).find(searched), std::string::npos);
 }
 
+// A node's host memory (HardwareModel::host_memory_bytes) bounds the plans
+// that offload: each plan's host buffers times the ranks on a node (both ranks here)
+// must fit it. Between the least and the most any offloading plan needs,
+// some plans are kept (each within it) and the others are counted; below
+// the least, nothing fits and the error names host memory and its key;
+// --ignore-device-memory lifts the host's limit too.
+class HostLimitedCluster : public OffDeviceCluster {
+ public:
+  explicit HostLimitedCluster(int64_t host) : host_(host) {}
+  int64_t host_memory_bytes() const override { return host_; }
+
+ private:
+  int64_t host_;
+};
+
+TEST(TwoPhaseSearch, HostMemoryBoundsTheOffloadingPlans) {
+  PlanRequest q = bench_request(2);
+  q.exhaustive = true;
+  int64_t smallest = std::numeric_limits<int64_t>::max();
+  for (const Plan& p : search_plans(q, OffDeviceCluster()).plans)
+    smallest = std::min(smallest, p.prediction.peak_bytes);
+  q.memory_limit = smallest - 1;  // only offloading plans fit the device
+  const PlanResult unbounded = search_plans(q, OffDeviceCluster());
+  ASSERT_GT(unbounded.plans.size(), 1u);
+  EXPECT_EQ(unbounded.host_bounded, 0);
+  std::vector<int64_t> needs;
+  for (const Plan& p : unbounded.plans) needs.push_back(2 * p.prediction.host_bytes);
+  std::sort(needs.begin(), needs.end());
+  ASSERT_GT(needs.front(), 0);
+  ASSERT_LT(needs.front(), needs.back()) << "the offloads differ in host memory";
+
+  const int64_t between = needs[needs.size() / 2];
+  const PlanResult bounded = search_plans(q, HostLimitedCluster(between));
+  ASSERT_FALSE(bounded.plans.empty());
+  EXPECT_GT(bounded.host_bounded, 0);
+  EXPECT_GT(bounded.least_host_need, between);
+  for (const Plan& p : bounded.plans) EXPECT_LE(2 * p.prediction.host_bytes, between) << p.command;
+
+  const std::string error =
+      error_of([&] { search_plans(q, HostLimitedCluster(needs.front() - 1)); });
+  EXPECT_NE(error.find("not a node's host memory"), std::string::npos) << error;
+  EXPECT_NE(error.find("host_memory_gib"), std::string::npos) << error;
+
+  q.check_device_memory = false;
+  EXPECT_EQ(search_plans(q, HostLimitedCluster(1)).host_bounded, 0);
+}
+
 // Offload competes with recomputation: where the fastest plan that fits
 // recomputes, the offloading plans are searched too and ranked with the
 // others by predicted step (the optimizer's offload with the weights in

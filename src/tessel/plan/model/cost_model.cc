@@ -126,6 +126,7 @@ StepPrediction predict_compiled(const std::vector<CompiledRank>& compiled, const
     const RankMemory m = predict_rank_memory(c, schedule);
     const int64_t bytes = hw.host_buffers_on_device() ? m.total() : m.device();
     if (bytes > out.peak_bytes) out.peak_bytes = bytes, out.peak_rank = c.rank;
+    out.host_bytes = std::max(out.host_bytes, m.host.total());
   }
   const Mesh& mesh = compiled.front().mesh;
   const double share = std::max(1.0, hw.compute_share(mesh.rank_count(), options.threads));

@@ -83,6 +83,9 @@ struct StepPrediction {
   // buffers only where they are on the device: host_buffers_on_device).
   int64_t peak_bytes = 0;
   int peak_rank = 0;
+  // Largest predicted host memory of any rank (RankMemory::host: pinned
+  // offload, input staging, checkpoint buffers).
+  int64_t host_bytes = 0;
 };
 
 struct CostOptions {

@@ -38,7 +38,7 @@ ClusterSpec ClusterSpec::load(const std::string& path) {
 ClusterSpec ClusterSpec::from_json(const nlohmann::json& j, const std::string& source) {
   JsonFields top(j, source, "");
   top.allow_only({"name", "nodes", "devices_per_node", "device", "links", "gemm_efficiency",
-                  "memory_efficiency", "host_memory_bandwidth_gbs"});
+                  "memory_efficiency", "host_memory_bandwidth_gbs", "host_memory_gib"});
   ClusterData d;
   d.name = top.string("name");
   d.nodes = static_cast<int>(top.integer("nodes", 1));
@@ -65,6 +65,7 @@ ClusterSpec ClusterSpec::from_json(const nlohmann::json& j, const std::string& s
   if (links.has("host")) d.host_link = read_link(links, "host");
   if (top.has("host_memory_bandwidth_gbs"))
     d.host_memory_gbs = top.number("host_memory_bandwidth_gbs", true);
+  if (top.has("host_memory_gib")) d.host_memory_gib = top.number("host_memory_gib", true);
 
   if (top.has("gemm_efficiency")) {
     JsonFields g(top.required("gemm_efficiency"), source, "gemm_efficiency");
@@ -127,6 +128,10 @@ double ClusterSpec::host_memory_seconds(double bytes, int) const {
 
 int64_t ClusterSpec::device_memory_bytes() const {
   return static_cast<int64_t>(std::llround(data_.memory_gib * 1073741824.0));
+}
+
+int64_t ClusterSpec::host_memory_bytes() const {
+  return static_cast<int64_t>(std::llround(data_.host_memory_gib * 1073741824.0));
 }
 
 double ClusterSpec::peak_flops(Precision p, int threads) const {

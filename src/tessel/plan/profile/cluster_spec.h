@@ -20,7 +20,10 @@
 //     up to 335 TFLOP/s forward + backward, 0.34 of 989), the kernel
 //     PyTorch's SDPA runs there; docs/planner.md "Cluster files";
 //   "launch_us" in the device: 5 — the least time a kernel instruction
-//     takes (the host's launch of it; docs/planner.md "Cluster files").
+//     takes (the host's launch of it; docs/planner.md "Cluster files");
+//   "host_memory_gib": unset — one node's host memory, which its ranks'
+//     host buffers (pinned offload, input staging) share; unset, the
+//     planner does not check host memory.
 // A GEMM takes the larger of its compute time at that efficiency and its
 // operand and result traffic (2 bytes an element in bf16, 4 in f32) over
 // the memory bandwidth. Collectives are ring algorithms on one link
@@ -66,6 +69,7 @@ struct ClusterData {
   LinkSpec intra_node, inter_node;
   LinkSpec host_link{kDefaultHostLinkGbs, kDefaultHostLinkLatencyUs};
   double host_memory_gbs = kDefaultHostMemoryGbs;
+  double host_memory_gib = 0;  // per node; 0: not stated
   double gemm_efficiency_max = 0.8, gemm_half_gflop = 1.0;
   double memory_efficiency = 0.8;
   double attention_efficiency = kDefaultAttentionEfficiency;
@@ -98,6 +102,7 @@ class ClusterSpec : public HardwareModel {
   int devices_per_node() const override { return data_.devices_per_node; }
   int total_devices() const override { return data_.nodes * data_.devices_per_node; }
   int64_t device_memory_bytes() const override;
+  int64_t host_memory_bytes() const override;
   bool host_buffers_on_device() const override { return false; }  // GPUs
   double peak_flops(Precision p, int threads) const override;
   double launch_seconds() const override { return data_.launch_us * 1e-6; }

@@ -121,6 +121,10 @@ class HardwareModel {
   virtual int total_devices() const = 0;  // every device the model describes
   // Memory of one device in bytes; 0 when unknown (this machine: no limit but --memory-limit).
   virtual int64_t device_memory_bytes() const = 0;
+  // Host memory of one node in bytes, which the host buffers of its ranks
+  // share; 0 when unknown or where they are on the device
+  // (host_buffers_on_device: counted in device_memory_bytes' check).
+  virtual int64_t host_memory_bytes() const { return 0; }
   // Whether a rank's host buffers (RankMemory::host: input staging, the
   // checkpoint gather buffer) take device memory: on this machine's CPUs
   // they do; on a GPU cluster they are host memory and plans leave them out.

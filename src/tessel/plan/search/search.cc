@@ -17,6 +17,7 @@
 #include "tessel/base/steady_clock.h"
 #include "tessel/compile/memory_report.h"
 #include "tessel/compile/model_registry.h"
+#include "tessel/plan/format_size.h"
 #include "tessel/plan/model/exact_cost.h"
 #include "tessel/plan/search/no_fit.h"
 #include "tessel/plan/search/screen.h"
@@ -530,6 +531,8 @@ PlanResult search_at_offload(const PlanRequest& q, const HardwareModel& hw,
   const int64_t limit = memory_limit(q, device_memory);
   // Oversubscribed ranks share this host: the axis order changes nothing.
   const bool one_node = hw.devices_per_node() >= q.ranks || q.oversubscribe;
+  const int64_t host_limit = q.check_device_memory ? hw.host_memory_bytes() : 0;
+  const int64_t ranks_per_node = one_node ? q.ranks : hw.devices_per_node();
   const double items_per_row =  // tokens per row, or one image
       model_data_kind(q.base) == DataKind::kText ? static_cast<double>(q.base.context) : 1;
 
@@ -582,6 +585,13 @@ PlanResult search_at_offload(const PlanRequest& q, const HardwareModel& hw,
     if (limit > 0 && peak > limit) {
       ++result.pruned;
       over_limit.note(i);
+      return Costed::kOver;
+    }
+    const int64_t host_need = plan.prediction.host_bytes * ranks_per_node;
+    if (host_limit > 0 && host_need > host_limit) {
+      ++result.pruned, ++result.host_bounded;
+      if (result.least_host_need == 0 || host_need < result.least_host_need)
+        result.least_host_need = host_need;
       return Costed::kOver;
     }
     finish_plan(q, hw, cand, model_flops, items_per_row, &plan);
@@ -656,6 +666,16 @@ std::vector<std::string> offload_choices(const PlanRequest& q, const HardwareMod
   return out;
 }
 
+// Where host memory ruled plans out: how many, and the least a node needed.
+std::string host_memory_note(const PlanResult& r, const HardwareModel& hw) {
+  if (r.host_bounded == 0) return "";
+  return str_cat("\n", r.host_bounded,
+                 " plans fit the device but not a node's host memory (their host buffers, "
+                 "pinned offload included, times the ranks on a node): the least needs ",
+                 format_size(r.least_host_need), " against ", format_size(hw.host_memory_bytes()),
+                 " (host_memory_gib in the cluster file).");
+}
+
 }  // namespace
 
 PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
@@ -665,7 +685,15 @@ PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
   // Offload competes with recomputation for memory: it is weighed where no
   // plan fits or the fastest recomputes.
   if (!result.plans.empty() && result.plans.front().config.recompute == "none") choices.clear();
-  if (result.plans.empty() && choices.empty()) nothing_fits();
+  // No plan, with offload searched (`offload_suffix`) or not.
+  auto fail = [&](const std::string& offload_suffix) {
+    try {
+      nothing_fits();
+    } catch (const Error& e) {
+      TS_THROW(e.what(), offload_suffix, host_memory_note(result, hw));
+    }
+  };
+  if (result.plans.empty() && choices.empty()) fail("");
   if (choices.empty()) return result;
   for (const std::string& offload : choices) {
     PlanRequest o = q;
@@ -676,19 +704,18 @@ PlanResult search_plans(const PlanRequest& q, const HardwareModel& hw) {
     result.considered += r.considered, result.pruned += r.pruned, result.screened += r.screened;
     result.bounded += r.bounded, result.exact += r.exact, result.units += r.units;
     result.memory_bounded += r.memory_bounded, result.simulated += r.simulated;
+    if (r.host_bounded > 0 &&
+        (result.host_bounded == 0 || r.least_host_need < result.least_host_need))
+      result.least_host_need = r.least_host_need;
+    result.host_bounded += r.host_bounded;
     result.search_s += r.search_s;
     for (Plan& p : r.plans) result.plans.push_back(std::move(p));
   }
-  if (result.plans.empty()) {
-    try {
-      nothing_fits();
-    } catch (const Error& e) {
-      TS_THROW(
-          e.what(), " (offload was searched too: activations",
-          choices.size() > 1 ? ", optimizer, optimizer and weights, and each with activations" : "",
-          ")");
-    }
-  }
+  if (result.plans.empty())
+    fail(str_cat(
+        " (offload was searched too: activations",
+        choices.size() > 1 ? ", optimizer, optimizer and weights, and each with activations" : "",
+        ")"));
   std::vector<int> order(result.plans.size());  // ties: no offload, then the earlier offload
   for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
   sort_fastest_first(&result.plans, order);

@@ -36,7 +36,9 @@ struct PlanRequest {
   std::vector<std::string> overrides;
   int ranks = 1;
   int64_t memory_limit = 0;  // bytes per rank; 0: none but the device's memory
-  // Prune by the device's memory (HardwareModel::device_memory_bytes). Off
+  // Prune by the device's memory (HardwareModel::device_memory_bytes) and
+  // a node's host memory (host_memory_bytes: the largest rank's host
+  // buffers times the ranks on a node). Off
   // only to time configurations Tessel's own plan could not hold (a
   // published run's exact configuration); their peak is still reported.
   bool check_device_memory = true;
@@ -105,6 +107,11 @@ struct PlanResult {
   // the limit, or a leaner plan of the same mesh, layout, schedule and
   // micro-batches over it (search.cc, lean_sibling).
   int memory_bounded = 0;
+  // Of `pruned`: plans within the device's memory whose host buffers exceed
+  // a node's host memory (HardwareModel::host_memory_bytes), and the least
+  // host memory per node such a plan needs.
+  int host_bounded = 0;
+  int64_t least_host_need = 0;
   int units = 0;      // screening's unit compiles
   int simulated = 0;  // screening's schedule simulations
   double search_s = 0;
