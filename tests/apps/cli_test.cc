@@ -241,6 +241,17 @@ TEST_F(Cli, MemoryLimitFailsBeforeComputeAndSuggestsWhatFits) {
   EXPECT_EQ(out.find("--zero 0"), std::string::npos) << out;
 }
 
+// A model no host can hold (16 TB of parameters, moments and gradients) is
+// refused before anything is allocated, naming its memory and the host's.
+TEST_F(Cli, ARunLargerThanTheHostIsRefusedBeforeAllocating) {
+  nlohmann::json j = tiny_gpt();
+  j["d_model"] = 131072, j["n_head"] = 1024, j["n_layer"] = 5;
+  Result r = run("train --config " + write_config(j));
+  expect_error(r, "more than this host has");
+  EXPECT_NE(r.output.find("rank 0 needs"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("optimizer state"), std::string::npos) << r.output;
+}
+
 // `--recompute auto` needs a budget, prints its choice in a dry run, and
 // stops before loading data when nothing fits; a bad policy names the key.
 TEST_F(Cli, RecomputeAutoChoosesWithinTheMemoryLimit) {

@@ -1,6 +1,7 @@
 #include "tessel/train/trainer.h"
 
 #include <chrono>
+#include <cstdio>
 #include <utility>
 
 #include "tessel/base/error.h"
@@ -9,6 +10,7 @@
 #include "tessel/train/checkpoint/checkpoint_tokenizer.h"
 #include "tessel/train/checkpoint/run_state.h"
 #include "tessel/train/fault_inject.h"
+#include "tessel/train/host_memory.h"
 #include "tessel/train/threads.h"
 
 namespace tessel {
@@ -52,6 +54,7 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   check_memory_limit(config_);  // before the data is loaded or an arena allocated
   task_ = make_task(config_);
   startup_.data = lap(t);
+  check_fits_host();  // a run's compile allocates the arena
   CompiledRank compiled = compile_rank(config_, ctx_->mesh(), ctx_->layout(), ctx_->rank(),
                                        CompileMode::kRun, ctx_.get());
   startup_.compile = lap(t);
@@ -75,6 +78,14 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   };
   engine_ = Engine::create(std::move(compiled), *ctx_, optimizer);
   startup_.engine = lap(t);
+}
+
+void Trainer::check_fits_host() const {
+  const CompiledRank planned = compile_rank(config_, ctx_->mesh(), ctx_->layout(), ctx_->rank(),
+                                            CompileMode::kPlanOnly, nullptr);
+  const std::string tight = check_host_memory(predict_rank_memory(planned), config_.device,
+                                              local_rank_count(), host_memory_bytes());
+  if (!tight.empty()) std::fprintf(stderr, "tessel: warning: %s\n", tight.c_str());
 }
 
 PipelineEngine* Trainer::pipeline_engine() const {

@@ -140,6 +140,9 @@ class Trainer {
  private:
   CheckpointSource checkpoint_source();
   PipelineEngine* pipeline_engine() const;
+  // This rank's planned memory against its host's (host_memory.h), from a
+  // plan-only compile: throws, or warns, before anything is allocated.
+  void check_fits_host() const;
 
   TrainConfig config_;
   std::optional<RecomputeChoice> recompute_choice_;
