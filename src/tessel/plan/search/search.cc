@@ -509,6 +509,20 @@ void count_screening(const ScreenedOrder& order, const Screener& screener, PlanR
   TS_THROW(no_fit_message(q, closest));
 }
 
+// Whether a plan's host buffers times the ranks on a node exceed a node's
+// host memory (where the hardware states it and the request checks
+// memory); such a plan is counted in `result` (pruned, host_bounded).
+bool over_host_memory(const PlanRequest& q, const HardwareModel& hw, bool one_node,
+                      const StepPrediction& p, PlanResult* result) {
+  const int64_t host = q.check_device_memory ? hw.host_memory_bytes() : 0;
+  const int64_t need = p.host_bytes * (one_node ? q.ranks : hw.devices_per_node());
+  if (host <= 0 || need <= host) return false;
+  ++result->pruned, ++result->host_bounded;
+  if (result->least_host_need == 0 || need < result->least_host_need)
+    result->least_host_need = need;
+  return true;
+}
+
 // One search at the request's offload. When no plan fits, it returns no
 // plans and sets `nothing_fits` to throw the error naming what came closest.
 // Phase 1, screening (screen.h): every live candidate's lower bound, then
@@ -531,8 +545,6 @@ PlanResult search_at_offload(const PlanRequest& q, const HardwareModel& hw,
   const int64_t limit = memory_limit(q, device_memory);
   // Oversubscribed ranks share this host: the axis order changes nothing.
   const bool one_node = hw.devices_per_node() >= q.ranks || q.oversubscribe;
-  const int64_t host_limit = q.check_device_memory ? hw.host_memory_bytes() : 0;
-  const int64_t ranks_per_node = one_node ? q.ranks : hw.devices_per_node();
   const double items_per_row =  // tokens per row, or one image
       model_data_kind(q.base) == DataKind::kText ? static_cast<double>(q.base.context) : 1;
 
@@ -587,13 +599,7 @@ PlanResult search_at_offload(const PlanRequest& q, const HardwareModel& hw,
       over_limit.note(i);
       return Costed::kOver;
     }
-    const int64_t host_need = plan.prediction.host_bytes * ranks_per_node;
-    if (host_limit > 0 && host_need > host_limit) {
-      ++result.pruned, ++result.host_bounded;
-      if (result.least_host_need == 0 || host_need < result.least_host_need)
-        result.least_host_need = host_need;
-      return Costed::kOver;
-    }
+    if (over_host_memory(q, hw, one_node, plan.prediction, &result)) return Costed::kOver;
     finish_plan(q, hw, cand, model_flops, items_per_row, &plan);
     result.plans.push_back(std::move(plan));
     index_of_plan.push_back(i);
