@@ -116,7 +116,11 @@ PY
 # model): f32 with the same attention (TF32 off, as Tessel's cuBLASLt), f32
 # and bf16 with scaled_dot_product_attention, and bf16 under torch.compile.
 # Measurements only: they do not change the exit status. Each run gets what
-# is left of the script's 8 minutes; perf.json has every median.
+# is left of the script's 8 minutes; perf.json has every median, Tessel's
+# breakdown by instruction kind (each einsum shape's GFLOP/s alone), PyTorch's
+# 8192^3 matmul rate (the chip's reachable ceiling, bf16 and f32 without
+# TF32), and each run's MFU against the datasheet's dense peak (H100 SXM and
+# H200: 989 TFLOP/s bf16, 67 f32; none for another GPU).
 p=$out/perf
 mkdir -p "$p"
 left() { echo $((470 - SECONDS)); }
@@ -133,8 +137,19 @@ perf_run() {  # NAME SECONDS CAP COMMAND...: skipped when less than SECONDS are 
 }
 # Tessel's first-cut kernels are untuned (one thread per row or output): capped so
 # that PyTorch's runs keep their time.
+perf_run matmul_peak 30 60 python3 -c '
+import time, torch
+for name, dtype in (("bf16", torch.bfloat16), ("f32", torch.float32)):
+    torch.backends.cuda.matmul.allow_tf32 = False
+    a, b = (torch.randn(8192, 8192, device="cuda", dtype=dtype) for _ in range(2))
+    for _ in range(3): a @ b
+    torch.cuda.synchronize(); t = time.perf_counter()
+    for _ in range(10): a @ b
+    torch.cuda.synchronize()
+    print(f"matmul_{name}_tflops={2 * 8192**3 * 10 / (time.perf_counter() - t) / 1e12:.1f}")'
 perf_run tessel_f32_unfused 60 150 env TESSEL_UNVERIFIED_CUDA=1 "$here/tessel" bench step \
-  --config "$here/gpt2-124m.json" --set attention=unfused --device cuda --steps 5 --warmup 1
+  --config "$here/gpt2-124m.json" --set attention=unfused --device cuda --steps 5 --warmup 1 \
+  --breakdown
 torch_args=(python3 "$here/torch_gpt.py" --config "$here/gpt2-124m.json" --device cuda --steps 10)
 perf_run torch_f32_manual 60 120 "${torch_args[@]}"
 perf_run torch_f32_sdpa 60 120 "${torch_args[@]}" --attention sdpa
@@ -146,9 +161,12 @@ p = sys.argv[1]
 runs = {}
 for out in sorted(glob.glob(f"{p}/*.out")):
     name, text = os.path.basename(out)[:-4], open(out).read()
-    if name.startswith("tessel") and text.strip():
+    if rates := re.findall(r"(\w+_tflops)=([\d.]+)", text):
+        runs[name] = {k: float(v) for k, v in rates}
+    elif name.startswith("tessel") and text.strip():
         r = json.loads(text.strip().splitlines()[-1])
-        runs[name] = {k: r.get(k) for k in ("ms_per_step_median", "tokens_per_s", "arena_mib")}
+        runs[name] = {k: r.get(k) for k in ("ms_per_step_median", "tokens_per_s", "arena_mib",
+                                            "breakdown")}
     elif m := re.search(r"median=([\d.]+) ms tokens_per_s=(\d+)", text):
         runs[name] = {"ms_per_step_median": float(m[1]), "tokens_per_s": float(m[2]),
                       "line": text.strip()}
@@ -158,8 +176,16 @@ for out in sorted(glob.glob(f"{p}/*.out")):
                       "error": log[-1] if log else "no output"}
 smi = ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"]
 gpu = subprocess.run(smi, capture_output=True, text=True).stdout.strip() if shutil.which(smi[0]) else "?"
-json.dump({"gpu": gpu, "runs": runs}, open(f"{p}.json", "w"), indent=1)
+peak = {"bf16": 989e12, "f32": 67e12} if re.search(r"H200(?! NVL)|H100 80GB HBM3", gpu) else None
+# Per token: 6 N (N with the tied embedding: the LM head is a GEMM) + 12 L T d (attention).
+flop = 6 * 124e6 + 12 * 12 * 1024 * 768
 for name, r in runs.items():
-    print(f"== run.sh: {name:22s} {r['ms_per_step_median']} ms/step, {r['tokens_per_s']} tokens/s")
+    if peak and r.get("tokens_per_s"):
+        r["mfu"] = r["tokens_per_s"] * flop / peak["bf16" if "bf16" in name else "f32"]
+json.dump({"gpu": gpu, "peak_flops_datasheet": peak, "runs": runs}, open(f"{p}.json", "w"), indent=1)
+for name, r in runs.items():
+    print(f"== run.sh: {name:22s} {r.get('ms_per_step_median')} ms/step, "
+          f"{r.get('tokens_per_s')} tokens/s, MFU {r.get('mfu')}",
+          {k: v for k, v in r.items() if k.endswith("_tflops")} or "")
 PY
 exit "$rc"

@@ -1,11 +1,11 @@
 // `tessel bench step`: times training steps after warm-up and prints one JSON
-// line with the median step time, throughput, achieved GFLOP/s and the
-// machine's measured FMA peak (the bf16 peak for precision bf16), so the
-// fraction of peak is visible. Any config `train` takes, pipelines included
-// (their JSON has no comm_fraction). --breakdown adds where the step goes,
-// kind of instruction by kind, measured on the timed steps (step_breakdown.h;
-// one program only, so not for pipelines): a table before the JSON line and
-// a "breakdown" object in the JSON.
+// line with the median step time, throughput, achieved GFLOP/s and, on the
+// CPU, the machine's measured FMA peak (the bf16 peak for precision bf16),
+// so the fraction of peak is visible (on a GPU there is no probe of its
+// peak: the GPU check takes the datasheet's, docs/gpu.md). Any config `train` takes, pipelines
+// included (their JSON has no comm_fraction). --breakdown adds where the step goes, kind of
+// instruction by kind, measured on the timed steps (step_breakdown.h; one program only, so not for
+// pipelines): a table before the JSON line and a "breakdown" object in the JSON.
 #include <omp.h>
 
 #include <algorithm>
@@ -31,6 +31,27 @@ struct BenchOptions {
   int64_t steps = 10, warmup = 3;
   bool breakdown = false;
 };
+
+// This CPU's peak and the run's fraction of it, for `gflops` over the job:
+// a rank's peak is its threads at one core's rate each, or the threads'
+// probe where that measured more (on a shared host the threads' probe alone
+// can lose a vCPU for its whole 0.2 s and read low: docs/precision.md, "Peak
+// and fraction of peak"); the job's, every rank's threads at the rate the
+// root measured alone (an upper bound where ranks share cores). A bf16 run
+// is measured against the bf16 peak (its GEMMs' units).
+nlohmann::json cpu_peak(bool bf16, int threads, int ranks, double gflops) {
+  auto peak = [bf16](int t) {
+    return bf16 ? measure_bf16_peak_gflops(t) : measure_fma_peak_gflops(t);
+  };
+  const double peak1 = peak(1);
+  const double peak_rank = std::max(peak(threads), threads * peak1);
+  const double peak_job = peak_rank * ranks;
+  return {{"peak_gflops_1core", peak1},
+          {"peak_gflops_per_rank", peak_rank},
+          {"peak_gflops", peak_job},
+          {"peak_isa", bf16 ? bf16_probe_isa() : fma_probe_isa()},
+          {"fraction_of_peak", gflops / peak_job}};
+}
 
 int run_bench_step(const BenchOptions& opt) {
   TrainConfig config = opt.config.load();
@@ -72,25 +93,10 @@ int run_bench_step(const BenchOptions& opt) {
   // Under mpirun only the root probes the peak, once the other ranks are done
   // (their steps end together: every step synchronises on collectives).
   if (!trainer.is_root()) return 0;
-  // A bf16 run is measured against the bf16 peak (its GEMMs' units).
-  const bool bf16 = config.precision == "bf16";
-  auto peak = [bf16](int t) {
-    return bf16 ? measure_bf16_peak_gflops(t) : measure_fma_peak_gflops(t);
-  };
-  double peak1 = peak(1);
-  // A rank's peak: its threads at one core's rate each, or the threads'
-  // probe where that measured more. On a shared host the threads' probe
-  // alone can lose a vCPU for its whole 0.2 s and read low
-  // (docs/precision.md, "Peak and fraction of peak").
-  double peak_rank = std::max(peak(threads), threads * peak1);
-  // The job's peak: every rank's threads at the rate the root measured
-  // alone (an upper bound where ranks share cores). gflops counts the whole
-  // job's work, so it is measured against the whole job's peak.
   const int ranks = trainer.distributed().mesh().rank_count();
-  const double peak_job = peak_rank * ranks;
-  const std::string peak_isa = bf16 ? bf16_probe_isa() : fma_probe_isa();
   nlohmann::json out = {
       {"model", config.model},
+      {"device", config.device},
       {"threads", threads},
       {"batch", config.batch},
       {"parameters", trainer.parameter_count()},  // the whole model, every shard
@@ -101,11 +107,6 @@ int run_bench_step(const BenchOptions& opt) {
        trainer.items_per_step() / (median / 1e3)},
       {"gflop_per_step", trainer.flops_per_step() / 1e9},
       {"gflops", gflops},
-      {"peak_gflops_1core", peak1},
-      {"peak_gflops_per_rank", peak_rank},
-      {"peak_gflops", peak_job},
-      {"peak_isa", peak_isa},
-      {"fraction_of_peak", gflops / peak_job},
       {"precision", config.precision},
       {"onednn_isa", kernels::onednn_cpu_isa()},
       {"arena_mib", trainer.arena_bytes() / 1048576.0},
@@ -114,6 +115,8 @@ int run_bench_step(const BenchOptions& opt) {
       {std::string(trainer.task().item_name()) + "_per_s_per_rank",
        trainer.items_per_step() / (median / 1e3) / ranks},
   };
+  if (config.device == "cpu")
+    out.update(cpu_peak(config.precision == "bf16", threads, ranks, gflops));
   if (program) out["comm_fraction"] = comm_seconds * 1e3 / total_ms;
   if (breakdown) {
     out["breakdown"] = breakdown->to_json();
