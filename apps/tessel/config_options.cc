@@ -20,8 +20,8 @@ void ConfigOptions::add_to(CLI::App* command, bool with_steps) {
   command->add_option("--threads", threads,
                       "intra-op threads per rank (default: the host's cores / the ranks on it)");
   command->add_option("--device", device,
-                      "where the program runs: cpu (default) | cuda (docs/gpu.md: the trainer does "
-                      "not run on it yet)");
+                      "where the program runs: cpu (default) | cuda (never run on a GPU yet: "
+                      "refused unless TESSEL_UNVERIFIED_CUDA=1, docs/gpu.md)");
   command->add_option("--mesh", mesh, "device mesh, e.g. data=2,model=2 (launch with mpirun)");
   command->add_option(
       "--layout", layout,
