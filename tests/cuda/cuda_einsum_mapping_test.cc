@@ -102,5 +102,14 @@ TEST(CudaEinsumMapping, ColumnMajorCallsComputeEveryHarnessEinsum) {
   EXPECT_GE(einsums, 10);
 }
 
+// cuBLASLt's A is our B: the algorithm is told each of its operands' own
+// alignment (a mix-up lets it pick a kernel the pointer cannot take).
+TEST(CudaEinsumMapping, EachLtOperandCarriesItsOwnAlignment) {
+  const cuda::LtShape s = cuda::lt_shape(false, false, 8, 16, 4, 4, 16, 16, 256, 4, 16);
+  EXPECT_EQ(s.align_a, 4) << "cuBLASLt's A is our B";
+  EXPECT_EQ(s.align_b, 256) << "cuBLASLt's B is our A";
+  EXPECT_EQ(s.align_c, 16);
+}
+
 }  // namespace
 }  // namespace tessel

@@ -59,8 +59,11 @@ cublasLtMatrixLayout_t layout(int64_t rows, int64_t cols, int64_t ld, int64_t ba
 // already B^T (n x k), so cuBLASLt's A is our B with our B's transpose flag,
 // and likewise its B is our A.
 LtShape lt_shape(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb,
-                 int64_t ldc) {
+                 int64_t ldc, int64_t align_a, int64_t align_b, int64_t align_c) {
   LtShape s;
+  s.align_a = align_b;
+  s.align_b = align_a;
+  s.align_c = align_c;
   s.trans_a = tb;
   s.a_rows = tb ? k : n;
   s.a_cols = tb ? n : k;
@@ -116,17 +119,18 @@ Gemm::~Gemm() {
   if (handle_) cublasLtDestroy(handle_);
 }
 
-const cublasLtMatmulAlgo_t& Gemm::algo(const Key& key, cublasLtMatmulDesc_t desc,
-                                       cublasLtMatrixLayout_t la, cublasLtMatrixLayout_t lb,
-                                       cublasLtMatrixLayout_t lc) {
+const cublasLtMatmulAlgo_t& Gemm::algo(const Key& key, const LtShape& shape,
+                                       cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t la,
+                                       cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t lc) {
   if (auto it = algos_.find(key); it != algos_.end()) return it->second;
   cublasLtMatmulPreference_t pref = nullptr;
   TS_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   const uint64_t ws = workspace_bytes_;
   TS_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-  const uint32_t al[3] = {static_cast<uint32_t>(key[kAlA]), static_cast<uint32_t>(key[kAlB]),
-                          static_cast<uint32_t>(key[kAlC])};
+  const uint32_t al[3] = {static_cast<uint32_t>(shape.align_a),
+                          static_cast<uint32_t>(shape.align_b),
+                          static_cast<uint32_t>(shape.align_c)};
   TS_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al[0], sizeof(uint32_t)));
   TS_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
@@ -153,7 +157,8 @@ void Gemm::matmul(const Key& key, const float* a, const float* b, float* c, cuda
   const int64_t m = key[kM], n = key[kN], k = key[kK], batch = key[kBatch];
   cublasLtMatmulDesc_t desc = nullptr;
   TS_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  const LtShape ls = lt_shape(ta, tb, m, n, k, key[kLda], key[kLdb], key[kLdc]);
+  const LtShape ls =
+      lt_shape(ta, tb, m, n, k, key[kLda], key[kLdb], key[kLdc], key[kAlA], key[kAlB], key[kAlC]);
   const cublasOperation_t op_a = ls.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_b = ls.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   TS_CUBLAS_CHECK(
@@ -166,7 +171,7 @@ void Gemm::matmul(const Key& key, const float* a, const float* b, float* c, cuda
   const float one = 1.0f, zero = 0.0f;
   cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
   try {
-    const cublasLtMatmulAlgo_t& chosen = algo(key, desc, la, lb, lc);
+    const cublasLtMatmulAlgo_t& chosen = algo(key, ls, desc, la, lb, lc);
     st = cublasLtMatmul(handle_, desc, &one, b, la, a, lb, &zero, c, lc, c, lc, &chosen, workspace_,
                         workspace_bytes_, stream);
   } catch (...) {

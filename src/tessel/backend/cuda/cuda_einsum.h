@@ -40,15 +40,19 @@ GemmCall einsum_gemm(const kernels::EinsumPlan& plan, const float* a, const floa
 
 // cuBLASLt's view of one row-major GEMM: column-major C^T = op(B)^T op(A)^T,
 // so its A is our B and its B our A. Stored shapes (rows x cols, leading
-// dimension >= rows where a matrix has one column) and transposes.
+// dimension >= rows where a matrix has one column), transposes, and the
+// byte alignment each of its operands' pointers (and batch strides) has,
+// which the algorithm's choice is told (its A's is our B's).
 struct LtShape {
   bool trans_a = false, trans_b = false;
   int64_t a_rows = 0, a_cols = 0, lda = 0;
   int64_t b_rows = 0, b_cols = 0, ldb = 0;
   int64_t c_rows = 0, c_cols = 0, ldc = 0;
+  int64_t align_a = 0, align_b = 0, align_c = 0;
 };
+// `align_*`: the byte alignment of our A, B and C (pointer and batch stride).
 LtShape lt_shape(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb,
-                 int64_t ldc);
+                 int64_t ldc, int64_t align_a = 4, int64_t align_b = 4, int64_t align_c = 4);
 
 class Gemm {
  public:
@@ -67,7 +71,7 @@ class Gemm {
  private:
   using Key = std::array<int64_t, 16>;
   void matmul(const Key& key, const float* a, const float* b, float* c, cudaStream_t stream);
-  const cublasLtMatmulAlgo_t& algo(const Key& key, cublasLtMatmulDesc_t desc,
+  const cublasLtMatmulAlgo_t& algo(const Key& key, const LtShape& shape, cublasLtMatmulDesc_t desc,
                                    cublasLtMatrixLayout_t la, cublasLtMatrixLayout_t lb,
                                    cublasLtMatrixLayout_t lc);
 
