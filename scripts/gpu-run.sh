@@ -73,7 +73,15 @@ train() {  # NAME DEVICE STEPS [ARGS...]: one run into $t/NAME, logged beside it
 # minutes are scarce: PyTorch's figures are worth having regardless).
 echo "== run.sh: training gpt-tiny on the CPU and the GPU"
 trained=0
-if ! train gpu cuda 20; then
+# The first GPU run's memory as the driver sees it (every 100 ms): beside
+# what Tessel allocates (summary.json), the CUDA context and libraries'.
+nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits -lms 100 \
+  >"$t/gpu-smi.csv" 2>/dev/null &
+smi=$!
+train gpu cuda 20
+gpu_rc=$?
+kill "$smi" 2>/dev/null
+if [ "$gpu_rc" -ne 0 ]; then
   tail -5 "$t/gpu.log"
   if grep -q "no usable GPU" "$t/gpu.log" && [ "${TESSEL_ALLOW_SKIP:-0}" = 1 ]; then
     echo "run.sh: no GPU: the training comparison is skipped"
@@ -89,7 +97,7 @@ else
 fi
 [ "$trained" = 1 ] || [ "$rc" -ne 0 ] || rc=5
 [ "$trained" = 0 ] || python3 - "$t" <<'PY' || { [ "$rc" -ne 0 ] || rc=6; }
-import json, sys
+import json, os, sys
 t = sys.argv[1]
 def losses(name):
     return {m["step"]: m["loss"] for m in map(json.loads, open(f"{t}/{name}/metrics.jsonl"))}
@@ -106,7 +114,16 @@ checks = [
 for c in checks:
     c.setdefault("ok", c.get("max_rel", 1) <= c.get("limit", 0))
     print("== run.sh:", json.dumps(c))
-json.dump({"checks": checks, "steps": {"cpu": cpu, "gpu": gpu}}, open(f"{t}.json", "w"), indent=1)
+# The driver's peak for the run's process, less what Tessel counted on the device.
+smi = open(f"{t}/gpu-smi.csv").read().splitlines() if os.path.exists(f"{t}/gpu-smi.csv") else []
+used = [float(f[1]) for f in (l.split(",") for l in smi) if len(f) == 2 and f[1].strip().isdigit()]
+tessel = json.load(open(f"{t}/gpu/summary.json"))["memory_per_rank"][0]["measured_peak_device_bytes"]
+memory = {"driver_peak_mib": max(used, default=None), "tessel_device_mib": tessel / 2**20}
+if used:
+    memory["context_and_libraries_mib"] = max(used) - tessel / 2**20
+print("== run.sh: GPU memory", json.dumps(memory))
+json.dump({"checks": checks, "steps": {"cpu": cpu, "gpu": gpu}, "memory": memory},
+          open(f"{t}.json", "w"), indent=1)
 sys.exit(0 if all(c["ok"] for c in checks) else 1)
 PY
 
