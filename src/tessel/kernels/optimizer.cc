@@ -55,7 +55,7 @@ void adamw_update(float* param, const float* grad, float* m, float* v, int64_t n
     m[i] = mi;
     v[i] = vi;
     const float denom = fmadd(fast_sqrt(vi), inv_sqrt_bc2, eps);
-    param[i] = param[i] * decay - step_size * mi / denom;
+    param[i] = fmadd(param[i], decay, -(step_size * mi / denom));  // one rounding, as on CUDA
   }
 }
 

@@ -102,7 +102,7 @@ __global__ void unary_kernel(Unary op, const float* x, float* y, int64_t n) {
         y[i] = gelu_one(v);
         break;
       case Unary::kRelu:
-        y[i] = v != v ? v : (v > 0.0f ? v : 0.0f);
+        y[i] = v < 0.0f ? 0.0f : v;  // kernels::relu: NaN and -0 pass through
         break;
       case Unary::kExp:
         y[i] = fast_exp(v);
@@ -129,7 +129,7 @@ __global__ void unary_grad_kernel(UnaryGrad op, const float* x, const float* dy,
         dx[i] = v > 0.0f ? g : 0.0f;
         break;
       default:
-        dx[i] = __fmul_rn(g, __fsub_rn(1.0f, __fmul_rn(v, v)));
+        dx[i] = __fmul_rn(g, fmadd(-v, v, 1.0f));  // kernels::tanh_backward
         break;
     }
   }

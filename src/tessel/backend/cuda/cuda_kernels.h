@@ -76,10 +76,11 @@ size_t layernorm_grad_params_scratch(int64_t rows);
 void layernorm_grad_params(const float* x, const float* dy, float* dgamma, float* dbeta,
                            void* stats, int64_t rows, int64_t cols, float eps, cudaStream_t stream);
 
-// Ids and labels are not range-checked on the device (the CPU kernels
-// throw): an out-of-range id reads outside the table.
-void embedding(const float* table, const int32_t* ids, float* out, int64_t n, int64_t dim,
-               cudaStream_t stream);
+// Ids and labels are range-checked where data enters (Engine::check_input_ids),
+// not by throwing on the device: an id outside the table gives NaN rows, a
+// label outside the classes a NaN loss and gradient row.
+void embedding(const float* table, const int32_t* ids, float* out, int64_t n, int64_t vocab,
+               int64_t dim, cudaStream_t stream);
 void embedding_grad(const int32_t* ids, const float* dout, float* dtable, int64_t n, int64_t vocab,
                     int64_t dim, cudaStream_t stream);
 // The mean over rows; `row_loss` is `rows` doubles of scratch.

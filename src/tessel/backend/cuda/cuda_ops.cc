@@ -174,7 +174,7 @@ void layernorm_grad_gamma(const OpCall& c, const CudaContext& x) {
 void embedding(const OpCall& c, const CudaContext& x) {
   const Shape& table = in_shape(c, 0);
   const int64_t vocab = table[0].size;
-  cuda::embedding(in_f32(c, 0), in_i32(c, 1), out_f32(c), in_shape(c, 1).numel(),
+  cuda::embedding(in_f32(c, 0), in_i32(c, 1), out_f32(c), in_shape(c, 1).numel(), vocab,
                   vocab ? table.numel() / vocab : 0, x.stream);
 }
 

@@ -108,9 +108,14 @@ __global__ void layernorm_grad_params_kernel(const float* x, const float* dy, co
   }
 }
 
+// An id outside the table (checked on the host where data enters, so not
+// expected here) gives NaN rather than a read outside the table.
 __global__ void embedding_kernel(const float* table, const int32_t* ids, float* out, int64_t n,
-                                 int64_t dim) {
-  TS_GRID_LOOP(e, n * dim) out[e] = table[ids[e / dim] * dim + e % dim];
+                                 int64_t vocab, int64_t dim) {
+  TS_GRID_LOOP(e, n * dim) {
+    const int64_t id = ids[e / dim];
+    out[e] = id >= 0 && id < vocab ? table[id * dim + e % dim] : __int_as_float(0x7fc00000);
+  }
 }
 
 // One block per table row; its threads over the row's elements, each
@@ -139,7 +144,8 @@ __global__ void cross_entropy_rows_kernel(const float* logits, const int32_t* la
     const float* xr = logits + r * vocab;
     double m, s;
     row_max_sum(xr, vocab, m, s);
-    row_loss[r] = log(s) + m - xr[labels[r]];
+    const int32_t label = labels[r];  // outside the classes: NaN, as the embedding
+    row_loss[r] = label >= 0 && label < vocab ? log(s) + m - xr[label] : nan("");
   }
 }
 
@@ -157,7 +163,7 @@ __global__ void cross_entropy_grad_kernel(const float* logits, const int32_t* la
     const float* xr = logits + r * vocab;
     double m, s;
     row_max_sum(xr, vocab, m, s);
-    const float g = *dloss;
+    const float g = labels[r] >= 0 && labels[r] < vocab ? *dloss : __int_as_float(0x7fc00000);
     for (int64_t v = 0; v < vocab; ++v) {
       const double p = exp(xr[v] - m) / s;
       const double onehot = v == labels[r] ? 1.0 : 0.0;
@@ -228,7 +234,7 @@ __global__ void adamw_kernel(float* param, const float* grad, float* m, float* v
     m[i] = mi;
     v[i] = vi;
     const float denom = fmadd(__fsqrt_rn(vi), inv_sqrt_bc2, eps);
-    param[i] = __fsub_rn(__fmul_rn(param[i], decay), __fdiv_rn(__fmul_rn(step_size, mi), denom));
+    param[i] = fmadd(param[i], decay, -__fdiv_rn(__fmul_rn(step_size, mi), denom));
   }
 }
 
@@ -292,9 +298,10 @@ void layernorm_grad_params(const float* x, const float* dy, float* dgamma, float
          dbeta, rows, cols);
 }
 
-void embedding(const float* table, const int32_t* ids, float* out, int64_t n, int64_t dim,
-               cudaStream_t stream) {
-  if (n * dim != 0) launch("embedding", n * dim, stream, embedding_kernel, table, ids, out, n, dim);
+void embedding(const float* table, const int32_t* ids, float* out, int64_t n, int64_t vocab,
+               int64_t dim, cudaStream_t stream) {
+  if (n * dim != 0)
+    launch("embedding", n * dim, stream, embedding_kernel, table, ids, out, n, vocab, dim);
 }
 
 void embedding_grad(const int32_t* ids, const float* dout, float* dtable, int64_t n, int64_t vocab,
