@@ -17,6 +17,7 @@
 #include "tessel/compile/recompute_choice.h"
 #include "tessel/ir/model_contract.h"
 #include "tessel/kernels/einsum_bf16.h"
+#include "tessel/train/host_memory.h"
 
 namespace tessel::cli {
 
@@ -113,6 +114,18 @@ void print_arena_contents(const TrainConfig& config) {
   }
 }
 
+// Every rank's memory on this host (host_bytes_of) against the host's, were
+// all to run here.
+void print_host_fit(const std::vector<RankMemory>& ranks, const std::string& device) {
+  const int64_t host = host_memory_bytes();
+  if (host <= 0) return;
+  int64_t need = 0;
+  for (const RankMemory& m : ranks) need += host_bytes_of(m, device);
+  std::printf("this host has %s of memory; the %zu rank(s), all run here, would hold %s (%s)\n",
+              format_bytes(host).c_str(), ranks.size(), format_bytes(need).c_str(),
+              need <= host ? "fits" : "does not fit: spread the ranks over more hosts");
+}
+
 }  // namespace
 
 int run_dry(TrainConfig config) {
@@ -123,6 +136,7 @@ int run_dry(TrainConfig config) {
               config.recompute.c_str(), config.precision.c_str());
   const std::vector<RankMemory> ranks = predict_memory(config);
   print_table(ranks, config.device);
+  print_host_fit(ranks, config.device);
   if (config.precision == "bf16")
     std::printf("%s; the arena counts its scratch\n", kernels::bf16_matmul_note().c_str());
   print_stages(config, ranks);

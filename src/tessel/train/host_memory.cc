@@ -37,12 +37,15 @@ int64_t host_memory_bytes() {
   return bytes;
 }
 
+int64_t host_bytes_of(const RankMemory& m, const std::string& device) {
+  return device == "cpu" ? m.total() : m.host.total();
+}
+
 std::string check_host_memory(const RankMemory& m, const std::string& device, int local_ranks,
                               int64_t host_bytes) {
   if (host_bytes <= 0) return "";
-  const bool on_cpu = device == "cpu";
-  const int64_t need = on_cpu ? m.total() : m.host.total();
-  const std::string what = on_cpu ? "memory" : "host memory (pinned buffers)";
+  const int64_t need = host_bytes_of(m, device);
+  const std::string what = device == "cpu" ? "memory" : "host memory (pinned buffers)";
   const std::string remedies =
       "; `tessel train --dry-run` prints every rank's figures, and a higher --zero, "
       "--recompute blocks, more ranks on more hosts or a smaller model or batch lowers them";

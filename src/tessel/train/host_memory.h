@@ -23,6 +23,10 @@ namespace tessel {
 // where neither can be read.
 int64_t host_memory_bytes();
 
+// What a rank holds in its host's memory: every byte on the CPU, the host
+// buffers on a GPU.
+int64_t host_bytes_of(const RankMemory& m, const std::string& device);
+
 // What check_host_memory found: "" when the rank fits with every rank on
 // the host as large as it, else a warning that they may not (ranks differ:
 // pipeline stages); throws when this rank alone exceeds `host_bytes`.
