@@ -123,19 +123,13 @@ MachineProfile calibrate_machine(const CalibrateOptions& options) {
                                  ? fs::read_symlink("/proc/self/exe").string()
                                  : options.tessel_binary;
 
-  ComputeCalibration compute = measure_compute(counts, options.quick, options.progress);
+  MachineProfileData d = measure_compute(counts, options.quick, options.progress);
   // The single-core FMA probe, repeated after each phase: its spread is noise.
-  std::vector<double> probes = {compute.fma_peak_gflops.front().gflops};
+  std::vector<double> probes = {d.fma_peak_gflops.front().gflops};
   const double probe_s = options.quick ? 0.1 : 0.2;
   probes.push_back(measure_fma_peak_gflops(1, probe_s));
-  MachineProfileData d;
   d.cpu_model = cpu_model_name();
   d.nproc = cores;
-  d.fma_peak_gflops = compute.fma_peak_gflops;
-  d.bf16_peak_gflops = compute.bf16_peak_gflops;
-  d.gemm_f32 = compute.gemm_f32;
-  d.gemm_bf16 = compute.gemm_bf16;
-  d.memory = compute.memory;
   d.kernels = measure_kernel_rates(counts, options.quick);
   measure_attention(d, counts, options);
   for (int ranks : options.quick ? std::vector<int>{2} : std::vector<int>{2, 4}) {

@@ -165,12 +165,12 @@ void keep_faster(MemoryRate& rate, const MemoryRate& repeat) {
   rate.philox_gdraws = std::max(rate.philox_gdraws, repeat.philox_gdraws);
 }
 
-ComputeCalibration measure_compute(const std::vector<int>& thread_counts, bool quick,
+MachineProfileData measure_compute(const std::vector<int>& thread_counts, bool quick,
                                    bool progress) {
   const double min_seconds = quick ? 0.01 : 0.04;
   const int saved_threads = omp_get_max_threads();
   const bool bf16 = kernels::cpu_has_native_bf16();
-  ComputeCalibration out;
+  MachineProfileData out;
   for (int threads : thread_counts) {
     TS_CHECK(threads >= 1, "threads ", threads);
     const auto start = std::chrono::steady_clock::now();

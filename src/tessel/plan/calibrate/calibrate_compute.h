@@ -35,12 +35,6 @@
 
 namespace tessel::plan {
 
-struct ComputeCalibration {
-  std::vector<ThreadRate> fma_peak_gflops, bf16_peak_gflops;  // bf16: empty without native bf16
-  std::vector<GemmPoint> gemm_f32, gemm_bf16;
-  std::vector<MemoryRate> memory;
-};
-
 // The shapes measured at each thread count (threads left at 1).
 std::vector<GemmPoint> calibration_gemm_shapes(bool quick);
 
@@ -50,8 +44,10 @@ std::vector<GemmPoint> calibration_gemm_shapes(bool quick);
 std::vector<GemmPoint> calibration_gemm_variants(const GemmPoint& point);
 
 // Measures everything at each of `thread_counts` (each >= 1), printing one
-// progress line per thread count to stderr when `progress`.
-ComputeCalibration measure_compute(const std::vector<int>& thread_counts, bool quick,
+// progress line per thread count to stderr when `progress`: a profile's
+// fma_peak_gflops, bf16_peak_gflops (empty without native bf16), gemm_f32,
+// gemm_bf16 and memory, its other fields left empty.
+MachineProfileData measure_compute(const std::vector<int>& thread_counts, bool quick,
                                    bool progress);
 
 // The memory-bound kernels' rates at `threads` (>= 1), as measure_compute
