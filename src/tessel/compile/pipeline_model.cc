@@ -17,19 +17,16 @@ bool is_pipe_value(const std::string& name) { return name.rfind(kPipeValuePrefix
 
 // Forward-only action list: each stage in turn receives, runs and sends.
 Schedule forward_only_schedule(int ranks, int chunks) {
-  Schedule s;
-  s.name = "forward";
-  s.ranks = ranks;
-  s.chunks = chunks;
-  s.microbatches = 1;
-  s.actions.resize(ranks);
-  const int stages = ranks * chunks;
+  Schedule s{.name = "forward",
+             .ranks = ranks,
+             .chunks = chunks,
+             .actions = std::vector<std::vector<Action>>(ranks)};
   for (int r = 0; r < ranks; ++r)
     for (int c = 0; c < chunks; ++c) {
       const int k = c * ranks + r;
       if (k > 0) s.actions[r].push_back({ActionKind::kRecvActivation, 0, c, (k - 1) % ranks});
       s.actions[r].push_back({ActionKind::kForward, 0, c, -1});
-      if (k < stages - 1)
+      if (k < s.stages() - 1)
         s.actions[r].push_back({ActionKind::kSendActivation, 0, c, (k + 1) % ranks});
     }
   return s;
