@@ -177,11 +177,8 @@ GraphBuilder::Attention GraphBuilder::attention(ValueId q, ValueId k, ValueId v,
     a.seed = dropout.seed;
     attention_dropout_stream(a) = label(dropout.key);
   }
-  Attention r;
-  r.tuple = op(OpKind::kAttention, {q, k, v}, std::move(a), n);
-  r.out = tuple_get(r.tuple, 0, n + ".out");
-  r.lse = tuple_get(r.tuple, 1, n + ".lse");
-  return r;
+  const ValueId tuple = op(OpKind::kAttention, {q, k, v}, std::move(a), n);
+  return {tuple, tuple_get(tuple, 0, n + ".out"), tuple_get(tuple, 1, n + ".lse")};
 }
 
 ValueId GraphBuilder::split_dim(ValueId x, const std::string& dim, Shape parts,
