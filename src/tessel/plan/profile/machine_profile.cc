@@ -144,11 +144,8 @@ nlohmann::json co_run_to_json(const CoRun& c) {
 CoRun co_run_from_json(const nlohmann::json& j, const std::string& file, const std::string& path) {
   JsonFields f(j, file, path);
   f.allow_only({"ranks", "computing", "polling"});
-  CoRun c;
-  c.ranks = static_cast<int>(f.integer("ranks", 2));
-  c.computing = f.number("computing", true);
-  c.polling = f.number("polling", true);
-  return c;
+  return {static_cast<int>(f.integer("ranks", 2)), f.number("computing", true),
+          f.number("polling", true)};
 }
 
 nlohmann::json link_fit_to_json(const LinkFit& l) {
