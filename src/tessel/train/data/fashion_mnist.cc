@@ -102,10 +102,7 @@ ImageDataset load_fashion_mnist(const std::string& split, const std::string& dir
     TS_THROW("Fashion-MNIST label file '", labels_path, "' has ", ldims[0],
              " labels but image file '", images_path, "' has ", idims[0], " images");
 
-  ImageDataset d;
-  d.count = idims[0];
-  d.rows = idims[1];
-  d.cols = idims[2];
+  ImageDataset d{idims[0], idims[1], idims[2], {}, {}};
   const size_t n = static_cast<size_t>(d.count * d.rows * d.cols);
   d.pixels.resize(n);
   const uint8_t* src = image_bytes.data() + 16;
