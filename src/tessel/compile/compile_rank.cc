@@ -34,10 +34,7 @@ void apply_recompute(TrainingGraph& t, const RecomputePolicy& policy) {
 
 LoweringOptions training_lowering(const TrainingGraph& t, const TrainConfig& config,
                                   const Layout& layout, const Mesh& mesh) {
-  LoweringOptions options;
-  options.targets = zero_targets(t.graph, t.grads, layout, mesh, config.zero);
-  options.phase_boundary = t.outputs.loss;
-  return options;
+  return {zero_targets(t.graph, t.grads, layout, mesh, config.zero), t.outputs.loss};
 }
 
 Layout layout_for(const TrainConfig& config, const Mesh& mesh) {
