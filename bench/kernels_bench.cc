@@ -6,7 +6,6 @@
 
 #include <cstdint>
 #include <oneapi/dnnl/dnnl.hpp>
-#include <type_traits>
 #include <vector>
 
 #include "tessel/base/bf16.h"
@@ -52,17 +51,14 @@ void set_bytes(benchmark::State& state, int64_t floats) {
 // ---- elementwise -------------------------------------------------------------
 
 // Out = float, or uint16_t: the output stored in bf16 (a bf16 program's MLP
-// hidden activation, bias_gelu_to_bf16).
+// hidden activation).
 template <typename Out>
 void BM_BiasGelu(benchmark::State& state) {
   const int64_t rows = kBenchTokens, cols = kHidden;
   const auto x = random_vec(rows * cols, 1, -3, 3), bias = random_vec(cols, 2);
   std::vector<Out> y(rows * cols);
   for (auto _ : state) {
-    if constexpr (std::is_same_v<Out, float>)
-      bias_gelu(x.data(), bias.data(), y.data(), rows, cols);
-    else
-      bias_gelu_to_bf16(x.data(), bias.data(), y.data(), rows, cols);
+    bias_gelu(x.data(), bias.data(), y.data(), rows, cols);
     benchmark::DoNotOptimize(y.data());
   }
   state.SetBytesProcessed(state.iterations() * (rows * cols * (4 + sizeof(Out)) + cols * 4));

@@ -1,5 +1,5 @@
-// The `_to_bf16` kernels (a bf16 program's producers of bf16-stored values)
-// against their f32 kernels: the output must be round_to_bf16 of the f32
+// The kernels' bf16 outputs (a bf16 program's producers of bf16-stored values)
+// against their f32 outputs: the bf16 output must be round_to_bf16 of the f32
 // output, bit for bit, on every code path (contiguous, bias-broadcast and
 // strided binary ops; softmax's row and tiled backward), with values spanning
 // many binades so ties and carries into the exponent occur.
@@ -36,7 +36,7 @@ TEST(Bf16Output, BiasGeluRoundsTheF32Result) {
   std::vector<float> f32(rows * cols);
   std::vector<uint16_t> bf16(rows * cols, 0xffff);
   bias_gelu(x.data(), bias.data(), f32.data(), rows, cols);
-  bias_gelu_to_bf16(x.data(), bias.data(), bf16.data(), rows, cols);
+  bias_gelu(x.data(), bias.data(), bf16.data(), rows, cols);
   EXPECT_EQ(bf16, rounded(f32));
 }
 
@@ -47,7 +47,7 @@ TEST(Bf16Output, LayerNormRoundsTheF32Result) {
   std::vector<float> f32(rows * cols);
   std::vector<uint16_t> bf16(rows * cols, 0xffff);
   layernorm_forward(x.data(), gamma.data(), beta.data(), f32.data(), rows, cols, 1e-5f);
-  layernorm_forward_to_bf16(x.data(), gamma.data(), beta.data(), bf16.data(), rows, cols, 1e-5f);
+  layernorm_forward(x.data(), gamma.data(), beta.data(), bf16.data(), rows, cols, 1e-5f);
   EXPECT_EQ(bf16, rounded(f32));
 }
 
@@ -59,7 +59,7 @@ TEST(Bf16Output, SoftmaxBackwardRoundsTheF32ResultOnBothPaths) {
     std::vector<float> f32(numel);
     std::vector<uint16_t> bf16(numel, 0xffff);
     softmax_backward(y.data(), dy.data(), f32.data(), outer, n, inner, 0.5f);
-    softmax_backward_to_bf16(y.data(), dy.data(), bf16.data(), outer, n, inner, 0.5f);
+    softmax_backward(y.data(), dy.data(), bf16.data(), outer, n, inner, 0.5f);
     EXPECT_EQ(bf16, rounded(f32)) << "inner " << inner;
   }
 }
@@ -82,7 +82,7 @@ TEST(Bf16Output, BinaryOpsRoundTheF32ResultOnEveryPath) {
       std::vector<float> f32(4 * 5 * 24);
       std::vector<uint16_t> bf16(f32.size(), 0xffff);
       binary(op, a.data(), c.a, b.data(), c.b, f32.data(), sizes, 3);
-      binary_to_bf16(op, a.data(), c.a, b.data(), c.b, bf16.data(), sizes, 3);
+      binary(op, a.data(), c.a, b.data(), c.b, bf16.data(), sizes, 3);
       EXPECT_EQ(bf16, rounded(f32)) << c.name << " op " << static_cast<int>(op);
     }
   }

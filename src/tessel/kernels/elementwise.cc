@@ -206,9 +206,8 @@ void gelu_backward_ref(const float* x, const float* dy, float* dx, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dx[i] = static_cast<float>(dy[i] * gelu_grad_ref_one(x[i]));
 }
 
-namespace {
 template <typename Out>
-void bias_gelu_rows(const float* x, const float* bias, Out* y, int64_t rows, int64_t cols) {
+void bias_gelu(const float* x, const float* bias, Out* y, int64_t rows, int64_t cols) {
 #pragma omp parallel for schedule(static) if (rows * cols > kParallelGrain)
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * cols;
@@ -217,15 +216,8 @@ void bias_gelu_rows(const float* x, const float* bias, Out* y, int64_t rows, int
     for (int64_t c = 0; c < cols; ++c) store_result(yr + c, gelu_one(xr[c] + bias[c]));
   }
 }
-}  // namespace
-
-void bias_gelu(const float* x, const float* bias, float* y, int64_t rows, int64_t cols) {
-  bias_gelu_rows(x, bias, y, rows, cols);
-}
-
-void bias_gelu_to_bf16(const float* x, const float* bias, uint16_t* y, int64_t rows, int64_t cols) {
-  bias_gelu_rows(x, bias, y, rows, cols);
-}
+template void bias_gelu(const float*, const float*, float*, int64_t, int64_t);
+template void bias_gelu(const float*, const float*, uint16_t*, int64_t, int64_t);
 
 void bias_gelu_ref(const float* x, const float* bias, float* y, int64_t rows, int64_t cols) {
   for (int64_t r = 0; r < rows; ++r) {
@@ -319,10 +311,9 @@ void scale_ref(const float* x, float alpha, float* y, int64_t n) {
 
 // ---- broadcasting and strided copies -----------------------------------------
 
-namespace {
 template <typename Out>
-void binary_any(BinaryOp op, const float* a, const int64_t* a_strides, const float* b,
-                const int64_t* b_strides, Out* out, const int64_t* out_sizes, int rank) {
+void binary(BinaryOp op, const float* a, const int64_t* a_strides, const float* b,
+            const int64_t* b_strides, Out* out, const int64_t* out_sizes, int rank) {
   switch (op) {
     case BinaryOp::kAdd:
       return binary_impl(std::plus<float>{}, a, a_strides, b, b_strides, out, out_sizes, rank);
@@ -336,6 +327,12 @@ void binary_any(BinaryOp op, const float* a, const int64_t* a_strides, const flo
   }
   TS_CHECK(false, "unknown BinaryOp ", static_cast<int>(op));
 }
+template void binary(BinaryOp, const float*, const int64_t*, const float*, const int64_t*, float*,
+                     const int64_t*, int);
+template void binary(BinaryOp, const float*, const int64_t*, const float*, const int64_t*,
+                     uint16_t*, const int64_t*, int);
+
+namespace {
 
 // The reference twins' walk: element i of a row-major `sizes` space at its
 // offset under `strides`.
@@ -355,16 +352,6 @@ int64_t numel_of(const int64_t* sizes, int rank) {
 }
 
 }  // namespace
-
-void binary(BinaryOp op, const float* a, const int64_t* a_strides, const float* b,
-            const int64_t* b_strides, float* out, const int64_t* out_sizes, int rank) {
-  binary_any(op, a, a_strides, b, b_strides, out, out_sizes, rank);
-}
-
-void binary_to_bf16(BinaryOp op, const float* a, const int64_t* a_strides, const float* b,
-                    const int64_t* b_strides, uint16_t* out, const int64_t* out_sizes, int rank) {
-  binary_any(op, a, a_strides, b, b_strides, out, out_sizes, rank);
-}
 
 void binary_ref(BinaryOp op, const float* a, const int64_t* a_strides, const float* b,
                 const int64_t* b_strides, float* out, const int64_t* out_sizes, int rank) {

@@ -1,9 +1,9 @@
 // Elementwise CPU kernels: activations, unary maps, broadcasting binary ops and
 // strided copies.
 //
-// All tensors are f32, except the outputs of the `_to_bf16` variants: the same
-// results rounded to bf16 (nearest even) as they are stored, bit for bit
-// round_to_bf16 of the f32 kernel's output (for values a bf16 program stores in
+// All tensors are f32, except an `Out` output of uint16_t: the same results
+// rounded to bf16 (nearest even) as they are stored, bit for bit
+// round_to_bf16 of the f32 output (for values a bf16 program stores in
 // bf16). Unary kernels take contiguous arrays of n elements;
 // x and y may alias (in-place) unless stated otherwise. Strided kernels describe
 // each operand by element strides per output dim (0 where the operand is
@@ -26,9 +26,9 @@ void gelu_backward(const float* x, const float* dy, float* dx, int64_t n);
 void gelu_backward_ref(const float* x, const float* dy, float* dx, int64_t n);
 
 // x (rows, cols), bias (cols) -> y (rows, cols) = gelu(x + bias[col])
-void bias_gelu(const float* x, const float* bias, float* y, int64_t rows, int64_t cols);
+template <typename Out>
+void bias_gelu(const float* x, const float* bias, Out* y, int64_t rows, int64_t cols);
 void bias_gelu_ref(const float* x, const float* bias, float* y, int64_t rows, int64_t cols);
-void bias_gelu_to_bf16(const float* x, const float* bias, uint16_t* y, int64_t rows, int64_t cols);
 
 // x (rows, cols), bias (cols), dy (rows, cols) -> dpre (rows, cols) = dy * gelu'(x + bias).
 // The pre-activation x + bias is recomputed, never stored. dbias is reduce() of dpre.
@@ -74,12 +74,11 @@ enum class BinaryOp { kAdd, kSub, kMul, kDiv };
 // Fast paths (after merging dims both operands walk contiguously and dropping
 // size-1 dims): both contiguous; b a suffix broadcast along leading dims (bias);
 // otherwise an odometer over the outer dims with a simd innermost loop.
+template <typename Out>
 void binary(BinaryOp op, const float* a, const int64_t* a_strides, const float* b,
-            const int64_t* b_strides, float* out, const int64_t* out_sizes, int rank);
+            const int64_t* b_strides, Out* out, const int64_t* out_sizes, int rank);
 void binary_ref(BinaryOp op, const float* a, const int64_t* a_strides, const float* b,
                 const int64_t* b_strides, float* out, const int64_t* out_sizes, int rank);
-void binary_to_bf16(BinaryOp op, const float* a, const int64_t* a_strides, const float* b,
-                    const int64_t* b_strides, uint16_t* out, const int64_t* out_sizes, int rank);
 
 // x (strided view of out_sizes) -> out (out_sizes, contiguous) = x.
 // One kernel for every strided copy: broadcasting (stride 0 along expanded dims)

@@ -41,9 +41,11 @@ RowStatsRef row_stats_ref(const float* x, int64_t cols, float eps) {
   return {mean, 1.0 / std::sqrt(sq / cols + eps)};
 }
 
+}  // namespace
+
 template <typename Out>
-void layernorm_rows(const float* x, const float* gamma, const float* beta, Out* y, int64_t rows,
-                    int64_t cols, float eps) {
+void layernorm_forward(const float* x, const float* gamma, const float* beta, Out* y, int64_t rows,
+                       int64_t cols, float eps) {
 #pragma omp parallel for schedule(static) if (rows * cols > kParallelGrain)
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * cols;
@@ -54,18 +56,10 @@ void layernorm_rows(const float* x, const float* gamma, const float* beta, Out* 
       store_result(yr + c, fmadd((xr[c] - s.mean) * s.rstd, gamma[c], beta[c]));
   }
 }
-
-}  // namespace
-
-void layernorm_forward(const float* x, const float* gamma, const float* beta, float* y,
-                       int64_t rows, int64_t cols, float eps) {
-  layernorm_rows(x, gamma, beta, y, rows, cols, eps);
-}
-
-void layernorm_forward_to_bf16(const float* x, const float* gamma, const float* beta, uint16_t* y,
-                               int64_t rows, int64_t cols, float eps) {
-  layernorm_rows(x, gamma, beta, y, rows, cols, eps);
-}
+template void layernorm_forward(const float*, const float*, const float*, float*, int64_t, int64_t,
+                                float);
+template void layernorm_forward(const float*, const float*, const float*, uint16_t*, int64_t,
+                                int64_t, float);
 
 void layernorm_forward_ref(const float* x, const float* gamma, const float* beta, float* y,
                            int64_t rows, int64_t cols, float eps) {

@@ -13,14 +13,13 @@
 namespace tessel::kernels {
 
 // x (rows, cols), gamma (cols), beta (cols) -> y (rows, cols). y may alias x.
-void layernorm_forward(const float* x, const float* gamma, const float* beta, float* y,
-                       int64_t rows, int64_t cols, float eps);
+// Out uint16_t stores y in bf16: round_to_bf16 of the f32 y, bit for bit,
+// written once (base/bf16.h store_result).
+template <typename Out>
+void layernorm_forward(const float* x, const float* gamma, const float* beta, Out* y, int64_t rows,
+                       int64_t cols, float eps);
 void layernorm_forward_ref(const float* x, const float* gamma, const float* beta, float* y,
                            int64_t rows, int64_t cols, float eps);
-// The same with y stored in bf16: round_to_bf16 of layernorm_forward's y, bit
-// for bit, written once (base/bf16.h store_result).
-void layernorm_forward_to_bf16(const float* x, const float* gamma, const float* beta, uint16_t* y,
-                               int64_t rows, int64_t cols, float eps);
 
 // x (rows, cols), gamma (cols), dy (rows, cols) -> dx (rows, cols)
 //   = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma, means over cols.

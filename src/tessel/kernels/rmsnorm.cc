@@ -24,9 +24,11 @@ double row_rstd_ref(const float* x, int64_t cols, float eps) {
   return 1.0 / std::sqrt(sq / cols + eps);
 }
 
+}  // namespace
+
 template <typename Out>
-void rmsnorm_rows(const float* x, const float* gamma, Out* y, int64_t rows, int64_t cols,
-                  float eps) {
+void rmsnorm_forward(const float* x, const float* gamma, Out* y, int64_t rows, int64_t cols,
+                     float eps) {
 #pragma omp parallel for schedule(static) if (rows * cols > kParallelGrain)
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * cols;
@@ -36,18 +38,8 @@ void rmsnorm_rows(const float* x, const float* gamma, Out* y, int64_t rows, int6
     for (int64_t c = 0; c < cols; ++c) store_result(yr + c, (xr[c] * rstd) * gamma[c]);
   }
 }
-
-}  // namespace
-
-void rmsnorm_forward(const float* x, const float* gamma, float* y, int64_t rows, int64_t cols,
-                     float eps) {
-  rmsnorm_rows(x, gamma, y, rows, cols, eps);
-}
-
-void rmsnorm_forward_to_bf16(const float* x, const float* gamma, uint16_t* y, int64_t rows,
-                             int64_t cols, float eps) {
-  rmsnorm_rows(x, gamma, y, rows, cols, eps);
-}
+template void rmsnorm_forward(const float*, const float*, float*, int64_t, int64_t, float);
+template void rmsnorm_forward(const float*, const float*, uint16_t*, int64_t, int64_t, float);
 
 void rmsnorm_forward_ref(const float* x, const float* gamma, float* y, int64_t rows, int64_t cols,
                          float eps) {

@@ -13,14 +13,13 @@
 
 namespace tessel::kernels {
 
-// x (rows, cols), gamma (cols) -> y (rows, cols). y may alias x.
-void rmsnorm_forward(const float* x, const float* gamma, float* y, int64_t rows, int64_t cols,
+// x (rows, cols), gamma (cols) -> y (rows, cols). y may alias x. Out
+// uint16_t stores y in bf16: round_to_bf16 of the f32 y, bit for bit.
+template <typename Out>
+void rmsnorm_forward(const float* x, const float* gamma, Out* y, int64_t rows, int64_t cols,
                      float eps);
 void rmsnorm_forward_ref(const float* x, const float* gamma, float* y, int64_t rows, int64_t cols,
                          float eps);
-// The same with y stored in bf16: round_to_bf16 of rmsnorm_forward's y, bit for bit.
-void rmsnorm_forward_to_bf16(const float* x, const float* gamma, uint16_t* y, int64_t rows,
-                             int64_t cols, float eps);
 
 // x (rows, cols), gamma (cols), dy (rows, cols) -> dx (rows, cols)
 //   = rstd * (g - xhat * mean(g * xhat)), g = dy * gamma, xhat = x * rstd.

@@ -109,10 +109,9 @@ void softmax_forward_ref(const float* x, float* y, int64_t outer, int64_t n, int
   }
 }
 
-namespace {
 template <typename Out>
-void softmax_backward_rows(const float* y, const float* dy, Out* dx, int64_t outer, int64_t n,
-                           int64_t inner, float scale) {
+void softmax_backward(const float* y, const float* dy, Out* dx, int64_t outer, int64_t n,
+                      int64_t inner, float scale) {
   if (outer * n * inner == 0) return;
   if (inner == 1) {
 #pragma omp parallel for schedule(static) if (outer * n > kParallelGrain)
@@ -149,17 +148,10 @@ void softmax_backward_rows(const float* y, const float* dy, Out* dx, int64_t out
     }
   }
 }
-}  // namespace
-
-void softmax_backward(const float* y, const float* dy, float* dx, int64_t outer, int64_t n,
-                      int64_t inner, float scale) {
-  softmax_backward_rows(y, dy, dx, outer, n, inner, scale);
-}
-
-void softmax_backward_to_bf16(const float* y, const float* dy, uint16_t* dx, int64_t outer,
-                              int64_t n, int64_t inner, float scale) {
-  softmax_backward_rows(y, dy, dx, outer, n, inner, scale);
-}
+template void softmax_backward(const float*, const float*, float*, int64_t, int64_t, int64_t,
+                               float);
+template void softmax_backward(const float*, const float*, uint16_t*, int64_t, int64_t, int64_t,
+                               float);
 
 void softmax_backward_ref(const float* y, const float* dy, float* dx, int64_t outer, int64_t n,
                           int64_t inner, float scale) {

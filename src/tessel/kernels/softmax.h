@@ -30,13 +30,11 @@ void softmax_forward_ref(const float* x, float* y, int64_t outer, int64_t n, int
 // y (outer, n, inner) = softmax output, dy (outer, n, inner)
 //   -> dx (outer, n, inner) = scale * y * (dy - sum_n(dy * y)).
 // Masked entries have y == 0 and so get dx == 0; no mask argument is needed.
-// dx may alias dy.
-void softmax_backward(const float* y, const float* dy, float* dx, int64_t outer, int64_t n,
+// dx may alias dy. Out uint16_t stores dx in bf16: round_to_bf16 of the f32
+// dx, bit for bit, written once (base/bf16.h store_result).
+template <typename Out>
+void softmax_backward(const float* y, const float* dy, Out* dx, int64_t outer, int64_t n,
                       int64_t inner, float scale);
-// The same with dx stored in bf16: round_to_bf16 of softmax_backward's dx, bit
-// for bit, written once (base/bf16.h store_result).
-void softmax_backward_to_bf16(const float* y, const float* dy, uint16_t* dx, int64_t outer,
-                              int64_t n, int64_t inner, float scale);
 void softmax_backward_ref(const float* y, const float* dy, float* dx, int64_t outer, int64_t n,
                           int64_t inner, float scale);
 

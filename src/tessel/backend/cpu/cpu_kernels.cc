@@ -22,8 +22,10 @@
 #include "tessel/kernels/softmax.h"
 #include "tessel/kernels/unary_math.h"
 
-// The fast kernel or its naive twin.
+// The fast kernel or its naive twin; TS_OUT_KERNEL for a fast kernel
+// templated on its output (f32 here, bf16 where the call stores it so).
 #define TS_KERNEL(name) (call.reference ? kernels::name##_ref : kernels::name)
+#define TS_OUT_KERNEL(name) (call.reference ? kernels::name##_ref : kernels::name<float>)
 
 namespace tessel {
 namespace {
@@ -49,9 +51,9 @@ void binary(const OpCall& call) {
   auto sb = strides_over(in_shape(call, 1), out);
   auto sizes = sizes_of(out);
   if (call.bf16_out)
-    return kernels::binary_to_bf16(kOp, in_f32(call, 0), sa.data(), in_f32(call, 1), sb.data(),
-                                   out_bf16(call), sizes.data(), out.rank());
-  TS_KERNEL(binary)
+    return kernels::binary(kOp, in_f32(call, 0), sa.data(), in_f32(call, 1), sb.data(),
+                           out_bf16(call), sizes.data(), out.rank());
+  TS_OUT_KERNEL(binary)
   (kOp, in_f32(call, 0), sa.data(), in_f32(call, 1), sb.data(), out_f32(call), sizes.data(),
    out.rank());
 }
@@ -74,9 +76,9 @@ void softmax_forward(const OpCall& call) {
 void softmax_backward(const OpCall& call) {
   Around a = around(in_shape(call, 0), call.node.attrs.dim);
   if (call.bf16_out)
-    return kernels::softmax_backward_to_bf16(in_f32(call, 0), in_f32(call, 1), out_bf16(call),
-                                             a.outer, a.n, a.inner, softmax_scale(call.node.attrs));
-  TS_KERNEL(softmax_backward)
+    return kernels::softmax_backward(in_f32(call, 0), in_f32(call, 1), out_bf16(call), a.outer, a.n,
+                                     a.inner, softmax_scale(call.node.attrs));
+  TS_OUT_KERNEL(softmax_backward)
   (in_f32(call, 0), in_f32(call, 1), out_f32(call), a.outer, a.n, a.inner,
    softmax_scale(call.node.attrs));
 }
@@ -139,9 +141,8 @@ void bias_gelu(const OpCall& call) {
   const int64_t numel = call.node.shape.numel();
   const int64_t cols = in_shape(call, 1).numel();
   if (call.bf16_out)
-    return kernels::bias_gelu_to_bf16(in_f32(call, 0), in_f32(call, 1), out_bf16(call),
-                                      numel / cols, cols);
-  TS_KERNEL(bias_gelu)(in_f32(call, 0), in_f32(call, 1), out_f32(call), numel / cols, cols);
+    return kernels::bias_gelu(in_f32(call, 0), in_f32(call, 1), out_bf16(call), numel / cols, cols);
+  TS_OUT_KERNEL(bias_gelu)(in_f32(call, 0), in_f32(call, 1), out_f32(call), numel / cols, cols);
 }
 
 void bias_gelu_grad(const OpCall& call) {
@@ -179,9 +180,9 @@ void layernorm(const OpCall& call) {
   const int64_t cols = call.node.shape.size(call.node.attrs.dim);
   const float eps = layernorm_eps(call.node.attrs);
   if (call.bf16_out)
-    return kernels::layernorm_forward_to_bf16(in_f32(call, 0), in_f32(call, 1), in_f32(call, 2),
-                                              out_bf16(call), numel / cols, cols, eps);
-  TS_KERNEL(layernorm_forward)
+    return kernels::layernorm_forward(in_f32(call, 0), in_f32(call, 1), in_f32(call, 2),
+                                      out_bf16(call), numel / cols, cols, eps);
+  TS_OUT_KERNEL(layernorm_forward)
   (in_f32(call, 0), in_f32(call, 1), in_f32(call, 2), out_f32(call), numel / cols, cols, eps);
 }
 
@@ -205,9 +206,9 @@ void rmsnorm(const OpCall& call) {
   const int64_t cols = call.node.shape.size(call.node.attrs.dim);
   const float eps = rmsnorm_eps(call.node.attrs);
   if (call.bf16_out)
-    return kernels::rmsnorm_forward_to_bf16(in_f32(call, 0), in_f32(call, 1), out_bf16(call),
-                                            numel / cols, cols, eps);
-  TS_KERNEL(rmsnorm_forward)
+    return kernels::rmsnorm_forward(in_f32(call, 0), in_f32(call, 1), out_bf16(call), numel / cols,
+                                    cols, eps);
+  TS_OUT_KERNEL(rmsnorm_forward)
   (in_f32(call, 0), in_f32(call, 1), out_f32(call), numel / cols, cols, eps);
 }
 
