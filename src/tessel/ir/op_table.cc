@@ -180,13 +180,14 @@ ShapeRuleOutput softmax_rule(const ShapeRuleInput& in) {
   return {x, DType::kF32};
 }
 
-ShapeRuleOutput layernorm_rule(const ShapeRuleInput& in) {
+// LayerNorm (x, gamma, beta) and RMSNorm (x, gamma) over x's last dim.
+ShapeRuleOutput norm_rule(const ShapeRuleInput& in) {
   const Shape& x = *in.shapes[0];
   for (size_t i = 0; i < in.shapes.size(); ++i) expect_dtype(in, i, "operand");
   expect_last(in, x, in.attrs.dim);
   Shape param{x.dim(in.attrs.dim)};
   expect_same(in, *in.shapes[1], param, "gamma and normalised dim");
-  expect_same(in, *in.shapes[2], param, "beta and normalised dim");
+  if (in.shapes.size() == 3) expect_same(in, *in.shapes[2], param, "beta and normalised dim");
   return {x, DType::kF32};
 }
 
@@ -203,14 +204,6 @@ ShapeRuleOutput layernorm_grad_gamma_rule(const ShapeRuleInput& in) {
   expect_last(in, x, in.attrs.dim);
   expect_same(in, x, *in.shapes[1], "input and gradient");
   return {Shape{x.dim(in.attrs.dim)}, DType::kF32};
-}
-
-ShapeRuleOutput rmsnorm_rule(const ShapeRuleInput& in) {
-  const Shape& x = *in.shapes[0];
-  for (size_t i = 0; i < in.shapes.size(); ++i) expect_dtype(in, i, "operand");
-  expect_last(in, x, in.attrs.dim);
-  expect_same(in, *in.shapes[1], Shape{x.dim(in.attrs.dim)}, "gamma and normalised dim");
-  return {x, DType::kF32};
 }
 
 // The rotated dim is the last (pairs are adjacent elements) and even; the
@@ -518,7 +511,7 @@ constexpr std::array<OpInfo, static_cast<size_t>(OpKind::kCount)> kOpTable = {{
     {OpKind::kReduceMax, "reduce_max", 1, kOwn, reduce_rule, per_input_element},
     {OpKind::kExpand, "expand", 1, kOwn, expand_rule, free_op},
     {OpKind::kSoftmax, "softmax", 1, kOwn, softmax_rule, elementwise_cost<5>},
-    {OpKind::kLayerNorm, "layernorm", 3, kOwn, layernorm_rule, elementwise_cost<8>},
+    {OpKind::kLayerNorm, "layernorm", 3, kOwn, norm_rule, elementwise_cost<8>},
     {OpKind::kEmbedding, "embedding", 2, kOwn, embedding_rule, free_op},
     {OpKind::kCrossEntropy, "cross_entropy", 2, kOwn, cross_entropy_rule, input_cost<5>},
     {OpKind::kSplitDim, "split_dim", 1, kView, split_rule, free_op},
@@ -549,7 +542,7 @@ constexpr std::array<OpInfo, static_cast<size_t>(OpKind::kCount)> kOpTable = {{
     {OpKind::kSigmoid, "sigmoid", 1, kOwn, unary_rule, elementwise_cost<3>},
     {OpKind::kSqrt, "sqrt", 1, kOwn, unary_rule, per_element},
     {OpKind::kRsqrt, "rsqrt", 1, kOwn, unary_rule, elementwise_cost<2>},
-    {OpKind::kRmsNorm, "rmsnorm", 2, kOwn, rmsnorm_rule, elementwise_cost<5>},
+    {OpKind::kRmsNorm, "rmsnorm", 2, kOwn, norm_rule, elementwise_cost<5>},
     {OpKind::kRotary, "rotary", 1, kOwn, rotary_rule, elementwise_cost<3>},
     {OpKind::kSiluGrad, "silu_grad", 2, kOwnOrFirstInput, grad_like_first, elementwise_cost<7>},
     {OpKind::kSigmoidGrad, "sigmoid_grad", 2, kOwnOrFirstInput, grad_like_first,
