@@ -425,8 +425,7 @@ std::vector<Program::InstructionInfo> Program::instruction_info() const {
 
 size_t Program::param_read_bytes(const Instruction& ins) const {
   const Node& node = graph_->node(ins.node);
-  std::vector<ValueId> read = node.inputs;
-  if (ins.bias >= 0) read.push_back(ins.bias);  // a fused bias add's parameter
+  const std::vector<ValueId> read = instruction_inputs(ins);  // a fused bias add's parameter too
   size_t bytes = 0;
   for (size_t k = 0; k < read.size(); ++k) {
     const Node& root = graph_->node(alias_root_[read[k]]);
