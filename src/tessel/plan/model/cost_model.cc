@@ -43,6 +43,19 @@ double linear_cross_entropy_seconds(const HardwareModel& hw, const Graph& g, con
                            (grad ? 2 : 1) * logits_bytes, 0, options.precision, options.threads);
 }
 
+double optimizer_seconds(const HardwareModel& hw, const TrainConfig& config, int threads,
+                         double state, double share, int world, Link link) {
+  const bool adamw = config.optimizer == "adamw";
+  double t = share * hw.memory_seconds(state * 4, threads);
+  if (adamw && offloads(config, "optimizer"))
+    t += share * (hw.host_copy_seconds(state * offload_copy_bytes(config), threads) +
+                  hw.host_memory_seconds(state * 7 * 4, threads));
+  else
+    t += share * hw.memory_seconds(state * (adamw ? 7 * 4 : 3 * 4), threads);
+  if (world > 1) t += hw.collective_seconds(CollectiveKind::kAllReduce, 4, world, link);
+  return t;
+}
+
 double instruction_seconds(const HardwareModel& hw, const Graph& g,
                            const Program::InstructionInfo& ins, const CostOptions& options) {
   const ValueId id = ins.node;

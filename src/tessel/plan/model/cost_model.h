@@ -123,6 +123,16 @@ double einsum_seconds(const HardwareModel& hw, const Graph& g, const Program::In
 double instruction_seconds(const HardwareModel& hw, const Graph& g,
                            const Program::InstructionInfo& ins, const CostOptions& options);
 
+// The optimizer over `state` elements (one pass reading and writing the
+// parameter and both moments, reading the gradient), the gradient norm's
+// pass and its all-reduce over `world` ranks on `link`; the passes times
+// `share` (HardwareModel::compute_share). Offloaded (offload "optimizer"),
+// the pass runs in host memory, after copying the gradient and the value
+// out and before copying the value back (train/optimizer.h; the gradient
+// alone with offload "weights").
+double optimizer_seconds(const HardwareModel& hw, const TrainConfig& config, int threads,
+                         double state, double share, int world, Link link);
+
 // The link a collective on `axis` of `mesh` runs over.
 Link link_of_axis(const Mesh& mesh, int axis, int devices_per_node);
 

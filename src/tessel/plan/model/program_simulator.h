@@ -249,26 +249,12 @@ class Simulator {
     return t;
   }
 
-  // The optimizer over `state` elements (one pass reading and writing the
-  // parameter and both moments, reading the gradient), the gradient norm's
-  // pass and its world all-reduce. Offloaded (offload "optimizer"), the
-  // pass runs in host memory, after copying the gradient and the value out
-  // and before copying the value back (train/optimizer.h; the gradient
-  // alone with offload "weights").
+  // optimizer_seconds over the world, on the pinned link if any.
   double update(double state, const TrainConfig& config) const {
-    const bool adamw = config.optimizer == "adamw";
-    double t = memory(state * 4);
-    if (adamw && offloads(config, "optimizer"))
-      t += share_ * (hw_.host_copy_seconds(state * offload_copy_bytes(config), options_.threads) +
-                     hw_.host_memory_seconds(state * 7 * 4, options_.threads));
-    else
-      t += memory(state * (adamw ? 7 * 4 : 3 * 4));
-    if (mesh_.rank_count() > 1) {
-      const Link link = pinned_.value_or(
-          mesh_.rank_count() <= hw_.devices_per_node() ? Link::kIntraNode : Link::kInterNode);
-      t += hw_.collective_seconds(CollectiveKind::kAllReduce, 4, mesh_.rank_count(), link);
-    }
-    return t;
+    const int world = mesh_.rank_count();
+    return optimizer_seconds(
+        hw_, config, options_.threads, state, share_, world,
+        pinned_.value_or(world <= hw_.devices_per_node() ? Link::kIntraNode : Link::kInterNode));
   }
 
   // One point-to-point message on `axis` (pipeline transfers).

@@ -254,24 +254,11 @@ double Screener::collective(CollectiveKind kind, double bytes, int ranks, Link l
   return ranks < 2 ? 0 : hw_.collective_seconds(kind, bytes, ranks, link);
 }
 
-// As the cost model's optimizer: one pass over the state (28 bytes an
-// element for AdamW, 12 for SGD; offloaded, at the host's memory rate after
-// offload_copy_bytes an element of copies), the gradient norm's pass and its world
-// all-reduce. `share`: the ranks per core, as the cost model multiplies
-// kernel times by (HardwareModel::compute_share).
+// As the cost model's optimizer (optimizer_seconds). `share`: the ranks per
+// core, as the cost model multiplies kernel times by.
 double Screener::update(double state, int world, double share) const {
-  const bool adamw = base_.optimizer == "adamw";
-  double t = share * hw_.memory_seconds(state * 4, options_.threads);
-  if (adamw && offloads(base_, "optimizer"))
-    t += share * (hw_.host_copy_seconds(state * offload_copy_bytes(base_), options_.threads) +
-                  hw_.host_memory_seconds(state * 7 * 4, options_.threads));
-  else
-    t += share * hw_.memory_seconds(state * (adamw ? 7 * 4 : 3 * 4), options_.threads);
-  if (world > 1)
-    t += hw_.collective_seconds(
-        CollectiveKind::kAllReduce, 4, world,
-        world <= hw_.devices_per_node() ? Link::kIntraNode : Link::kInterNode);
-  return t;
+  return optimizer_seconds(hw_, base_, options_.threads, state, share, world,
+                           world <= hw_.devices_per_node() ? Link::kIntraNode : Link::kInterNode);
 }
 
 double Screener::pipeline(const ScreenCandidate& c, const Unit& u, bool simulate) {
