@@ -139,14 +139,17 @@ void linear_cross_entropy_rule(VjpContext& c) {
              {".grad_h", ".grad_w"});
 }
 
-void layernorm_rule(VjpContext& c) {
+// LayerNorm (x, gamma, beta) and RMSNorm (x, gamma): x's and gamma's
+// gradients by their ops; beta's, the gradient summed to beta's shape.
+void norm_rule(VjpContext& c) {
   GraphBuilder& b = c.builder;
   Attrs a = attrs_of(c);
-  c.input_grads[0] =
-      b.op(OpKind::kLayerNormGradInput, {c.in(0), c.in(1), c.grad}, a, label(c, ".grad_input"));
-  c.input_grads[1] =
-      b.op(OpKind::kLayerNormGradGamma, {c.in(0), c.grad}, a, label(c, ".grad_gamma"));
-  c.input_grads[2] = unbroadcast(b, c.grad, c.shape_of(c.in(2)));
+  const bool layer = c.node().kind == OpKind::kLayerNorm;
+  c.input_grads[0] = b.op(layer ? OpKind::kLayerNormGradInput : OpKind::kRmsNormGradInput,
+                          {c.in(0), c.in(1), c.grad}, a, label(c, ".grad_input"));
+  c.input_grads[1] = b.op(layer ? OpKind::kLayerNormGradGamma : OpKind::kRmsNormGradGamma,
+                          {c.in(0), c.grad}, a, label(c, ".grad_gamma"));
+  if (layer) c.input_grads[2] = unbroadcast(b, c.grad, c.shape_of(c.in(2)));
 }
 
 // y = sqrt(x): dx = g * 0.5 / y.
@@ -160,14 +163,6 @@ void rsqrt_rule(VjpContext& c) {
   GraphBuilder& b = c.builder;
   ValueId gy = b.mul(c.grad, c.output, label(c, ".gy"));
   c.input_grads[0] = b.scale(b.div(gy, c.in(0), label(c, ".gy_over_x")), -0.5f, label(c, ".grad"));
-}
-
-void rmsnorm_rule(VjpContext& c) {
-  GraphBuilder& b = c.builder;
-  Attrs a = attrs_of(c);
-  c.input_grads[0] =
-      b.op(OpKind::kRmsNormGradInput, {c.in(0), c.in(1), c.grad}, a, label(c, ".grad_input"));
-  c.input_grads[1] = b.op(OpKind::kRmsNormGradGamma, {c.in(0), c.grad}, a, label(c, ".grad_gamma"));
 }
 
 void embedding_rule(VjpContext& c) {
@@ -224,7 +219,7 @@ constexpr std::array<Entry, static_cast<size_t>(OpKind::kCount)> kVjpTable = {{
     {OpKind::kReduceMax, one_op_rule<OpKind::kReduceMaxGrad, true, kIn0, kOut, kGrad>},
     {OpKind::kExpand, expand_rule},
     {OpKind::kSoftmax, one_op_rule<OpKind::kSoftmaxGrad, true, kOut, kGrad>},
-    {OpKind::kLayerNorm, layernorm_rule},
+    {OpKind::kLayerNorm, norm_rule},
     {OpKind::kEmbedding, embedding_rule},
     {OpKind::kCrossEntropy, one_op_rule<OpKind::kCrossEntropyGrad, true, kIn0, kIn1, kGrad>},
     {OpKind::kSplitDim, split_rule},
@@ -249,7 +244,7 @@ constexpr std::array<Entry, static_cast<size_t>(OpKind::kCount)> kVjpTable = {{
     {OpKind::kSigmoid, one_op_rule<OpKind::kSigmoidGrad, false, kOut, kGrad>},
     {OpKind::kSqrt, sqrt_rule},
     {OpKind::kRsqrt, rsqrt_rule},
-    {OpKind::kRmsNorm, rmsnorm_rule},
+    {OpKind::kRmsNorm, norm_rule},
     // A rotation's transpose is the rotation by the opposite angle.
     {OpKind::kRotary, one_op_rule<OpKind::kRotaryGrad, true, kGrad>},
     {OpKind::kSiluGrad, nullptr},
