@@ -2,10 +2,12 @@
 // line with the median step time, throughput, achieved GFLOP/s and, on the
 // CPU, the machine's measured FMA peak (the bf16 peak for precision bf16),
 // so the fraction of peak is visible (on a GPU there is no probe of its
-// peak: the GPU check takes the datasheet's, docs/gpu.md). Any config `train` takes, pipelines
-// included (their JSON has no comm_fraction). --breakdown adds where the step goes, kind of
-// instruction by kind, measured on the timed steps (step_breakdown.h; one program only, so not for
-// pipelines): a table before the JSON line and a "breakdown" object in the JSON.
+// peak: the GPU check takes the datasheet's, docs/gpu.md). Any config
+// `train` takes, pipelines included (their JSON has no comm_fraction).
+// --breakdown adds where the step goes, kind of instruction by kind,
+// measured on the timed steps (step_breakdown.h; one program only, so not
+// for pipelines): a table before the JSON line and a "breakdown" object in
+// the JSON.
 #include <omp.h>
 
 #include <algorithm>
