@@ -16,6 +16,9 @@
 #include "common/expect_cli_error.h"
 #include "common/run_cli.h"
 #include "common/test_dir.h"
+#include "tessel/compile/config.h"
+#include "tessel/compile/memory_report.h"
+#include "tessel/train/host_memory.h"
 
 namespace {
 
@@ -332,8 +335,23 @@ TEST_F(Cli, AliasesAndNearKeysGetSuggestions) {
   EXPECT_EQ(r.output.find("did you mean 'schedule'"), std::string::npos) << r.output;
 }
 
+// `tessel <args>` on `ranks` ranks under mpirun (not bound to cores), with
+// OMP_NUM_THREADS unset (ctest sets it for these tests); stdout and stderr.
+Result run_mpirun(int ranks, const std::string& args) {
+  const std::string cmd = "env -u OMP_NUM_THREADS " + std::string(TESSEL_MPIEXEC) +
+                          " --allow-run-as-root --oversubscribe --bind-to none -n " +
+                          std::to_string(ranks) + " " + TESSEL_CLI_PATH + " " + args + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  Result r;
+  std::array<char, 4096> buf;
+  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) r.output.append(buf.data(), n);
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
 // Without --threads, a rank uses its share of the host's cores: 2 ranks
-// under mpirun (not bound to cores) on this host each get cores / 2.
+// under mpirun on this host each get cores / 2.
 TEST_F(Cli, DefaultThreadsUnderMpirunShareTheHostsCores) {
   nlohmann::json j = tiny_gpt();
   j.erase("threads");
@@ -341,23 +359,40 @@ TEST_F(Cli, DefaultThreadsUnderMpirunShareTheHostsCores) {
   j["eval_every"] = 0;
   j["warmup_steps"] = 0;
   const std::string out = (dir_ / "mpi").string();
-  // OMP_NUM_THREADS (ctest sets it for these tests) would decide instead.
-  const std::string cmd = "env -u OMP_NUM_THREADS " + std::string(TESSEL_MPIEXEC) +
-                          " --allow-run-as-root --oversubscribe --bind-to none -n 2 " +
-                          TESSEL_CLI_PATH + " train --config " + write_config(j) +
-                          " --mesh data=2 --out " + out + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  std::string output;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) output.append(buf.data(), n);
-  ASSERT_EQ(pclose(pipe), 0) << output;
+  Result r = run_mpirun(2, "train --config " + write_config(j) + " --mesh data=2 --out " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
   const int cores = std::max(1, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
   const int expected = std::max(1, cores / 2);
-  EXPECT_NE(output.find(", " + std::to_string(expected) + " threads per rank"), std::string::npos)
-      << output;
+  EXPECT_NE(r.output.find(", " + std::to_string(expected) + " threads per rank"), std::string::npos)
+      << r.output;
   std::ifstream summary(fs::path(out) / "summary.json");
   const nlohmann::json s = nlohmann::json::parse(summary, nullptr, false);
   EXPECT_EQ(s.value("threads_per_rank", -1), expected) << s.dump();
+}
+
+// Two ranks that each fit this host's memory but together do not are both
+// refused before either allocates (train/host_memory.h). The model is sized
+// from this host's memory: each rank needs 60-90% of it.
+TEST_F(Cli, RanksThatTogetherExceedTheHostAreRefusedUnderMpirun) {
+  const int64_t host = tessel::host_memory_bytes();
+  ASSERT_GT(host, 0);
+  nlohmann::json j = tiny_gpt();
+  j["mesh"] = "data=2";
+  auto per_rank = [&](int64_t heads) {  // of 64 dims each, the kernels' limit being 128
+    j["n_head"] = heads, j["d_model"] = 64 * heads;
+    return tessel::predict_memory(tessel::TrainConfig::from_json(j)).at(0).total();
+  };
+  int64_t small = 1, large = 2;
+  while (per_rank(large) < host * 6 / 10) small = large, large *= 2;
+  while (large - small > 1) {
+    const int64_t mid = (small + large) / 2;
+    (per_rank(mid) < host * 6 / 10 ? small : large) = mid;
+  }
+  ASSERT_LT(per_rank(large), host * 9 / 10) << large << " heads";
+  Result r = run_mpirun(2, "train --config " + write_config(j));
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("the 2 ranks on this host need"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("more than this host has"), std::string::npos) << r.output;
 }
 
 TEST_F(Cli, EvalOnMissingFileIsAnError) {

@@ -3,16 +3,40 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <fstream>
+#include <vector>
 
 #include "tessel/base/error.h"
 
 namespace tessel {
 namespace {
 
-// A cgroup limit file's value: bytes, or -1 for "max", an unset v1 limit
-// (a huge number) or a file that is not there.
-int64_t cgroup_limit(const char* path) {
+// One rank's record in the gather: its host name, a character a float, then
+// its bytes in four 16-bit parts (each exact in a float).
+constexpr int kNameChars = 64;
+constexpr int kRecord = kNameChars + 4;
+
+std::array<float, kRecord> record_of(int64_t bytes) {
+  std::array<char, kNameChars + 1> name{};
+  if (gethostname(name.data(), kNameChars) != 0) name[0] = '\0';
+  std::array<float, kRecord> r{};
+  for (int i = 0; i < kNameChars; ++i) r[i] = static_cast<unsigned char>(name[i]);
+  const auto u = static_cast<uint64_t>(std::max<int64_t>(bytes, 0));
+  for (int part = 0; part < 4; ++part) r[kNameChars + part] = (u >> (16 * part)) & 0xffff;
+  return r;
+}
+
+int64_t bytes_of(const float* record) {
+  uint64_t u = 0;
+  for (int part = 0; part < 4; ++part)
+    u |= static_cast<uint64_t>(record[kNameChars + part]) << (16 * part);
+  return static_cast<int64_t>(u);
+}
+
+}  // namespace
+
+int64_t cgroup_limit_bytes(const std::string& path) {
   std::ifstream in(path);
   std::string text;
   if (!(in >> text) || text == "max") return -1;
@@ -24,14 +48,12 @@ int64_t cgroup_limit(const char* path) {
   }
 }
 
-}  // namespace
-
 int64_t host_memory_bytes() {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
   int64_t bytes = pages > 0 && page > 0 ? int64_t{pages} * page : -1;
   for (const char* path :
        {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
-    const int64_t limit = cgroup_limit(path);
+    const int64_t limit = cgroup_limit_bytes(path);
     if (limit > 0) bytes = bytes < 0 ? limit : std::min(bytes, limit);
   }
   return bytes;
@@ -41,9 +63,20 @@ int64_t host_bytes_of(const RankMemory& m, const std::string& device) {
   return device == "cpu" ? m.total() : m.host.total();
 }
 
-std::string check_host_memory(const RankMemory& m, const std::string& device, int local_ranks,
-                              int64_t host_bytes) {
-  if (host_bytes <= 0) return "";
+HostShare share_of_this_host(Communicator& world, int64_t bytes) {
+  const std::array<float, kRecord> mine = record_of(bytes);
+  std::vector<float> all(static_cast<size_t>(kRecord) * world.size());
+  world.all_gather(mine.data(), all.data(), kRecord, "host memory check");
+  HostShare share{0, 0};
+  for (size_t at = 0; at < all.size(); at += kRecord)
+    if (std::equal(mine.begin(), mine.begin() + kNameChars, all.begin() + at))
+      ++share.ranks, share.bytes += bytes_of(all.data() + at);
+  return share;
+}
+
+void check_host_memory(const RankMemory& m, const std::string& device, const HostShare& share,
+                       int64_t host_bytes) {
+  if (host_bytes <= 0) return;
   const int64_t need = host_bytes_of(m, device);
   const std::string what = device == "cpu" ? "memory" : "host memory (pinned buffers)";
   const std::string remedies =
@@ -53,12 +86,10 @@ std::string check_host_memory(const RankMemory& m, const std::string& device, in
     TS_THROW("rank ", m.rank, " needs ", format_bytes(need), " of ", what, " (",
              memory_breakdown(m), "), more than this host has: ", format_bytes(host_bytes),
              remedies);
-  const int ranks = std::max(1, local_ranks);
-  if (need * ranks <= host_bytes) return "";
-  return str_cat("rank ", m.rank, " needs ", format_bytes(need), " of ", what, " and ", ranks,
-                 " ranks share this host: if each needs as much, ", format_bytes(need * ranks),
-                 " against the host's ", format_bytes(host_bytes),
-                 "; the run may be killed for memory", remedies);
+  if (share.bytes > host_bytes)
+    TS_THROW("the ", share.ranks, " ranks on this host need ", format_bytes(share.bytes), " of ",
+             what, " together (rank ", m.rank, ": ", format_bytes(need), ", ", memory_breakdown(m),
+             "), more than this host has: ", format_bytes(host_bytes), remedies);
 }
 
 }  // namespace tessel

@@ -1,7 +1,6 @@
 #include "tessel/train/trainer.h"
 
 #include <chrono>
-#include <cstdio>
 #include <utility>
 
 #include "tessel/base/error.h"
@@ -83,9 +82,9 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
 void Trainer::check_fits_host() const {
   const CompiledRank planned = compile_rank(config_, ctx_->mesh(), ctx_->layout(), ctx_->rank(),
                                             CompileMode::kPlanOnly, nullptr);
-  const std::string tight = check_host_memory(predict_rank_memory(planned), config_.device,
-                                              local_rank_count(), host_memory_bytes());
-  if (!tight.empty()) std::fprintf(stderr, "tessel: warning: %s\n", tight.c_str());
+  const RankMemory mine = predict_rank_memory(planned);
+  const HostShare share = share_of_this_host(ctx_->world(), host_bytes_of(mine, config_.device));
+  check_host_memory(mine, config_.device, share, host_memory_bytes());
 }
 
 PipelineEngine* Trainer::pipeline_engine() const {

@@ -140,8 +140,9 @@ class Trainer {
  private:
   CheckpointSource checkpoint_source();
   PipelineEngine* pipeline_engine() const;
-  // This rank's planned memory against its host's (host_memory.h), from a
-  // plan-only compile: throws, or warns, before anything is allocated.
+  // What this rank and the ranks sharing its host will hold, from a plan-only
+  // compile, against the host's memory (host_memory.h): throws before
+  // anything is allocated. Collective over the world.
   void check_fits_host() const;
 
   TrainConfig config_;
