@@ -178,7 +178,7 @@ const std::map<std::string, KeyRule>& rules() {
                         "intra-op threads per rank (0: the host's cores / the ranks on it)")},
       {"device", field(&TrainConfig::device,
                        "cpu | cuda: where programs run (docs/gpu.md; cuda is refused until its "
-                       "backend exists)")},
+                       "backend has run on a GPU)")},
       {"mesh",
        field(&TrainConfig::mesh, "mesh axes and sizes, e.g. data=2,model=2 (empty: one rank)")},
       {"layout",
