@@ -8,7 +8,8 @@
 # fails, when the tests skipped (no usable GPU: the probe's error is in the
 # log), when a library is missing, or when a training run fails or
 # disagrees. TESSEL_ALLOW_SKIP=1 accepts skips (to try the bundle on a
-# machine without a GPU). Last, GPT-2 124M step times of Tessel and PyTorch
+# machine without a GPU). After a failure, compute-sanitizer's memcheck
+# reruns what failed, where the machine has it. Last, GPT-2 124M step times of Tessel and PyTorch
 # on the GPU (perf.json), within what is left of 8 minutes.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -126,6 +127,39 @@ json.dump({"checks": checks, "steps": {"cpu": cpu, "gpu": gpu}, "memory": memory
           open(f"{t}.json", "w"), indent=1)
 sys.exit(0 if all(c["ok"] for c in checks) else 1)
 PY
+
+# When the tests or the GPU training failed: the failed tests (every test
+# when the report is missing: a crash) and one GPU training step again under
+# compute-sanitizer's memcheck (out-of-bounds and misaligned accesses, CUDA
+# API errors), where the machine has it (Firecracker machines do, gVisor
+# ones do not): sanitizer/*.log. Diagnosis only; it does not change rc.
+sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null |
+  head -1)
+if [ "$rc" -ne 0 ] && [ -n "$sanitizer" ]; then
+  s=$out/sanitizer
+  mkdir -p "$s"
+  failed=$(python3 - "$out/tessel_cuda_tests.json" <<'PY' 2>/dev/null || echo '*'
+import json, sys
+r = json.load(open(sys.argv[1]))
+print(":".join(f"{s['name']}.{t['name']}" for s in r["testsuites"] for t in s["testsuite"]
+               if t.get("failures")))
+PY
+  )
+  if [ -n "$failed" ]; then
+    timeout 120 "$sanitizer" --tool memcheck --error-exitcode 9 "$here/tessel_cuda_tests" \
+      --gtest_filter="$failed" >"$s/tests.log" 2>&1
+    echo "== run.sh: memcheck of tests '$failed' exited $?: see $s/tests.log"
+    grep -m 5 -E "^========= (Invalid|Program hit|ERROR SUMMARY)" "$s/tests.log"
+  fi
+  if [ "$gpu_rc" -ne 0 ]; then
+    TESSEL_UNVERIFIED_CUDA=1 timeout 120 "$sanitizer" --tool memcheck --error-exitcode 9 \
+      "$here/tessel" train --config "$here/gpt-tiny.json" --set data=synthetic \
+      --set attention=unfused --set eval_every=0 --device cuda --steps 1 --out "$s/train" \
+      >"$s/train.log" 2>&1
+    echo "== run.sh: memcheck of one GPU training step exited $?: see $s/train.log"
+    grep -m 5 -E "^========= (Invalid|Program hit|ERROR SUMMARY)" "$s/train.log"
+  fi
+fi
 
 # Step times of GPT-2 124M (gpt2-124m.json: batch 4, context 1024, vocab
 # 50304) on this GPU: Tessel's f32 path (unfused attention, the only one
