@@ -27,11 +27,6 @@
 namespace tessel::plan {
 namespace {
 
-struct Candidate {
-  TrainConfig config;
-  std::string layout_label;
-};
-
 // (pipe, data, model, ctx) with pipe * data * model * ctx = n, ctx one of `ctxs`.
 std::vector<std::array<int, 4>> factorizations(int n, const std::vector<int>& ctxs) {
   std::vector<std::array<int, 4>> out;
@@ -204,21 +199,25 @@ Space candidates(const PlanRequest& q, bool one_node, int devices_per_node) {
   return out;
 }
 
-Candidate materialize(const PlanRequest& q, const Space& space, const Knobs& k) {
+// Candidate k as a plan to cost: its config and layout label (finish_plan
+// fills in the rest).
+Plan materialize(const PlanRequest& q, const Space& space, const Knobs& k) {
   const MeshChoice& mesh = space.meshes[k.mesh];
-  Candidate c{q.base, mesh.layouts[k.layout].first};
-  c.config.mesh = mesh.text;
-  c.config.layout = mesh.layouts[k.layout].second;
-  c.config.schedule = space.schedules[k.schedule];
-  c.config.chunks = k.chunks;
-  c.config.microbatches = k.microbatches;
-  c.config.zero = k.zero;
-  c.config.recompute = space.recomputes[k.recompute];
+  Plan p;
+  p.config = q.base;
+  p.layout_label = mesh.layouts[k.layout].first;
+  p.config.mesh = mesh.text;
+  p.config.layout = mesh.layouts[k.layout].second;
+  p.config.schedule = space.schedules[k.schedule];
+  p.config.chunks = k.chunks;
+  p.config.microbatches = k.microbatches;
+  p.config.zero = k.zero;
+  p.config.recompute = space.recomputes[k.recompute];
   if (mesh.shape.ctx > 1) {
-    c.config.context_parallel = space.strategies[k.strategy];
-    c.layout_label += " " + c.config.context_parallel;  // e.g. "data+context ring"
+    p.config.context_parallel = space.strategies[k.strategy];
+    p.layout_label += " " + p.config.context_parallel;  // e.g. "data+context ring"
   }
-  return c;
+  return p;
 }
 
 ScreenCandidate screen_candidate(const Space& space, const Knobs& k) {
@@ -373,10 +372,8 @@ std::string carried_override(const std::string& kv) {
 }
 
 // The plan's throughput and the command that runs it.
-void finish_plan(const PlanRequest& q, const HardwareModel& hw, const Candidate& cand,
-                 double model_flops, double items_per_row, Plan* plan) {
-  plan->config = cand.config;
-  plan->layout_label = cand.layout_label;
+void finish_plan(const PlanRequest& q, const HardwareModel& hw, double model_flops,
+                 double items_per_row, Plan* plan) {
   const double step = plan->prediction.step_s;
   plan->tokens_per_s = static_cast<double>(q.base.batch) * items_per_row / step;
   plan->tflops_per_device = model_flops / step / q.ranks / 1e12;
@@ -581,11 +578,10 @@ PlanResult search_at_offload(const PlanRequest& q, const HardwareModel& hw,
   enum class Costed { kFits, kOver, kFailed };
   auto cost = [&](int i) {
     costed.insert(i);
-    const Candidate cand = materialize(q, space, space.knobs[i]);
+    Plan plan = materialize(q, space, space.knobs[i]);
     ++result.exact;
-    Plan plan;
     try {
-      plan.prediction = exact.cost(cand.config);
+      plan.prediction = exact.cost(plan.config);
     } catch (const Error& e) {  // a layout or schedule this model cannot take
       ++result.pruned;
       if (first_error.empty()) first_error = e.what();
@@ -593,14 +589,14 @@ PlanResult search_at_offload(const PlanRequest& q, const HardwareModel& hw,
     }
     const int64_t peak = plan.prediction.peak_bytes;
     if (closest.smallest_peak < 0 || peak < closest.smallest_peak)
-      closest.smallest_peak = peak, closest.smallest = cand.config;
+      closest.smallest_peak = peak, closest.smallest = plan.config;
     if (limit > 0 && peak > limit) {
       ++result.pruned;
       over_limit.note(i);
       return Costed::kOver;
     }
     if (over_host_memory(q, hw, one_node, plan.prediction, &result)) return Costed::kOver;
-    finish_plan(q, hw, cand, model_flops, items_per_row, &plan);
+    finish_plan(q, hw, model_flops, items_per_row, &plan);
     result.plans.push_back(std::move(plan));
     index_of_plan.push_back(i);
     return Costed::kFits;
