@@ -250,6 +250,19 @@ const std::vector<int>& Screener::first_blocks(int64_t rows, int stages) {
   return partitions_.emplace(key, std::move(first)).first->second;
 }
 
+std::vector<Screener::Piece> Screener::stage_pieces(const Unit& u, int64_t rows, int stages) {
+  const std::vector<int>& first = first_blocks(rows, stages);
+  std::vector<Piece> stage(stages);
+  for (int s = 0; s < stages; ++s) {
+    stage[s].add(u.inner, first[s + 1] - first[s] - 1);
+    stage[s].add(u.last, 1);
+    if (s == 0) stage[s].add(u.embed, 1);
+    if (s == stages - 1) stage[s].add(u.head, 1);
+  }
+  if (stages == 1) stage[0].held -= u.tied;  // one stage holds the tied embedding once
+  return stage;
+}
+
 double Screener::collective(CollectiveKind kind, double bytes, int ranks, Link link) const {
   return ranks < 2 ? 0 : hw_.collective_seconds(kind, bytes, ranks, link);
 }
@@ -264,15 +277,7 @@ double Screener::update(double state, int world, double share) const {
 double Screener::pipeline(const ScreenCandidate& c, const Unit& u, bool simulate) {
   const int p = c.pipe, d = c.data, chunks = c.chunks, stages = p * chunks;
   const int64_t micro = c.microbatches, rows = base_.batch / micro;
-  const std::vector<int>& first = first_blocks(rows, stages);
-  std::vector<Piece> stage(stages);
-  for (int s = 0; s < stages; ++s) {
-    stage[s].add(u.inner, first[s + 1] - first[s] - 1);
-    stage[s].add(u.last, 1);
-    if (s == 0) stage[s].add(u.embed, 1);
-    if (s == stages - 1) stage[s].add(u.head, 1);
-  }
-  if (stages == 1) stage[0].held -= u.tied;  // one stage holds the tied embedding once
+  const std::vector<Piece> stage = stage_pieces(u, rows, stages);
   // Per pipeline rank: its work (no waiting) and what follows the schedule
   // (stage s of a rank's chunk k is k * p + r, as Schedule::stage_of).
   const int world = p * d * c.model * c.ctx;
@@ -523,17 +528,12 @@ double Screener::state_bytes_bound(const ScreenCandidate& c) {
   if (!pipelined(c))
     return per_element * (u.embed.held + u.head.held - u.tied + u.last.held +
                           (static_cast<double>(base_.n_layer) - 1) * u.inner.held);
-  const int p = c.pipe, stages = p * c.chunks;
-  const std::vector<int>& first = first_blocks(base_.batch / c.microbatches, stages);
+  const int p = c.pipe;
+  const std::vector<Piece> stage = stage_pieces(u, base_.batch / c.microbatches, p * c.chunks);
   double most = 0;
   for (int r = 0; r < p; ++r) {
     double held = 0;
-    for (int s = r; s < stages; s += p) {
-      held += (first[s + 1] - first[s] - 1) * u.inner.held + u.last.held;
-      if (s == 0) held += u.embed.held;
-      if (s == stages - 1) held += u.head.held;
-    }
-    if (stages == 1) held -= u.tied;
+    for (size_t s = r; s < stage.size(); s += p) held += stage[s].held;
     most = std::max(most, held);
   }
   return per_element * most;

@@ -123,6 +123,8 @@ class Screener {
   const Unit& unit(int64_t rows, const ScreenCandidate& c);
   const Unit& reference(const ScreenCandidate& c, int64_t* rows);
   const std::vector<int>& first_blocks(int64_t rows, int stages);
+  // The unit's pieces summed per stage of first_blocks(rows, stages).
+  std::vector<Piece> stage_pieces(const Unit& u, int64_t rows, int stages);
   double collective(CollectiveKind kind, double bytes, int ranks, Link link) const;
   double update(double state, int world, double share) const;
   // One collective per parameter tensor of `piece`, of its mean size:
