@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <queue>
 #include <set>
 
 #include "tessel/base/error.h"
@@ -21,7 +22,6 @@
 #include "tessel/plan/model/exact_cost.h"
 #include "tessel/plan/search/no_fit.h"
 #include "tessel/plan/search/screen.h"
-#include "tessel/plan/search/screened_order.h"
 #include "tessel/schedule/schedule.h"
 
 namespace tessel::plan {
@@ -298,6 +298,54 @@ int lean_sibling(const TrainConfig& base, const Space& space, int i) {
     }
   return lean;
 }
+
+// Candidates in order of screening's estimate, estimated lazily.
+//
+// Given every candidate's lower bound (sorted ascending) and a function
+// that estimates one, next() yields the candidate of the smallest estimate
+// among those not yielded yet, estimating only as far as needed: a
+// candidate is estimated once every smaller bound has been, and the best
+// estimate so far is final once the next bound exceeds it (a bound is never
+// above its estimate: Screener's invariant). Ties: the smaller candidate
+// index first. Candidates whose estimate throws are skipped (counted).
+class ScreenedOrder {
+ public:
+  using Estimate = std::function<std::optional<double>(int candidate)>;  // nullopt: skipped
+  ScreenedOrder(std::vector<std::pair<double, int>> sorted_bounds, Estimate estimate)
+      : bounds_(std::move(sorted_bounds)), estimate_(std::move(estimate)) {}
+
+  // (estimate, candidate), or nullopt when every candidate was yielded.
+  std::optional<std::pair<double, int>> next() {
+    while (position_ < bounds_.size() &&
+           (ready_.empty() || bounds_[position_].first <= ready_.top().first)) {
+      const int candidate = bounds_[position_++].second;
+      const std::optional<double> e = estimate_(candidate);
+      if (!e) {
+        ++skipped_;
+        continue;
+      }
+      ++estimated_;
+      ready_.push({*e, candidate});
+    }
+    if (ready_.empty()) return std::nullopt;
+    const std::pair<double, int> top = ready_.top();
+    ready_.pop();
+    return top;
+  }
+
+  int estimated() const { return estimated_; }
+  int skipped() const { return skipped_; }
+  // Candidates never estimated (their bound exceeded every estimate yielded).
+  int unestimated() const { return static_cast<int>(bounds_.size() - position_); }
+
+ private:
+  std::vector<std::pair<double, int>> bounds_;
+  Estimate estimate_;
+  size_t position_ = 0;
+  std::priority_queue<std::pair<double, int>, std::vector<std::pair<double, int>>, std::greater<>>
+      ready_;
+  int estimated_ = 0, skipped_ = 0;
+};
 
 // Every live candidate's screening bound, and the order of estimates over
 // them; a candidate whose unit the model cannot take is pruned (counted),
