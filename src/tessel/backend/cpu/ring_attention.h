@@ -6,7 +6,7 @@
 //
 // Load balanced: the op moves its halves of q, k, v (backward q, dout,
 // lse, k, v) so that rank r holds halves r and 2n-1-r of the sequence's 2n
-// (ring_halves.h), runs the ring on those and moves the results back. At
+// (Halves, HalfExchange), runs the ring on those and moves the results back. At
 // step t of n it holds the key/value chunk of rank (r - t) mod n, sends it
 // on to r + 1 while computing its half pairs against it (causal: those with
 // every key after every query skipped; two half pairs' worth per step on
