@@ -34,6 +34,7 @@
 #include "tessel/tensor/aligned_buffer.h"
 #include "tessel/train/checkpoint/checkpoint.h"
 #include "tessel/train/checkpoint/checkpoint_dirs.h"
+#include "tessel/train/checkpoint/config_drift.h"
 #include "tessel/train/checkpoint/safetensors.h"
 #include "tessel/train/text_model.h"
 #include "tessel/train/trainer.h"
@@ -213,11 +214,17 @@ int64_t resume_from(Trainer& trainer, const std::string& resume, const std::stri
   trainer.load_checkpoint(dir);
   const int64_t first_step = trainer.steps_done();
   if (trainer.is_root()) {
-    const nlohmann::json saved =
-        read_checkpoint_info(dir).state.value("saved_on", nlohmann::json());
+    const CheckpointInfo info = read_checkpoint_info(dir);
+    const nlohmann::json saved = info.state.value("saved_on", nlohmann::json());
     std::printf("resuming from %s at step %lld (saved on %s)\n", dir.c_str(),
                 static_cast<long long>(first_step),
                 saved.is_null() ? "an unknown layout" : saved.dump().c_str());
+    const std::vector<std::string> drift = config_drift(info.config, trainer.config());
+    if (!drift.empty())
+      std::fprintf(stderr,
+                   "warning: resuming with %zu key(s) changed from the checkpoint's config, "
+                   "which the run follows from here: %s\n",
+                   drift.size(), str_join(drift, ", ").c_str());
   }
   return first_step;
 }

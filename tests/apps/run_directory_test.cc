@@ -102,6 +102,26 @@ TEST_F(RunDirectory, ResumeAutoSkipsADamagedNewestCheckpoint) {
   EXPECT_NE(r.output.find("model.safetensors"), std::string::npos) << r.output;
 }
 
+// A resume that changes a key of the training (here lr and steps) warns,
+// naming each old and new value; one that changes only how the run
+// executes (threads) does not.
+TEST_F(RunDirectory, AResumeThatChangesTrainingKeysWarnsNamingThem) {
+  const std::string out = (dir_ / "run").string();
+  ASSERT_EQ(tessel::run_cli(train(out, "--steps 2 --checkpoint-every 1 --sync-save")).exit_code, 0);
+  const std::string from = " --resume " + (fs::path(out) / "checkpoints" / "step-1").string();
+  Result same = tessel::run_cli(train((dir_ / "same").string(), "--steps 2 --threads 1" + from));
+  ASSERT_EQ(same.exit_code, 0) << same.output;
+  EXPECT_EQ(same.output.find("changed from the checkpoint's config"), std::string::npos)
+      << same.output;
+  Result changed =
+      tessel::run_cli(train((dir_ / "changed").string(), "--steps 3 --set lr=0.5" + from));
+  ASSERT_EQ(changed.exit_code, 0) << changed.output;
+  for (const char* part : {"warning: resuming with 2 key(s) changed from the checkpoint's config, "
+                           "which the run follows from here: lr ",
+                           " -> 0.5, steps 2 -> 3"})
+    EXPECT_NE(changed.output.find(part), std::string::npos) << part << " in:\n" << changed.output;
+}
+
 // A resumed run marks its first metrics line with the mesh and layout it
 // resumed on, and `tessel report` lists the restart in its header table.
 TEST_F(RunDirectory, AResumedRunIsMarkedInItsMetricsAndReport) {
