@@ -1,42 +1,31 @@
 #include "tessel/train/checkpoint/config_drift.h"
 
+#include <algorithm>
+#include <iterator>
 #include <set>
+#include <sstream>
+
+#include "tessel/base/error.h"
 
 namespace tessel {
 namespace {
 
 // How and where a run executes: a checkpoint resumes under any of these
-// (docs/checkpoints.md, "Resuming on another layout").
+// (docs/checkpoints.md, "Resuming on another layout"). Each must be a key.
 const std::set<std::string>& execution_keys() {
-  static const std::set<std::string> keys = {"async_save",
-                                             "attention",
-                                             "bucket_mib",
-                                             "checkpoint_every",
-                                             "chunks",
-                                             "collectives",
-                                             "context_parallel",
-                                             "device",
-                                             "eval_batches",
-                                             "eval_every",
-                                             "grad_reduce_precision",
-                                             "keep_checkpoints",
-                                             "layout",
-                                             "loss",
-                                             "memory_limit",
-                                             "mesh",
-                                             "microbatches",
-                                             "offload",
-                                             "recompute",
-                                             "sample_chars",
-                                             "sample_prompt",
-                                             "schedule",
-                                             "shard",
-                                             "stages",
-                                             "staging_mib",
-                                             "threads",
-                                             "tp_comm_precision",
-                                             "trace",
-                                             "zero"};
+  static const std::set<std::string> keys = [] {
+    std::istringstream list(
+        "async_save attention bucket_mib checkpoint_every chunks collectives context_parallel "
+        "device eval_batches eval_every grad_reduce_precision keep_checkpoints layout loss "
+        "memory_limit mesh microbatches offload recompute sample_chars sample_prompt schedule "
+        "shard stages staging_mib threads tp_comm_precision trace zero");
+    std::set<std::string> out{std::istream_iterator<std::string>(list), {}};
+    const std::vector<std::string> known = TrainConfig::known_keys();
+    for (const std::string& key : out)
+      TS_CHECK(std::find(known.begin(), known.end(), key) != known.end(), "config_drift: '", key,
+               "' is not a config key");
+    return out;
+  }();
   return keys;
 }
 
