@@ -12,6 +12,12 @@ namespace tessel::cli {
 PeriodicSaver::PeriodicSaver(Trainer& trainer, const TrainConfig& config, std::string out)
     : trainer_(trainer), config_(config), out_(std::move(out)), root_(trainer.is_root()) {}
 
+void PeriodicSaver::prepare(int64_t first_step) {
+  const int64_t every = config_.checkpoint_every;
+  if (config_.async_save && every > 0 && config_.steps / every > first_step / every)
+    trainer_.reserve_snapshot(snapshot_);
+}
+
 double PeriodicSaver::finish() {
   if (!start_write_) return 0;
   const auto t0 = std::chrono::steady_clock::now();

@@ -180,6 +180,13 @@ void Trainer::snapshot_checkpoint(CheckpointSnapshot& snapshot) {
   snapshot.take(checkpoint_source(), ctx_->is_root());
 }
 
+void Trainer::reserve_snapshot(CheckpointSnapshot& snapshot) {
+  CheckpointSource source = checkpoint_source();
+  if (config_.optimizer == "adamw")  // AdamW's moments exist from the first update on
+    for (CheckpointSource::Param& p : source.params) p.has_moments = true;
+  snapshot.reserve(source, ctx_->is_root());
+}
+
 void Trainer::load_checkpoint(const std::string& dir) {
   auto t = std::chrono::steady_clock::now();
   const CheckpointInfo info = read_checkpoint_info(dir);

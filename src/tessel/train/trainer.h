@@ -102,6 +102,8 @@ class Trainer {
   // the root keeps the bytes), to be written later off the training thread:
   // tessel::save_checkpoint(dir, config(), snapshot.source(), step, true).
   void snapshot_checkpoint(CheckpointSnapshot& snapshot);
+  // Allocates those host buffers ahead of the first snapshot (no collectives).
+  void reserve_snapshot(CheckpointSnapshot& snapshot);
   // The manifest's "state" for the current step.
   nlohmann::json run_state() const;
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/error_of.h"
+#include "tessel/tensor/aligned_buffer.h"
 #include "tessel/train/checkpoint/background_writer.h"
 #include "tessel/train/checkpoint/checkpoint.h"
 
@@ -135,12 +136,12 @@ TEST(BackgroundWriter, RunsOneJobAtATimeAndReportsItsError) {
   writer.wait();  // reported once
 }
 
-TEST(CheckpointSnapshot, CopiesWhatTheSourceProducesAndWritesTheSameFile) {
-  OutDir out;
+// Two parameters, one with AdamW moments; `full` counts its calls and fills
+// each tensor from its index and part.
+CheckpointSource two_params(std::vector<float>& scratch, int& calls) {
   CheckpointSource source;
   source.params = {{"w", Shape{{"a", 2}, {"b", 3}}, true}, {"b", Shape{{"b", 3}}, false}};
-  std::vector<float> scratch(6);
-  int calls = 0;
+  scratch.assign(6, 0.0f);
   source.full = [&](size_t i, CheckpointSource::Part part) -> const float* {
     ++calls;
     for (size_t k = 0; k < scratch.size(); ++k)
@@ -148,6 +149,14 @@ TEST(CheckpointSnapshot, CopiesWhatTheSourceProducesAndWritesTheSameFile) {
     return scratch.data();
   };
   source.state = {{"next_step", 7}};
+  return source;
+}
+
+TEST(CheckpointSnapshot, CopiesWhatTheSourceProducesAndWritesTheSameFile) {
+  OutDir out;
+  std::vector<float> scratch;
+  int calls = 0;
+  const CheckpointSource source = two_params(scratch, calls);
   CheckpointSnapshot snapshot;
   snapshot.take(source, /*keep=*/true);
   EXPECT_EQ(calls, 4);  // w, w.m, w.v, b
@@ -167,6 +176,24 @@ TEST(CheckpointSnapshot, CopiesWhatTheSourceProducesAndWritesTheSameFile) {
   CheckpointSnapshot other;
   other.take(source, /*keep=*/false);  // a rank that only joins the gathers
   EXPECT_EQ(other.bytes(), 0);
+}
+
+// reserve() allocates the buffer ahead without reading a tensor; the take
+// after it copies into that buffer, allocating nothing more.
+TEST(CheckpointSnapshot, ReserveAllocatesAheadSoTheTakeOnlyCopies) {
+  std::vector<float> scratch;
+  int calls = 0;
+  const CheckpointSource source = two_params(scratch, calls);
+  const int64_t before = allocation_stats().live_bytes;
+  CheckpointSnapshot snapshot;
+  snapshot.reserve(source, /*keep=*/true);
+  EXPECT_EQ(calls, 0);
+  EXPECT_EQ(snapshot.bytes(), snapshot_bytes(source.params));
+  EXPECT_EQ(allocation_stats().live_bytes - before, snapshot.bytes());
+  reset_allocation_peak();
+  snapshot.take(source, /*keep=*/true);
+  EXPECT_EQ(calls, 4);
+  EXPECT_EQ(allocation_stats().peak_bytes - before, snapshot.bytes()) << "a second buffer";
 }
 
 }  // namespace

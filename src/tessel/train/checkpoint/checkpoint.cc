@@ -96,53 +96,64 @@ void CheckpointSnapshot::finish() {
   requests_.clear();
 }
 
-void CheckpointSnapshot::take(const CheckpointSource& source, bool keep) {
+CheckpointSnapshot::Layout CheckpointSnapshot::lay_out(const CheckpointSource& source, bool keep) {
   using Part = CheckpointSource::Part;
-  finish();
   shape_.params = source.params;
   shape_.state = source.state;
   const size_t n = source.params.size();
   for (std::vector<int64_t>& at : at_) at.assign(n, -1);
+  Layout l;
   // The writer's order (save_checkpoint): every value, then every moment
   // pair, then the tied copies (value and moments each).
-  std::vector<std::pair<size_t, Part>> order;
   auto moments = [&](size_t i) {
     if (source.params[i].has_moments)
-      order.emplace_back(i, Part::kM), order.emplace_back(i, Part::kV);
+      l.order.emplace_back(i, Part::kM), l.order.emplace_back(i, Part::kV);
   };
   for (size_t i = 0; i < n; ++i)
-    if (!source.params[i].tied_copy) order.emplace_back(i, Part::kValue);
+    if (!source.params[i].tied_copy) l.order.emplace_back(i, Part::kValue);
   for (size_t i = 0; i < n; ++i)
     if (!source.params[i].tied_copy) moments(i);
   for (size_t i = 0; i < n; ++i)
-    if (source.params[i].tied_copy) order.emplace_back(i, Part::kValue), moments(i);
-  const bool batched = source.place && source.sum && source.sharded;
+    if (source.params[i].tied_copy) l.order.emplace_back(i, Part::kValue), moments(i);
+  l.batched = source.place && source.sum && source.sharded;
   // Offsets: in the batched form the sharded tensors first (the summed
   // region, on every rank), then the others (the keeping rank only).
-  int64_t total = 0, summed = 0;
-  for (int pass = batched ? 0 : 1; pass < 2; ++pass)
-    for (const auto& [i, part] : order) {
-      if (batched && source.sharded(i, part) != (pass == 0)) continue;
+  int64_t total = 0;
+  for (int pass = l.batched ? 0 : 1; pass < 2; ++pass)
+    for (const auto& [i, part] : l.order) {
+      if (l.batched && source.sharded(i, part) != (pass == 0)) continue;
       at_[static_cast<int>(part)][i] = total;
       total += source.params[i].shape.numel();
-      if (pass == 0) summed = total;
+      if (pass == 0) l.summed = total;
     }
-  const int64_t held = keep ? total : batched ? summed : 0;
-  const size_t bytes = static_cast<size_t>(held) * sizeof(float);
+  l.held = keep ? total : l.batched ? l.summed : 0;
+  const size_t bytes = static_cast<size_t>(l.held) * sizeof(float);
   if (all_.size() != bytes) all_ = AlignedBuffer(bytes);
+  return l;
+}
+
+void CheckpointSnapshot::reserve(const CheckpointSource& source, bool keep) {
+  finish();
+  lay_out(source, keep);
+}
+
+void CheckpointSnapshot::take(const CheckpointSource& source, bool keep) {
+  using Part = CheckpointSource::Part;
+  finish();
+  const Layout l = lay_out(source, keep);
   float* base = all_.as<float>();
   auto at = [&](size_t i, Part part) { return base + at_[static_cast<int>(part)][i]; };
-  if (batched) {
-    if (held == 0) return;
-    std::memset(base, 0, bytes);
-    for (const auto& [i, part] : order)
+  if (l.batched) {
+    if (l.held == 0) return;
+    std::memset(base, 0, all_.size());
+    for (const auto& [i, part] : l.order)
       if (keep || source.sharded(i, part)) source.place(i, part, at(i, part));
     constexpr int64_t kChunk = int64_t{1} << 28;  // floats per collective (MPI's int counts)
-    for (int64_t off = 0; off < summed; off += kChunk)
-      requests_.push_back(source.sum(base + off, std::min(kChunk, summed - off)));
+    for (int64_t off = 0; off < l.summed; off += kChunk)
+      requests_.push_back(source.sum(base + off, std::min(kChunk, l.summed - off)));
     return;
   }
-  for (const auto& [i, part] : order) {
+  for (const auto& [i, part] : l.order) {
     const float* full = source.full(i, part);  // collective: every rank, same order
     if (keep) std::memcpy(at(i, part), full, source.params[i].shape.numel() * sizeof(float));
   }

@@ -71,6 +71,9 @@ struct CheckpointSource {
 class CheckpointSnapshot {
  public:
   void take(const CheckpointSource& source, bool keep);
+  // Allocates (and touches) the buffer take() will fill, ahead of the first
+  // take, which then only copies. No collectives.
+  void reserve(const CheckpointSource& source, bool keep);
   // A batched take starts its world sum without waiting for it (it
   // progresses inside the next step's MPI calls): every rank calls finish()
   // before the copy is read (source()) or taken again. A no-op otherwise.
@@ -81,6 +84,16 @@ class CheckpointSnapshot {
   int64_t bytes() const;
 
  private:
+  // The writer's order, whether the take is batched, and the floats summed
+  // (the sharded region) and held.
+  struct Layout {
+    std::vector<std::pair<size_t, CheckpointSource::Part>> order;
+    bool batched = false;
+    int64_t summed = 0, held = 0;
+  };
+  // Sets shape_ and at_ for `source` and sizes all_ to what it holds.
+  Layout lay_out(const CheckpointSource& source, bool keep);
+
   CheckpointSource shape_;      // names, shapes, state; no `full`
   AlignedBuffer all_;           // every tensor, in the writer's order
   std::vector<int64_t> at_[3];  // per Part: float offsets into all_ (-1: none)
