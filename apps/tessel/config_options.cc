@@ -1,5 +1,6 @@
 #include "config_options.h"
 
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -13,12 +14,31 @@
 
 namespace tessel::cli {
 
+namespace {
+
+// A whole-number flag's lower bound, named in the error (CLI11's own range
+// check prints its float limits).
+CLI::Validator at_least(long long least) {
+  auto check = [least](std::string& value) -> std::string {
+    long long n = 0;
+    const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), n);
+    if (error == std::errc() && end == value.data() + value.size() && n >= least) return "";
+    return "must be a whole number of at least " + std::to_string(least) + ", got " + value;
+  };
+  return CLI::Validator(check, ">= " + std::to_string(least));
+}
+
+}  // namespace
+
 void ConfigOptions::add_to(CLI::App* command, bool with_steps) {
   command->add_option("--config", path, "training config (JSON)")->required();
   command->add_option("--set", overrides, "override a config key: --set lr=3e-4 (repeatable)");
-  if (with_steps) command->add_option("--steps", steps, "number of training steps");
-  command->add_option("--threads", threads,
-                      "intra-op threads per rank (default: the host's cores / the ranks on it)");
+  if (with_steps)
+    command->add_option("--steps", steps, "number of training steps")->check(at_least(1));
+  command
+      ->add_option("--threads", threads,
+                   "intra-op threads per rank (default: the host's cores / the ranks on it)")
+      ->check(at_least(0));
   command->add_option("--device", device,
                       "where the program runs: cpu (default) | cuda (never run on a GPU yet: "
                       "refused unless TESSEL_UNVERIFIED_CUDA=1, docs/gpu.md)");
@@ -26,10 +46,11 @@ void ConfigOptions::add_to(CLI::App* command, bool with_steps) {
   command->add_option(
       "--layout", layout,
       "dims to mesh axes, e.g. batch=data,heads=model,seq=model (default by axis name)");
-  command->add_option(
-      "--zero", zero,
-      "ZeRO stage over the data axis: 0, 1 or 2 (optimizer state, gradients sharded), 3 (and "
-      "parameters, gathered on use)");
+  command
+      ->add_option("--zero", zero,
+                   "ZeRO stage over the data axis: 0, 1 or 2 (optimizer state, gradients "
+                   "sharded), 3 (and parameters, gathered on use)")
+      ->check(at_least(0));
   command->add_option("--offload", offload,
                       "none, or a comma list of: optimizer (AdamW's moments in pinned host "
                       "memory, the update on the CPU cores), weights (with optimizer: the f32 "
@@ -44,11 +65,14 @@ void ConfigOptions::add_to(CLI::App* command, bool with_steps) {
   command->add_option(
       "--memory-limit", memory_limit,
       "per-rank memory budget, e.g. 2GiB: fail before compute if the plan exceeds it");
-  command->add_option("--microbatches", microbatches,
-                      "split each batch into this many micro-batches (pipelines, accumulation)");
+  command
+      ->add_option("--microbatches", microbatches,
+                   "split each batch into this many micro-batches (pipelines, accumulation)")
+      ->check(at_least(1));
   command->add_option("--schedule", schedule,
                       "pipeline schedule: gpipe | 1f1b | interleaved | zb-h1");
-  command->add_option("--chunks", chunks, "model chunks per pipeline rank (interleaved)");
+  command->add_option("--chunks", chunks, "model chunks per pipeline rank (interleaved)")
+      ->check(at_least(1));
   command
       ->add_option("--stages", stages,
                    "block each pipeline stage after the first starts at, e.g. 2,4 "

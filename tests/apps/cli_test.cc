@@ -48,6 +48,20 @@ class Cli : public ::testing::Test {
   fs::path dir_;
 };
 
+// A whole-number flag below its bound is an error naming the flag and the
+// bound, not a value silently ignored (as -1, the "unset" mark, was).
+TEST_F(Cli, NegativeCountFlagsAreRefusedByName) {
+  const std::string config = write_config(tiny_gpt());
+  expect_error(run("train --config " + config + " --threads -2 --dry-run"),
+               "--threads: must be a whole number of at least 0, got -2");
+  expect_error(run("train --config " + config + " --steps -3 --dry-run"),
+               "--steps: must be a whole number of at least 1, got -3");
+  expect_error(run("train --config " + config + " --zero -1 --dry-run"),
+               "--zero: must be a whole number of at least 0, got -1");
+  expect_error(run("train --config " + config + " --microbatches 0 --dry-run"),
+               "--microbatches: must be a whole number of at least 1, got 0");
+}
+
 TEST_F(Cli, UnknownKeyIsNamedWithSuggestion) {
   nlohmann::json j = tiny_gpt();
   j["n_layers"] = 2;
