@@ -138,7 +138,7 @@ Command add_bench_command(CLI::App& app) {
   bench->require_subcommand(1);
   CLI::App* step = bench->add_subcommand("step", "time training steps of a config");
   opt->config.add_to(step, /*with_steps=*/false);
-  step->add_option("--steps", opt->steps, "timed steps")->check(CLI::PositiveNumber);
+  step->add_option("--steps", opt->steps, "timed steps")->check(at_least(1));
   step->add_option("--warmup", opt->warmup, "untimed warm-up steps");
   step->add_flag("--breakdown", opt->breakdown,
                  "also time the training program instruction by instruction: where a step goes, "

@@ -129,7 +129,7 @@ Command add_calibrate_command(CLI::App& app) {
                   "profile file (default: the cache, $XDG_CACHE_HOME/tessel/profile-*.json)");
   cmd->add_option("--threads", opt->calibrate.threads,
                   "largest thread count measured (default: every core)")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   cmd->add_flag("--quick", opt->calibrate.quick,
                 "fewer shapes and sizes, collectives on 2 ranks only (a few seconds)");
   cmd->add_flag("--force", opt->calibrate.force,

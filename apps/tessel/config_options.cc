@@ -14,10 +14,6 @@
 
 namespace tessel::cli {
 
-namespace {
-
-// A whole-number flag's lower bound, named in the error (CLI11's own range
-// check prints its float limits).
 CLI::Validator at_least(long long least) {
   auto check = [least](std::string& value) -> std::string {
     long long n = 0;
@@ -27,8 +23,6 @@ CLI::Validator at_least(long long least) {
   };
   return CLI::Validator(check, ">= " + std::to_string(least));
 }
-
-}  // namespace
 
 void ConfigOptions::add_to(CLI::App* command, bool with_steps) {
   command->add_option("--config", path, "training config (JSON)")->required();

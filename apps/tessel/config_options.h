@@ -35,4 +35,8 @@ struct ConfigOptions {
   TrainConfig load(bool with_data = true) const;
 };
 
+// A check for a whole-number flag (any command's): at least `least`, else
+// an error naming the flag, the bound and the value.
+CLI::Validator at_least(long long least);
+
 }  // namespace tessel::cli

@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "commands.h"
+#include "config_options.h"
 #include "tessel/train/data/text_corpus.h"
 #include "tessel/train/data/token_file.h"
 #include "tessel/train/text_model.h"
@@ -39,7 +40,7 @@ Command add_sample_command(CLI::App& app) {
   sub->add_option("--checkpoint", opt->checkpoint, "checkpoint directory")->required();
   sub->add_option("--prompt", opt->prompt, "text to continue");
   sub->add_option("--chars", opt->chars, "tokens to generate (bytes for a byte-level model)")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   sub->add_option("--temperature", opt->temperature, "sampling temperature (0: greedy)");
   sub->add_option("--seed", opt->seed, "sampling seed");
   return {sub, [opt] {

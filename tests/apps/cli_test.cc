@@ -49,7 +49,8 @@ class Cli : public ::testing::Test {
 };
 
 // A whole-number flag below its bound is an error naming the flag and the
-// bound, not a value silently ignored (as -1, the "unset" mark, was).
+// bound (before, -1 was silently taken for "unset", and CLI11's own check
+// printed its float limits).
 TEST_F(Cli, NegativeCountFlagsAreRefusedByName) {
   const std::string config = write_config(tiny_gpt());
   expect_error(run("train --config " + config + " --threads -2 --dry-run"),
@@ -60,6 +61,8 @@ TEST_F(Cli, NegativeCountFlagsAreRefusedByName) {
                "--zero: must be a whole number of at least 0, got -1");
   expect_error(run("train --config " + config + " --microbatches 0 --dry-run"),
                "--microbatches: must be a whole number of at least 1, got 0");
+  expect_error(run("bench step --config " + config + " --steps 0"),
+               "--steps: must be a whole number of at least 1, got 0");
 }
 
 TEST_F(Cli, UnknownKeyIsNamedWithSuggestion) {
