@@ -131,10 +131,10 @@ void print_host_fit(const std::vector<RankMemory>& ranks, const std::string& dev
 int run_dry(TrainConfig config) {
   if (const std::optional<RecomputeChoice> choice = resolve_recompute(config))
     std::printf("%s", choice->report().c_str());
+  const std::vector<RankMemory> ranks = predict_memory(config);  // throws on a bad layout
   std::printf("predicted memory per rank (mesh %s, zero %d, recompute %s, precision %s):\n",
               config.mesh.empty() ? "single rank" : config.mesh.c_str(), config.zero,
               config.recompute.c_str(), config.precision.c_str());
-  const std::vector<RankMemory> ranks = predict_memory(config);
   print_table(ranks, config.device);
   print_host_fit(ranks, config.device);
   if (config.precision == "bf16")
