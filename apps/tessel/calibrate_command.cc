@@ -149,6 +149,7 @@ Command add_calibrate_command(CLI::App& app) {
       ->group("");
   cmd->add_option("--repeats", opt->repeats,
                   "with --check: timed runs (each instruction's median counts)")
+      ->check(at_least(1))
       ->group("");
   return {cmd, [opt] { return run_calibrate(*opt); }};
 }

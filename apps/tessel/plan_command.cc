@@ -406,13 +406,14 @@ Command add_plan_command(CLI::App& app) {
       "rank every mesh, layout, schedule, ZeRO and recompute choice by predicted step time");
   opt->config.add_to(sub, /*with_steps=*/false);
   sub->add_option("--ranks", opt->ranks,
-                  "number of ranks (devices) to plan for (default: a published run's gpus)");
+                  "number of ranks (devices) to plan for (default: a published run's gpus)")
+      ->check(at_least(1));
   sub->add_option("--cluster", opt->cluster,
                   "a cluster file (examples/clusters/) to plan for (default: a published run's)");
   sub->add_option("--profile", opt->profile,
                   "this machine's profile (tessel calibrate); default: the cached one, "
                   "calibrating when there is none");
-  sub->add_option("--top", opt->top, "plans to show (default 10)");
+  sub->add_option("--top", opt->top, "plans to show (default 10)")->check(at_least(1));
   sub->add_flag("--ignore-device-memory", opt->ignore_device_memory,
                 "keep plans whose predicted memory exceeds the device's (to time a published "
                 "run's configuration); --memory-limit still applies");
