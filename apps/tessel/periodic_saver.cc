@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "tessel/base/steady_clock.h"
+#include "tessel/compile/memory_report.h"
 #include "tessel/train/checkpoint/checkpoint_dirs.h"
 #include "tessel/train/fault_inject.h"
 
@@ -12,10 +13,8 @@ namespace tessel::cli {
 PeriodicSaver::PeriodicSaver(Trainer& trainer, const TrainConfig& config, std::string out)
     : trainer_(trainer), config_(config), out_(std::move(out)), root_(trainer.is_root()) {}
 
-void PeriodicSaver::prepare(int64_t first_step) {
-  const int64_t every = config_.checkpoint_every;
-  if (config_.async_save && every > 0 && config_.steps / every > first_step / every)
-    trainer_.reserve_snapshot(snapshot_);
+void PeriodicSaver::prepare() {
+  if (holds_save_snapshot(trainer_.config())) trainer_.reserve_snapshot(snapshot_);
 }
 
 double PeriodicSaver::finish() {

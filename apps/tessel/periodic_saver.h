@@ -25,10 +25,10 @@ class PeriodicSaver {
   PeriodicSaver(const PeriodicSaver&) = delete;
   PeriodicSaver& operator=(const PeriodicSaver&) = delete;
 
-  // Before the first step: allocates the asynchronous snapshot's host
-  // buffers when a periodic save falls in (first_step, steps], the run the
-  // memory plan counts them for, so that the first save only copies.
-  void prepare(int64_t first_step);
+  // Before the first step (after any resume): allocates the asynchronous
+  // snapshot's host buffers where the memory plan counts them
+  // (holds_save_snapshot), so that the first save only copies.
+  void prepare();
   // Saves the checkpoint after `steps_done` steps.
   void save(int64_t steps_done);
   // The milliseconds the last save waited for the previous write (async).

@@ -466,7 +466,7 @@ int run_train(const TrainOptions& opt) {
   MetricsLog metrics(opt.out, trainer.is_root(), !resume->empty(), first_step);
   PeriodicSaver saver(trainer, config, opt.out);
   const auto prepare_start = std::chrono::steady_clock::now();
-  saver.prepare(first_step);
+  saver.prepare();
   clock.save_buffers_s = seconds_since(prepare_start);
   Progress progress(config.steps, trainer.task().item_name());
   const TrainRun run{opt, config, trainer, saver, metrics, progress};

@@ -20,6 +20,11 @@
 
 namespace tessel {
 
+bool holds_save_snapshot(const TrainConfig& c) {
+  return c.async_save && c.checkpoint_every > 0 &&
+         c.steps / c.checkpoint_every > c.first_step / c.checkpoint_every;
+}
+
 namespace {
 
 // The host copy of the state that asynchronous periodic saves write from
@@ -29,9 +34,7 @@ namespace {
 // no periodic save falls in (first_step, steps].
 int64_t snapshot_host_bytes(const TrainConfig& c, int rank, int64_t all_elements,
                             int64_t sharded_elements) {
-  if (c.checkpoint_every <= 0 || !c.async_save) return 0;
-  if (c.steps / c.checkpoint_every <= c.first_step / c.checkpoint_every) return 0;
-  return (rank == 0 ? all_elements : sharded_elements) * 4;
+  return holds_save_snapshot(c) ? (rank == 0 ? all_elements : sharded_elements) * 4 : 0;
 }
 
 // What the rank's engine stores outside its arenas (rank_storage.h): the

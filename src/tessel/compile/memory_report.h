@@ -87,6 +87,10 @@ struct RankMemory {
   int64_t total() const { return device() + host.total(); }
 };
 
+// Whether the asynchronous periodic saves hold a host snapshot in this run:
+// a periodic save falls in (first_step, steps].
+bool holds_save_snapshot(const TrainConfig& c);
+
 // Every rank's memory, each from its plan-only compile (compile_rank.h).
 std::vector<RankMemory> predict_memory(const TrainConfig& config);
 struct CompiledRank;
